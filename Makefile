@@ -1,0 +1,32 @@
+# Two entry points on a fresh machine with Python >= 3.11: `make bench` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+OUT ?= out
+
+.PHONY: env bench test lint report clean
+
+$(BIN)/labkit: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[notebooks,dev]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(BIN)/labkit
+
+env: $(BIN)/labkit
+
+# The main job on the embedded default lane (the simulator on localhost).
+bench: env
+	$(BIN)/labkit check
+	$(BIN)/labkit show sim
+
+test: env
+	$(BIN)/ruff check labkit tests benchmarks
+	$(BIN)/python -m pytest -q
+
+lint: env
+	$(BIN)/ruff check labkit tests benchmarks
+	$(BIN)/nbstripout --verify notebooks/*.ipynb
+
+clean:
+	rm -rf $(VENV) $(OUT)

@@ -1,0 +1,123 @@
+"""The `labkit` command: a thin layer over the library; every subcommand calls one labkit function."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+from labkit import __version__
+from labkit.errors import LabkitError
+from labkit.recipe import find_recipe, list_recipes, load_recipe
+
+
+def _variant_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--spec", help="speculation variant (e.g. none, dspark)")
+    p.add_argument("--staging", help="staging variant (e.g. nas, local-view)")
+    p.add_argument("--variant", "-V", action="append", default=[], metavar="AXIS=NAME",
+                   help="any variant axis, repeatable (e.g. -V spec=dspark)")
+
+
+def variant_choices(args: argparse.Namespace) -> dict[str, str | None]:
+    """{axis: name} from --spec/--staging/-V AXIS=NAME."""
+    choices: dict[str, str | None] = {"spec": args.spec, "staging": args.staging}
+    for item in args.variant:
+        axis, sep, name = item.partition("=")
+        if not sep or not axis or not name:
+            raise LabkitError(f"--variant expects AXIS=NAME, got {item!r}")
+        choices[axis] = name
+    return choices
+
+
+def plan_from_args(args: argparse.Namespace):
+    recipe = load_recipe(find_recipe(args.recipe))
+    choices = {k: v for k, v in variant_choices(args).items() if v is not None}
+    # --spec/--staging on a recipe without that axis: only an error when the user set it.
+    return recipe.resolve(choices)
+
+
+def cmd_recipes(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    rows = []
+    for folder in list_recipes():
+        try:
+            r = load_recipe(folder)
+        except LabkitError as e:
+            rows.append([folder.name, "", "", "", f"INVALID: {e}"])
+            continue
+        axes = "; ".join(f"{a}: {'|'.join(n)}" for a, n in r.axes.items())
+        eng = r.data["engine"]
+        rows.append([r.name, ", ".join(r.aliases), f"{eng['kind']} x{len(r.data['cluster']['nodes'])}", axes,
+                     r.data["lane"]["label"] or ""])
+    print(tabulate(rows, headers=["recipe", "aliases", "engine", "variants", "label"]))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from labkit.describe import describe_plan
+
+    plan = plan_from_args(args)
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=2))
+    else:
+        print(describe_plan(plan))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    folders = [find_recipe(n) for n in args.recipes] if args.recipes else list_recipes()
+    if not folders:
+        print("no recipes found", file=sys.stderr)
+        return 1
+    failed = 0
+    for folder in folders:
+        try:
+            r = load_recipe(folder)
+        except LabkitError as e:
+            failed += 1
+            print(f"FAIL {folder.name}: {e}")
+            continue
+        combos = sum(len(n) for n in r.axes.values()) or 1
+        note = "" if r.note.is_file() else "  (warning: no NOTE.md)"
+        print(f"ok   {r.name} ({combos} variants){note}")
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="labkit", description="Measure LLM serving lanes reproducibly.")
+    parser.add_argument("--version", action="version", version=f"labkit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("recipes", help="list recipes, aliases and variants")
+    p.set_defaults(func=cmd_recipes)
+
+    p = sub.add_parser("show", help="print the resolved lane plan")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.add_argument("--json", action="store_true", help="machine-readable plan")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")
+    p.add_argument("recipes", nargs="*")
+    p.set_defaults(func=cmd_check)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except LabkitError as e:
+        print(f"labkit: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("labkit: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

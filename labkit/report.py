@@ -369,9 +369,19 @@ def build_table(spec: TableSpec, measures: Any) -> Table:
                  notes=list(spec.notes), empty=spec.empty)
 
 
+def as_list(value: str | list[str] | tuple[str, ...] | None) -> list[str] | None:
+    """Notebook parameters arrive as lists or as 'a,b' strings from the command line."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return list(value)
+
+
 def build_tables(measures: Any, specs: list[TableSpec], only: list[str] | None = None,
                  recipes: list[str] | None = None) -> list[Table]:
     """All tables (or those whose id is in `only`), optionally restricted to runs of some recipes."""
+    recipes, only = as_list(recipes), as_list(only)
     if recipes:
         measures = measures[measures["recipe"].isin(recipes)]
     return [build_table(spec, measures) for spec in specs if not only or spec.id in only]
@@ -443,7 +453,9 @@ class Report:
     skipped: list[tuple[str, str]]
 
 
-def _spec_path(root: Path, spec: str | Path | None) -> Path:
+def spec_path(root: str | Path, spec: str | Path | None = None) -> Path:
+    """The table definitions for a results root: explicit file, else <root>/tables.toml, else the checkout's."""
+    root = Path(root)
     if spec:
         return Path(spec)
     local = root / TABLES_SPEC
@@ -456,7 +468,7 @@ def generate(results: str | Path | None = None, spec: str | Path | None = None, 
     from labkit.results import atomic_write_text, load_results
 
     data = load_results(results)
-    title, specs = load_spec(_spec_path(data.root, spec))
+    title, specs = load_spec(spec_path(data.root, spec))
     tables = build_tables(data.measures, specs, recipes=recipes)
     markdown = render_document(title, tables)
     target = Path(out) if out else data.root / TABLES_FILE

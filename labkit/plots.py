@@ -1,4 +1,4 @@
-"""Plots of stored runs (matplotlib, Agg backend): PNGs next to the tables, and figures for notebooks.
+"""Plots of stored runs (matplotlib Figures rendered with Agg, no pyplot): PNGs next to the tables, and figures for notebooks.
 
 Three views: per-measure bars (median) with min–max whiskers per lane; tokens over time per stream of a
 run (from requests.csv); prefill t/s by prompt length. Recorded ranges without a median are drawn as a
@@ -17,14 +17,12 @@ BAR_MEASURES = (("decode_c1", "decode c1 (t/s)"), ("decode_c2_agg", "decode c2 a
 _PNG_META = {"Software": None}
 
 
-def _plt():
-    import matplotlib
+def _figure(**kw: Any):
+    """A bare Figure (no pyplot): nothing global, no GUI backend, and ~1 s less import time. Notebooks show it
+    with display(fig)."""
+    from matplotlib.figure import Figure
 
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(**kw)
 
 
 def _lanes(measures: Any) -> list[tuple[str, Any]]:
@@ -46,10 +44,10 @@ def measure_bars(measures: Any, keys: tuple[tuple[str, str], ...] = BAR_MEASURES
     """One subplot per measure, one bar per lane at the median, whiskers over min–max across runs."""
     from labkit.report import _stat
 
-    plt = _plt()
     lanes = _lanes(measures)
     keys = tuple(k for k in keys if len(measures) and (measures["measure"] == k[0]).any()) or keys[:1]
-    fig, axes = plt.subplots(len(keys), 1, figsize=(8, 2.6 * len(keys)), squeeze=False)
+    fig = _figure(figsize=(8, 2.6 * len(keys)))
+    axes = fig.subplots(len(keys), 1, squeeze=False)
     for ax, (key, title) in zip(axes[:, 0], keys, strict=True):
         names, meds, los, his = [], [], [], []
         for name, part in lanes:
@@ -68,13 +66,16 @@ def measure_bars(measures: Any, keys: tuple[tuple[str, str], ...] = BAR_MEASURES
                 ax.plot([lo, lo], [y - 0.2, y + 0.2], color="black", lw=1.5)
                 ax.plot([hi, hi], [y - 0.2, y + 0.2], color="black", lw=1.5)
             if math.isnan(m) and not math.isnan(hi):
-                ax.annotate("range only", (hi, y), xytext=(4, -3), textcoords="offset points", fontsize=7)
+                ax.annotate("range only", (lo, y), xytext=(-4, -3), textcoords="offset points", fontsize=7,
+                            ha="right")
         ax.set_yticks(list(ys), names, fontsize=7)
         ax.set_title(title, fontsize=9)
         ax.invert_yaxis()
         if not names:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
+    # Fixed margins instead of tight_layout: same look for these fixed-size figures, half the render time.
+    fig.subplots_adjust(left=0.36, right=0.97, top=1 - 0.35 / (2.6 * len(keys)), bottom=0.3 / (2.6 * len(keys)),
+                        hspace=0.45)
     return fig
 
 
@@ -85,8 +86,8 @@ def tokens_over_time(requests: Any, title: str = ""):
     ';'-separated lists); otherwise draws each stream from (t_first, n_first) to (t_last, N), which
     shows the decode slope but not its wobble — the axis label says which.
     """
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig = _figure(figsize=(8, 3.5))
+    ax = fig.subplots()
     df = requests
     if len(df) and "phase" in df.columns:
         df = df[(df["phase"] == "decode") & (df["ok"].astype(str).str.lower() == "true")]
@@ -120,7 +121,7 @@ def tokens_over_time(requests: Any, title: str = ""):
         ax.legend(fontsize=6)
     if not drawn:
         ax.text(0.5, 0.5, "no per-request data", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.14)
     return fig
 
 
@@ -135,8 +136,8 @@ def prefill_by_length(measures: Any):
     """Prefill t/s (median, min–max whiskers) against prompt length, one line per lane."""
     from labkit.report import prefill_points
 
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig = _figure(figsize=(8, 3.5))
+    ax = fig.subplots()
     lanes: dict[str, list] = {}
     for name, length, stat in prefill_points(measures):
         lanes.setdefault(name, []).append((length, stat))
@@ -154,7 +155,7 @@ def prefill_by_length(measures: Any):
         ax.legend(fontsize=6)
     else:
         ax.text(0.5, 0.5, "no prefill data", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.14)
     return fig
 
 
@@ -172,20 +173,17 @@ def latest_runs_with_requests(results: Any, limit: int = 4) -> list[str]:
 
 def save_all(results: Any, folder: str | Path) -> list[Path]:
     """Write measures.png, prefill.png and tokens-<run>.png; returns the paths written."""
-    plt = _plt()
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     for name, fig in (("measures.png", measure_bars(results.measures)),
                       ("prefill.png", prefill_by_length(results.measures))):
         fig.savefig(folder / name, dpi=100, metadata=_PNG_META)
-        plt.close(fig)
         out.append(folder / name)
     for rid in latest_runs_with_requests(results):
         doc = results.docs[rid]
         fig = tokens_over_time(results.requests([rid]), f"{doc.get('label', '')} — {rid}")
         path = folder / f"tokens-{doc.get('recipe', '')}-{doc.get('variant_id', '')}.png"
         fig.savefig(path, dpi=100, metadata=_PNG_META)
-        plt.close(fig)
         out.append(path)
     return out

@@ -126,6 +126,8 @@ def parse_figures(path: str | Path | None = None) -> list[RecordedRun]:
             "section": merged.get("section", ""),
             "engine_version": merged.get("engine_version", ""),
             "raw_samples": False,
+            "plan_note": "plan = the recipe as resolved at import; the recorded runs predate labkit and their "
+                         "exact flags are only what the note states",
             "imported_by": "labkit import-note (labkit/recorded.py) from results/recorded.toml",
         }
         out.append(RecordedRun(
@@ -147,13 +149,18 @@ class ImportOutcome:
 
 def _plan_for(entry: RecordedRun) -> dict:
     """The lane plan as the recipe resolves it today: ties the figures to a recipe and variant that exist."""
-    from labkit.recipe import find_recipe, load_recipe
+    from labkit.recipe import find_recipe, load_recipe, repo_root
 
     try:
-        plan = load_recipe(find_recipe(entry.recipe)).resolve(entry.variants)
+        folder = find_recipe(entry.recipe)
+        plan = load_recipe(folder).resolve(entry.variants).to_dict()
     except LabkitError as e:
         raise RecordedError(f"recorded run {entry.key!r}: {e}")
-    return plan.to_dict()
+    try:  # a stable, checkout-relative path in committed files, whatever the caller's cwd
+        plan["file"] = str((folder / "recipe.toml").resolve().relative_to(repo_root()))
+    except ValueError:
+        plan["file"] = str(folder / "recipe.toml")
+    return plan
 
 
 def import_figures(path: str | Path | None = None, results: str | Path | None = None) -> list[ImportOutcome]:

@@ -121,7 +121,8 @@ def fmt_nfs(stat: Stat | None, per: str = "completion") -> str:
     text = fmt_stat(scaled, 0)
     if (scaled.median if scaled.median is not None else scaled.hi) == 0:
         return f"{text} MB"
-    return f"+{text} MB" + (f" per {per}" if per else "")
+    sign = "~+" if text.startswith("~") else "+"
+    return f"{sign}{text.lstrip('~')} MB" + (f" per {per}" if per else "")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -479,7 +480,7 @@ def generate(results: str | Path | None = None, spec: str | Path | None = None, 
         if plots:
             from labkit import plots as p
 
-            made = p.save_all(data, data.root / "plots")
+            made = p.save_all(data, target.parent / "plots")  # next to the tables they illustrate
     return Report(markdown, tables, target, made, data.skipped)
 
 

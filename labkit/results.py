@@ -292,6 +292,9 @@ class ResultsStore:
         """
         data = _plan_dict(plan)
         recipe, variant_id = data["recipe"], data["variant_id"]
+        managed = {"schema", "schema_version", "run_id", "status", "plan", "files", "summary", "finished"}
+        if managed & set(extra):
+            raise ResultsError(f"run.json field(s) {', '.join(sorted(managed & set(extra)))} are managed by the store")
         parent = self.root / _check_segment(recipe, "recipe") / _check_segment(variant_id, "variant id")
         parent.mkdir(parents=True, exist_ok=True)
         for _attempt in range(5):

@@ -45,7 +45,7 @@ def test_compare_notebook_runs_against_temp_results_and_writes_tables(tmp_path):
                            tmp_path / "nb" / "compare-out.ipynb", cwd=elsewhere, progress=False, log_output=False)
     assert executed.is_file()
     assert out_md.read_text(encoding="utf-8") == rp.generate(res, write=False, plots=False).markdown
-    assert (res / "plots" / "measures.png").is_file()
+    assert (out_md.parent / "plots" / "measures.png").is_file()  # plots sit next to the tables
     nb = nbformat.read(executed, as_version=4)
     html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells if c.cell_type == "code"
                    for o in c.get("outputs", []))

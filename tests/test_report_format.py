@@ -49,6 +49,7 @@ def test_acceptance_kv_nfs():
     assert rp.fmt_kv(Stat(8.0e6, 7.9e6, 8.1e6, n=3), None) == f"8.00M tokens (7.90{EN_DASH}8.10M)"
     assert rp.fmt_nfs(one(258e6), "short completion") == "+258 MB per short completion"
     assert rp.fmt_nfs(one(0), "short completion") == "0 MB"
+    assert rp.fmt_nfs(Stat(258e6, 258e6, 258e6, approx=True), "") == "~+258 MB"
 
 
 def _measures(rows):

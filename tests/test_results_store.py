@@ -143,6 +143,8 @@ def test_bad_names_are_refused(tmp_path):
         store.new_run({"recipe": "../evil", "variant_id": "x"})
     with pytest.raises(R.ResultsError, match="missing 'variant_id'"):
         store.new_run({"recipe": "x"})
+    with pytest.raises(R.ResultsError, match="status"):
+        store.new_run(sim_plan(), status="complete")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -26,6 +26,32 @@ class NotebookError(LabkitError):
     """A notebook could not be found or failed; names the notebook, cell and error."""
 
 
+RECORD_MIME = "application/x-labkit+json"
+
+
+def record(name: str, value: Any) -> None:
+    """Inside a notebook: leave a named, JSON-serialisable value in the executed notebook's outputs (a custom
+    mimetype, readable later with plain nbformat). `record("run_dir", str(run.path))` makes `labkit run` copy
+    the executed notebook into that run folder."""
+    from IPython.display import display
+
+    display({RECORD_MIME: {name: value}, "text/plain": f"{name} = {value!r}"}, raw=True)
+
+
+def read_records(notebook: str | os.PathLike) -> dict[str, Any]:
+    """Every value record()ed in an executed notebook, later values winning."""
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    out: dict[str, Any] = {}
+    for c in nb.cells:
+        for o in c.get("outputs", []) if c.cell_type == "code" else []:
+            data = o.get("data", {}).get(RECORD_MIME)
+            if isinstance(data, dict):
+                out.update(data)
+    return out
+
+
 def notebooks_dir() -> Path:
     from labkit.recipe import repo_root
 
@@ -112,6 +138,7 @@ def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = 
                 execution_timeout=execution_timeout,
             )
         except pm.PapermillExecutionError as e:
+            _copy_into_run(out, src)  # a failed run keeps the notebook with its traceback
             raise NotebookError(f"{src}: cell {e.cell_index} failed: {e.ename}: {e.evalue} "
                                 f"(executed notebook with the traceback: {out})")
         except Exception as e:  # kernel missing, bad notebook JSON, ...
@@ -119,4 +146,22 @@ def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = 
                 raise NotebookError(f"no Jupyter kernel named {KERNEL!r}: install one into this environment "
                                     f"with `{sys.executable} -m ipykernel install --sys-prefix --name python3`")
             raise
+    _copy_into_run(out, src)
     return out
+
+
+def _copy_into_run(executed: Path, template: Path) -> Path | None:
+    """Copy the executed notebook into the run folder the notebook record()ed as run_dir, if any."""
+    from labkit.results import ResultsError, attach_file
+
+    try:
+        run_dir = read_records(executed).get("run_dir")
+    except (OSError, ValueError):
+        return None
+    if not run_dir:
+        return None
+    try:
+        return attach_file(run_dir, executed, f"{template.stem}.ipynb")
+    except (ResultsError, OSError) as e:
+        print(f"labkit: could not copy {executed} into {run_dir}: {e}", file=sys.stderr)
+        return None

@@ -348,6 +348,23 @@ class ResultsStore:
         return load_results(self.root, include_incomplete=include_incomplete)
 
 
+def attach_file(run_dir: str | os.PathLike, src: str | os.PathLike, name: str | None = None) -> Path:
+    """Add a file to a run that may already be finished: the executed notebook exists only after its last
+    cell ran, i.e. after the run closed. Adds, never replaces: an existing file of that name is an error."""
+    run_dir = Path(run_dir)
+    doc = read_run(run_dir)
+    name = _check_segment(name or Path(src).name, "file name")
+    target = run_dir / name
+    if target.exists():
+        raise ResultsError(f"{target}: already exists; run files are never overwritten")
+    atomic_write_bytes(target, Path(src).read_bytes())
+    files = doc.setdefault("files", [])
+    if name not in files:
+        files.append(name)
+    atomic_write_text(run_dir / RUN_FILE, dumps(doc))
+    return target
+
+
 # --------------------------------------------------------------------------------------------------
 # Reading runs back
 

@@ -121,3 +121,31 @@ def test_batch_mode(monkeypatch):
     assert list(bar) == [0, 1, 2]
     monkeypatch.setenv("LABKIT_BATCH", "0")
     assert not batch_mode()
+
+
+def test_executed_notebook_is_copied_into_the_recorded_run(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("results = None", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "from labkit.notebooks import record\n"
+            "from labkit.records import RunSummary\n"
+            "from labkit.results import ResultsStore\n"
+            "plan = {'recipe': 'sim', 'variant_id': 'spec-none', 'simulated': True}\n"
+            "with ResultsStore(results).new_run(plan) as run:\n"
+            "    run.finish(RunSummary(measures={'decode_c1': 1.0}))\n"
+            "record('run_dir', str(run.path))"),
+    ]
+    probe = tmp_path / "mini.ipynb"
+    nbformat.write(nb, probe)
+    out = nbk.execute(probe, {"results": str(tmp_path / "res")}, tmp_path / "o" / "x.ipynb", progress=False,
+                      log_output=False)
+    assert nbk.read_records(out)["run_dir"].startswith(str(tmp_path / "res"))
+    from labkit.results import ResultsError, ResultsStore, attach_file, read_run
+
+    [run_dir] = ResultsStore(tmp_path / "res").run_paths()
+    assert (run_dir / "mini.ipynb").read_bytes() == out.read_bytes()
+    assert "mini.ipynb" in read_run(run_dir)["files"] and read_run(run_dir)["status"] == "complete"
+    with pytest.raises(ResultsError, match="never overwritten"):
+        attach_file(run_dir, out, "mini.ipynb")

@@ -2,10 +2,10 @@
 
 Writes 1,000 synthetic runs (10 lanes x 100 runs, each with run.json and a 20-row requests.csv) into a
 temp folder through the real store, then times `labkit report` (tables + plots) and `labkit report --check`
-as subprocesses, next to a baseline measured in the same run: `labkit --version` (interpreter start and
+as subprocesses (each repeated, median and min–max), next to a baseline measured in the same run: `labkit --version` (interpreter start and
 labkit import). Prints figures; asserts nothing.
 
-    python benchmarks/report_speed.py [--runs 1000]
+    python benchmarks/report_speed.py [--runs 1000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import argparse
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,7 @@ def timed(args: list[str], env: dict) -> tuple[float, int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="labkit-report-speed-"))
     try:
@@ -66,13 +68,25 @@ def main() -> int:
         synth(tmp, args.runs)
         print(f"wrote {args.runs} synthetic runs in {time.perf_counter() - t0:.1f} s ({tmp})", file=sys.stderr)
         env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        base, _ = timed(["--version"], env)
-        full, rc_full = timed(["report", "--results", str(tmp)], env)
-        chk, rc_chk = timed(["report", "--check", "--results", str(tmp)], env)
-        print(f"baseline `labkit --version`:          {base:6.2f} s")
-        print(f"`labkit report` over {args.runs} runs:     {full:6.2f} s  (exit {rc_full}; tables + plots)")
-        print(f"`labkit report --check` over {args.runs}: {chk:6.2f} s  (exit {rc_chk})")
-        print(f"target <= 5.00 s: report {'OK' if full <= 5 else 'SLOW'}, ratio to baseline {full / base:.1f}x")
+        def series(cmd: list[str]) -> tuple[float, float, float, int]:
+            times, rc = [], 0
+            for _ in range(args.repeat):
+                t, code = timed(cmd, env)
+                times.append(t)
+                rc = rc or code
+            return statistics.median(times), min(times), max(times), rc
+
+        base = series(["--version"])
+        full = series(["report", "--results", str(tmp)])
+        chk = series(["report", "--check", "--results", str(tmp)])
+        print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; "
+              f"median (min\u2013max) of {args.repeat}")
+        for name, (med, lo, hi, rc) in (("labkit --version (baseline)", base),
+                                        (f"labkit report, {args.runs} runs (tables + plots)", full),
+                                        (f"labkit report --check, {args.runs} runs", chk)):
+            print(f"{name:45} {med:5.2f} s ({lo:.2f}\u2013{hi:.2f})  exit {rc}")
+        print(f"target <= 5.00 s: report {'OK' if full[0] <= 5 else 'SLOW'} "
+              f"(median {full[0]:.2f} s, {full[0] / base[0]:.0f}x the baseline)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

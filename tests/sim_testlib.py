@@ -1,70 +1,27 @@
 """Helpers for the simulator tests: start `python -m labkit.sim` in a subprocess, and a plain http.client client.
 
-The server is started with --port 0 and its port is read from its own log line, so tests never race for ports.
+Servers are started by labkit.sim.process.SimProcess (--port 0, port read from the server's own log line).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
-import re
-import subprocess
-import sys
-import threading
 import time
 from dataclasses import dataclass, field
 
-READY = re.compile(r"(?:Starting vLLM server on|Uvicorn running on) http://[^:]+:(\d+)")
+from labkit.errors import LabkitError
+from labkit.sim.process import SimProcess
 
 
-class SimProc:
-    """A simulator subprocess; collects its stderr lines; always stopped by the fixture that made it."""
-
-    def __init__(self, args: list[str]):
-        self.args = [sys.executable, "-m", "labkit.sim", "--port", "0", *args]
-        self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.port: int | None = None
-        self._up = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        started = False
-        for line in self.proc.stderr:  # type: ignore[union-attr]
-            self.lines.append(line.rstrip("\n"))
-            m = READY.search(line)
-            if m:
-                self.port = int(m.group(1))
-            started = started or "Application startup complete" in line
-            if started and self.port:  # SGLang prints the address after the startup line
-                self._up.set()
-        self._up.set()
+class SimProc(SimProcess):
+    """labkit.sim.process.SimProcess with test-friendly assertion errors."""
 
     def wait_up(self, timeout: float = 20.0) -> int:
-        """Wait for the 'Application startup complete.' line; returns the port."""
-        assert self._up.wait(timeout), f"sim did not come up: {self.lines}"
-        assert self.port, f"sim exited during boot (rc={self.proc.poll()}): {self.lines}"
-        return self.port
-
-    def wait_line(self, text: str, timeout: float = 10.0) -> str:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            for line in list(self.lines):
-                if text in line:
-                    return line
-            time.sleep(0.01)
-        raise AssertionError(f"no line containing {text!r} in {self.lines}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self._reader.join(5)
+        try:
+            return super().wait_up(timeout)
+        except LabkitError as e:
+            raise AssertionError(f"{e}\n{self.lines}")
 
 
 def request(port: int, method: str, path: str, body: dict | None = None, conn: http.client.HTTPConnection | None = None,

@@ -430,3 +430,15 @@ def test_labkit_cli_serves_preset():
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_simprocess_reports_boot_failure():
+    from labkit.errors import LabkitError
+    from labkit.sim.process import SimProcess
+
+    with pytest.raises(LabkitError, match="exited during boot"), \
+            SimProcess(["--preset", "test", "--set", "fault_boot_crash=disk on fire"]):
+        pass
+    with SimProcess(["--preset", "test"]) as p:
+        assert request(p.port, "GET", "/health")[0] == 200 and p.url == f"http://127.0.0.1:{p.port}"
+    assert p.proc.returncode is not None

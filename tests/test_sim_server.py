@@ -6,6 +6,7 @@ Rate checks use tolerances about correctness (the configured rate comes out, not
 from __future__ import annotations
 
 import http.client
+import os
 import re
 import socket
 import subprocess
@@ -46,6 +47,27 @@ def _truth(port: int, index: int | None = None) -> dict:
     return reqs[-1] if index is None else next(r for r in reqs if r["index"] == index)
 
 
+def _listening_sockets(pid: int) -> set[str]:
+    """Inodes of TCP sockets in LISTEN state held by process `pid` (from /proc, no external tools)."""
+    listen = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        listen |= {r.split()[9] for r in rows if r.split()[3] == "0A"}
+    mine = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            mine.add(target[8:-1])
+    return mine & listen
+
+
 # ---- boot ----------------------------------------------------------------------------------------
 
 
@@ -55,9 +77,9 @@ def test_boot_refuses_connections_until_ready(sim):
     # the port is unknown until ready, so check nothing is listening for this process at all
     time.sleep(0.2)
     assert p.port is None and p.proc.poll() is None
-    listening = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout
-    assert f"pid={p.proc.pid}," not in listening
+    assert not _listening_sockets(p.proc.pid)
     port = p.wait_up()
+    assert _listening_sockets(p.proc.pid)
     assert request(port, "GET", "/health")[0] == 200
     text = "\n".join(p.lines)
     # the regexes labkit's log parser uses (engines.md 1.1)
@@ -143,6 +165,8 @@ def test_continuous_usage_counts_tokens(vllm):
 
 def test_non_stream_and_completions(vllm):
     port = vllm.port
+    _, body = post_json(port, "/v1/chat/completions", chat("capped", 5, max_completion_tokens=3, min_tokens=0))
+    assert body["usage"]["completion_tokens"] == 3  # max_completion_tokens wins over max_tokens
     status, body = post_json(port, "/v1/chat/completions", chat("plain", 5))
     assert status == 200 and body["object"] == "chat.completion"
     assert body["usage"]["completion_tokens"] == 5 and body["choices"][0]["finish_reason"] == "length"
@@ -212,9 +236,17 @@ def test_eos_without_ignore_eos(sim):
 
 
 def _decode_tps(s) -> float:
+    """Client-side (N - n_first) / (t_last - t_first) from continuous usage."""
     toks = s.token_events
     usage = [e["usage"]["completion_tokens"] for _, e in toks]
     return (usage[-1] - usage[0]) / (toks[-1][0] - toks[0][0])
+
+
+def _median_tps(s) -> float:
+    """1 / median inter-chunk interval: robust to a stall of the (shared, busy) test machine."""
+    times = [t for t, _ in s.token_events]
+    gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False))
+    return 1 / gaps[len(gaps) // 2]
 
 
 CONT = {"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
@@ -224,10 +256,11 @@ def test_decode_rate_c1_and_cold(sim):
     p = sim("--set", "cold_requests=1", "--set", "cold_decode_tps=100", "--set", "decode_tps=200")
     cold = stream(p.port, "/v1/chat/completions", chat("cold one", 41, **CONT))
     warm = stream(p.port, "/v1/chat/completions", chat("warm one", 61, **CONT))
-    assert _decode_tps(cold) == pytest.approx(100, rel=0.1)
-    assert _decode_tps(warm) == pytest.approx(200, rel=0.1)
+    # tolerances tell 100 from 200 t/s on a loaded 2-core machine; they are not speed goals
+    assert _decode_tps(cold) == pytest.approx(100, rel=0.2) and _median_tps(cold) == pytest.approx(100, rel=0.1)
+    assert _decode_tps(warm) == pytest.approx(200, rel=0.2) and _median_tps(warm) == pytest.approx(200, rel=0.1)
     t = _truth(p.port, 2)
-    assert t["true_decode_tps"] == pytest.approx(200, rel=0.02) and not t["cold"] and _truth(p.port, 1)["cold"]
+    assert t["true_decode_tps"] == pytest.approx(200, rel=0.05) and not t["cold"] and _truth(p.port, 1)["cold"]
     assert t["max_lateness"] < 0.05
 
 
@@ -251,7 +284,7 @@ def test_c2_aggregate_has_batch_effect(sim):
     assert hi - lo > 0.15
     toks = sum(1 for s in res for t, _ in s.token_events if lo < t <= hi)
     agg = toks / (hi - lo)
-    assert agg == pytest.approx(2 * 200 / 1.5, rel=0.12)  # not 2 x c1 (400)
+    assert agg == pytest.approx(2 * 200 / 1.5, rel=0.2)  # 267, not 2 x c1 (400)
 
 
 def test_prefill_rate_and_ttft(sim):
@@ -261,7 +294,7 @@ def test_prefill_rate_and_ttft(sim):
     ttft = s.token_events[0][0] - s.t0
     P = s.usage["prompt_tokens"]
     assert P == 2006 and s.usage["prompt_tokens_details"]["cached_tokens"] == 0
-    assert ttft == pytest.approx(P / 10000, abs=0.04)
+    assert ttft == pytest.approx(P / 10000, abs=0.08)
     t = _truth(p.port)
     assert t["true_prefill_tps"] == pytest.approx(10000, rel=1e-6)
     assert t["t_first"] - t["t_prefill_end"] < 0.02
@@ -442,3 +475,21 @@ def test_simprocess_reports_boot_failure():
     with SimProcess(["--preset", "test"]) as p:
         assert request(p.port, "GET", "/health")[0] == 200 and p.url == f"http://127.0.0.1:{p.port}"
     assert p.proc.returncode is not None
+
+
+def test_client_disconnect_aborts_and_frees_batch_slot(sim):
+    p = sim("--set", "decode_tps=100")
+    c = http.client.HTTPConnection("127.0.0.1", p.port, timeout=5)
+    s = stream(p.port, "/v1/chat/completions", chat("leaving early", 500, **CONT), conn=c, max_events=4)
+    assert len(s.events) == 4
+    c.close()
+    deadline = time.monotonic() + 5
+    while _truth(p.port, 1)["status"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    t = _truth(p.port, 1)
+    assert t["status"] == "aborted" and t["completion_tokens"] < 500
+    m = metrics(p.port)
+    assert metric_sum(m, "vllm:num_requests_running") == 0 and metric_sum(m, "vllm:num_requests_waiting") == 0
+    # the next request decodes at the c1 rate again (the aborted one left the batch)
+    s = stream(p.port, "/v1/chat/completions", chat("alone", 21, **CONT))
+    assert _median_tps(s) == pytest.approx(100, rel=0.1)

@@ -204,3 +204,19 @@ def test_eos_natural_length_and_min_tokens():
     assert sum(lengths) / len(lengths) == pytest.approx(10, rel=0.3)
     assert min(eng.admit([200], 1000, 50, False, "chat", True, str(i)).target_tokens for i in range(50)) >= 50
     assert all(eng.admit([200], 64, 0, True, "chat", True, str(i)).target_tokens == 64 for i in range(20))
+
+
+def test_decode_steps_wait_for_or_share_other_prefills():
+    eng, clock = _engine("decode_tps=100", "prefill_tps=1000")
+    a = eng.admit([200] * 10, 50, 0, True, "chat", True, "a")
+    eng.first_token(a, a.t_prefill_end, a.t_prefill_end)
+    clock.t = a.t_prefill_end
+    b = eng.admit(list(range(100, 1100)), 5, 0, True, "chat", True, "b")  # 1 s of prefill
+    assert eng.next_target(a, clock.t) == pytest.approx(b.t_prefill_end)  # monolithic prefill: wait
+    eng2, clock2 = _engine("decode_tps=100", "prefill_tps=1000", "prefill_chunk_tokens=100")
+    a = eng2.admit([200] * 10, 50, 0, True, "chat", True, "a")
+    eng2.first_token(a, a.t_prefill_end, a.t_prefill_end)
+    clock2.t = a.t_prefill_end
+    eng2.admit(list(range(100, 1100)), 5, 0, True, "chat", True, "b")
+    # chunked: the step shares the forward with one 100-token chunk (0.1 s) on top of its own 0.01 s
+    assert eng2.next_target(a, clock2.t) == pytest.approx(clock2.t + 0.01 + 0.1)

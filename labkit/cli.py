@@ -131,6 +131,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sim(args: argparse.Namespace) -> int:
+    from labkit.sim.cli import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="labkit", description="Measure LLM serving lanes reproducibly.")
     parser.add_argument("--version", action="version", version=f"labkit {__version__}")
@@ -171,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="executed notebook path (default out/<name>-<UTC stamp>.ipynb)")
     p.add_argument("--execution-timeout", type=float, default=None, metavar="S", help="per-cell timeout")
     p.set_defaults(func=cmd_run)
+
+    from labkit.sim.cli import add_arguments as sim_arguments
+
+    p = sub.add_parser("sim", help="run the simulated engine (an OpenAI-compatible server at known speeds)")
+    sim_arguments(p)
+    p.set_defaults(func=cmd_sim)
     return parser
 
 

@@ -230,6 +230,12 @@ class Lane:
                              f"logs of lane {self.lane_id}", hosts)
         return out
 
+    def check(self) -> None:
+        """Raise LaneFailed (with the dead node's log tail) unless every node's engine is alive; for use between runs."""
+        report = self._dead_node_report()
+        if report is not None:
+            raise report
+
     def ready(self) -> bool:
         """Whether the head answers every readiness probe now."""
         return all(_get_status(self.root_url + p.path) == p.status for p in self.engine.probes(self.plan))
@@ -266,7 +272,7 @@ class Lane:
         last_nodes = -1e9
         last_note = 0.0
         while True:
-            if _get_status(self.root_url + probes[0].path) == probes[0].status:
+            if _get_status(self.root_url + probes[0].path, timeout=1.0) == probes[0].status:
                 noticed = self._elapsed()
                 if all(_get_status(self.root_url + p.path) == p.status for p in probes[1:]):
                     self._poll_nodes(final=True)
@@ -325,11 +331,14 @@ class Lane:
         if self.run_dir:
             with open(self.run_dir / "logs" / f"{w.host.name}.log", "a", encoding="utf-8") as f:
                 f.write(text)
-        at = self._elapsed()
+        at = self._elapsed()  # when labkit saw the line (node polls are ~1 s apart), not the engine's stamp
+        shown: dict[str, list[str]] = {}
         for pat, line in w.log.feed(text):
             w.phases.append(BootPhase(round(at, 3), w.host.name, pat.name, line))
-            who = w.host.name if len(self.group) > 1 else ""
-            self._say(f"[{at:6.1f}s] {who + ': ' if who else ''}{pat.label}: {line.strip()[:160]}")
+            shown.setdefault(line, []).append(pat.label)
+        who = w.host.name + ": " if len(self.group) > 1 else ""
+        for line, labels in shown.items():
+            self._say(f"[{at:6.1f}s] {who}{', '.join(labels)}: {line.strip()[:160]}")
 
     def _facts(self, noticed: float) -> BootFacts:
         head = self._watch[self.group.head.name]

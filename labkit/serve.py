@@ -15,6 +15,7 @@ by `labkit up` is found again by `labkit status/logs/down`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import signal
 import sys
@@ -112,7 +113,13 @@ def python_for(plan, hosts: list[Host] | None = None) -> str:
 
 
 def launches(plan, hosts: list[Host] | None = None) -> list[NodeLaunch]:
-    return engine_for(plan).launch(plan, node_specs(plan, hosts), python=python_for(plan, hosts))
+    python = python_for(plan, hosts)
+    out = engine_for(plan).launch(plan, node_specs(plan, hosts), python=python)
+    if plan.engine.kind == "sim" and python == sys.executable:
+        # A local simulator runs this checkout's labkit even when it is not pip-installed.
+        root = str(Path(__file__).resolve().parents[1])
+        out = [dataclasses.replace(ln, env=ln.env + (("PYTHONPATH", root),)) for ln in out]
+    return out
 
 
 def lane_commands(plan, hosts: list[Host] | None = None) -> dict[str, str]:

@@ -18,6 +18,7 @@ import os
 import shlex
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -218,12 +219,16 @@ class SshHost(Host):
         with self._lock:
             cxn = self._connection()
             kwargs: dict[str, Any] = {"hide": True, "warn": True}
+            remote = command
             if timeout is not None:
-                kwargs["timeout"] = timeout
+                # Without a pty the remote command outlives a client-side timeout; `timeout` ends it on the node.
+                remote = f"timeout -k 2 {max(1, math.ceil(timeout))} sh -c {shlex.quote(command)}"
+                kwargs["timeout"] = timeout + 10  # client-side net for a hung connection
             if stdin is not None:
                 kwargs["in_stream"] = io.StringIO(stdin.decode() if isinstance(stdin, bytes) else stdin)
+            started = time.monotonic()
             try:
-                r = cxn.run(command, **kwargs)
+                r = cxn.run(remote, **kwargs)
             except CommandTimedOut:
                 raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
             except (OSError, EOFError) as e:
@@ -234,6 +239,8 @@ class SshHost(Host):
                     self._drop()
                     raise Unreachable(self.name, f"connection lost: {type(e).__name__}: {e}")
                 raise
+        if timeout is not None and r.exited in (124, 137) and time.monotonic() - started >= timeout * 0.9:
+            raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
         return Result(self.name, command, r.stdout, r.stderr, r.exited)
 
     def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:

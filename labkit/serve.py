@@ -239,7 +239,7 @@ class Lane:
 
     def check(self) -> None:
         """Raise LaneFailed (with the dead node's log tail) unless every node's engine is alive; for use between runs."""
-        report = self._dead_node_report()
+        report = self._dead_node_report(attempts=1)
         if report is not None:
             raise report
 
@@ -371,13 +371,19 @@ class Lane:
                 with open(self.run_dir / "logs" / f"{name}.log", "a", encoding="utf-8") as f:
                     f.write(text)
 
-    def _dead_node_report(self) -> LaneFailed | None:
+    def _dead_node_report(self, attempts: int = 4) -> LaneFailed | None:
         """After an error inside `with lane.up()`: name a node that died, with its log tail, if one did."""
-        try:
-            states = self.status()
-        except (LabkitError, HostError):
-            return None
-        dead = [n for n, s in states.items() if s != ALIVE]
+        dead: list[str] = []
+        for attempt in range(attempts):  # a client can see the connection drop a moment before the process is gone
+            try:
+                states = self.status()
+            except (LabkitError, HostError):
+                return None
+            dead = [n for n, s in states.items() if s != ALIVE]
+            if dead:
+                break
+            if attempt < attempts - 1:
+                time.sleep(0.3)
         if not dead:
             return None
         try:

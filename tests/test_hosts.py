@@ -71,7 +71,11 @@ def test_ssh_timeout(cluster):
     h = ssh(cluster)
     try:
         with pytest.raises(CommandTimeout, match="127.0.0.2: command timed out"):
-            h.run("sleep 5", timeout=0.5)
+            h.run("sleep 7.25", timeout=0.5)
+        deadline = time.monotonic() + 5
+        while any("sleep 7.25" in cmd for _, cmd in cluster.processes()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any("sleep 7.25" in cmd for _, cmd in cluster.processes())  # ended on the node too
     finally:
         h.close()
 

@@ -149,6 +149,8 @@ class Lane:
         self.lane_id = plan.lane_id
         self._watch: dict[str, _NodeWatch] = {}
         self._t0 = 0.0
+        #: seconds per lifecycle step of the last start/down (check, start, ready, down), for benchmarks and records
+        self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ pure views
 
@@ -187,7 +189,9 @@ class Lane:
 
     def start(self) -> Endpoint:
         """Check nodes, start every node in parallel, wait for readiness. On any failure, remove everything."""
+        t = time.monotonic()
         check_reachable(self.group)
+        self.timings = {"check": time.monotonic() - t}
         self._refuse_if_present()
         self._say(f"lane {self.lane_id}: starting {self.plan.engine.kind} on {len(self.group)} node(s) "
                   f"({', '.join(self.group.names)})")
@@ -197,7 +201,9 @@ class Lane:
             with _sigterm_as_interrupt():
                 self._t0 = time.monotonic()
                 self._start_all()
+                self.timings["start"] = self._elapsed()
                 facts = self._wait_ready()
+                self.timings["ready"] = facts.boot_seconds or self._elapsed()
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 self._say("interrupted: removing the lane on every node")
@@ -212,11 +218,13 @@ class Lane:
 
     def down(self) -> None:
         """Remove the lane on every node and verify nothing is left; NodeError names any node that kept some."""
+        t = time.monotonic()
         self._capture_logs()
         with _ignore_interrupts():
             self.group.run(lambda h: self.runtime.stop_command(h.name), f"removing lane {self.lane_id}",
                            timeout=self.runtime.stop_grace + 60)
             left = self.leftovers()
+        self.timings["down"] = time.monotonic() - t
         if left:
             raise NodeError(f"lane {self.lane_id} still present after removal", left)
 
@@ -269,6 +277,11 @@ class Lane:
         self.group.map(start, f"starting lane {self.lane_id}")
         self._say(f"[{self._elapsed():6.1f}s] started on all nodes; waiting for readiness "
                   f"({self.root_url}{self.engine.probes(self.plan)[0].path}, timeout {self.plan.engine.boot_timeout:g} s)")
+
+    @property
+    def started_at(self) -> float:
+        """time.monotonic() when the start commands were issued (boot_seconds counts from here)."""
+        return self._t0
 
     def _elapsed(self) -> float:
         return time.monotonic() - self._t0

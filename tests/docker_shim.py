@@ -208,7 +208,9 @@ def main() -> None:
         f.write(json.dumps(args) + "\n")
     if not args:
         fail("usage: docker COMMAND", 1)
-    delay = os.environ.get("LABKIT_SHIM_DELAY")
+    # A slow node: seconds to sleep per call, from the env or a `delay` file in the shim state root.
+    delay_file = Path(os.environ["LABKIT_SHIM_STATE"]) / "delay"
+    delay = os.environ.get("LABKIT_SHIM_DELAY") or (delay_file.read_text().strip() if delay_file.exists() else "")
     if delay:
         time.sleep(float(delay))
     cmd, rest = args[0], args[1:]

@@ -184,6 +184,15 @@ class Cluster:
         return {"LABKIT_SSH_KEY": str(self.key), "LABKIT_SSH_KNOWN_HOSTS": str(self.known_hosts),
                 "LABKIT_SSH_USER": self.user, "LABKIT_SSH_PORT": str(self.port)}
 
+    def set_docker_delay(self, seconds: float) -> None:
+        """Make every node's docker shim sleep this long per call (a slow daemon); 0 turns it off."""
+        self.shim_state.mkdir(parents=True, exist_ok=True)
+        f = self.shim_state / "delay"
+        if seconds:
+            f.write_text(str(seconds))
+        else:
+            f.unlink(missing_ok=True)
+
     def calls(self, addr: str) -> list[list[str]]:
         """Every `docker` argv the node's shim recorded, oldest first."""
         f = self.shim_state / NODE_NAMES[addr] / "calls.jsonl"

@@ -287,31 +287,56 @@ class Lane:
         return time.monotonic() - self._t0
 
     def _wait_ready(self) -> BootFacts:
+        """Probe the head every `poll` s here; a watcher thread checks nodes and logs every `node_poll` s.
+
+        The node round trips (SSH) run beside the probe loop, so a slow node never delays noticing readiness.
+        """
         probes = self.engine.probes(self.plan)
         timeout = self.plan.engine.boot_timeout
-        last_nodes = -1e9
-        last_note = 0.0
-        while True:
-            if _get_status(self.root_url + probes[0].path, timeout=1.0) == probes[0].status:
-                noticed = self._elapsed()
-                if all(_get_status(self.root_url + p.path) == p.status for p in probes[1:]):
-                    self._poll_nodes(final=True)
-                    return self._facts(noticed)
-            now = self._elapsed()
-            if now - last_nodes >= self.node_poll:
-                last_nodes = now
-                self._poll_nodes()
-            if now > timeout:
-                head = self._watch[self.group.head.name]
-                raise BootTimeout(self.lane_id, head.host.name,
-                                  f"not ready after {timeout:g} s (engine.boot_timeout)", _tail("".join(head.text_tail)))
-            if now - last_note >= 30:
-                last_note = now
-                if now > 1:
-                    self._say(f"[{now:6.1f}s] still booting ...")
-            time.sleep(self.poll)
+        stop = threading.Event()
+        problem: list[BaseException] = []
 
-    def _poll_nodes(self, final: bool = False) -> None:
+        def watch() -> None:
+            while not stop.is_set():
+                t = time.monotonic()
+                try:
+                    self._poll_nodes()
+                except BaseException as e:  # handed to the main loop
+                    problem.append(e)
+                    return
+                stop.wait(max(0.0, self.node_poll - (time.monotonic() - t)))
+
+        watcher = threading.Thread(target=watch, name="labkit-boot-watch", daemon=True)
+        watcher.start()
+        last_note = 0.0
+        try:
+            while True:
+                if problem:
+                    raise problem[0]
+                if _get_status(self.root_url + probes[0].path, timeout=1.0) == probes[0].status:
+                    noticed = self._elapsed()
+                    if all(_get_status(self.root_url + p.path) == p.status for p in probes[1:]):
+                        stop.set()
+                        watcher.join()
+                        if problem:
+                            raise problem[0]
+                        self._poll_nodes()  # the lines up to readiness, and every node still alive
+                        return self._facts(noticed)
+                now = self._elapsed()
+                if now > timeout:
+                    head = self._watch[self.group.head.name]
+                    raise BootTimeout(self.lane_id, head.host.name, f"not ready after {timeout:g} s (engine.boot_timeout)",
+                                      _tail("".join(head.text_tail)))
+                if now - last_note >= 30:
+                    last_note = now
+                    if now > 1:
+                        self._say(f"[{now:6.1f}s] still booting ...")
+                time.sleep(self.poll)
+        finally:
+            stop.set()
+            watcher.join()
+
+    def _poll_nodes(self) -> None:
         """One round trip per node: liveness, then new log text; raise BootError on a fatal line or a dead node."""
 
         def poll(h: Host) -> tuple[str, str]:

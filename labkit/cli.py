@@ -112,6 +112,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     lane = _lane(args, progress=None)
     nodes = [args.node] if args.node else None
+    if args.node and args.node not in lane.group.names:
+        raise LabkitError(f"--node {args.node}: not a node of this lane ({', '.join(lane.group.names)})")
+    if args.follow:
+        lane.follow(sys.stdout, nodes)
+        return 0
     for node, text in lane.logs(tail=args.tail, nodes=nodes).items():
         if len(lane.group) > 1 and not args.node:
             print(f"==> {node} <==")
@@ -179,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     _variant_args(p)
     p.add_argument("--tail", type=int, default=50, help="lines per node (default 50)")
     p.add_argument("--node", help="only this node")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until Ctrl-C")
     p.set_defaults(func=cmd_logs)
 
     p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")

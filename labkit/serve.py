@@ -245,6 +245,25 @@ class Lane:
                              f"logs of lane {self.lane_id}", hosts)
         return out
 
+    def follow(self, out: TextIO, nodes: list[str] | None = None, interval: float = 1.0,
+               stop: threading.Event | None = None) -> None:
+        """Print new log text from the nodes as it arrives (node-prefixed when several) until `stop` or Ctrl-C."""
+        hosts = [h for h in self.group if nodes is None or h.name in nodes]
+        offsets = {h.name: 0 for h in hosts}
+        partial = {h.name: "" for h in hosts}
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            texts = self.group.map(lambda h: h.run(self.runtime.logs_command(h.name, offset=offsets[h.name]),
+                                                   timeout=60).stdout, f"logs of lane {self.lane_id}", hosts)
+            for name, text in texts.items():
+                offsets[name] += len(text.encode())
+                lines = (partial[name] + text).split("\n")
+                partial[name] = lines.pop()
+                for line in lines:
+                    out.write(f"{name}: {line}\n" if len(hosts) > 1 else line + "\n")
+            out.flush()
+            stop.wait(interval)
+
     def check(self) -> None:
         """Raise LaneFailed (with the dead node's log tail) unless every node's engine is alive; for use between runs."""
         report = self._dead_node_report(attempts=1)

@@ -297,3 +297,21 @@ def test_cluster_ctrl_c_during_boot_and_cli_lifecycle(cluster, tmp_path):
     assert_clean_cluster(lane, cluster)
     lane.close()
 
+
+
+def test_follow_streams_new_log_lines(tmp_path, local_env):
+    import io
+
+    lane = local_lane(tmp_path, 18309)
+    with lane.up() as ep:
+        out, stop = io.StringIO(), threading.Event()
+        t = threading.Thread(target=lane.follow, args=(out,), kwargs={"interval": 0.1, "stop": stop})
+        t.start()
+        time.sleep(0.5)
+        chat(ep.base_url, ep.model)
+        time.sleep(0.5)
+        stop.set()
+        t.join(10)
+    text = out.getvalue()
+    assert text.startswith("INFO") and "Application startup complete" in text
+    assert_clean_local(lane, local_env)

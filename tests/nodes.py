@@ -193,6 +193,15 @@ class Cluster:
         else:
             f.unlink(missing_ok=True)
 
+    def break_node(self, addr: str, line: str | None) -> None:
+        """Make the node's next containers print `line` and exit 1 (None repairs it)."""
+        d = self.shim_state / NODE_NAMES[addr]
+        d.mkdir(parents=True, exist_ok=True)
+        if line is None:
+            (d / "crash_on_run").unlink(missing_ok=True)
+        else:
+            (d / "crash_on_run").write_text(line)
+
     def calls(self, addr: str) -> list[list[str]]:
         """Every `docker` argv the node's shim recorded, oldest first."""
         f = self.shim_state / NODE_NAMES[addr] / "calls.jsonl"

@@ -12,10 +12,12 @@ known_hosts file, and an unknown key fails with a clear error naming the node.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -123,13 +125,23 @@ class LocalHost(Host):
 
     def _run(self, command: str, timeout: float | None, stdin: str | bytes | None) -> Result:
         data = stdin.encode() if isinstance(stdin, str) else stdin
+        # Own process group, so a timeout ends the command's children too (as `timeout` does on SSH nodes).
+        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE if data is not None else
+                                subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
         try:
-            proc = subprocess.run(["/bin/sh", "-c", command], input=data, capture_output=True, timeout=timeout,
-                                  stdin=None if data is not None else subprocess.DEVNULL)
+            out, err = proc.communicate(data, timeout=timeout)
         except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
-        return Result(self.name, command, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"),
-                      proc.returncode)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        return Result(self.name, command, out.decode(errors="replace"), err.decode(errors="replace"), proc.returncode)
 
     def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
         p = Path(os.path.expanduser(path))

@@ -501,6 +501,13 @@ def _probe_request(plan, spec, block: int, count: int, full: bool) -> dict:
             "dst": spec.dst, "local": list(spec.local), "block": block, "count": count, "full": full}
 
 
+def probe_node(h: HostLike, plan, spec, block: int, count: int, full: bool) -> dict:
+    """The node's read-only view of the cache and `spec.dst`, labelled with the host's name."""
+    out = call_node(h, "probe", _probe_request(plan, spec, block, count, full))
+    out["hostname"], out["node"] = out.get("node"), h.name
+    return out
+
+
 def build_manifest(spec, shared_cache: str, a: NodeAssessment, copied: dict[str, dict], block: int, count: int,
                    now: str) -> dict:
     """The manifest for one node's view (pure); unchanged entries keep their original state and time."""
@@ -553,7 +560,7 @@ def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool
 
     # 1+2: probe everything, refuse before any change.
     def probe_all(h: HostLike) -> list[dict]:
-        return [call_node(h, "probe", _probe_request(plan, spec, block, count, full)) for spec in specs]
+        return [probe_node(h, plan, spec, block, count, full) for spec in specs]
 
     probes = each_node(hosts, probe_all, "staging preflight (nothing was changed)")
     assessed: list[list[NodeAssessment]] = []
@@ -612,8 +619,7 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
             rep.copy_seconds = sum(c["seconds"] for c in built["copied"])
             rep.methods = sorted({c["method"] for c in built["copied"]})
             # Verify what is now on disk, exactly as a later run would.
-            again = assess(call_node(h, "probe", _probe_request(plan, spec, block, count, False)), spec, block,
-                           count, False)
+            again = assess(probe_node(h, plan, spec, block, count, False), spec, block, count, False)
             if again.changes or again.commit != a.commit:
                 raise LabkitError(f"view {spec.dst} still incomplete after building: copy "
                                   f"{[c['name'] for c in again.to_copy]}, link {[x['name'] for x in again.to_link]}, "
@@ -659,8 +665,7 @@ def preflight(plan, hosts: Iterable[HostLike], *, full: bool = False) -> list[li
     block, count = node_side.SAMPLE_BLOCK, node_side.SAMPLE_COUNT
 
     def probe_all(h: HostLike) -> list[NodeAssessment]:
-        return [assess(call_node(h, "probe", _probe_request(plan, spec, block, count, full)), spec, block, count,
-                       full) for spec in specs]
+        return [assess(probe_node(h, plan, spec, block, count, full), spec, block, count, full) for spec in specs]
 
     per_node = each_node(hosts, probe_all, "staging preflight (nothing was changed)")
     assessed = [[per_node[h.name][i] for h in hosts] for i in range(len(specs))]

@@ -121,25 +121,25 @@ def nearest_existing(path: str) -> str:
 # probe: read-only look at the shared cache and the view
 
 
-def resolve_commit(repo_cache: str, revision: str, node: str) -> tuple:
+def resolve_commit(repo_cache: str, revision: str) -> tuple:
     """(commit, snapshot dir) for a branch/tag name via refs/<revision>, or a commit hash directly."""
     snapshots = os.path.join(repo_cache, "snapshots")
     if not os.path.isdir(repo_cache):
-        raise Fail(f"{node}: model not in the shared cache: {repo_cache} does not exist")
+        raise Fail(f"model not in the shared cache: {repo_cache} does not exist")
     ref = os.path.join(repo_cache, "refs", revision)
     if os.path.isfile(ref):
         with open(ref, encoding="utf-8") as f:
             commit = f.read().strip()
         if not commit or "/" in commit or commit in (".", ".."):
-            raise Fail(f"{node}: {ref} does not hold a commit hash")
+            raise Fail(f"{ref} does not hold a commit hash")
     elif "/" not in revision and os.path.isdir(os.path.join(snapshots, revision)):
         commit = revision
     else:
-        raise Fail(f"{node}: revision {revision!r} not found: {ref} does not exist "
+        raise Fail(f"revision {revision!r} not found: {ref} does not exist "
                    f"(and there is no {os.path.join(snapshots, revision)})")
     snapshot = os.path.join(snapshots, commit)
     if not os.path.isdir(snapshot):
-        raise Fail(f"{node}: {ref} names commit {commit}, but {snapshot} does not exist")
+        raise Fail(f"{ref} names commit {commit}, but {snapshot} does not exist")
     return commit, snapshot
 
 
@@ -158,12 +158,11 @@ def _entry_state(path: str) -> dict:
 
 
 def probe(req: dict) -> dict:
-    node = os.environ.get("LABKIT_TEST_NODE") or os.uname().nodename
     repo_cache = absolute(req["repo_cache"], "shared cache path")
     dst = absolute(req["dst"], "view path")
     local = [bare_name(n) for n in req["local"]]
     block, count, full = int(req["block"]), int(req["count"]), bool(req.get("full"))
-    commit, snapshot = resolve_commit(repo_cache, req["revision"], node)
+    commit, snapshot = resolve_commit(repo_cache, req["revision"])
 
     entries = {}
     for name in sorted(os.listdir(snapshot)):
@@ -189,7 +188,7 @@ def probe(req: dict) -> dict:
     existing = nearest_existing(dst)
     vfs = os.statvfs(existing)
     out = {
-        "node": node, "commit": commit, "snapshot": snapshot, "entries": entries, "sources": sources,
+        "node": os.uname().nodename, "commit": commit, "snapshot": snapshot, "entries": entries, "sources": sources,
         "free": vfs.f_bavail * vfs.f_frsize, "fs_path": existing, "fs_dev": os.stat(existing).st_dev,
         "dst_state": _entry_state(dst)["state"], "view": {}, "partials": [], "extra": {}, "manifest": None,
     }

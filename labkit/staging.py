@@ -79,9 +79,20 @@ class HostLike(Protocol):
 EventSink = Callable[[dict], None]
 
 
+MAX_ARG = 120_000  # Linux caps one argv string at 128 KiB (MAX_ARG_STRLEN)
+
+
 def node_command(op: str, request: dict) -> str:
-    """The shell line that runs the node script (given on stdin) with one JSON request; every arg quoted."""
-    return shlex.join(["python3", "-", op, json.dumps(request, separators=(",", ":"))])
+    """The shell line running the node script on one JSON request: `python3 -c SCRIPT OP JSON`, all quoted.
+
+    The script travels as an argument, not on stdin: fabric/invoke feeds stdin one byte per ~10 ms, so a
+    20 KB script on stdin took minutes over SSH."""
+    script = NODE_SCRIPT.read_text(encoding="utf-8")
+    payload = json.dumps(request, separators=(",", ":"))
+    if len(payload.encode()) > MAX_ARG:
+        raise LabkitError(f"staging {op}: request of {len(payload)} bytes is too large for one command line "
+                          f"(limit {MAX_ARG}); the snapshot has too many files for this version of staging")
+    return shlex.join(["python3", "-c", script, op, payload])
 
 
 def parse_node_output(node: str, op: str, stdout: str, stderr: str, exit_code: int,
@@ -114,7 +125,6 @@ def call_node(host: HostLike, op: str, request: dict, on_event: EventSink | None
               timeout: float | None = None) -> dict:
     """Run one op of the node script on `host`. Progress lines stream to on_event when the host can
     stream stdout (`run_streaming`), else they arrive when the op ends."""
-    script = NODE_SCRIPT.read_bytes()
     cmd = node_command(op, request)
     streaming = getattr(host, "run_streaming", None)
     if on_event is not None and streaming is not None:
@@ -122,9 +132,9 @@ def call_node(host: HostLike, op: str, request: dict, on_event: EventSink | None
             if line.startswith('{"') and '"event": "progress"' in line:
                 on_event(json.loads(line))
 
-        r = streaming(cmd, timeout=timeout, stdin=script, on_line=on_line)
+        r = streaming(cmd, timeout=timeout, on_line=on_line)
         return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, None)
-    r = host.run(cmd, timeout=timeout, stdin=script)
+    r = host.run(cmd, timeout=timeout)
     return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, on_event)
 
 
@@ -250,8 +260,36 @@ def sample_hashes(raw_b64: str, size: int, block: int, count: int) -> list[str]:
     return out
 
 
-def assess(probe: dict, spec, block: int, count: int, full: bool) -> NodeAssessment:
-    """Decide what one node needs, from its probe (pure; raises LabkitError naming node and path)."""
+@dataclass(frozen=True)
+class Source:
+    """One local file as found in the shared cache: size, xxh3_64 of each sampled block, digest of the raw
+    samples (to compare what each node read), whole-file hash in full mode."""
+
+    size: int
+    hashes: tuple[str, ...]
+    digest: str
+    full: str | None
+
+
+def sources_from(probe: dict, spec, block: int, count: int) -> dict[str, Source]:
+    """The source facts from the one probe that carried raw sampled blocks (`send_source`)."""
+    out = {}
+    for name in spec.local:
+        src = probe["sources"].get(name)
+        if src is None:
+            continue  # assess() names the missing file
+        if "samples" not in src:
+            raise LabkitError(f"{probe['node']}: probe returned no sampled blocks for {name}")
+        out[name] = Source(src["size"], tuple(sample_hashes(src["samples"], src["size"], block, count)),
+                           src["digest"], src.get("full"))
+    return out
+
+
+def assess(probe: dict, spec, block: int, count: int, full: bool,
+           sources: dict[str, Source] | None = None) -> NodeAssessment:
+    """Decide what one node needs, from its probe (pure; raises LabkitError naming node and path).
+
+    `sources`: the source facts (from the probe that sent raw blocks; default: this probe)."""
     node, snapshot = probe["node"], probe["snapshot"]
     entries = probe["entries"]
     for e in entries.values():
@@ -265,6 +303,8 @@ def assess(probe: dict, spec, block: int, count: int, full: bool) -> NodeAssessm
     if probe["dst_state"] not in ("missing", "dir"):
         raise LabkitError(f"{node}: {spec.dst} exists and is not a directory ({probe['dst_state']})")
 
+    if sources is None:
+        sources = sources_from(probe, spec, block, count)
     view, manifest = probe["view"], probe["manifest"]
     old = (manifest or {}).get("files", {}) if (manifest or {}).get("commit") == probe["commit"] else {}
     files: dict[str, FileState] = {}
@@ -272,9 +312,11 @@ def assess(probe: dict, spec, block: int, count: int, full: bool) -> NodeAssessm
     reclaim = 0
     sources_full = {}
     for name in spec.local:
-        src = probe["sources"][name]
-        size = src["size"]
-        hashes = sample_hashes(src["samples"], size, block, count)
+        src, ref = probe["sources"][name], sources[name]
+        if src["size"] != ref.size or src["digest"] != ref.digest or (full and src.get("full") != ref.full):
+            raise LabkitError(f"{node}: {snapshot}/{name} reads differently here than on the other nodes "
+                              "(size or sampled blocks); is the shared cache consistent?")
+        size, hashes = ref.size, list(ref.hashes)
         if src.get("full"):
             sources_full[name] = src["full"]
         have = view.get(name, {"state": "missing"})
@@ -286,9 +328,8 @@ def assess(probe: dict, spec, block: int, count: int, full: bool) -> NodeAssessm
         elif have["size"] != size:
             status, reason = "repair", f"has {have['size']} bytes, the source {size} (truncated or different file)"
         else:
-            mine = sample_hashes(have["samples"], size, block, count)
-            bad = [off for off, a, b in zip(node_side.sample_offsets(size, block, count), mine, hashes, strict=True)
-                   if a != b]
+            bad = [off for off, same in zip(node_side.sample_offsets(size, block, count), have["match"], strict=True)
+                   if not same]
             if bad:
                 status, reason = "repair", (f"sampled block(s) at offset {', '.join(map(str, bad[:4]))}"
                                             f"{' ...' if len(bad) > 4 else ''} differ from the source")
@@ -496,14 +537,12 @@ class CopyProgress:
 # The stage
 
 
-def _probe_request(plan, spec, block: int, count: int, full: bool) -> dict:
-    return {"repo_cache": repo_cache_path(plan.cluster.shared_cache, spec.repo), "revision": spec.revision,
-            "dst": spec.dst, "local": list(spec.local), "block": block, "count": count, "full": full}
-
-
-def probe_node(h: HostLike, plan, spec, block: int, count: int, full: bool) -> dict:
+def probe_node(h: HostLike, plan, spec, block: int, count: int, full: bool, send_source: bool = True) -> dict:
     """The node's read-only view of the cache and `spec.dst`, labelled with the host's name."""
-    out = call_node(h, "probe", _probe_request(plan, spec, block, count, full))
+    request = {"repo_cache": repo_cache_path(plan.cluster.shared_cache, spec.repo), "revision": spec.revision,
+               "dst": spec.dst, "local": list(spec.local), "block": block, "count": count, "full": full,
+               "send_source": send_source}
+    out = call_node(h, "probe", request)
     out["hostname"], out["node"] = out.get("node"), h.name
     return out
 
@@ -559,28 +598,43 @@ def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool
         return StageReport([], 0.0)
 
     # 1+2: probe everything, refuse before any change.
+    assessed, sources = _probe_and_assess(plan, specs, hosts, block, count, full)
+    preflights = [_check_space_grouped(assessed, specs, i) for i in range(len(specs))]
+
+    reports = []
+    for i, spec in enumerate(specs):
+        reports.append(_stage_view(plan, spec, hosts, assessed[i], preflights[i], sources[i], full, progress, block,
+                                   count))
+    return StageReport(reports, time.monotonic() - t0)
+
+
+def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int,
+                      full: bool) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
+    """Probe every node (in parallel, read-only) and assess each; the first host sends the raw source blocks."""
+    head = hosts[0].name
+
     def probe_all(h: HostLike) -> list[dict]:
-        return [probe_node(h, plan, spec, block, count, full) for spec in specs]
+        return [probe_node(h, plan, spec, block, count, full, send_source=h.name == head) for spec in specs]
 
     probes = each_node(hosts, probe_all, "staging preflight (nothing was changed)")
+    what = "staging preflight (nothing was changed)"
+    try:
+        sources = [sources_from(probes[head][i], spec, block, count) for i, spec in enumerate(specs)]
+    except LabkitError as e:
+        raise NodeError(what, {head: str(e).removeprefix(head + ": ")})
     assessed: list[list[NodeAssessment]] = []
     errors: dict[str, str] = {}
     for i, spec in enumerate(specs):
         row = []
         for h in hosts:
             try:
-                row.append(assess(probes[h.name][i], spec, block, count, full))
+                row.append(assess(probes[h.name][i], spec, block, count, full, sources[i]))
             except LabkitError as e:
-                errors[h.name] = str(e).removeprefix(h.name + ": ")
+                errors.setdefault(h.name, str(e).removeprefix(h.name + ": "))
         assessed.append(row)
     if errors:
-        raise NodeError("staging preflight (nothing was changed)", errors)
-    preflights = [_check_space_grouped(assessed, specs, i) for i in range(len(specs))]
-
-    reports = []
-    for i, spec in enumerate(specs):
-        reports.append(_stage_view(plan, spec, hosts, assessed[i], preflights[i], full, progress, block, count))
-    return StageReport(reports, time.monotonic() - t0)
+        raise NodeError(what, errors)
+    return assessed, sources
 
 
 def _check_space_grouped(assessed: list[list[NodeAssessment]], specs, index: int) -> list[dict]:
@@ -594,7 +648,7 @@ def _check_space_grouped(assessed: list[list[NodeAssessment]], specs, index: int
 
 
 def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment], preflight: list[dict],
-                full: bool, progress: bool, block: int, count: int) -> ViewReport:
+                sources: dict[str, Source], full: bool, progress: bool, block: int, count: int) -> ViewReport:
     by_node = {a.node: a for a in assessed}
     node_of = {h.name: by_node[a.node] for h, a in zip(hosts, assessed, strict=True)}
     total = sum(c["size"] for a in assessed for c in a.to_copy)
@@ -619,7 +673,8 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
             rep.copy_seconds = sum(c["seconds"] for c in built["copied"])
             rep.methods = sorted({c["method"] for c in built["copied"]})
             # Verify what is now on disk, exactly as a later run would.
-            again = assess(probe_node(h, plan, spec, block, count, False), spec, block, count, False)
+            again = assess(probe_node(h, plan, spec, block, count, False, send_source=False), spec, block, count,
+                           False, sources)
             if again.changes or again.commit != a.commit:
                 raise LabkitError(f"view {spec.dst} still incomplete after building: copy "
                                   f"{[c['name'] for c in again.to_copy]}, link {[x['name'] for x in again.to_link]}, "
@@ -664,11 +719,9 @@ def preflight(plan, hosts: Iterable[HostLike], *, full: bool = False) -> list[li
         check_entry(plan, i, spec)
     block, count = node_side.SAMPLE_BLOCK, node_side.SAMPLE_COUNT
 
-    def probe_all(h: HostLike) -> list[NodeAssessment]:
-        return [assess(probe_node(h, plan, spec, block, count, full), spec, block, count, full) for spec in specs]
-
-    per_node = each_node(hosts, probe_all, "staging preflight (nothing was changed)")
-    assessed = [[per_node[h.name][i] for h in hosts] for i in range(len(specs))]
+    if not specs or not hosts:
+        return []
+    assessed, _ = _probe_and_assess(plan, specs, hosts, block, count, full)
     return [_check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
 

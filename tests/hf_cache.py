@@ -58,7 +58,7 @@ def make_cache(root: Path, files: dict[str, bytes] | None = None, repo: str = RE
 
 
 def write_recipe(folder: Path, cache: Path, dst: str, nodes: list[str], local=LOCAL, min_free: str = "0",
-                 revision: str | None = None) -> Path:
+                 revision: str | None = None, ssh_port: int = 22) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     rev = f'revision = "{revision}"\n' if revision else ""
     local_list = ", ".join(f'"{n}"' for n in local)
@@ -82,6 +82,7 @@ kind = "sim"
 [cluster]
 nodes = [{", ".join(f'"{n}"' for n in nodes)}]
 shared_cache = "{cache}"
+ssh_port = {ssh_port}
 
 [[staging]]
 kind = "local-view"

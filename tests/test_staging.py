@@ -84,7 +84,7 @@ def test_second_stage_is_verification_only(world):
     assert report.verification_only
     assert (node.copied, node.adopted, node.verified, node.linked, node.links_ok) == (0, 0, 2, 0, 4)
     assert tree_state(dst) == before  # not even the manifest was rewritten
-    assert len(hosts[0].calls) == 1 and " probe " in hosts[0].calls[0]
+    assert len(hosts[0].calls) == 1 and " probe " in hosts[0].calls[0]  # one read-only call
 
 
 def test_hand_copied_tree_is_adopted_not_copied(world):
@@ -219,7 +219,7 @@ def test_bad_plan_is_refused_before_any_node_is_touched(world, field, value, key
 def test_node_script_refuses_traversal_itself(tmp_path):
     """Defence in depth: the node side rejects names with separators even if a controller sent them."""
     req = {"dst": str(tmp_path / "v"), "remove": ["../x"], "copy": [], "link": [], "block": 65536, "count": 16}
-    r = LocalNode("n1").run(staging.node_command("build", req), stdin=staging.NODE_SCRIPT.read_bytes())
+    r = LocalNode("n1").run(staging.node_command("build", req))
     assert r.exit_code == 2 and "bare file name" in r.stdout
     assert not (tmp_path / "v").exists() or not list((tmp_path / "v").iterdir())
 

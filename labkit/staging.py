@@ -271,17 +271,19 @@ class Source:
     full: str | None
 
 
-def sources_from(probe: dict, spec, block: int, count: int) -> dict[str, Source]:
-    """The source facts from the one probe that carried raw sampled blocks (`send_source`)."""
+def sources_from(probes: list[dict], spec, block: int, count: int) -> dict[str, Source]:
+    """The source facts of each local file, from whichever probe carried its raw sampled blocks."""
     out = {}
     for name in spec.local:
-        src = probe["sources"].get(name)
-        if src is None:
-            continue  # assess() names the missing file
-        if "samples" not in src:
-            raise LabkitError(f"{probe['node']}: probe returned no sampled blocks for {name}")
-        out[name] = Source(src["size"], tuple(sample_hashes(src["samples"], src["size"], block, count)),
-                           src["digest"], src.get("full"))
+        for probe in probes:
+            src = probe["sources"].get(name)
+            if src is not None and "samples" in src:
+                out[name] = Source(src["size"], tuple(sample_hashes(src["samples"], src["size"], block, count)),
+                                   src["digest"], src.get("full"))
+                break
+        else:
+            if all(name in p["sources"] for p in probes):
+                raise LabkitError(f"{probes[0]['node']}: no probe returned the sampled blocks of {name}")
     return out
 
 
@@ -304,7 +306,7 @@ def assess(probe: dict, spec, block: int, count: int, full: bool,
         raise LabkitError(f"{node}: {spec.dst} exists and is not a directory ({probe['dst_state']})")
 
     if sources is None:
-        sources = sources_from(probe, spec, block, count)
+        sources = sources_from([probe], spec, block, count)
     view, manifest = probe["view"], probe["manifest"]
     old = (manifest or {}).get("files", {}) if (manifest or {}).get("commit") == probe["commit"] else {}
     files: dict[str, FileState] = {}
@@ -537,11 +539,14 @@ class CopyProgress:
 # The stage
 
 
-def probe_node(h: HostLike, plan, spec, block: int, count: int, full: bool, send_source: bool = True) -> dict:
-    """The node's read-only view of the cache and `spec.dst`, labelled with the host's name."""
+def probe_node(h: HostLike, plan, spec, block: int, count: int, full: bool,
+               send_source: Iterable[str] | None = None) -> dict:
+    """The node's read-only view of the cache and `spec.dst`, labelled with the host's name.
+
+    `send_source`: local files whose raw sampled source blocks this node returns (default: all)."""
     request = {"repo_cache": repo_cache_path(plan.cluster.shared_cache, spec.repo), "revision": spec.revision,
                "dst": spec.dst, "local": list(spec.local), "block": block, "count": count, "full": full,
-               "send_source": send_source}
+               "send_source": list(spec.local if send_source is None else send_source)}
     out = call_node(h, "probe", request)
     out["hostname"], out["node"] = out.get("node"), h.name
     return out
@@ -610,18 +615,24 @@ def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool
 
 def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int,
                       full: bool) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
-    """Probe every node (in parallel, read-only) and assess each; the first host sends the raw source blocks."""
-    head = hosts[0].name
+    """Probe every node (in parallel, read-only) and assess each.
+
+    The raw source blocks of local file j come from node j mod N only (spreading the transfer: fabric moves
+    stdout slowly), every node compares its own copy with the source it reads itself."""
+    names = [h.name for h in hosts]
 
     def probe_all(h: HostLike) -> list[dict]:
-        return [probe_node(h, plan, spec, block, count, full, send_source=h.name == head) for spec in specs]
+        k = names.index(h.name)
+        return [probe_node(h, plan, spec, block, count, full,
+                           send_source=[f for j, f in enumerate(spec.local) if j % len(names) == k])
+                for spec in specs]
 
-    probes = each_node(hosts, probe_all, "staging preflight (nothing was changed)")
     what = "staging preflight (nothing was changed)"
+    probes = each_node(hosts, probe_all, what)
     try:
-        sources = [sources_from(probes[head][i], spec, block, count) for i, spec in enumerate(specs)]
+        sources = [sources_from([probes[n][i] for n in names], spec, block, count) for i, spec in enumerate(specs)]
     except LabkitError as e:
-        raise NodeError(what, {head: str(e).removeprefix(head + ": ")})
+        raise NodeError(what, {names[0]: str(e).removeprefix(names[0] + ": ")})
     assessed: list[list[NodeAssessment]] = []
     errors: dict[str, str] = {}
     for i, spec in enumerate(specs):
@@ -673,7 +684,7 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
             rep.copy_seconds = sum(c["seconds"] for c in built["copied"])
             rep.methods = sorted({c["method"] for c in built["copied"]})
             # Verify what is now on disk, exactly as a later run would.
-            again = assess(probe_node(h, plan, spec, block, count, False, send_source=False), spec, block, count,
+            again = assess(probe_node(h, plan, spec, block, count, False, send_source=()), spec, block, count,
                            False, sources)
             if again.changes or again.commit != a.commit:
                 raise LabkitError(f"view {spec.dst} still incomplete after building: copy "

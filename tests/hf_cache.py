@@ -58,7 +58,7 @@ def make_cache(root: Path, files: dict[str, bytes] | None = None, repo: str = RE
 
 
 def write_recipe(folder: Path, cache: Path, dst: str, nodes: list[str], local=LOCAL, min_free: str = "0",
-                 revision: str | None = None, ssh_port: int = 22) -> Path:
+                 revision: str | None = None, ssh_port: int = 22, repo: str = REPO) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     rev = f'revision = "{revision}"\n' if revision else ""
     local_list = ", ".join(f'"{n}"' for n in local)
@@ -74,7 +74,7 @@ decode = {{ concurrency = [1] }}
 prefill = {{ prompt_tokens = [64] }}
 
 [model]
-repo = "{REPO}"
+repo = "{repo}"
 
 [engine]
 kind = "sim"
@@ -86,7 +86,7 @@ ssh_port = {ssh_port}
 
 [[staging]]
 kind = "local-view"
-repo = "{REPO}"
+repo = "{repo}"
 {rev}dst = "{dst}"
 local = [{local_list}]
 min_free = "{min_free}"

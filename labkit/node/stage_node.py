@@ -7,9 +7,9 @@ python3 and coreutils, nothing of labkit). Output is JSON lines on stdout: zero 
 
 Content checks use SAMPLED BLOCKS: `sample_offsets` below is the documented, fixed set (first block,
 last block and evenly spaced blocks in between; the whole file when it is small). Each node compares the
-sampled blocks of its copy with the same blocks of the source byte for byte; one node (`send_source`)
-returns the raw source blocks (base64) and the controller hashes them with xxhash, which nodes do not
-have, for the manifest (raw bytes from one node only: fabric moves stdout at ~1.4 MB/s). `full`
+sampled blocks of its copy with the same blocks of the source byte for byte; for each file one node
+(`send_source`) returns the raw source blocks (base64) and the controller hashes them with xxhash, which
+nodes do not have, for the manifest (raw bytes from one node per file: fabric moves stdout slowly). `full`
 mode hashes whole files here, with coreutils `b2sum` (BLAKE2b-512; hashlib's identical blake2b when
 b2sum is missing).
 
@@ -35,7 +35,7 @@ PARTIAL_PREFIX = ".labkit-partial."
 MANIFEST_NAME = ".labkit-view.json"
 SAMPLE_BLOCK = 64 * 1024  # bytes per sampled block
 SAMPLE_COUNT = 8  # blocks per file (first, last, 6 evenly spaced): 512 KiB read per file
-COPY_CHUNK = 64 * 1024 * 1024
+COPY_CHUNK = 256 * 1024 * 1024  # per copy_file_range call; progress lines between calls
 PROGRESS_EVERY = 0.5  # seconds between progress lines
 
 
@@ -196,7 +196,7 @@ def probe(req: dict) -> dict:
         # Raw bytes go back from one node only (the controller hashes them); every node returns a digest
         # of what it read, so a node seeing a different source than the others is caught.
         src = {"size": e["size"], "digest": hashlib.blake2b(raw, digest_size=16).hexdigest()}
-        if req.get("send_source"):
+        if name in req.get("send_source", ()):
             src["samples"] = base64.b64encode(raw).decode()
         if full:
             src["full"] = full_digest(path)

@@ -368,3 +368,105 @@ def test_node_errors_come_back_as_labkit_errors():
         staging.parse_node_output("n1", "probe", '{"event": "error", "message": "boom"}\n', "", 2)
     with pytest.raises(LabkitError, match="exit 127.*python3: not found"):
         staging.parse_node_output("n1", "probe", "", "sh: python3: not found", 127)
+
+
+# ---- with labkit.hosts.LocalHost, progress, serving integration ---------------------------------------------
+
+
+def test_stage_with_hosts_localhost_streams_copy_progress(tmp_path):
+    from labkit.hosts import LocalHost
+
+    files = default_files()
+    files[LOCAL[0]] = os.urandom(1024 * 1024) * 24  # 24 MiB: a few progress lines
+    cache = tmp_path / "hub"
+    snap = make_cache(cache, files)
+    dst = tmp_path / "view"
+    host = LocalHost("n1")
+    request = {"dst": str(dst), "remove": [], "link": [], "block": stage_node.SAMPLE_BLOCK,
+               "count": stage_node.SAMPLE_COUNT,
+               "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(files[LOCAL[0]])}]}
+    events = []
+    result = staging.call_node(host, "build", request, on_event=events.append)
+    assert [c["name"] for c in result["copied"]] == [LOCAL[0]]
+    assert events[0]["done"] == 0 and events[-1]["done"] == events[-1]["total"] == len(files[LOCAL[0]])
+    assert (dst / LOCAL[0]).read_bytes() == files[LOCAL[0]]
+    plan = plan_for(tmp_path, cache, str(dst), ["n1"])
+    report = staging.stage(plan, [host], progress=False)
+    node = report.views[0].nodes["n1"]
+    assert (node.adopted, node.copied) == (1, 1)  # the file built above is adopted
+    json.dumps(report.to_dict())  # serialisable for run records
+    assert "n1" in report.table()
+
+
+def test_localhost_run_streaming_delivers_lines_live_and_times_out():
+    from labkit.hosts import CommandTimeout, LocalHost
+
+    seen = []
+    t0 = time.monotonic()
+    r = LocalHost().run_streaming("echo one; sleep 0.5; echo two", on_line=lambda line: seen.append(
+        (line, time.monotonic() - t0)))
+    assert r.exit_code == 0 and r.stdout == "one\ntwo\n"
+    assert [s[0] for s in seen] == ["one", "two"] and seen[0][1] < seen[1][1] - 0.3
+    with pytest.raises(CommandTimeout):
+        LocalHost().run_streaming("sleep 5", timeout=0.3, on_line=lambda line: None)
+
+
+def test_view_links_resolve_in_the_container_mounts(tmp_path):
+    """The docker plan mounts the view at its mount point and the shared cache at the same path, so the
+    absolute link targets written by stage resolve inside the container; the model path is the view."""
+    from labkit.recipe import load_plan
+
+    plan = load_plan("dsv41", staging="local-view")
+    view = plan.view
+    assert plan.model_path == view.mount == "/root/.cache/hf-view"
+    assert (view.dst, view.mount) in plan.mounts()
+    assert (plan.cluster.shared_cache, plan.cluster.shared_cache) in plan.mounts()
+    # A real stage: every link target lies under the (same-path mounted) shared cache.
+    cache = tmp_path / "hub"
+    make_cache(cache)
+    dst = tmp_path / "view"
+    local_plan = plan_for(tmp_path, cache, str(dst), ["n1"])
+    staging.stage(local_plan, [LocalNode("n1")], progress=False)
+    links = [p for p in dst.iterdir() if p.is_symlink()]
+    assert links and all(os.readlink(p).startswith(str(cache) + "/") for p in links)
+
+
+def test_nfs_counters_over_a_host():
+    from labkit.hosts import LocalHost
+
+    counters = staging.nfs_counters([LocalHost("n1")])
+    assert set(counters) == {"n1"}
+    assert all("serverreadbytes" in c for c in counters["n1"].values())  # {} when no NFS mounts here
+    assert staging.nfs_read_delta(counters, counters) == {"n1": 0}
+
+
+def test_copy_that_runs_out_of_space_leaves_no_partial(tmp_path, small_fs):
+    cache = tmp_path / "hub"
+    files = default_files()
+    files[LOCAL[0]] = os.urandom(6 * 1024 * 1024)  # bigger than the 4 MiB filesystem
+    snap = make_cache(cache, files)
+    dst = small_fs / "view"
+    request = {"dst": str(dst), "remove": [], "link": [], "block": stage_node.SAMPLE_BLOCK,
+               "count": stage_node.SAMPLE_COUNT,
+               "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(files[LOCAL[0]])}]}
+    with pytest.raises(LabkitError, match="n1: staging build: .*No space left"):
+        staging.call_node(LocalNode("n1"), "build", request)
+    assert list(dst.iterdir()) == []
+
+
+def test_cli_stage_on_localhost(tmp_path):
+    from labkit.cli import main
+
+    cache = tmp_path / "hub"
+    make_cache(cache)
+    dst = tmp_path / "view"
+    folder = tmp_path / "recipe"
+    plan_for(tmp_path, cache, str(dst), ["localhost"])  # writes tmp_path/recipe/recipe.toml
+    recipe = str(folder / "recipe.toml")
+    assert main(["stage", recipe, "--dry-run"]) == 0
+    assert not dst.exists()
+    assert main(["stage", recipe]) == 0
+    assert (dst / LOCAL[0]).is_file() and (dst / "config.json").is_symlink()
+    assert main(["stage", recipe, "--full"]) == 0
+    assert json.loads((dst / ".labkit-view.json").read_text())["files"][LOCAL[0]]["full"].startswith("blake2b")
+    assert main(["stage", "sim"]) == 1  # no staging entry: a clear error, exit 1

@@ -470,3 +470,17 @@ def test_cli_stage_on_localhost(tmp_path):
     assert main(["stage", recipe, "--full"]) == 0
     assert json.loads((dst / ".labkit-view.json").read_text())["files"][LOCAL[0]]["full"].startswith("blake2b")
     assert main(["stage", "sim"]) == 1  # no staging entry: a clear error, exit 1
+
+
+def test_dst_may_be_a_link_to_a_directory_but_not_a_file(tmp_path):
+    cache = tmp_path / "hub"
+    make_cache(cache)
+    (tmp_path / "big-disk" / "view").mkdir(parents=True)
+    (tmp_path / "view").symlink_to(tmp_path / "big-disk" / "view")
+    plan = plan_for(tmp_path, cache, str(tmp_path / "view"), ["n1"])
+    assert run(plan, [LocalNode("n1")]).views[0].nodes["n1"].copied == 2
+    assert (tmp_path / "big-disk" / "view" / LOCAL[0]).is_file()
+    (tmp_path / "file-view").write_text("not a dir")
+    plan = plan_for(tmp_path / "b", cache, str(tmp_path / "file-view"), ["n1"])
+    with pytest.raises(NodeError, match="file-view exists and is not a directory"):
+        run(plan, [LocalNode("n1")])

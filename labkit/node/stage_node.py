@@ -207,7 +207,8 @@ def probe(req: dict) -> dict:
     out = {
         "node": os.uname().nodename, "commit": commit, "snapshot": snapshot, "entries": entries, "sources": sources,
         "free": vfs.f_bavail * vfs.f_frsize, "fs_path": existing, "fs_dev": os.stat(existing).st_dev,
-        "dst_state": _entry_state(dst)["state"], "view": {}, "partials": [], "extra": {}, "manifest": None,
+        "dst_state": "dir" if os.path.isdir(dst) else _entry_state(dst)["state"],  # a link to a dir is fine
+        "view": {}, "partials": [], "extra": {}, "manifest": None,
     }
     if out["dst_state"] != "dir":
         return out

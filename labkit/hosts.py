@@ -12,12 +12,15 @@ known_hosts file, and an unknown key fails with a clear error naming the node.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
 import shlex
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -132,20 +135,30 @@ class LocalHost(Host):
 
     def _run(self, command: str, timeout: float | None, stdin: str | bytes | None) -> Result:
         data = stdin.encode() if isinstance(stdin, str) else stdin
+        # Own process group, so a timeout ends the command's children too (as `timeout` does on SSH nodes).
+        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE if data is not None else
+                                subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
         try:
-            proc = subprocess.run(["/bin/sh", "-c", command], input=data, capture_output=True, timeout=timeout,
-                                  stdin=None if data is not None else subprocess.DEVNULL)
+            out, err = proc.communicate(data, timeout=timeout)
         except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
-        return Result(self.name, command, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"),
-                      proc.returncode)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        return Result(self.name, command, out.decode(errors="replace"), err.decode(errors="replace"), proc.returncode)
 
     def run_streaming(self, cmd: Command, timeout: float | None = None, stdin: str | bytes | None = None,
                       on_line: Callable[[str], None] | None = None) -> Result:
         command = as_command(cmd)
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
         proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+                                stderr=subprocess.PIPE, start_new_session=True)
         err: list[bytes] = []
         feeders = [threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True),
                    threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True)]
@@ -153,9 +166,13 @@ class LocalHost(Host):
             t.start()
         expired = threading.Event()
 
+        def kill_group() -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
         def expire() -> None:
             expired.set()
-            proc.kill()
+            kill_group()
 
         timer = threading.Timer(timeout, expire) if timeout is not None else None
         if timer is not None:
@@ -171,8 +188,8 @@ class LocalHost(Host):
         finally:
             if timer is not None:
                 timer.cancel()
-            if proc.poll() is None:
-                proc.kill()
+            if proc.poll() is None:  # on_line raised, or KeyboardInterrupt: end the command and its children
+                kill_group()
                 proc.wait()
         for t in feeders:
             t.join()
@@ -270,12 +287,16 @@ class SshHost(Host):
             kwargs: dict[str, Any] = {"hide": True, "warn": True}
             if out_stream is not None:  # live stdout to out_stream (fabric writes nothing there when hidden)
                 kwargs.update(hide="err", out_stream=out_stream)
+            remote = command
             if timeout is not None:
-                kwargs["timeout"] = timeout
+                # Without a pty the remote command outlives a client-side timeout; `timeout` ends it on the node.
+                remote = f"timeout -k 2 {max(1, math.ceil(timeout))} sh -c {shlex.quote(command)}"
+                kwargs["timeout"] = timeout + 10  # client-side net for a hung connection
             if stdin is not None:
                 kwargs["in_stream"] = io.StringIO(stdin.decode() if isinstance(stdin, bytes) else stdin)
+            started = time.monotonic()
             try:
-                r = cxn.run(command, **kwargs)
+                r = cxn.run(remote, **kwargs)
             except CommandTimedOut:
                 raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
             except (OSError, EOFError) as e:
@@ -286,6 +307,8 @@ class SshHost(Host):
                     self._drop()
                     raise Unreachable(self.name, f"connection lost: {type(e).__name__}: {e}")
                 raise
+        if timeout is not None and r.exited in (124, 137) and time.monotonic() - started >= timeout * 0.9:
+            raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
         return Result(self.name, command, r.stdout, r.stderr, r.exited)
 
     def run_streaming(self, cmd: Command, timeout: float | None = None, stdin: str | bytes | None = None,

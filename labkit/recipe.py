@@ -412,16 +412,17 @@ def load_recipe(path: str | Path) -> Recipe:
         data = s.table(_top_fields())(raw, "")
         _check_defaults(data)
         defaults = {a: _default(data, a) for a in data["variants"]}
-        _check_whole(_merge(data, defaults))
     except s.Invalid as e:
         raise RecipeError(shown, e.key, e.message)
     # Every variant must resolve on its own: a broken overlay fails `labkit check`, not a later run.
-    for axis, names in data["variants"].items():
-        for name in names:
-            try:
-                _check_whole(_merge(data, {**defaults, axis: name}))
-            except s.Invalid as e:
-                raise RecipeError(shown, e.key, f"{e.message} (with variant {axis}={name})")
+    combos = [defaults] + [{**defaults, axis: name} for axis, names in data["variants"].items()
+                           for name in names if name != defaults[axis]]
+    for combo in combos:
+        try:
+            _check_whole(_merge(data, combo))
+        except s.Invalid as e:
+            which = ", ".join(f"{a}={n}" for a, n in combo.items())
+            raise RecipeError(shown, e.key, e.message + (f" (with variants {which})" if which else ""))
     return Recipe(name=file.parent.name, file=file, data=data)
 
 

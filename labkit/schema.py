@@ -69,7 +69,9 @@ def table(fields: dict[str, Field], partial: bool = False) -> Checker:
                     continue
                 if spec.required:
                     raise Invalid(join(path, key), "required key is missing")
-                out[key] = spec.default() if callable(spec.default) else spec.default
+                value = spec.default() if callable(spec.default) else spec.default
+                # A missing sub-table still gets its own defaults filled in.
+                out[key] = spec.check(value, join(path, key)) if value == {} else value
         return out
 
     return check

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -34,9 +35,11 @@ def test_local_exit_code_stderr_and_stdin():
         r.check()
 
 
-def test_local_timeout():
+def test_local_timeout_ends_the_command_and_its_children(local_env):
     with pytest.raises(CommandTimeout, match="timed out"):
-        LocalHost().run("sleep 5", timeout=0.2)
+        LocalHost().run("sleep 7.5 & sleep 7.5; wait", timeout=0.3)
+    time.sleep(0.2)
+    assert local_env.processes() == []
 
 
 def ssh(cluster, addr="127.0.0.2") -> SshHost:
@@ -71,7 +74,11 @@ def test_ssh_timeout(cluster):
     h = ssh(cluster)
     try:
         with pytest.raises(CommandTimeout, match="127.0.0.2: command timed out"):
-            h.run("sleep 5", timeout=0.5)
+            h.run("sleep 7.25", timeout=0.5)
+        deadline = time.monotonic() + 5
+        while any("sleep 7.25" in cmd for _, cmd in cluster.processes()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any("sleep 7.25" in cmd for _, cmd in cluster.processes())  # ended on the node too
     finally:
         h.close()
 
@@ -136,3 +143,21 @@ def test_ssh_options_from_env():
     o = SshOptions.from_env({"LABKIT_SSH_KEY": "/k", "LABKIT_SSH_PORT": "2222", "LABKIT_SSH_KNOWN_HOSTS": "/kh"})
     assert (o.key_files, o.port, o.known_hosts, o.use_agent) == (("/k",), 2222, "/kh", False)
     assert isinstance(host_for("localhost", None, 22, 1), LocalHost)
+
+
+def test_each_node_has_its_own_disk_at_the_same_path(cluster):
+    if not cluster.private_disks:
+        pytest.skip("unshare --mount not available: nodes share this host's disk")
+    group = HostGroup([ssh(cluster, a) for a in cluster.addresses])
+    disk = cluster.disk_path
+    try:
+        group.run(lambda h: f"echo {h.name} > {disk}/whoami", "write")
+        seen = group.run(f"cat {disk}/whoami; df -k --output=size {disk} | tail -1", "read")
+        for addr, r in seen.items():
+            name, size_kb = r.stdout.split()
+            assert name == addr  # nobody else's file is visible
+            assert int(size_kb) == 64 * 1024
+        assert not os.path.exists(f"{disk}/whoami")  # invisible to the test process too
+    finally:
+        group.run(f"rm -f {disk}/whoami", "clean", check=False)
+        group.close()

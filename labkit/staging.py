@@ -784,6 +784,24 @@ def parse_mountstats(text: str) -> dict[str, dict[str, int]]:
     return out
 
 
+class NodeNfsProbe:
+    """One node's NFS byte counters read over its host, shaped like the bench's IOProbe (branch `bench`,
+    labkit/io_probe.py: `name` + `sample()` -> {"<mount>:<field>": value}), so a run can sample every
+    launch node before and after and store the per-node `serverreadbytes` delta (the lab note's
+    "shared-NFS reads during a run" column)."""
+
+    def __init__(self, host: HostLike):
+        self.host = host
+        self.name = f"{host.name}-nfs"
+
+    def sample(self) -> dict[str, float]:
+        r = self.host.run(["cat", "/proc/self/mountstats"], timeout=30)
+        if r.exit_code != 0:
+            raise LabkitError(f"{self.host.name}: cannot read /proc/self/mountstats: {r.stderr.strip()}")
+        return {f"{mnt}:{key}": float(v) for mnt, fields in parse_mountstats(r.stdout).items()
+                for key, v in fields.items()}
+
+
 def nfs_counters(hosts: Iterable[HostLike]) -> dict[str, dict[str, dict[str, int]]]:
     """{node: {mount: counters}} read over each host (host mount namespace, not a container's)."""
 

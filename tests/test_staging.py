@@ -484,3 +484,24 @@ def test_dst_may_be_a_link_to_a_directory_but_not_a_file(tmp_path):
     plan = plan_for(tmp_path / "b", cache, str(tmp_path / "file-view"), ["n1"])
     with pytest.raises(NodeError, match="file-view exists and is not a directory"):
         run(plan, [LocalNode("n1")])
+
+
+def test_node_nfs_probe_samples_over_a_host(tmp_path):
+    from labkit.hosts import LocalHost
+
+    stats = tmp_path / "mountstats"
+    stats.write_text(MOUNTSTATS)
+
+    class FakeProcHost(LocalHost):
+        """A real local host whose `cat /proc/self/mountstats` reads a file with NFS mounts in it."""
+
+        def run(self, cmd, timeout=None, stdin=None):
+            return super().run(["cat", str(stats)] if list(cmd) == ["cat", "/proc/self/mountstats"] else cmd,
+                               timeout=timeout, stdin=stdin)
+
+    probe = staging.NodeNfsProbe(FakeProcHost("dgx7"))
+    assert probe.name == "dgx7-nfs"
+    sample = probe.sample()
+    assert sample["/mnt/nas:serverreadbytes"] == 258_000_000.0
+    assert "/dev/shm:serverreadbytes" not in sample
+    assert staging.NodeNfsProbe(LocalHost("n1")).sample() is not None  # this machine's real file

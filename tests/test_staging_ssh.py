@@ -13,7 +13,7 @@ import pytest
 from labkit import staging
 from labkit.hosts import HostGroup, host_for
 from tests.hf_cache import LOCAL, default_files, make_cache, plan_for, write_recipe
-from tests.nodes import ADDRESSES, NODE_NAMES
+from tests.nodes import ADDRESSES
 
 SHORT = "127.0.0.4"  # dgx7, the lab note's binding node
 
@@ -51,7 +51,6 @@ def test_four_nodes_get_verified_views_then_verification_only(nodes, tmp_path):
     group, dst = nodes
     snap = make_cache(tmp_path / "nas" / "hub")
     plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
-    events = []
     report = staging.stage(plan, group, progress=False)
     view = report.views[0]
     assert set(view.nodes) == set(ADDRESSES)
@@ -70,7 +69,6 @@ def test_four_nodes_get_verified_views_then_verification_only(nodes, tmp_path):
     again = staging.stage(plan, group, progress=False)
     assert again.verification_only
     assert all(n.verified == 2 for n in again.views[0].nodes.values())
-    del events
 
 
 def test_one_short_node_refuses_everything_before_any_change(nodes, tmp_path, cluster):
@@ -116,7 +114,7 @@ def test_cli_stage_over_ssh(nodes, tmp_path, cluster):
     cmd = [sys.executable, "-m", "labkit", "stage", str(folder / "recipe.toml")]
     r = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "binding" in r.stdout and NODE_NAMES  # the preflight table
+    assert "binding" in r.stdout and all(a in r.stdout for a in ADDRESSES)  # the preflight table
     for h in group:
         assert h.run(["test", "-e", os.path.dirname(dst)]).exit_code == 1
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
@@ -124,3 +122,23 @@ def test_cli_stage_over_ssh(nodes, tmp_path, cluster):
     assert "copied" in r.stdout and all(a in r.stdout for a in ADDRESSES)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and "verification only" in r.stdout
+
+
+def test_damage_on_one_node_is_repaired_there_only(nodes, tmp_path):
+    from labkit.node.stage_node import sample_offsets
+
+    group, dst = nodes
+    make_cache(tmp_path / "nas" / "hub")
+    plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
+    staging.stage(plan, group, progress=False)
+    victim = group.hosts[1]
+    name = LOCAL[1]
+    offset = sample_offsets(len(default_files()[name]))[3] + 17
+    flip = (f"f = open({dst + '/' + name!r}, 'r+b'); f.seek({offset}); b = f.read(1); f.seek({offset}); "
+            "f.write(bytes([b[0] ^ 1])); f.close()")
+    assert victim.run(["python3", "-c", flip]).exit_code == 0
+    report = staging.stage(plan, group, progress=False)
+    nodes_ = report.views[0].nodes
+    assert nodes_[victim.name].copied == 1 and str(offset - 17) in nodes_[victim.name].repaired[0]
+    assert all(n.copied == 0 and n.verified == 2 for a, n in nodes_.items() if a != victim.name)
+    assert staging.stage(plan, group, progress=False).verification_only

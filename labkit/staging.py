@@ -37,7 +37,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +46,7 @@ import xxhash
 
 from labkit import schema as s
 from labkit.errors import LabkitError, NodeError, RecipeError
+from labkit.hosts import HostError, map_nodes
 from labkit.node import stage_node as node_side
 from labkit.units import format_size
 
@@ -140,21 +140,15 @@ def call_node(host: HostLike, op: str, request: dict, on_event: EventSink | None
 
 def each_node(hosts: Iterable[HostLike], fn: Callable[[HostLike], Any], what: str) -> dict[str, Any]:
     """{node: fn(host)} run on all nodes at once; one NodeError naming every node that failed."""
-    hosts = list(hosts)
-    if not hosts:
-        return {}
-    with ThreadPoolExecutor(max_workers=len(hosts), thread_name_prefix="labkit-stage") as pool:
-        futures = {h.name: pool.submit(fn, h) for h in hosts}
-        out, failures = {}, {}
-        for name, fut in futures.items():
-            try:
-                out[name] = fut.result()
-            except Exception as e:  # every node's reason is collected, none is lost
-                text = str(e)
-                failures[name] = text[len(name) + 2:] if text.startswith(name + ": ") else text
+    outcomes = map_nodes(fn, list(hosts))
+    failures = {}
+    for name, (_, err) in outcomes.items():
+        if err is not None:
+            text = err.message if isinstance(err, HostError) else str(err)
+            failures[name] = text.removeprefix(name + ": ")
     if failures:
         raise NodeError(what, failures)
-    return out
+    return {name: value for name, (value, _) in outcomes.items()}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -505,3 +505,18 @@ def test_node_nfs_probe_samples_over_a_host(tmp_path):
     assert sample["/mnt/nas:serverreadbytes"] == 258_000_000.0
     assert "/dev/shm:serverreadbytes" not in sample
     assert staging.NodeNfsProbe(LocalHost("n1")).sample() is not None  # this machine's real file
+
+
+@pytest.mark.parametrize("method", ["copy_file_range", "sendfile", "read/write"])
+def test_every_copy_method_makes_an_exact_copy(tmp_path, method):
+    files = default_files()
+    data = os.urandom(40 * 1024 * 1024 + 12345)  # > one 16 MiB read/write buffer, odd tail
+    files[LOCAL[0]] = data
+    snap = make_cache(tmp_path / "hub", files)
+    dst = tmp_path / "view"
+    request = {"dst": str(dst), "remove": [], "link": [], "block": stage_node.SAMPLE_BLOCK,
+               "count": stage_node.SAMPLE_COUNT, "method": method,
+               "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(data)}]}
+    result = staging.call_node(LocalNode("n1"), "build", request)
+    assert result["copied"][0]["method"] == method
+    assert (dst / LOCAL[0]).read_bytes() == data

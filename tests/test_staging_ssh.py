@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from labkit import staging
+from labkit.errors import NodeError
 from labkit.hosts import HostGroup, host_for
 from tests.hf_cache import LOCAL, default_files, make_cache, plan_for, write_recipe
 from tests.nodes import ADDRESSES
@@ -142,3 +143,17 @@ def test_damage_on_one_node_is_repaired_there_only(nodes, tmp_path):
     assert nodes_[victim.name].copied == 1 and str(offset - 17) in nodes_[victim.name].repaired[0]
     assert all(n.copied == 0 and n.verified == 2 for a, n in nodes_.items() if a != victim.name)
     assert staging.stage(plan, group, progress=False).verification_only
+
+
+def test_unreachable_node_fails_the_preflight_and_nothing_is_changed(nodes, tmp_path, cluster):
+    group, dst = nodes
+    make_cache(tmp_path / "nas" / "hub")
+    dead = host_for("127.0.0.9", None, 22, 2, cluster.ssh_options())  # no sshd there
+    hosts = [*group.hosts[:3], dead]
+    plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, [h.name for h in hosts])
+    with pytest.raises(NodeError) as e:
+        staging.stage(plan, hosts, progress=False)
+    assert "127.0.0.9" in e.value.failures and "nothing was changed" in str(e.value)
+    assert set(e.value.failures) == {"127.0.0.9"}
+    for h in group.hosts[:3]:
+        assert h.run(["test", "-e", os.path.dirname(dst)]).exit_code == 1

@@ -240,13 +240,22 @@ def probe(req: dict) -> dict:
 # build: remove what is wrong, link, copy (temp name, fsync, verify, rename)
 
 
-def _copy(src: str, tmp: str, size: int, name: str) -> tuple:
-    """Copy src to a new file tmp (size bytes) and fsync it; returns (method, seconds)."""
+COPY_METHODS = ("copy_file_range", "sendfile", "read/write")
+
+
+def _copy(src: str, tmp: str, size: int, name: str, method: str = "auto") -> tuple:
+    """Copy src to a new file tmp (size bytes) and fsync it; returns (method used, seconds).
+
+    `auto` starts with copy_file_range and falls back (sendfile, then buffered read/write) where the
+    kernel or filesystem refuses; a named method starts there (for tests and diagnosis)."""
+    if method == "auto":
+        method = "copy_file_range" if hasattr(os, "copy_file_range") else "sendfile"
+    elif method not in COPY_METHODS:
+        raise Fail(f"unknown copy method {method!r}; expected auto or one of {', '.join(COPY_METHODS)}")
     t0 = time.monotonic()
     last = t0
     fi = os.open(src, os.O_RDONLY)
     fo = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    method = "copy_file_range" if hasattr(os, "copy_file_range") else "sendfile"
     buf = None
     done = 0
     try:
@@ -344,7 +353,7 @@ def build(req: dict) -> dict:
         tmp = os.path.join(dst, PARTIAL_PREFIX + name)
         _remove(dst, PARTIAL_PREFIX + name)
         try:
-            method, seconds = _copy(src, tmp, size, name)
+            method, seconds = _copy(src, tmp, size, name, req.get("method", "auto"))
         except BaseException:
             _remove(dst, PARTIAL_PREFIX + name)  # e.g. ENOSPC: free the space now (a kill -9 leaves it for the next run)
             raise

@@ -138,6 +138,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
         if args.dry_run:
             for rows in staging.preflight(plan, group, full=args.full):
                 print(staging.preflight_table(rows))
+            print("preflight only (read-only): every node has room; run without --dry-run to stage")
             return 0
         report = staging.stage(plan, group, full=args.full)
         print(report.table())

@@ -480,7 +480,7 @@ class StageReport:
             parts.append(f"view {v.dst} ({v.repo}@{v.revision} = {v.commit[:12]}"
                          f"{', full hashes' if v.full else ''})")
             parts.append(tabulate(rows, headers=["node", "copied", "adopted", "verified", "links", "bytes copied",
-                                                 "seconds", "MB/s"]))
+                                                 "seconds", "copy MB/s"]))
             notes = [m for n in v.nodes.values() for m in n.repaired + n.warnings]
             parts += [f"  note: {m}" for m in notes]
         parts.append("verification only: nothing copied or changed" if self.verification_only else

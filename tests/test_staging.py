@@ -520,3 +520,24 @@ def test_every_copy_method_makes_an_exact_copy(tmp_path, method):
     result = staging.call_node(LocalNode("n1"), "build", request)
     assert result["copied"][0]["method"] == method
     assert (dst / LOCAL[0]).read_bytes() == data
+
+
+def test_two_views_on_one_filesystem_share_its_free_space(tmp_path, small_fs):
+    from labkit.recipe import load_recipe
+    from tests.hf_cache import write_recipe
+
+    cache = tmp_path / "hub"
+    make_cache(cache)
+    folder = write_recipe(tmp_path / "recipe", cache, str(small_fs / "a"), ["n1"], local=LOCAL[:1], min_free="500k")
+    text = (folder / "recipe.toml").read_text()
+    second = text[text.index("[[staging]]"):].replace(str(small_fs / "a"), str(small_fs / "b")).replace(
+        LOCAL[0], LOCAL[1])
+    (folder / "recipe.toml").write_text(text + "\n" + second)
+    plan = load_recipe(folder).resolve()
+    assert len(plan.staging) == 2
+    # Alone each fits (2.6 MB and 2.0 MB of 4.2 MB); together (4.6 MB) they do not.
+    with pytest.raises(staging.StagingRefused, match="binding node n1"):
+        run(plan, [LocalNode("n1")])
+    assert list(small_fs.iterdir()) == []
+    one = replace(plan, staging=plan.staging[:1])
+    assert run(one, [LocalNode("n1")]).views[0].nodes["n1"].copied == 1

@@ -20,6 +20,11 @@ path (LanePlan.mounts()). Flow per run, every node in parallel:
   4. verify: probe again, every file must check out; write the manifest atomically if it changed.
 A second run is step 1 only (plus a comparison): verification, seconds.
 
+Serving: call `stage(plan, group)` and then `check_view(plan, group)` (no broken link, no partial copy)
+before boot; the engine gets `plan.model_path` (the view's container mount) and `plan.mounts()` binds the
+view and the shared cache at its own path. `NodeNfsProbe` samples each node's NFS server-read bytes
+around a run.
+
 Content checks: sizes always; sampled blocks (labkit/node/stage_node.py `sample_offsets`: 16 blocks of
 64 KiB per file - first, last, evenly spaced - or the whole file when smaller) read on the node and hashed
 here with xxh3_64; `full=True` also hashes whole files on the node (b2sum). A flip outside the sampled

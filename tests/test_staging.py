@@ -541,3 +541,13 @@ def test_two_views_on_one_filesystem_share_its_free_space(tmp_path, small_fs):
     assert list(small_fs.iterdir()) == []
     one = replace(plan, staging=plan.staging[:1])
     assert run(one, [LocalNode("n1")]).views[0].nodes["n1"].copied == 1
+
+
+def test_node_script_is_stdlib_only():
+    """Nodes have python3 and nothing else: the script may import only the standard library."""
+    import ast
+
+    tree = ast.parse(staging.NODE_SCRIPT.read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert names and names <= set(sys.stdlib_module_names)

@@ -324,6 +324,9 @@ def assess(probe: dict, spec, block: int, count: int, full: bool,
         reason = ""
         if have["state"] == "missing":
             status = "copy"
+        elif have["state"] == "dir":
+            raise LabkitError(f"{node}: {spec.dst}/{name} is a directory where the view needs a copy; "
+                              "remove it by hand")
         elif have["state"] != "file":
             status, reason = "repair", f"is a {have['state']}, not a copy"
         elif have["size"] != size:

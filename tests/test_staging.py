@@ -551,3 +551,13 @@ def test_node_script_is_stdlib_only():
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert names and names <= set(sys.stdlib_module_names)
+
+
+def test_a_directory_in_the_way_is_refused_at_preflight(world):
+    plan, snap, dst, hosts = world
+    (dst / LOCAL[0]).mkdir(parents=True)
+    (dst / "config.json").mkdir()
+    before = tree_state(dst)
+    with pytest.raises(NodeError, match="is a directory where the view needs a copy"):
+        run(plan, hosts)
+    assert tree_state(dst) == before

@@ -124,6 +124,30 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stage(args: argparse.Namespace) -> int:
+    """Preflight every launch node, build/verify the local view(s); --dry-run stops after the preflight."""
+    from labkit import staging
+    from labkit.hosts import SshOptions, hosts_for_plan
+
+    plan = plan_from_args(args)
+    if not any(e.kind == "local-view" for e in plan.staging):
+        raise LabkitError(f"{plan.file}: the lane {plan.recipe} ({plan.variant_id}) has no [[staging]] local-view "
+                          "entry; pick a staging variant, e.g. --staging local-view")
+    group = hosts_for_plan(plan, SshOptions.from_env())
+    try:
+        if args.dry_run:
+            for rows in staging.preflight(plan, group, full=args.full):
+                print(staging.preflight_table(rows))
+            print("preflight only (read-only): every node has room; run without --dry-run to stage")
+            return 0
+        report = staging.stage(plan, group, full=args.full)
+        print(report.table())
+        staging.check_view(plan, group)
+    finally:
+        group.close()
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     folders = [find_recipe(n) for n in args.recipes] if args.recipes else list_recipes()
     if not folders:
@@ -232,6 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", help="only this node")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until Ctrl-C")
     p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("stage", help="stage the lane's local view on every node (preflight, copy, link, verify)")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.add_argument("--full", action="store_true", help="hash whole files (slow) instead of sampled blocks")
+    p.add_argument("--dry-run", action="store_true", help="only the read-only preflight (need/free per node)")
+    p.set_defaults(func=cmd_stage)
 
     p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")
     p.add_argument("recipes", nargs="*")

@@ -37,6 +37,7 @@ from labkit import io_probe as iop
 from labkit import metrics as mx
 from labkit import prompts as pr
 from labkit.client import EndpointError, StreamClient, StreamRequest, StreamResult
+from labkit.errors import LabkitError
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, repo_root
 from labkit.records import SCHEMA_VERSION, GroupRecord, RequestRecord, RunSummary
 from labkit.timing import NS, decode_tps, group_aggregate, median, prefill_tps
@@ -530,3 +531,52 @@ def _git_state() -> tuple[str | None, bool | None]:
 
 def plan_hash(plan: MeasurePlan) -> str:
     return hashlib.sha256(json.dumps(dataclasses.asdict(plan), sort_keys=True).encode()).hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+
+
+def _override(plan: MeasurePlan, args: Any) -> MeasurePlan:
+    """The plan with command-line overrides applied (only the options the user gave)."""
+    d, p = plan.decode, plan.prefill
+    d = dataclasses.replace(d, **{k: v for k, v in (("turns", args.turns), ("output_tokens", args.output_tokens),
+                                                      ("concurrency", args.concurrency), ("warmup", args.warmup))
+                                  if v is not None})
+    p = dataclasses.replace(p, **{k: v for k, v in (("prompt_tokens", args.prompt_tokens), ("repeats", args.repeats))
+                                  if v is not None})
+    top = {k: v for k, v in (("api", args.api), ("runs", args.runs), ("timeout", args.timeout)) if v is not None}
+    for name, value, low in (("--turns", d.turns, 0), ("--output-tokens", d.output_tokens, 2),
+                             ("--warmup", d.warmup, 0), ("--repeats", p.repeats, 1), ("--runs", top.get("runs", 1), 1)):
+        if value < low:
+            raise LabkitError(f"{name} must be at least {low}, got {value}")
+    return dataclasses.replace(plan, decode=d, prefill=p, **top)
+
+
+def bench_cli(args: Any) -> int:
+    """`labkit bench`: resolve the target, measure, print the lab-note table, write the JSON file."""
+    from labkit.notefmt import render
+
+    target = args.target
+    recipe_hash = variant = None
+    lane = ""
+    if "://" in target or target.replace(".", "").replace(":", "").isdigit() or target.startswith("localhost:"):
+        url, plan = target, default_plan()
+        if args.url:
+            raise LabkitError("--url is for recipe targets; the endpoint is already given")
+    else:
+        from labkit.cli import plan_from_args
+
+        args.recipe = target
+        lane_plan = plan_from_args(args)
+        plan, lane = lane_plan.measure, lane_plan.lane_id
+        recipe_hash, variant = lane_plan.recipe_hash, lane_plan.variant_id
+        url = args.url or f"http://127.0.0.1:{lane_plan.engine.port}"
+    plan = _override(plan, args)
+    result = run_bench(url, plan, model=args.model, cold_expected=args.cold, progress=not args.quiet, lane=lane,
+                       recipe_hash=recipe_hash, variant=variant, decode=args.decode, prefill=args.prefill)
+    title = f"{result.provenance['model']} @ {result.provenance['endpoint']}"
+    print(render(result.summary, title=title))
+    if args.json:
+        print(f"records: {result.save(args.json)}", file=sys.stderr)
+    return 0 if result.summary.n_ok else 1

@@ -101,6 +101,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_cli(args)
 
 
+def cmd_sim(args: argparse.Namespace) -> int:
+    from labkit.sim.cli import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="labkit", description="Measure LLM serving lanes reproducibly.")
     parser.add_argument("--version", action="version", version=f"labkit {__version__}")
@@ -141,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")
     p.add_argument("recipes", nargs="*")
     p.set_defaults(func=cmd_check)
+
+    from labkit.sim.cli import add_arguments as sim_arguments
+
+    p = sub.add_parser("sim", help="run the simulated engine (an OpenAI-compatible server at known speeds)")
+    sim_arguments(p)
+    p.set_defaults(func=cmd_sim)
     return parser
 
 

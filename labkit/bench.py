@@ -202,7 +202,7 @@ class _Bench:
             t_second=self._rel(res.chunk_t[1]) if len(res.chunk_t) > 1 else None,
             t_last=self._rel(res.t_last), t_end=self._rel(res.t_end),
             finish_reason=res.finish_reason, http_status=res.http_status, ok=res.ok, error=res.error,
-            group=group, nonce=nonce, usage=res.usage, rtt_s=self.rtt_ns / NS,
+            group=group, nonce=nonce, response_id=res.response_id, usage=res.usage, rtt_s=self.rtt_ns / NS,
             chunk_t=[t - self.t_origin for t in res.chunk_t], chunk_n=list(res.chunk_n or []))
         flags = list(res.warnings)
         if res.t_first is not None:
@@ -508,7 +508,7 @@ class _Bench:
             "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "hostname": socket.gethostname(),
             "api": self.api, "token_sources": sorted({r.output_tokens_source for r in self.records
                                                       if r.output_tokens_source}),
-            "prompt_length_counter": self.counter_kind, "timer": TIMER, "rtt_s": self.rtt_ns / NS,
+            "prompt_length_counter": self.counter_kind, "timer": TIMER, "t_origin_ns": self.t_origin, "rtt_s": self.rtt_ns / NS,
             "windows": {"decode": DECODE_WINDOW, "agg": AGG_WINDOW, "prefill": PREFILL_WINDOW,
                         "acceptance": "counter deltas between /metrics scrapes around the decode phase"},
             "plan": dataclasses.asdict(self.plan), "cold_expected": self.cold_expected,
@@ -576,7 +576,7 @@ def bench_cli(args: Any) -> int:
     result = run_bench(url, plan, model=args.model, cold_expected=args.cold, progress=not args.quiet, lane=lane,
                        recipe_hash=recipe_hash, variant=variant, decode=args.decode, prefill=args.prefill)
     title = f"{result.provenance['model']} @ {result.provenance['endpoint']}"
-    print(render(result.summary, title=title))
+    print(render(result.summary, title=title), flush=True)
     if args.json:
         print(f"records: {result.save(args.json)}", file=sys.stderr)
     return 0 if result.summary.n_ok else 1

@@ -1,13 +1,18 @@
 """Streaming client: one keep-alive OpenAI SDK client, a monotonic stamp on every network read, token counts.
 
 What is stamped (all `time.perf_counter_ns()`):
-- `t_send`: just before the request is handed to the SDK (request building is microseconds; no retries:
-  `max_retries=0`, a retried request would corrupt every timing);
-- `t_hdr`: the SDK returned the response object (status line and headers received);
+- `t_send`: in the HTTP client's request hook, i.e. after the request is built and just before its bytes go to
+  the connection (no retries: `max_retries=0`, a retried request would corrupt every timing);
+- `t_hdr`: in the response hook, when the status line and headers have been received;
 - chunk stamps: taken the moment a network read returns bytes, before the SSE lines are split or any JSON is
   parsed. Several SSE events delivered by one read share that stamp (they did arrive together).
-The SDK is used for the transport (`with_streaming_response`, which hands us the raw body) rather than its
-parsed stream, so parsing cost never delays a stamp and per-chunk CPU stays small.
+
+Transport. The OpenAI SDK (AsyncOpenAI) owns the keep-alive connection pool and the API key. By default the
+stream itself is POSTed through that same pool without the SDK's per-request machinery (`transport="direct"`):
+measured on a 2-core host, the SDK path adds ~10 ms of request building per call (which also staggers "lockstep"
+c2 sends) and ~40 ms of lazy type construction on its first stream, during which an already-arrived first chunk
+sits unstamped in the socket buffer. `transport="sdk"` streams through `with_streaming_response` instead (same
+stamps); benchmarks/bench_accuracy.py compares the two.
 
 Token counting follows measurement.md §2: per-chunk `token_ids` (vLLM `return_token_ids`) > cumulative
 `continuous_usage_stats` > final `usage.completion_tokens` (total only) > counting non-empty chunks (only
@@ -23,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 import openai
 
 from labkit.errors import LabkitError
@@ -84,6 +90,7 @@ class StreamResult:
     usage: dict | None = None
     finish_reason: str | None = None
     http_status: int | None = None
+    response_id: str = ""  # the server's id of the completion (first event's "id")
     error: str = ""
     warnings: list[str] = field(default_factory=list)
 
@@ -103,14 +110,20 @@ def api_key_from_env() -> str:
 class StreamClient:
     """One keep-alive HTTP client shared by the SDK (generation) and plain GET/POST calls (/metrics, ...)."""
 
-    def __init__(self, url: str, *, timeout: float = 600.0, max_connections: int = 64):
+    def __init__(self, url: str, *, timeout: float = 600.0, max_connections: int = 64, transport: str = "direct"):
+        if transport not in ("direct", "sdk"):
+            raise ValueError(f"transport must be 'direct' or 'sdk', got {transport!r}")
         self.root, self.base = split_base(url)
-        self.timeout = timeout
+        self.timeout, self.transport = timeout, transport
         self._http = openai.DefaultAsyncHttpxClient(
-            timeout=timeout, limits=openai._base_client.httpx2.Limits(  # type: ignore[attr-defined]
-                max_connections=max_connections, max_keepalive_connections=max_connections))
-        self._sdk = openai.AsyncOpenAI(base_url=self.base, api_key=api_key_from_env(), max_retries=0,
+            timeout=timeout, limits=httpx2.Limits(max_connections=max_connections,
+                                                  max_keepalive_connections=max_connections),
+            event_hooks={"request": [_stamp_request], "response": [_stamp_response]})
+        self._key = api_key_from_env()
+        self._sdk = openai.AsyncOpenAI(base_url=self.base, api_key=self._key, max_retries=0,
                                        timeout=timeout, http_client=self._http)
+        # Resolve the SDK's lazily imported resources now, not inside the first timed request.
+        self._sdk.chat.completions, self._sdk.completions  # noqa: B018
 
     async def aclose(self) -> None:
         await self._sdk.close()
@@ -175,12 +188,34 @@ class StreamClient:
         except openai.APIStatusError as e:
             res.http_status = e.status_code
             res.error = f"HTTP {e.status_code}: {str(e.message)[:300]}"
+        except _HTTPError as e:
+            res.error = str(e)
         except Exception as e:  # noqa: BLE001 — a broken stream is a failed sample, not a crash
             res.error = f"{type(e).__name__}: {e}"[:400]
         if res.t_end is None:
             res.t_end = time.perf_counter_ns()
         parser.finish()
         return res
+
+    def _json(self, req: StreamRequest) -> tuple[str, dict]:
+        """(path, JSON body) of the direct transport: the same fields the SDK would send."""
+        body: dict[str, Any] = {"model": req.model, "max_tokens": req.max_tokens, "stream": True,
+                                "temperature": req.temperature,
+                                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        if req.seed is not None:
+            body["seed"] = req.seed
+        if req.min_tokens is not None:
+            body["min_tokens"] = req.min_tokens
+        if req.ignore_eos:
+            body["ignore_eos"] = True
+        body.update(req.extra)
+        if req.api == "chat":
+            body["messages"] = [{"role": "user", "content": req.prompt}]
+            return "/chat/completions", body
+        if req.api == "completions":
+            body["prompt"] = req.prompt
+            return "/completions", body
+        raise ValueError(f"api must be 'chat' or 'completions', got {req.api!r}")
 
     def _body(self, req: StreamRequest) -> tuple[Any, dict]:
         extra: dict[str, Any] = {}
@@ -204,15 +239,52 @@ class StreamClient:
         raise ValueError(f"api must be 'chat' or 'completions', got {req.api!r}")
 
     async def _stream(self, req: StreamRequest, res: StreamResult, parser: _SSEParser) -> None:
-        api, kwargs = self._body(req)
-        res.t_send = time.perf_counter_ns()
-        async with api.create(**kwargs) as resp:
-            res.t_hdr = time.perf_counter_ns()
-            res.http_status = resp.http_response.status_code
-            async for data in resp.http_response.aiter_raw():
-                now = time.perf_counter_ns()
-                if parser.feed(data, now):
-                    break
+        res.t_send = time.perf_counter_ns()  # replaced by the request hook's stamp below
+        if self.transport == "sdk":
+            api, kwargs = self._body(req)
+            async with api.create(**kwargs) as resp:
+                await self._read(resp.http_response, res, parser)
+            return
+        path, body = self._json(req)
+        headers = {"Authorization": f"Bearer {self._key}", "Accept": "text/event-stream"}
+        async with self._http.stream("POST", self.base + path, json=body, headers=headers,
+                                     timeout=req.timeout) as resp:
+            if resp.status_code >= 400:
+                text = (await resp.aread()).decode(errors="replace")
+                res.http_status = resp.status_code
+                res.t_send = resp.request.extensions.get("labkit_t_send", res.t_send)
+                raise _HTTPError(resp.status_code, text)
+            await self._read(resp, res, parser)
+
+    @staticmethod
+    async def _read(resp: Any, res: StreamResult, parser: _SSEParser) -> None:
+        ext = resp.request.extensions
+        res.t_send = ext.get("labkit_t_send", res.t_send)
+        res.t_hdr = ext.get("labkit_t_hdr")
+        res.http_status = resp.status_code
+        async for data in resp.aiter_raw():
+            now = time.perf_counter_ns()
+            if parser.feed(data, now):
+                break
+
+
+class _HTTPError(Exception):
+    def __init__(self, status: int, text: str):
+        self.status, self.text = status, text
+        try:
+            err = json.loads(text).get("error", text)
+            text = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+        except (ValueError, AttributeError):
+            pass
+        super().__init__(f"HTTP {status}: {text[:300]}")
+
+
+async def _stamp_request(request: Any) -> None:
+    request.extensions["labkit_t_send"] = time.perf_counter_ns()
+
+
+async def _stamp_response(response: Any) -> None:
+    response.request.extensions["labkit_t_hdr"] = time.perf_counter_ns()
 
 
 class _SSEParser:
@@ -245,6 +317,8 @@ class _SSEParser:
     def _event(self, ev: dict, now: int) -> None:
         res = self.res
         res.sse_events += 1
+        if not res.response_id and isinstance(ev.get("id"), str):
+            res.response_id = ev["id"]
         usage = ev.get("usage")
         if usage:
             res.usage = usage

@@ -77,6 +77,7 @@ class RequestRecord:
     flags: str = ""  # e.g. "prefix-cache-hit" — a sample that is suspect but not failed
     group: int | None = None  # concurrency group index (lockstep streams fired together)
     nonce: str = ""  # the prompt's leading nonce (unique per request)
+    response_id: str = ""  # the server's completion id (matches engine logs / the simulator's ground truth)
     usage: dict | None = None  # the raw final usage object
     chunk_t: list[int] = field(default_factory=list)  # arrival stamp of every token-bearing chunk
     chunk_n: list[int] = field(default_factory=list)  # tokens in that chunk (empty when unknown)

@@ -46,8 +46,9 @@ TIMER = ("time.perf_counter_ns; t_send before the SDK call, chunk stamps at each
          "parsing (events in one read share a stamp)")
 CACHE_HIT_TOLERANCE = 64  # cached prompt tokens allowed per unique prompt: a shared template preamble (≤ a block)
 DECODE_WINDOW = "decode: (N - n_first) / (t_last - t_first); t_last = last token-bearing chunk (not [DONE])"
-AGG_WINDOW = ("cK agg: tokens arriving in (max t_first, min t_last] / that window (steady state); "
-              "span = sum(N - n_first) / (max t_last - min t_first)")
+AGG_WINDOW = ("cK agg: sum over streams of each stream's decode rate on its chunks inside the steady window "
+              "W = [max t_first, min t_last]; also stored: tokens in W / |W|, and span = sum(N - n_first) / "
+              "(max t_last - min t_first)")
 PREFILL_WINDOW = ("prefill: (P - C) / (t_first - t_send - RTT), t_first = first token-bearing chunk (not the role "
                   "prelude), P = usage.prompt_tokens; raw = P / TTFT")
 
@@ -360,7 +361,7 @@ class _Bench:
             g.serialised = est.serialised
             return g
         est = group_aggregate([(r.chunk_t, r.chunk_n) for r in recs])
-        g.agg_tps, g.span_tps, g.overlap = est.agg_tps, est.span_tps, est.overlap
+        g.agg_tps, g.window_tps, g.span_tps, g.overlap = est.agg_tps, est.window_tps, est.span_tps, est.overlap
         g.window_start, g.window_end, g.window_tokens, g.serialised = (
             est.window_start, est.window_end, est.window_tokens, est.serialised)
         if est.serialised:

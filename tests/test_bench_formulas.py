@@ -70,3 +70,21 @@ def test_median():
     assert median([3, 1, 2]) == 2
     assert median([4, 1, 3, 2]) == 2.5
     assert median([]) is None
+
+
+def test_in_phase_chunky_streams_agg_is_exact_where_window_count_is_not():
+    # two streams of 5 chunks x 4 tokens, 100 ms apart (40 t/s each); B runs 40 us behind A (serial prefill)
+    a = ([i * 100 * MS for i in range(5)], [1, 4, 4, 4, 4])
+    b = ([i * 100 * MS + 40_000 for i in range(5)], [1, 4, 4, 4, 4])
+    est = group_aggregate([a, b])
+    assert est.agg_tps == pytest.approx(80.0, rel=1e-3)
+    # B's last chunk lands 40 us after W closes: a whole chunk drops out of the window count
+    assert est.window_tps == pytest.approx(28 / 0.39996, rel=1e-6)
+    assert est.window_tps < 0.9 * 80
+
+
+def test_agg_survives_client_read_coalescing():
+    # the client read A's and B's last chunks in one network read: same stamp; the estimate must not jump
+    a = ([i * 100 * MS for i in range(5)], [1, 4, 4, 4, 4])
+    b = ([i * 100 * MS + 40_000 for i in range(4)] + [400 * MS], [1, 4, 4, 4, 4])
+    assert group_aggregate([a, b]).agg_tps == pytest.approx(80.0, rel=1e-3)

@@ -122,10 +122,12 @@ async def run_bench_async(url: str, plan: MeasurePlan | None = None, *, model: s
                           io_hooks: Sequence[iop.IOProbe] = (), progress: bool = True, lane: str = "",
                           recipe_hash: str | None = None, variant: str | None = None,
                           spec_k: float | None = None, run_id: str | None = None,
-                          decode: bool = True, prefill: bool = True) -> BenchResult:
-    """Measure the endpoint at `url` (server root or .../v1) with `plan` (a recipe's MeasurePlan)."""
+                          decode: bool = True, prefill: bool = True, transport: str = "direct") -> BenchResult:
+    """Measure the endpoint at `url` (server root or .../v1) with `plan` (a recipe's MeasurePlan).
+
+    `transport`: "direct" (default) or "sdk", see labkit/client.py."""
     plan = plan or default_plan()
-    async with StreamClient(url, timeout=plan.timeout) as client:
+    async with StreamClient(url, timeout=plan.timeout, transport=transport) as client:
         bench = _Bench(client, plan, model=model, api=api or plan.api, cold_expected=cold_expected,
                        io_hooks=io_hooks, progress=progress, lane=lane, spec_k=spec_k,
                        run_id=run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"))

@@ -303,6 +303,8 @@ class _Bench:
         d = self.plan.decode
         N = d.output_tokens
         before = await self._scrape(f"decode.before.{run}")
+        flushed = await self._flush_for_acceptance(before)
+        n_before = len(self.records)
         cold = self.cold_expected and run == 0
         if cold and before is not None:
             served = mx.total(before, "vllm:request_success_total", "vllm:request_success")
@@ -331,22 +333,53 @@ class _Bench:
                 self.groups.append(self._group(recs, k, group_index))
                 group_index += 1
         after = await self._scrape(f"decode.after.{run}")
+        n_window = sum(1 for r in self.records[n_before:] if r.http_status == 200 and r.finish_reason)
+        acc = None
         if before is not None and after is not None:
             try:
-                acc = mx.spec_acceptance(before, after, self.spec_k)
+                sglang = mx.total(after, *mx.S_VERIFY) is not None
+                acc = mx.spec_acceptance(before, after, self.spec_k, n_requests=n_window if sglang else None)
             except mx.CounterReset as e:
                 self.notes.append(f"acceptance invalid: {e}")
+        if acc is None and flushed:
+            try:
+                status, text = await self.c.get("/server_info")
+                acc = mx.server_info_acceptance(json.loads(text)) if status == 200 else None
+            except (EndpointError, ValueError):
                 acc = None
-            if acc is not None:
-                if self.acceptance is None:
-                    self.acceptance = acc
-                else:  # several runs: pool the counter deltas
-                    a = self.acceptance
-                    a.accepted += acc.accepted
-                    a.per_pos = [(p * a.drafts + q * acc.drafts) / (a.drafts + acc.drafts)
-                                 for p, q in zip(a.per_pos, acc.per_pos, strict=False)]
-                    a.drafts += acc.drafts
-                    a.draft_tokens = (a.draft_tokens or 0) + (acc.draft_tokens or 0) or None
+        if acc is not None:
+            self._pool_acceptance(acc)
+
+    def _pool_acceptance(self, acc: mx.Acceptance) -> None:
+        """Several runs: pool the counter deltas (never average per-run ratios)."""
+        if self.acceptance is None:
+            self.acceptance = acc
+            return
+        a = self.acceptance
+        a.accepted += acc.accepted
+        a.per_pos = [(p * a.drafts + q * acc.drafts) / (a.drafts + acc.drafts)
+                     for p, q in zip(a.per_pos, acc.per_pos, strict=False)]
+        a.drafts += acc.drafts
+        a.draft_tokens = (a.draft_tokens or 0) + (acc.draft_tokens or 0) or None
+
+    async def _flush_for_acceptance(self, before: mx.Samples | None) -> bool:
+        """SGLang without spec counters: reset the cumulative acceptance (POST /flush_cache, idle) so
+        /server_info reads this window only. True when the reset succeeded."""
+        if before is not None and (mx.total(before, *mx.V_DRAFTS) is not None
+                                   or mx.total(before, *mx.S_VERIFY) is not None):
+            return False
+        try:
+            status, text = await self.c.get("/server_info")
+            info = json.loads(text) if status == 200 else {}
+        except (EndpointError, ValueError):
+            return False
+        if not isinstance(info, dict) or not info.get("speculative_algorithm"):
+            return False
+        status, _ = await self.c.post_json("/flush_cache", {})
+        if status != 200:
+            self.notes.append(f"POST /flush_cache answered HTTP {status}: no per-run acceptance from /server_info")
+            return False
+        return True
 
     def _group(self, recs: list[RequestRecord], k: int, index: int) -> GroupRecord:
         g = GroupRecord(run_id=self.run_id, concurrency=k, group=index)

@@ -119,9 +119,14 @@ class Acceptance:
         return f"{self.per_draft:.2f} of {k} accepted per step (τ {self.length:.2f} incl. bonus{rate})"
 
 
-def spec_acceptance(before: Samples, after: Samples, k_hint: float | None = None) -> Acceptance | None:
+def spec_acceptance(before: Samples, after: Samples, k_hint: float | None = None,
+                    n_requests: int | None = None) -> Acceptance | None:
     """Acceptance over the window between two scrapes; None when the engine exposes no spec counters or
-    drafted nothing. Raises CounterReset on a restart."""
+    drafted nothing. Raises CounterReset on a restart.
+
+    SGLang counts generated tokens per request including the one produced by prefill, so Δgen/Δverify is
+    biased high by one token per request; with `n_requests` (generation requests that finished inside the
+    window) that token is taken out: ā = (Δgen - n_requests - Δverify) / Δverify."""
     drafts = delta(before, after, *V_DRAFTS)
     if drafts is not None:
         if drafts <= 0:
@@ -144,6 +149,10 @@ def spec_acceptance(before: Samples, after: Samples, k_hint: float | None = None
             return None
         width = total(after, *S_DRAFT_TOKENS)
         k = (width - 1) if width and width > 1 else k_hint
+        if n_requests is not None:
+            return Acceptance(gen - n_requests - verify, verify, k * verify if k else None, k, [],
+                              f"sglang counters: ā=(Δgeneration_tokens - {n_requests} prefill tokens - "
+                              "Δspec_verify_calls)/Δspec_verify_calls, τ=1+ā")
         return Acceptance(gen - verify, verify, k * verify if k else None, k, [],
                           "sglang counters: τ=Δgeneration_tokens/Δspec_verify_calls (biased high by ~1/N: the "
                           "prefill token is included), ā=τ-1")
@@ -159,3 +168,17 @@ def prefix_cache(before: Samples, after: Samples) -> tuple[float, float] | None:
     if p is not None:
         return delta(before, after, *S_CACHED) or 0.0, p
     return None
+
+
+def server_info_acceptance(info: dict) -> Acceptance | None:
+    """SGLang without spec counters: `avg_spec_accept_length` from GET /server_info, valid for a window only when
+    POST /flush_cache reset it (idle) right before the window. τ includes the bonus token, floor 1."""
+    states = info.get("internal_states") or [{}]
+    tau = states[0].get("avg_spec_accept_length") if isinstance(states[0], dict) else None
+    if tau is None:
+        return None
+    width = info.get("speculative_num_draft_tokens")
+    k = float(width - 1) if isinstance(width, int | float) and width > 1 else None
+    # Expressed as one "draft" of ā accepted tokens so per_draft/length/rate read as usual.
+    return Acceptance(float(tau) - 1.0, 1.0, k, k, [],
+                      "sglang /server_info avg_spec_accept_length after POST /flush_cache (τ incl. bonus, floor 1)")

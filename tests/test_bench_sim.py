@@ -113,3 +113,40 @@ def test_engine_dying_mid_stream_is_a_failure_not_a_crash():
     assert not res.records[1].ok and res.records[1].error
     assert all(not r.ok for r in res.records[1:])
     assert "decode_c1" not in res.summary.measures
+
+
+@pytest.mark.parametrize("metrics", [True, False])
+def test_sglang_flavor_acceptance(metrics, monkeypatch):
+    """SGLang: counter deltas (prefill token taken out) or, without spec counters, flush-then-read /server_info."""
+    from labkit import bench as b
+
+    async def no_metrics(self, key):
+        self.has_metrics = False
+        return None
+
+    if not metrics:  # an SGLang launched without --enable-metrics
+        monkeypatch.setattr(b._Bench, "_scrape", no_metrics)
+    sets = {"flavor": "sglang", "spec_method": "eagle", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5],
+            "decode_tps": 400}
+    with SimProcess(sets=sets) as sim:
+        res = run_bench(sim.url, _plan(n=60, conc=(1,)), progress=False)
+        truth = _truth_by_id(sim)
+    ts = [truth[r.response_id] for r in res.records]
+    m = res.summary.measures
+    assert m["accept_k"] == 3
+    if metrics:
+        emitted = sum(t["completion_tokens"] - 1 - t["steps"] for t in ts) / sum(t["steps"] for t in ts)
+        assert m["accept_per_draft"] == pytest.approx(emitted, abs=1e-9)
+    else:
+        assert "server_info" in res.summary.method["accept_length"]
+        real = sum(t["accepted"] for t in ts) / sum(t["drafts"] for t in ts)
+        assert m["accept_per_draft"] == pytest.approx(real, abs=0.05)
+
+
+def test_sdk_transport_measures_the_same():
+    with SimProcess(sets={"decode_tps": 300}) as sim:
+        res = run_bench(sim.url, _plan(turns=2, n=40, conc=(1,)), progress=False, transport="sdk")
+        truth = _truth_by_id(sim)
+    for r in res.records:
+        assert r.ok and r.output_tokens == 40
+        assert r.decode_tps == pytest.approx(truth[r.response_id]["true_decode_tps"], rel=0.05)

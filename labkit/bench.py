@@ -46,9 +46,9 @@ TIMER = ("time.perf_counter_ns; t_send before the SDK call, chunk stamps at each
          "parsing (events in one read share a stamp)")
 CACHE_HIT_TOLERANCE = 64  # cached prompt tokens allowed per unique prompt: a shared template preamble (≤ a block)
 DECODE_WINDOW = "decode: (N - n_first) / (t_last - t_first); t_last = last token-bearing chunk (not [DONE])"
-AGG_WINDOW = ("cK agg: sum over streams of each stream's decode rate on its chunks inside the steady window "
-              "W = [max t_first, min t_last]; also stored: tokens in W / |W|, and span = sum(N - n_first) / "
-              "(max t_last - min t_first)")
+AGG_WINDOW = ("cK agg: tokens of all streams inside the steady window W = [max t_first, min t_last] / |W|, each "
+              "chunk's tokens spread over the gap since its stream's previous chunk; also stored: whole chunks "
+              "in W / |W|, and span = sum(N - n_first) / (max t_last - min t_first)")
 PREFILL_WINDOW = ("prefill: (P - C) / (t_first - t_send - RTT), t_first = first token-bearing chunk (not the role "
                   "prelude), P = usage.prompt_tokens; raw = P / TTFT")
 

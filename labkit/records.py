@@ -104,7 +104,7 @@ class GroupRecord:
     concurrency: int = 2
     group: int = 0
     ok: bool = True
-    agg_tps: float | None = None  # sum of per-stream decode rates inside the steady window W (the headline)
+    agg_tps: float | None = None  # tokens of all streams inside the steady window W / |W|, chunks spread (headline)
     window_tps: float | None = None  # tokens arriving in W / |W| (boundary-chunk biased; kept for comparison)
     span_tps: float | None = None  # sum(N_i - n_first_i) / (max t_last - min t_first)
     overlap: float | None = None  # |W| / span; <= 0 means the engine serialised the streams

@@ -161,6 +161,7 @@ class _Bench:
         self.progress = progress
         self.acceptance: mx.Acceptance | None = None
         self.pc_window: list[tuple[float, float]] = []
+        self.engine_info: dict[str, Any] = {}
 
     # ---------------------------------------------------------------- helpers
     def _rel(self, t: int | None) -> int | None:
@@ -303,6 +304,7 @@ class _Bench:
         return n
 
     async def _engine_version(self) -> str | None:
+        """The engine's version string (vLLM /version, SGLang /server_info); the raw answer goes to provenance."""
         for path in ("/version", "/server_info"):
             try:
                 status, text = await self.c.get(path)
@@ -310,9 +312,12 @@ class _Bench:
                 continue
             if status == 200:
                 try:
-                    return str(json.loads(text).get("version"))
-                except (ValueError, AttributeError):
+                    data = json.loads(text)
+                except ValueError:
                     return text.strip()[:100]
+                if isinstance(data, dict) and data.get("version") is not None:
+                    self.engine_info = {k: v for k, v in data.items() if isinstance(v, str | int | float | bool)}
+                    return str(data["version"])
         return None
 
     async def _one(self, max_tokens: int, prompt_nonce: str | None = None) -> tuple[StreamResult, str]:
@@ -559,7 +564,9 @@ class _Bench:
         sha, dirty = _git_state()
         return {
             "labkit_version": __version__, "git_sha": sha, "git_dirty": dirty,
-            "endpoint": self.c.base, "engine_version": version, "model": self.model, "models_served": models,
+            "endpoint": self.c.base, "engine_version": version, "engine_info": self.engine_info,
+            "simulated": bool(self.engine_info.get("simulated", False)), "http_backend": self.c.backend,
+            "transport": self.c.transport, "model": self.model, "models_served": models,
             "lane": self.lane, "recipe_hash": recipe_hash, "variant": variant, "run_id": self.run_id,
             "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "hostname": socket.gethostname(),
             "api": self.api, "token_sources": sorted({r.output_tokens_source for r in self.records

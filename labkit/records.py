@@ -12,7 +12,10 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
     decode_c<K>_agg      same for other concurrencies
     decode_c<K>_span     the span estimator of the same groups (valid only when overlap is high)
     decode_c<K>_overlap  median |steady window| / span of those groups (1.0 = perfect lockstep)
-    prefill_<P>          median prefill t/s at a target prompt length P (tokens), unique prompts
+    prefill_<P>          median prefill t/s at a target prompt length P (tokens), unique prompts, RTT-corrected
+    prefill_<P>_raw      the same without the RTT correction (P / TTFT)
+    prefill_<P>_ttft     median TTFT (seconds) of those samples
+    ttft_c1              median TTFT (seconds) of warm c1 decode turns
     accept_per_draft     mean accepted draft tokens per drafting step (a-bar, bonus token excluded)
     accept_k             K, draft tokens proposed per step
     accept_length        1 + accepted/drafts (tau, bonus token included)

@@ -37,6 +37,9 @@ def test_cold_turn_detected_and_matches_truth(tmp_path):
     back = BenchResult.load(res.save(tmp_path / "bench.json"))
     assert back.records == res.records and back.summary == res.summary and back.groups == res.groups
     assert back.provenance["model"] == "sim-test" and "git_sha" in back.provenance
+    assert back.provenance["simulated"] is True and back.provenance["engine_version"]
+    assert back.provenance["token_sources"] == ["continuous_usage"]
+    assert back.scrapes and all("vllm:" in text for text in back.scrapes.values())
 
 
 def test_no_cold_turn_when_engine_already_served():

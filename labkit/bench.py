@@ -41,6 +41,7 @@ from labkit.errors import LabkitError
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, repo_root
 from labkit.records import SCHEMA_VERSION, GroupRecord, RequestRecord, RunSummary
 from labkit.timing import NS, decode_tps, group_aggregate, median, prefill_tps
+from labkit.tokencount import make_counter
 
 TIMER = ("time.perf_counter_ns; t_send before the SDK call, chunk stamps at each network read before SSE/JSON "
          "parsing (events in one read share a stamp)")
@@ -194,12 +195,18 @@ class _Bench:
 
     def _record(self, res: StreamResult, *, phase: str, requested: int, concurrency: int = 1, turn: int = 0,
                 stream: int = 0, cold: bool = False, nonce: str = "", group: int | None = None,
-                prompt_target: int = 0) -> RequestRecord:
-        """Apply the formulas and validity checks to one raw stream."""
+                prompt_target: int = 0, counted: int | None = None) -> RequestRecord:
+        """Apply the formulas and validity checks to one raw stream. `counted`: the prompt's server token count
+        from the length counter, used for P only when the stream itself reports no usage (llama.cpp)."""
+        if res.prompt_tokens is None and counted is not None:
+            res.prompt_tokens = counted
+            source = "tokenize" if "tokenize" in self.counter_kind else "calibrated"
+        else:
+            source = "usage" if res.prompt_tokens is not None else ""
         rec = RequestRecord(
             run_id=self.run_id, lane=self.lane, phase=phase, concurrency=concurrency, turn=turn, stream=stream,
             cold=cold, api=self.api, requested_tokens=requested, prompt_target=prompt_target,
-            prompt_tokens=res.prompt_tokens, prompt_tokens_source="usage" if res.prompt_tokens is not None else "",
+            prompt_tokens=res.prompt_tokens, prompt_tokens_source=source,
             cached_tokens=res.cached_tokens, output_tokens=res.output_tokens,
             output_tokens_source=res.output_tokens_source,
             n_first=res.chunk_n[0] if res.chunk_n else None, chunks=len(res.chunk_t),
@@ -429,36 +436,9 @@ class _Bench:
         return g
 
     async def _fit_counter(self) -> None:
-        """Choose how prompt lengths are counted: the server's /tokenize, else a line fitted to 2 requests."""
-        if self.counter is not None:
-            return
-        async def tokenize(prompt: str) -> int:
-            body: dict[str, Any] = {"model": self.model}
-            if self.api == "chat":
-                body.update(messages=[{"role": "user", "content": prompt}], add_generation_prompt=True)
-            else:
-                body["prompt"] = prompt
-            status, data = await self.c.post_json("/tokenize", body)
-            if status != 200 or not isinstance(data, dict) or "count" not in data:
-                raise EndpointError(self.c.root + "/tokenize", f"HTTP {status}")
-            return int(data["count"])
-        try:
-            await tokenize("probe")
-            self.counter, self.counter_kind = tokenize, "server /tokenize"
-            return
-        except EndpointError:
-            pass
-        points = []
-        for words in (200, 1200):
-            n = pr.nonce()
-            res = await self.c.stream(self._request(pr.prefill_prompt(n, words), 1, forced=True))
-            rec = self._record(res, phase="warmup", requested=1, nonce=n)
-            rec.flags = "; ".join(filter(None, [rec.flags, "length calibration"]))
-            if res.prompt_tokens is None:
-                raise EndpointError(self.c.base, "no /tokenize and no usage.prompt_tokens: cannot size prompts")
-            points.append((words, res.prompt_tokens))
-        self.counter = pr.LinearCounter(points)
-        self.counter_kind = "usage.prompt_tokens of 2 calibration requests (linear fit), checked per sample"
+        """Choose how prompt lengths are counted in server tokens (labkit/tokencount.py)."""
+        if self.counter is None:
+            self.counter, self.counter_kind = await make_counter(self.c, self.model or "", self.api)
 
     async def _prefill(self, run: int) -> None:
         await self._fit_counter()
@@ -467,13 +447,13 @@ class _Bench:
         for target in p.prompt_tokens:
             warm = min(self.plan.decode.warmup, 1)
             for i in range(warm + p.repeats):
-                prompt, _, n = await pr.fit_prompt(target, self.counter)
+                prompt, counted, n = await pr.fit_prompt(target, self.counter)
                 key = f"prefill.{target}.{run}.{i}"
                 before = await self._scrape(key + ".before")
                 res = await self.c.stream(self._request(prompt, 1, forced=True))
                 after = await self._scrape(key + ".after")
                 rec = self._record(res, phase="warmup" if i < warm else "prefill", requested=1, turn=i - warm,
-                                   nonce=n, prompt_target=target)
+                                   nonce=n, prompt_target=target, counted=counted)
                 if before is not None and after is not None:
                     try:
                         pc = mx.prefix_cache(before, after)

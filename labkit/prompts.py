@@ -13,6 +13,7 @@ word lists, seeded per request so no two prompts share text beyond the instructi
 from __future__ import annotations
 
 import random
+import re
 import secrets
 from collections.abc import Awaitable, Callable
 
@@ -150,22 +151,27 @@ async def fit_prompt(target: int, count: Counter, nonce_: str | None = None, *,
     return prompt, n, nonce_
 
 
+_PIECES = re.compile(r"\w+|[^\w\s]")
+
+
+def pieces(text: str) -> int:
+    """Words and punctuation marks: a local proxy that tracks subword token counts far better than words."""
+    return len(_PIECES.findall(text))
+
+
 class LinearCounter:
-    """Token count estimate `a + b * words` learned from server-reported prompt_tokens of calibration requests.
+    """Token count estimate `a + b * pieces(prompt)` learned from server-reported prompt_tokens of calibration
+    prompts. Used when the server has no tokenize endpoint; every real sample is then checked against its own
+    usage.prompt_tokens and flagged when it misses the tolerance."""
 
-    Used when the server has no tokenize endpoint; every real sample is then checked against its own
-    usage.prompt_tokens and flagged when it misses the tolerance.
-    """
-
-    def __init__(self, points: list[tuple[int, int]]):
+    def __init__(self, points: list[tuple[str, int]]):
         if len(points) < 2:
             raise ValueError("need two calibration points")
-        (w1, n1), (w2, n2) = points[0], points[-1]
-        if w1 == w2:
-            raise ValueError("calibration points need different word counts")
-        self.b = (n2 - n1) / (w2 - w1)
-        self.a = n1 - self.b * w1
+        (p1, n1), (p2, n2) = (pieces(points[0][0]), points[0][1]), (pieces(points[-1][0]), points[-1][1])
+        if p1 == p2:
+            raise ValueError("calibration prompts need different lengths")
+        self.b = (n2 - n1) / (p2 - p1)
+        self.a = n1 - self.b * p1
 
     async def __call__(self, prompt: str) -> int:
-        words = len(prompt.split("\n\n", 1)[-1].split(" "))
-        return round(self.a + self.b * words)
+        return round(self.a + self.b * pieces(prompt))

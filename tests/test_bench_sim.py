@@ -179,3 +179,32 @@ def test_works_inside_a_running_event_loop():
     with SimProcess() as sim:
         res = asyncio.run(notebook_cell(sim.url))
     assert res.summary.n_ok == 3
+
+
+@pytest.mark.parametrize("engine", ["llamacpp", "none"])
+def test_prompt_sizing_without_a_tokenize_endpoint(engine, monkeypatch):
+    """llama-cpp-python has only /extras/tokenize/count (raw text); some engines have nothing: calibrate."""
+    from labkit.client import StreamClient
+
+    orig = StreamClient.post_json
+
+    async def post_json(self, path, body, timeout=60.0):
+        if path == "/tokenize":
+            return 404, {"detail": "Not Found"}
+        if path == "/extras/tokenize/count":
+            if engine != "llamacpp":
+                return 404, {"detail": "Not Found"}
+            status, data = await orig(self, "/tokenize", {"prompt": body["input"], "add_special_tokens": False})
+            return status, {"count": data["count"]}
+        return await orig(self, path, body, timeout)
+
+    monkeypatch.setattr(StreamClient, "post_json", post_json)
+    with SimProcess() as sim:
+        res = run_bench(sim.url, _plan(prompts=(2000,), repeats=2), progress=False, decode=False)
+    kind = res.provenance["prompt_length_counter"]
+    assert ("extras" in kind) if engine == "llamacpp" else ("linear fit" in kind)
+    pre = [r for r in res.records if r.phase == "prefill"]
+    assert len(pre) == 2
+    for r in pre:
+        assert r.prompt_tokens_source == "usage"
+        assert abs(r.prompt_tokens - 2000) <= 20, r.prompt_tokens

@@ -452,6 +452,9 @@ class _Bench:
                 before = await self._scrape(key + ".before")
                 res = await self.c.stream(self._request(prompt, 1, forced=True))
                 after = await self._scrape(key + ".after")
+                learn = getattr(self.counter, "add", None)
+                if learn is not None and res.prompt_tokens is not None:
+                    learn(prompt, res.prompt_tokens)  # a fitted counter improves with every server count
                 rec = self._record(res, phase="warmup" if i < warm else "prefill", requested=1, turn=i - warm,
                                    nonce=n, prompt_target=target, counted=counted)
                 if before is not None and after is not None:

@@ -167,11 +167,31 @@ class LinearCounter:
     def __init__(self, points: list[tuple[str, int]]):
         if len(points) < 2:
             raise ValueError("need two calibration points")
-        (p1, n1), (p2, n2) = (pieces(points[0][0]), points[0][1]), (pieces(points[-1][0]), points[-1][1])
-        if p1 == p2:
+        self.points: list[tuple[int, int]] = []
+        for prompt, tokens in points:
+            self.points.append((pieces(prompt), tokens))
+        if len({p for p, _ in self.points}) < 2:
             raise ValueError("calibration prompts need different lengths")
-        self.b = (n2 - n1) / (p2 - p1)
-        self.a = n1 - self.b * p1
+        self._fit()
+
+    def add(self, prompt: str, tokens: int) -> None:
+        """Learn from a real request's server count, so later prompts of that length land closer."""
+        self.points.append((pieces(prompt), tokens))
+        self._fit()
+
+    def _fit(self) -> None:
+        """Least squares over every point, weighted toward the most recent length (what is being sized now)."""
+        xs = [p for p, _ in self.points]
+        ys = [n for _, n in self.points]
+        w = [1.0] * len(xs)
+        w[-1] = 4.0
+        sw = sum(w)
+        mx = sum(wi * x for wi, x in zip(w, xs, strict=True)) / sw
+        my = sum(wi * y for wi, y in zip(w, ys, strict=True)) / sw
+        sxx = sum(wi * (x - mx) ** 2 for wi, x in zip(w, xs, strict=True))
+        sxy = sum(wi * (x - mx) * (y - my) for wi, x, y in zip(w, xs, ys, strict=True))
+        self.b = sxy / sxx
+        self.a = my - self.b * mx
 
     async def __call__(self, prompt: str) -> int:
         return round(self.a + self.b * pieces(prompt))

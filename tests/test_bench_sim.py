@@ -18,8 +18,9 @@ def _truth_by_id(sim):
 
 
 def test_cold_turn_detected_and_matches_truth(tmp_path):
-    with SimProcess(sets={"cold_requests": 1, "cold_decode_tps": 60, "decode_tps": 240}) as sim:
-        res = run_bench(sim.url, _plan(prompts=(300,)), progress=False)
+    # windows of >= 0.3 s, so a scheduling hiccup on a busy host stays well inside the 5% tolerance
+    with SimProcess(sets={"cold_requests": 1, "cold_decode_tps": 40, "decode_tps": 120}) as sim:
+        res = run_bench(sim.url, _plan(n=40, prompts=(300,)), progress=False)
         truth = _truth_by_id(sim)
     cold = [r for r in res.records if r.cold]
     assert len(cold) == 1 and cold[0].ok
@@ -51,7 +52,7 @@ def test_no_cold_turn_when_engine_already_served():
 
 
 def test_multi_token_chunks_counted_and_acceptance_equals_truth():
-    sets = {"spec_method": "mtp", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5], "decode_tps": 300}
+    sets = {"spec_method": "mtp", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5], "decode_tps": 150}
     with SimProcess(sets=sets) as sim:
         res = run_bench(sim.url, _plan(n=60), progress=False)
         truth = _truth_by_id(sim)
@@ -147,7 +148,7 @@ def test_sglang_flavor_acceptance(metrics, monkeypatch):
 
 
 def test_sdk_transport_measures_the_same():
-    with SimProcess(sets={"decode_tps": 300}) as sim:
+    with SimProcess(sets={"decode_tps": 100}) as sim:
         res = run_bench(sim.url, _plan(turns=2, n=40, conc=(1,)), progress=False, transport="sdk")
         truth = _truth_by_id(sim)
     for r in res.records:

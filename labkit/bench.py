@@ -20,7 +20,6 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import datetime as dt
-import hashlib
 import json
 import platform
 import socket
@@ -138,6 +137,73 @@ async def run_bench_async(url: str, plan: MeasurePlan | None = None, *, model: s
 
 
 # --------------------------------------------------------------------------------------------------
+# One raw stream -> one record (pure: formulas and validity rules only)
+
+
+def make_record(res: StreamResult, *, t_origin: int, rtt_ns: int, phase: str, requested: int, run_id: str = "",
+                lane: str = "", api: str = "chat", concurrency: int = 1, turn: int = 0, stream: int = 0,
+                cold: bool = False, nonce: str = "", group: int | None = None, prompt_target: int = 0,
+                counted: int | None = None, counted_source: str = "tokenize") -> RequestRecord:
+    """Apply the formulas and validity rules to one raw stream.
+
+    Failed (ok=False, excluded from summaries): transport/HTTP errors, no finish_reason, finish_reason other
+    than "length" (the output length was forced), no token count, fewer tokens than requested. Flagged (kept,
+    but prefill summaries skip them): prompt length off by more than 1%, prefix-cache hits. `counted` is the
+    prompt's server count from the length counter, used for P only when the stream reports no usage.
+    """
+    prompt_tokens, source = res.prompt_tokens, "usage" if res.prompt_tokens is not None else ""
+    if prompt_tokens is None and counted is not None:
+        prompt_tokens, source = counted, counted_source
+
+    def rel(t: int | None) -> int | None:
+        return None if t is None else t - t_origin
+
+    rec = RequestRecord(
+        run_id=run_id, lane=lane, phase=phase, concurrency=concurrency, turn=turn, stream=stream, cold=cold,
+        api=api, requested_tokens=requested, prompt_target=prompt_target, prompt_tokens=prompt_tokens,
+        prompt_tokens_source=source, cached_tokens=res.cached_tokens, output_tokens=res.output_tokens,
+        output_tokens_source=res.output_tokens_source, n_first=res.chunk_n[0] if res.chunk_n else None,
+        chunks=len(res.chunk_t), t_send=res.t_send - t_origin, t_hdr=rel(res.t_hdr), t_chunk1=rel(res.t_chunk1),
+        t_first=rel(res.t_first), t_content=rel(res.t_content),
+        t_second=rel(res.chunk_t[1]) if len(res.chunk_t) > 1 else None, t_last=rel(res.t_last),
+        t_end=rel(res.t_end), finish_reason=res.finish_reason, http_status=res.http_status, ok=res.ok,
+        error=res.error, group=group, nonce=nonce, response_id=res.response_id, usage=res.usage,
+        rtt_s=rtt_ns / NS, chunk_t=[t - t_origin for t in res.chunk_t], chunk_n=list(res.chunk_n or []))
+    flags = list(res.warnings)
+    if res.t_first is not None:
+        rec.ttft_s = (res.t_first - res.t_send) / NS
+    if res.t_chunk1 is not None:
+        rec.ttfr_s = (res.t_chunk1 - res.t_send) / NS
+    if res.t_content is not None:
+        rec.ttft_content_s = (res.t_content - res.t_send) / NS
+    if rec.ok:
+        if res.finish_reason != "length":
+            rec.ok, rec.error = False, f"finish_reason {res.finish_reason!r}, expected 'length' (forced length)"
+        elif res.output_tokens is None:
+            rec.ok, rec.error = False, "no token count (no usage and no token-bearing chunks)"
+        elif res.output_tokens < requested:
+            rec.ok, rec.error = False, f"short: {res.output_tokens} of {requested} tokens"
+        elif res.output_tokens != requested:
+            flags.append(f"output {res.output_tokens} != requested {requested}")
+    if phase != "prefill" and res.output_tokens is not None:
+        n_first = rec.n_first
+        if n_first is None and res.t_first is not None:
+            n_first = 1
+            flags.append("n_first assumed 1 (no per-chunk counts)")
+        rec.decode_tps = decode_tps(res.output_tokens, n_first, res.t_first, res.t_last)
+    if phase == "prefill" and res.t_first is not None and prompt_tokens is not None:
+        ttft = res.t_first - res.t_send
+        rec.prefill_tps = prefill_tps(prompt_tokens, res.cached_tokens, ttft, rtt_ns)
+        rec.prefill_tps_raw = prefill_tps(prompt_tokens, 0, ttft, 0)
+        if prompt_target and abs(prompt_tokens - prompt_target) > pr.LENGTH_TOLERANCE * prompt_target:
+            flags.append(f"prompt-length-off ({prompt_tokens} vs target {prompt_target})")
+        if (res.cached_tokens or 0) > CACHE_HIT_TOLERANCE:
+            flags.append(f"prefix-cache-hit ({res.cached_tokens} cached tokens)")
+    rec.flags = "; ".join(flags)
+    return rec
+
+
+# --------------------------------------------------------------------------------------------------
 # The plan
 
 
@@ -152,7 +218,6 @@ class _Bench:
         self.groups: list[GroupRecord] = []
         self.scrapes: dict[str, str] = {}
         self.notes: list[str] = []
-        self.counters: dict[str, float] = {}
         self.t_origin = time.perf_counter_ns()
         self.rtt_ns = 0
         self.has_metrics = True
@@ -182,12 +247,6 @@ class _Bench:
         self.scrapes[key] = text
         return mx.parse_prometheus(text)
 
-    def _tick(self, desc: str | None = None) -> None:
-        if self._bar is not None:
-            if desc:
-                self._bar.set_description(desc, refresh=False)
-            self._bar.update(1)
-
     def _request(self, prompt: str, max_tokens: int, *, forced: bool) -> StreamRequest:
         return StreamRequest(prompt=prompt, max_tokens=max_tokens, api=self.api, model=self.model or "",
                              min_tokens=max_tokens if forced else None, ignore_eos=forced, temperature=0.0,
@@ -196,60 +255,14 @@ class _Bench:
     def _record(self, res: StreamResult, *, phase: str, requested: int, concurrency: int = 1, turn: int = 0,
                 stream: int = 0, cold: bool = False, nonce: str = "", group: int | None = None,
                 prompt_target: int = 0, counted: int | None = None) -> RequestRecord:
-        """Apply the formulas and validity checks to one raw stream. `counted`: the prompt's server token count
-        from the length counter, used for P only when the stream itself reports no usage (llama.cpp)."""
-        if res.prompt_tokens is None and counted is not None:
-            res.prompt_tokens = counted
-            source = "tokenize" if "tokenize" in self.counter_kind else "calibrated"
-        else:
-            source = "usage" if res.prompt_tokens is not None else ""
-        rec = RequestRecord(
-            run_id=self.run_id, lane=self.lane, phase=phase, concurrency=concurrency, turn=turn, stream=stream,
-            cold=cold, api=self.api, requested_tokens=requested, prompt_target=prompt_target,
-            prompt_tokens=res.prompt_tokens, prompt_tokens_source=source,
-            cached_tokens=res.cached_tokens, output_tokens=res.output_tokens,
-            output_tokens_source=res.output_tokens_source,
-            n_first=res.chunk_n[0] if res.chunk_n else None, chunks=len(res.chunk_t),
-            t_send=res.t_send - self.t_origin, t_hdr=self._rel(res.t_hdr), t_chunk1=self._rel(res.t_chunk1),
-            t_first=self._rel(res.t_first), t_content=self._rel(res.t_content),
-            t_second=self._rel(res.chunk_t[1]) if len(res.chunk_t) > 1 else None,
-            t_last=self._rel(res.t_last), t_end=self._rel(res.t_end),
-            finish_reason=res.finish_reason, http_status=res.http_status, ok=res.ok, error=res.error,
-            group=group, nonce=nonce, response_id=res.response_id, usage=res.usage, rtt_s=self.rtt_ns / NS,
-            chunk_t=[t - self.t_origin for t in res.chunk_t], chunk_n=list(res.chunk_n or []))
-        flags = list(res.warnings)
-        if res.t_first is not None:
-            rec.ttft_s = (res.t_first - res.t_send) / NS
-        if res.t_chunk1 is not None:
-            rec.ttfr_s = (res.t_chunk1 - res.t_send) / NS
-        if res.t_content is not None:
-            rec.ttft_content_s = (res.t_content - res.t_send) / NS
-        if rec.ok:
-            if res.finish_reason not in ("length",) and phase != "prefill":
-                rec.ok, rec.error = False, f"finish_reason {res.finish_reason!r}, expected 'length' (forced N)"
-            elif res.output_tokens is None:
-                rec.ok, rec.error = False, "no token count (no usage and no token-bearing chunks)"
-            elif res.output_tokens < requested:
-                rec.ok, rec.error = False, f"short: {res.output_tokens} of {requested} tokens"
-            elif res.output_tokens != requested:
-                flags.append(f"output {res.output_tokens} != requested {requested}")
-        if phase != "prefill" and res.output_tokens is not None:
-            n_first = rec.n_first
-            if n_first is None and res.t_first is not None:
-                n_first = 1
-                flags.append("n_first assumed 1 (no per-chunk counts)")
-            rec.decode_tps = decode_tps(res.output_tokens, n_first, res.t_first, res.t_last)
-        if phase == "prefill" and res.t_first is not None and res.prompt_tokens is not None:
-            ttft = res.t_first - res.t_send
-            rec.prefill_tps = prefill_tps(res.prompt_tokens, res.cached_tokens, ttft, self.rtt_ns)
-            rec.prefill_tps_raw = prefill_tps(res.prompt_tokens, 0, ttft, 0)
-            if prompt_target and abs(res.prompt_tokens - prompt_target) > pr.LENGTH_TOLERANCE * prompt_target:
-                flags.append(f"prompt-length-off ({res.prompt_tokens} vs target {prompt_target})")
-            if (res.cached_tokens or 0) > CACHE_HIT_TOLERANCE:
-                flags.append(f"prefix-cache-hit ({res.cached_tokens} cached tokens)")
-        rec.flags = "; ".join(flags)
+        rec = make_record(res, t_origin=self.t_origin, rtt_ns=self.rtt_ns, phase=phase, requested=requested,
+                          run_id=self.run_id, lane=self.lane, api=self.api, concurrency=concurrency, turn=turn,
+                          stream=stream, cold=cold, nonce=nonce, group=group, prompt_target=prompt_target,
+                          counted=counted, counted_source="tokenize" if "tokenize" in self.counter_kind
+                          else "calibrated")
         self.records.append(rec)
-        self._tick()
+        if self._bar is not None:
+            self._bar.update(1)
         return rec
 
     # ---------------------------------------------------------------- phases
@@ -574,9 +587,6 @@ def _git_state() -> tuple[str | None, bool | None]:
         return None, None
     return sha, dirty if sha else None
 
-
-def plan_hash(plan: MeasurePlan) -> str:
-    return hashlib.sha256(json.dumps(dataclasses.asdict(plan), sort_keys=True).encode()).hexdigest()[:12]
 
 
 # --------------------------------------------------------------------------------------------------

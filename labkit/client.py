@@ -9,10 +9,10 @@ What is stamped (all `time.perf_counter_ns()`):
 
 Transport. The OpenAI SDK (AsyncOpenAI) owns the keep-alive connection pool and the API key. By default the
 stream itself is POSTed through that same pool without the SDK's per-request machinery (`transport="direct"`):
-measured on a 2-core host, the SDK path adds ~10 ms of request building per call (which also staggers "lockstep"
-c2 sends) and ~40 ms of lazy type construction on its first stream, during which an already-arrived first chunk
-sits unstamped in the socket buffer. `transport="sdk"` streams through `with_streaming_response` instead (same
-stamps); benchmarks/bench_accuracy.py compares the two.
+measured here, the SDK path spends ~1.5 ms building each request (~10 ms on the first), which staggers the
+sends of a "lockstep" c2 pair by ~1.1 ms instead of ~0.4 ms. Both paths are stamped identically (t_send in the
+request hook, so the build time never counts as TTFT); `transport="sdk"` streams through
+`with_streaming_response`, and benchmarks/bench_accuracy.py measures both.
 
 HTTP backend: the SDK's aiohttp client (`openai.DefaultAioHttpClient`, the `openai[aiohttp]` extra) when aiohttp
 is installed, else its default httpx client; `LABKIT_HTTP=httpx` forces the latter. Measured at 2,000 chunks/s
@@ -21,7 +21,9 @@ The hot loop only stamps and stores each read; parsing happens after the stream 
 
 Token counting follows measurement.md §2: per-chunk `token_ids` (vLLM `return_token_ids`) > cumulative
 `continuous_usage_stats` > final `usage.completion_tokens` (total only) > counting non-empty chunks (only
-when the engine sends no usage at all; recorded as such). The requested length is never assumed.
+when the engine sends no usage at all; recorded as such). The requested length is never assumed. Requests
+ask for `continuous_usage_stats` (with `include_usage`, as vLLM requires), not `return_token_ids`: SGLang rejects
+the latter on streamed chat, and cumulative usage gives the same per-chunk counts.
 """
 
 from __future__ import annotations

@@ -631,9 +631,10 @@ def bench_cli(args: Any) -> int:
         recipe_hash, variant = lane_plan.recipe_hash, lane_plan.variant_id
         url = args.url or f"http://127.0.0.1:{lane_plan.engine.port}"
     plan = _override(plan, args)
+    probes = [iop.LocalNfsProbe()] if args.nfs else []
     result = run_bench(url, plan, model=args.model, cold_expected=args.cold, progress=not args.quiet, lane=lane,
                        recipe_hash=recipe_hash, variant=variant, decode=args.decode, prefill=args.prefill,
-                       save_to=args.json)
+                       save_to=args.json, io_hooks=probes)
     title = f"{result.provenance['model']} @ {result.provenance['endpoint']}"
     print(render(result.summary, title=title), flush=True)
     if args.json:

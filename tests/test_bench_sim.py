@@ -1,5 +1,7 @@
 """End to end against the simulator in a subprocess: the oracle's ground truth checks what the bench measured."""
 
+from pathlib import Path
+
 import pytest
 
 from labkit.bench import BenchResult, run_bench
@@ -209,3 +211,31 @@ def test_prompt_sizing_without_a_tokenize_endpoint(engine, monkeypatch):
     for r in pre:
         assert r.prompt_tokens_source == "usage"
         assert abs(r.prompt_tokens - 2000) <= 20, r.prompt_tokens
+
+
+def test_io_probe_deltas_and_completions_api(tmp_path):
+    from dataclasses import replace
+
+    from labkit.io_probe import LocalNfsProbe
+
+    fixture = (Path(__file__).parent / "fixtures" / "mountstats.txt").read_text()
+    stats = tmp_path / "mountstats"
+    stats.write_text(fixture)
+
+    class GrowingProbe(LocalNfsProbe):
+        """Reads the fixture; the second sample sees 258 kB more served by the NAS."""
+        calls = 0
+
+        def sample(self):
+            GrowingProbe.calls += 1
+            if GrowingProbe.calls == 2:
+                stats.write_text(fixture.replace("1000 20 300 0 500000", "1000 20 300 0 758000"))
+            return super().sample()
+
+    with SimProcess() as sim:
+        res = run_bench(sim.url, replace(_plan(turns=1, conc=(1,)), api="completions"), progress=False,
+                        io_hooks=[GrowingProbe(stats)])
+    assert all(r.ok and r.api == "completions" for r in res.records)
+    assert res.summary.measures["nfs_read_bytes"] == 258000
+    assert res.summary.measures["nfs_read_bytes_per_completion"] == 258000 / 3
+    assert res.io["localhost-nfs"]["/mnt/nas/hf:serverreadbytes"] == 258000

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from labkit.bench import BenchResult
-from labkit.simproc import SimProcess, free_port
+from labkit.simproc import SimOracle, free_port
 
 
 def _labkit(*args, timeout=120):
@@ -13,7 +13,7 @@ def _labkit(*args, timeout=120):
 
 def test_bench_url_prints_lab_note_shape_and_writes_json(tmp_path):
     out = tmp_path / "run.json"
-    with SimProcess(sets={"cold_requests": 1, "cold_decode_tps": 50}) as sim:
+    with SimOracle(sets={"cold_requests": 1, "cold_decode_tps": 50}) as sim:
         p = _labkit("bench", sim.url, "--turns", "2", "--output-tokens", "20", "--prompt-tokens", "500",
                     "--repeats", "1", "--json", str(out), "-q")
     assert p.returncode == 0, p.stderr
@@ -24,7 +24,7 @@ def test_bench_url_prints_lab_note_shape_and_writes_json(tmp_path):
 
 
 def test_bench_recipe_uses_its_plan_against_url(tmp_path):
-    with SimProcess(preset="dsv41-stock-dspark", sets={"decode_tps": 300, "prefill_tps": 50_000,
+    with SimOracle(preset="dsv41-stock-dspark", sets={"decode_tps": 300, "prefill_tps": 50_000,
                                                       "boot_weights_s": 0.05, "boot_init_s": 0.05}) as sim:
         p = _labkit("bench", "sim", "--spec", "dspark", "--url", sim.url, "--turns", "1", "--output-tokens", "30",
                     "--prompt-tokens", "300", "--repeats", "1", "-q", "--json", str(tmp_path / "r.json"))

@@ -36,7 +36,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
 import openai
 
 try:
@@ -131,11 +130,14 @@ class StreamClient:
             raise ValueError(f"transport must be 'direct' or 'sdk', got {transport!r}")
         self.root, self.base = split_base(url)
         self.timeout, self.transport = timeout, transport
-        self.backend = "aiohttp" if _HAVE_AIOHTTP and os.environ.get("LABKIT_HTTP") != "httpx" else "httpx"
-        cls = openai.DefaultAioHttpClient if self.backend == "aiohttp" else openai.DefaultAsyncHttpxClient
+        aio = getattr(openai, "DefaultAioHttpClient", None)
+        use_aio = aio is not None and _HAVE_AIOHTTP and os.environ.get("LABKIT_HTTP") != "httpx"
+        self.backend = "aiohttp" if use_aio else "httpx"
+        cls = aio if use_aio else openai.DefaultAsyncHttpxClient
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=max_connections,
+                                                        max_keepalive_connections=max_connections)
         self._http = cls(
-            timeout=timeout, limits=httpx2.Limits(max_connections=max_connections,
-                                                  max_keepalive_connections=max_connections),
+            timeout=timeout, limits=limits,
             event_hooks={"request": [_stamp_request], "response": [_stamp_response]})
         self._key = api_key_from_env()
         self._streams = 0  # streams open right now
@@ -323,10 +325,10 @@ class _HTTPError(Exception):
         super().__init__(f"HTTP {status}: {text[:300]}")
 
 
-def _stream_timeout(total: float) -> httpx2.Timeout:
+def _stream_timeout(total: float) -> openai.Timeout:
     """No per-read timeout on streams: the whole request is bounded by asyncio.timeout(total) in `stream`, and a
     per-read timer would be re-armed on every chunk (measurable CPU at thousands of chunks/s)."""
-    return httpx2.Timeout(total, read=None)
+    return openai.Timeout(total, read=None)
 
 
 async def _stamp_request(request: Any) -> None:

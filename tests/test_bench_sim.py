@@ -149,10 +149,16 @@ def test_sglang_flavor_acceptance(metrics, monkeypatch):
         assert m["accept_per_draft"] == pytest.approx(real, abs=0.05)
 
 
-def test_sdk_transport_measures_the_same():
+@pytest.mark.parametrize("transport,backend", [("sdk", "aiohttp"), ("direct", "httpx"), ("sdk", "httpx")])
+def test_other_transports_measure_the_same(transport, backend, monkeypatch):
+    if backend == "httpx":
+        monkeypatch.setenv("LABKIT_HTTP", "httpx")
+    monkeypatch.setenv("LABKIT_LOOP", "asyncio")  # and the standard event loop
     with SimOracle(sets={"decode_tps": 100}) as sim:
-        res = run_bench(sim.url, _plan(turns=2, n=40, conc=(1,)), progress=False, transport="sdk")
+        res = run_bench(sim.url, _plan(turns=2, n=40, conc=(1,)), progress=False, transport=transport)
         truth = _truth_by_id(sim)
+    assert res.provenance["http_backend"] == backend and res.provenance["transport"] == transport
+    assert res.provenance["event_loop"] == "asyncio.unix_events"
     for r in res.records:
         assert r.ok and r.output_tokens == 40
         assert r.decode_tps == pytest.approx(truth[r.response_id]["true_decode_tps"], rel=0.05)

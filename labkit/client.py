@@ -16,8 +16,9 @@ request hook, so the build time never counts as TTFT); `transport="sdk"` streams
 
 HTTP backend: the SDK's aiohttp client (`openai.DefaultAioHttpClient`, the `openai[aiohttp]` extra) when aiohttp
 is installed, else its default httpx client; `LABKIT_HTTP=httpx` forces the latter. Measured at 2,000 chunks/s
-on a loaded 2-core host: ~50-70 µs of client CPU per chunk with aiohttp vs ~120-140 µs with httpx (h11 parsing).
-The hot loop only stamps and stores each read; parsing happens after the stream ends.
+on a 2-core host: ~50-60 µs of client CPU per chunk with aiohttp vs ~120-140 µs with httpx (h11 parsing), and
+~40 µs with aiohttp on uvloop (labkit.bench.run_bench uses uvloop when installed). The hot loop only stamps and
+stores each read; parsing happens after the stream ends.
 
 Token counting follows measurement.md §2: per-chunk `token_ids` (vLLM `return_token_ids`) > cumulative
 `continuous_usage_stats` > final `usage.completion_tokens` (total only) > counting non-empty chunks (only

@@ -157,7 +157,8 @@ async def run_bench_async(url: str, plan: MeasurePlan | None = None, *, model: s
 # One raw stream -> one record (pure: formulas and validity rules only)
 
 
-def make_record(res: StreamResult, *, t_origin: int, rtt_ns: int, phase: str, requested: int, run_id: str = "",
+def make_record(res: StreamResult, *, t_origin: int, rtt_ns: int, phase: str, requested: int, rep: int = 0,
+                run_id: str = "",
                 lane: str = "", api: str = "chat", concurrency: int = 1, turn: int = 0, stream: int = 0,
                 cold: bool = False, nonce: str = "", group: int | None = None, prompt_target: int = 0,
                 counted: int | None = None, counted_source: str = "tokenize") -> RequestRecord:
@@ -176,7 +177,7 @@ def make_record(res: StreamResult, *, t_origin: int, rtt_ns: int, phase: str, re
         return None if t is None else t - t_origin
 
     rec = RequestRecord(
-        run_id=run_id, lane=lane, phase=phase, concurrency=concurrency, turn=turn, stream=stream, cold=cold,
+        run_id=run_id, lane=lane, rep=rep, phase=phase, concurrency=concurrency, turn=turn, stream=stream, cold=cold,
         api=api, requested_tokens=requested, prompt_target=prompt_target, prompt_tokens=prompt_tokens,
         prompt_tokens_source=source, cached_tokens=res.cached_tokens, output_tokens=res.output_tokens,
         output_tokens_source=res.output_tokens_source, n_first=res.chunk_n[0] if res.chunk_n else None,
@@ -245,6 +246,7 @@ class _Bench:
         self.acceptance: mx.Acceptance | None = None
         self.pc_window: list[tuple[float, float]] = []
         self.engine_info: dict[str, Any] = {}
+        self.rep = 0  # current repetition of the plan
 
     # ---------------------------------------------------------------- helpers
     def _rel(self, t: int | None) -> int | None:
@@ -272,7 +274,7 @@ class _Bench:
     def _record(self, res: StreamResult, *, phase: str, requested: int, concurrency: int = 1, turn: int = 0,
                 stream: int = 0, cold: bool = False, nonce: str = "", group: int | None = None,
                 prompt_target: int = 0, counted: int | None = None) -> RequestRecord:
-        rec = make_record(res, t_origin=self.t_origin, rtt_ns=self.rtt_ns, phase=phase, requested=requested,
+        rec = make_record(res, t_origin=self.t_origin, rtt_ns=self.rtt_ns, phase=phase, requested=requested, rep=self.rep,
                           run_id=self.run_id, lane=self.lane, api=self.api, concurrency=concurrency, turn=turn,
                           stream=stream, cold=cold, nonce=nonce, group=group, prompt_target=prompt_target,
                           counted=counted, counted_source="tokenize" if "tokenize" in self.counter_kind
@@ -303,6 +305,7 @@ class _Bench:
             self._bar = tqdm(total=total, desc="bench", unit="req", file=sys.stderr, leave=False)
         try:
             for run in range(self.plan.runs):
+                self.rep = run
                 if decode and self.plan.decode.turns > 0:
                     await self._decode(run)
                 if prefill and self.plan.prefill.prompt_tokens:
@@ -379,7 +382,6 @@ class _Bench:
         for i in range(d.warmup):
             res, n = await self._one(N)
             self._record(res, phase="warmup", requested=N, turn=i, nonce=n)
-        group_index = 0
         for k in d.concurrency:
             for turn in range(1, d.turns + 1):
                 if k == 1:
@@ -390,10 +392,10 @@ class _Bench:
                 reqs = [self._request(pr.decode_prompt(x), N, forced=True) for x in nonces]
                 # Lockstep: every stream is created before the first await, so all are sent together.
                 results = await asyncio.gather(*(self.c.stream(r) for r in reqs))
+                index = len(self.groups)
                 recs = [self._record(r, phase="decode", requested=N, concurrency=k, turn=turn, stream=s,
-                                     nonce=nonces[s], group=group_index) for s, r in enumerate(results)]
-                self.groups.append(self._group(recs, k, group_index))
-                group_index += 1
+                                     nonce=nonces[s], group=index) for s, r in enumerate(results)]
+                self.groups.append(self._group(recs, k, index))
         after = await self._scrape(f"decode.after.{run}")
         n_window = sum(1 for r in self.records[n_before:] if r.http_status == 200 and r.finish_reason)
         acc = None
@@ -444,7 +446,7 @@ class _Bench:
         return True
 
     def _group(self, recs: list[RequestRecord], k: int, index: int) -> GroupRecord:
-        g = GroupRecord(run_id=self.run_id, concurrency=k, group=index)
+        g = GroupRecord(run_id=self.run_id, rep=self.rep, concurrency=k, group=index)
         bad = [r for r in recs if not r.ok]
         if bad:
             g.ok, g.note = False, f"{len(bad)} of {k} streams failed"

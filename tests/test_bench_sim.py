@@ -251,3 +251,19 @@ def test_io_probe_deltas_and_completions_api(tmp_path):
     assert res.summary.measures["nfs_read_bytes"] == 258000
     assert res.summary.measures["nfs_read_bytes_per_completion"] == 258000 / 3
     assert res.io["localhost-nfs"]["/mnt/nas/hf:serverreadbytes"] == 258000
+
+
+def test_repeated_plan_pools_samples_and_counters():
+    from dataclasses import replace
+
+    sets = {"spec_method": "mtp", "spec_k": 2, "spec_accept": [0.8, 0.5], "decode_tps": 150}
+    with SimOracle(sets=sets) as sim:
+        res = run_bench(sim.url, replace(_plan(turns=1, n=40), runs=2), progress=False)
+        truth = _truth_by_id(sim)
+    assert [g.group for g in res.groups] == [0, 1] and [g.rep for g in res.groups] == [0, 1]
+    assert sum(r.cold for r in res.records) == 1 and next(r for r in res.records if r.cold).rep == 0
+    assert {r.rep for r in res.records} == {0, 1}
+    assert len(res.summary.samples["decode_c1"]) == 2 and len(res.summary.samples["decode_c2_agg"]) == 2
+    ts = list(truth.values())
+    real = sum(t["accepted"] for t in ts) / sum(t["drafts"] for t in ts)
+    assert res.summary.measures["accept_per_draft"] == pytest.approx(real, abs=1e-9)

@@ -319,8 +319,9 @@ def _expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
             prefix = row.measure[:-1]
             # Only a numeric tail (the prompt length): prefill_4096, not prefill_4096_raw or _ttft.
             keys = [k for k in present if k.startswith(prefix) and k[len(prefix):].isdigit()]
-            for key in sorted(keys, key=lambda k, n=len(prefix): int(k[n:])):
-                label = row.label.replace("{P}", f"{int(key[len(prefix):]):,}")
+            n = len(prefix)
+            for key in sorted(keys, key=lambda k, n=n: int(k[n:])):
+                label = row.label.replace("{P}", f"{int(key[n:]):,}")
                 out.append(RowSpec(label, row.format, key, row.cold, row.decimals, row.thousands, row.per))
         else:
             out.append(row)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -136,3 +137,25 @@ def test_users_papermill_command_leaves_a_complete_run(tmp_path):
     assert 45 < m["decode_c1"] < 60 and 600 * 0.95 < m["prefill_4096"] < 605 * 1.05
     assert 4.0 < m["accept_per_draft"] <= 5 and m["accept_k"] == 5
     assert (run_dir / "bars.png").is_file()
+
+
+def test_pin_revision_resolves_refs_on_the_head(tmp_path):
+    from labkit.errors import LabkitError
+    from labkit.hosts import LocalHost
+    from labkit.serve import pin_revision
+
+    plan = lab.plan("dsv41")
+    cache = tmp_path / "hub"
+    plan = dataclasses.replace(plan, cluster=dataclasses.replace(plan.cluster, shared_cache=str(cache)))
+    repo = cache / plan.model.cache_dir_name
+    head = LocalHost("localhost")
+    with pytest.raises(LabkitError, match=r"localhost: cannot resolve model revision 'main'.*refs/main"):
+        pin_revision(plan, head)
+    (repo / "refs").mkdir(parents=True)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (repo / "refs" / "main").write_text(commit + "\n")
+    pinned = pin_revision(plan, head)
+    assert pinned.model_path == f"{repo}/snapshots/{commit}"
+    assert pin_revision(pinned, head) is pinned  # already a commit: nothing to do
+    view = lab.plan("dsv41", staging="local-view")
+    assert pin_revision(view, head) is view  # the staged view resolves its own revision

@@ -80,6 +80,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     run_dir = args.logs or tempfile.mkdtemp(prefix="labkit-up-")
     lane = _lane(args, run_dir=run_dir)
+    if lane.plan.staging:  # the view must exist and verify before the engine is pointed at it
+        from labkit.hosts import check_reachable
+        from labkit.staging import check_view, stage
+
+        check_reachable(lane.group)
+        print(stage(lane.plan, lane.group.hosts).table())
+        check_view(lane.plan, lane.group.hosts)
     endpoint = lane.start()
     b = endpoint.boot
     print(f"lane {endpoint.lane_id} is up: {endpoint.base_url} (model {endpoint.model})")

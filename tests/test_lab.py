@@ -159,3 +159,30 @@ def test_pin_revision_resolves_refs_on_the_head(tmp_path):
     assert pin_revision(pinned, head) is pinned  # already a commit: nothing to do
     view = lab.plan("dsv41", staging="local-view")
     assert pin_revision(view, head) is view  # the staged view resolves its own revision
+
+
+def test_measure_stages_the_view_before_boot(tmp_path, monkeypatch):
+    """A lane that declares a local-view: staged, verified, then booted and measured; the report is stored."""
+    from tests.hf_cache import COMMIT, LOCAL, REPO, make_cache
+
+    cache = tmp_path / "hub"
+    make_cache(cache)
+    dst = tmp_path / "view"
+    root = tmp_path / "recipes"
+    sim_recipe(root / "viewsim", port=PORT + 2)
+    text = (root / "viewsim" / "recipe.toml").read_text()
+    text = text.replace('repo = "labkit/sim-test"', f'repo = "{REPO}"')
+    text += (f'shared_cache = "{cache}"\n\n[[staging]]\nkind = "local-view"\nrepo = "{REPO}"\n'
+             f'dst = "{dst}"\nlocal = {json.dumps(list(LOCAL))}\n')
+    (root / "viewsim" / "recipe.toml").write_text(text)
+    monkeypatch.setenv("LABKIT_RECIPES", str(root))
+    plan = lab.plan("viewsim")
+    assert plan.model_path == str(dst)
+    done = lab.measure(plan, results=tmp_path / "results", progress=False)
+    staged = json.loads((done.run_dirs[0] / "staging.json").read_text())
+    assert staged and done.staging is not None
+    for name in LOCAL:
+        assert (dst / name).is_file() and not (dst / name).is_symlink()
+    assert (dst / "config.json").is_symlink()
+    assert os.readlink(dst / "config.json").startswith(str(cache / f"models--{REPO.replace('/', '--')}" / "snapshots" / COMMIT))
+    assert json.loads((done.run_dirs[0] / "run.json").read_text())["status"] == "complete"

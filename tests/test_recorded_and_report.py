@@ -133,7 +133,7 @@ def test_new_run_makes_check_fail_until_regenerated(results_copy):
     [title] = measured.frame.columns
     assert title == "simulated stock vLLM (sim)"
     assert measured.frame.loc["decode c1 (t/s)", title] == "30.1 (18.2 cold)"
-    assert measured.frame.loc["prefill (4096 prompt, t/s)", title] == "702"
+    assert measured.frame.loc["prefill (4,096 prompt, t/s)", title] == "702"
     assert measured.frame.loc["runs", title] == "1"
     assert any(p.name.startswith("tokens-sim-") for p in rep.plots)
     assert rp.check(results_copy)[0]

@@ -195,12 +195,14 @@ def test_loader_treats_unknown_fields_generically(tmp_path):
 def test_write_requests_keeps_extra_keys(tmp_path):
     with R.ResultsStore(tmp_path).new_run(sim_plan()) as run:
         row = requests_for("x", n=1)[0].to_row()
-        row["chunk_t"] = "1;2;3"
+        row["engine_note"] = "from a newer labkit"
+        row["chunk_t"] = [1, 2, 3]
         run.write_requests([row])
         run.finish(RunSummary())
     with open(run.path / "requests.csv", newline="") as f:
         header = next(csv.reader(f))
-    assert header[-1] == "chunk_t" and header[: len(RequestRecord.columns())] == RequestRecord.columns()
+    assert header[-1] == "engine_note" and header[: len(RequestRecord.columns())] == RequestRecord.columns()
+    assert R.load_results(tmp_path).requests()["chunk_t"].iloc[0] == "[1,2,3]"  # lists stored as JSON
 
 
 def test_unreadable_and_future_runs_are_skipped_with_reason(tmp_path):

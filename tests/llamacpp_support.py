@@ -19,8 +19,10 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,8 +180,12 @@ class Stream:
 
 
 def stream(port: int, body: dict, api: str = "chat", timeout: float = 300, keep_raw: bool = False,
-           stop_after: int | None = None) -> Stream:
-    """POST a streamed request and stamp every SSE line on arrival (before JSON parsing)."""
+           stop_after: int | None = None, cancel: threading.Event | None = None,
+           on_comment: Callable[[str], None] | None = None) -> Stream:
+    """POST a streamed request and stamp every SSE line on arrival (before JSON parsing).
+
+    `stop_after` N tokens or a set `cancel` event closes the connection early (the server then drops
+    the request); `on_comment` sees each SSE comment line as it arrives."""
     path = "/v1/chat/completions" if api == "chat" else "/v1/completions"
     payload = json.dumps({**body, "stream": True})
     res = Stream()
@@ -202,6 +208,8 @@ def stream(port: int, body: dict, api: str = "chat", timeout: float = 300, keep_
                 continue
             if text.startswith(":"):
                 res.comments.append(text)
+                if on_comment is not None:
+                    on_comment(text)
                 continue
             if not text.startswith("data:"):
                 continue
@@ -220,6 +228,8 @@ def stream(port: int, body: dict, api: str = "chat", timeout: float = 300, keep_
                 res.texts.append(piece)
                 if stop_after is not None and res.n >= stop_after:
                     break
+            if cancel is not None and cancel.is_set():
+                break
     except (OSError, http.client.HTTPException) as e:
         res.error = f"{type(e).__name__}: {e}"
     finally:

@@ -93,7 +93,7 @@ def test_concurrent_requests_are_serialised_not_truncated(server):
 
 
 def test_overlong_streamed_prompt_is_an_empty_200(server):
-    prompt = "[overlong] " + filler_text()[:60_000]
+    prompt = "[overlong] " + filler_text()[:80_000]
     assert count_tokens(server.port, prompt) > N_CTX
     res = stream(server.port, chat_body(prompt, 16), keep_raw=True)
     assert res.status == 200 and res.raw == b"" and not res.done and res.n == 0 and not res.events
@@ -115,17 +115,27 @@ def test_unique_first_marker_prevents_prefix_reuse(server):
 def test_queued_request_gets_ping_comments(model, tmp_path):
     """A request queued > 15 s receives `: ping - <time>` SSE comments; parsers must skip them."""
     srv = start_server(model, tmp_path, n_ctx=N_CTX, extra=("--n_threads", "1"))
+    pinged = threading.Event()
+
+    def keep_busy():  # long decodes hold the model lock until the probe has seen a ping
+        i = 0
+        while not pinged.is_set():
+            stream(srv.port, chat_body(f"[busy{i}] Say a lot.", N_CTX - 64), timeout=120, cancel=pinged)
+            i += 1
+
+    busy = threading.Thread(target=keep_busy)
     try:
-        long_prompt = filler_text()[: 14_000 * 3]
-        busy = []
-        for i in range(2):  # two long prefills ahead of the probe keep the lock for well over 15 s
-            th = threading.Thread(target=lambda i=i: busy.append(
-                stream(srv.port, chat_body(f"[busy{i}] " + long_prompt, 1500), timeout=120, stop_after=1)))
-            th.start()
-            time.sleep(0.3)
-        probe = stream(srv.port, chat_body("[probe] hello", 4), timeout=120, keep_raw=True)
+        busy.start()
+        time.sleep(0.5)
+        probe = stream(srv.port, chat_body("[probe] hello", 4), timeout=120, keep_raw=True,
+                       on_comment=lambda line: pinged.set())
+        pinged.set()
+        busy.join(30)
         assert probe.comments and probe.comments[0].startswith(": ping - "), probe.raw[:300]
+        # The probe is served once the busy stream is dropped, and its parser got past the comment.
         assert probe.n == 4 and probe.done and probe.finish_reason == "length"
+        assert probe.ttft > 15
     finally:
+        pinged.set()
         srv.stop()
-    assert srv.proc.returncode is not None
+    assert srv.proc.returncode is not None and not busy.is_alive()

@@ -85,6 +85,28 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x.replace("_", "")) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 4096,12600, got {text!r}")
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from labkit.bench import bench_cli
+
+    return bench_cli(args)
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from labkit.sim.cli import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="labkit", description="Measure LLM serving lanes reproducibly.")
     parser.add_argument("--version", action="version", version=f"labkit {__version__}")
@@ -99,9 +121,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable plan")
     p.set_defaults(func=cmd_show)
 
+    p = sub.add_parser("bench", help="measure a running endpoint (URL) or a recipe's lane (decode, prefill, acceptance)")
+    p.add_argument("target", metavar="ENDPOINT_OR_RECIPE",
+                   help="http://host:port[/v1], or a recipe name whose measure plan to use (with --url)")
+    p.add_argument("--url", help="endpoint of the recipe's running lane (default http://127.0.0.1:<engine.port>)")
+    _variant_args(p)
+    p.add_argument("--json", metavar="OUT", help="write records, summary and provenance to this JSON file")
+    p.add_argument("--model", help="model id to request (default: the first one /v1/models lists)")
+    p.add_argument("--api", choices=["chat", "completions"])
+    p.add_argument("--turns", type=int, help="c1 turns and cK groups per concurrency")
+    p.add_argument("--output-tokens", type=int, help="forced output length N of decode requests")
+    p.add_argument("--concurrency", type=_int_list, help="decode concurrencies, e.g. 1,2")
+    p.add_argument("--warmup", type=int, help="warmup requests before the warm turns")
+    p.add_argument("--prompt-tokens", type=_int_list, help="prefill prompt lengths, e.g. 4096,12600")
+    p.add_argument("--repeats", type=int, help="prefill samples per length")
+    p.add_argument("--runs", type=int, help="repeat the whole plan")
+    p.add_argument("--timeout", type=float, help="seconds allowed per request")
+    p.add_argument("--no-cold", dest="cold", action="store_false",
+                   help="the engine has served requests before: do not tag the first request as cold")
+    p.add_argument("--no-decode", dest="decode", action="store_false")
+    p.add_argument("--no-prefill", dest="prefill", action="store_false")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_bench)
+
     p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")
     p.add_argument("recipes", nargs="*")
     p.set_defaults(func=cmd_check)
+
+    from labkit.sim.cli import add_arguments as sim_arguments
+
+    p = sub.add_parser("sim", help="run the simulated engine (an OpenAI-compatible server at known speeds)")
+    sim_arguments(p)
+    p.set_defaults(func=cmd_sim)
     return parser
 
 

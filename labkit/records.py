@@ -1,17 +1,24 @@
 """What a measurement produces: one RequestRecord per request, a RunSummary of named measures, provenance.
 
 These are the shapes the results store writes (requests.csv, run.json) and the reports read back.
-Times are integers in nanoseconds from `time.perf_counter_ns()`, relative to the run's start stamp.
+Times are integers in nanoseconds from `time.perf_counter_ns()`, relative to the run's start stamp
+(`t_send` of a request is when the client handed it to the HTTP stack; chunk stamps are taken when the bytes of
+a network read arrive, before any JSON parsing; see labkit/client.py).
 
 Measure keys (RunSummary.measures) are fixed names, so reports never parse labels:
     decode_c1            median per-request decode t/s over warm c1 turns
     decode_c1_cold       decode t/s of the first request after boot (the cold turn)
     decode_c2_agg        aggregate decode t/s of two concurrent streams, steady-state window
     decode_c<K>_agg      same for other concurrencies
+    decode_c<K>_span     the span estimator of the same groups (valid only when overlap is high)
+    decode_c<K>_overlap  median |steady window| / span of those groups (1.0 = perfect lockstep)
     prefill_<P>          median prefill t/s at a target prompt length P (tokens), unique prompts
     accept_per_draft     mean accepted draft tokens per drafting step (a-bar, bonus token excluded)
     accept_k             K, draft tokens proposed per step
     accept_length        1 + accepted/drafts (tau, bonus token included)
+    accept_rate          accepted / draft tokens proposed (alpha = a-bar / K)
+    accept_pos_<i>       accepted at draft position i per drafting step
+    prefix_cache_hit_ratio   prefix-cache hits / queries over the prefill phase (should be ~0)
     kv_pool_tokens       KV cache capacity in tokens at boot
     kv_pool_context      the context length the KV capacity refers to
     nfs_read_bytes       shared-NFS bytes read during the run (sum over nodes)
@@ -49,17 +56,31 @@ class RequestRecord:
     n_first: int | None = None  # tokens in the first token-bearing chunk
     chunks: int = 0  # token-bearing chunks
     t_send: int = 0
-    t_first: int | None = None
-    t_last: int | None = None
-    t_end: int | None = None
-    ttft_s: float | None = None
-    decode_tps: float | None = None
-    prefill_tps: float | None = None
+    t_hdr: int | None = None  # response headers received
+    t_chunk1: int | None = None  # first SSE chunk with non-empty choices (may be a role prelude)
+    t_first: int | None = None  # first chunk carrying >= 1 generated token (reasoning or content)
+    t_content: int | None = None  # first chunk carrying answer content
+    t_second: int | None = None  # second token-bearing chunk (TTST)
+    t_last: int | None = None  # last token-bearing chunk: decode ends here, not at t_end
+    t_end: int | None = None  # [DONE] / stream close
+    ttft_s: float | None = None  # t_first - t_send (labkit's TTFT)
+    ttfr_s: float | None = None  # t_chunk1 - t_send (what vllm bench calls TTFT)
+    ttft_content_s: float | None = None
+    rtt_s: float | None = None  # network round trip measured before the phase (cheap GET)
+    decode_tps: float | None = None  # (N - n_first) / (t_last - t_first)
+    prefill_tps: float | None = None  # (P - C) / (TTFT - RTT), first content token; a lower bound
+    prefill_tps_raw: float | None = None  # P / TTFT, no RTT correction
     finish_reason: str | None = None
     http_status: int | None = None
     ok: bool = True
     error: str = ""
     flags: str = ""  # e.g. "prefix-cache-hit" — a sample that is suspect but not failed
+    group: int | None = None  # concurrency group index (lockstep streams fired together)
+    nonce: str = ""  # the prompt's leading nonce (unique per request)
+    response_id: str = ""  # the server's completion id (matches engine logs / the simulator's ground truth)
+    usage: dict | None = None  # the raw final usage object
+    chunk_t: list[int] = field(default_factory=list)  # arrival stamp of every token-bearing chunk
+    chunk_n: list[int] = field(default_factory=list)  # tokens in that chunk (empty when unknown)
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -67,6 +88,39 @@ class RequestRecord:
 
     def to_row(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class GroupRecord:
+    """One lockstep group of concurrent streams and its aggregate decode estimators (measurement.md §4)."""
+
+    run_id: str = ""
+    concurrency: int = 2
+    group: int = 0
+    ok: bool = True
+    agg_tps: float | None = None  # sum of per-stream decode rates inside the steady window W (the headline)
+    window_tps: float | None = None  # tokens arriving in W / |W| (boundary-chunk biased; kept for comparison)
+    span_tps: float | None = None  # sum(N_i - n_first_i) / (max t_last - min t_first)
+    overlap: float | None = None  # |W| / span; <= 0 means the engine serialised the streams
+    window_start: int | None = None  # W = [max t_first, min t_last], ns relative to the run start
+    window_end: int | None = None
+    window_tokens: int | None = None  # tokens from all streams arriving in (W_start, W_end]
+    serialised: bool = False
+    note: str = ""
+
+    def to_row(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GroupRecord:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass
@@ -77,6 +131,9 @@ class RunSummary:
     n_ok: int = 0
     n_failed: int = 0
     method: dict[str, str] = field(default_factory=dict)  # measure -> how (token source, timer, window)
+    ranges: dict[str, list[float]] = field(default_factory=dict)  # measure -> [min, max] over samples
+    samples: dict[str, list[float]] = field(default_factory=dict)  # measure -> raw samples (n = len)
+    counters: dict[str, float] = field(default_factory=dict)  # raw counter deltas (spec, prefix cache, io)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

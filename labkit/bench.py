@@ -1,0 +1,618 @@
+"""The measurement plan: warmup, decode c1 (cold + warm) and cK lockstep groups, prefill per length, summary.
+
+`run_bench(url, plan)` measures one running endpoint with a recipe's MeasurePlan and returns a BenchResult:
+one RequestRecord per request, one GroupRecord per concurrent group, a RunSummary of the named measures
+(labkit/records.py), provenance, and the raw /metrics scrapes the counter-derived numbers came from.
+
+Order of one run (every prompt carries a fresh nonce first):
+1. cold turn (only when the caller says the engine was just booted, and /metrics shows no request served yet);
+2. `decode.warmup` warmup requests of the decode shape;
+3. c1: `decode.turns` sequential turns; cK (K > 1): `decode.turns` groups of K streams fired together;
+   /metrics scraped before step 1 and after step 3: speculative acceptance is that window's counter deltas;
+4. prefill per target length: prompts fitted to the length in server tokens, `decode.warmup` warmup(s) of that
+   length (at most one), then `prefill.repeats` samples at c1, max_tokens=1, /metrics scraped around each.
+A request that errors, ends short or without a finish_reason is a failed record, kept but excluded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import platform
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit import __version__
+from labkit import io_probe as iop
+from labkit import metrics as mx
+from labkit import prompts as pr
+from labkit.client import EndpointError, StreamClient, StreamRequest, StreamResult
+from labkit.errors import LabkitError
+from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, repo_root
+from labkit.records import SCHEMA_VERSION, GroupRecord, RequestRecord, RunSummary
+from labkit.timing import NS, decode_tps, group_aggregate, median, prefill_tps
+
+TIMER = ("time.perf_counter_ns; t_send before the SDK call, chunk stamps at each network read before SSE/JSON "
+         "parsing (events in one read share a stamp)")
+CACHE_HIT_TOLERANCE = 64  # cached prompt tokens allowed per unique prompt: a shared template preamble (≤ a block)
+DECODE_WINDOW = "decode: (N - n_first) / (t_last - t_first); t_last = last token-bearing chunk (not [DONE])"
+AGG_WINDOW = ("cK agg: sum over streams of each stream's decode rate on its chunks inside the steady window "
+              "W = [max t_first, min t_last]; also stored: tokens in W / |W|, and span = sum(N - n_first) / "
+              "(max t_last - min t_first)")
+PREFILL_WINDOW = ("prefill: (P - C) / (t_first - t_send - RTT), t_first = first token-bearing chunk (not the role "
+                  "prelude), P = usage.prompt_tokens; raw = P / TTFT")
+
+
+def default_plan() -> MeasurePlan:
+    """The recipe schema's defaults, for measuring a bare URL."""
+    return MeasurePlan(api="chat", runs=1, decode=DecodePlan(concurrency=(1, 2), turns=5, output_tokens=256, warmup=1),
+                       prefill=PrefillPlan(prompt_tokens=(4096, 12600), repeats=3), timeout=600.0)
+
+
+@dataclass
+class BenchResult:
+    """Everything one `run_bench` produced; `save`/`load` round-trip it through one JSON file."""
+
+    records: list[RequestRecord]
+    groups: list[GroupRecord]
+    summary: RunSummary
+    provenance: dict[str, Any]
+    scrapes: dict[str, str] = field(default_factory=dict)  # "<phase>.<before|after>[.<i>]" -> raw /metrics text
+    io: dict[str, dict[str, float]] = field(default_factory=dict)  # probe name -> counter deltas
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_VERSION,
+            "provenance": self.provenance,
+            "summary": self.summary.to_dict(),
+            "records": [r.to_row() for r in self.records],
+            "groups": [g.to_row() for g in self.groups],
+            "io": self.io,
+            "scrapes": self.scrapes,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchResult:
+        return cls(records=[RequestRecord.from_dict(r) for r in data.get("records", [])],
+                   groups=[GroupRecord.from_dict(g) for g in data.get("groups", [])],
+                   summary=RunSummary.from_dict(data.get("summary", {})),
+                   provenance=data.get("provenance", {}), scrapes=data.get("scrapes", {}), io=data.get("io", {}))
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> BenchResult:
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+# --------------------------------------------------------------------------------------------------
+# Public entry points
+
+
+def run_bench(url: str, plan: MeasurePlan | None = None, **kwargs: Any) -> BenchResult:
+    """Synchronous `run_bench_async`; also works inside Jupyter, where an event loop is already running
+    (the measurement then runs on its own loop in a worker thread, so the notebook's loop is not blocked
+    by, nor interleaved with, the timed streams)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run_bench_async(url, plan, **kwargs))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="labkit-bench") as pool:
+        return pool.submit(asyncio.run, run_bench_async(url, plan, **kwargs)).result()
+
+
+async def run_bench_async(url: str, plan: MeasurePlan | None = None, *, model: str | None = None,
+                          api: str | None = None, cold_expected: bool = True,
+                          io_hooks: Sequence[iop.IOProbe] = (), progress: bool = True, lane: str = "",
+                          recipe_hash: str | None = None, variant: str | None = None,
+                          spec_k: float | None = None, run_id: str | None = None,
+                          decode: bool = True, prefill: bool = True, transport: str = "direct") -> BenchResult:
+    """Measure the endpoint at `url` (server root or .../v1) with `plan` (a recipe's MeasurePlan).
+
+    `transport`: "direct" (default) or "sdk", see labkit/client.py."""
+    plan = plan or default_plan()
+    async with StreamClient(url, timeout=plan.timeout, transport=transport) as client:
+        bench = _Bench(client, plan, model=model, api=api or plan.api, cold_expected=cold_expected,
+                       io_hooks=io_hooks, progress=progress, lane=lane, spec_k=spec_k,
+                       run_id=run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"))
+        return await bench.run(recipe_hash=recipe_hash, variant=variant, decode=decode, prefill=prefill)
+
+
+# --------------------------------------------------------------------------------------------------
+# The plan
+
+
+class _Bench:
+    def __init__(self, client: StreamClient, plan: MeasurePlan, *, model: str | None, api: str,
+                 cold_expected: bool, io_hooks: Sequence[iop.IOProbe], progress: bool, lane: str,
+                 spec_k: float | None, run_id: str):
+        self.c, self.plan, self.model, self.api = client, plan, model, api
+        self.cold_expected, self.io_hooks, self.lane, self.spec_k, self.run_id = (
+            cold_expected, io_hooks, lane, spec_k, run_id)
+        self.records: list[RequestRecord] = []
+        self.groups: list[GroupRecord] = []
+        self.scrapes: dict[str, str] = {}
+        self.notes: list[str] = []
+        self.counters: dict[str, float] = {}
+        self.t_origin = time.perf_counter_ns()
+        self.rtt_ns = 0
+        self.has_metrics = True
+        self.counter = None  # prompt-length counter
+        self.counter_kind = ""
+        self._bar = None
+        self.progress = progress
+        self.acceptance: mx.Acceptance | None = None
+        self.pc_window: list[tuple[float, float]] = []
+
+    # ---------------------------------------------------------------- helpers
+    def _rel(self, t: int | None) -> int | None:
+        return None if t is None else t - self.t_origin
+
+    async def _scrape(self, key: str) -> mx.Samples | None:
+        if not self.has_metrics:
+            return None
+        try:
+            status, text = await self.c.get("/metrics")
+        except EndpointError:
+            status, text = 0, ""
+        if status != 200:
+            self.has_metrics = False
+            self.notes.append(f"no /metrics (HTTP {status}): no counter-derived numbers (acceptance, cache hits)")
+            return None
+        self.scrapes[key] = text
+        return mx.parse_prometheus(text)
+
+    def _tick(self, desc: str | None = None) -> None:
+        if self._bar is not None:
+            if desc:
+                self._bar.set_description(desc, refresh=False)
+            self._bar.update(1)
+
+    def _request(self, prompt: str, max_tokens: int, *, forced: bool) -> StreamRequest:
+        return StreamRequest(prompt=prompt, max_tokens=max_tokens, api=self.api, model=self.model or "",
+                             min_tokens=max_tokens if forced else None, ignore_eos=forced, temperature=0.0,
+                             timeout=self.plan.timeout)
+
+    def _record(self, res: StreamResult, *, phase: str, requested: int, concurrency: int = 1, turn: int = 0,
+                stream: int = 0, cold: bool = False, nonce: str = "", group: int | None = None,
+                prompt_target: int = 0) -> RequestRecord:
+        """Apply the formulas and validity checks to one raw stream."""
+        rec = RequestRecord(
+            run_id=self.run_id, lane=self.lane, phase=phase, concurrency=concurrency, turn=turn, stream=stream,
+            cold=cold, api=self.api, requested_tokens=requested, prompt_target=prompt_target,
+            prompt_tokens=res.prompt_tokens, prompt_tokens_source="usage" if res.prompt_tokens is not None else "",
+            cached_tokens=res.cached_tokens, output_tokens=res.output_tokens,
+            output_tokens_source=res.output_tokens_source,
+            n_first=res.chunk_n[0] if res.chunk_n else None, chunks=len(res.chunk_t),
+            t_send=res.t_send - self.t_origin, t_hdr=self._rel(res.t_hdr), t_chunk1=self._rel(res.t_chunk1),
+            t_first=self._rel(res.t_first), t_content=self._rel(res.t_content),
+            t_second=self._rel(res.chunk_t[1]) if len(res.chunk_t) > 1 else None,
+            t_last=self._rel(res.t_last), t_end=self._rel(res.t_end),
+            finish_reason=res.finish_reason, http_status=res.http_status, ok=res.ok, error=res.error,
+            group=group, nonce=nonce, response_id=res.response_id, usage=res.usage, rtt_s=self.rtt_ns / NS,
+            chunk_t=[t - self.t_origin for t in res.chunk_t], chunk_n=list(res.chunk_n or []))
+        flags = list(res.warnings)
+        if res.t_first is not None:
+            rec.ttft_s = (res.t_first - res.t_send) / NS
+        if res.t_chunk1 is not None:
+            rec.ttfr_s = (res.t_chunk1 - res.t_send) / NS
+        if res.t_content is not None:
+            rec.ttft_content_s = (res.t_content - res.t_send) / NS
+        if rec.ok:
+            if res.finish_reason not in ("length",) and phase != "prefill":
+                rec.ok, rec.error = False, f"finish_reason {res.finish_reason!r}, expected 'length' (forced N)"
+            elif res.output_tokens is None:
+                rec.ok, rec.error = False, "no token count (no usage and no token-bearing chunks)"
+            elif res.output_tokens < requested:
+                rec.ok, rec.error = False, f"short: {res.output_tokens} of {requested} tokens"
+            elif res.output_tokens != requested:
+                flags.append(f"output {res.output_tokens} != requested {requested}")
+        if phase != "prefill" and res.output_tokens is not None:
+            n_first = rec.n_first
+            if n_first is None and res.t_first is not None:
+                n_first = 1
+                flags.append("n_first assumed 1 (no per-chunk counts)")
+            rec.decode_tps = decode_tps(res.output_tokens, n_first, res.t_first, res.t_last)
+        if phase == "prefill" and res.t_first is not None and res.prompt_tokens is not None:
+            ttft = res.t_first - res.t_send
+            rec.prefill_tps = prefill_tps(res.prompt_tokens, res.cached_tokens, ttft, self.rtt_ns)
+            rec.prefill_tps_raw = prefill_tps(res.prompt_tokens, 0, ttft, 0)
+            if prompt_target and abs(res.prompt_tokens - prompt_target) > pr.LENGTH_TOLERANCE * prompt_target:
+                flags.append(f"prompt-length-off ({res.prompt_tokens} vs target {prompt_target})")
+            if (res.cached_tokens or 0) > CACHE_HIT_TOLERANCE:
+                flags.append(f"prefix-cache-hit ({res.cached_tokens} cached tokens)")
+        rec.flags = "; ".join(flags)
+        self.records.append(rec)
+        self._tick()
+        return rec
+
+    # ---------------------------------------------------------------- phases
+    async def run(self, *, recipe_hash: str | None, variant: str | None, decode: bool, prefill: bool) -> BenchResult:
+        models = await self.c.models()
+        if not self.model:
+            if not models:
+                raise EndpointError(self.c.base + "/models", "serves no model")
+            self.model = models[0]
+        elif self.model not in models:
+            raise EndpointError(self.c.base + "/models", f"model {self.model!r} not served; have {', '.join(models)}")
+        version = await self._engine_version()
+        self.rtt_ns = await self.c.rtt_ns()
+        io_before = {p.name: p.sample() for p in self.io_hooks}
+        total = self._planned(decode, prefill)
+        if self.progress:
+            from tqdm import tqdm
+            self._bar = tqdm(total=total, desc="bench", unit="req", file=sys.stderr, leave=False)
+        try:
+            for run in range(self.plan.runs):
+                if decode and self.plan.decode.turns > 0:
+                    await self._decode(run)
+                if prefill and self.plan.prefill.prompt_tokens:
+                    await self._prefill(run)
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+        io = {p.name: iop.delta(io_before[p.name], p.sample()) for p in self.io_hooks}
+        summary = self._summary(io)
+        prov = self._provenance(version, models, recipe_hash, variant)
+        return BenchResult(self.records, self.groups, summary, prov, self.scrapes, io)
+
+    def _planned(self, decode: bool, prefill: bool) -> int:
+        d, p = self.plan.decode, self.plan.prefill
+        n = 0
+        if decode and d.turns:
+            n += self.cold_expected + d.warmup * self.plan.runs
+            n += sum(d.turns * k for k in d.concurrency) * self.plan.runs
+        if prefill:
+            n += len(p.prompt_tokens) * (p.repeats + min(d.warmup, 1)) * self.plan.runs
+        return n
+
+    async def _engine_version(self) -> str | None:
+        for path in ("/version", "/server_info"):
+            try:
+                status, text = await self.c.get(path)
+            except EndpointError:
+                continue
+            if status == 200:
+                try:
+                    return str(json.loads(text).get("version"))
+                except (ValueError, AttributeError):
+                    return text.strip()[:100]
+        return None
+
+    async def _one(self, max_tokens: int, prompt_nonce: str | None = None) -> tuple[StreamResult, str]:
+        n = prompt_nonce or pr.nonce()
+        return await self.c.stream(self._request(pr.decode_prompt(n), max_tokens, forced=True)), n
+
+    async def _decode(self, run: int) -> None:
+        d = self.plan.decode
+        N = d.output_tokens
+        before = await self._scrape(f"decode.before.{run}")
+        flushed = await self._flush_for_acceptance(before)
+        n_before = len(self.records)
+        cold = self.cold_expected and run == 0
+        if cold and before is not None:
+            served = mx.total(before, "vllm:request_success_total", "vllm:request_success")
+            if served:
+                cold = False
+                self.notes.append(f"cold turn not recorded: /metrics shows {served:g} requests served before the run")
+        if cold:
+            res, n = await self._one(N)
+            self._record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)
+        for i in range(d.warmup):
+            res, n = await self._one(N)
+            self._record(res, phase="warmup", requested=N, turn=i, nonce=n)
+        group_index = 0
+        for k in d.concurrency:
+            for turn in range(1, d.turns + 1):
+                if k == 1:
+                    res, n = await self._one(N)
+                    self._record(res, phase="decode", requested=N, turn=turn, nonce=n)
+                    continue
+                nonces = [pr.nonce() for _ in range(k)]
+                reqs = [self._request(pr.decode_prompt(x), N, forced=True) for x in nonces]
+                # Lockstep: every stream is created before the first await, so all are sent together.
+                results = await asyncio.gather(*(self.c.stream(r) for r in reqs))
+                recs = [self._record(r, phase="decode", requested=N, concurrency=k, turn=turn, stream=s,
+                                     nonce=nonces[s], group=group_index) for s, r in enumerate(results)]
+                self.groups.append(self._group(recs, k, group_index))
+                group_index += 1
+        after = await self._scrape(f"decode.after.{run}")
+        n_window = sum(1 for r in self.records[n_before:] if r.http_status == 200 and r.finish_reason)
+        acc = None
+        if before is not None and after is not None:
+            try:
+                sglang = mx.total(after, *mx.S_VERIFY) is not None
+                acc = mx.spec_acceptance(before, after, self.spec_k, n_requests=n_window if sglang else None)
+            except mx.CounterReset as e:
+                self.notes.append(f"acceptance invalid: {e}")
+        if acc is None and flushed:
+            try:
+                status, text = await self.c.get("/server_info")
+                acc = mx.server_info_acceptance(json.loads(text)) if status == 200 else None
+            except (EndpointError, ValueError):
+                acc = None
+        if acc is not None:
+            self._pool_acceptance(acc)
+
+    def _pool_acceptance(self, acc: mx.Acceptance) -> None:
+        """Several runs: pool the counter deltas (never average per-run ratios)."""
+        if self.acceptance is None:
+            self.acceptance = acc
+            return
+        a = self.acceptance
+        a.accepted += acc.accepted
+        a.per_pos = [(p * a.drafts + q * acc.drafts) / (a.drafts + acc.drafts)
+                     for p, q in zip(a.per_pos, acc.per_pos, strict=False)]
+        a.drafts += acc.drafts
+        a.draft_tokens = (a.draft_tokens or 0) + (acc.draft_tokens or 0) or None
+
+    async def _flush_for_acceptance(self, before: mx.Samples | None) -> bool:
+        """SGLang without spec counters: reset the cumulative acceptance (POST /flush_cache, idle) so
+        /server_info reads this window only. True when the reset succeeded."""
+        if before is not None and (mx.total(before, *mx.V_DRAFTS) is not None
+                                   or mx.total(before, *mx.S_VERIFY) is not None):
+            return False
+        try:
+            status, text = await self.c.get("/server_info")
+            info = json.loads(text) if status == 200 else {}
+        except (EndpointError, ValueError):
+            return False
+        if not isinstance(info, dict) or not info.get("speculative_algorithm"):
+            return False
+        status, _ = await self.c.post_json("/flush_cache", {})
+        if status != 200:
+            self.notes.append(f"POST /flush_cache answered HTTP {status}: no per-run acceptance from /server_info")
+            return False
+        return True
+
+    def _group(self, recs: list[RequestRecord], k: int, index: int) -> GroupRecord:
+        g = GroupRecord(run_id=self.run_id, concurrency=k, group=index)
+        bad = [r for r in recs if not r.ok]
+        if bad:
+            g.ok, g.note = False, f"{len(bad)} of {k} streams failed"
+            return g
+        if any(not r.chunk_n for r in recs):
+            est = group_aggregate([(r.chunk_t, [1] * len(r.chunk_t)) for r in recs])
+            g.span_tps = (sum(r.output_tokens - 1 for r in recs) * NS /
+                          (max(r.t_last for r in recs) - min(r.t_first for r in recs)))
+            g.overlap, g.window_start, g.window_end = est.overlap, est.window_start, est.window_end
+            g.note = "no per-chunk token counts: span estimator only (n_first assumed 1)"
+            g.serialised = est.serialised
+            return g
+        est = group_aggregate([(r.chunk_t, r.chunk_n) for r in recs])
+        g.agg_tps, g.window_tps, g.span_tps, g.overlap = est.agg_tps, est.window_tps, est.span_tps, est.overlap
+        g.window_start, g.window_end, g.window_tokens, g.serialised = (
+            est.window_start, est.window_end, est.window_tokens, est.serialised)
+        if est.serialised:
+            g.note = "streams did not overlap: the engine serialised them; not a concurrency measurement"
+        return g
+
+    async def _fit_counter(self) -> None:
+        """Choose how prompt lengths are counted: the server's /tokenize, else a line fitted to 2 requests."""
+        if self.counter is not None:
+            return
+        async def tokenize(prompt: str) -> int:
+            body: dict[str, Any] = {"model": self.model}
+            if self.api == "chat":
+                body.update(messages=[{"role": "user", "content": prompt}], add_generation_prompt=True)
+            else:
+                body["prompt"] = prompt
+            status, data = await self.c.post_json("/tokenize", body)
+            if status != 200 or not isinstance(data, dict) or "count" not in data:
+                raise EndpointError(self.c.root + "/tokenize", f"HTTP {status}")
+            return int(data["count"])
+        try:
+            await tokenize("probe")
+            self.counter, self.counter_kind = tokenize, "server /tokenize"
+            return
+        except EndpointError:
+            pass
+        points = []
+        for words in (200, 1200):
+            n = pr.nonce()
+            res = await self.c.stream(self._request(pr.prefill_prompt(n, words), 1, forced=True))
+            rec = self._record(res, phase="warmup", requested=1, nonce=n)
+            rec.flags = "; ".join(filter(None, [rec.flags, "length calibration"]))
+            if res.prompt_tokens is None:
+                raise EndpointError(self.c.base, "no /tokenize and no usage.prompt_tokens: cannot size prompts")
+            points.append((words, res.prompt_tokens))
+        self.counter = pr.LinearCounter(points)
+        self.counter_kind = "usage.prompt_tokens of 2 calibration requests (linear fit), checked per sample"
+
+    async def _prefill(self, run: int) -> None:
+        await self._fit_counter()
+        self.rtt_ns = await self.c.rtt_ns()
+        p = self.plan.prefill
+        for target in p.prompt_tokens:
+            warm = min(self.plan.decode.warmup, 1)
+            for i in range(warm + p.repeats):
+                prompt, _, n = await pr.fit_prompt(target, self.counter)
+                key = f"prefill.{target}.{run}.{i}"
+                before = await self._scrape(key + ".before")
+                res = await self.c.stream(self._request(prompt, 1, forced=True))
+                after = await self._scrape(key + ".after")
+                rec = self._record(res, phase="warmup" if i < warm else "prefill", requested=1, turn=i - warm,
+                                   nonce=n, prompt_target=target)
+                if before is not None and after is not None:
+                    try:
+                        pc = mx.prefix_cache(before, after)
+                    except mx.CounterReset as e:
+                        pc = None
+                        rec.flags = "; ".join(filter(None, [rec.flags, str(e)]))
+                    if pc is not None:
+                        hits, queries = pc
+                        if i >= warm:
+                            self.pc_window.append(pc)
+                        if hits > CACHE_HIT_TOLERANCE and "prefix-cache-hit" not in rec.flags:
+                            rec.flags = "; ".join(filter(None, [rec.flags, f"prefix-cache-hit ({hits:g} hit tokens)"]))
+
+    # ---------------------------------------------------------------- summary + provenance
+    def _summary(self, io: dict[str, dict[str, float]]) -> RunSummary:
+        s = RunSummary()
+        ok = [r for r in self.records if r.ok]
+        s.n_ok, s.n_failed = len(ok), len(self.records) - len(ok)
+        sources = sorted({r.output_tokens_source for r in ok if r.output_tokens_source})
+        src = ", ".join(sources) or "none"
+
+        def put(key: str, values: list[float], how: str) -> None:
+            values = [v for v in values if v is not None]
+            if not values:
+                return
+            s.measures[key] = median(values)
+            s.samples[key] = values
+            s.ranges[key] = [min(values), max(values)]
+            s.method[key] = how
+
+        dec = [r for r in ok if r.phase == "decode"]
+        put("decode_c1", [r.decode_tps for r in dec if r.concurrency == 1 and not r.cold],
+            f"median over warm c1 turns; {DECODE_WINDOW}; tokens: {src}; timer: perf_counter_ns")
+        put("decode_c1_cold", [r.decode_tps for r in dec if r.cold],
+            "the first request after boot (cold turn), same formula as decode_c1")
+        put("ttft_c1", [r.ttft_s for r in dec if r.concurrency == 1 and not r.cold],
+            "median t_first - t_send of warm c1 decode turns, seconds")
+        for k in sorted({g.concurrency for g in self.groups}):
+            gs = [g for g in self.groups if g.concurrency == k and g.ok]
+            put(f"decode_c{k}_agg", [g.agg_tps for g in gs if not g.serialised],
+                f"median over lockstep groups of {k}; {AGG_WINDOW}; tokens: {src}")
+            put(f"decode_c{k}_span", [g.span_tps for g in gs], f"span estimator, {k} streams")
+            put(f"decode_c{k}_overlap", [g.overlap for g in gs], "|steady window| / span")
+            if any(g.serialised for g in gs):
+                s.notes.append(f"c{k}: {sum(g.serialised for g in gs)} group(s) ran serialised (no overlap)")
+        pre = [r for r in ok if r.phase == "prefill"]
+        for target in self.plan.prefill.prompt_tokens:
+            rows = [r for r in pre if r.prompt_target == target]
+            clean = [r for r in rows if "prefix-cache-hit" not in r.flags and "prompt-length-off" not in r.flags]
+            if len(clean) < len(rows):
+                s.notes.append(f"prefill_{target}: {len(rows) - len(clean)} flagged sample(s) excluded")
+            put(f"prefill_{target}", [r.prefill_tps for r in clean],
+                f"median; {PREFILL_WINDOW}; RTT {self.rtt_ns / 1e6:.2f} ms; prompt length via {self.counter_kind}")
+            put(f"prefill_{target}_raw", [r.prefill_tps_raw for r in clean], "P / TTFT, no RTT correction")
+            put(f"prefill_{target}_ttft", [r.ttft_s for r in clean], "median TTFT, seconds")
+        a = self.acceptance
+        if a is not None:
+            s.measures.update(accept_per_draft=a.per_draft, accept_length=a.length, accept_k=a.k, accept_rate=a.rate)
+            for i, v in enumerate(a.per_pos):
+                s.measures[f"accept_pos_{i}"] = v
+            for key in ("accept_per_draft", "accept_length", "accept_k", "accept_rate"):
+                s.method[key] = a.method + " over the decode window (cold, warmup, c1, cK)"
+            s.counters.update(spec_accepted=a.accepted, spec_drafts=a.drafts)
+            if a.draft_tokens is not None:
+                s.counters["spec_draft_tokens"] = a.draft_tokens
+        if self.pc_window:
+            hits = sum(h for h, _ in self.pc_window)
+            queries = sum(q for _, q in self.pc_window)
+            s.counters.update(prefix_cache_hits=hits, prefix_cache_queries=queries)
+            if queries:
+                s.measures["prefix_cache_hit_ratio"] = hits / queries
+                s.method["prefix_cache_hit_ratio"] = "Δhits/Δqueries over prefill samples (unique prompts: ~0)"
+        if io:
+            nfs = sum(iop.server_read_bytes(d) for d in io.values())
+            s.measures["nfs_read_bytes"] = nfs
+            s.method["nfs_read_bytes"] = "Δserverreadbytes over every probe, whole run"
+            if s.n_ok:
+                s.measures["nfs_read_bytes_per_completion"] = nfs / s.n_ok
+        if s.n_failed:
+            s.notes.append(f"{s.n_failed} failed request(s) excluded: " +
+                           "; ".join(sorted({r.error for r in self.records if not r.ok}))[:300])
+        s.notes = self.notes + s.notes
+        return s
+
+    def _provenance(self, version: str | None, models: list[str], recipe_hash: str | None,
+                    variant: str | None) -> dict[str, Any]:
+        import openai
+        sha, dirty = _git_state()
+        return {
+            "labkit_version": __version__, "git_sha": sha, "git_dirty": dirty,
+            "endpoint": self.c.base, "engine_version": version, "model": self.model, "models_served": models,
+            "lane": self.lane, "recipe_hash": recipe_hash, "variant": variant, "run_id": self.run_id,
+            "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "hostname": socket.gethostname(),
+            "api": self.api, "token_sources": sorted({r.output_tokens_source for r in self.records
+                                                      if r.output_tokens_source}),
+            "prompt_length_counter": self.counter_kind, "timer": TIMER, "t_origin_ns": self.t_origin, "rtt_s": self.rtt_ns / NS,
+            "windows": {"decode": DECODE_WINDOW, "agg": AGG_WINDOW, "prefill": PREFILL_WINDOW,
+                        "acceptance": "counter deltas between /metrics scrapes around the decode phase"},
+            "plan": dataclasses.asdict(self.plan), "cold_expected": self.cold_expected,
+            "python": platform.python_version(), "openai_sdk": openai.__version__,
+            "io_probes": [p.name for p in self.io_hooks],
+        }
+
+
+def _git_state() -> tuple[str | None, bool | None]:
+    root = repo_root()
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10).stdout.strip() or None
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True,
+                                    text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return sha, dirty if sha else None
+
+
+def plan_hash(plan: MeasurePlan) -> str:
+    return hashlib.sha256(json.dumps(dataclasses.asdict(plan), sort_keys=True).encode()).hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+
+
+def _override(plan: MeasurePlan, args: Any) -> MeasurePlan:
+    """The plan with command-line overrides applied (only the options the user gave)."""
+    d, p = plan.decode, plan.prefill
+    d = dataclasses.replace(d, **{k: v for k, v in (("turns", args.turns), ("output_tokens", args.output_tokens),
+                                                      ("concurrency", args.concurrency), ("warmup", args.warmup))
+                                  if v is not None})
+    p = dataclasses.replace(p, **{k: v for k, v in (("prompt_tokens", args.prompt_tokens), ("repeats", args.repeats))
+                                  if v is not None})
+    top = {k: v for k, v in (("api", args.api), ("runs", args.runs), ("timeout", args.timeout)) if v is not None}
+    for name, value, low in (("--turns", d.turns, 0), ("--output-tokens", d.output_tokens, 2),
+                             ("--warmup", d.warmup, 0), ("--repeats", p.repeats, 1), ("--runs", top.get("runs", 1), 1)):
+        if value < low:
+            raise LabkitError(f"{name} must be at least {low}, got {value}")
+    return dataclasses.replace(plan, decode=d, prefill=p, **top)
+
+
+def bench_cli(args: Any) -> int:
+    """`labkit bench`: resolve the target, measure, print the lab-note table, write the JSON file."""
+    from labkit.notefmt import render
+
+    target = args.target
+    recipe_hash = variant = None
+    lane = ""
+    if "://" in target or target.replace(".", "").replace(":", "").isdigit() or target.startswith("localhost:"):
+        url, plan = target, default_plan()
+        if args.url:
+            raise LabkitError("--url is for recipe targets; the endpoint is already given")
+    else:
+        from labkit.cli import plan_from_args
+
+        args.recipe = target
+        lane_plan = plan_from_args(args)
+        plan, lane = lane_plan.measure, lane_plan.lane_id
+        recipe_hash, variant = lane_plan.recipe_hash, lane_plan.variant_id
+        url = args.url or f"http://127.0.0.1:{lane_plan.engine.port}"
+    plan = _override(plan, args)
+    result = run_bench(url, plan, model=args.model, cold_expected=args.cold, progress=not args.quiet, lane=lane,
+                       recipe_hash=recipe_hash, variant=variant, decode=args.decode, prefill=args.prefill)
+    title = f"{result.provenance['model']} @ {result.provenance['endpoint']}"
+    print(render(result.summary, title=title), flush=True)
+    if args.json:
+        print(f"records: {result.save(args.json)}", file=sys.stderr)
+    return 0 if result.summary.n_ok else 1

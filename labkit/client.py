@@ -1,0 +1,418 @@
+"""Streaming client: one keep-alive OpenAI SDK client, a monotonic stamp on every network read, token counts.
+
+What is stamped (all `time.perf_counter_ns()`):
+- `t_send`: in the HTTP client's request hook, i.e. after the request is built and just before its bytes go to
+  the connection (no retries: `max_retries=0`, a retried request would corrupt every timing);
+- `t_hdr`: in the response hook, when the status line and headers have been received;
+- chunk stamps: taken the moment a network read returns bytes, before the SSE lines are split or any JSON is
+  parsed. Several SSE events delivered by one read share that stamp (they did arrive together).
+
+Transport. The OpenAI SDK (AsyncOpenAI) owns the keep-alive connection pool and the API key. By default the
+stream itself is POSTed through that same pool without the SDK's per-request machinery (`transport="direct"`):
+measured on a 2-core host, the SDK path adds ~10 ms of request building per call (which also staggers "lockstep"
+c2 sends) and ~40 ms of lazy type construction on its first stream, during which an already-arrived first chunk
+sits unstamped in the socket buffer. `transport="sdk"` streams through `with_streaming_response` instead (same
+stamps); benchmarks/bench_accuracy.py compares the two.
+
+HTTP backend: the SDK's aiohttp client (`openai.DefaultAioHttpClient`, the `openai[aiohttp]` extra) when aiohttp
+is installed, else its default httpx client; `LABKIT_HTTP=httpx` forces the latter. Measured at 2,000 chunks/s
+on a loaded 2-core host: ~50-70 µs of client CPU per chunk with aiohttp vs ~120-140 µs with httpx (h11 parsing).
+The hot loop only stamps and stores each read; parsing happens after the stream ends.
+
+Token counting follows measurement.md §2: per-chunk `token_ids` (vLLM `return_token_ids`) > cumulative
+`continuous_usage_stats` > final `usage.completion_tokens` (total only) > counting non-empty chunks (only
+when the engine sends no usage at all; recorded as such). The requested length is never assumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+
+try:
+    import aiohttp  # noqa: F401 — the SDK's aiohttp backend (openai[aiohttp]): half the CPU per chunk of httpx
+    _HAVE_AIOHTTP = True
+except ImportError:  # pragma: no cover
+    _HAVE_AIOHTTP = False
+
+from labkit.errors import LabkitError
+
+API_KEY_VARS = ("LABKIT_API_KEY", "OPENAI_API_KEY")
+
+
+class EndpointError(LabkitError):
+    """An endpoint could not be reached or answered nonsense; names the URL."""
+
+    def __init__(self, url: str, message: str):
+        self.url = url
+        super().__init__(f"{url}: {message}")
+
+
+def split_base(url: str) -> tuple[str, str]:
+    """(server root, OpenAI API base) from either form: 'http://h:p' or 'http://h:p/v1'."""
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        url = "http://" + url
+    root = url[:-3] if url.endswith("/v1") else url
+    return root, root + "/v1"
+
+
+@dataclass
+class StreamRequest:
+    """One generation request. `min_tokens`/`ignore_eos` force the output length (engines.md §6.3)."""
+
+    prompt: str
+    max_tokens: int
+    api: str = "chat"  # "chat" | "completions"
+    model: str = ""
+    min_tokens: int | None = None
+    ignore_eos: bool = False
+    temperature: float = 0.0
+    seed: int | None = None
+    timeout: float = 600.0  # whole request, seconds
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class StreamResult:
+    """The raw timeline of one stream, before any formula is applied."""
+
+    t_send: int = 0
+    t_hdr: int | None = None
+    t_chunk1: int | None = None
+    t_first: int | None = None
+    t_content: int | None = None
+    t_last: int | None = None
+    t_end: int | None = None
+    chunk_t: list[int] = field(default_factory=list)  # token-bearing chunks only
+    chunk_n: list[int] | None = None  # tokens per chunk, None when the engine does not say
+    sse_events: int = 0  # every data: event, token-bearing or not
+    output_tokens: int | None = None
+    output_tokens_source: str = ""
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    usage: dict | None = None
+    finish_reason: str | None = None
+    http_status: int | None = None
+    response_id: str = ""  # the server's id of the completion (first event's "id")
+    error: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+def api_key_from_env() -> str:
+    """The key from LABKIT_API_KEY or OPENAI_API_KEY; local engines accept anything, so a placeholder."""
+    for var in API_KEY_VARS:
+        if os.environ.get(var):
+            return os.environ[var]
+    return "EMPTY"
+
+
+class StreamClient:
+    """One keep-alive HTTP client shared by the SDK (generation) and plain GET/POST calls (/metrics, ...)."""
+
+    def __init__(self, url: str, *, timeout: float = 600.0, max_connections: int = 64, transport: str = "direct"):
+        if transport not in ("direct", "sdk"):
+            raise ValueError(f"transport must be 'direct' or 'sdk', got {transport!r}")
+        self.root, self.base = split_base(url)
+        self.timeout, self.transport = timeout, transport
+        self.backend = "aiohttp" if _HAVE_AIOHTTP and os.environ.get("LABKIT_HTTP") != "httpx" else "httpx"
+        cls = openai.DefaultAioHttpClient if self.backend == "aiohttp" else openai.DefaultAsyncHttpxClient
+        self._http = cls(
+            timeout=timeout, limits=httpx2.Limits(max_connections=max_connections,
+                                                  max_keepalive_connections=max_connections),
+            event_hooks={"request": [_stamp_request], "response": [_stamp_response]})
+        self._key = api_key_from_env()
+        self._sdk = openai.AsyncOpenAI(base_url=self.base, api_key=self._key, max_retries=0,
+                                       timeout=timeout, http_client=self._http)
+        # Resolve the SDK's lazily imported resources now, not inside the first timed request.
+        self._sdk.chat.completions, self._sdk.completions  # noqa: B018
+
+    async def aclose(self) -> None:
+        await self._sdk.close()
+
+    async def __aenter__(self) -> StreamClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ plain HTTP
+    async def get(self, path: str, timeout: float = 30.0) -> tuple[int, str]:
+        """(status, body) of GET root+path; raises EndpointError when the server cannot be reached."""
+        url = self.root + path
+        try:
+            r = await self._http.get(url, timeout=timeout)
+        except Exception as e:  # noqa: BLE001 — any transport failure is reported with the URL
+            raise EndpointError(url, f"{type(e).__name__}: {e}")
+        return r.status_code, r.text
+
+    async def post_json(self, path: str, body: dict, timeout: float = 60.0) -> tuple[int, Any]:
+        url = self.root + path
+        try:
+            r = await self._http.post(url, json=body, timeout=timeout)
+        except Exception as e:  # noqa: BLE001
+            raise EndpointError(url, f"{type(e).__name__}: {e}")
+        try:
+            data = r.json()
+        except ValueError:
+            data = r.text
+        return r.status_code, data
+
+    async def rtt_ns(self, path: str = "/v1/models", samples: int = 5) -> int:
+        """Median round trip of a cheap GET (measurement.md §1 RTT). Never call inside a measurement window."""
+        times = []
+        for _ in range(samples):
+            t0 = time.perf_counter_ns()
+            await self.get(path)
+            times.append(time.perf_counter_ns() - t0)
+        times.sort()
+        return times[len(times) // 2]
+
+    async def models(self) -> list[str]:
+        status, text = await self.get("/v1/models")
+        if status != 200:
+            raise EndpointError(self.base + "/models", f"HTTP {status}: {text[:200]}")
+        try:
+            return [m["id"] for m in json.loads(text).get("data", [])]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise EndpointError(self.base + "/models", f"not an OpenAI model list: {text[:200]}")
+
+    # ------------------------------------------------------------------ streaming
+    async def stream(self, req: StreamRequest) -> StreamResult:
+        """Run one streamed request; failures (HTTP, transport, timeout) come back in `error`, never raised."""
+        res = StreamResult()
+        parser = _SSEParser(res)
+        try:
+            async with asyncio.timeout(req.timeout):
+                await self._stream(req, res, parser)
+        except TimeoutError:
+            res.error = f"timeout after {req.timeout:g} s"
+        except openai.APIStatusError as e:
+            res.http_status = e.status_code
+            res.error = f"HTTP {e.status_code}: {str(e.message)[:300]}"
+        except _HTTPError as e:
+            res.error = str(e)
+        except Exception as e:  # noqa: BLE001 — a broken stream is a failed sample, not a crash
+            res.error = f"{type(e).__name__}: {e}"[:400]
+        if res.t_end is None:
+            res.t_end = time.perf_counter_ns()
+        parser.finish()
+        return res
+
+    def _json(self, req: StreamRequest) -> tuple[str, dict]:
+        """(path, JSON body) of the direct transport: the same fields the SDK would send."""
+        body: dict[str, Any] = {"model": req.model, "max_tokens": req.max_tokens, "stream": True,
+                                "temperature": req.temperature,
+                                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        if req.seed is not None:
+            body["seed"] = req.seed
+        if req.min_tokens is not None:
+            body["min_tokens"] = req.min_tokens
+        if req.ignore_eos:
+            body["ignore_eos"] = True
+        body.update(req.extra)
+        if req.api == "chat":
+            body["messages"] = [{"role": "user", "content": req.prompt}]
+            return "/chat/completions", body
+        if req.api == "completions":
+            body["prompt"] = req.prompt
+            return "/completions", body
+        raise ValueError(f"api must be 'chat' or 'completions', got {req.api!r}")
+
+    def _body(self, req: StreamRequest) -> tuple[Any, dict]:
+        extra: dict[str, Any] = {}
+        if req.min_tokens is not None:
+            extra["min_tokens"] = req.min_tokens
+        if req.ignore_eos:
+            extra["ignore_eos"] = True
+        extra.update(req.extra)
+        kwargs: dict[str, Any] = dict(
+            model=req.model, max_tokens=req.max_tokens, stream=True, temperature=req.temperature,
+            stream_options={"include_usage": True, "continuous_usage_stats": True},
+            extra_body=extra, timeout=req.timeout)
+        if req.seed is not None:
+            kwargs["seed"] = req.seed
+        if req.api == "chat":
+            kwargs["messages"] = [{"role": "user", "content": req.prompt}]
+            return self._sdk.chat.completions.with_streaming_response, kwargs
+        if req.api == "completions":
+            kwargs["prompt"] = req.prompt
+            return self._sdk.completions.with_streaming_response, kwargs
+        raise ValueError(f"api must be 'chat' or 'completions', got {req.api!r}")
+
+    async def _stream(self, req: StreamRequest, res: StreamResult, parser: _SSEParser) -> None:
+        res.t_send = time.perf_counter_ns()  # replaced by the request hook's stamp below
+        if self.transport == "sdk":
+            api, kwargs = self._body(req)
+            async with api.create(**kwargs) as resp:
+                await self._read(resp.http_response, res, parser)
+            return
+        path, body = self._json(req)
+        headers = {"Authorization": f"Bearer {self._key}", "Accept": "text/event-stream"}
+        async with self._http.stream("POST", self.base + path, json=body, headers=headers,
+                                     timeout=req.timeout) as resp:
+            if resp.status_code >= 400:
+                text = (await resp.aread()).decode(errors="replace")
+                res.http_status = resp.status_code
+                res.t_send = resp.request.extensions.get("labkit_t_send", res.t_send)
+                raise _HTTPError(resp.status_code, text)
+            await self._read(resp, res, parser)
+
+    @staticmethod
+    async def _read(resp: Any, res: StreamResult, parser: _SSEParser) -> None:
+        ext = resp.request.extensions
+        res.t_send = ext.get("labkit_t_send", res.t_send)
+        res.t_hdr = ext.get("labkit_t_hdr")
+        res.http_status = resp.status_code
+        # The hot loop only stamps and keeps the bytes; SSE/JSON parsing happens after the stream ends, so a
+        # slow parse can never make the client fall behind the stream and stamp late.
+        reads = parser.reads
+        async for data in resp.aiter_raw():
+            reads.append((time.perf_counter_ns(), data))
+            if b"data: [DONE]" in data:
+                break
+
+
+class _HTTPError(Exception):
+    def __init__(self, status: int, text: str):
+        self.status, self.text = status, text
+        try:
+            err = json.loads(text).get("error", text)
+            text = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+        except (ValueError, AttributeError):
+            pass
+        super().__init__(f"HTTP {status}: {text[:300]}")
+
+
+async def _stamp_request(request: Any) -> None:
+    request.extensions["labkit_t_send"] = time.perf_counter_ns()
+
+
+async def _stamp_response(response: Any) -> None:
+    response.request.extensions["labkit_t_hdr"] = time.perf_counter_ns()
+
+
+class _SSEParser:
+    """Splits raw SSE bytes into events and folds each into the StreamResult (stamps already taken)."""
+
+    def __init__(self, res: StreamResult):
+        self.res = res
+        self.buf = b""
+        self.cum: int | None = None  # last cumulative completion_tokens seen on a chunk with choices
+        self.has_ids = False
+        self.pending: list[tuple[int, int | None, int | None]] = []  # (t, ids count, usage delta) per chunk
+        self.done = False
+        self.reads: list[tuple[int, bytes]] = []  # (stamp, raw bytes) of every network read, parsed in finish()
+
+    def feed(self, data: bytes, now: int) -> bool:
+        """Consume one network read stamped `now`; True once `[DONE]` arrived."""
+        buf = self.buf + data
+        *lines, self.buf = buf.split(b"\n")
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                self.res.t_end = now
+                self.done = True
+                return True
+            if payload:
+                self._event(json.loads(payload), now)
+        return False
+
+    def _event(self, ev: dict, now: int) -> None:
+        res = self.res
+        res.sse_events += 1
+        if not res.response_id and isinstance(ev.get("id"), str):
+            res.response_id = ev["id"]
+        usage = ev.get("usage")
+        if usage:
+            res.usage = usage
+        choices = ev.get("choices") or []
+        if "error" in ev and not choices:
+            err = ev["error"]
+            res.error = "stream error: " + (err.get("message", str(err)) if isinstance(err, dict) else str(err))
+            return
+        if not choices:
+            return
+        if res.t_chunk1 is None:
+            res.t_chunk1 = now
+        ch = choices[0]
+        delta = ch.get("delta")
+        if delta is not None:  # chat
+            content = delta.get("content") or ""
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+            ids = delta.get("token_ids", ch.get("token_ids"))
+        else:  # completions
+            content = ch.get("text") or ""
+            reasoning = ""
+            ids = ch.get("token_ids")
+        if ch.get("finish_reason"):
+            res.finish_reason = ch["finish_reason"]
+        n_ids = None
+        if ids is not None:
+            self.has_ids = True
+            n_ids = len(ids)
+        n_usage = None
+        if usage and usage.get("completion_tokens") is not None:
+            cum = int(usage["completion_tokens"])
+            n_usage = cum - (self.cum or 0)
+            self.cum = cum
+        known = n_ids if n_ids is not None else n_usage
+        bearing = known > 0 if known is not None else bool(content or reasoning)
+        if not bearing:
+            return
+        if res.t_first is None:
+            res.t_first = now
+        if content and res.t_content is None:
+            res.t_content = now
+        res.t_last = now
+        res.chunk_t.append(now)
+        self.pending.append((now, n_ids, n_usage))
+
+    def finish(self) -> None:
+        """Parse the stamped reads, then decide N, its source and per-chunk counts (measurement.md §2)."""
+        res = self.res
+        for stamp, data in self.reads:
+            try:
+                if self.feed(data, stamp):
+                    break
+            except ValueError as e:  # malformed JSON in an event
+                res.error = res.error or f"malformed SSE event: {e}"[:300]
+                break
+        self.reads = []
+        usage = res.usage or {}
+        if usage.get("prompt_tokens") is not None:
+            res.prompt_tokens = int(usage["prompt_tokens"])
+        details = usage.get("prompt_tokens_details") or {}
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            res.cached_tokens = int(details["cached_tokens"])
+        final = usage.get("completion_tokens")
+        final = int(final) if final is not None else None
+        pend = self.pending
+        if pend and all(p[1] is not None for p in pend):
+            res.chunk_n, res.output_tokens_source = [p[1] for p in pend], "token_ids"
+        elif pend and all(p[2] is not None for p in pend):
+            res.chunk_n, res.output_tokens_source = [p[2] for p in pend], "continuous_usage"
+        elif final is not None:
+            res.chunk_n, res.output_tokens_source = None, "final_usage"
+        elif pend:
+            # No usage anywhere: only valid for engines that never send it, one token per chunk (llama.cpp).
+            res.chunk_n, res.output_tokens_source = [1] * len(pend), "chunk_count"
+        counted = sum(res.chunk_n) if res.chunk_n is not None else None
+        res.output_tokens = final if final is not None else counted
+        if final is not None and counted is not None and counted != final:
+            res.warnings.append(f"per-chunk counts sum to {counted}, final usage says {final}")
+        if not res.error and res.finish_reason is None:
+            res.error = "stream ended without a finish_reason (truncated?)"

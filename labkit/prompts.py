@@ -1,0 +1,171 @@
+"""Unique, natural-looking prompts of an exact length in server tokens (measurement.md §6.2).
+
+Why natural text: speculative acceptance on random token ids is unrealistic. Why a nonce first: prefix caches
+hash chained blocks from the start, so only a leading nonce makes every block unique (the chat template
+preamble before the user message stays shared, which is at most one block). Why server tokens: client and
+server tokenizers disagree and chat templates add tokens, so the length is calibrated against the server's own
+count (`/tokenize`, or `usage.prompt_tokens` of calibration requests) and then checked on every sample.
+
+The prose comes from a small built-in generator (no corpus download): sentences assembled from templates and
+word lists, seeded per request so no two prompts share text beyond the instruction.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections.abc import Awaitable, Callable
+
+LENGTH_TOLERANCE = 0.01  # prompts must land within ±1% of the target in server tokens
+
+_SUBJECTS = [
+    "the old ferryman", "a quiet librarian", "the harbour master", "my grandmother", "the young engineer",
+    "a travelling botanist", "the village baker", "an apprentice clockmaker", "the night watchman",
+    "a retired sea captain", "the schoolteacher", "two curious children", "the lighthouse keeper",
+    "a weary surveyor", "the town's only doctor", "a patient beekeeper", "the river pilot", "a shy painter",
+    "the station master", "an elderly astronomer", "the miller's daughter", "a wandering fiddler",
+]
+_VERBS = [
+    "walked along", "looked out over", "wrote a long letter about", "carefully repaired", "spoke softly of",
+    "remembered", "sketched", "measured", "wandered through", "returned to", "listened for", "described",
+    "waited beside", "counted the lamps along", "studied", "crossed", "painted", "explained the history of",
+    "kept a journal about", "planted seeds near", "argued about", "dreamed of",
+]
+_OBJECTS = [
+    "the frozen canal", "the narrow stone bridge", "the orchard behind the church", "the northern hills",
+    "a lantern with a cracked glass", "the market square", "the salt marshes", "an abandoned mill",
+    "the long road to the coast", "a field of barley", "the copper roofs of the old town", "the tide pools",
+    "a map drawn in faded ink", "the garden wall", "the railway cutting", "a box of letters", "the pine forest",
+    "the reading room", "the winter sky", "a small wooden boat", "the clock tower", "the chalk cliffs",
+]
+_TIMES = [
+    "early in the morning", "after the storm had passed", "in the last week of autumn", "on a grey afternoon",
+    "long before the war", "when the snow began to melt", "late one summer evening", "during the harvest",
+    "at the turn of the century", "while the town was asleep", "every Sunday", "in the spring of that year",
+]
+_CLAUSES = [
+    "because nobody else remembered how it had been", "although the wind was bitter and the light was poor",
+    "while the bells rang somewhere across the valley", "as if the whole place were holding its breath",
+    "and the smell of bread drifted from the open doors", "so that the children could see it for themselves",
+    "until the last of the daylight had gone", "though the path was steep and half washed away",
+    "and the gulls circled low over the water", "before anyone thought to ask why",
+    "while a kettle whistled in the kitchen", "and the rain kept falling on the slate roofs",
+]
+_REFLECTIONS = [
+    "It was the kind of thing one only notices with time.", "Nobody wrote it down, yet everyone knew.",
+    "Years later the story was still told in the same words.", "The details changed, but the shape remained.",
+    "Some said it was foolish; others called it wise.", "There was no hurry, and there never had been.",
+    "Even the dogs seemed to understand the mood of the day.", "Little by little the town changed around it.",
+    "The numbers in the ledger told a plainer story.", "Nothing about it was remarkable, and that was the point.",
+]
+_TOPICS = [
+    "a lighthouse", "a mountain village", "the first train to the coast", "a library at night",
+    "an old clock", "a winter market", "a ship in fog", "a garden in spring", "a long walk home",
+    "a letter never sent", "the last ferry of the season", "a map of an island",
+]
+
+
+def nonce() -> str:
+    """A fresh random nonce (never reused across runs or warmups)."""
+    return secrets.token_hex(6)
+
+
+def prose(seed: str | int, n_sentences: int) -> str:
+    """Deterministic natural-looking prose for `seed`."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n_sentences):
+        if i and rng.random() < 0.12:
+            out.append(rng.choice(_REFLECTIONS))
+            continue
+        s = f"{rng.choice(_TIMES)}, {rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)}"
+        if rng.random() < 0.6:
+            s += f" {rng.choice(_CLAUSES)}"
+        out.append(s[0].upper() + s[1:] + ".")
+    paragraphs, k = [], 0
+    while k < len(out):
+        step = rng.randint(3, 7)
+        paragraphs.append(" ".join(out[k:k + step]))
+        k += step
+    return "\n\n".join(paragraphs)
+
+
+def decode_prompt(nonce_: str) -> str:
+    """A short natural prompt for decode runs; the nonce comes first."""
+    rng = random.Random(nonce_)
+    return (f"[{nonce_}] Write a long, detailed story about {rng.choice(_TOPICS)}, "
+            f"told by {rng.choice(_SUBJECTS)}. Describe the place, the people and the weather.")
+
+
+def prefill_prompt(nonce_: str, n_words: int) -> str:
+    """The prefill prompt: nonce, a one-line instruction, then about `n_words` words of fresh prose."""
+    words = prose(nonce_, max(1, n_words // 8 + 2)).split(" ")
+    body = " ".join(words[:max(1, n_words)])
+    return f"[{nonce_}] Read these notes and summarise them in one sentence.\n\n{body}"
+
+
+Counter = Callable[[str], Awaitable[int]]
+
+
+async def fit_prompt(target: int, count: Counter, nonce_: str | None = None, *,
+                     tolerance: float = LENGTH_TOLERANCE, words_per_token: float = 0.75,
+                     max_steps: int = 12) -> tuple[str, int, str]:
+    """A unique prompt whose server token count is within `tolerance` of `target`.
+
+    `count` returns the server's token count for a prompt (as the request will send it, template included).
+    Secant steps on the word count converge in 2-4 counts; returns (prompt, tokens, nonce). Raises ValueError
+    when the target cannot be met (e.g. shorter than the instruction and template).
+    """
+    nonce_ = nonce_ or nonce()
+    words = max(1, int(target * words_per_token))
+    best: tuple[int, str, int] | None = None
+    seen: dict[int, int] = {}
+    for _ in range(max_steps):
+        prompt = prefill_prompt(nonce_, words)
+        n = await count(prompt)
+        seen[words] = n
+        err = abs(n - target)
+        if best is None or err < best[0]:
+            best = (err, prompt, n)
+        if err <= max(tolerance * target / 4, 0.5):  # aim well inside the bound; server counts can jitter
+            break
+        # tokens per word from the two closest measurements (or this one), then step.
+        rate = n / words
+        others = [w for w in seen if w != words]
+        if others:
+            w2 = min(others, key=lambda w: abs(w - words))
+            if seen[w2] != n:
+                rate = (n - seen[w2]) / (words - w2) if words != w2 else rate
+        rate = rate if rate > 0 else n / words
+        new = max(1, words + round((target - n) / rate))
+        if new == words:
+            new = words + (1 if n < target else -1)
+        if new < 1 or new in seen:
+            break
+        words = new
+    assert best is not None
+    err, prompt, n = best
+    if err > tolerance * target:
+        raise ValueError(f"could not fit a prompt to {target} tokens (closest: {n})")
+    return prompt, n, nonce_
+
+
+class LinearCounter:
+    """Token count estimate `a + b * words` learned from server-reported prompt_tokens of calibration requests.
+
+    Used when the server has no tokenize endpoint; every real sample is then checked against its own
+    usage.prompt_tokens and flagged when it misses the tolerance.
+    """
+
+    def __init__(self, points: list[tuple[int, int]]):
+        if len(points) < 2:
+            raise ValueError("need two calibration points")
+        (w1, n1), (w2, n2) = points[0], points[-1]
+        if w1 == w2:
+            raise ValueError("calibration points need different word counts")
+        self.b = (n2 - n1) / (w2 - w1)
+        self.a = n1 - self.b * w1
+
+    async def __call__(self, prompt: str) -> int:
+        words = len(prompt.split("\n\n", 1)[-1].split(" "))
+        return round(self.a + self.b * words)

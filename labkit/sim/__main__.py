@@ -1,0 +1,5 @@
+import sys
+
+from labkit.sim.cli import main
+
+sys.exit(main())

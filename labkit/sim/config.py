@@ -1,0 +1,254 @@
+"""Simulator settings: one flat dataclass, named presets, and `key=value` / TOML overrides.
+
+Every number the simulator produces derives from these fields, so a test or a measurement-accuracy
+check can state the truth it expects. Keys are flat (`fault_http500_request`, not `fault.http500`) so
+`--set`, config files and presets all use the same names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit.errors import LabkitError
+
+FLAVORS = ("vllm", "sglang")
+KV_LOG_FORMS = ("one-line", "two-line")
+
+
+class SimConfigError(LabkitError):
+    """A bad simulator setting: names the key (and the file or --set it came from)."""
+
+
+def batch_beta(c1_tps: float, c2_agg_tps: float) -> float:
+    """Batch slowdown beta such that two concurrent streams total `c2_agg_tps` when one alone runs at `c1_tps`.
+
+    step_time(b) = step_time(1) * (1 + beta * (b - 1)), so per-stream rate at b=2 is c1 / (1 + beta).
+    """
+    return 2.0 * c1_tps / c2_agg_tps - 1.0
+
+
+@dataclass
+class SimConfig:
+    """All simulator parameters. Rates are tokens/s; times are seconds; 0 means "off"/"same as warm"."""
+
+    # identity
+    flavor: str = "vllm"
+    preset: str = ""
+    model_name: str = "sim-model"
+    model_path: str = "labkit/sim-model"
+    engine_version: str = ""  # "" -> 0.33.0+labkit.sim (vllm) / 0.5.23+labkit.sim (sglang)
+    host: str = "127.0.0.1"
+    port: int = 8000
+    seed: int = 0
+    # capacity
+    max_model_len: int = 131072
+    kv_cache_tokens: int = 1_000_000
+    block_size: int = 16
+    prefix_caching: bool = True
+    prompt_tokens_details: bool = True  # vLLM needs --enable-prompt-tokens-details for this; the sim defaults on
+    # timing
+    prefill_tps: float = 5000.0
+    prefill_chunk_tokens: int = 0  # 0: a prefill blocks other streams' decode steps until it ends
+    decode_tps: float = 50.0  # per stream at c1, mean tokens/s (spec steps included)
+    batch_beta: float = 0.0  # step_time(b) = step_time(1) * (1 + beta*(b-1))
+    cold_requests: int = 1  # the first N generation requests after boot are "cold"
+    cold_decode_tps: float = 0.0  # 0: cold requests decode at decode_tps
+    cold_prefill_tps: float = 0.0  # 0: cold requests prefill at prefill_tps
+    eos_mean_tokens: float = 128.0  # mean natural length (geometric) without ignore_eos; 0: never EOS
+    # speculative decoding
+    spec_method: str = ""  # "" = off; e.g. "dspark", "mtp", "eagle3"
+    spec_k: int = 0
+    spec_accept: list[float] = field(default_factory=list)  # per-position acceptance, non-increasing, len K
+    # boot
+    boot_weights_s: float = 0.5
+    boot_init_s: float = 0.3
+    weights_gib: float = 110.85
+    kv_log_form: str = "one-line"
+    sglang_warmup_s: float = 0.2  # sglang: HTTP is up but /health answers 503 for this long
+    # fault injection (request numbers count generation requests since boot, from 1; 0 = off)
+    fault_boot_crash: str = ""  # fatal log line; the process exits 1 during boot after printing it
+    fault_http500_request: int = 0
+    fault_exit_request: int = 0
+    fault_exit_after_tokens: int = 0
+    fault_stall_request: int = 0
+    fault_stall_after_tokens: int = 0
+
+    # ---- derived -------------------------------------------------------------------------------
+    @property
+    def version(self) -> str:
+        if self.engine_version:
+            return self.engine_version
+        return "0.33.0+labkit.sim" if self.flavor == "vllm" else "0.5.23+labkit.sim"
+
+    @property
+    def spec_on(self) -> bool:
+        return bool(self.spec_method) and self.spec_k > 0
+
+    @property
+    def mean_accepted(self) -> float:
+        return sum(self.spec_accept) if self.spec_on else 0.0
+
+    def step_time(self, batch: int, cold: bool) -> float:
+        """Seconds per decode step for one stream when `batch` streams decode together."""
+        rate = self.cold_decode_tps if cold and self.cold_decode_tps > 0 else self.decode_tps
+        return (1.0 + self.mean_accepted) / rate * (1.0 + self.batch_beta * (max(batch, 1) - 1))
+
+    def prefill_rate(self, cold: bool) -> float:
+        return self.cold_prefill_tps if cold and self.cold_prefill_tps > 0 else self.prefill_tps
+
+    def validate(self) -> SimConfig:
+        def bad(key: str, msg: str) -> SimConfigError:
+            return SimConfigError(f"sim setting {key}: {msg}")
+
+        if self.flavor not in FLAVORS:
+            raise bad("flavor", f"must be one of {', '.join(FLAVORS)}, got {self.flavor!r}")
+        if self.kv_log_form not in KV_LOG_FORMS:
+            raise bad("kv_log_form", f"must be one of {', '.join(KV_LOG_FORMS)}, got {self.kv_log_form!r}")
+        for key in ("prefill_tps", "decode_tps"):
+            if getattr(self, key) <= 0:
+                raise bad(key, "must be > 0")
+        for key in ("cold_decode_tps", "cold_prefill_tps", "batch_beta", "eos_mean_tokens", "boot_weights_s",
+                    "boot_init_s", "sglang_warmup_s", "weights_gib"):
+            if getattr(self, key) < 0:
+                raise bad(key, "must be >= 0")
+        for key in ("max_model_len", "kv_cache_tokens", "block_size"):
+            if getattr(self, key) < 1:
+                raise bad(key, "must be >= 1")
+        if not 0 <= self.port <= 65535:
+            raise bad("port", f"out of range: {self.port}")
+        if self.spec_method:
+            if self.spec_k < 1:
+                raise bad("spec_k", "must be >= 1 when spec_method is set")
+            if len(self.spec_accept) != self.spec_k:
+                raise bad("spec_accept", f"needs {self.spec_k} rates (one per draft position), got {len(self.spec_accept)}")
+            if any(not 0 <= a <= 1 for a in self.spec_accept):
+                raise bad("spec_accept", "rates must be within [0, 1]")
+            if any(b > a for a, b in zip(self.spec_accept, self.spec_accept[1:], strict=False)):
+                raise bad("spec_accept", "rates must be non-increasing (position i needs positions < i accepted)")
+        for key in ("fault_http500_request", "fault_exit_request", "fault_exit_after_tokens", "fault_stall_request",
+                    "fault_stall_after_tokens", "cold_requests", "prefill_chunk_tokens"):
+            if getattr(self, key) < 0:
+                raise bad(key, "must be >= 0")
+        return self
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(SimConfig)}
+
+# Stock DeepSeek-V4.1-Flash on vLLM, four Sparks, from the lab note (2026-10-23). Simulated, not measured.
+_DSV41 = dict(model_name="sim-dsv41", model_path="labkit/sim-dsv41", max_model_len=131072,
+              weights_gib=110.85, boot_weights_s=1.5, boot_init_s=1.0, prefill_chunk_tokens=4096)
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "dsv41-stock": dict(
+        _DSV41, decode_tps=29.7, cold_decode_tps=20.0, batch_beta=batch_beta(29.7, 45.6), prefill_tps=750.0,
+        kv_cache_tokens=8_726_823,
+    ),
+    "dsv41-stock-dspark": dict(
+        _DSV41, decode_tps=52.9, cold_decode_tps=25.5, batch_beta=batch_beta(52.9, 66.4), prefill_tps=605.0,
+        kv_cache_tokens=7_070_000, spec_method="dspark", spec_k=5,
+        # "4.79 of 5" read as accepted drafts per step, bonus excluded (tau = 5.79): sum of the rates.
+        spec_accept=[0.995, 0.985, 0.96, 0.935, 0.915],
+    ),
+    # Fast and small for tests: boots in ~0.1 s, 200 t/s decode, 20k t/s prefill.
+    "test": dict(
+        model_name="sim-test", model_path="labkit/sim-test", max_model_len=8192, kv_cache_tokens=100_000,
+        decode_tps=200.0, prefill_tps=20_000.0, batch_beta=0.5, cold_requests=0, boot_weights_s=0.05,
+        boot_init_s=0.05, weights_gib=1.0, sglang_warmup_s=0.05,
+    ),
+}
+
+
+def parse_value(key: str, text: str) -> Any:
+    """Convert a `--set` string to the type of field `key` (lists: JSON or comma-separated)."""
+    if key not in FIELDS:
+        hint = difflib.get_close_matches(key, FIELDS, n=3)
+        more = f" (did you mean {', '.join(hint)}?)" if hint else ""
+        raise SimConfigError(f"unknown sim setting {key!r}{more}; valid keys: {', '.join(FIELDS)}")
+    kind = FIELDS[key].type
+    try:
+        if kind == "bool":
+            low = text.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected true/false")
+        if kind == "int":
+            return int(text.replace("_", "").replace(",", ""))
+        if kind == "float":
+            return float(text)
+        if kind == "list[float]":
+            text = text.strip()
+            if text.startswith("["):
+                return [float(v) for v in json.loads(text)]
+            return [float(v) for v in text.split(",") if v.strip()]
+        return text
+    except ValueError as e:
+        raise SimConfigError(f"sim setting {key}: cannot read {text!r} as {kind}: {e}")
+
+
+def _coerce(key: str, value: Any, where: str) -> Any:
+    """Check a value from a TOML/JSON file or preset against the field's type."""
+    if key not in FIELDS:
+        hint = difflib.get_close_matches(key, FIELDS, n=3)
+        more = f" (did you mean {', '.join(hint)}?)" if hint else ""
+        raise SimConfigError(f"{where}: unknown sim setting {key!r}{more}")
+    kind = FIELDS[key].type
+    ok = {
+        "bool": lambda v: isinstance(v, bool),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "float": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "str": lambda v: isinstance(v, str),
+        "list[float]": lambda v: isinstance(v, list) and all(isinstance(x, int | float) for x in v),
+    }[kind]
+    if not ok(value):
+        raise SimConfigError(f"{where}: sim setting {key}: expected {kind}, got {value!r}")
+    return [float(x) for x in value] if kind == "list[float]" else (float(value) if kind == "float" else value)
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """Settings from a TOML (.toml) or JSON file: a flat table of keys (or under a [sim] table)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise SimConfigError(f"{p}: cannot read sim config: {e}")
+    try:
+        data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as e:
+        raise SimConfigError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'TOML'}: {e}")
+    if isinstance(data.get("sim"), dict):
+        data = data["sim"]
+    return {k: _coerce(k, v, str(p)) for k, v in data.items()}
+
+
+def build_config(preset: str | None = None, file: str | Path | None = None, sets: list[str] | None = None,
+                 **overrides: Any) -> SimConfig:
+    """Preset, then file, then `key=value` strings, then keyword overrides (None values skipped); validated.
+
+    Raises SimConfigError naming the key for anything unknown or ill-typed.
+    """
+    values: dict[str, Any] = {}
+    if preset:
+        if preset not in PRESETS:
+            raise SimConfigError(f"unknown sim preset {preset!r}; presets: {', '.join(PRESETS)}")
+        values.update(PRESETS[preset])
+        values["preset"] = preset
+    if file:
+        values.update(load_file(file))
+    for item in sets or []:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_").replace(".", "_")
+        if not sep or not key:
+            raise SimConfigError(f"--set expects key=value, got {item!r}")
+        values[key] = parse_value(key, text)
+    for key, value in overrides.items():
+        if value is not None:
+            values[key] = _coerce(key, value, "option")
+    return SimConfig(**values).validate()

@@ -1,0 +1,318 @@
+"""The simulated engine core: admission, prefix cache, token schedule, spec steps, counters, ground truth.
+
+Pure bookkeeping with an injected clock and no I/O, so the HTTP layer only waits and writes. Times are
+`time.perf_counter()` seconds (CLOCK_MONOTONIC on Linux, comparable across processes on one host).
+
+Schedule of one request (all targets absolute, chained from the previous *target*, never from the actual
+wake-up time, so sleep jitter does not accumulate):
+- prefill: starts at max(arrival, end of the previous prefill) (one prefill at a time, like one GPU);
+  lasts (prompt_tokens - cached_tokens) / prefill_tps. The first token is emitted when it ends.
+- decode step k: target_k = target_{k-1} + step_time(b), b = requests currently decoding (read when the
+  step is scheduled), step_time(b) = (1 + E[accepted]) / decode_tps * (1 + batch_beta * (b - 1)).
+  A step due inside another request's prefill waits for it (prefill_chunk_tokens = 0) or is stretched by one
+  chunk's time (prefill_chunk_tokens / prefill_tps), as chunked prefill shares the forward pass.
+- speculative step: one uniform draw u; position i is accepted iff u < spec_accept[i] (rates non-increasing,
+  so acceptance is a prefix and P(position i accepted) = spec_accept[i] exactly). The step emits 1 + accepted
+  tokens in one chunk, truncated at the request's end; the counters count the full step as vLLM does.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from labkit.sim.config import SimConfig
+
+BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+           40.0, 80.0, 160.0, 640.0, 2560.0)
+
+
+@dataclass
+class Histogram:
+    """Prometheus-style cumulative histogram (sum, count, per-bucket counts)."""
+
+    sum: float = 0.0
+    count: int = 0
+    buckets: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
+
+    def observe(self, value: float) -> None:
+        self.sum += value
+        self.count += 1
+        for i, edge in enumerate(BUCKETS):
+            if value <= edge:
+                self.buckets[i] += 1
+
+
+@dataclass
+class Counters:
+    """Monotonic since boot (except where noted); rendered by metrics.py in each flavour's names."""
+
+    prompt_tokens: int = 0  # vLLM: at prefill end; SGLang renders finished_* at request finish
+    generation_tokens: int = 0  # live, per step
+    prefix_queries: int = 0  # tokens, at admission
+    prefix_hits: int = 0  # tokens, at admission
+    spec_drafts: int = 0
+    spec_draft_tokens: int = 0
+    spec_accepted: int = 0
+    spec_accepted_per_pos: list[int] = field(default_factory=list)
+    # at request finish (SGLang semantics)
+    finished_prompt_tokens: int = 0
+    finished_generation_tokens: int = 0
+    finished_cached_tokens: int = 0
+    finished_verify_calls: int = 0
+    success: dict[str, int] = field(default_factory=dict)  # finish_reason -> count
+    # SGLang cumulative acceptance, reset by /flush_cache
+    accept_tokens_since_flush: int = 0
+    forward_ct_since_flush: int = 0
+    # gauges: last finished request's spec acceptance
+    last_accept_length: float = 0.0
+    last_accept_rate: float = 0.0
+    ttft: Histogram = field(default_factory=Histogram)
+    prefill_time: Histogram = field(default_factory=Histogram)
+    decode_time: Histogram = field(default_factory=Histogram)
+    e2e: Histogram = field(default_factory=Histogram)
+
+
+@dataclass
+class RequestTruth:
+    """What the server actually scheduled and sent for one generation request (served at GET /sim/requests)."""
+
+    id: str
+    index: int  # generation request number since boot, from 1
+    endpoint: str  # "chat" | "completions"
+    stream: bool
+    cold: bool
+    prompt_tokens: int
+    cached_tokens: int
+    max_tokens: int
+    target_tokens: int  # tokens it will produce: min(max_tokens, EOS position)
+    eos_at: int | None  # position of the seeded EOS token (None: ignore_eos or no EOS)
+    t_arrival: float
+    t_prefill_start: float
+    t_prefill_end: float  # scheduled first-token time
+    completion_tokens: int = 0
+    steps: int = 0  # decode steps after the prefill token (SGLang verify calls)
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+    chunks: int = 0  # token-carrying chunks sent (stream) / decode events (non-stream)
+    t_first: float | None = None  # actual emission time of the first token
+    t_last: float | None = None  # actual emission time of the last token
+    t_first_target: float | None = None
+    t_last_target: float | None = None
+    max_lateness: float = 0.0  # worst (actual - target) over emissions, seconds
+    finish_reason: str | None = None
+    status: str = "running"  # running | finished | aborted | stalled | exited | error
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        n = self.completion_tokens
+        d["true_decode_tps"] = ((n - 1) / (self.t_last - self.t_first)
+                                if n > 1 and self.t_first is not None and self.t_last and self.t_last > self.t_first
+                                else None)
+        dt = self.t_prefill_end - self.t_prefill_start
+        d["true_prefill_tps"] = (self.prompt_tokens - self.cached_tokens) / dt if dt > 0 else None
+        return d
+
+
+class Engine:
+    """Scheduling and accounting for all requests of one simulated server."""
+
+    def __init__(self, cfg: SimConfig, clock: Callable[[], float] = time.perf_counter):
+        self.cfg = cfg
+        self.clock = clock
+        self.t_boot = clock()
+        self.n_requests = 0  # generation requests admitted (numbering for faults and cold turns)
+        self.running = 0
+        self.decoding = 0
+        self.c = Counters(spec_accepted_per_pos=[0] * cfg.spec_k)
+        self.records: list[RequestTruth] = []
+        self._cache: OrderedDict[int, None] = OrderedDict()
+        self._cache_cap = max(1, cfg.kv_cache_tokens // cfg.block_size)
+        self._prefill_free_at = 0.0
+        self._prefills: list[tuple[float, float, int]] = []  # (start, end, request index)
+        self._hashes: dict[int, list[int]] = {}
+        self._rng: dict[int, random.Random] = {}
+        self._accept = list(cfg.spec_accept) if cfg.spec_on else []
+
+    # ---- prefix cache ---------------------------------------------------------------------------
+    def block_hashes(self, ids: list[int]) -> list[int]:
+        """Chained hashes of the full blocks: block i's hash covers every token before its end."""
+        bs = self.cfg.block_size
+        out, h = [], 0
+        for i in range(0, len(ids) - bs + 1, bs):
+            h = hash((h, tuple(ids[i:i + bs])))
+            out.append(h)
+        return out
+
+    def cached_prefix(self, hashes: list[int], prompt_len: int) -> int:
+        """Cached tokens for a prompt: leading blocks found in the cache, at most prompt_len - 1 tokens."""
+        if not self.cfg.prefix_caching:
+            return 0
+        limit = (prompt_len - 1) // self.cfg.block_size
+        hits = 0
+        for h in hashes[:limit]:
+            if h not in self._cache:
+                break
+            self._cache.move_to_end(h)
+            hits += 1
+        return hits * self.cfg.block_size
+
+    def _insert(self, hashes: list[int]) -> None:
+        for h in hashes:
+            self._cache[h] = None
+            self._cache.move_to_end(h)
+        while len(self._cache) > self._cache_cap:
+            self._cache.popitem(last=False)
+
+    def flush_cache(self) -> bool:
+        """Drop the prefix cache and zero the since-flush acceptance (SGLang: only when idle)."""
+        if self.running:
+            return False
+        self._cache.clear()
+        self.c.accept_tokens_since_flush = 0
+        self.c.forward_ct_since_flush = 0
+        return True
+
+    # ---- request lifecycle -------------------------------------------------------------------------
+    def admit(self, ids: list[int], max_tokens: int, min_tokens: int, ignore_eos: bool, endpoint: str,
+              stream: bool, req_id: str, now: float | None = None) -> RequestTruth:
+        """Register a request and fix its prefill schedule and natural length."""
+        cfg = self.cfg
+        now = self.clock() if now is None else now
+        self.n_requests += 1
+        index = self.n_requests
+        cold = index <= cfg.cold_requests
+        rng = random.Random(cfg.seed * 1_000_003 + index)
+        eos_at = None
+        if not ignore_eos and cfg.eos_mean_tokens > 0:
+            eos_at = self._geometric(rng, cfg.eos_mean_tokens)
+            if eos_at < min_tokens:  # EOS blocked until min_tokens: the hazard restarts after them
+                eos_at = min_tokens + self._geometric(rng, cfg.eos_mean_tokens)
+        target = max_tokens if eos_at is None else min(max_tokens, eos_at)
+        hashes = self.block_hashes(ids) if cfg.prefix_caching else []
+        cached = self.cached_prefix(hashes, len(ids))
+        self.c.prefix_queries += len(ids)
+        self.c.prefix_hits += cached
+        self._prefills = [p for p in self._prefills if p[1] > now]
+        start = max(now, self._prefill_free_at)
+        end = start + (len(ids) - cached) / cfg.prefill_rate(cold)
+        self._prefill_free_at = end
+        self._prefills.append((start, end, index))
+        rec = RequestTruth(id=req_id, index=index, endpoint=endpoint, stream=stream, cold=cold,
+                           prompt_tokens=len(ids), cached_tokens=cached, max_tokens=max_tokens, target_tokens=target,
+                           eos_at=eos_at, t_arrival=now, t_prefill_start=start, t_prefill_end=end,
+                           accepted_per_pos=[0] * (cfg.spec_k if cfg.spec_on else 0))
+        self._hashes[index] = hashes
+        self._rng[index] = rng
+        self.records.append(rec)
+        self.running += 1
+        return rec
+
+    @staticmethod
+    def _geometric(rng: random.Random, mean: float) -> int:
+        """Natural length >= 1 with the given mean (per-token EOS hazard 1/mean)."""
+        p = 1.0 / mean
+        if p >= 1.0:
+            return 1
+        return 1 + int(math.log(1.0 - rng.random()) / math.log(1.0 - p))
+
+    def next_target(self, rec: RequestTruth, prev_target: float) -> float:
+        """Absolute time of this request's next decode step."""
+        cfg = self.cfg
+        t = prev_target + cfg.step_time(self.decoding, rec.cold)
+        for start, end, index in self._prefills:
+            if index != rec.index and start < t < end:
+                if cfg.prefill_chunk_tokens:
+                    t = min(t + cfg.prefill_chunk_tokens / cfg.prefill_rate(False), end)
+                else:
+                    t = end
+        return t
+
+    def first_token(self, rec: RequestTruth, now: float, target: float) -> int:
+        """Prefill done: the first token is emitted now. Returns the number of tokens (1)."""
+        self._insert(self._hashes.pop(rec.index, []))
+        self.c.prompt_tokens += rec.prompt_tokens
+        self.decoding += 1
+        rec.t_first = now
+        rec.t_first_target = target
+        self._emitted(rec, 1, now, target)
+        return 1
+
+    def step(self, rec: RequestTruth, now: float, target: float) -> int:
+        """One decode step, emitted now: returns tokens it carries (1 + accepted drafts, truncated at the end)."""
+        rec.steps += 1
+        n = 1
+        if self._accept:
+            u = self._rng[rec.index].random()
+            acc = 0
+            for a in self._accept:
+                if u < a:
+                    acc += 1
+                else:
+                    break
+            k = len(self._accept)
+            rec.drafts += 1
+            rec.draft_tokens += k
+            rec.accepted += acc
+            self.c.spec_drafts += 1
+            self.c.spec_draft_tokens += k
+            self.c.spec_accepted += acc
+            for i in range(acc):
+                rec.accepted_per_pos[i] += 1
+                self.c.spec_accepted_per_pos[i] += 1
+            n += acc
+        n = min(n, rec.target_tokens - rec.completion_tokens)
+        self._emitted(rec, n, now, target)
+        return n
+
+    def _emitted(self, rec: RequestTruth, n: int, now: float, target: float) -> None:
+        rec.completion_tokens += n
+        rec.chunks += 1
+        rec.t_last = now
+        rec.t_last_target = target
+        late = now - target
+        if late > rec.max_lateness:
+            rec.max_lateness = late
+        self.c.generation_tokens += n
+
+    def finish(self, rec: RequestTruth, status: str, reason: str | None = None) -> None:
+        """Request over (finished, aborted by the client, or ended by a fault); idempotent."""
+        if rec.status != "running":
+            return
+        rec.status = status
+        rec.finish_reason = reason
+        self.running -= 1
+        if rec.t_first is not None:
+            self.decoding -= 1
+        self._hashes.pop(rec.index, None)
+        self._rng.pop(rec.index, None)
+        c = self.c
+        c.finished_prompt_tokens += rec.prompt_tokens
+        c.finished_generation_tokens += rec.completion_tokens
+        c.finished_cached_tokens += rec.cached_tokens
+        c.finished_verify_calls += rec.steps
+        if self._accept and rec.steps:
+            c.accept_tokens_since_flush += rec.steps + rec.accepted
+            c.forward_ct_since_flush += rec.steps
+            c.last_accept_length = (rec.steps + rec.accepted) / rec.steps
+            c.last_accept_rate = rec.accepted / max(1, rec.draft_tokens)
+        if status == "finished" and reason:
+            c.success[reason] = c.success.get(reason, 0) + 1
+        if rec.t_first is not None:
+            c.ttft.observe(rec.t_first - rec.t_arrival)
+            c.prefill_time.observe(rec.t_prefill_end - rec.t_prefill_start)
+            if rec.t_last is not None:
+                c.decode_time.observe(rec.t_last - rec.t_first)
+                c.e2e.observe(rec.t_last - rec.t_arrival)
+
+    @property
+    def avg_spec_accept_length(self) -> float:
+        """SGLang /server_info value: accepted tokens (bonus included) per forward since boot/flush, floor 1."""
+        c = self.c
+        return max(1.0, c.accept_tokens_since_flush / c.forward_ct_since_flush) if c.forward_ct_since_flush else 1.0

@@ -1,0 +1,152 @@
+"""End to end against the simulator in a subprocess: the oracle's ground truth checks what the bench measured."""
+
+import pytest
+
+from labkit.bench import BenchResult, run_bench
+from labkit.notefmt import render
+from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
+from labkit.simproc import SimProcess
+
+
+def _plan(turns=2, n=24, conc=(1, 2), warmup=1, prompts=(), repeats=1, timeout=20.0):
+    return MeasurePlan(api="chat", runs=1, decode=DecodePlan(conc, turns, n, warmup),
+                       prefill=PrefillPlan(prompts, repeats), timeout=timeout)
+
+
+def _truth_by_id(sim):
+    return {t["id"]: t for t in sim.truth()["requests"]}
+
+
+def test_cold_turn_detected_and_matches_truth(tmp_path):
+    with SimProcess(sets={"cold_requests": 1, "cold_decode_tps": 60, "decode_tps": 240}) as sim:
+        res = run_bench(sim.url, _plan(prompts=(300,)), progress=False)
+        truth = _truth_by_id(sim)
+    cold = [r for r in res.records if r.cold]
+    assert len(cold) == 1 and cold[0].ok
+    assert truth[cold[0].response_id]["cold"] and truth[cold[0].response_id]["index"] == 1
+    assert not any(truth[r.response_id]["cold"] for r in res.records if not r.cold)
+    m = res.summary.measures
+    assert m["decode_c1_cold"] < m["decode_c1"]
+    for r in res.records:
+        t = truth[r.response_id]
+        if r.decode_tps is not None:
+            assert r.decode_tps == pytest.approx(t["true_decode_tps"], rel=0.05)
+    assert m["prefill_300"] > 0 and "prefill (300 prompt)" in render(res.summary)
+    assert "cold turn" in render(res.summary)
+    # round trip through one JSON file
+    back = BenchResult.load(res.save(tmp_path / "bench.json"))
+    assert back.records == res.records and back.summary == res.summary and back.groups == res.groups
+    assert back.provenance["model"] == "sim-test" and "git_sha" in back.provenance
+
+
+def test_no_cold_turn_when_engine_already_served():
+    with SimProcess(sets={"cold_requests": 1}) as sim:
+        run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False)
+        res = run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False, cold_expected=True)
+    assert not any(r.cold for r in res.records)
+    assert any("cold turn not recorded" in n for n in res.summary.notes)
+
+
+def test_multi_token_chunks_counted_and_acceptance_equals_truth():
+    sets = {"spec_method": "mtp", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5], "decode_tps": 300}
+    with SimProcess(sets=sets) as sim:
+        res = run_bench(sim.url, _plan(n=60), progress=False)
+        truth = _truth_by_id(sim)
+    decode = [r for r in res.records if r.phase in ("decode", "warmup")]
+    assert all(r.ok and r.output_tokens == 60 and sum(r.chunk_n) == 60 for r in decode)
+    assert all(r.output_tokens_source == "continuous_usage" for r in decode)
+    assert all(r.chunks == truth[r.response_id]["chunks"] for r in decode)
+    assert any(n > 1 for r in decode for n in r.chunk_n)  # several tokens per chunk
+    assert sum(r.chunks for r in decode) < sum(r.output_tokens for r in decode)
+    ts = [truth[r.response_id] for r in decode]
+    real = sum(t["accepted"] for t in ts) / sum(t["drafts"] for t in ts)
+    m = res.summary.measures
+    assert m["accept_per_draft"] == pytest.approx(real, abs=1e-9)
+    assert m["accept_length"] == pytest.approx(1 + real, abs=1e-9)
+    assert m["accept_k"] == 3
+    for r in decode:
+        assert r.decode_tps == pytest.approx(truth[r.response_id]["true_decode_tps"], rel=0.05)
+
+
+def test_reused_prompts_are_flagged_and_excluded(monkeypatch):
+    import labkit.prompts as pr
+
+    monkeypatch.setattr(pr, "nonce", lambda: "samesame")  # every prompt identical: the prefix cache hits
+    with SimProcess() as sim:
+        res = run_bench(sim.url, _plan(turns=0, prompts=(400,), repeats=2), progress=False, decode=False)
+    pre = [r for r in res.records if r.phase == "prefill"]
+    assert len(pre) == 2 and all("prefix-cache-hit" in r.flags for r in pre)
+    assert "prefill_400" not in res.summary.measures
+    assert res.summary.measures["prefix_cache_hit_ratio"] > 0.9
+    assert any("flagged" in n for n in res.summary.notes)
+
+
+def test_unique_prompts_hit_length_and_miss_cache():
+    with SimProcess() as sim:
+        res = run_bench(sim.url, _plan(prompts=(1000, 3000), repeats=2), progress=False, decode=False)
+    pre = [r for r in res.records if r.phase == "prefill"]
+    assert len(pre) == 4
+    for r in pre:
+        assert abs(r.prompt_tokens - r.prompt_target) <= 0.01 * r.prompt_target
+        assert r.cached_tokens <= 16 and not r.flags
+    assert res.summary.measures["prefix_cache_hit_ratio"] < 0.01
+    assert res.provenance["prompt_length_counter"] == "server /tokenize"
+
+
+def test_http_error_and_stalled_stream_are_failed_records():
+    # generation request 3 gets HTTP 500; request 5 stalls after 4 tokens (the client's timeout ends it)
+    sets = {"fault_http500_request": 3, "fault_stall_request": 5, "fault_stall_after_tokens": 4}
+    with SimProcess(sets=sets) as sim:
+        res = run_bench(sim.url, _plan(turns=4, n=16, conc=(1,), timeout=2.0), progress=False)
+    failed = [r for r in res.records if not r.ok]
+    assert len(failed) == 2 and res.summary.n_failed == 2
+    assert any("HTTP 500" in r.error for r in failed) and any("timeout" in r.error for r in failed)
+    assert len(res.summary.samples["decode_c1"]) == 2  # 4 warm turns - 2 failures (cold + warmup fine)
+    assert any("failed request" in n for n in res.summary.notes)
+
+
+def test_engine_dying_mid_stream_is_a_failure_not_a_crash():
+    sets = {"fault_exit_request": 2, "fault_exit_after_tokens": 5}
+    with SimProcess(sets=sets) as sim:
+        res = run_bench(sim.url, _plan(turns=2, n=16, conc=(1,), timeout=5.0), progress=False)
+    assert res.records[0].ok
+    assert not res.records[1].ok and res.records[1].error
+    assert all(not r.ok for r in res.records[1:])
+    assert "decode_c1" not in res.summary.measures
+
+
+@pytest.mark.parametrize("metrics", [True, False])
+def test_sglang_flavor_acceptance(metrics, monkeypatch):
+    """SGLang: counter deltas (prefill token taken out) or, without spec counters, flush-then-read /server_info."""
+    from labkit import bench as b
+
+    async def no_metrics(self, key):
+        self.has_metrics = False
+        return None
+
+    if not metrics:  # an SGLang launched without --enable-metrics
+        monkeypatch.setattr(b._Bench, "_scrape", no_metrics)
+    sets = {"flavor": "sglang", "spec_method": "eagle", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5],
+            "decode_tps": 400}
+    with SimProcess(sets=sets) as sim:
+        res = run_bench(sim.url, _plan(n=60, conc=(1,)), progress=False)
+        truth = _truth_by_id(sim)
+    ts = [truth[r.response_id] for r in res.records]
+    m = res.summary.measures
+    assert m["accept_k"] == 3
+    if metrics:
+        emitted = sum(t["completion_tokens"] - 1 - t["steps"] for t in ts) / sum(t["steps"] for t in ts)
+        assert m["accept_per_draft"] == pytest.approx(emitted, abs=1e-9)
+    else:
+        assert "server_info" in res.summary.method["accept_length"]
+        real = sum(t["accepted"] for t in ts) / sum(t["drafts"] for t in ts)
+        assert m["accept_per_draft"] == pytest.approx(real, abs=0.05)
+
+
+def test_sdk_transport_measures_the_same():
+    with SimProcess(sets={"decode_tps": 300}) as sim:
+        res = run_bench(sim.url, _plan(turns=2, n=40, conc=(1,)), progress=False, transport="sdk")
+        truth = _truth_by_id(sim)
+    for r in res.records:
+        assert r.ok and r.output_tokens == 40
+        assert r.decode_tps == pytest.approx(truth[r.response_id]["true_decode_tps"], rel=0.05)

@@ -57,12 +57,65 @@ def cmd_recipes(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from labkit.describe import describe_plan
+    from labkit.serve import lane_commands
 
     plan = plan_from_args(args)
+    commands = lane_commands(plan)
     if args.json:
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json.dumps({**plan.to_dict(), "commands": commands}, indent=2))
     else:
-        print(describe_plan(plan))
+        print(describe_plan(plan, commands=commands))
+    return 0
+
+
+def _lane(args: argparse.Namespace, **kwargs):
+    from labkit.serve import Lane
+
+    return Lane(plan_from_args(args), **kwargs)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Boot the lane and leave it running (`labkit down` removes it); Ctrl-C during boot removes it."""
+    import tempfile
+
+    run_dir = args.logs or tempfile.mkdtemp(prefix="labkit-up-")
+    lane = _lane(args, run_dir=run_dir)
+    endpoint = lane.start()
+    b = endpoint.boot
+    print(f"lane {endpoint.lane_id} is up: {endpoint.base_url} (model {endpoint.model})")
+    print(f"  boot {b.boot_seconds:.1f} s; KV pool {b.kv_pool_tokens if b.kv_pool_tokens is not None else '?'} tokens; "
+          f"engine {b.engine_version or '?'}; boot log and facts in {run_dir}")
+    print(f"  remove it with: labkit down {args.recipe}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    lane = _lane(args)
+    lane.down()
+    print(f"lane {lane.lane_id}: removed on {len(lane.group)} node(s) ({', '.join(lane.group.names)}), verified")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    lane = _lane(args, progress=None)
+    states = lane.status()
+    for node, state in states.items():
+        print(f"{node}: {state}")
+    alive = all(s == "alive" for s in states.values())
+    ready = alive and lane.ready()
+    print(f"lane {lane.lane_id}: " + ("ready at " + lane.root_url + "/v1" if ready else
+                                       "running, not ready" if alive else
+                                       "down" if all(s == "absent" for s in states.values()) else "broken"))
+    return 0 if ready else 3
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    lane = _lane(args, progress=None)
+    nodes = [args.node] if args.node else None
+    for node, text in lane.logs(tail=args.tail, nodes=nodes).items():
+        if len(lane.group) > 1 and not args.node:
+            print(f"==> {node} <==")
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
     return 0
 
 
@@ -143,6 +196,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-prefill", dest="prefill", action="store_false")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("up", help="boot a lane on its nodes and leave it running")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.add_argument("--logs", metavar="DIR", help="folder for boot logs and boot.json (default: a temp folder)")
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("down", help="remove a lane on every node and verify it is gone")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.set_defaults(func=cmd_down)
+
+    p = sub.add_parser("status", help="per-node state of a lane (exit 0 only when ready)")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("logs", help="print the end of each node's engine log")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.add_argument("--tail", type=int, default=50, help="lines per node (default 50)")
+    p.add_argument("--node", help="only this node")
+    p.set_defaults(func=cmd_logs)
 
     p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")
     p.add_argument("recipes", nargs="*")

@@ -1,0 +1,206 @@
+"""What every engine adapter provides: per-node launch commands, a readiness probe, boot-log parsing.
+
+Adapters are pure: they turn a LanePlan and the node list into data (argv, env, probe paths) and
+turn log text into facts. Running anything is the runtime's and serve.py's job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from labkit.errors import LabkitError
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A node as the engine sees it: its name (for containers, logs) and the address peers use."""
+
+    name: str
+    address: str
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """One node's engine process: argv and the env it needs (recipe env plus per-node values)."""
+
+    node: str
+    rank: int
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    serves_http: bool  # only the head answers the API; workers are checked by liveness
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A readiness check: GET path on the head until it returns `status`."""
+
+    path: str
+    status: int = 200
+
+
+@dataclass(frozen=True)
+class BootPattern:
+    """A boot-log line worth recording: `name` keys BootFacts.lines, `label` is shown as progress."""
+
+    name: str
+    regex: re.Pattern
+    label: str
+
+
+@dataclass
+class BootPhase:
+    at: float  # seconds since the lane's start command was issued
+    node: str
+    name: str
+    line: str
+
+
+@dataclass
+class BootFacts:
+    """What a boot revealed, with the raw lines the numbers were read from (the record's provenance)."""
+
+    engine_version: str | None = None
+    boot_seconds: float | None = None  # start command issued -> readiness noticed (wall clock, this host)
+    load_seconds: float | None = None  # engine's own model-load figure (vLLM "Model loading took", SGLang weights)
+    weights_seconds: float | None = None  # vLLM "Loading weights took"
+    weights_gib: float | None = None
+    engine_init_seconds: float | None = None
+    compile_seconds: float | None = None
+    graph_capture_seconds: float | None = None
+    kv_pool_tokens: int | None = None
+    kv_pool_context: int | None = None  # the per-request length the concurrency figure refers to
+    max_concurrency: float | None = None
+    lines: dict[str, str] = field(default_factory=dict)  # pattern name -> first raw matched line (head)
+    phases: list[BootPhase] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+FATAL_COMMON: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"does not expose the metadata layout"), "InstantTensor load format is broken in this image"),
+    (re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory"), "CUDA out of memory"),
+    (re.compile(r"Engine core initialization failed"), "engine core initialization failed"),
+    (re.compile(r"EngineDeadError"), "engine died"),
+)
+
+TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
+EXC_LINE = re.compile(r"(?:^|[\s)\]])((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit))(?::|\s*$)")
+
+
+class BootLog:
+    """Incremental parser of one node's log: feed text chunks, get boot phases, facts and fatal lines."""
+
+    def __init__(self, engine: Engine, node: str, head: bool):
+        self.engine = engine
+        self.node = node
+        self.head = head
+        self._partial = ""
+        self._in_traceback = False
+        self.fatal: tuple[str, str] | None = None  # (description, line)
+        self.matches: list[tuple[str, str, re.Match]] = []  # (name, line, match)
+
+    def feed(self, text: str) -> list[tuple[BootPattern, str]]:
+        """Parse complete lines of `text` (a trailing partial line waits for the next chunk)."""
+        data = self._partial + text
+        lines = data.split("\n")
+        self._partial = lines.pop()
+        found = []
+        for raw in lines:
+            line = ANSI.sub("", raw).rstrip("\r")
+            found += self._line(line)
+        return found
+
+    def flush(self) -> list[tuple[BootPattern, str]]:
+        rest, self._partial = self._partial, ""
+        return self._line(ANSI.sub("", rest)) if rest else []
+
+    def _line(self, line: str) -> list[tuple[BootPattern, str]]:
+        if self.fatal is None:
+            hit = self.engine.fatal_reason(line)
+            if hit:
+                self.fatal = (hit, line)
+            elif TRACEBACK.search(line):
+                self._in_traceback = True
+            elif self._in_traceback and not line.lstrip().startswith("File ") and EXC_LINE.search(line):
+                self.fatal = ("uncaught exception", line)
+        found = []
+        for pat in self.engine.patterns:
+            m = pat.regex.search(line)
+            if m:
+                self.matches.append((pat.name, line, m))
+                found.append((pat, line))
+        return found
+
+
+class Engine:
+    """Base adapter. Subclasses set `kind`, `patterns`, `fatal`, `probes` and implement `launch`."""
+
+    kind = ""
+    patterns: tuple[BootPattern, ...] = ()
+    fatal: tuple[tuple[re.Pattern, str], ...] = FATAL_COMMON
+    ready_pattern: str | None = None  # the BootPattern name that says "ready" in the log
+
+    def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
+        raise NotImplementedError
+
+    def probes(self, plan) -> list[Probe]:
+        return [Probe("/health"), Probe("/v1/models")]
+
+    def fatal_reason(self, line: str) -> str | None:
+        for regex, reason in self.fatal:
+            if regex.search(line):
+                return reason
+        return None
+
+    def boot_log(self, node: str, head: bool) -> BootLog:
+        return BootLog(self, node, head)
+
+    def facts(self, matches: list[tuple[str, str, re.Match]]) -> BootFacts:
+        """BootFacts from (pattern name, line, match) triples; first match of each pattern wins."""
+        facts = BootFacts()
+        for name, line, m in matches:
+            if name in facts.lines:
+                continue
+            facts.lines[name] = line
+            self.apply(facts, name, m)
+        return facts
+
+    def apply(self, facts: BootFacts, name: str, m: re.Match) -> None:
+        """Copy one match's numbers into `facts` (per engine)."""
+
+
+def pattern(name: str, regex: str, label: str) -> BootPattern:
+    return BootPattern(name, re.compile(regex), label)
+
+
+def model_flags_present(plan, *flags: str) -> bool:
+    return any(plan.engine.arg(f) is not None for f in flags)
+
+
+def single_node(plan, nodes: list[NodeSpec], kind: str) -> None:
+    if len(nodes) != 1:
+        raise LabkitError(f"{plan.file}: engine.kind {kind} runs on one node, but cluster.nodes has {len(nodes)}")
+
+
+def env_tuple(plan, extra: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """Recipe env first, then per-node values (which win); order kept for readable commands."""
+    merged = dict(plan.engine.env)
+    merged.update(extra)
+    return tuple(merged.items())
+
+
+__all__ = [
+    "BootFacts", "BootLog", "BootPattern", "BootPhase", "Engine", "NodeLaunch", "NodeSpec", "Probe",
+    "env_tuple", "model_flags_present", "pattern", "single_node", "_num",
+]

@@ -1,0 +1,385 @@
+"""Hosts: run commands on a node (this machine or one reached over SSH) and on many nodes at once.
+
+One small interface for both kinds of node, so serving and staging code is written once:
+    host.run(argv_or_command, timeout=..., stdin=...) -> Result(stdout, stderr, exit_code)
+    host.write_file(path, data), host.read_file(path)
+A list given as the command is quoted with shlex.join; a string is passed to the node's shell as is
+(callers build such strings with shlex.quote on every argument).
+
+SSH never silently accepts an unknown host key: keys come from ~/.ssh/known_hosts or an explicit
+known_hosts file, and an unknown key fails with a clear error naming the node.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from labkit.errors import LabkitError, NodeError
+
+T = TypeVar("T")
+Command = str | Sequence[str]
+
+
+class HostError(LabkitError):
+    """A command could not be run on a node (not: the command ran and exited non-zero)."""
+
+    def __init__(self, node: str, message: str):
+        self.node = node
+        self.message = message
+        super().__init__(f"{node}: {message}")
+
+
+class Unreachable(HostError):
+    """The node cannot be connected to (refused, timed out, auth or host-key failure)."""
+
+
+class CommandTimeout(HostError):
+    """The command did not finish within its timeout."""
+
+
+@dataclass
+class Result:
+    node: str
+    command: str
+    stdout: str
+    stderr: str
+    exit_code: int
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def check(self, what: str = "") -> Result:
+        """Raise HostError (naming node, command, exit code and stderr) unless the command succeeded."""
+        if not self.ok:
+            detail = (self.stderr.strip() or self.stdout.strip())[-800:]
+            label = what or self.command
+            raise HostError(self.node, f"{label} failed (exit {self.exit_code})" + (f": {detail}" if detail else ""))
+        return self
+
+
+def as_command(cmd: Command) -> str:
+    """A shell command line: lists are quoted argument by argument, strings pass through unchanged."""
+    if isinstance(cmd, str):
+        return cmd
+    return shlex.join([str(a) for a in cmd])
+
+
+class Host:
+    """A node commands run on. Subclasses implement `_run`, `write_file`, `read_file`."""
+
+    name: str
+    address: str
+
+    def run(self, cmd: Command, timeout: float | None = None, stdin: str | bytes | None = None) -> Result:
+        command = as_command(cmd)
+        return self._run(command, timeout, stdin)
+
+    def _run(self, command: str, timeout: float | None, stdin: str | bytes | None) -> Result:
+        raise NotImplementedError
+
+    def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
+        raise NotImplementedError
+
+    def read_file(self, path: str) -> bytes:
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Raise Unreachable unless a trivial command runs on the node."""
+        self.run("true", timeout=30).check("reachability check")
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def is_local(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class LocalHost(Host):
+    """This machine, through subprocess and /bin/sh."""
+
+    def __init__(self, name: str = "localhost"):
+        self.name = name
+        self.address = "127.0.0.1"
+
+    @property
+    def is_local(self) -> bool:
+        return True
+
+    def _run(self, command: str, timeout: float | None, stdin: str | bytes | None) -> Result:
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        try:
+            proc = subprocess.run(["/bin/sh", "-c", command], input=data, capture_output=True, timeout=timeout,
+                                  stdin=None if data is not None else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
+        return Result(self.name, command, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"),
+                      proc.returncode)
+
+    def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
+        p = Path(os.path.expanduser(path))
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data.encode() if isinstance(data, str) else data)
+        if mode is not None:
+            p.chmod(mode)
+
+    def read_file(self, path: str) -> bytes:
+        try:
+            return Path(os.path.expanduser(path)).read_bytes()
+        except OSError as e:
+            raise HostError(self.name, f"cannot read {path}: {e.strerror}")
+
+
+@dataclass(frozen=True)
+class SshOptions:
+    """How to reach SSH nodes. Unset fields fall back to the recipe, then to ssh defaults.
+
+    Environment (for the CLI): LABKIT_SSH_KEY (private key file), LABKIT_SSH_KNOWN_HOSTS (known_hosts file),
+    LABKIT_SSH_USER, LABKIT_SSH_PORT.
+    """
+
+    user: str | None = None
+    port: int | None = None
+    key_files: tuple[str, ...] = ()
+    known_hosts: str | None = None  # None: ~/.ssh/known_hosts
+    connect_timeout: float | None = None
+    use_agent: bool = True
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> SshOptions:
+        env = dict(os.environ if env is None else env)
+        key = env.get("LABKIT_SSH_KEY")
+        port = env.get("LABKIT_SSH_PORT")
+        return cls(user=env.get("LABKIT_SSH_USER") or None, port=int(port) if port else None,
+                   key_files=(key,) if key else (), known_hosts=env.get("LABKIT_SSH_KNOWN_HOSTS") or None,
+                   use_agent=not key)
+
+
+class SshHost(Host):
+    """A node reached with fabric over SSH; one connection per host, opened on first use."""
+
+    def __init__(self, name: str, user: str | None = None, port: int = 22, connect_timeout: float = 10.0,
+                 key_files: Sequence[str] = (), known_hosts: str | None = None, use_agent: bool = True):
+        self.name = name
+        self.address = name
+        self.user = user
+        self.port = port
+        self.connect_timeout = connect_timeout
+        self.key_files = tuple(key_files)
+        self.known_hosts = known_hosts
+        self.use_agent = use_agent
+        self._cxn: Any = None
+        self._lock = threading.Lock()
+
+    def _connection(self):
+        from fabric import Config, Connection
+        from paramiko import RejectPolicy
+
+        if self._cxn is not None:
+            return self._cxn
+        connect_kwargs: dict[str, Any] = {"allow_agent": self.use_agent}
+        if self.key_files:
+            connect_kwargs["key_filename"] = list(self.key_files)
+            connect_kwargs["look_for_keys"] = False
+        config = Config(overrides={"load_ssh_configs": False, "run": {"in_stream": False}})
+        # fabric rounds connect_timeout down to an int; 0 would mean a non-blocking connect.
+        cxn = Connection(self.name, user=self.user or _default_user(), port=self.port, config=config,
+                         connect_timeout=max(1, math.ceil(self.connect_timeout)), connect_kwargs=connect_kwargs)
+        # fabric defaults to AutoAddPolicy (accept any key); labkit only trusts keys it already knows.
+        cxn.client.set_missing_host_key_policy(RejectPolicy())
+        known = self.known_hosts or os.path.expanduser("~/.ssh/known_hosts")
+        if os.path.exists(known):
+            cxn.client.get_host_keys().load(known)
+        try:
+            cxn.open()
+        except Exception as e:  # paramiko/socket raise many types; all mean "cannot reach"
+            raise Unreachable(self.name, f"cannot connect to {self.user or _default_user()}@{self.name}:{self.port}: "
+                              f"{_describe_connect_error(e, known)}")
+        self._cxn = cxn
+        return cxn
+
+    def _run(self, command: str, timeout: float | None, stdin: str | bytes | None) -> Result:
+        from invoke.exceptions import CommandTimedOut
+
+        with self._lock:
+            cxn = self._connection()
+            kwargs: dict[str, Any] = {"hide": True, "warn": True}
+            remote = command
+            if timeout is not None:
+                # Without a pty the remote command outlives a client-side timeout; `timeout` ends it on the node.
+                remote = f"timeout -k 2 {max(1, math.ceil(timeout))} sh -c {shlex.quote(command)}"
+                kwargs["timeout"] = timeout + 10  # client-side net for a hung connection
+            if stdin is not None:
+                kwargs["in_stream"] = io.StringIO(stdin.decode() if isinstance(stdin, bytes) else stdin)
+            started = time.monotonic()
+            try:
+                r = cxn.run(remote, **kwargs)
+            except CommandTimedOut:
+                raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
+            except (OSError, EOFError) as e:
+                self._drop()
+                raise Unreachable(self.name, f"connection lost: {e}")
+            except Exception as e:
+                if type(e).__module__.startswith("paramiko"):
+                    self._drop()
+                    raise Unreachable(self.name, f"connection lost: {type(e).__name__}: {e}")
+                raise
+        if timeout is not None and r.exited in (124, 137) and time.monotonic() - started >= timeout * 0.9:
+            raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
+        return Result(self.name, command, r.stdout, r.stderr, r.exited)
+
+    def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
+        payload = data.encode() if isinstance(data, str) else data
+        with self._lock:
+            cxn = self._connection()
+            try:
+                sftp = cxn.sftp()
+                sftp.putfo(io.BytesIO(payload), path)
+                if mode is not None:
+                    sftp.chmod(path, mode)
+            except OSError as e:
+                raise HostError(self.name, f"cannot write {path}: {e}")
+
+    def read_file(self, path: str) -> bytes:
+        with self._lock:
+            cxn = self._connection()
+            buf = io.BytesIO()
+            try:
+                cxn.sftp().getfo(path, buf)
+            except OSError as e:
+                raise HostError(self.name, f"cannot read {path}: {e}")
+            return buf.getvalue()
+
+    def _drop(self) -> None:
+        cxn, self._cxn = self._cxn, None
+        if cxn is not None:
+            try:
+                cxn.close()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+
+def _default_user() -> str:
+    import getpass
+
+    return getpass.getuser()
+
+
+def _describe_connect_error(e: Exception, known_hosts: str) -> str:
+    from paramiko import SSHException
+
+    text = str(e) or type(e).__name__
+    if isinstance(e, SSHException) and "not found in known_hosts" in text:
+        return (f"host key not found in {known_hosts} (labkit does not accept unknown host keys; "
+                "add it with ssh-keyscan or connect once with ssh)")
+    if isinstance(e, TimeoutError) or "timed out" in text.lower():
+        return f"timed out ({text})"
+    return f"{type(e).__name__}: {text}"
+
+
+@dataclass
+class HostGroup:
+    """The nodes of one lane; `map` runs a function on every node at once (one thread each)."""
+
+    hosts: list[Host]
+
+    @property
+    def names(self) -> list[str]:
+        return [h.name for h in self.hosts]
+
+    @property
+    def head(self) -> Host:
+        return self.hosts[0]
+
+    def __iter__(self):
+        return iter(self.hosts)
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def map(self, fn: Callable[[Host], T], what: str, hosts: Sequence[Host] | None = None) -> dict[str, T]:
+        """{node: fn(host)} for all nodes in parallel; NodeError naming every node whose fn raised."""
+        targets = list(self.hosts if hosts is None else hosts)
+        outcomes = map_nodes(fn, targets)
+        failures = {name: _reason(err) for name, (_, err) in outcomes.items() if err is not None}
+        if failures:
+            raise NodeError(what, failures)
+        return {name: value for name, (value, _) in outcomes.items()}
+
+    def run(self, cmd: Command | Callable[[Host], Command], what: str, timeout: float | None = None,
+            check: bool = True) -> dict[str, Result]:
+        """Run one command (or a per-host command) on every node; with `check`, non-zero exits are failures."""
+
+        def one(host: Host) -> Result:
+            r = host.run(cmd(host) if callable(cmd) else cmd, timeout=timeout)
+            return r.check(what) if check else r
+
+        return self.map(one, what)
+
+    def close(self) -> None:
+        for h in self.hosts:
+            h.close()
+
+
+def map_nodes(fn: Callable[[Host], T], hosts: Sequence[Host]) -> dict[str, tuple[T | None, BaseException | None]]:
+    """{node: (value, None) or (None, error)} with every node run in its own thread; never raises."""
+    if not hosts:
+        return {}
+
+    def guarded(h: Host):
+        try:
+            return fn(h), None
+        except Exception as e:
+            return None, e
+
+    with ThreadPoolExecutor(max_workers=len(hosts), thread_name_prefix="labkit-node") as pool:
+        futures = {h.name: pool.submit(guarded, h) for h in hosts}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def _reason(err: BaseException) -> str:
+    if isinstance(err, HostError):
+        return err.message
+    if isinstance(err, NodeError):
+        return str(err)
+    return f"{type(err).__name__}: {err}"
+
+
+def check_reachable(group: HostGroup) -> None:
+    """Raise one NodeError naming every node that cannot run a trivial command; nothing is started."""
+    group.map(lambda h: h.check(), "unreachable nodes (nothing was started)")
+
+
+def host_for(node: str, user: str | None, port: int, connect_timeout: float, ssh: SshOptions | None = None) -> Host:
+    """A LocalHost for "localhost", else an SshHost with recipe values overridden by `ssh`."""
+    if node == "localhost":
+        return LocalHost()
+    ssh = ssh or SshOptions()
+    return SshHost(node, user=ssh.user or user, port=ssh.port or port,
+                   connect_timeout=ssh.connect_timeout or connect_timeout, key_files=ssh.key_files,
+                   known_hosts=ssh.known_hosts, use_agent=ssh.use_agent)
+
+
+def hosts_for_plan(plan, ssh: SshOptions | None = None) -> HostGroup:
+    """The lane's nodes from its cluster section (head first)."""
+    c = plan.cluster
+    return HostGroup([host_for(n, c.user, c.ssh_port, c.connect_timeout, ssh) for n in c.nodes])

@@ -1,0 +1,156 @@
+"""Runtimes: how one node's engine process is started, watched, read and removed.
+
+Pure shell-command builders (one string per action, every argument quoted); serve.py runs them on hosts.
+  docker   one named, labelled container per node (`docker run -d --name <lane>-<node> --network host ...`)
+  process  a background process group per node (setsid + nohup), pid and log files under a per-lane
+           state dir on the node: ${LABKIT_STATE_DIR:-$HOME/.cache/labkit}/lanes/<lane_id>/<node>.{pid,log}
+
+Every `alive` command prints one word: `alive`, `dead` (exited but not removed) or `absent`.
+Every `stop` command exits 0 only when nothing of that node's lane is left (it verifies, not assumes).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from labkit.engines.base import NodeLaunch
+
+LABEL = "labkit.lane"
+ALIVE, DEAD, ABSENT = "alive", "dead", "absent"
+
+# A process group counts as gone when none of its members is running; zombies (unreaped children of an
+# init that does not reap) are ignored.
+_GROUP_RUNNING = "ps -eo pgid=,stat= | awk -v g=\"$p\" '$1==g && $2 !~ /^Z/ {n++} END {exit n ? 0 : 1}'"
+
+
+def _safe(node: str) -> str:
+    """A node name usable in container and file names."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", node)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    lane_id: str
+    stop_grace: float = 10.0  # seconds between TERM and KILL
+
+    kind = ""
+
+    def name(self, node: str) -> str:
+        return f"{self.lane_id}-{_safe(node)}"
+
+    def start_command(self, launch: NodeLaunch, image: str | None, mounts: list[tuple[str, str]]) -> str:
+        raise NotImplementedError
+
+    def alive_command(self, node: str) -> str:
+        raise NotImplementedError
+
+    def stop_command(self, node: str) -> str:
+        raise NotImplementedError
+
+    def logs_command(self, node: str, offset: int = 0, tail: int | None = None) -> str:
+        """The log from byte `offset` (to follow it), or its last `tail` lines."""
+        raise NotImplementedError
+
+    def leftovers_command(self) -> str:
+        """Prints one line per thing of this lane still present on the node (empty when clean)."""
+        raise NotImplementedError
+
+
+def _cut(offset: int, tail: int | None) -> str:
+    if tail is not None:
+        return f" | tail -n {int(tail)}"
+    return f" | tail -c +{int(offset) + 1}" if offset else ""
+
+
+@dataclass(frozen=True)
+class DockerRuntime(Runtime):
+    kind = "docker"
+
+    def start_command(self, launch: NodeLaunch, image: str | None, mounts: list[tuple[str, str]]) -> str:
+        if not image:
+            raise ValueError("the docker runtime needs engine.image")
+        argv = ["docker", "run", "-d", "--name", self.name(launch.node), "--label", f"{LABEL}={self.lane_id}",
+                "--label", f"labkit.node={launch.node}", "--restart", "no",
+                "--network", "host", "--ipc", "host", "--gpus", "all"]
+        for host_path, container_path in mounts:
+            argv += ["-v", f"{host_path}:{container_path}"]
+        for key, value in launch.env:
+            argv += ["-e", f"{key}={value}"]
+        return shlex.join([*argv, image, *launch.argv])
+
+    def alive_command(self, node: str) -> str:
+        n = shlex.quote(self.name(node))
+        return (f"s=$(docker inspect -f '{{{{.State.Running}}}}' {n} 2>/dev/null) || {{ echo {ABSENT}; exit 0; }}; "
+                f"if [ \"$s\" = true ]; then echo {ALIVE}; else echo {DEAD}; fi")
+
+    def stop_command(self, node: str) -> str:
+        n = shlex.quote(self.name(node))
+        return (f"docker rm -f {n} >/dev/null 2>&1; "
+                f"if docker inspect {n} >/dev/null 2>&1; then echo \"container {self.name(node)} still present\" >&2; "
+                "exit 1; fi")
+
+    def logs_command(self, node: str, offset: int = 0, tail: int | None = None) -> str:
+        return f"docker logs {shlex.quote(self.name(node))} 2>&1" + _cut(offset, tail)
+
+    def leftovers_command(self) -> str:
+        return shlex.join(["docker", "ps", "-a", "--filter", f"label={LABEL}={self.lane_id}",
+                           "--format", "{{.Names}}"])
+
+
+@dataclass(frozen=True)
+class ProcessRuntime(Runtime):
+    kind = "process"
+
+    def state_dir(self) -> str:
+        """Shell expression for the lane's state dir on the node (expanded there)."""
+        return f"\"${{LABKIT_STATE_DIR:-$HOME/.cache/labkit}}\"/lanes/{shlex.quote(self.lane_id)}"
+
+    def _files(self, node: str) -> str:
+        safe = shlex.quote(_safe(node))
+        return f"D={self.state_dir()}; P=\"$D\"/{safe}.pid; L=\"$D\"/{safe}.log; "
+
+    def start_command(self, launch: NodeLaunch, image: str | None, mounts: list[tuple[str, str]]) -> str:
+        env = [f"{k}={v}" for k, v in launch.env]
+        inner = shlex.join(["env", *env, *launch.argv]) if env else shlex.join(list(launch.argv))
+        # The wrapper shell writes its own pid (= process group id after setsid) and execs the engine,
+        # so the pid file names the engine and `kill -- -PGID` reaches everything it spawned.
+        return (self._files(launch.node)
+                + "mkdir -p \"$D\" || exit 1; "
+                + "if [ -s \"$P\" ]; then p=$(cat \"$P\"); if " + _GROUP_RUNNING + "; then "
+                + "echo \"already running as process group $p ($P)\" >&2; exit 17; fi; fi; "
+                + "rm -f \"$P\"; cd \"$D\" || exit 1; "
+                + "nohup setsid sh -c 'echo $$ > \"$0\"; exec \"$@\"' \"$P\" " + inner
+                + " > \"$L\" 2>&1 < /dev/null & "
+                + "i=0; while [ ! -s \"$P\" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; "
+                + "if [ -s \"$P\" ]; then cat \"$P\"; else echo 'process did not start' >&2; exit 1; fi")
+
+    def alive_command(self, node: str) -> str:
+        return (self._files(node)
+                + f"[ -s \"$P\" ] || {{ echo {ABSENT}; exit 0; }}; p=$(cat \"$P\"); "
+                + f"if [ -r /proc/$p/stat ] && ! grep -q ') Z ' /proc/$p/stat; then echo {ALIVE}; "
+                + f"else echo {DEAD}; fi")
+
+    def stop_command(self, node: str) -> str:
+        steps = max(1, int(self.stop_grace / 0.1))
+        return (self._files(node)
+                + "[ -s \"$P\" ] || exit 0; p=$(cat \"$P\"); "
+                + "kill -s TERM -- -\"$p\" 2>/dev/null; "
+                + f"i=0; while {_GROUP_RUNNING} && [ $i -lt {steps} ]; do sleep 0.1; i=$((i+1)); done; "
+                + "if " + _GROUP_RUNNING + "; then kill -s KILL -- -\"$p\" 2>/dev/null; sleep 0.2; fi; "
+                + "if " + _GROUP_RUNNING + "; then echo \"process group $p still running after KILL\" >&2; exit 1; fi; "
+                + "rm -f \"$P\"")
+
+    def logs_command(self, node: str, offset: int = 0, tail: int | None = None) -> str:
+        return self._files(node) + "cat \"$L\" 2>/dev/null" + _cut(offset, tail)
+
+    def leftovers_command(self) -> str:
+        return (f"D={self.state_dir()}; for P in \"$D\"/*.pid; do [ -s \"$P\" ] || continue; p=$(cat \"$P\"); "
+                f"if {_GROUP_RUNNING}; then echo \"process group $p ($P)\"; fi; done")
+
+
+def runtime_for(plan, stop_grace: float = 10.0) -> Runtime:
+    if plan.engine.runtime == "docker":
+        return DockerRuntime(plan.lane_id, stop_grace)
+    return ProcessRuntime(plan.lane_id, stop_grace)

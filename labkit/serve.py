@@ -1,0 +1,453 @@
+"""Serving a lane: start the engine on every node, wait until it is really ready, always tear it down.
+
+    lane = Lane(plan, run_dir=folder)
+    with lane.up() as endpoint:          # every node checked, started in parallel, readiness awaited
+        client(endpoint.base_url, endpoint.model)
+    # here every container/process of the lane is gone on every node, and that was verified
+
+Boot is watched, not just waited for: each poll checks the head's readiness probe (fast, local HTTP), and
+about once a second every node's liveness and new log text (one SSH round trip per node, in parallel).
+Boot-log lines are shown as progress and kept as facts; a known fatal line or a dead node ends the boot at
+once with that node's log tail in the error. The lane id is deterministic (plan.lane_id), so a lane left up
+by `labkit up` is found again by `labkit status/logs/down`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from labkit.engines import BootFacts, BootLog, BootPhase, Engine, NodeLaunch, NodeSpec, engine_for
+from labkit.errors import LabkitError, NodeError
+from labkit.hosts import Host, HostError, HostGroup, SshOptions, check_reachable, hosts_for_plan, map_nodes
+from labkit.runtimes import ABSENT, ALIVE, Runtime, runtime_for
+
+LOG_TAIL_LINES = 40
+_SEP = "\n--labkit-log--\n"
+
+
+class BootError(LabkitError):
+    """The lane did not come up: names the node, the reason, and shows the end of that node's log."""
+
+    def __init__(self, lane_id: str, node: str, reason: str, log_tail: str = "", line: str = ""):
+        self.lane_id = lane_id
+        self.node = node
+        self.reason = reason
+        self.line = line
+        self.log_tail = log_tail
+        text = f"lane {lane_id} failed to boot on {node}: {reason}"
+        if line:
+            text += f"\n  log line: {line.strip()}"
+        if log_tail:
+            text += f"\n  last lines of {node}'s log:\n" + "\n".join("    | " + s for s in log_tail.splitlines())
+        text += "\n  (everything the lane started has been removed)"
+        super().__init__(text)
+
+
+class BootTimeout(BootError):
+    """Readiness was not reached within engine.boot_timeout."""
+
+
+class LaneFailed(LabkitError):
+    """A node of a running lane died (e.g. mid-measurement); names it and shows its log tail."""
+
+
+class LaneBusy(LabkitError):
+    """Something of this lane is already present on a node; nothing was started."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an interrupt so the same teardown runs as for Ctrl-C."""
+
+
+@dataclass
+class Endpoint:
+    """A ready lane: where to send requests and what the boot revealed."""
+
+    lane_id: str
+    base_url: str  # http://head:port/v1
+    model: str  # served model name, for the "model" field of requests
+    head: str
+    nodes: list[str]
+    boot: BootFacts
+    run_dir: Path | None = None
+
+    @property
+    def root_url(self) -> str:
+        return self.base_url.removesuffix("/v1")
+
+
+@dataclass
+class _NodeWatch:
+    host: Host
+    launch: NodeLaunch
+    log: BootLog
+    offset: int = 0
+    state: str = ABSENT
+    text_tail: list[str] = field(default_factory=list)
+    phases: list[BootPhase] = field(default_factory=list)
+
+
+def node_specs(plan, hosts: list[Host] | None = None) -> list[NodeSpec]:
+    """Nodes as the engine sees them: name plus the address peers and clients use (recipe names as given)."""
+    if hosts is None:
+        return [NodeSpec(n, "127.0.0.1" if n == "localhost" else n) for n in plan.cluster.nodes]
+    return [NodeSpec(h.name, h.address) for h in hosts]
+
+
+def python_for(plan, hosts: list[Host] | None = None) -> str:
+    """The interpreter for python-launched engines: this one on the local host, `python3` elsewhere."""
+    local = hosts is not None and all(h.is_local for h in hosts) or (hosts is None and plan.cluster.is_local)
+    return sys.executable if local and plan.engine.runtime == "process" else "python3"
+
+
+def launches(plan, hosts: list[Host] | None = None) -> list[NodeLaunch]:
+    python = python_for(plan, hosts)
+    out = engine_for(plan).launch(plan, node_specs(plan, hosts), python=python)
+    if plan.engine.kind == "sim" and python == sys.executable:
+        # A local simulator runs this checkout's labkit even when it is not pip-installed.
+        root = str(Path(__file__).resolve().parents[1])
+        out = [dataclasses.replace(ln, env=ln.env + (("PYTHONPATH", root),)) for ln in out]
+    return out
+
+
+def lane_commands(plan, hosts: list[Host] | None = None) -> dict[str, str]:
+    """{node: the exact shell command `up` runs there} — pure, for `labkit show` and dry runs."""
+    runtime = runtime_for(plan)
+    return {ln.node: runtime.start_command(ln, plan.engine.image, plan.mounts()) for ln in launches(plan, hosts)}
+
+
+def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+class Lane:
+    """One lane on its nodes. `up()` is the context manager; `start`/`down`/`status`/`logs` for the CLI."""
+
+    def __init__(self, plan, group: HostGroup | None = None, ssh: SshOptions | None = None,
+                 run_dir: str | Path | None = None, progress: TextIO | None = sys.stderr, poll: float = 0.2,
+                 node_poll: float = 1.0, stop_grace: float = 10.0):
+        self.plan = plan
+        self.group = group or hosts_for_plan(plan, ssh if ssh is not None else SshOptions.from_env())
+        self.engine: Engine = engine_for(plan)
+        self.runtime: Runtime = runtime_for(plan, stop_grace)
+        self.run_dir = Path(run_dir) if run_dir else None
+        self.progress = progress
+        self.poll = poll
+        self.node_poll = node_poll
+        self.lane_id = plan.lane_id
+        self._watch: dict[str, _NodeWatch] = {}
+        self._t0 = 0.0
+
+    # ------------------------------------------------------------------ pure views
+
+    def launches(self) -> list[NodeLaunch]:
+        return launches(self.plan, self.group.hosts)
+
+    def commands(self) -> dict[str, str]:
+        return lane_commands(self.plan, self.group.hosts)
+
+    @property
+    def head_address(self) -> str:
+        return self.plan.cluster.head_address or self.group.head.address
+
+    @property
+    def root_url(self) -> str:
+        return f"http://{self.head_address}:{self.plan.engine.port}"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @contextlib.contextmanager
+    def up(self) -> Iterator[Endpoint]:
+        """Boot, yield the endpoint, and on exit (normal, exception, Ctrl-C, SIGTERM) remove and verify."""
+        with _sigterm_as_interrupt():
+            endpoint = self.start()
+            failure: BaseException | None = None
+            try:
+                yield endpoint
+            except BaseException as e:
+                failure = e
+                raise
+            finally:
+                died = self._dead_node_report() if failure is not None else None
+                self.down()
+                if died is not None and not isinstance(failure, KeyboardInterrupt):
+                    raise died from failure
+
+    def start(self) -> Endpoint:
+        """Check nodes, start every node in parallel, wait for readiness. On any failure, remove everything."""
+        check_reachable(self.group)
+        self._refuse_if_present()
+        self._say(f"lane {self.lane_id}: starting {self.plan.engine.kind} on {len(self.group)} node(s) "
+                  f"({', '.join(self.group.names)})")
+        if self.run_dir:
+            (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        try:
+            with _sigterm_as_interrupt():
+                self._t0 = time.monotonic()
+                self._start_all()
+                facts = self._wait_ready()
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                self._say("interrupted: removing the lane on every node")
+            self._teardown_quietly()
+            raise
+        endpoint = Endpoint(self.lane_id, self.root_url + "/v1", self.plan.served_name, self.group.head.name,
+                            self.group.names, facts, self.run_dir)
+        if self.run_dir:
+            (self.run_dir / "boot.json").write_text(json.dumps(facts.to_dict(), indent=2) + "\n")
+        self._say(f"lane {self.lane_id}: ready at {endpoint.base_url} after {facts.boot_seconds:.1f} s")
+        return endpoint
+
+    def down(self) -> None:
+        """Remove the lane on every node and verify nothing is left; NodeError names any node that kept some."""
+        self._capture_logs()
+        with _ignore_interrupts():
+            self.group.run(lambda h: self.runtime.stop_command(h.name), f"removing lane {self.lane_id}",
+                           timeout=self.runtime.stop_grace + 60)
+            left = self.leftovers()
+        if left:
+            raise NodeError(f"lane {self.lane_id} still present after removal", left)
+
+    def leftovers(self) -> dict[str, str]:
+        """{node: what of this lane is still present} for nodes that are not clean."""
+        out = self.group.run(self.runtime.leftovers_command(), f"listing lane {self.lane_id}", timeout=60)
+        return {n: r.stdout.strip() for n, r in out.items() if r.stdout.strip()}
+
+    def status(self) -> dict[str, str]:
+        """{node: alive | dead | absent}."""
+        out = self.group.run(lambda h: self.runtime.alive_command(h.name), f"status of lane {self.lane_id}",
+                             timeout=60)
+        return {n: (r.stdout.strip().splitlines() or [ABSENT])[0] for n, r in out.items()}
+
+    def logs(self, tail: int | None = None, nodes: list[str] | None = None) -> dict[str, str]:
+        hosts = [h for h in self.group if nodes is None or h.name in nodes]
+        out = self.group.map(lambda h: h.run(self.runtime.logs_command(h.name, tail=tail), timeout=120).stdout,
+                             f"logs of lane {self.lane_id}", hosts)
+        return out
+
+    def check(self) -> None:
+        """Raise LaneFailed (with the dead node's log tail) unless every node's engine is alive; for use between runs."""
+        report = self._dead_node_report(attempts=1)
+        if report is not None:
+            raise report
+
+    def ready(self) -> bool:
+        """Whether the head answers every readiness probe now."""
+        return all(_get_status(self.root_url + p.path) == p.status for p in self.engine.probes(self.plan))
+
+    # ------------------------------------------------------------------ internals
+
+    def _refuse_if_present(self) -> None:
+        left = self.leftovers()
+        if left:
+            raise LaneBusy(f"lane {self.lane_id} already has something on {', '.join(left)}: "
+                           + "; ".join(f"{n}: {w}" for n, w in left.items())
+                           + f"\n  (nothing was started; `labkit down {self.plan.recipe}` removes it)")
+
+    def _start_all(self) -> None:
+        by_node = {ln.node: ln for ln in self.launches()}
+        self._watch = {h.name: _NodeWatch(h, by_node[h.name], self.engine.boot_log(h.name, h is self.group.head))
+                       for h in self.group}
+
+        def start(h: Host) -> str:
+            cmd = self.runtime.start_command(by_node[h.name], self.plan.engine.image, self.plan.mounts())
+            r = h.run(cmd, timeout=self.plan.engine.boot_timeout).check("start")
+            return r.stdout.strip()
+
+        self.group.map(start, f"starting lane {self.lane_id}")
+        self._say(f"[{self._elapsed():6.1f}s] started on all nodes; waiting for readiness "
+                  f"({self.root_url}{self.engine.probes(self.plan)[0].path}, timeout {self.plan.engine.boot_timeout:g} s)")
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._t0
+
+    def _wait_ready(self) -> BootFacts:
+        probes = self.engine.probes(self.plan)
+        timeout = self.plan.engine.boot_timeout
+        last_nodes = -1e9
+        last_note = 0.0
+        while True:
+            if _get_status(self.root_url + probes[0].path, timeout=1.0) == probes[0].status:
+                noticed = self._elapsed()
+                if all(_get_status(self.root_url + p.path) == p.status for p in probes[1:]):
+                    self._poll_nodes(final=True)
+                    return self._facts(noticed)
+            now = self._elapsed()
+            if now - last_nodes >= self.node_poll:
+                last_nodes = now
+                self._poll_nodes()
+            if now > timeout:
+                head = self._watch[self.group.head.name]
+                raise BootTimeout(self.lane_id, head.host.name,
+                                  f"not ready after {timeout:g} s (engine.boot_timeout)", _tail("".join(head.text_tail)))
+            if now - last_note >= 30:
+                last_note = now
+                if now > 1:
+                    self._say(f"[{now:6.1f}s] still booting ...")
+            time.sleep(self.poll)
+
+    def _poll_nodes(self, final: bool = False) -> None:
+        """One round trip per node: liveness, then new log text; raise BootError on a fatal line or a dead node."""
+
+        def poll(h: Host) -> tuple[str, str]:
+            w = self._watch[h.name]
+            cmd = f"( {self.runtime.alive_command(h.name)} ); printf '{_SEP}'; " + \
+                self.runtime.logs_command(h.name, offset=w.offset)
+            r = h.run(cmd, timeout=60)
+            state, _, text = r.stdout.partition(_SEP)
+            return state.strip(), text
+
+        outcomes = map_nodes(poll, self.group.hosts)
+        problems: list[BootError] = []
+        for name, (value, err) in outcomes.items():
+            w = self._watch[name]
+            if err is not None:
+                problems.append(BootError(self.lane_id, name, f"cannot watch node: {err}",
+                                          _tail("".join(w.text_tail))))
+                continue
+            state, text = value
+            w.state = state
+            self._record(w, text)
+            if w.log.fatal:
+                reason, line = w.log.fatal
+                problems.append(BootError(self.lane_id, name, f"fatal log line ({reason})",
+                                          _tail("".join(w.text_tail)), line))
+            elif state != ALIVE:
+                what = "exited during boot" if state != ABSENT else "its container/process disappeared during boot"
+                problems.append(BootError(self.lane_id, name, f"engine {what}", _tail("".join(w.text_tail))))
+        if problems:
+            raise problems[0]
+
+    def _record(self, w: _NodeWatch, text: str) -> None:
+        if not text:
+            return
+        w.offset += len(text.encode())
+        w.text_tail = (w.text_tail + [text])[-50:]
+        if self.run_dir:
+            with open(self.run_dir / "logs" / f"{w.host.name}.log", "a", encoding="utf-8") as f:
+                f.write(text)
+        at = self._elapsed()  # when labkit saw the line (node polls are ~1 s apart), not the engine's stamp
+        shown: dict[str, list[str]] = {}
+        for pat, line in w.log.feed(text):
+            w.phases.append(BootPhase(round(at, 3), w.host.name, pat.name, line))
+            shown.setdefault(line, []).append(pat.label)
+        who = w.host.name + ": " if len(self.group) > 1 else ""
+        for line, labels in shown.items():
+            self._say(f"[{at:6.1f}s] {who}{', '.join(labels)}: {line.strip()[:160]}")
+
+    def _facts(self, noticed: float) -> BootFacts:
+        head = self._watch[self.group.head.name]
+        facts = self.engine.facts(head.log.matches)
+        facts.boot_seconds = round(noticed, 3)
+        for w in self._watch.values():
+            facts.phases += w.phases
+        facts.phases.sort(key=lambda p: p.at)
+        return facts
+
+    def _capture_logs(self) -> None:
+        """Fetch the rest of every node's log into the run folder before removal (nothing lost)."""
+        if not self.run_dir or not self._watch:
+            return
+
+        def fetch(h: Host) -> str:
+            return h.run(self.runtime.logs_command(h.name, offset=self._watch[h.name].offset), timeout=60).stdout
+
+        for name, (text, err) in map_nodes(fetch, self.group.hosts).items():
+            if err is None and text:
+                w = self._watch[name]
+                w.offset += len(text.encode())
+                with open(self.run_dir / "logs" / f"{name}.log", "a", encoding="utf-8") as f:
+                    f.write(text)
+
+    def _dead_node_report(self, attempts: int = 4) -> LaneFailed | None:
+        """After an error inside `with lane.up()`: name a node that died, with its log tail, if one did."""
+        dead: list[str] = []
+        for attempt in range(attempts):  # a client can see the connection drop a moment before the process is gone
+            try:
+                states = self.status()
+            except (LabkitError, HostError):
+                return None
+            dead = [n for n, s in states.items() if s != ALIVE]
+            if dead:
+                break
+            if attempt < attempts - 1:
+                time.sleep(0.3)
+        if not dead:
+            return None
+        try:
+            tails = self.logs(tail=LOG_TAIL_LINES, nodes=dead)
+        except LabkitError:
+            tails = {}
+        lines = [f"lane {self.lane_id}: engine died on {', '.join(dead)} while in use"]
+        for n in dead:
+            lines.append(f"  last lines of {n}'s log:")
+            lines += ["    | " + s for s in tails.get(n, "").rstrip("\n").splitlines()]
+        lines.append("  (everything the lane started has been removed)")
+        return LaneFailed("\n".join(lines))
+
+    def _teardown_quietly(self) -> None:
+        try:
+            self.down()
+        except LabkitError as e:
+            self._say(f"WARNING: teardown incomplete: {e}")
+
+    def _say(self, text: str) -> None:
+        if self.progress is not None:
+            print(text, file=self.progress, flush=True)
+
+    def close(self) -> None:
+        self.group.close()
+
+
+def _get_status(url: str, timeout: float = 2.0) -> int | None:
+    """HTTP status of a GET, or None when nothing answers (refused, reset, timeout)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated("terminated (SIGTERM)")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def _ignore_interrupts() -> Iterator[None]:
+    """Teardown must finish: a second Ctrl-C would otherwise leave containers behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)

@@ -1,0 +1,43 @@
+"""Shared fixtures: four real sshd nodes (tests/nodes.py) and an isolated environment for local lanes."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.nodes import Cluster, kill_processes, session_processes, sshd_available
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """Four OpenSSH nodes on 127.0.0.2-5 for the whole session; every sshd and leftover is killed at the end."""
+    reason = sshd_available()
+    if reason:
+        pytest.skip(reason)
+    c = Cluster(tmp_path_factory.mktemp("nodes"))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+class LocalEnv:
+    def __init__(self, token: str, state_dir):
+        self.token = token
+        self.state_dir = state_dir
+
+    def processes(self):
+        return session_processes(self.token)
+
+
+@pytest.fixture
+def local_env(tmp_path, monkeypatch):
+    """Local lanes in isolation: a temp state dir, and a token every started process inherits (leftover check)."""
+    token = uuid.uuid4().hex
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("LABKIT_TEST_SESSION", token)
+    env = LocalEnv(token, tmp_path / "state")
+    yield env
+    kill_processes(token)

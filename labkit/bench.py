@@ -223,13 +223,13 @@ class _Bench:
                 rec.ok, rec.error = False, f"short: {res.output_tokens} of {requested} tokens"
             elif res.output_tokens != requested:
                 flags.append(f"output {res.output_tokens} != requested {requested}")
-        if phase != "prefill" and res.output_tokens is not None:
+        if phase != "prefill" and res.output_tokens is not None and rec.ok:  # a failed request has no rate
             n_first = rec.n_first
             if n_first is None and res.t_first is not None:
                 n_first = 1
                 flags.append("n_first assumed 1 (no per-chunk counts)")
             rec.decode_tps = decode_tps(res.output_tokens, n_first, res.t_first, res.t_last)
-        if phase == "prefill" and res.t_first is not None and res.prompt_tokens is not None:
+        if phase == "prefill" and res.t_first is not None and res.prompt_tokens is not None and rec.ok:
             ttft = res.t_first - res.t_send
             rec.prefill_tps = prefill_tps(res.prompt_tokens, res.cached_tokens, ttft, self.rtt_ns)
             rec.prefill_tps_raw = prefill_tps(res.prompt_tokens, 0, ttft, 0)
@@ -423,6 +423,11 @@ class _Bench:
             return
         except EndpointError:
             pass
+        try:
+            self.counter = await self._extras_counter()
+            return
+        except EndpointError:
+            pass
         points = []
         for words in (200, 1200):
             n = pr.nonce()
@@ -435,6 +440,36 @@ class _Bench:
         self.counter = pr.LinearCounter(points)
         self.counter_kind = "usage.prompt_tokens of 2 calibration requests (linear fit), checked per sample"
 
+    async def _extras_counter(self) -> pr.Counter:
+        """llama-cpp-python: /extras/tokenize/count counts raw text, so a chat prompt's template tokens are
+        learned once from a non-streamed request's usage (its streams never carry usage)."""
+        url = self.c.root + "/extras/tokenize/count"
+
+        async def count(text: str) -> int:
+            status, data = await self.c.post_json("/extras/tokenize/count", {"input": text})
+            if status != 200 or not isinstance(data, dict) or "count" not in data:
+                raise EndpointError(url, f"HTTP {status}")
+            return int(data["count"])
+
+        probe = f"{pr.nonce()} How many tokens is this?"
+        raw = await count(probe)
+        overhead = 0
+        if self.api == "chat":
+            status, data = await self.c.post_json("/v1/chat/completions", {
+                "model": self.model, "messages": [{"role": "user", "content": probe}], "max_tokens": 1,
+                "temperature": 0.0})
+            usage = data.get("usage") if isinstance(data, dict) else None
+            if status != 200 or not isinstance(usage, dict) or usage.get("prompt_tokens") is None:
+                raise EndpointError(self.c.base + "/chat/completions", f"no usage in a non-streamed reply (HTTP {status})")
+            overhead = int(usage["prompt_tokens"]) - raw
+
+        async def counter(prompt: str) -> int:
+            return await count(prompt) + overhead
+
+        self.counter_kind = (f"server /extras/tokenize/count + {overhead} chat-template tokens "
+                             "(learned from one non-streamed request's usage)")
+        return counter
+
     async def _prefill(self, run: int) -> None:
         await self._fit_counter()
         self.rtt_ns = await self.c.rtt_ns()
@@ -442,13 +477,18 @@ class _Bench:
         for target in p.prompt_tokens:
             warm = min(self.plan.decode.warmup, 1)
             for i in range(warm + p.repeats):
-                prompt, _, n = await pr.fit_prompt(target, self.counter)
+                prompt, counted, n = await pr.fit_prompt(target, self.counter)
                 key = f"prefill.{target}.{run}.{i}"
                 before = await self._scrape(key + ".before")
                 res = await self.c.stream(self._request(prompt, 1, forced=True))
                 after = await self._scrape(key + ".after")
+                from_count = res.prompt_tokens is None and res.ok
+                if from_count:  # no usage in the stream (llama-cpp-python): the server's count of this prompt
+                    res.prompt_tokens = counted
                 rec = self._record(res, phase="warmup" if i < warm else "prefill", requested=1, turn=i - warm,
                                    nonce=n, prompt_target=target)
+                if from_count:
+                    rec.prompt_tokens_source = self.counter_kind
                 if before is not None and after is not None:
                     try:
                         pc = mx.prefix_cache(before, after)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from labkit import tinymodel
 from labkit.engines import BootFacts, BootLog, BootPhase, Engine, NodeLaunch, NodeSpec, engine_for
 from labkit.errors import LabkitError, NodeError
 from labkit.hosts import Host, HostError, HostGroup, SshOptions, check_reachable, hosts_for_plan, map_nodes
@@ -189,6 +190,8 @@ class Lane:
         """Check nodes, start every node in parallel, wait for readiness. On any failure, remove everything."""
         check_reachable(self.group)
         self._refuse_if_present()
+        # A recipe whose model.repo names a labkit-built model ("labkit/tiny-llama") gets its cached file.
+        self.plan = tinymodel.materialize(self.plan, log=self.progress)
         self._say(f"lane {self.lane_id}: starting {self.plan.engine.kind} on {len(self.group)} node(s) "
                   f"({', '.join(self.group.names)})")
         if self.run_dir:

@@ -393,5 +393,8 @@ def materialize(plan, root: Path | None = None, log=sys.stderr):
     """
     if plan.model.path or not is_built_model(plan.model.repo):
         return plan
+    if not plan.cluster.is_local:
+        raise ModelBuildError(f"{plan.file}: model.repo {plan.model.repo} is built on this machine only; use "
+                              "cluster.nodes = [\"localhost\"] or give model.path")
     path = ensure(plan.model.repo, root, log)
     return dataclasses.replace(plan, model=dataclasses.replace(plan.model, path=str(path)))

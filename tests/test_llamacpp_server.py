@@ -10,7 +10,9 @@ import threading
 import time
 
 import pytest
-from llamacpp_support import (
+
+from labkit import tinymodel as tm
+from tests.llamacpp_support import (
     LOG_KV,
     LOG_N_CTX,
     LOG_READY,
@@ -23,8 +25,6 @@ from llamacpp_support import (
     start_server,
     stream,
 )
-
-from labkit import tinymodel as tm
 
 pytestmark = pytest.mark.skipif(not have_llama_cpp(), reason="llama_cpp is not importable: install the "
                                 "'llamacpp' extra (pip install -e '.[llamacpp]')")

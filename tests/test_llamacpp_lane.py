@@ -1,8 +1,8 @@
 """The tiny-llamacpp lane end to end: labkit boots the real llama_cpp.server, reads its boot facts, measures
 it with `labkit.bench`, and tears it down; engine quirks must show up in the records, not as wrong numbers.
 
-The labkit-vs-independent-client agreement (issue 8's 5% bound) is a measurement-accuracy figure, checked by
-benchmarks/bench_llamacpp_agreement.py (run here once in its quick form), not by timings in these tests.
+The labkit-vs-independent-client agreement (issue 8's 5% bound) is a timing figure, so it is checked by
+benchmarks/bench_llamacpp_agreement.py (run by .ci/run), never by timed assertions here.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -27,8 +25,9 @@ pytestmark = pytest.mark.skipif(not have_llama_cpp(), reason="llama_cpp is not i
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def tiny_plan(port: int, **measure):
-    plan = load_plan("tiny-llamacpp")
+def tiny_plan(port: int, size: str = "small", **measure):
+    """The shipped recipe on our own port with a short plan; the 64x2 model by default (12.6K prefill ~4x faster)."""
+    plan = load_plan("tiny-llamacpp", size=size)
     m = plan.measure
     new = MeasurePlan(api=m.api, runs=1,
                       decode=DecodePlan(measure.get("concurrency", (1, 2)), measure.get("turns", 2),
@@ -46,7 +45,7 @@ def cache(tmp_path_factory, monkeypatch):
 
 
 def test_lane_boots_measures_and_records_the_quirks(tmp_path, cache, local_env):
-    plan = tiny_plan(free_port(), prompt_tokens=(4096,), repeats=1)
+    plan = tiny_plan(free_port(), prompt_tokens=(4096, 12600), repeats=1)  # the recipe's lengths
     lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=5)
     with lane.up() as ep:
         assert ep.model == "tiny" and ep.base_url.endswith(f":{plan.engine.port}/v1")
@@ -68,10 +67,13 @@ def test_lane_boots_measures_and_records_the_quirks(tmp_path, cache, local_env):
     assert c2 and all(g.serialised for g in c2)
     assert "decode_c2_agg" not in result.summary.measures
     assert any("serialised" in n for n in result.summary.notes)
-    # Prefill at 4K: the prompt length comes from the server's tokenizer (no usage in streams).
+    # Prefill at 4K and 12.6K (fits n_ctx 16384): prompt lengths from the server's tokenizer, since
+    # streams carry no usage; the source says so.
     pre = [r for r in recs if r.phase == "prefill"]
-    assert pre and all(r.prompt_tokens and abs(r.prompt_tokens - 4096) <= 41 for r in pre)
-    assert result.summary.measures.get("prefill_4096", 0) > 0
+    assert sorted(r.prompt_target for r in pre) == [4096, 12600]
+    assert all(abs(r.prompt_tokens - r.prompt_target) <= 0.01 * r.prompt_target for r in pre)
+    assert all("/extras/tokenize/count" in r.prompt_tokens_source for r in pre)
+    assert result.summary.measures["prefill_4096"] > 0 and result.summary.measures["prefill_12600"] > 0
     assert result.summary.measures["decode_c1"] > 0
 
 
@@ -112,13 +114,3 @@ def test_server_killed_mid_stream_gives_failed_records_not_numbers(tmp_path, cac
     assert result.summary.n_failed == 4 and result.summary.n_ok == 0
     assert not any(k.startswith("decode") for k in result.summary.measures)
     assert any("4 failed request(s) excluded" in n for n in result.summary.notes)
-
-
-@pytest.mark.skipif(os.environ.get("LABKIT_AGREEMENT", "1") != "1", reason="LABKIT_AGREEMENT=0")
-def test_agreement_benchmark_quick(tmp_path, cache):
-    """labkit vs the plain-HTTP oracle, interleaved, medians within 5% (the script prints the table)."""
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_llamacpp_agreement.py"), "--quick",
-                          "--json", str(tmp_path / "agree.json")], capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "LABKIT_CACHE": str(cache)})
-    print(out.stdout, out.stderr[-2000:])
-    assert out.returncode == 0, out.stdout + out.stderr[-3000:]

@@ -5,11 +5,13 @@ Bounds (issue 4), checked here and nowhere else (no timed unit tests):
   speculation (multi-token chunks);
 - prefill t/s error <= 2% at 4,096 and 12,600 prompt tokens for true rates 600-4,000 t/s;
 - acceptance equal to the simulator's realised value to 0.01;
-- client CPU per streamed chunk reported (target <= 50 us).
+- client CPU per streamed chunk reported (target <= 50 us; a bound only with --strict-cpu, because CPU time
+  per chunk on a shared 2-core host moves with the other processes' load, ~45-65 us here).
 
 Truth comes from the simulator's GET /sim/requests: per request the realised decode rate (its own emission
-times) and the scheduled prefill rate; per-chunk emission times when the simulator records them
-(`record_chunks`), in which case the c2 truth is the same aggregate formula applied to server-side stamps.
+times) and the realised prefill rate ((P - C) / (first token actually sent - prefill start)); per-chunk emission
+times when the simulator records them (`record_chunks`), in which case the c2 truth is the same aggregate
+formula applied to server-side stamps. Errors are therefore the client's alone (stamping, token counting).
 The error of a row is the worst sample, not the median. Exit status 1 if any bound is missed.
 
     /work/venv/bin/python benchmarks/bench_accuracy.py [--quick] [--json OUT]
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -56,7 +59,8 @@ def _server_stream(t: dict) -> tuple[list[int], list[int]] | None:
 
 
 def decode_case(rate: float, spec: bool, turns: int, seconds: float, transport: str = "direct") -> dict:
-    n = max(24, round(rate * seconds))
+    # Slow streams get longer windows: a 10 ms scheduling hiccup on a busy 2-core host is 1% of a 1 s window.
+    n = max(24, round(rate * seconds * (2 if rate < 100 else 1)))
     sets = {"decode_tps": rate, "prefill_tps": 200_000, "cold_requests": 0, "batch_beta": 0.25,
             **(SPEC if spec else {})}
     chunk_truth = _has_chunk_truth()
@@ -95,6 +99,23 @@ def decode_case(rate: float, spec: bool, turns: int, seconds: float, transport: 
             "k": res.summary.measures.get("accept_k"), "chunk_truth": chunk_truth, "transport": transport}
 
 
+def cpu_per_chunk(transport: str, long_n: int) -> tuple[float, float]:
+    """Marginal client CPU per streamed chunk: two c1 runs at 2,000 t/s that differ only in N; the difference in
+    process CPU over the difference in chunks removes fixed costs (setup, scrapes, summary). Returns
+    (marginal us/chunk, c1 decode error of the long run)."""
+    out = []
+    with SimProcess(sets={"decode_tps": 2000, "prefill_tps": 200_000, "cold_requests": 0}, ports=PORTS) as sim:
+        for n in (long_n // 10, long_n):
+            cpu0 = time.process_time()
+            res = run_bench(sim.url, _plan(n, 2, conc=(1,), warmup=0), progress=False, cold_expected=False,
+                            prefill=False, transport=transport)
+            out.append((time.process_time() - cpu0, sum(r.chunks for r in res.records), res))
+        truth = {t["id"]: t for t in sim.truth()["requests"]}
+    (c_short, k_short, _), (c_long, k_long, res) = out
+    pairs = [(r.decode_tps, truth[r.response_id]["true_decode_tps"]) for r in res.records]
+    return (c_long - c_short) / (k_long - k_short) * 1e6, _err(pairs) or 0.0
+
+
 def prefill_case(rate: float, lengths: tuple[int, ...], repeats: int) -> dict:
     sets = {"prefill_tps": rate, "decode_tps": 2000, "cold_requests": 0, "max_model_len": 32768}
     with SimProcess(sets=sets, ports=PORTS) as sim:
@@ -109,8 +130,10 @@ def prefill_case(rate: float, lengths: tuple[int, ...], repeats: int) -> dict:
             rows.setdefault(r.prompt_target, []).append((None, None, None, r.prompt_tokens, r.error))
             continue
         t = truth[r.response_id]
-        rows.setdefault(r.prompt_target, []).append((r.prefill_tps, t["true_prefill_tps"], r.prefill_tps_raw,
-                                                     r.prompt_tokens, r.flags))
+        # realised: until the first token actually left the server (a starved simulator emits late)
+        real = (t["prompt_tokens"] - t["cached_tokens"]) / (t["t_first"] - t["t_prefill_start"])
+        rows.setdefault(r.prompt_target, []).append((r.prefill_tps, real, r.prefill_tps_raw, r.prompt_tokens,
+                                                     r.flags))
     return {"rate": rate, "rows": rows, "failed": res.summary.n_failed}
 
 
@@ -123,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer samples and shorter streams (smoke run)")
     ap.add_argument("--json", metavar="OUT", help="also write the raw rows as JSON")
+    ap.add_argument("--strict-cpu", action="store_true", help="fail when client CPU per chunk exceeds 50 us")
     args = ap.parse_args(argv)
     turns, seconds = (1, 0.6) if args.quick else (2, 1.0)
     started = time.monotonic()
@@ -174,19 +198,20 @@ def main(argv: list[str] | None = None) -> int:
                 f"{me:.1f}" if me else "—", _err(pairs), PREFILL_BOUND,
                 f"P={samples[0][3]}, raw P/TTFT {raw_rate:.1f}" + (f", {flags}" if flags else ""))
 
-    # Client CPU per streamed chunk, from the fast no-spec cases (whole-process CPU / token-bearing chunks:
-    # includes the bench's own bookkeeping, so an upper bound).
-    fast = [c for c in raw["decode"] if c["rate"] == 2000 and not c["spec"]][0]
-    print("decode 2000 t/s via the SDK transport (comparison) ...", file=sys.stderr, flush=True)
-    sdk = decode_case(2000, False, 1, 0.6 if args.quick else 1.0, transport="sdk")
-    cpu_ok = fast["cpu_us_per_chunk"] <= CPU_TARGET_US
-    rows.append(["client CPU per chunk (direct)", f"<= {CPU_TARGET_US:g} us", f"{fast['cpu_us_per_chunk']:.1f} us",
-                 "", "", "ok" if cpu_ok else "over target", f"{fast['chunks']} chunks"])
-    sdk_err = _err(sdk["c1"])
-    rows.append(["client CPU per chunk (SDK path)", "(comparison)", f"{sdk['cpu_us_per_chunk']:.1f} us", "",
-                 "", "", f"c1 error {sdk_err * 100:.2f}%" if sdk_err is not None else ""])
+    # Client CPU per streamed chunk: marginal cost at 2,000 chunks/s (fixed per-run costs excluded), for the
+    # default transport and, for comparison, the SDK's own streaming path.
+    print("client CPU per chunk (direct, sdk) ...", file=sys.stderr, flush=True)
+    long_n = 1000 if args.quick else 3000
+    for transport in ("direct", "sdk"):
+        us, err = cpu_per_chunk(transport, long_n)
+        raw.setdefault("cpu", []).append({"transport": transport, "us_per_chunk": us, "c1_error": err})
+        within = us <= CPU_TARGET_US
+        if transport == "direct" and args.strict_cpu:
+            ok &= within  # the target applies to the default path
+        rows.append([f"client CPU per chunk ({transport})", f"<= {CPU_TARGET_US:g} us", f"{us:.1f} us", "",
+                     "", "ok" if within else "over target", f"marginal, 2,000 chunks/s; c1 error {err * 100:.2f}%"])
     print(tabulate(rows, headers=["row", "truth", "measured", "error", "bound", "", "notes"]))
-    print(f"\n{'all rows within bounds' if ok else 'BOUNDS MISSED'}; runtime {time.monotonic() - started:.0f} s; "
+    print(f"\n{'all rows within bounds' if ok else 'BOUNDS MISSED'}; load average {os.getloadavg()[0]:.1f}; runtime {time.monotonic() - started:.0f} s; "
           f"c2 truth from {'server emission stamps' if _has_chunk_truth() else 'per-stream realised rates'}")
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1, default=str))

@@ -46,9 +46,9 @@ TIMER = ("time.perf_counter_ns; t_send before the SDK call, chunk stamps at each
          "parsing (events in one read share a stamp)")
 CACHE_HIT_TOLERANCE = 64  # cached prompt tokens allowed per unique prompt: a shared template preamble (≤ a block)
 DECODE_WINDOW = "decode: (N - n_first) / (t_last - t_first); t_last = last token-bearing chunk (not [DONE])"
-AGG_WINDOW = ("cK agg: sum over streams of each stream's decode rate on its chunks inside the steady window "
-              "W = [max t_first, min t_last]; also stored: tokens in W / |W|, and span = sum(N - n_first) / "
-              "(max t_last - min t_first)")
+AGG_WINDOW = ("cK agg: tokens of all streams inside the steady window W = [max t_first, min t_last] / |W|, each "
+              "chunk's tokens spread over the gap since its stream's previous chunk; also stored: whole chunks "
+              "in W / |W|, and span = sum(N - n_first) / (max t_last - min t_first)")
 PREFILL_WINDOW = ("prefill: (P - C) / (t_first - t_send - RTT), t_first = first token-bearing chunk (not the role "
                   "prelude), P = usage.prompt_tokens; raw = P / TTFT")
 
@@ -122,7 +122,8 @@ async def run_bench_async(url: str, plan: MeasurePlan | None = None, *, model: s
                           io_hooks: Sequence[iop.IOProbe] = (), progress: bool = True, lane: str = "",
                           recipe_hash: str | None = None, variant: str | None = None,
                           spec_k: float | None = None, run_id: str | None = None,
-                          decode: bool = True, prefill: bool = True, transport: str = "direct") -> BenchResult:
+                          decode: bool = True, prefill: bool = True, transport: str = "direct",
+                          save_to: str | Path | None = None) -> BenchResult:
     """Measure the endpoint at `url` (server root or .../v1) with `plan` (a recipe's MeasurePlan).
 
     `transport`: "direct" (default) or "sdk", see labkit/client.py."""
@@ -131,7 +132,8 @@ async def run_bench_async(url: str, plan: MeasurePlan | None = None, *, model: s
         bench = _Bench(client, plan, model=model, api=api or plan.api, cold_expected=cold_expected,
                        io_hooks=io_hooks, progress=progress, lane=lane, spec_k=spec_k,
                        run_id=run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"))
-        return await bench.run(recipe_hash=recipe_hash, variant=variant, decode=decode, prefill=prefill)
+        return await bench.run(recipe_hash=recipe_hash, variant=variant, decode=decode, prefill=prefill,
+                               save_to=save_to)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -159,6 +161,7 @@ class _Bench:
         self.progress = progress
         self.acceptance: mx.Acceptance | None = None
         self.pc_window: list[tuple[float, float]] = []
+        self.engine_info: dict[str, Any] = {}
 
     # ---------------------------------------------------------------- helpers
     def _rel(self, t: int | None) -> int | None:
@@ -243,7 +246,10 @@ class _Bench:
         return rec
 
     # ---------------------------------------------------------------- phases
-    async def run(self, *, recipe_hash: str | None, variant: str | None, decode: bool, prefill: bool) -> BenchResult:
+    async def run(self, *, recipe_hash: str | None, variant: str | None, decode: bool, prefill: bool,
+                  save_to: str | Path | None = None) -> BenchResult:
+        """The whole plan. With `save_to`, the result is written there at the end, and also when the run is
+        interrupted or fails halfway (then marked partial, with the error), so no measured request is lost."""
         models = await self.c.models()
         if not self.model:
             if not models:
@@ -264,12 +270,27 @@ class _Bench:
                     await self._decode(run)
                 if prefill and self.plan.prefill.prompt_tokens:
                     await self._prefill(run)
+        except BaseException as e:  # interrupted or crashed: keep what was measured, then re-raise
+            if save_to is not None and self.records:
+                result = self._result({}, version, models, recipe_hash, variant)
+                result.provenance.update(partial=True, error=f"{type(e).__name__}: {e}"[:300])
+                result.save(save_to)
+                print(f"labkit bench: partial results ({len(self.records)} requests) in {save_to}", file=sys.stderr)
+            raise
         finally:
             if self._bar is not None:
                 self._bar.close()
         io = {p.name: iop.delta(io_before[p.name], p.sample()) for p in self.io_hooks}
+        result = self._result(io, version, models, recipe_hash, variant)
+        if save_to is not None:
+            result.save(save_to)
+        return result
+
+    def _result(self, io: dict, version: str | None, models: list[str], recipe_hash: str | None,
+                variant: str | None) -> BenchResult:
         summary = self._summary(io)
         prov = self._provenance(version, models, recipe_hash, variant)
+        prov["partial"] = False
         return BenchResult(self.records, self.groups, summary, prov, self.scrapes, io)
 
     def _planned(self, decode: bool, prefill: bool) -> int:
@@ -283,6 +304,7 @@ class _Bench:
         return n
 
     async def _engine_version(self) -> str | None:
+        """The engine's version string (vLLM /version, SGLang /server_info); the raw answer goes to provenance."""
         for path in ("/version", "/server_info"):
             try:
                 status, text = await self.c.get(path)
@@ -290,9 +312,12 @@ class _Bench:
                 continue
             if status == 200:
                 try:
-                    return str(json.loads(text).get("version"))
-                except (ValueError, AttributeError):
+                    data = json.loads(text)
+                except ValueError:
                     return text.strip()[:100]
+                if isinstance(data, dict) and data.get("version") is not None:
+                    self.engine_info = {k: v for k, v in data.items() if isinstance(v, str | int | float | bool)}
+                    return str(data["version"])
         return None
 
     async def _one(self, max_tokens: int, prompt_nonce: str | None = None) -> tuple[StreamResult, str]:
@@ -579,7 +604,9 @@ class _Bench:
         sha, dirty = _git_state()
         return {
             "labkit_version": __version__, "git_sha": sha, "git_dirty": dirty,
-            "endpoint": self.c.base, "engine_version": version, "model": self.model, "models_served": models,
+            "endpoint": self.c.base, "engine_version": version, "engine_info": self.engine_info,
+            "simulated": bool(self.engine_info.get("simulated", False)), "http_backend": self.c.backend,
+            "transport": self.c.transport, "model": self.model, "models_served": models,
             "lane": self.lane, "recipe_hash": recipe_hash, "variant": variant, "run_id": self.run_id,
             "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "hostname": socket.gethostname(),
             "api": self.api, "token_sources": sorted({r.output_tokens_source for r in self.records
@@ -640,6 +667,8 @@ def bench_cli(args: Any) -> int:
         url, plan = target, default_plan()
         if args.url:
             raise LabkitError("--url is for recipe targets; the endpoint is already given")
+        if args.spec or args.staging or args.variant:
+            raise LabkitError("variants (--spec/--staging/-V) select a recipe's lane; a bare URL has none")
     else:
         from labkit.cli import plan_from_args
 
@@ -650,9 +679,10 @@ def bench_cli(args: Any) -> int:
         url = args.url or f"http://127.0.0.1:{lane_plan.engine.port}"
     plan = _override(plan, args)
     result = run_bench(url, plan, model=args.model, cold_expected=args.cold, progress=not args.quiet, lane=lane,
-                       recipe_hash=recipe_hash, variant=variant, decode=args.decode, prefill=args.prefill)
+                       recipe_hash=recipe_hash, variant=variant, decode=args.decode, prefill=args.prefill,
+                       save_to=args.json)
     title = f"{result.provenance['model']} @ {result.provenance['endpoint']}"
     print(render(result.summary, title=title), flush=True)
     if args.json:
-        print(f"records: {result.save(args.json)}", file=sys.stderr)
+        print(f"records: {args.json}", file=sys.stderr)
     return 0 if result.summary.n_ok else 1

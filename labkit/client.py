@@ -27,6 +27,7 @@ when the engine sends no usage at all; recorded as such). The requested length i
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import time
@@ -119,7 +120,9 @@ def api_key_from_env() -> str:
 
 
 class StreamClient:
-    """One keep-alive HTTP client shared by the SDK (generation) and plain GET/POST calls (/metrics, ...)."""
+    """One keep-alive HTTP client shared by the SDK (generation) and plain GET/POST calls (/metrics, ...).
+
+    Create it inside the event loop that will use it (it holds an asyncio.Event)."""
 
     def __init__(self, url: str, *, timeout: float = 600.0, max_connections: int = 64, transport: str = "direct"):
         if transport not in ("direct", "sdk"):
@@ -133,6 +136,10 @@ class StreamClient:
                                                   max_keepalive_connections=max_connections),
             event_hooks={"request": [_stamp_request], "response": [_stamp_response]})
         self._key = api_key_from_env()
+        self._streams = 0  # streams open right now
+        self._gc_was_enabled = True
+        self._idle = asyncio.Event()  # set while no stream is open
+        self._idle.set()
         self._sdk = openai.AsyncOpenAI(base_url=self.base, api_key=self._key, max_retries=0,
                                        timeout=timeout, http_client=self._http)
         # Resolve the SDK's lazily imported resources now, not inside the first timed request.
@@ -193,6 +200,7 @@ class StreamClient:
         """Run one streamed request; failures (HTTP, transport, timeout) come back in `error`, never raised."""
         res = StreamResult()
         parser = _SSEParser(res)
+        self._gc_hold(+1)
         try:
             async with asyncio.timeout(req.timeout):
                 await self._stream(req, res, parser)
@@ -205,10 +213,28 @@ class StreamClient:
             res.error = str(e)
         except Exception as e:  # noqa: BLE001 — a broken stream is a failed sample, not a crash
             res.error = f"{type(e).__name__}: {e}"[:400]
+        finally:
+            self._gc_hold(-1)
         if res.t_end is None:
             res.t_end = time.perf_counter_ns()
+        # Parse only when no stream is open any more: parsing one finished stream of a concurrent group must not
+        # stall the event loop while the others' last chunks arrive.
+        await self._idle.wait()
         parser.finish()
         return res
+
+    def _gc_hold(self, step: int) -> None:
+        """No cyclic-GC pauses while any stream is open (a collection stalls the loop and delays stamps);
+        the collector's previous state is restored when the last stream ends."""
+        if step > 0 and self._streams == 0:
+            self._gc_was_enabled = gc.isenabled()
+            gc.disable()
+            self._idle.clear()
+        self._streams += step
+        if step < 0 and self._streams == 0:
+            self._idle.set()
+            if self._gc_was_enabled:
+                gc.enable()
 
     def _json(self, req: StreamRequest) -> tuple[str, dict]:
         """(path, JSON body) of the direct transport: the same fields the SDK would send."""
@@ -240,7 +266,7 @@ class StreamClient:
         kwargs: dict[str, Any] = dict(
             model=req.model, max_tokens=req.max_tokens, stream=True, temperature=req.temperature,
             stream_options={"include_usage": True, "continuous_usage_stats": True},
-            extra_body=extra, timeout=req.timeout)
+            extra_body=extra, timeout=_stream_timeout(req.timeout))
         if req.seed is not None:
             kwargs["seed"] = req.seed
         if req.api == "chat":
@@ -261,7 +287,7 @@ class StreamClient:
         path, body = self._json(req)
         headers = {"Authorization": f"Bearer {self._key}", "Accept": "text/event-stream"}
         async with self._http.stream("POST", self.base + path, json=body, headers=headers,
-                                     timeout=req.timeout) as resp:
+                                     timeout=_stream_timeout(req.timeout)) as resp:
             if resp.status_code >= 400:
                 text = (await resp.aread()).decode(errors="replace")
                 res.http_status = resp.status_code
@@ -293,6 +319,12 @@ class _HTTPError(Exception):
         except (ValueError, AttributeError):
             pass
         super().__init__(f"HTTP {status}: {text[:300]}")
+
+
+def _stream_timeout(total: float) -> httpx2.Timeout:
+    """No per-read timeout on streams: the whole request is bounded by asyncio.timeout(total) in `stream`, and a
+    per-read timer would be re-armed on every chunk (measurable CPU at thousands of chunks/s)."""
+    return httpx2.Timeout(total, read=None)
 
 
 async def _stamp_request(request: Any) -> None:

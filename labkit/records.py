@@ -12,7 +12,10 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
     decode_c<K>_agg      same for other concurrencies
     decode_c<K>_span     the span estimator of the same groups (valid only when overlap is high)
     decode_c<K>_overlap  median |steady window| / span of those groups (1.0 = perfect lockstep)
-    prefill_<P>          median prefill t/s at a target prompt length P (tokens), unique prompts
+    prefill_<P>          median prefill t/s at a target prompt length P (tokens), unique prompts, RTT-corrected
+    prefill_<P>_raw      the same without the RTT correction (P / TTFT)
+    prefill_<P>_ttft     median TTFT (seconds) of those samples
+    ttft_c1              median TTFT (seconds) of warm c1 decode turns
     accept_per_draft     mean accepted draft tokens per drafting step (a-bar, bonus token excluded)
     accept_k             K, draft tokens proposed per step
     accept_length        1 + accepted/drafts (tau, bonus token included)
@@ -104,7 +107,7 @@ class GroupRecord:
     concurrency: int = 2
     group: int = 0
     ok: bool = True
-    agg_tps: float | None = None  # sum of per-stream decode rates inside the steady window W (the headline)
+    agg_tps: float | None = None  # tokens of all streams inside the steady window W / |W|, chunks spread (headline)
     window_tps: float | None = None  # tokens arriving in W / |W| (boundary-chunk biased; kept for comparison)
     span_tps: float | None = None  # sum(N_i - n_first_i) / (max t_last - min t_first)
     overlap: float | None = None  # |W| / span; <= 0 means the engine serialised the streams

@@ -88,3 +88,24 @@ def test_agg_survives_client_read_coalescing():
     a = ([i * 100 * MS for i in range(5)], [1, 4, 4, 4, 4])
     b = ([i * 100 * MS + 40_000 for i in range(4)] + [400 * MS], [1, 4, 4, 4, 4])
     assert group_aggregate([a, b]).agg_tps == pytest.approx(80.0, rel=1e-3)
+
+
+def test_cumulative_tokens_spreads_chunks():
+    from labkit.timing import cumulative_tokens
+
+    t, n = [0, 100, 200], [1, 4, 2]
+    assert cumulative_tokens(t, n, -1) == 0
+    assert cumulative_tokens(t, n, 0) == 1
+    assert cumulative_tokens(t, n, 50) == pytest.approx(3.0)
+    assert cumulative_tokens(t, n, 150) == pytest.approx(6.0)
+    assert cumulative_tokens(t, n, 500) == 7
+
+
+def test_agg_is_continuous_in_the_window_edge():
+    # random-sized chunks in phase: moving B's last chunk across A's last by 2 us changes agg by ~nothing
+    a = ([i * 100 * MS for i in range(6)], [1, 4, 2, 3, 1, 4])
+    b1 = ([i * 100 * MS + 40_000 for i in range(6)], [1, 2, 4, 1, 3, 4])
+    b2 = (b1[0][:-1] + [500 * MS - 1_000], b1[1])
+    e1, e2 = group_aggregate([a, b1]).agg_tps, group_aggregate([a, b2]).agg_tps
+    assert e1 == pytest.approx(e2, rel=1e-3)
+    assert e1 == pytest.approx(56.0, rel=1e-3)  # 56 tokens after the first chunks over 500 ms

@@ -37,6 +37,9 @@ def test_cold_turn_detected_and_matches_truth(tmp_path):
     back = BenchResult.load(res.save(tmp_path / "bench.json"))
     assert back.records == res.records and back.summary == res.summary and back.groups == res.groups
     assert back.provenance["model"] == "sim-test" and "git_sha" in back.provenance
+    assert back.provenance["simulated"] is True and back.provenance["engine_version"]
+    assert back.provenance["token_sources"] == ["continuous_usage"]
+    assert back.scrapes and all("vllm:" in text for text in back.scrapes.values())
 
 
 def test_no_cold_turn_when_engine_already_served():
@@ -150,3 +153,29 @@ def test_sdk_transport_measures_the_same():
     for r in res.records:
         assert r.ok and r.output_tokens == 40
         assert r.decode_tps == pytest.approx(truth[r.response_id]["true_decode_tps"], rel=0.05)
+
+
+def test_interrupted_run_keeps_partial_records(tmp_path, monkeypatch):
+    from labkit import bench as b
+
+    async def boom(self, run):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(b._Bench, "_prefill", boom)
+    out = tmp_path / "partial.json"
+    with SimProcess() as sim, pytest.raises(KeyboardInterrupt):
+        run_bench(sim.url, _plan(turns=1, conc=(1,), prompts=(200,)), progress=False, save_to=out)
+    back = BenchResult.load(out)
+    assert back.provenance["partial"] and "KeyboardInterrupt" in back.provenance["error"]
+    assert len(back.records) == 3 and all(r.ok for r in back.records)  # cold, warmup, one turn
+
+
+def test_works_inside_a_running_event_loop():
+    import asyncio
+
+    async def notebook_cell(url):
+        return run_bench(url, _plan(turns=1, conc=(1,)), progress=False)  # sync call, loop already running
+
+    with SimProcess() as sim:
+        res = asyncio.run(notebook_cell(sim.url))
+    assert res.summary.n_ok == 3

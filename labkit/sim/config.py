@@ -70,6 +70,8 @@ class SimConfig:
     boot_init_s: float = 0.3
     weights_gib: float = 110.85
     kv_log_form: str = "one-line"
+    # ground truth detail: keep [target, actual, tokens] of every emission in /sim/requests (costs memory)
+    record_chunks: bool = False
     sglang_warmup_s: float = 0.2  # sglang: HTTP is up but /health answers 503 for this long
     # fault injection (request numbers count generation requests since boot, from 1; 0 = off)
     fault_boot_crash: str = ""  # fatal log line; the process exits 1 during boot after printing it

@@ -106,6 +106,7 @@ class RequestTruth:
     t_first_target: float | None = None
     t_last_target: float | None = None
     max_lateness: float = 0.0  # worst (actual - target) over emissions, seconds
+    emissions: list[tuple[float, float, int]] | None = None  # (target, actual, tokens) with record_chunks
     finish_reason: str | None = None
     status: str = "running"  # running | finished | aborted | stalled | exited | error
 
@@ -208,6 +209,8 @@ class Engine:
                            prompt_tokens=len(ids), cached_tokens=cached, max_tokens=max_tokens, target_tokens=target,
                            eos_at=eos_at, t_arrival=now, t_prefill_start=start, t_prefill_end=end,
                            accepted_per_pos=[0] * (cfg.spec_k if cfg.spec_on else 0))
+        if cfg.record_chunks:
+            rec.emissions = []
         self._hashes[index] = hashes
         self._rng[index] = rng
         self.records.append(rec)
@@ -279,6 +282,8 @@ class Engine:
         late = now - target
         if late > rec.max_lateness:
             rec.max_lateness = late
+        if rec.emissions is not None:
+            rec.emissions.append((target, now, n))
         self.c.generation_tokens += n
 
     def finish(self, rec: RequestTruth, status: str, reason: str | None = None) -> None:

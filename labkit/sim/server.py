@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from labkit.sim import openai, tokenizer
 from labkit.sim.config import SimConfig
-from labkit.sim.engine import Engine, RequestTruth
+from labkit.sim.engine import Engine
 from labkit.sim.metrics import render
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large",

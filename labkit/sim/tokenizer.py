@@ -28,11 +28,7 @@ CHAT_OVERHEAD_FIXED = 3  # BOS + generation prompt (START, ASSISTANT)
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
 
-WORDS = (
-    "the of and to in is that for it as was with be by on not he this are or his from at which but have an "
-    "they you were her she there one all we can their has been if more when will would who so no river "
-    "stone light water field north house night story"
-).split()
+WORDS = ["the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "her", "she", "there", "one", "all", "we", "can", "their", "has", "been", "if", "more", "when", "will", "would", "who", "so", "no", "river", "stone", "light", "water", "field", "north", "house", "night", "story"]
 
 
 class TokenizeError(ValueError):

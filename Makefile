@@ -30,7 +30,13 @@ bench: env
 
 test: env
 	$(BIN)/ruff check labkit tests benchmarks
+	$(BIN)/nbstripout --verify notebooks/*.ipynb
 	$(BIN)/python -m pytest -q
+	$(BIN)/labkit report --check
+
+# Regenerate results/TABLES.md and results/plots/ from the stored runs.
+report: env
+	$(BIN)/labkit report
 
 lint: env
 	$(BIN)/ruff check labkit tests benchmarks

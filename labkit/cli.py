@@ -112,6 +112,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     lane = _lane(args, progress=None)
     nodes = [args.node] if args.node else None
+    if args.node and args.node not in lane.group.names:
+        raise LabkitError(f"--node {args.node}: not a node of this lane ({', '.join(lane.group.names)})")
+    if args.follow:
+        lane.follow(sys.stdout, nodes)
+        return 0
     for node, text in lane.logs(tail=args.tail, nodes=nodes).items():
         if len(lane.group) > 1 and not args.node:
             print(f"==> {node} <==")
@@ -158,6 +163,52 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from labkit.sim.cli import run
 
     return run(args)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from labkit import report
+
+    if args.check:
+        ok, diff = report.check(args.results, args.tables)
+        if ok:
+            print("TABLES.md is up to date")
+            return 0
+        sys.stdout.write(diff)
+        print("labkit: TABLES.md drifted from the stored results; run `labkit report` and commit it",
+              file=sys.stderr)
+        return 1
+    rep = report.generate(args.results, args.tables, plots=not args.no_plots)
+    print(f"wrote {rep.tables_path} ({len(rep.tables)} tables)")
+    for path in rep.plots:
+        print(f"wrote {path}")
+    for path, reason in rep.skipped:
+        print(f"skipped {path}: {reason}", file=sys.stderr)
+    return 0
+
+
+def cmd_import_note(args: argparse.Namespace) -> int:
+    from labkit.recorded import import_figures
+
+    for outcome in import_figures(args.figures, args.results):
+        print(f"{outcome.action:9} {outcome.path}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import logging
+
+    from labkit.notebooks import execute, guess_value
+
+    params = {}
+    for name, value in args.param:
+        params[name] = guess_value(value)
+    for name, value in args.raw_param:
+        params[name] = value
+    if not sys.stderr.isatty():
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+    out = execute(args.notebook, params, args.output, execution_timeout=args.execution_timeout)
+    print(f"executed notebook: {out}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -218,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     _variant_args(p)
     p.add_argument("--tail", type=int, default=50, help="lines per node (default 50)")
     p.add_argument("--node", help="only this node")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until Ctrl-C")
     p.set_defaults(func=cmd_logs)
 
     p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")
@@ -229,6 +281,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sim", help="run the simulated engine (an OpenAI-compatible server at known speeds)")
     sim_arguments(p)
     p.set_defaults(func=cmd_sim)
+
+    p = sub.add_parser("report", help="regenerate results/TABLES.md and plots from stored runs")
+    p.add_argument("--check", action="store_true",
+                   help="regenerate in memory; exit 1 with a diff if the committed TABLES.md drifted")
+    p.add_argument("--results", metavar="DIR", help="results folder (default $LABKIT_RESULTS or results/)")
+    p.add_argument("--tables", metavar="FILE", help="table definitions (default DIR/tables.toml)")
+    p.add_argument("--no-plots", action="store_true", help="write TABLES.md only")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("import-note", help="store the lab note's recorded figures as runs (idempotent)")
+    p.add_argument("--figures", metavar="FILE", help="figures file (default results/recorded.toml)")
+    p.add_argument("--results", metavar="DIR", help="results folder (default $LABKIT_RESULTS or results/)")
+    p.set_defaults(func=cmd_import_note)
+
+    p = sub.add_parser("run", help="execute a notebook template with papermill (e.g. labkit run bench -p recipe sim)")
+    p.add_argument("notebook", help="template name in notebooks/ (bench, compare) or a path")
+    p.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="parameter; True/False/None/ints/floats converted only when they read back identically")
+    p.add_argument("-r", "--raw-param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="parameter passed as a string")
+    p.add_argument("-o", "--output", help="executed notebook path (default out/<name>-<UTC stamp>.ipynb)")
+    p.add_argument("--execution-timeout", type=float, default=None, metavar="S", help="per-cell timeout")
+    p.set_defaults(func=cmd_run)
     return parser
 
 

@@ -22,7 +22,10 @@ ALIVE, DEAD, ABSENT = "alive", "dead", "absent"
 
 # A process group counts as gone when none of its members is running; zombies (unreaped children of an
 # init that does not reap) are ignored.
-_GROUP_RUNNING = "ps -eo pgid=,stat= | awk -v g=\"$p\" '$1==g && $2 !~ /^Z/ {n++} END {exit n ? 0 : 1}'"
+# /proc is read directly (no procps on minimal images); `cat` skips processes that vanish mid-scan. In a stat
+# line the fields after "(comm) " are state, ppid, pgrp.
+_GROUP_RUNNING = ("cat /proc/[0-9]*/stat 2>/dev/null | awk -v g=\"$p\" "
+                  "'{sub(/^.*\\) /, \"\"); if ($3 == g && $1 != \"Z\") n++} END {exit n ? 0 : 1}'")
 
 
 def _safe(node: str) -> str:

@@ -150,6 +150,8 @@ class Lane:
         self.lane_id = plan.lane_id
         self._watch: dict[str, _NodeWatch] = {}
         self._t0 = 0.0
+        #: seconds per lifecycle step of the last start/down (check, start, ready, down), for benchmarks and records
+        self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ pure views
 
@@ -188,7 +190,9 @@ class Lane:
 
     def start(self) -> Endpoint:
         """Check nodes, start every node in parallel, wait for readiness. On any failure, remove everything."""
+        t = time.monotonic()
         check_reachable(self.group)
+        self.timings = {"check": time.monotonic() - t}
         self._refuse_if_present()
         # A recipe whose model.repo names a labkit-built model ("labkit/tiny-llama") gets its cached file.
         self.plan = tinymodel.materialize(self.plan, log=self.progress)
@@ -200,7 +204,9 @@ class Lane:
             with _sigterm_as_interrupt():
                 self._t0 = time.monotonic()
                 self._start_all()
+                self.timings["start"] = self._elapsed()
                 facts = self._wait_ready()
+                self.timings["ready"] = facts.boot_seconds or self._elapsed()
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 self._say("interrupted: removing the lane on every node")
@@ -215,11 +221,13 @@ class Lane:
 
     def down(self) -> None:
         """Remove the lane on every node and verify nothing is left; NodeError names any node that kept some."""
+        t = time.monotonic()
         self._capture_logs()
         with _ignore_interrupts():
             self.group.run(lambda h: self.runtime.stop_command(h.name), f"removing lane {self.lane_id}",
                            timeout=self.runtime.stop_grace + 60)
             left = self.leftovers()
+        self.timings["down"] = time.monotonic() - t
         if left:
             raise NodeError(f"lane {self.lane_id} still present after removal", left)
 
@@ -239,6 +247,25 @@ class Lane:
         out = self.group.map(lambda h: h.run(self.runtime.logs_command(h.name, tail=tail), timeout=120).stdout,
                              f"logs of lane {self.lane_id}", hosts)
         return out
+
+    def follow(self, out: TextIO, nodes: list[str] | None = None, interval: float = 1.0,
+               stop: threading.Event | None = None) -> None:
+        """Print new log text from the nodes as it arrives (node-prefixed when several) until `stop` or Ctrl-C."""
+        hosts = [h for h in self.group if nodes is None or h.name in nodes]
+        offsets = {h.name: 0 for h in hosts}
+        partial = {h.name: "" for h in hosts}
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            texts = self.group.map(lambda h: h.run(self.runtime.logs_command(h.name, offset=offsets[h.name]),
+                                                   timeout=60).stdout, f"logs of lane {self.lane_id}", hosts)
+            for name, text in texts.items():
+                offsets[name] += len(text.encode())
+                lines = (partial[name] + text).split("\n")
+                partial[name] = lines.pop()
+                for line in lines:
+                    out.write(f"{name}: {line}\n" if len(hosts) > 1 else line + "\n")
+            out.flush()
+            stop.wait(interval)
 
     def check(self) -> None:
         """Raise LaneFailed (with the dead node's log tail) unless every node's engine is alive; for use between runs."""
@@ -273,35 +300,65 @@ class Lane:
         self._say(f"[{self._elapsed():6.1f}s] started on all nodes; waiting for readiness "
                   f"({self.root_url}{self.engine.probes(self.plan)[0].path}, timeout {self.plan.engine.boot_timeout:g} s)")
 
+    @property
+    def started_at(self) -> float:
+        """time.monotonic() when the start commands were issued (boot_seconds counts from here)."""
+        return self._t0
+
     def _elapsed(self) -> float:
         return time.monotonic() - self._t0
 
     def _wait_ready(self) -> BootFacts:
+        """Probe the head every `poll` s here; a watcher thread checks nodes and logs every `node_poll` s.
+
+        The node round trips (SSH) run beside the probe loop, so a slow node never delays noticing readiness.
+        """
         probes = self.engine.probes(self.plan)
         timeout = self.plan.engine.boot_timeout
-        last_nodes = -1e9
-        last_note = 0.0
-        while True:
-            if _get_status(self.root_url + probes[0].path, timeout=1.0) == probes[0].status:
-                noticed = self._elapsed()
-                if all(_get_status(self.root_url + p.path) == p.status for p in probes[1:]):
-                    self._poll_nodes(final=True)
-                    return self._facts(noticed)
-            now = self._elapsed()
-            if now - last_nodes >= self.node_poll:
-                last_nodes = now
-                self._poll_nodes()
-            if now > timeout:
-                head = self._watch[self.group.head.name]
-                raise BootTimeout(self.lane_id, head.host.name,
-                                  f"not ready after {timeout:g} s (engine.boot_timeout)", _tail("".join(head.text_tail)))
-            if now - last_note >= 30:
-                last_note = now
-                if now > 1:
-                    self._say(f"[{now:6.1f}s] still booting ...")
-            time.sleep(self.poll)
+        stop = threading.Event()
+        problem: list[BaseException] = []
 
-    def _poll_nodes(self, final: bool = False) -> None:
+        def watch() -> None:
+            while not stop.is_set():
+                t = time.monotonic()
+                try:
+                    self._poll_nodes()
+                except BaseException as e:  # handed to the main loop
+                    problem.append(e)
+                    return
+                stop.wait(max(0.0, self.node_poll - (time.monotonic() - t)))
+
+        watcher = threading.Thread(target=watch, name="labkit-boot-watch", daemon=True)
+        watcher.start()
+        last_note = 0.0
+        try:
+            while True:
+                if problem:
+                    raise problem[0]
+                if _get_status(self.root_url + probes[0].path, timeout=1.0) == probes[0].status:
+                    noticed = self._elapsed()
+                    if all(_get_status(self.root_url + p.path) == p.status for p in probes[1:]):
+                        stop.set()
+                        watcher.join()
+                        if problem:
+                            raise problem[0]
+                        self._poll_nodes()  # the lines up to readiness, and every node still alive
+                        return self._facts(noticed)
+                now = self._elapsed()
+                if now > timeout:
+                    head = self._watch[self.group.head.name]
+                    raise BootTimeout(self.lane_id, head.host.name, f"not ready after {timeout:g} s (engine.boot_timeout)",
+                                      _tail("".join(head.text_tail)))
+                if now - last_note >= 30:
+                    last_note = now
+                    if now > 1:
+                        self._say(f"[{now:6.1f}s] still booting ...")
+                time.sleep(self.poll)
+        finally:
+            stop.set()
+            watcher.join()
+
+    def _poll_nodes(self) -> None:
         """One round trip per node: liveness, then new log text; raise BootError on a fatal line or a dead node."""
 
         def poll(h: Host) -> tuple[str, str]:

@@ -79,6 +79,9 @@ def cmd_run(args: list[str]) -> None:
     for item in opts.get("-e", []) + opts.get("--env", []):
         k, _, v = item.partition("=")
         env[k] = v
+    crash = state() / "crash_on_run"  # a broken node: its container prints this file's line and exits 1
+    if crash.exists():
+        argv = ["sh", "-c", 'sleep 0.5; echo "$0"; exit 1', crash.read_text().strip()]
     labels = dict(item.partition("=")[::2] for item in opts.get("--label", []) + opts.get("-l", []))
     log = state() / "containers" / f"{name}.log"
     with open(log, "wb") as out:
@@ -208,7 +211,9 @@ def main() -> None:
         f.write(json.dumps(args) + "\n")
     if not args:
         fail("usage: docker COMMAND", 1)
-    delay = os.environ.get("LABKIT_SHIM_DELAY")
+    # A slow node: seconds to sleep per call, from the env or a `delay` file in the shim state root.
+    delay_file = Path(os.environ["LABKIT_SHIM_STATE"]) / "delay"
+    delay = os.environ.get("LABKIT_SHIM_DELAY") or (delay_file.read_text().strip() if delay_file.exists() else "")
     if delay:
         time.sleep(float(delay))
     cmd, rest = args[0], args[1:]

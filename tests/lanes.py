@@ -25,7 +25,7 @@ def sim_recipe(folder: Path, port: int, nodes=("localhost",), runtime: str = "pr
     lines += ["[engine.args]", '"--preset" = "test"', f'"--config" = "{config}"']
     if flavor:
         lines.append(f'"--flavor" = "{flavor}"')
-    # measure spelled out: the resolver does not yet fill nested defaults when [measure] is omitted
+    # a short measurement plan, so tests that measure through these lanes stay quick
     lines += ["[measure]", "decode = { concurrency = [1], turns = 2, output_tokens = 16, warmup = 0 }",
               "prefill = { prompt_tokens = [64], repeats = 1 }"]
     lines += ["[cluster]", f"nodes = {json.dumps(list(nodes))}", f"ssh_port = {ssh_port}", "connect_timeout = 3"]

@@ -184,6 +184,24 @@ class Cluster:
         return {"LABKIT_SSH_KEY": str(self.key), "LABKIT_SSH_KNOWN_HOSTS": str(self.known_hosts),
                 "LABKIT_SSH_USER": self.user, "LABKIT_SSH_PORT": str(self.port)}
 
+    def set_docker_delay(self, seconds: float) -> None:
+        """Make every node's docker shim sleep this long per call (a slow daemon); 0 turns it off."""
+        self.shim_state.mkdir(parents=True, exist_ok=True)
+        f = self.shim_state / "delay"
+        if seconds:
+            f.write_text(str(seconds))
+        else:
+            f.unlink(missing_ok=True)
+
+    def break_node(self, addr: str, line: str | None) -> None:
+        """Make the node's next containers print `line` and exit 1 (None repairs it)."""
+        d = self.shim_state / NODE_NAMES[addr]
+        d.mkdir(parents=True, exist_ok=True)
+        if line is None:
+            (d / "crash_on_run").unlink(missing_ok=True)
+        else:
+            (d / "crash_on_run").write_text(line)
+
     def calls(self, addr: str) -> list[list[str]]:
         """Every `docker` argv the node's shim recorded, oldest first."""
         f = self.shim_state / NODE_NAMES[addr] / "calls.jsonl"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -140,3 +141,21 @@ def test_ssh_options_from_env():
     o = SshOptions.from_env({"LABKIT_SSH_KEY": "/k", "LABKIT_SSH_PORT": "2222", "LABKIT_SSH_KNOWN_HOSTS": "/kh"})
     assert (o.key_files, o.port, o.known_hosts, o.use_agent) == (("/k",), 2222, "/kh", False)
     assert isinstance(host_for("localhost", None, 22, 1), LocalHost)
+
+
+def test_each_node_has_its_own_disk_at_the_same_path(cluster):
+    if not cluster.private_disks:
+        pytest.skip("unshare --mount not available: nodes share this host's disk")
+    group = HostGroup([ssh(cluster, a) for a in cluster.addresses])
+    disk = cluster.disk_path
+    try:
+        group.run(lambda h: f"echo {h.name} > {disk}/whoami", "write")
+        seen = group.run(f"cat {disk}/whoami; df -k --output=size {disk} | tail -1", "read")
+        for addr, r in seen.items():
+            name, size_kb = r.stdout.split()
+            assert name == addr  # nobody else's file is visible
+            assert int(size_kb) == 64 * 1024
+        assert not os.path.exists(f"{disk}/whoami")  # invisible to the test process too
+    finally:
+        group.run(f"rm -f {disk}/whoami", "clean", check=False)
+        group.close()

@@ -172,8 +172,9 @@ def test_cli_up_status_logs_down_across_invocations_local(tmp_path, local_env):
 
 
 def cluster_lane(cluster, tmp_path, port, nodes=None, **kw) -> Lane:
+    kw.setdefault("runtime", "docker")
     plan = sim_recipe(tmp_path / kw.pop("name", "lane-4x"), port, nodes=nodes or cluster.addresses,
-                      runtime="docker", ssh_port=cluster.port, user=cluster.user, **kw)
+                      ssh_port=cluster.port, user=cluster.user, **kw)
     return Lane(plan, ssh=cluster.ssh_options(), run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
 
 
@@ -297,3 +298,49 @@ def test_cluster_ctrl_c_during_boot_and_cli_lifecycle(cluster, tmp_path):
     assert_clean_cluster(lane, cluster)
     lane.close()
 
+
+
+def test_follow_streams_new_log_lines(tmp_path, local_env):
+    import io
+
+    lane = local_lane(tmp_path, 18309)
+    with lane.up() as ep:
+        out, stop = io.StringIO(), threading.Event()
+        t = threading.Thread(target=lane.follow, args=(out,), kwargs={"interval": 0.1, "stop": stop})
+        t.start()
+        time.sleep(0.5)
+        chat(ep.base_url, ep.model)
+        time.sleep(0.5)
+        stop.set()
+        t.join(10)
+    text = out.getvalue()
+    assert text.startswith("INFO") and "Application startup complete" in text
+    assert_clean_local(lane, local_env)
+
+
+def test_cluster_one_worker_crashes_at_boot_is_named(cluster, tmp_path):
+    cluster.break_node("127.0.0.4", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    lane = cluster_lane(cluster, tmp_path, 18317, settings={"boot_weights_s": 5})
+    try:
+        with pytest.raises(BootError) as e, lane.up():
+            pytest.fail("must not boot")
+        assert e.value.node == "127.0.0.4"
+        assert "CUDA out of memory" in str(e.value)
+        assert_clean_cluster(lane, cluster)
+    finally:
+        cluster.break_node("127.0.0.4", None)
+        lane.close()
+
+
+def test_cluster_process_runtime_over_ssh(cluster, tmp_path):
+    cluster.clear_calls()
+    lane = cluster_lane(cluster, tmp_path, 18318, runtime="process", name="lane-4x-proc")
+    try:
+        with lane.up() as ep:
+            assert chat(ep.base_url, ep.model)["usage"]["completion_tokens"] == 8
+            assert len(cluster.processes()) == 4
+            for addr in cluster.addresses:
+                assert all(c[0] != "run" for c in cluster.calls(addr))  # no docker involved
+        assert_clean_cluster(lane, cluster)
+    finally:
+        lane.close()

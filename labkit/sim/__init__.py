@@ -1,0 +1,64 @@
+"""labkit.sim — a simulated LLM engine: a real OpenAI-compatible HTTP server whose true speeds are known.
+
+Used as the embedded default lane (recipes/sim), by the notebooks without a GPU cluster, and as the oracle for
+labkit's own measurement-accuracy tests. Everything it produces is labelled simulated (version string
+`0.33.0+labkit.sim`, boot banner, /version `"simulated": true`, `vllm:cache_config_info{simulated="true"}`).
+
+Command line (stable; the serving layer launches exactly this form as a background process):
+
+    python -m labkit.sim [--flavor vllm|sglang] [--preset NAME] [--config FILE] [--set KEY=VALUE ...]
+                         [--host H] [--port P] [--model-name N] [--list]
+    labkit sim ...        (same flags)
+
+Precedence: preset < --config file (TOML/JSON, flat keys, optionally under [sim]) < --set < --flavor/--host/
+--port/--model-name. Unknown or ill-typed keys exit 1 with the key named. `--port 0` picks a free port (printed
+in the `Starting vLLM server on http://H:P` / `Uvicorn running on http://H:P` line). `--list` prints all keys.
+Keys and meanings: labkit/sim/config.py (SimConfig). Presets: `dsv41-stock`, `dsv41-stock-dspark`, `test`.
+
+Boot (stderr): vLLM flavour prints the 0.33 lines (version banner, `Loading weights took X seconds`,
+`Model loading took X GiB memory and Y seconds`, `GPU KV cache size: N tokens, Maximum concurrency for W tokens
+per request: Z.ZZx` or the two-line form with kv_log_form=two-line, `init engine (...) took X s`,
+`Starting vLLM server on http://H:P`, `Application startup complete.`) and does not listen at all until then
+(connections are refused). SGLang flavour prints `Load weight end. elapsed=...`, `KV Cache is allocated. ...
+#tokens: N`, `max_total_num_tokens=N`, listens at `Uvicorn running on ...`, answers /health 503 during
+sglang_warmup_s, then prints `The server is fired up and ready to roll!`.
+
+Endpoints: GET /health, /version, /v1/models, /metrics; POST /v1/completions, /v1/chat/completions (stream and
+non-stream), /tokenize; vLLM: POST /reset_prefix_cache; SGLang: GET /server_info (/get_server_info),
+/model_info, GET|POST /flush_cache (400 unless idle). Generation honours max_tokens (completions default 16,
+chat default: the rest of the context), max_completion_tokens, min_tokens, ignore_eos, n=1,
+stream_options.include_usage and continuous_usage_stats (vLLM flavour: only together with include_usage; SGLang:
+independent). Streams: chat sends a role-only prelude with the first token; each engine step is one SSE event;
+the last token event carries finish_reason; then the usage chunk (choices=[], usage with
+prompt_tokens_details.cached_tokens) if requested; then `data: [DONE]`. Without ignore_eos a seeded EOS
+(mean eos_mean_tokens) may end the request early with finish_reason "stop" (the EOS token is counted).
+
+Timing, prefix cache and speculative decoding: see labkit/sim/engine.py (the schedule is absolute, TTFT = prefill
+of the uncached prompt tokens, a repeated prefix is served from chained 16-token block hashes, a nonce at the
+start of a prompt defeats the cache, one at the end does not). Tokenizer: labkit/sim/tokenizer.py (one token per
+word or punctuation mark, words split every 8 characters, chat template adds 3 per message + 3).
+
+Ground truth: GET /sim/requests[?since=N] -> {"clock", "boot", "now", "config", "requests": [...]}, one entry per
+generation request with index (1-based since boot), id, endpoint, stream, cold, prompt_tokens, cached_tokens,
+max_tokens, target_tokens, eos_at, completion_tokens, steps (decode steps after the prefill token), drafts,
+draft_tokens, accepted, accepted_per_pos, chunks, t_arrival, t_prefill_start, t_prefill_end (scheduled),
+t_first / t_last (actual write times of the first and last token), t_first_target / t_last_target, max_lateness,
+finish_reason, status (running|finished|aborted|stalled|exited), true_decode_tps = (N-1)/(t_last-t_first) and
+true_prefill_tps = (prompt-cached)/(prefill time). With record_chunks=true also emissions:
+[[target, actual, tokens], ...]. Times are time.perf_counter() seconds = CLOCK_MONOTONIC on Linux, directly
+comparable with a client's perf_counter on the same host.
+
+Faults (request numbers count generation requests since boot, from 1):
+- fault_boot_crash="LINE": prints LINE as an ERROR during weight loading, then `EngineCore failed to start.`,
+  exits 1 without ever listening.
+- fault_http500_request=n: the n-th request gets HTTP 500 (OpenAI error body); it still takes number n.
+- fault_exit_request=n, fault_exit_after_tokens=M: once the chunk reaching M tokens of request n is sent (with
+  spec decoding a chunk may overshoot M), logs an ERROR line and the process exits with status 3 (the stream ends
+  without [DONE]).
+- fault_stall_request=n, fault_stall_after_tokens=M: after the chunk reaching M tokens of request n nothing more is
+  sent; the connection stays open until the client closes it (status "stalled"); other connections are served.
+
+Decode-rate note: decode_tps is the mean rate of full steps. A client's (N-1)/(t_last-t_first) with spec decoding
+reads a little lower for short N because the last step is cut at max_tokens but still takes a full step
+(about 2% at N=256 with the dspark preset), as on a real engine.
+"""

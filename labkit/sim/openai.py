@@ -137,8 +137,8 @@ class StreamRenderer:
     def _usage_tail(self, completion: int) -> bytes:
         if not self.continuous:
             return b"}\n\n"
-        u = {"prompt_tokens": self.prompt, "total_tokens": self.prompt + completion, "completion_tokens": completion}
-        return b', "usage": ' + json.dumps(u).encode() + b"}\n\n"
+        return (b', "usage": {"prompt_tokens": %d, "total_tokens": %d, "completion_tokens": %d}}\n\n'
+                % (self.prompt, self.prompt + completion, completion))
 
     def role(self) -> bytes:
         """vLLM chat's role-only prelude, sent just before the first token chunk."""

@@ -1,0 +1,167 @@
+"""Running the notebook templates (notebooks/*.ipynb) with papermill, the way `labkit run` does.
+
+papermill's own CLI has sharp edges (the output folder must exist, no output path dumps JSON to stdout,
+`-p x 007` becomes 7, the kernel's cwd is the caller's); this wrapper fixes the kernel to python3, runs
+it from the repo root with that checkout importable, creates the output folder, and marks the
+environment as batch so progress bars stay quiet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from labkit.errors import LabkitError
+from labkit.progress import BATCH_ENV
+
+KERNEL = "python3"
+
+
+class NotebookError(LabkitError):
+    """A notebook could not be found or failed; names the notebook, cell and error."""
+
+
+RECORD_MIME = "application/x-labkit+json"
+
+
+def record(name: str, value: Any) -> None:
+    """Inside a notebook: leave a named, JSON-serialisable value in the executed notebook's outputs (a custom
+    mimetype, readable later with plain nbformat). `record("run_dir", str(run.path))` makes `labkit run` copy
+    the executed notebook into that run folder."""
+    from IPython.display import display
+
+    display({RECORD_MIME: {name: value}, "text/plain": f"{name} = {value!r}"}, raw=True)
+
+
+def read_records(notebook: str | os.PathLike) -> dict[str, Any]:
+    """Every value record()ed in an executed notebook, later values winning."""
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    out: dict[str, Any] = {}
+    for c in nb.cells:
+        for o in c.get("outputs", []) if c.cell_type == "code" else []:
+            data = o.get("data", {}).get(RECORD_MIME)
+            if isinstance(data, dict):
+                out.update(data)
+    return out
+
+
+def notebooks_dir() -> Path:
+    from labkit.recipe import repo_root
+
+    return repo_root() / "notebooks"
+
+
+def resolve_notebook(name: str | os.PathLike) -> Path:
+    """'bench' -> notebooks/bench.ipynb; an existing path is taken as is."""
+    given = Path(name).expanduser()
+    if given.is_file():
+        return given
+    for candidate in (notebooks_dir() / f"{name}.ipynb", notebooks_dir() / str(name)):
+        if candidate.is_file():
+            return candidate
+    have = ", ".join(sorted(p.stem for p in notebooks_dir().glob("*.ipynb"))) or "none"
+    raise NotebookError(f"no notebook {str(name)!r} (looked for {given} and {notebooks_dir()}/{name}.ipynb); "
+                        f"templates: {have}")
+
+
+def guess_value(text: str) -> Any:
+    """Like papermill's -p, but a value is converted only if it reads back identically: 'True', 'None', '3',
+    '0.5' convert; '007', '1e3', '1_000' stay strings (ids and versions are not numbers)."""
+    if text in ("True", "False"):
+        return text == "True"
+    if text == "None":
+        return None
+    for kind in (int, float):
+        try:
+            value = kind(text)
+        except ValueError:
+            continue
+        if str(value) == text:
+            return value
+    return text
+
+
+def default_output(notebook: Path, now: dt.datetime | None = None, folder: str | os.PathLike = "out") -> Path:
+    now = now or dt.datetime.now(dt.UTC)
+    return Path(folder) / f"{notebook.stem}-{now:%Y%m%dT%H%M%SZ}.ipynb"
+
+
+@contextlib.contextmanager
+def _environ(updates: Mapping[str, str]) -> Iterator[None]:
+    """Set variables for the kernel we start (it inherits our environment), restore them afterwards."""
+    saved = {k: os.environ.get(k) for k in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = None,
+            output: str | os.PathLike | None = None, *, progress: bool | None = None,
+            log_output: bool | None = None, cwd: str | os.PathLike | None = None,
+            execution_timeout: float | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """Execute a template with papermill and return the executed notebook's path.
+
+    The output folder is created; the kernel is python3 started in `cwd` (default: the repo root) with
+    the repo root first on PYTHONPATH and LABKIT_BATCH=1. Progress bar only on a TTY; cell output is
+    logged when not. A failing cell raises NotebookError (the executed notebook is still written).
+    """
+    import papermill as pm
+
+    from labkit.recipe import repo_root
+
+    src = resolve_notebook(notebook)
+    out = Path(output) if output else default_output(src)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tty = sys.stderr.isatty()
+    root = str(repo_root())
+    pythonpath = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    updates = {BATCH_ENV: "1", "PYTHONPATH": pythonpath, **(env or {})}
+    with _environ(updates):
+        try:
+            pm.execute_notebook(
+                str(src), str(out), parameters=dict(parameters or {}), kernel_name=KERNEL,
+                cwd=str(cwd) if cwd else root, progress_bar=tty if progress is None else progress,
+                log_output=(not tty) if log_output is None else log_output,
+                execution_timeout=execution_timeout,
+            )
+        except pm.PapermillExecutionError as e:
+            _copy_into_run(out, src)  # a failed run keeps the notebook with its traceback
+            raise NotebookError(f"{src}: cell {e.cell_index} failed: {e.ename}: {e.evalue} "
+                                f"(executed notebook with the traceback: {out})")
+        except Exception as e:  # kernel missing, bad notebook JSON, ...
+            if type(e).__name__ == "NoSuchKernel":
+                raise NotebookError(f"no Jupyter kernel named {KERNEL!r}: install one into this environment "
+                                    f"with `{sys.executable} -m ipykernel install --sys-prefix --name python3`")
+            raise
+    _copy_into_run(out, src)
+    return out
+
+
+def _copy_into_run(executed: Path, template: Path) -> Path | None:
+    """Copy the executed notebook into the run folder the notebook record()ed as run_dir, if any."""
+    from labkit.results import ResultsError, attach_file
+
+    try:
+        run_dir = read_records(executed).get("run_dir")
+    except (OSError, ValueError):
+        return None
+    if not run_dir:
+        return None
+    try:
+        return attach_file(run_dir, executed, f"{template.stem}.ipynb")
+    except (ResultsError, OSError) as e:
+        print(f"labkit: could not copy {executed} into {run_dir}: {e}", file=sys.stderr)
+        return None

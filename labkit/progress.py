@@ -1,0 +1,45 @@
+"""Progress bars that suit where they run: live bars in a terminal or Jupyter, sparse stderr lines in batch.
+
+Under papermill a widget bar is saved frozen at "0%" and a text bar writes one output per refresh, so
+in batch mode (LABKIT_BATCH=1, set by `labkit run`, or a papermill parent process) labkit uses plain
+tqdm on stderr with a long refresh interval.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+BATCH_ENV = "LABKIT_BATCH"
+
+
+def _parent_is_papermill() -> bool:
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            return b"papermill" in f.read()
+    except OSError:
+        return False
+
+
+def batch_mode() -> bool:
+    """True under `labkit run`, papermill, or with LABKIT_BATCH=1; LABKIT_BATCH=0 forces interactive."""
+    value = os.environ.get(BATCH_ENV)
+    if value is not None:
+        return value.strip().lower() not in ("", "0", "false", "no")
+    return bool(os.environ.get("PAPERMILL_EXECUTION")) or _parent_is_papermill()
+
+
+def progress(iterable: Iterable | None = None, **kw: Any):
+    """tqdm over `iterable` (or a manual bar with total=...): tqdm.auto interactively, plain stderr in batch."""
+    if batch_mode():
+        from tqdm.std import tqdm
+
+        kw.setdefault("mininterval", 30.0)
+        kw.setdefault("file", sys.stderr)
+        kw.setdefault("ascii", True)
+        return tqdm(iterable, **kw)
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, **kw)

@@ -153,6 +153,14 @@ def _int_list(text: str) -> tuple[int, ...]:
     return values
 
 
+def cmd_tiny_model(args: argparse.Namespace) -> int:
+    from labkit import tinymodel
+
+    path = tinymodel.ensure(args.preset, log=None if args.quiet else sys.stderr)
+    print(json.dumps({"path": str(path), **(tinymodel.facts(path) or {})}, indent=2) if args.json else path)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from labkit.bench import bench_cli
 
@@ -271,6 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", help="only this node")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until Ctrl-C")
     p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("tiny-model", help="build (once) and print the path of a tiny random-weight llama GGUF")
+    p.add_argument("preset", nargs="?", default="tiny-llama",
+                   help="tiny-llama (default), tiny-llama-small or tiny-llama-eos")
+    p.add_argument("--json", action="store_true", help="print the build facts (spec, versions, sha256)")
+    p.add_argument("--quiet", "-q", action="store_true")
+    p.set_defaults(func=cmd_tiny_model)
 
     p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")
     p.add_argument("recipes", nargs="*")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -158,3 +159,18 @@ def test_materialize_points_a_plan_at_the_built_model(tmp_path, monkeypatch):
     assert ready.model_path.startswith(str(tmp_path)) and Path(ready.model_path).is_file()
     sim = load_plan("sim")
     assert tm.materialize(sim, log=None) is sim  # labkit/sim-dsv41 is not a built model
+
+
+def test_cli_builds_once_and_names_bad_presets(tmp_path):
+    env = {**os.environ, "LABKIT_CACHE": str(tmp_path)}
+    run = [sys.executable, "-m", "labkit", "tiny-model"]
+    first = subprocess.run([*run, "tiny-llama-small"], env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and "building tiny model tiny-llama-small" in first.stderr
+    path = Path(first.stdout.strip())
+    assert path.is_file() and path.parent == tmp_path / "models"
+    again = subprocess.run([*run, "tiny-llama-small", "--json"], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0 and "building" not in again.stderr
+    assert json.loads(again.stdout)["sha256"] == sha(path)
+    bad = subprocess.run([*run, "tiny-gpt"], env=env, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "no tiny model preset 'tiny-gpt'" in bad.stderr

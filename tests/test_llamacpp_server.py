@@ -139,3 +139,21 @@ def test_queued_request_gets_ping_comments(model, tmp_path):
         pinged.set()
         srv.stop()
     assert srv.proc.returncode is not None and not busy.is_alive()
+
+
+def test_eos_likely_model_needs_min_tokens_to_force_the_length(tmp_path):
+    """The EOS-likely preset stops early unless forced; `min_tokens` (what labkit sends) forces N, and
+    `ignore_eos` alone does nothing on llama-cpp-python."""
+    model = tm.ensure("tiny-llama-eos", root=tmp_path / "models", log=None)
+    srv = start_server(model, tmp_path / "logs", n_ctx=2048)
+    try:
+        n = 48
+        plain = [stream(srv.port, chat_body(f"[{i}] hi", n, seed=i, temperature=0.8)) for i in range(5)]
+        assert all(r.finish_reason == "stop" for r in plain) and max(r.n for r in plain) < n
+        ignored = stream(srv.port, chat_body("[x] hi", n, seed=1, temperature=0.8, ignore_eos=True))
+        assert ignored.finish_reason == "stop" and ignored.n < n
+        for extra in ({"min_tokens": n}, {"logit_bias": {str(tm.EOS_ID): -100}}):
+            forced = stream(srv.port, chat_body("[y] hi", n, seed=1, temperature=0.8, **extra))
+            assert forced.n == n and forced.finish_reason == "length", extra
+    finally:
+        srv.stop()

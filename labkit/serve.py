@@ -126,6 +126,7 @@ def launches(plan, hosts: list[Host] | None = None) -> list[NodeLaunch]:
 def lane_commands(plan, hosts: list[Host] | None = None) -> dict[str, str]:
     """{node: the exact shell command `up` runs there} — pure, for `labkit show` and dry runs."""
     runtime = runtime_for(plan)
+    plan = tinymodel.materialize(plan, build=False)  # show where a labkit-built model will be
     return {ln.node: runtime.start_command(ln, plan.engine.image, plan.mounts()) for ln in launches(plan, hosts)}
 
 

@@ -386,15 +386,23 @@ def is_built_model(repo: str) -> bool:
     return repo.startswith(REPO_PREFIX) and repo.removeprefix(REPO_PREFIX) in PRESETS
 
 
-def materialize(plan, root: Path | None = None, log=sys.stderr):
+def materialize(plan, root: Path | None = None, log=sys.stderr, build: bool = True):
     """The plan with model.path set to the built tiny model when model.repo names one; else unchanged.
 
     serve.py calls this before launching a lane, so the recipe needs no machine-specific path.
+    `build=False` only computes where the model would be (for showing commands); without the
+    'llamacpp' extra the plan is then returned unchanged.
     """
     if plan.model.path or not is_built_model(plan.model.repo):
         return plan
     if not plan.cluster.is_local:
         raise ModelBuildError(f"{plan.file}: model.repo {plan.model.repo} is built on this machine only; use "
                               "cluster.nodes = [\"localhost\"] or give model.path")
-    path = ensure(plan.model.repo, root, log)
+    if build:
+        path = ensure(plan.model.repo, root, log)
+    else:
+        try:
+            path = model_path(preset(plan.model.repo), root)
+        except ModelBuildError:
+            return plan
     return dataclasses.replace(plan, model=dataclasses.replace(plan.model, path=str(path)))

@@ -154,11 +154,17 @@ def test_materialize_points_a_plan_at_the_built_model(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
     plan = load_plan("tiny-llamacpp", size="small")
     assert plan.model.repo == "labkit/tiny-llama-small" and plan.model.path is None
+    shown = tm.materialize(plan, build=False)  # what `labkit show` prints: the path, nothing built yet
+    assert shown.model_path.startswith(str(tmp_path)) and not list(tmp_path.rglob("*.gguf"))
     ready = tm.materialize(plan, log=None)
+    assert ready.model_path == shown.model_path
     assert ready.model_path == str(tm.ensure("tiny-llama-small", log=None))
     assert ready.model_path.startswith(str(tmp_path)) and Path(ready.model_path).is_file()
     sim = load_plan("sim")
     assert tm.materialize(sim, log=None) is sim  # labkit/sim-dsv41 is not a built model
+    remote = dataclasses.replace(plan, cluster=dataclasses.replace(plan.cluster, nodes=("dgx5", "dgx6")))
+    with pytest.raises(tm.ModelBuildError, match="built on this machine only"):
+        tm.materialize(remote, log=None)
 
 
 def test_cli_builds_once_and_names_bad_presets(tmp_path):

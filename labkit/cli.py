@@ -124,6 +124,30 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stage(args: argparse.Namespace) -> int:
+    """Preflight every launch node, build/verify the local view(s); --dry-run stops after the preflight."""
+    from labkit import staging
+    from labkit.hosts import SshOptions, hosts_for_plan
+
+    plan = plan_from_args(args)
+    if not any(e.kind == "local-view" for e in plan.staging):
+        raise LabkitError(f"{plan.file}: the lane {plan.recipe} ({plan.variant_id}) has no [[staging]] local-view "
+                          "entry; pick a staging variant, e.g. --staging local-view")
+    group = hosts_for_plan(plan, SshOptions.from_env())
+    try:
+        if args.dry_run:
+            for rows in staging.preflight(plan, group, full=args.full):
+                print(staging.preflight_table(rows))
+            print("preflight only (read-only): every node has room; run without --dry-run to stage")
+            return 0
+        report = staging.stage(plan, group, full=args.full)
+        print(report.table())
+        staging.check_view(plan, group)
+    finally:
+        group.close()
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     folders = [find_recipe(n) for n in args.recipes] if args.recipes else list_recipes()
     if not folders:
@@ -286,16 +310,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the build facts (spec, versions, sha256)")
     p.add_argument("--quiet", "-q", action="store_true")
     p.set_defaults(func=cmd_tiny_model)
+    p = sub.add_parser("stage", help="stage the lane's local view on every node (preflight, copy, link, verify)")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.add_argument("--full", action="store_true", help="hash whole files (slow) instead of sampled blocks")
+    p.add_argument("--dry-run", action="store_true", help="only the read-only preflight (need/free per node)")
+    p.set_defaults(func=cmd_stage)
 
     p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")
     p.add_argument("recipes", nargs="*")
     p.set_defaults(func=cmd_check)
-
-    from labkit.sim.cli import add_arguments as sim_arguments
-
-    p = sub.add_parser("sim", help="run the simulated engine (an OpenAI-compatible server at known speeds)")
-    sim_arguments(p)
-    p.set_defaults(func=cmd_sim)
 
     p = sub.add_parser("report", help="regenerate results/TABLES.md and plots from stored runs")
     p.add_argument("--check", action="store_true",
@@ -319,6 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="executed notebook path (default out/<name>-<UTC stamp>.ipynb)")
     p.add_argument("--execution-timeout", type=float, default=None, metavar="S", help="per-cell timeout")
     p.set_defaults(func=cmd_run)
+
+    from labkit.sim.cli import add_arguments as sim_arguments
+
+    p = sub.add_parser("sim", help="run the simulated engine (an OpenAI-compatible server at known speeds)")
+    sim_arguments(p)
+    p.set_defaults(func=cmd_sim)
     return parser
 
 

@@ -12,10 +12,12 @@ known_hosts file, and an unknown key fails with a clear error naming the node.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -89,6 +91,16 @@ class Host:
     def _run(self, command: str, timeout: float | None, stdin: str | bytes | None) -> Result:
         raise NotImplementedError
 
+    def run_streaming(self, cmd: Command, timeout: float | None = None, stdin: str | bytes | None = None,
+                      on_line: Callable[[str], None] | None = None) -> Result:
+        """`run`, also handing each stdout line to on_line as it arrives (progress of long node jobs).
+        This default delivers the lines when the command ends; subclasses stream them live."""
+        r = self.run(cmd, timeout=timeout, stdin=stdin)
+        if on_line is not None:
+            for line in r.stdout.splitlines():
+                on_line(line)
+        return r
+
     def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
         raise NotImplementedError
 
@@ -123,13 +135,67 @@ class LocalHost(Host):
 
     def _run(self, command: str, timeout: float | None, stdin: str | bytes | None) -> Result:
         data = stdin.encode() if isinstance(stdin, str) else stdin
+        # Own process group, so a timeout ends the command's children too (as `timeout` does on SSH nodes).
+        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE if data is not None else
+                                subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
         try:
-            proc = subprocess.run(["/bin/sh", "-c", command], input=data, capture_output=True, timeout=timeout,
-                                  stdin=None if data is not None else subprocess.DEVNULL)
+            out, err = proc.communicate(data, timeout=timeout)
         except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
-        return Result(self.name, command, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"),
-                      proc.returncode)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        return Result(self.name, command, out.decode(errors="replace"), err.decode(errors="replace"), proc.returncode)
+
+    def run_streaming(self, cmd: Command, timeout: float | None = None, stdin: str | bytes | None = None,
+                      on_line: Callable[[str], None] | None = None) -> Result:
+        command = as_command(cmd)
+        data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        err: list[bytes] = []
+        feeders = [threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True),
+                   threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True)]
+        for t in feeders:
+            t.start()
+        expired = threading.Event()
+
+        def kill_group() -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+        def expire() -> None:
+            expired.set()
+            kill_group()
+
+        timer = threading.Timer(timeout, expire) if timeout is not None else None
+        if timer is not None:
+            timer.start()
+        out = []
+        try:
+            for raw in proc.stdout:
+                line = raw.decode(errors="replace")
+                out.append(line)
+                if on_line is not None:
+                    on_line(line.rstrip("\n"))
+            proc.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if proc.poll() is None:  # on_line raised, or KeyboardInterrupt: end the command and its children
+                kill_group()
+                proc.wait()
+        for t in feeders:
+            t.join()
+        if expired.is_set():
+            raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
+        return Result(self.name, command, "".join(out), b"".join(err).decode(errors="replace"), proc.returncode)
 
     def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
         p = Path(os.path.expanduser(path))
@@ -213,12 +279,14 @@ class SshHost(Host):
         self._cxn = cxn
         return cxn
 
-    def _run(self, command: str, timeout: float | None, stdin: str | bytes | None) -> Result:
+    def _run(self, command: str, timeout: float | None, stdin: str | bytes | None, out_stream: Any = None) -> Result:
         from invoke.exceptions import CommandTimedOut
 
         with self._lock:
             cxn = self._connection()
             kwargs: dict[str, Any] = {"hide": True, "warn": True}
+            if out_stream is not None:  # live stdout to out_stream (fabric writes nothing there when hidden)
+                kwargs.update(hide="err", out_stream=out_stream)
             remote = command
             if timeout is not None:
                 # Without a pty the remote command outlives a client-side timeout; `timeout` ends it on the node.
@@ -242,6 +310,12 @@ class SshHost(Host):
         if timeout is not None and r.exited in (124, 137) and time.monotonic() - started >= timeout * 0.9:
             raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
         return Result(self.name, command, r.stdout, r.stderr, r.exited)
+
+    def run_streaming(self, cmd: Command, timeout: float | None = None, stdin: str | bytes | None = None,
+                      on_line: Callable[[str], None] | None = None) -> Result:
+        if on_line is None:
+            return self.run(cmd, timeout=timeout, stdin=stdin)
+        return self._run(as_command(cmd), timeout, stdin, out_stream=_LineWriter(on_line))
 
     def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
         payload = data.encode() if isinstance(data, str) else data
@@ -276,6 +350,32 @@ class SshHost(Host):
     def close(self) -> None:
         with self._lock:
             self._drop()
+
+
+def _feed(pipe, data: bytes) -> None:
+    try:
+        pipe.write(data)
+        pipe.close()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+class _LineWriter(io.TextIOBase):
+    """A text stream that hands complete lines to a callback (fabric's out_stream)."""
+
+    def __init__(self, on_line: Callable[[str], None]):
+        self._on_line = on_line
+        self._buf = ""
+
+    def write(self, text: str) -> int:
+        self._buf += text
+        *lines, self._buf = self._buf.split("\n")
+        for line in lines:
+            self._on_line(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
 
 
 def _default_user() -> str:

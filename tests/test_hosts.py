@@ -35,9 +35,11 @@ def test_local_exit_code_stderr_and_stdin():
         r.check()
 
 
-def test_local_timeout():
+def test_local_timeout_ends_the_command_and_its_children(local_env):
     with pytest.raises(CommandTimeout, match="timed out"):
-        LocalHost().run("sleep 5", timeout=0.2)
+        LocalHost().run("sleep 7.5 & sleep 7.5; wait", timeout=0.3)
+    time.sleep(0.2)
+    assert local_env.processes() == []
 
 
 def ssh(cluster, addr="127.0.0.2") -> SshHost:

@@ -1,0 +1,437 @@
+"""Node side of staging (labkit/staging.py drives it): probe a view, build it, write its manifest.
+
+Runs on the node as `python3 -c "$(this file)" OP REQUEST_JSON`; stdlib only (nodes have sshd,
+python3 and coreutils, nothing of labkit). Output is JSON lines on stdout: zero or more
+{"event": "progress", ...} while copying, then exactly one {"event": "result", "data": ...} (exit 0) or
+{"event": "error", "message": ...} (exit 2).
+
+Content checks use SAMPLED BLOCKS: `sample_offsets` below is the documented, fixed set (first block,
+last block and evenly spaced blocks in between; the whole file when it is small). Each node compares the
+sampled blocks of its copy with the same blocks of the source byte for byte; for each file one node
+(`send_source`) returns the raw source blocks (base64) and the controller hashes them with xxhash, which
+nodes do not have, for the manifest (raw bytes from one node per file: fabric moves stdout slowly). `full`
+mode hashes whole files here, with coreutils `b2sum` (BLAKE2b-512; hashlib's identical blake2b when
+b2sum is missing).
+
+Copies are written to `.labkit-partial.<name>` in the view, fsynced, checked against the source
+(size, sampled bytes, full digest in full mode) and only then renamed to the final name, so a killed
+copy never leaves a partial file under a final name; the next run removes the partial file and redoes it.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+PARTIAL_PREFIX = ".labkit-partial."
+MANIFEST_NAME = ".labkit-view.json"
+SAMPLE_BLOCK = 64 * 1024  # bytes per sampled block
+SAMPLE_COUNT = 8  # blocks per file (first, last, 6 evenly spaced): 512 KiB read per file
+COPY_CHUNK = 256 * 1024 * 1024  # per copy_file_range call; progress lines between calls
+PROGRESS_EVERY = 0.5  # seconds between progress lines
+
+
+class Fail(Exception):
+    """An expected failure reported to the controller as {"event": "error"} (no traceback)."""
+
+
+def sample_offsets(size: int, block: int = SAMPLE_BLOCK, count: int = SAMPLE_COUNT) -> list:
+    """Offsets of the sampled blocks of a file of `size` bytes.
+
+    Files up to block*count bytes are covered whole (consecutive blocks, the last one may be short).
+    Larger files: `count` blocks of `block` bytes starting at i*(size-block)//(count-1), i = 0..count-1,
+    i.e. the first block, the last block (ending at EOF) and evenly spaced blocks in between.
+    """
+    if size <= block * count:
+        return list(range(0, size, block))
+    return [(i * (size - block)) // (count - 1) for i in range(count)]
+
+
+def block_lengths(size: int, offsets: list, block: int = SAMPLE_BLOCK) -> list:
+    return [min(block, size - off) for off in offsets]
+
+
+def read_samples(path: str, size: int, block: int = SAMPLE_BLOCK, count: int = SAMPLE_COUNT) -> bytes:
+    """The sampled blocks of `path`, concatenated (a short read means the file changed: Fail)."""
+    out = bytearray()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        offsets = sample_offsets(size, block, count)
+        for off, length in zip(offsets, block_lengths(size, offsets, block)):  # noqa: B905 (python3 < 3.10 on nodes)
+            data = os.pread(fd, length, off)
+            if len(data) != length:
+                raise Fail(f"{path}: short read at offset {off} ({len(data)} of {length} bytes)")
+            out += data
+    finally:
+        os.close(fd)
+    return bytes(out)
+
+
+def _split(raw: bytes, size: int, block: int, count: int) -> list:
+    offsets = sample_offsets(size, block, count)
+    out, pos = [], 0
+    for n in block_lengths(size, offsets, block):
+        out.append(raw[pos:pos + n])
+        pos += n
+    return out
+
+
+def full_digest(path: str) -> str:
+    """BLAKE2b-512 of the whole file, 'blake2b-512:<hex>' (coreutils b2sum, else hashlib)."""
+    exe = shutil.which("b2sum")
+    if exe:
+        proc = subprocess.run([exe, "--", path], capture_output=True)
+        if proc.returncode != 0:
+            raise Fail(f"b2sum {path} failed: {proc.stderr.decode(errors='replace').strip()}")
+        return "blake2b-512:" + proc.stdout.split()[0].decode().lstrip("\\")
+    h = hashlib.blake2b()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(16 * 1024 * 1024), b""):
+            h.update(chunk)
+    return "blake2b-512:" + h.hexdigest()
+
+
+def emit(event: str, **fields) -> None:
+    fields["event"] = event
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def bare_name(name: str) -> str:
+    if not isinstance(name, str) or not name or "/" in name or name in (".", "..") or "\0" in name:
+        raise Fail(f"refusing file name {name!r}: expected a bare file name")
+    return name
+
+
+def absolute(path: str, what: str) -> str:
+    if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/") or "\0" in path:
+        raise Fail(f"refusing {what} {path!r}: expected an absolute path without '..'")
+    return os.path.normpath(path)
+
+
+def nearest_existing(path: str) -> str:
+    """`path` or its closest existing ancestor (where the view will be created)."""
+    p = path
+    while not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return p
+
+
+# --------------------------------------------------------------------------------------------------
+# probe: read-only look at the shared cache and the view
+
+
+def resolve_commit(repo_cache: str, revision: str) -> tuple:
+    """(commit, snapshot dir) for a branch/tag name via refs/<revision>, or a commit hash directly."""
+    snapshots = os.path.join(repo_cache, "snapshots")
+    if not os.path.isdir(repo_cache):
+        raise Fail(f"model not in the shared cache: {repo_cache} does not exist")
+    ref = os.path.join(repo_cache, "refs", revision)
+    if os.path.isfile(ref):
+        with open(ref, encoding="utf-8") as f:
+            commit = f.read().strip()
+        if not commit or "/" in commit or commit in (".", ".."):
+            raise Fail(f"{ref} does not hold a commit hash")
+    elif "/" not in revision and os.path.isdir(os.path.join(snapshots, revision)):
+        commit = revision
+    else:
+        raise Fail(f"revision {revision!r} not found: {ref} does not exist "
+                   f"(and there is no {os.path.join(snapshots, revision)})")
+    snapshot = os.path.join(snapshots, commit)
+    if not os.path.isdir(snapshot):
+        raise Fail(f"{ref} names commit {commit}, but {snapshot} does not exist")
+    return commit, snapshot
+
+
+def _entry_state(path: str) -> dict:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return {"state": "missing"}
+    if stat.S_ISLNK(st.st_mode):
+        return {"state": "link", "target": os.readlink(path), "resolves": os.path.exists(path)}
+    if stat.S_ISREG(st.st_mode):
+        return {"state": "file", "size": st.st_size, "alloc": st.st_blocks * 512}
+    if stat.S_ISDIR(st.st_mode):
+        return {"state": "dir"}
+    return {"state": "other"}
+
+
+def probe(req: dict) -> dict:
+    repo_cache = absolute(req["repo_cache"], "shared cache path")
+    dst = absolute(req["dst"], "view path")
+    local = [bare_name(n) for n in req["local"]]
+    block, count, full = int(req["block"]), int(req["count"]), bool(req.get("full"))
+    commit, snapshot = resolve_commit(repo_cache, req["revision"])
+
+    entries = {}
+    for name in sorted(os.listdir(snapshot)):
+        path = os.path.join(snapshot, name)
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            entries[name] = {"kind": "broken", "error": f"{path}: {e.strerror}"}
+            continue
+        entries[name] = {"kind": "dir" if stat.S_ISDIR(st.st_mode) else "file", "size": st.st_size}
+
+    sources, source_blocks = {}, {}
+    for name in local:
+        e = entries.get(name)
+        if e is None or e["kind"] != "file":
+            continue  # the controller reports it (names the node, file and snapshot)
+        path = os.path.join(snapshot, name)
+        raw = read_samples(path, e["size"], block, count)
+        source_blocks[name] = _split(raw, e["size"], block, count)
+        # Raw bytes go back from one node only (the controller hashes them); every node returns a digest
+        # of what it read, so a node seeing a different source than the others is caught.
+        src = {"size": e["size"], "digest": hashlib.blake2b(raw, digest_size=16).hexdigest()}
+        if name in req.get("send_source", ()):
+            src["samples"] = base64.b64encode(raw).decode()
+        if full:
+            src["full"] = full_digest(path)
+        sources[name] = src
+
+    existing = nearest_existing(dst)
+    vfs = os.statvfs(existing)
+    out = {
+        "node": os.uname().nodename, "commit": commit, "snapshot": snapshot, "entries": entries, "sources": sources,
+        "free": vfs.f_bavail * vfs.f_frsize, "fs_path": existing, "fs_dev": os.stat(existing).st_dev,
+        "dst_state": "dir" if os.path.isdir(dst) else _entry_state(dst)["state"],  # a link to a dir is fine
+        "view": {}, "partials": [], "extra": {}, "manifest": None,
+    }
+    if out["dst_state"] != "dir":
+        return out
+    for name in sorted(os.listdir(dst)):
+        path = os.path.join(dst, name)
+        state = _entry_state(path)
+        if name.startswith(PARTIAL_PREFIX):
+            out["partials"].append({"name": name, "alloc": state.get("alloc", 0)})
+        elif name == MANIFEST_NAME:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    out["manifest"] = json.load(f)
+            except (OSError, ValueError) as e:
+                out["manifest"] = {"unreadable": str(e)}
+        elif name in entries:
+            if name in sources and state["state"] == "file" and state["size"] == sources[name]["size"]:
+                size = state["size"]
+                mine = _split(read_samples(path, size, block, count), size, block, count)
+                state["match"] = [a == b for a, b in zip(mine, source_blocks[name])]  # noqa: B905
+                if full:
+                    state["full"] = full_digest(path)
+            out["view"][name] = state
+        else:
+            out["extra"][name] = state
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# build: remove what is wrong, link, copy (temp name, fsync, verify, rename)
+
+
+COPY_METHODS = ("copy_file_range", "sendfile", "read/write")
+
+
+def _copy(src: str, tmp: str, size: int, name: str, method: str = "auto") -> tuple:
+    """Copy src to a new file tmp (size bytes) and fsync it; returns (method used, seconds).
+
+    `auto` starts with copy_file_range and falls back (sendfile, then buffered read/write) where the
+    kernel or filesystem refuses; a named method starts there (for tests and diagnosis)."""
+    if method == "auto":
+        method = "copy_file_range" if hasattr(os, "copy_file_range") else "sendfile"
+    elif method not in COPY_METHODS:
+        raise Fail(f"unknown copy method {method!r}; expected auto or one of {', '.join(COPY_METHODS)}")
+    t0 = time.monotonic()
+    last = t0
+    fi = os.open(src, os.O_RDONLY)
+    fo = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    buf = None
+    done = 0
+    try:
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fi, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        emit("progress", name=name, done=0, total=size)
+        while done < size:
+            n = min(COPY_CHUNK, size - done)
+            k = None
+            if method == "copy_file_range":
+                try:
+                    k = os.copy_file_range(fi, fo, n, done, done)
+                except OSError as e:
+                    if e.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
+                        raise
+                    method = "sendfile"
+            if k is None and method == "sendfile":
+                try:
+                    os.lseek(fo, done, os.SEEK_SET)
+                    k = os.sendfile(fo, fi, done, n)
+                except OSError as e:
+                    if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                        raise
+                    method = "read/write"
+            if k is None:
+                if buf is None:
+                    buf = bytearray(16 * 1024 * 1024)
+                view = memoryview(buf)[:n]
+                k = os.preadv(fi, [view], done) if hasattr(os, "preadv") else _pread_into(fi, view, done)
+                written = 0
+                while written < k:
+                    written += os.pwrite(fo, view[written:k], done + written)
+            if k == 0:
+                raise Fail(f"{src}: source ended at {done} bytes, expected {size} (file changed while copying?)")
+            done += k
+            now = time.monotonic()
+            if now - last >= PROGRESS_EVERY:
+                emit("progress", name=name, done=done, total=size)
+                last = now
+        os.fsync(fo)
+    finally:
+        os.close(fi)
+        os.close(fo)
+    emit("progress", name=name, done=done, total=size)
+    return method, time.monotonic() - t0
+
+
+def _pread_into(fd: int, view: memoryview, offset: int) -> int:
+    data = os.pread(fd, len(view), offset)
+    view[: len(data)] = data
+    return len(data)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove(dst: str, name: str) -> None:
+    path = os.path.join(dst, bare_name(name))
+    st = _entry_state(path)
+    if st["state"] == "missing":
+        return
+    if st["state"] == "dir":
+        raise Fail(f"{path} is a directory where the view needs a file or link; remove it by hand")
+    os.unlink(path)
+
+
+def build(req: dict) -> dict:
+    dst = absolute(req["dst"], "view path")
+    block, count, full = int(req["block"]), int(req["count"]), bool(req.get("full"))
+    os.makedirs(dst, exist_ok=True)
+    for name in req["remove"]:
+        _remove(dst, name)
+    linked = 0
+    for item in req["link"]:
+        name, target = bare_name(item["name"]), absolute(item["target"], "link target")
+        path = os.path.join(dst, name)
+        st = _entry_state(path)
+        if st["state"] == "link" and st["target"] == target:
+            continue
+        if st["state"] == "dir":
+            raise Fail(f"{path} is a directory where the view needs a link; remove it by hand")
+        tmp = os.path.join(dst, PARTIAL_PREFIX + name)
+        _remove(dst, PARTIAL_PREFIX + name)
+        os.symlink(target, tmp)
+        os.replace(tmp, path)
+        linked += 1
+    copied, errors = [], []
+    for item in req["copy"]:
+        name, src, size = bare_name(item["name"]), absolute(item["src"], "source path"), int(item["size"])
+        tmp = os.path.join(dst, PARTIAL_PREFIX + name)
+        _remove(dst, PARTIAL_PREFIX + name)
+        try:
+            method, seconds = _copy(src, tmp, size, name, req.get("method", "auto"))
+        except BaseException:
+            _remove(dst, PARTIAL_PREFIX + name)  # e.g. ENOSPC: free the space now (a kill -9 leaves it for the next run)
+            raise
+        problem = None
+        got = os.stat(tmp).st_size
+        if got != size:
+            problem = f"copy has {got} bytes, source {size}"
+        elif read_samples(tmp, size, block, count) != read_samples(src, size, block, count):
+            problem = "sampled blocks of the copy differ from the source"
+        digest = None
+        if problem is None and full:
+            digest = full_digest(tmp)
+            if digest != full_digest(src):
+                problem = "full hash of the copy differs from the source"
+        if problem:
+            os.unlink(tmp)
+            errors.append(f"{name}: {problem}; the copy was discarded")
+            continue
+        os.replace(tmp, os.path.join(dst, name))
+        copied.append({"name": name, "bytes": size, "seconds": seconds, "method": method, "full": digest})
+    _fsync_dir(dst)
+    return {"copied": copied, "linked": linked, "errors": errors}
+
+
+# --------------------------------------------------------------------------------------------------
+# write: atomically replace a small file in the view (the manifest)
+
+
+def write(req: dict) -> dict:
+    dst = absolute(req["dst"], "view path")
+    name = bare_name(req["name"])
+    path = os.path.join(dst, name)
+    tmp = os.path.join(dst, PARTIAL_PREFIX + name)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(req["text"])
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(dst)
+    return {"path": path}
+
+
+# --------------------------------------------------------------------------------------------------
+# check: broken links before launch
+
+
+def check(req: dict) -> dict:
+    dst = absolute(req["dst"], "view path")
+    if not os.path.isdir(dst):
+        raise Fail(f"view {dst} does not exist")
+    broken, total = [], 0
+    for name in sorted(os.listdir(dst)):
+        path = os.path.join(dst, name)
+        if os.path.islink(path):
+            total += 1
+            if not os.path.exists(path):
+                broken.append({"name": name, "target": os.readlink(path)})
+    return {"links": total, "broken": broken, "partials": [n for n in os.listdir(dst) if n.startswith(PARTIAL_PREFIX)]}
+
+
+OPS = {"probe": probe, "build": build, "write": write, "check": check}
+
+
+def main(argv: list) -> int:
+    if len(argv) != 3 or argv[1] not in OPS:
+        emit("error", message=f"usage: python3 -c SCRIPT {{{'|'.join(OPS)}}} REQUEST_JSON (got {argv[1:]!r})")
+        return 2
+    try:
+        data = OPS[argv[1]](json.loads(argv[2]))
+    except Fail as e:
+        emit("error", message=str(e))
+        return 2
+    except OSError as e:
+        emit("error", message=f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
+        return 2
+    emit("result", data=data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

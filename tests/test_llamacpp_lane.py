@@ -76,6 +76,20 @@ def test_lane_boots_measures_and_records_the_quirks(tmp_path, cache, local_env):
     assert result.summary.measures["prefill_4096"] > 0 and result.summary.measures["prefill_12600"] > 0
     assert result.summary.measures["decode_c1"] > 0
 
+    # Stored like any lane, the run shows up in the report tables with its boot facts.
+    from labkit import report
+    from labkit.results import ResultsStore, load_results
+
+    with ResultsStore(tmp_path / "results").new_run(plan, provenance=result.provenance) as run:
+        run.write_requests(result.records)
+        run.finish(result.summary, boot=ep.boot.to_dict())
+    data = load_results(tmp_path / "results")
+    got = set(data.measures["measure"])
+    assert {"decode_c1", "prefill_4096", "prefill_12600"} <= got and "decode_c2_agg" not in got
+    assert len(data.requests()) == len(recs)
+    md = report.generate(tmp_path / "results", write=False, plots=False).markdown
+    assert plan.label in md
+
 
 def test_overlong_prompt_is_a_failed_record_with_a_reason(tmp_path, cache, local_env):
     """A prompt over n_ctx: llama-cpp-python answers 200 with an empty body; labkit must not count it."""

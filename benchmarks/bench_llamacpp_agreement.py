@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -40,14 +39,17 @@ def _range(xs: list[float]) -> str:
     return f"{oc.median(xs):.1f} ({min(xs):.1f}\u2013{max(xs):.1f}) n={len(xs)}"
 
 
-def oracle_round(port: int, overhead: int, turns: int, n: int, lengths: tuple[int, ...], text: str,
+def oracle_round(port: int, overhead: int, turns: int, n: int, lengths: tuple[int, ...],
                  out: dict[str, list[float]]) -> None:
+    """The same request shapes and prompt text as labkit's plan; counting, timing and formulas are the
+    oracle's own (prompt sized with the server's /extras/tokenize/count plus the chat-template overhead)."""
     for _ in range(turns):
         res = oc.stream(port, oc.chat_body(pr.decode_prompt(pr.nonce()), n))
         assert res.n == n and res.finish_reason == "length", (res.n, res.finish_reason, res.error)
         out["decode_c1"].append(res.decode_tps)
     for target in lengths:
-        prompt, counted = oc.fitted_prompt(port, target - overhead, text, offset=int(time.time_ns()) % 200_000)
+        nonce = pr.nonce()
+        prompt, counted = oc.fitted_words(port, target - overhead, lambda w, x=nonce: pr.prefill_prompt(x, w))
         res = oc.stream(port, oc.chat_body(prompt, 1))
         assert res.n == 1, (res.status, res.error)
         out[f"prefill_{target}"].append(res.prefill_tps(counted + overhead))
@@ -87,12 +89,11 @@ def main() -> int:
     keys = ["decode_c1"] + [f"prefill_{t}" for t in lengths]
     got: dict[str, dict[str, list[float]]] = {"labkit": {k: [] for k in keys}, "oracle": {k: [] for k in keys}}
     paired: dict[str, list[float]] = {k: [] for k in keys}  # per round: labkit median / oracle median
-    text = oc.filler_text()
     with lane.up() as ep:
         port = plan.engine.port
         overhead = oc.chat_overhead(port)
         # One request of each shape first, so neither side pays for first-use allocations.
-        oracle_round(port, overhead, 1, n, lengths, text, {k: [] for k in keys})
+        oracle_round(port, overhead, 1, n, lengths, {k: [] for k in keys})
         for i in range(rounds):
             order = ("labkit", "oracle") if i % 2 == 0 else ("oracle", "labkit")
             this: dict[str, dict[str, list[float]]] = {}
@@ -102,7 +103,7 @@ def main() -> int:
                 if who == "labkit":
                     labkit_round(ep.base_url, ep.model, turns, n, lengths, this[who])
                 else:
-                    oracle_round(port, overhead, turns, n, lengths, text, this[who])
+                    oracle_round(port, overhead, turns, n, lengths, this[who])
                 for k in keys:
                     got[who][k] += this[who][k]
             for k in keys:

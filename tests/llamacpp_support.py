@@ -180,15 +180,17 @@ class Stream:
 
 
 def stream(port: int, body: dict, api: str = "chat", timeout: float = 300, keep_raw: bool = False,
-           stop_after: int | None = None, cancel: threading.Event | None = None,
+           cancel: threading.Event | None = None,
            on_comment: Callable[[str], None] | None = None) -> Stream:
-    """POST a streamed request and stamp every SSE line on arrival (before JSON parsing).
+    """POST a streamed request and stamp every SSE line on arrival; JSON is parsed after the stream, so the
+    client's own CPU use per chunk stays small (on a 2-core box the server competes with it).
 
-    `stop_after` N tokens or a set `cancel` event closes the connection early (the server then drops
-    the request); `on_comment` sees each SSE comment line as it arrives."""
+    A set `cancel` event closes the connection early (the server then drops the request); `on_comment`
+    sees each SSE comment line as it arrives."""
     path = "/v1/chat/completions" if api == "chat" else "/v1/completions"
     payload = json.dumps({**body, "stream": True})
     res = Stream()
+    lines: list[tuple[int, bytes]] = []
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         res.t_send = time.perf_counter_ns()
@@ -203,30 +205,14 @@ def stream(port: int, body: dict, api: str = "chat", timeout: float = 300, keep_
                 res.raw += line
             if not line:
                 break
-            text = line.decode().rstrip("\r\n")
-            if not text:
-                continue
-            if text.startswith(":"):
+            if line.startswith(b":"):
+                text = line.decode().rstrip("\r\n")
                 res.comments.append(text)
                 if on_comment is not None:
                     on_comment(text)
-                continue
-            if not text.startswith("data:"):
-                continue
-            data = text[5:].strip()
-            if data == "[DONE]":
-                res.done = True
-                break
-            ev = json.loads(data)
-            res.events.append(ev)
-            ch = (ev.get("choices") or [{}])[0]
-            piece = (ch.get("delta") or {}).get("content") if api == "chat" else ch.get("text")
-            if ch.get("finish_reason"):
-                res.finish_reason = ch["finish_reason"]
-            if piece:
-                res.chunk_t.append(now)
-                res.texts.append(piece)
-                if stop_after is not None and res.n >= stop_after:
+            elif line.startswith(b"data:"):
+                lines.append((now, line))
+                if line.startswith(b"data: [DONE]"):
                     break
             if cancel is not None and cancel.is_set():
                 break
@@ -235,7 +221,26 @@ def stream(port: int, body: dict, api: str = "chat", timeout: float = 300, keep_
     finally:
         res.t_end = time.perf_counter_ns()
         conn.close()
+    for now, line in lines:
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            res.done = True
+            break
+        ev = json.loads(data)
+        res.events.append(ev)
+        ch = (ev.get("choices") or [{}])[0]
+        if ch.get("finish_reason"):
+            res.finish_reason = ch["finish_reason"]
+        piece = _piece(ev, api)
+        if piece:
+            res.chunk_t.append(now)
+            res.texts.append(piece)
     return res
+
+
+def _piece(ev: dict, api: str) -> str:
+    ch = (ev.get("choices") or [{}])[0]
+    return ((ch.get("delta") or {}).get("content") if api == "chat" else ch.get("text")) or ""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -250,7 +255,7 @@ def filler_text() -> str:
 
 
 def fitted_prompt(port: int, target: int, text: str, offset: int) -> tuple[str, int]:
-    """(prompt, server token count) with a unique marker first and about `target` tokens of natural text."""
+    """(prompt, server token count) with a unique marker first and about `target` tokens of `text`."""
     nonce = f"[{uuid.uuid4().hex[:12]}] "
     chars = int(target * 3.0)
     for _ in range(8):
@@ -260,6 +265,23 @@ def fitted_prompt(port: int, target: int, text: str, offset: int) -> tuple[str, 
         if abs(n - target) <= max(2, target // 200):
             return prompt, n
         chars = max(16, int(chars * target / n))
+    return prompt, n
+
+
+def fitted_words(port: int, target: int, make: Callable[[int], str]) -> tuple[str, int]:
+    """(prompt, server token count) for `make(n_words)` within 0.5% of `target`, by secant steps on the
+    word count: the same prompt text labkit sends, sized by the oracle's own calls to the server."""
+    words, seen = max(1, int(target * 0.75)), {}
+    for _ in range(12):
+        prompt = make(words)
+        n = count_tokens(port, prompt)
+        seen[words] = (prompt, n)
+        if abs(n - target) <= max(2, target // 200):
+            return prompt, n
+        words = max(1, words + round((target - n) * words / n))
+        if words in seen:
+            break
+    prompt, n = min(seen.values(), key=lambda pn: abs(pn[1] - target))
     return prompt, n
 
 

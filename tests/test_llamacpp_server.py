@@ -6,12 +6,14 @@ formulas rely on; if a llama-cpp-python release changes one, this file says whic
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
 import pytest
 
 from labkit import tinymodel as tm
+from labkit.client import StreamClient, StreamRequest
 from tests.llamacpp_support import (
     LOG_KV,
     LOG_N_CTX,
@@ -123,22 +125,37 @@ def test_queued_request_gets_ping_comments(model, tmp_path):
             stream(srv.port, chat_body(f"[busy{i}] Say a lot.", N_CTX - 64), timeout=120, cancel=pinged)
             i += 1
 
+    def labkit_probe():  # labkit's own client, queued alongside: the same pings must not upset it
+        async def go():
+            async with StreamClient(srv.url, timeout=120) as c:
+                return await c.stream(StreamRequest(prompt="[labkit probe] hello", max_tokens=4, model="tiny",
+                                                    min_tokens=4, timeout=120))
+        got.append(asyncio.run(go()))
+
+    got: list = []
     busy = threading.Thread(target=keep_busy)
+    lab = threading.Thread(target=labkit_probe)
     try:
         busy.start()
         time.sleep(0.5)
+        lab.start()
+        time.sleep(1.0)  # the busy stream ends at the oracle probe's first ping: after labkit's probe got one
         probe = stream(srv.port, chat_body("[probe] hello", 4), timeout=120, keep_raw=True,
                        on_comment=lambda line: pinged.set())
         pinged.set()
         busy.join(30)
+        lab.join(60)
         assert probe.comments and probe.comments[0].startswith(": ping - "), probe.raw[:300]
         # The probe is served once the busy stream is dropped, and its parser got past the comment.
         assert probe.n == 4 and probe.done and probe.finish_reason == "length"
         assert probe.ttft > 15
+        (res,) = got  # labkit's client waited as long (so it got pings too) and still parsed a clean stream
+        assert res.ok and res.output_tokens == 4 and res.finish_reason == "length", res.error
+        assert (res.t_first - res.t_send) / 1e9 > 15
     finally:
         pinged.set()
         srv.stop()
-    assert srv.proc.returncode is not None and not busy.is_alive()
+    assert srv.proc.returncode is not None and not busy.is_alive() and not lab.is_alive()
 
 
 def test_eos_likely_model_needs_min_tokens_to_force_the_length(tmp_path):

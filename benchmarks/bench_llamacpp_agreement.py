@@ -44,13 +44,14 @@ def oracle_round(port: int, overhead: int, turns: int, n: int, lengths: tuple[in
     """The same request shapes and prompt text as labkit's plan; counting, timing and formulas are the
     oracle's own (prompt sized with the server's /extras/tokenize/count plus the chat-template overhead)."""
     for _ in range(turns):
-        res = oc.stream(port, oc.chat_body(pr.decode_prompt(pr.nonce()), n))
+        # Same body as labkit's forced-length request: min_tokens adds a logits processor in the server.
+        res = oc.stream(port, oc.chat_body(pr.decode_prompt(pr.nonce()), n, min_tokens=n, ignore_eos=True))
         assert res.n == n and res.finish_reason == "length", (res.n, res.finish_reason, res.error)
         out["decode_c1"].append(res.decode_tps)
     for target in lengths:
         nonce = pr.nonce()
         prompt, counted = oc.fitted_words(port, target - overhead, lambda w, x=nonce: pr.prefill_prompt(x, w))
-        res = oc.stream(port, oc.chat_body(prompt, 1))
+        res = oc.stream(port, oc.chat_body(prompt, 1, min_tokens=1, ignore_eos=True))
         assert res.n == 1, (res.status, res.error)
         out[f"prefill_{target}"].append(res.prefill_tps(counted + overhead))
 

@@ -277,6 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the engine has served requests before: do not tag the first request as cold")
     p.add_argument("--no-decode", dest="decode", action="store_false")
     p.add_argument("--no-prefill", dest="prefill", action="store_false")
+    p.add_argument("--nfs", action="store_true",
+                   help="also record this host's NFS reads during the run (/proc/self/mountstats serverreadbytes)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
 

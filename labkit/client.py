@@ -9,19 +9,22 @@ What is stamped (all `time.perf_counter_ns()`):
 
 Transport. The OpenAI SDK (AsyncOpenAI) owns the keep-alive connection pool and the API key. By default the
 stream itself is POSTed through that same pool without the SDK's per-request machinery (`transport="direct"`):
-measured on a 2-core host, the SDK path adds ~10 ms of request building per call (which also staggers "lockstep"
-c2 sends) and ~40 ms of lazy type construction on its first stream, during which an already-arrived first chunk
-sits unstamped in the socket buffer. `transport="sdk"` streams through `with_streaming_response` instead (same
-stamps); benchmarks/bench_accuracy.py compares the two.
+measured here, the SDK path spends ~1.5 ms building each request (~10 ms on the first), which staggers the
+sends of a "lockstep" c2 pair by ~1.1 ms instead of ~0.4 ms. Both paths are stamped identically (t_send in the
+request hook, so the build time never counts as TTFT); `transport="sdk"` streams through
+`with_streaming_response`, and benchmarks/bench_accuracy.py measures both.
 
 HTTP backend: the SDK's aiohttp client (`openai.DefaultAioHttpClient`, the `openai[aiohttp]` extra) when aiohttp
 is installed, else its default httpx client; `LABKIT_HTTP=httpx` forces the latter. Measured at 2,000 chunks/s
-on a loaded 2-core host: ~50-70 µs of client CPU per chunk with aiohttp vs ~120-140 µs with httpx (h11 parsing).
-The hot loop only stamps and stores each read; parsing happens after the stream ends.
+on a 2-core host: ~50-60 µs of client CPU per chunk with aiohttp vs ~120-140 µs with httpx (h11 parsing), and
+~40 µs with aiohttp on uvloop (labkit.bench.run_bench uses uvloop when installed). The hot loop only stamps and
+stores each read; parsing happens after the stream ends.
 
 Token counting follows measurement.md §2: per-chunk `token_ids` (vLLM `return_token_ids`) > cumulative
 `continuous_usage_stats` > final `usage.completion_tokens` (total only) > counting non-empty chunks (only
-when the engine sends no usage at all; recorded as such). The requested length is never assumed.
+when the engine sends no usage at all; recorded as such). The requested length is never assumed. Requests
+ask for `continuous_usage_stats` (with `include_usage`, as vLLM requires), not `return_token_ids`: SGLang rejects
+the latter on streamed chat, and cumulative usage gives the same per-chunk counts.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
 import openai
 
 try:
@@ -129,11 +131,14 @@ class StreamClient:
             raise ValueError(f"transport must be 'direct' or 'sdk', got {transport!r}")
         self.root, self.base = split_base(url)
         self.timeout, self.transport = timeout, transport
-        self.backend = "aiohttp" if _HAVE_AIOHTTP and os.environ.get("LABKIT_HTTP") != "httpx" else "httpx"
-        cls = openai.DefaultAioHttpClient if self.backend == "aiohttp" else openai.DefaultAsyncHttpxClient
+        aio = getattr(openai, "DefaultAioHttpClient", None)
+        use_aio = aio is not None and _HAVE_AIOHTTP and os.environ.get("LABKIT_HTTP") != "httpx"
+        self.backend = "aiohttp" if use_aio else "httpx"
+        cls = aio if use_aio else openai.DefaultAsyncHttpxClient
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=max_connections,
+                                                        max_keepalive_connections=max_connections)
         self._http = cls(
-            timeout=timeout, limits=httpx2.Limits(max_connections=max_connections,
-                                                  max_keepalive_connections=max_connections),
+            timeout=timeout, limits=limits,
             event_hooks={"request": [_stamp_request], "response": [_stamp_response]})
         self._key = api_key_from_env()
         self._streams = 0  # streams open right now
@@ -321,10 +326,10 @@ class _HTTPError(Exception):
         super().__init__(f"HTTP {status}: {text[:300]}")
 
 
-def _stream_timeout(total: float) -> httpx2.Timeout:
+def _stream_timeout(total: float) -> openai.Timeout:
     """No per-read timeout on streams: the whole request is bounded by asyncio.timeout(total) in `stream`, and a
     per-read timer would be re-armed on every chunk (measurable CPU at thousands of chunks/s)."""
-    return httpx2.Timeout(total, read=None)
+    return openai.Timeout(total, read=None)
 
 
 async def _stamp_request(request: Any) -> None:

@@ -13,6 +13,7 @@ word lists, seeded per request so no two prompts share text beyond the instructi
 from __future__ import annotations
 
 import random
+import re
 import secrets
 from collections.abc import Awaitable, Callable
 
@@ -150,22 +151,47 @@ async def fit_prompt(target: int, count: Counter, nonce_: str | None = None, *,
     return prompt, n, nonce_
 
 
+_PIECES = re.compile(r"\w+|[^\w\s]")
+
+
+def pieces(text: str) -> int:
+    """Words and punctuation marks: a local proxy that tracks subword token counts far better than words."""
+    return len(_PIECES.findall(text))
+
+
 class LinearCounter:
-    """Token count estimate `a + b * words` learned from server-reported prompt_tokens of calibration requests.
+    """Token count estimate `a + b * pieces(prompt)` learned from server-reported prompt_tokens of calibration
+    prompts. Used when the server has no tokenize endpoint; every real sample is then checked against its own
+    usage.prompt_tokens and flagged when it misses the tolerance."""
 
-    Used when the server has no tokenize endpoint; every real sample is then checked against its own
-    usage.prompt_tokens and flagged when it misses the tolerance.
-    """
-
-    def __init__(self, points: list[tuple[int, int]]):
+    def __init__(self, points: list[tuple[str, int]]):
         if len(points) < 2:
             raise ValueError("need two calibration points")
-        (w1, n1), (w2, n2) = points[0], points[-1]
-        if w1 == w2:
-            raise ValueError("calibration points need different word counts")
-        self.b = (n2 - n1) / (w2 - w1)
-        self.a = n1 - self.b * w1
+        self.points: list[tuple[int, int]] = []
+        for prompt, tokens in points:
+            self.points.append((pieces(prompt), tokens))
+        if len({p for p, _ in self.points}) < 2:
+            raise ValueError("calibration prompts need different lengths")
+        self._fit()
+
+    def add(self, prompt: str, tokens: int) -> None:
+        """Learn from a real request's server count, so later prompts of that length land closer."""
+        self.points.append((pieces(prompt), tokens))
+        self._fit()
+
+    def _fit(self) -> None:
+        """Least squares over every point, weighted toward the most recent length (what is being sized now)."""
+        xs = [p for p, _ in self.points]
+        ys = [n for _, n in self.points]
+        w = [1.0] * len(xs)
+        w[-1] = 4.0
+        sw = sum(w)
+        mx = sum(wi * x for wi, x in zip(w, xs, strict=True)) / sw
+        my = sum(wi * y for wi, y in zip(w, ys, strict=True)) / sw
+        sxx = sum(wi * (x - mx) ** 2 for wi, x in zip(w, xs, strict=True))
+        sxy = sum(wi * (x - mx) * (y - my) for wi, x, y in zip(w, xs, ys, strict=True))
+        self.b = sxy / sxx
+        self.a = my - self.b * mx
 
     async def __call__(self, prompt: str) -> int:
-        words = len(prompt.split("\n\n", 1)[-1].split(" "))
-        return round(self.a + self.b * words)
+        return round(self.a + self.b * pieces(prompt))

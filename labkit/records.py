@@ -43,6 +43,7 @@ class RequestRecord:
 
     run_id: str = ""
     lane: str = ""
+    rep: int = 0  # repetition of the measure plan within the run (measure.runs)
     phase: str = ""  # "warmup" | "decode" | "prefill"
     concurrency: int = 1
     turn: int = 0  # index within its phase
@@ -104,8 +105,9 @@ class GroupRecord:
     """One lockstep group of concurrent streams and its aggregate decode estimators (measurement.md §4)."""
 
     run_id: str = ""
+    rep: int = 0
     concurrency: int = 2
-    group: int = 0
+    group: int = 0  # unique within the run (matches RequestRecord.group)
     ok: bool = True
     agg_tps: float | None = None  # tokens of all streams inside the steady window W / |W|, chunks spread (headline)
     window_tps: float | None = None  # tokens arriving in W / |W| (boundary-chunk biased; kept for comparison)

@@ -141,5 +141,7 @@ def test_fit_prompt_impossible_target():
 def test_linear_counter_learns_template_overhead():
     from labkit import prompts as pr
 
-    c = pr.LinearCounter([(200, 290), (1200, 1540)])
-    assert asyncio.run(c(pr.prefill_prompt("ab", 700))) == 915
+    a, b = pr.prefill_prompt("x1", 200), pr.prefill_prompt("x2", 1200)
+    c = pr.LinearCounter([(a, pr.pieces(a) + 6), (b, pr.pieces(b) + 6)])  # a server: pieces + 6 template tokens
+    p = pr.prefill_prompt("ab", 700)
+    assert asyncio.run(c(p)) == pr.pieces(p) + 6

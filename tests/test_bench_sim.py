@@ -1,11 +1,13 @@
 """End to end against the simulator in a subprocess: the oracle's ground truth checks what the bench measured."""
 
+from pathlib import Path
+
 import pytest
 
 from labkit.bench import BenchResult, run_bench
 from labkit.notefmt import render
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
-from labkit.simproc import SimProcess
+from labkit.simproc import SimOracle
 
 
 def _plan(turns=2, n=24, conc=(1, 2), warmup=1, prompts=(), repeats=1, timeout=20.0):
@@ -18,8 +20,9 @@ def _truth_by_id(sim):
 
 
 def test_cold_turn_detected_and_matches_truth(tmp_path):
-    with SimProcess(sets={"cold_requests": 1, "cold_decode_tps": 60, "decode_tps": 240}) as sim:
-        res = run_bench(sim.url, _plan(prompts=(300,)), progress=False)
+    # windows of >= 0.3 s, so a scheduling hiccup on a busy host stays well inside the 5% tolerance
+    with SimOracle(sets={"cold_requests": 1, "cold_decode_tps": 40, "decode_tps": 120}) as sim:
+        res = run_bench(sim.url, _plan(n=40, prompts=(300,)), progress=False)
         truth = _truth_by_id(sim)
     cold = [r for r in res.records if r.cold]
     assert len(cold) == 1 and cold[0].ok
@@ -43,7 +46,7 @@ def test_cold_turn_detected_and_matches_truth(tmp_path):
 
 
 def test_no_cold_turn_when_engine_already_served():
-    with SimProcess(sets={"cold_requests": 1}) as sim:
+    with SimOracle(sets={"cold_requests": 1}) as sim:
         run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False)
         res = run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False, cold_expected=True)
     assert not any(r.cold for r in res.records)
@@ -51,8 +54,8 @@ def test_no_cold_turn_when_engine_already_served():
 
 
 def test_multi_token_chunks_counted_and_acceptance_equals_truth():
-    sets = {"spec_method": "mtp", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5], "decode_tps": 300}
-    with SimProcess(sets=sets) as sim:
+    sets = {"spec_method": "mtp", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5], "decode_tps": 150}
+    with SimOracle(sets=sets) as sim:
         res = run_bench(sim.url, _plan(n=60), progress=False)
         truth = _truth_by_id(sim)
     decode = [r for r in res.records if r.phase in ("decode", "warmup")]
@@ -75,7 +78,7 @@ def test_reused_prompts_are_flagged_and_excluded(monkeypatch):
     import labkit.prompts as pr
 
     monkeypatch.setattr(pr, "nonce", lambda: "samesame")  # every prompt identical: the prefix cache hits
-    with SimProcess() as sim:
+    with SimOracle() as sim:
         res = run_bench(sim.url, _plan(turns=0, prompts=(400,), repeats=2), progress=False, decode=False)
     pre = [r for r in res.records if r.phase == "prefill"]
     assert len(pre) == 2 and all("prefix-cache-hit" in r.flags for r in pre)
@@ -85,7 +88,7 @@ def test_reused_prompts_are_flagged_and_excluded(monkeypatch):
 
 
 def test_unique_prompts_hit_length_and_miss_cache():
-    with SimProcess() as sim:
+    with SimOracle() as sim:
         res = run_bench(sim.url, _plan(prompts=(1000, 3000), repeats=2), progress=False, decode=False)
     pre = [r for r in res.records if r.phase == "prefill"]
     assert len(pre) == 4
@@ -99,7 +102,7 @@ def test_unique_prompts_hit_length_and_miss_cache():
 def test_http_error_and_stalled_stream_are_failed_records():
     # generation request 3 gets HTTP 500; request 5 stalls after 4 tokens (the client's timeout ends it)
     sets = {"fault_http500_request": 3, "fault_stall_request": 5, "fault_stall_after_tokens": 4}
-    with SimProcess(sets=sets) as sim:
+    with SimOracle(sets=sets) as sim:
         res = run_bench(sim.url, _plan(turns=4, n=16, conc=(1,), timeout=2.0), progress=False)
     failed = [r for r in res.records if not r.ok]
     assert len(failed) == 2 and res.summary.n_failed == 2
@@ -110,7 +113,7 @@ def test_http_error_and_stalled_stream_are_failed_records():
 
 def test_engine_dying_mid_stream_is_a_failure_not_a_crash():
     sets = {"fault_exit_request": 2, "fault_exit_after_tokens": 5}
-    with SimProcess(sets=sets) as sim:
+    with SimOracle(sets=sets) as sim:
         res = run_bench(sim.url, _plan(turns=2, n=16, conc=(1,), timeout=5.0), progress=False)
     assert res.records[0].ok
     assert not res.records[1].ok and res.records[1].error
@@ -131,7 +134,7 @@ def test_sglang_flavor_acceptance(metrics, monkeypatch):
         monkeypatch.setattr(b._Bench, "_scrape", no_metrics)
     sets = {"flavor": "sglang", "spec_method": "eagle", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5],
             "decode_tps": 400}
-    with SimProcess(sets=sets) as sim:
+    with SimOracle(sets=sets) as sim:
         res = run_bench(sim.url, _plan(n=60, conc=(1,)), progress=False)
         truth = _truth_by_id(sim)
     ts = [truth[r.response_id] for r in res.records]
@@ -146,10 +149,16 @@ def test_sglang_flavor_acceptance(metrics, monkeypatch):
         assert m["accept_per_draft"] == pytest.approx(real, abs=0.05)
 
 
-def test_sdk_transport_measures_the_same():
-    with SimProcess(sets={"decode_tps": 300}) as sim:
-        res = run_bench(sim.url, _plan(turns=2, n=40, conc=(1,)), progress=False, transport="sdk")
+@pytest.mark.parametrize("transport,backend", [("sdk", "aiohttp"), ("direct", "httpx"), ("sdk", "httpx")])
+def test_other_transports_measure_the_same(transport, backend, monkeypatch):
+    if backend == "httpx":
+        monkeypatch.setenv("LABKIT_HTTP", "httpx")
+    monkeypatch.setenv("LABKIT_LOOP", "asyncio")  # and the standard event loop
+    with SimOracle(sets={"decode_tps": 100}) as sim:
+        res = run_bench(sim.url, _plan(turns=2, n=40, conc=(1,)), progress=False, transport=transport)
         truth = _truth_by_id(sim)
+    assert res.provenance["http_backend"] == backend and res.provenance["transport"] == transport
+    assert res.provenance["event_loop"] == "asyncio.unix_events"
     for r in res.records:
         assert r.ok and r.output_tokens == 40
         assert r.decode_tps == pytest.approx(truth[r.response_id]["true_decode_tps"], rel=0.05)
@@ -163,7 +172,7 @@ def test_interrupted_run_keeps_partial_records(tmp_path, monkeypatch):
 
     monkeypatch.setattr(b._Bench, "_prefill", boom)
     out = tmp_path / "partial.json"
-    with SimProcess() as sim, pytest.raises(KeyboardInterrupt):
+    with SimOracle() as sim, pytest.raises(KeyboardInterrupt):
         run_bench(sim.url, _plan(turns=1, conc=(1,), prompts=(200,)), progress=False, save_to=out)
     back = BenchResult.load(out)
     assert back.provenance["partial"] and "KeyboardInterrupt" in back.provenance["error"]
@@ -176,6 +185,85 @@ def test_works_inside_a_running_event_loop():
     async def notebook_cell(url):
         return run_bench(url, _plan(turns=1, conc=(1,)), progress=False)  # sync call, loop already running
 
-    with SimProcess() as sim:
+    with SimOracle() as sim:
         res = asyncio.run(notebook_cell(sim.url))
     assert res.summary.n_ok == 3
+
+
+@pytest.mark.parametrize("engine", ["llamacpp", "none"])
+def test_prompt_sizing_without_a_tokenize_endpoint(engine, monkeypatch):
+    """llama-cpp-python has only /extras/tokenize/count (raw text); some engines have nothing: calibrate."""
+    from labkit.client import StreamClient
+
+    orig = StreamClient.post_json
+
+    async def post_json(self, path, body, timeout=60.0):
+        if path == "/tokenize":
+            return 404, {"detail": "Not Found"}
+        if path == "/extras/tokenize/count":
+            if engine != "llamacpp":
+                return 404, {"detail": "Not Found"}
+            status, data = await orig(self, "/tokenize", {"prompt": body["input"], "add_special_tokens": False})
+            return status, {"count": data["count"]}
+        return await orig(self, path, body, timeout)
+
+    monkeypatch.setattr(StreamClient, "post_json", post_json)
+    with SimOracle() as sim:
+        res = run_bench(sim.url, _plan(prompts=(2000,), repeats=2), progress=False, decode=False)
+    kind = res.provenance["prompt_length_counter"]
+    assert ("extras" in kind) if engine == "llamacpp" else ("linear fit" in kind)
+    pre = [r for r in res.records if r.phase == "prefill"]
+    assert len(pre) == 2
+    for r in pre:
+        assert r.prompt_tokens_source == "usage"
+        if engine == "llamacpp":  # a server count: exact to the tolerance
+            assert abs(r.prompt_tokens - 2000) <= 20, r.prompt_tokens
+        else:  # an estimate: close, and flagged (so excluded) whenever it misses the 1% bound
+            assert abs(r.prompt_tokens - 2000) <= 60, r.prompt_tokens
+            assert (abs(r.prompt_tokens - 2000) <= 20) == ("prompt-length-off" not in r.flags)
+    clean = [r.prefill_tps for r in pre if "prompt-length-off" not in r.flags]
+    assert res.summary.samples.get("prefill_2000", []) == clean
+
+
+def test_io_probe_deltas_and_completions_api(tmp_path):
+    from dataclasses import replace
+
+    from labkit.io_probe import LocalNfsProbe
+
+    fixture = (Path(__file__).parent / "fixtures" / "mountstats.txt").read_text()
+    stats = tmp_path / "mountstats"
+    stats.write_text(fixture)
+
+    class GrowingProbe(LocalNfsProbe):
+        """Reads the fixture; the second sample sees 258 kB more served by the NAS."""
+        calls = 0
+
+        def sample(self):
+            GrowingProbe.calls += 1
+            if GrowingProbe.calls == 2:
+                stats.write_text(fixture.replace("1000 20 300 0 500000", "1000 20 300 0 758000"))
+            return super().sample()
+
+    with SimOracle() as sim:
+        res = run_bench(sim.url, replace(_plan(turns=1, conc=(1,)), api="completions"), progress=False,
+                        io_hooks=[GrowingProbe(stats)])
+    assert all(r.ok and r.api == "completions" for r in res.records)
+    assert res.summary.measures["nfs_read_bytes"] == 258000
+    assert res.summary.measures["nfs_read_bytes_per_completion"] == 258000 / 3
+    assert res.io["localhost-nfs"]["/mnt/nas/hf:serverreadbytes"] == 258000
+
+
+def test_repeated_plan_pools_samples_and_counters():
+    from dataclasses import replace
+
+    sets = {"spec_method": "mtp", "spec_k": 2, "spec_accept": [0.8, 0.5], "decode_tps": 150}
+    with SimOracle(sets=sets) as sim:
+        res = run_bench(sim.url, replace(_plan(turns=1, n=40), runs=2), progress=False)
+        truth = _truth_by_id(sim)
+    assert [g.group for g in res.groups] == [0, 1] and [g.rep for g in res.groups] == [0, 1]
+    assert sum(r.cold for r in res.records) == 1 and next(r for r in res.records if r.cold).rep == 0
+    assert {r.rep for r in res.records} == {0, 1}
+    assert len(res.summary.samples["decode_c1"]) == 2 and len(res.summary.samples["decode_c2_agg"]) == 2
+    ts = list(truth.values())
+    real = sum(t["accepted"] for t in ts) / sum(t["drafts"] for t in ts)
+    assert res.summary.measures["accept_per_draft"] == pytest.approx(real, abs=1e-9)

@@ -72,7 +72,8 @@ def test_lane_boots_measures_and_records_the_quirks(tmp_path, cache, local_env):
     pre = [r for r in recs if r.phase == "prefill"]
     assert sorted(r.prompt_target for r in pre) == [4096, 12600]
     assert all(abs(r.prompt_tokens - r.prompt_target) <= 0.01 * r.prompt_target for r in pre)
-    assert all("/extras/tokenize/count" in r.prompt_tokens_source for r in pre)
+    assert {r.prompt_tokens_source for r in pre} == {"tokenize"}
+    assert "/extras/tokenize/count" in result.provenance["prompt_length_counter"]
     assert result.summary.measures["prefill_4096"] > 0 and result.summary.measures["prefill_12600"] > 0
     assert result.summary.measures["decode_c1"] > 0
 

@@ -1,0 +1,89 @@
+"""The pure record builder (validity rules, flags) and the lab-note table, on hand-made streams."""
+
+import pytest
+
+from labkit.bench import make_record
+from labkit.client import StreamResult
+from labkit.notefmt import fmt_range, fmt_rate, render, rows
+from labkit.records import RunSummary
+
+MS = 1_000_000
+
+
+def _res(n=10, per_chunk=1, finish="length", prompt=20, cached=0, error=""):
+    chunks = n // per_chunk
+    t = [100 * MS + i * 10 * MS for i in range(chunks)]
+    return StreamResult(t_send=0, t_hdr=MS, t_chunk1=90 * MS, t_first=t[0], t_content=t[0], t_last=t[-1],
+                        t_end=t[-1] + 5 * MS, chunk_t=t, chunk_n=[per_chunk] * chunks, output_tokens=n,
+                        output_tokens_source="continuous_usage", prompt_tokens=prompt, cached_tokens=cached,
+                        finish_reason=finish, http_status=200, error=error)
+
+
+def test_good_decode_record():
+    rec = make_record(_res(), t_origin=0, rtt_ns=0, phase="decode", requested=10)
+    assert rec.ok and not rec.flags
+    assert rec.decode_tps == pytest.approx(100.0)  # 9 tokens over 90 ms
+    assert rec.ttft_s == pytest.approx(0.1) and rec.ttfr_s == pytest.approx(0.09)
+
+
+def test_stamps_are_relative_to_the_run_origin():
+    rec = make_record(_res(), t_origin=50 * MS, rtt_ns=0, phase="decode", requested=10)
+    assert rec.t_first == 50 * MS and rec.chunk_t[0] == 50 * MS and rec.t_send == -50 * MS
+
+
+@pytest.mark.parametrize("res,why", [
+    (_res(n=8), "short: 8 of 10"),
+    (_res(finish="stop"), "finish_reason 'stop'"),
+    (_res(error="HTTP 500: boom"), "HTTP 500"),
+])
+def test_failed_records(res, why):
+    rec = make_record(res, t_origin=0, rtt_ns=0, phase="decode", requested=10)
+    assert not rec.ok and why in rec.error
+
+
+def test_prefill_record_rate_rtt_and_flags():
+    res = _res(n=1, prompt=4000, cached=0)
+    rec = make_record(res, t_origin=0, rtt_ns=MS, phase="prefill", requested=1, prompt_target=4000)
+    assert rec.prefill_tps == pytest.approx(4000 / 0.099) and rec.prefill_tps_raw == pytest.approx(40000.0)
+    off = make_record(_res(n=1, prompt=4100), t_origin=0, rtt_ns=0, phase="prefill", requested=1,
+                      prompt_target=4000)
+    assert "prompt-length-off" in off.flags
+    hit = make_record(_res(n=1, prompt=4000, cached=3968), t_origin=0, rtt_ns=0, phase="prefill", requested=1,
+                      prompt_target=4000)
+    assert "prefix-cache-hit" in hit.flags and hit.prefill_tps == pytest.approx(32 / 0.1)
+
+
+def test_prompt_count_from_counter_only_without_usage():
+    res = _res(n=1, prompt=None)
+    rec = make_record(res, t_origin=0, rtt_ns=0, phase="prefill", requested=1, prompt_target=500, counted=498,
+                      counted_source="tokenize")
+    assert rec.prompt_tokens == 498 and rec.prompt_tokens_source == "tokenize"
+
+
+def test_final_usage_only_assumes_one_token_first_and_says_so():
+    res = _res()
+    res.chunk_n, res.output_tokens_source = None, "final_usage"
+    rec = make_record(res, t_origin=0, rtt_ns=0, phase="decode", requested=10)
+    assert rec.decode_tps == pytest.approx(100.0) and "n_first assumed 1" in rec.flags
+
+
+def test_formatting():
+    assert fmt_rate(29.74) == "29.7" and fmt_rate(604.4) == "604" and fmt_rate(3957.2) == "3,957"
+    assert fmt_range(47.8, 50.7) == "47.8\u201350.7" and fmt_range(604.1, 604.3) == "604"
+    assert fmt_range(95.0, 120.0) == "95.0\u2013120.0"
+
+
+def test_lab_note_shape():
+    s = RunSummary(measures={"decode_c1": 29.7, "decode_c1_cold": 20.0, "decode_c2_agg": 45.6,
+                             "decode_c2_overlap": 0.97, "prefill_4096": 750.2, "prefill_12600": 3957.0,
+                             "accept_per_draft": 4.79, "accept_length": 5.79, "accept_k": 5.0, "accept_rate": 0.958},
+                   samples={"decode_c1": [29.0, 29.7, 30.1], "decode_c2_agg": [45.6]}, ranges={"decode_c1": [29.0, 30.1]},
+                   n_ok=12, n_failed=1)
+    table = dict((r[0], r[1]) for r in rows(s))
+    assert table["decode c1"] == "29.7 t/s (20.0 on the first, cold turn)"
+    assert table["decode c2 (aggregate)"] == "45.6 t/s"
+    assert table["prefill (4,096 prompt)"] == "750 t/s"
+    assert table["prefill (12,600 prompt)"] == "3,957 t/s"
+    assert table["acceptance"] == "4.79 of 5"
+    text = render(s)
+    assert "τ 5.79 (K=5, incl. bonus)" in text and "α 95.8%" in text and "12 ok, 1 failed" in text

@@ -23,10 +23,12 @@ $(VENV)/.llamacpp: $(BIN)/labkit
 
 env-llamacpp: $(VENV)/.llamacpp
 
-# The main job on the embedded default lane (the simulator on localhost).
+# The main job on the embedded default lane: boot the simulator on localhost, measure it, tear it down,
+# store the run under results/sim/, and regenerate results/TABLES.md from the stored runs.
 bench: env
 	$(BIN)/labkit check
-	$(BIN)/labkit show sim
+	$(BIN)/labkit run bench -p recipe sim -o $(OUT)/bench-sim.ipynb
+	$(BIN)/labkit report
 
 test: env
 	$(BIN)/ruff check labkit tests benchmarks

@@ -80,6 +80,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     run_dir = args.logs or tempfile.mkdtemp(prefix="labkit-up-")
     lane = _lane(args, run_dir=run_dir)
+    if lane.plan.staging:  # the view must exist and verify before the engine is pointed at it
+        from labkit.hosts import check_reachable
+        from labkit.staging import check_view, stage
+
+        check_reachable(lane.group)
+        print(stage(lane.plan, lane.group.hosts).table())
+        check_view(lane.plan, lane.group.hosts)
     endpoint = lane.start()
     b = endpoint.boot
     print(f"lane {endpoint.lane_id} is up: {endpoint.base_url} (model {endpoint.model})")
@@ -167,34 +174,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x.replace("_", "")) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 4096,12600, got {text!r}")
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
-
-
 def cmd_tiny_model(args: argparse.Namespace) -> int:
     from labkit import tinymodel
 
     path = tinymodel.ensure(args.preset, log=None if args.quiet else sys.stderr)
     print(json.dumps({"path": str(path), **(tinymodel.facts(path) or {})}, indent=2) if args.json else path)
     return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from labkit.bench import bench_cli
-
-    return bench_cli(args)
-
-
-def cmd_sim(args: argparse.Namespace) -> int:
-    from labkit.sim.cli import run
-
-    return run(args)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -242,6 +227,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"executed notebook: {out}")
     return 0
 
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x.replace("_", "")) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 4096,12600, got {text!r}")
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from labkit.bench import bench_cli
+
+    return bench_cli(args)
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from labkit.sim.cli import run
+
+    return run(args)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="labkit", description="Measure LLM serving lanes reproducibly.")
@@ -256,6 +262,37 @@ def build_parser() -> argparse.ArgumentParser:
     _variant_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable plan")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("up", help="boot a lane on its nodes and leave it running")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.add_argument("--logs", metavar="DIR", help="folder for boot logs and boot.json (default: a temp folder)")
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("down", help="remove a lane on every node and verify it is gone")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.set_defaults(func=cmd_down)
+
+    p = sub.add_parser("status", help="per-node state of a lane (exit 0 only when ready)")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("logs", help="print the end of each node's engine log")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.add_argument("--tail", type=int, default=50, help="lines per node (default 50)")
+    p.add_argument("--node", help="only this node")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until Ctrl-C")
+    p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("stage", help="stage the lane's local view on every node (preflight, copy, link, verify)")
+    p.add_argument("recipe")
+    _variant_args(p)
+    p.add_argument("--full", action="store_true", help="hash whole files (slow) instead of sampled blocks")
+    p.add_argument("--dry-run", action="store_true", help="only the read-only preflight (need/free per node)")
+    p.set_defaults(func=cmd_stage)
 
     p = sub.add_parser("bench", help="measure a running endpoint (URL) or a recipe's lane (decode, prefill, acceptance)")
     p.add_argument("target", metavar="ENDPOINT_OR_RECIPE",
@@ -282,42 +319,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("up", help="boot a lane on its nodes and leave it running")
-    p.add_argument("recipe")
-    _variant_args(p)
-    p.add_argument("--logs", metavar="DIR", help="folder for boot logs and boot.json (default: a temp folder)")
-    p.set_defaults(func=cmd_up)
-
-    p = sub.add_parser("down", help="remove a lane on every node and verify it is gone")
-    p.add_argument("recipe")
-    _variant_args(p)
-    p.set_defaults(func=cmd_down)
-
-    p = sub.add_parser("status", help="per-node state of a lane (exit 0 only when ready)")
-    p.add_argument("recipe")
-    _variant_args(p)
-    p.set_defaults(func=cmd_status)
-
-    p = sub.add_parser("logs", help="print the end of each node's engine log")
-    p.add_argument("recipe")
-    _variant_args(p)
-    p.add_argument("--tail", type=int, default=50, help="lines per node (default 50)")
-    p.add_argument("--node", help="only this node")
-    p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines until Ctrl-C")
-    p.set_defaults(func=cmd_logs)
-
     p = sub.add_parser("tiny-model", help="build (once) and print the path of a tiny random-weight llama GGUF")
     p.add_argument("preset", nargs="?", default="tiny-llama",
                    help="tiny-llama (default), tiny-llama-small or tiny-llama-eos")
     p.add_argument("--json", action="store_true", help="print the build facts (spec, versions, sha256)")
     p.add_argument("--quiet", "-q", action="store_true")
     p.set_defaults(func=cmd_tiny_model)
-    p = sub.add_parser("stage", help="stage the lane's local view on every node (preflight, copy, link, verify)")
-    p.add_argument("recipe")
-    _variant_args(p)
-    p.add_argument("--full", action="store_true", help="hash whole files (slow) instead of sampled blocks")
-    p.add_argument("--dry-run", action="store_true", help="only the read-only preflight (need/free per node)")
-    p.set_defaults(func=cmd_stage)
 
     p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")
     p.add_argument("recipes", nargs="*")

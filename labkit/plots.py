@@ -7,6 +7,7 @@ whisker with no bar, so a range is never passed off as a measured median.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -91,14 +92,15 @@ def tokens_over_time(requests: Any, title: str = ""):
     df = requests
     if len(df) and "phase" in df.columns:
         df = df[(df["phase"] == "decode") & (df["ok"].astype(str).str.lower() == "true")]
-    per_chunk = "chunk_t" in df.columns and "chunk_tokens" in df.columns
+    counts = "chunk_n" if "chunk_n" in df.columns else "chunk_tokens"
+    per_chunk = "chunk_t" in df.columns and counts in df.columns
     drawn = 0
     for _, r in df.iterrows():
         try:
             t0 = float(r["t_send"])
-            if per_chunk and isinstance(r["chunk_t"], str) and r["chunk_t"]:
-                ts = [(float(t) - t0) / 1e9 for t in r["chunk_t"].split(";")]
-                toks = [float(n) for n in str(r["chunk_tokens"]).split(";")]
+            if per_chunk and isinstance(r["chunk_t"], str) and r["chunk_t"] not in ("", "[]"):
+                ts = [(float(t) - t0) / 1e9 for t in _list(r["chunk_t"])]
+                toks = [float(n) for n in _list(r[counts])] or [1.0] * len(ts)
                 cum, ys = 0.0, []
                 for n in toks:
                     cum += n
@@ -123,6 +125,14 @@ def tokens_over_time(requests: Any, title: str = ""):
         ax.text(0.5, 0.5, "no per-request data", ha="center", va="center", transform=ax.transAxes)
     fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.14)
     return fig
+
+
+def _list(cell: Any) -> list:
+    """A per-chunk list cell: JSON ("[1,2]") as the store writes it, or ';'-separated."""
+    text = str(cell).strip()
+    if text.startswith("["):
+        return json.loads(text)
+    return [x for x in text.split(";") if x]
 
 
 def _nan(v: Any) -> bool:

@@ -317,15 +317,11 @@ def _expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
     for row in rows:
         if row.measure.endswith("*"):
             prefix = row.measure[:-1]
-            keys = [k for k in present if k.startswith(prefix)]
-
-            def order(k: str, prefix: str = prefix) -> tuple:
-                tail = k[len(prefix):]
-                return (0, int(tail), "") if tail.isdigit() else (1, 0, tail)
-
-            for key in sorted(keys, key=order):
-                tail = key[len(prefix):]
-                label = row.label.replace("{P}", tail)
+            # Only a numeric tail (the prompt length): prefill_4096, not prefill_4096_raw or _ttft.
+            keys = [k for k in present if k.startswith(prefix) and k[len(prefix):].isdigit()]
+            n = len(prefix)
+            for key in sorted(keys, key=lambda k, n=n: int(k[n:])):
+                label = row.label.replace("{P}", f"{int(key[n:]):,}")
                 out.append(RowSpec(label, row.format, key, row.cold, row.decimals, row.thousands, row.per))
         else:
             out.append(row)

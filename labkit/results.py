@@ -150,6 +150,15 @@ def _check_segment(name: str, what: str) -> str:
     return name
 
 
+def _csv_value(value: Any) -> Any:
+    """One CSV cell: lists and dicts (per-chunk stamps, raw usage) as JSON, so they read back exactly."""
+    if value is None:
+        return ""
+    if isinstance(value, list | dict | tuple):
+        return json.dumps(value, separators=(",", ":"))
+    return value
+
+
 class Run:
     """An open run folder. Use as a context manager (see ResultsStore.new_run)."""
 
@@ -186,7 +195,7 @@ class Run:
         writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+            writer.writerow({k: _csv_value(v) for k, v in row.items()})
         out = self.path / REQUESTS_FILE
         atomic_write_text(out, buf.getvalue())
         self.doc["n_requests"] = len(rows)

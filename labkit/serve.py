@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import re
 import signal
 import sys
 import threading
@@ -130,6 +131,29 @@ def lane_commands(plan, hosts: list[Host] | None = None) -> dict[str, str]:
     return {ln.node: runtime.start_command(ln, plan.engine.image, plan.mounts()) for ln in launches(plan, hosts)}
 
 
+def pin_revision(plan, head: Host):
+    """The plan with its model revision pinned to a commit, read from refs/<name> on the head node.
+
+    A lane served from the shared HF cache is given snapshots/<commit>; a branch name such as "main" has
+    no snapshot folder of its own, so it is resolved the way huggingface_hub does, through refs/.
+    Lanes with an explicit model path, a staged view or no shared cache are returned unchanged.
+    """
+    model = plan.model
+    if plan.view is not None or model.path or not plan.cluster.shared_cache or _COMMIT.fullmatch(model.revision):
+        return plan
+    ref = f"{plan.cluster.shared_cache}/{model.cache_dir_name}/refs/{model.revision}"
+    r = head.run(["cat", ref], timeout=30)
+    commit = r.stdout.strip()
+    if not r.ok or not _COMMIT.fullmatch(commit):
+        why = r.stderr.strip() or f"it holds {commit[:60]!r}, not a commit hash"
+        raise LabkitError(f"{head.name}: cannot resolve model revision {model.revision!r} of {model.repo}: "
+                          f"{ref}: {why}")
+    return dataclasses.replace(plan, model=dataclasses.replace(model, revision=commit))
+
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
 def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
@@ -194,6 +218,7 @@ class Lane:
         t = time.monotonic()
         check_reachable(self.group)
         self.timings = {"check": time.monotonic() - t}
+        self.plan = pin_revision(self.plan, self.group.head)
         self._refuse_if_present()
         # A recipe whose model.repo names a labkit-built model ("labkit/tiny-llama") gets its cached file.
         self.plan = tinymodel.materialize(self.plan, log=self.progress)

@@ -102,15 +102,17 @@ def test_markdown_never_reparses_cells():
 
 def test_rows_as_lanes_and_pattern_rows():
     m = _measures([("r1", "sim", "a", "prefill_12600", 3957), ("r1", "sim", "a", "prefill_4096", 605),
-                   ("r2", "sim", "b", "prefill_4096", 750)])
+                   ("r2", "sim", "b", "prefill_4096", 750), ("r2", "sim", "b", "prefill_4096_raw", 749),
+                   ("r2", "sim", "b", "prefill_4096_ttft", 5.5)])
     spec = rp.TableSpec(id="t", title="T", columns=(rp.ColumnSpec("A", "sim", "a"), rp.ColumnSpec("B", "sim", "b")),
                         rows=(rp.RowSpec("prefill {P}", measure="prefill_*", decimals=0),), corner="setup",
                         lanes="rows")
     t = rp.build_table(spec, m)
-    assert list(t.frame.columns) == ["prefill 4096", "prefill 12600"]  # numeric order, not string order
+    # numeric order, not string order; side measures (_raw, _ttft) are not prompt lengths
+    assert list(t.frame.columns) == ["prefill 4,096", "prefill 12,600"]
     assert t.frame.index.tolist() == ["A (sim)", "B (sim)"] and t.frame.index.name == "setup"
-    assert t.frame.loc["B (sim)", "prefill 12600"] == "\u2014"
-    assert t.frame.loc["A (sim)", "prefill 12600"] == "3,957"
+    assert t.frame.loc["B (sim)", "prefill 12,600"] == "\u2014"
+    assert t.frame.loc["A (sim)", "prefill 12,600"] == "3,957"
 
 
 def test_styler_marks_sim_columns():

@@ -1,0 +1,245 @@
+"""One lane end to end, the way the bench notebook and `make bench` run it:
+
+    plan = lab.plan("dsv41", spec="dspark")      # recipe.toml --resolve--> LanePlan
+    print(lab.describe(plan))                    # dry run: the plan and each node's exact command
+    done = lab.measure(plan)                     # --stage--> view --up--> endpoint --measure--> records
+                                                 # --store--> results/<recipe>/<variant>/<run-id>/
+    lab.tables(done)                             # --report--> tables, regenerated from the stored files
+
+Teardown always happens: `measure` boots inside `Lane.up()`, whose exit removes and verifies the lane on
+every node whatever happened in between. Every repetition (`measure.runs`) is its own run folder, so tables
+show the median and min–max across runs; only the first after boot carries the cold turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit.recipe import LanePlan, find_recipe, load_recipe
+
+
+@dataclass
+class LaneRun:
+    """What `measure` did: the plan, the run folders it stored, and what boot and staging revealed."""
+
+    plan: LanePlan
+    run_dirs: list[Path] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)  # labkit.bench.BenchResult per run
+    boot: Any = None  # labkit.engines.BootFacts
+    staging: Any = None  # labkit.staging.StageReport
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [p.name for p in self.run_dirs]
+
+
+def plan(recipe: str = "sim", spec: str | None = None, staging: str | None = None, *,
+         nodes: str | list[str] | None = None, runs: int | None = None,
+         variants: dict[str, str] | None = None) -> LanePlan:
+    """Resolve a recipe with variants and optional overrides (nodes, runs) into a LanePlan.
+
+    `spec`/`staging` given as None or "none" on a recipe without that axis are ignored, so one notebook
+    default works for every recipe; any other value on a missing axis is an error naming the recipe.
+    """
+    rec = load_recipe(find_recipe(recipe))
+    choices = dict(variants or {})
+    for axis, value in (("spec", spec), ("staging", staging)):
+        if value is None or (value == "none" and axis not in rec.axes):
+            continue
+        choices[axis] = value
+    lane = rec.resolve(choices)
+    if nodes:
+        names = tuple(n.strip() for n in (nodes.split(",") if isinstance(nodes, str) else nodes) if n.strip())
+        lane = dataclasses.replace(lane, cluster=dataclasses.replace(lane.cluster, nodes=names))
+    if runs:
+        lane = dataclasses.replace(lane, measure=dataclasses.replace(lane.measure, runs=int(runs)))
+    return lane
+
+
+def describe(lane: LanePlan) -> str:
+    """The resolved plan and the exact command each node would run (nothing is contacted)."""
+    from labkit.describe import describe_plan
+    from labkit.serve import lane_commands
+
+    return describe_plan(lane, lane_commands(lane))
+
+
+def spec_k(lane: LanePlan) -> int | None:
+    """K (draft tokens per step) when the recipe states it; None lets the measurement read it from /metrics."""
+    import json
+
+    cfg = lane.engine.arg("--speculative-config")
+    if cfg:
+        try:
+            return int(json.loads(cfg[0])["num_speculative_tokens"])
+        except (ValueError, KeyError, TypeError):
+            return None
+    steps = lane.engine.arg("--speculative-num-draft-tokens")
+    if steps:
+        return int(steps[0]) - 1
+    return None
+
+
+def measure(lane: LanePlan, *, results: str | Path | None = None, ssh: Any = None, full_verify: bool = False,
+            progress: bool = True) -> LaneRun:
+    """Stage, boot, measure `lane.measure.runs` times, store each run, tear down. Returns what was stored.
+
+    Unreachable nodes fail before anything is created or started. A failure after the first run folder
+    exists marks that run failed (not half-written); finished runs stay complete.
+    """
+    from labkit.bench import run_bench
+    from labkit.hosts import SshOptions, check_reachable, hosts_for_plan
+    from labkit.results import ResultsStore
+    from labkit.serve import Lane
+    from labkit.staging import NodeNfsProbe, check_view, stage
+
+    group = hosts_for_plan(lane, ssh if ssh is not None else SshOptions.from_env())
+    check_reachable(group)
+    store = ResultsStore(results)
+    done = LaneRun(lane)
+    provenance = {"recipe_file": lane.file, "variants": dict(lane.variants), "recipe_hash": lane.recipe_hash,
+                  "command": shlex.join(sys.argv)}
+    first = store.new_run(lane, provenance=provenance)
+    done.run_dirs.append(first.path)
+    _announce(first.path)
+    with first:  # a failure before the first run finished marks it failed, with the reason
+        if lane.staging:
+            done.staging = stage(lane, group.hosts, full=full_verify, progress=progress)
+            first.write_text("staging.json", _json(done.staging.to_dict()))
+            check_view(lane, group.hosts)
+        # Lane writes boot.json and logs/<node>.log into the first run folder as the boot goes.
+        with Lane(lane, group=group, run_dir=first.path,
+                  progress=sys.stderr if progress else None).up() as endpoint:
+            done.boot = endpoint.boot
+            boot = endpoint.boot.to_dict()
+            first.update(boot=boot)
+            probes = [NodeNfsProbe(h) for h in group.hosts]
+            for i in range(lane.measure.runs):
+                run = first if i == 0 else store.new_run(lane, provenance=provenance, boot=boot,
+                                                         boot_run=first.run_id)
+                if i:
+                    done.run_dirs.append(run.path)
+                with run:
+                    result = run_bench(endpoint.base_url, lane.measure, model=endpoint.model,
+                                       cold_expected=(i == 0), io_hooks=probes, progress=progress,
+                                       lane=lane.label, recipe_hash=lane.recipe_hash, variant=lane.variant_id,
+                                       spec_k=spec_k(lane), run_id=run.run_id)
+                    done.results.append(result)
+                    store_result(run, result, boot)
+    return done
+
+
+def store_result(run: Any, result: Any, boot: dict) -> None:
+    """Write one BenchResult into its run folder and finish it; boot's KV pool facts join the summary."""
+    run.write_requests(result.records)
+    if result.groups:
+        run.write_text("groups.csv", _csv([g.to_row() for g in result.groups]))
+    if result.scrapes:
+        run.write_text("metrics.json", _json(result.scrapes))
+    if result.io:
+        run.write_text("io.json", _json(result.io))
+    summary = result.summary
+    for key in ("kv_pool_tokens", "kv_pool_context"):
+        if boot.get(key) is not None and summary.measures.get(key) is None:
+            summary.measures[key] = boot[key]
+            summary.method[key] = "engine boot log"
+    run.finish(summary, boot=boot, provenance=result.provenance)
+
+
+def _csv(rows: list[dict]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _json(data: Any) -> str:
+    import json
+
+    return json.dumps(data, indent=1, default=str) + "\n"
+
+
+def _announce(path: Path) -> None:
+    """Tell a notebook runner which run folder this is (so it can copy the executed notebook there)."""
+    try:
+        from labkit.notebooks import record
+
+        if "ipykernel" in sys.modules:
+            record("run_dir", str(path))
+    except Exception:  # noqa: BLE001 - outside a kernel there is nobody to tell
+        pass
+    os.environ["LABKIT_RUN_DIR"] = str(path)
+
+
+def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
+    """The measured-lanes table(s) for just these runs, built from the stored files like `labkit report`."""
+    from labkit import report
+    from labkit.results import load_results
+
+    data = load_results(results)
+    measures = data.measures[data.measures["run"].isin(done.run_ids)]
+    _, specs = report.load_spec(report.spec_path(data.root))
+    return report.build_tables(measures, specs, only=["measured"])
+
+
+def attach_executed_notebook(done: LaneRun) -> Path | None:
+    """Copy the notebook papermill is writing into the first run folder (plain `papermill in out` runs).
+
+    `labkit run` copies the finished notebook itself; under a bare papermill CLI the kernel finds the output
+    path on its parent's command line. The copy holds every cell up to the one calling this.
+    """
+    from labkit.results import attach_file
+
+    if not done.run_dirs or os.environ.get("LABKIT_BATCH"):
+        return None
+    out = _papermill_output()
+    if out is None or not out.is_file():
+        return None
+    return attach_file(done.run_dirs[0], out, "bench.ipynb")
+
+
+def _papermill_output() -> Path | None:
+    try:
+        ppid = os.getppid()
+        argv = Path(f"/proc/{ppid}/cmdline").read_bytes().split(b"\0")
+        cwd = Path(os.readlink(f"/proc/{ppid}/cwd"))
+    except OSError:
+        return None
+    args = [a.decode(errors="replace") for a in argv if a]
+    return papermill_output_path(args, cwd)
+
+
+# papermill CLI options that take values (2 for name + value), to find the positional input/output paths.
+_PM_TAKES = {"-p": 2, "--parameters": 2, "-r": 2, "--parameters_raw": 2, "-f": 1, "--parameters_file": 1,
+             "-y": 1, "--parameters_yaml": 1, "-b": 1, "--parameters_base64": 1, "-k": 1, "--kernel": 1,
+             "-l": 1, "--language": 1, "--cwd": 1, "--engine": 1, "--start-timeout": 1,
+             "--execution-timeout": 1, "--log-level": 1, "--request-save-on-cell-execute": 0}
+
+
+def papermill_output_path(args: list[str], cwd: Path) -> Path | None:
+    """The output notebook path of a papermill command line (None for stdout or not papermill)."""
+    start = next((i for i, a in enumerate(args) if Path(a).name == "papermill"), None)
+    if start is None:
+        return None
+    positional, i = [], start + 1
+    while i < len(args):
+        a = args[i]
+        if a.startswith("-") and a != "-":
+            i += 1 + _PM_TAKES.get(a.split("=", 1)[0], 0) if "=" not in a else 1
+            continue
+        positional.append(a)
+        i += 1
+    if len(positional) < 2 or positional[1] == "-":
+        return None
+    out = Path(positional[1])
+    return out if out.is_absolute() else cwd / out

@@ -129,3 +129,31 @@ def test_server_killed_mid_stream_gives_failed_records_not_numbers(tmp_path, cac
     assert result.summary.n_failed == 4 and result.summary.n_ok == 0
     assert not any(k.startswith("decode") for k in result.summary.measures)
     assert any("4 failed request(s) excluded" in n for n in result.summary.notes)
+
+
+def test_bench_notebook_runs_the_lane_end_to_end(tmp_path, cache, monkeypatch):
+    """Issue 8's flow: `labkit run bench -p recipe tiny-llamacpp` boots, measures, tears down, stores the
+    run, and the comparison table shows the lane (the recipe's own plan and port)."""
+    import subprocess
+    import sys
+
+    from labkit import report
+    from labkit.results import load_results
+
+    env = {**os.environ, "LABKIT_CACHE": str(cache), "LABKIT_STATE_DIR": str(tmp_path / "state")}
+    out = subprocess.run([sys.executable, "-m", "labkit", "run", "bench", "-p", "recipe", "tiny-llamacpp",
+                          "-p", "results", str(tmp_path / "results"), "-o", str(tmp_path / "out.ipynb")],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = load_results(tmp_path / "results")
+    (doc,) = data.docs.values()
+    assert doc["status"] == "complete" and doc["recipe"] == "tiny-llamacpp"
+    assert doc["boot"]["kv_pool_tokens"] == 16384 and doc["boot"]["kv_pool_context"] == 16384
+    m = doc["summary"]["measures"]
+    assert {"decode_c1", "decode_c1_cold", "prefill_4096", "prefill_12600", "kv_pool_tokens"} <= set(m)
+    assert "decode_c2_agg" not in m and any("serialised" in n for n in doc["summary"]["notes"])
+    assert "chunk_count" in doc["summary"]["method"]["decode_c1"]
+    md = report.generate(tmp_path / "results", write=False, plots=False).markdown
+    assert "llama.cpp tiny CPU" in md
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path / "state"))
+    assert Lane(load_plan("tiny-llamacpp"), progress=None).status() == {"localhost": "absent"}  # torn down

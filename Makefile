@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: env bench test lint report clean
+.PHONY: env env-llamacpp bench test lint report clean
 
 $(BIN)/labkit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,14 @@ $(BIN)/labkit: pyproject.toml
 	touch $(BIN)/labkit
 
 env: $(BIN)/labkit
+
+# The optional real CPU engine (llama-cpp-python compiles from source once; pip's wheel cache serves reruns).
+# Without it the llama.cpp tests skip with a reason.
+$(VENV)/.llamacpp: $(BIN)/labkit
+	$(BIN)/pip install --quiet -e '.[llamacpp]'
+	touch $@
+
+env-llamacpp: $(VENV)/.llamacpp
 
 # The main job on the embedded default lane: boot the simulator on localhost, measure it, tear it down,
 # store the run under results/sim/, and regenerate results/TABLES.md from the stored runs.

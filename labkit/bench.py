@@ -203,13 +203,13 @@ def make_record(res: StreamResult, *, t_origin: int, rtt_ns: int, phase: str, re
             rec.ok, rec.error = False, f"short: {res.output_tokens} of {requested} tokens"
         elif res.output_tokens != requested:
             flags.append(f"output {res.output_tokens} != requested {requested}")
-    if phase != "prefill" and res.output_tokens is not None:
+    if phase != "prefill" and res.output_tokens is not None and rec.ok:  # a failed request gets no rate
         n_first = rec.n_first
         if n_first is None and res.t_first is not None:
             n_first = 1
             flags.append("n_first assumed 1 (no per-chunk counts)")
         rec.decode_tps = decode_tps(res.output_tokens, n_first, res.t_first, res.t_last)
-    if phase == "prefill" and res.t_first is not None and prompt_tokens is not None:
+    if phase == "prefill" and res.t_first is not None and prompt_tokens is not None and rec.ok:
         ttft = res.t_first - res.t_send
         rec.prefill_tps = prefill_tps(prompt_tokens, res.cached_tokens, ttft, rtt_ns)
         rec.prefill_tps_raw = prefill_tps(prompt_tokens, 0, ttft, 0)

@@ -174,6 +174,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_tiny_model(args: argparse.Namespace) -> int:
+    from labkit import tinymodel
+
+    path = tinymodel.ensure(args.preset, log=None if args.quiet else sys.stderr)
+    print(json.dumps({"path": str(path), **(tinymodel.facts(path) or {})}, indent=2) if args.json else path)
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from labkit import report
 
@@ -310,6 +318,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also record this host's NFS reads during the run (/proc/self/mountstats serverreadbytes)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("tiny-model", help="build (once) and print the path of a tiny random-weight llama GGUF")
+    p.add_argument("preset", nargs="?", default="tiny-llama",
+                   help="tiny-llama (default), tiny-llama-small or tiny-llama-eos")
+    p.add_argument("--json", action="store_true", help="print the build facts (spec, versions, sha256)")
+    p.add_argument("--quiet", "-q", action="store_true")
+    p.set_defaults(func=cmd_tiny_model)
 
     p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")
     p.add_argument("recipes", nargs="*")

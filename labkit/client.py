@@ -452,4 +452,8 @@ class _SSEParser:
         if final is not None and counted is not None and counted != final:
             res.warnings.append(f"per-chunk counts sum to {counted}, final usage says {final}")
         if not res.error and res.finish_reason is None:
-            res.error = "stream ended without a finish_reason (truncated?)"
+            if res.http_status == 200 and res.sse_events == 0:
+                # llama-cpp-python answers a streamed prompt longer than n_ctx this way (no error event).
+                res.error = "empty stream: HTTP 200 with no SSE events and no [DONE] (prompt over the context?)"
+            else:
+                res.error = "stream ended without a finish_reason (truncated?)"

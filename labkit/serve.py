@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from labkit import tinymodel
 from labkit.engines import BootFacts, BootLog, BootPhase, Engine, NodeLaunch, NodeSpec, engine_for
 from labkit.errors import LabkitError, NodeError
 from labkit.hosts import Host, HostError, HostGroup, SshOptions, check_reachable, hosts_for_plan, map_nodes
@@ -126,6 +127,7 @@ def launches(plan, hosts: list[Host] | None = None) -> list[NodeLaunch]:
 def lane_commands(plan, hosts: list[Host] | None = None) -> dict[str, str]:
     """{node: the exact shell command `up` runs there} — pure, for `labkit show` and dry runs."""
     runtime = runtime_for(plan)
+    plan = tinymodel.materialize(plan, build=False)  # show where a labkit-built model will be
     return {ln.node: runtime.start_command(ln, plan.engine.image, plan.mounts()) for ln in launches(plan, hosts)}
 
 
@@ -218,6 +220,8 @@ class Lane:
         self.timings = {"check": time.monotonic() - t}
         self.plan = pin_revision(self.plan, self.group.head)
         self._refuse_if_present()
+        # A recipe whose model.repo names a labkit-built model ("labkit/tiny-llama") gets its cached file.
+        self.plan = tinymodel.materialize(self.plan, log=self.progress)
         self._say(f"lane {self.lane_id}: starting {self.plan.engine.kind} on {len(self.group)} node(s) "
                   f"({', '.join(self.group.names)})")
         if self.run_dir:

@@ -52,6 +52,7 @@ import xxhash
 from labkit import schema as s
 from labkit.errors import LabkitError, NodeError, RecipeError
 from labkit.hosts import HostError, map_nodes
+from labkit.io_probe import parse_mountstats
 from labkit.node import stage_node as node_side
 from labkit.units import format_size
 
@@ -762,33 +763,11 @@ def check_view(plan, hosts: Iterable[HostLike]) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------------------------------
-# NFS read accounting (/proc/self/mountstats on each node's host, before/after a run)
-
-_BYTES_FIELDS = ("normalreadbytes", "normalwritebytes", "directreadbytes", "directwritebytes",
-                 "serverreadbytes", "serverwritebytes", "readpages", "writepages")
-
-
-def parse_mountstats(text: str) -> dict[str, dict[str, int]]:
-    """{mount point: bytes counters} for every nfs/nfs4 mount in a /proc/self/mountstats text.
-
-    Duplicates the measurement helper's parser if that lands first (the lead should keep one)."""
-    out: dict[str, dict[str, int]] = {}
-    current = None
-    for line in text.splitlines():
-        if line.startswith("device "):
-            m = re.match(r"device (\S+) mounted on (\S+) with fstype (\S+)", line)
-            current = m.group(2) if m and m.group(3) in ("nfs", "nfs4") else None
-            if current is not None:
-                out[current] = {}
-        elif current is not None and line.strip().startswith("bytes:"):
-            values = [int(v) for v in line.split(":", 1)[1].split()]
-            out[current] = dict(zip(_BYTES_FIELDS, values, strict=False))
-    return out
-
+# NFS read accounting (/proc/self/mountstats on each node's host, before/after a run; parser in io_probe)
 
 class NodeNfsProbe:
-    """One node's NFS byte counters read over its host, shaped like the bench's IOProbe (branch `bench`,
-    labkit/io_probe.py: `name` + `sample()` -> {"<mount>:<field>": value}), so a run can sample every
+    """One node's NFS byte counters read over its host, shaped like labkit.io_probe.IOProbe
+    (`name` + `sample()` -> {"<mount>:<field>": value}), so a run can sample every
     launch node before and after and store the per-node `serverreadbytes` delta (the lab note's
     "shared-NFS reads during a run" column)."""
 

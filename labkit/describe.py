@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from labkit.recipe import LanePlan, shell_command
 from labkit.units import format_size
 
@@ -18,7 +20,9 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
         ("lane id", plan.lane_id),
         ("recipe hash", plan.recipe_hash),
         ("model", f"{plan.model.repo} @ {plan.model.revision}"),
-        ("model path", plan.model_path),
+        ("model path", plan.model_path + (f"  ('{plan.model.revision}' is pinned to its commit via refs/ at boot)"
+                                          if plan.model_path == plan.snapshot_path
+                                          and not re.fullmatch(r"[0-9a-f]{40}", plan.model.revision) else "")),
         ("engine", f"{e.kind}" + (f" {e.version}" if e.version else "") + f", runtime {e.runtime}, port {e.port}"),
         ("image", e.image or "-"),
         ("parallel", f"tp={par.tp} pp={par.pp} dp={par.dp} ep={par.ep}"

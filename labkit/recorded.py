@@ -12,7 +12,6 @@ import datetime as dt
 import hashlib
 import json
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from labkit.errors import LabkitError
 from labkit.records import RunSummary
 from labkit.results import RUN_FILE, ResultsStore, read_run
+from labkit.schema import read_toml
 
 RECORDED_FILE = "recorded.toml"
 _MEASURE_KEYS = {"value", "min", "max", "approx", "note"}
@@ -93,12 +93,7 @@ def _measure(name: str, raw: Any, where: str) -> tuple[float | None, dict[str, A
 def parse_figures(path: str | Path | None = None) -> list[RecordedRun]:
     """Read and validate recorded.toml; RecordedError names the file and entry on any problem."""
     file = Path(path) if path else default_figures_file()
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RecordedError(f"{file}: file not found")
-    except tomllib.TOMLDecodeError as e:
-        raise RecordedError(f"{file}: TOML syntax error: {e}")
+    data = read_toml(file, RecordedError)
     defaults = data.get("defaults", {})
     out, seen = [], set()
     for i, entry in enumerate(data.get("run", [])):

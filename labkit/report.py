@@ -15,12 +15,12 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.schema import read_toml
 
 EN_DASH = "\u2013"
 EM_DASH = "\u2014"  # "not measured"
@@ -171,12 +171,7 @@ def default_spec_file() -> Path:
 def load_spec(path: str | Path | None = None) -> tuple[str, list[TableSpec]]:
     """(document title, tables) from tables.toml; ReportError names the file and table on bad input."""
     file = Path(path) if path else default_spec_file()
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ReportError(f"{file}: file not found")
-    except tomllib.TOMLDecodeError as e:
-        raise ReportError(f"{file}: TOML syntax error: {e}")
+    data = read_toml(file, ReportError)
     tables, seen = [], set()
     for i, t in enumerate(data.get("table", [])):
         where = f"{file}: table[{i}]"

@@ -180,3 +180,18 @@ def file_name(value: Any, path: str) -> str:
     if "/" in text or "\\" in text or text in (".", "..") or "\0" in text or "\n" in text:
         raise Invalid(path, f"expected a bare file name without path separators, got {text!r}")
     return text
+
+
+def read_toml(file, error: Callable[[str], Exception]) -> dict:
+    """Parse a TOML file; a missing file or a syntax error (with line and column) raises `error(message)`,
+    the message naming the file."""
+    import tomllib
+    from pathlib import Path
+
+    file = Path(file)
+    try:
+        return tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{file}: file not found")
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{file}: TOML syntax error: {e}")

@@ -124,6 +124,7 @@ def test_report_check_cli_passes_then_fails_after_hand_edit(results_copy):
 
 
 def test_new_run_makes_check_fail_until_regenerated(results_copy):
+    shutil.rmtree(results_copy / "sim", ignore_errors=True)  # only the run made here is measured
     make_sim_run(results_copy, {"decode_c1": 30.1, "decode_c1_cold": 18.2, "decode_c2_agg": 44.0,
                                 "prefill_4096": 702.0, "kv_pool_tokens": 1_000_000, "kv_pool_context": 32768})
     ok, diff = rp.check(results_copy)

@@ -270,7 +270,7 @@ class SshHost(Host):
         if self.key_files:
             connect_kwargs["key_filename"] = list(self.key_files)
             connect_kwargs["look_for_keys"] = False
-        config = Config(overrides={"load_ssh_configs": False, "run": {"in_stream": False}})
+        config = Config(overrides={"load_ssh_configs": False})
         # fabric rounds connect_timeout down to an int; 0 would mean a non-blocking connect.
         cxn = Connection(self.name, user=self.user or _default_user(), port=self.port, config=config,
                          connect_timeout=max(1, math.ceil(self.connect_timeout)), connect_kwargs=connect_kwargs)
@@ -279,15 +279,20 @@ class SshHost(Host):
         known = self.known_hosts or os.path.expanduser("~/.ssh/known_hosts")
         if os.path.exists(known):
             cxn.client.get_host_keys().load(known)
+        sock = None
         try:
+            # Our own socket, so Nagle is off before the handshake: paramiko leaves it on, and each small
+            # packet then waits out the peer's delayed ACK (40 ms on Linux) — connect took ~70-100 ms instead
+            # of ~24 ms on loopback, and every command ~45 ms instead of ~2 ms. OpenSSH's client does the same.
+            sock = socket.create_connection((self.name, self.port), timeout=self.connect_timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            cxn.connect_kwargs["sock"] = sock
             cxn.open()
         except Exception as e:  # paramiko/socket raise many types; all mean "cannot reach"
+            if sock is not None:
+                sock.close()
             raise Unreachable(self.name, f"cannot connect to {self.user or _default_user()}@{self.name}:{self.port}: "
                               f"{_describe_connect_error(e, known)}")
-        # paramiko leaves Nagle on: each small request then waits out the peer's delayed ACK (40 ms on Linux),
-        # per command. OpenSSH's own client turns it off the same way.
-        with contextlib.suppress(OSError, AttributeError):
-            cxn.transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._cxn = cxn
         return cxn
 

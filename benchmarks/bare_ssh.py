@@ -28,9 +28,10 @@ class BareSsh:
         self.client = paramiko.SSHClient()
         self.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         self.client.load_host_keys(str(cluster.known_hosts))
+        sock = socket.create_connection((addr, cluster.port), timeout=5)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # before the handshake, as OpenSSH does
         self.client.connect(addr, port=cluster.port, username=cluster.user, key_filename=str(cluster.key),
-                            allow_agent=False, look_for_keys=False, timeout=5)
-        self.client.get_transport().sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                            allow_agent=False, look_for_keys=False, timeout=5, sock=sock)
 
     def run(self, command: str, close: bool = False) -> None:
         ch = self.client.get_transport().open_session()

@@ -8,6 +8,12 @@ A list given as the command is quoted with shlex.join; a string is passed to the
 
 SSH never silently accepts an unknown host key: keys come from ~/.ssh/known_hosts or an explicit
 known_hosts file, and an unknown key fails with a clear error naming the node.
+
+An SshHost opens one connection (fabric `Connection`, paramiko underneath) on first use and keeps it until
+`close()`, so a lane's check, start, status polls and teardown pay the SSH handshake once per node. Commands
+run on their own channel of that connection, read in the calling thread (`_exec`), with TCP_NODELAY set:
+per command this costs ~2 ms on loopback instead of ~45 ms (Nagle + delayed ACK) plus ~9 ms (fabric's
+per-command threads and 10 ms exit polling).
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import contextlib
 import io
 import math
 import os
+import select
 import shlex
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -237,7 +245,7 @@ class SshOptions:
 
 
 class SshHost(Host):
-    """A node reached with fabric over SSH; one connection per host, opened on first use."""
+    """A node reached over SSH; one connection per host, opened on first use, reused until `close()`."""
 
     def __init__(self, name: str, user: str | None = None, port: int = 22, connect_timeout: float = 10.0,
                  key_files: Sequence[str] = (), known_hosts: str | None = None, use_agent: bool = True):
@@ -262,7 +270,7 @@ class SshHost(Host):
         if self.key_files:
             connect_kwargs["key_filename"] = list(self.key_files)
             connect_kwargs["look_for_keys"] = False
-        config = Config(overrides={"load_ssh_configs": False, "run": {"in_stream": False}})
+        config = Config(overrides={"load_ssh_configs": False})
         # fabric rounds connect_timeout down to an int; 0 would mean a non-blocking connect.
         cxn = Connection(self.name, user=self.user or _default_user(), port=self.port, config=config,
                          connect_timeout=max(1, math.ceil(self.connect_timeout)), connect_kwargs=connect_kwargs)
@@ -271,33 +279,38 @@ class SshHost(Host):
         known = self.known_hosts or os.path.expanduser("~/.ssh/known_hosts")
         if os.path.exists(known):
             cxn.client.get_host_keys().load(known)
+        sock = None
         try:
+            # Our own socket, so Nagle is off before the handshake: paramiko leaves it on, and each small
+            # packet then waits out the peer's delayed ACK (40 ms on Linux) — connect took ~70-100 ms instead
+            # of ~24 ms on loopback, and every command ~45 ms instead of ~2 ms. OpenSSH's client does the same.
+            sock = socket.create_connection((self.name, self.port), timeout=self.connect_timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            cxn.connect_kwargs["sock"] = sock
             cxn.open()
         except Exception as e:  # paramiko/socket raise many types; all mean "cannot reach"
+            if sock is not None:
+                sock.close()
             raise Unreachable(self.name, f"cannot connect to {self.user or _default_user()}@{self.name}:{self.port}: "
                               f"{_describe_connect_error(e, known)}")
         self._cxn = cxn
         return cxn
 
-    def _run(self, command: str, timeout: float | None, stdin: str | bytes | None, out_stream: Any = None) -> Result:
-        from invoke.exceptions import CommandTimedOut
-
+    def _run(self, command: str, timeout: float | None, stdin: str | bytes | None,
+             on_line: Callable[[str], None] | None = None) -> Result:
         with self._lock:
             cxn = self._connection()
-            kwargs: dict[str, Any] = {"hide": True, "warn": True}
-            if out_stream is not None:  # live stdout to out_stream (fabric writes nothing there when hidden)
-                kwargs.update(hide="err", out_stream=out_stream)
             remote = command
+            net = None
             if timeout is not None:
                 # Without a pty the remote command outlives a client-side timeout; `timeout` ends it on the node.
                 remote = f"timeout -k 2 {max(1, math.ceil(timeout))} sh -c {shlex.quote(command)}"
-                kwargs["timeout"] = timeout + 10  # client-side net for a hung connection
-            if stdin is not None:
-                kwargs["in_stream"] = io.StringIO(stdin.decode() if isinstance(stdin, bytes) else stdin)
+                net = timeout + 10  # client-side net for a hung connection
+            data = stdin.encode() if isinstance(stdin, str) else stdin
             started = time.monotonic()
             try:
-                r = cxn.run(remote, **kwargs)
-            except CommandTimedOut:
+                out, err, code = _exec(cxn.transport, remote, data, net, on_line, self.connect_timeout)
+            except _ClientTimeout:
                 raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
             except (OSError, EOFError) as e:
                 self._drop()
@@ -307,15 +320,13 @@ class SshHost(Host):
                     self._drop()
                     raise Unreachable(self.name, f"connection lost: {type(e).__name__}: {e}")
                 raise
-        if timeout is not None and r.exited in (124, 137) and time.monotonic() - started >= timeout * 0.9:
+        if timeout is not None and code in (124, 137) and time.monotonic() - started >= timeout * 0.9:
             raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
-        return Result(self.name, command, r.stdout, r.stderr, r.exited)
+        return Result(self.name, command, out, err, code)
 
     def run_streaming(self, cmd: Command, timeout: float | None = None, stdin: str | bytes | None = None,
                       on_line: Callable[[str], None] | None = None) -> Result:
-        if on_line is None:
-            return self.run(cmd, timeout=timeout, stdin=stdin)
-        return self._run(as_command(cmd), timeout, stdin, out_stream=_LineWriter(on_line))
+        return self._run(as_command(cmd), timeout, stdin, on_line)
 
     def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
         payload = data.encode() if isinstance(data, str) else data
@@ -360,22 +371,71 @@ def _feed(pipe, data: bytes) -> None:
         pass
 
 
-class _LineWriter(io.TextIOBase):
-    """A text stream that hands complete lines to a callback (fabric's out_stream)."""
+class _ClientTimeout(Exception):
+    """The client-side net of `_exec` expired (the node's `timeout` should have ended the command first)."""
 
-    def __init__(self, on_line: Callable[[str], None]):
-        self._on_line = on_line
-        self._buf = ""
 
-    def write(self, text: str) -> int:
-        self._buf += text
-        *lines, self._buf = self._buf.split("\n")
-        for line in lines:
-            self._on_line(line)
-        return len(text)
+def _exec(transport: Any, command: str, stdin: bytes | None, timeout: float | None,
+          on_line: Callable[[str], None] | None, open_timeout: float) -> tuple[str, str, int]:
+    """Run one command on an open SSH transport: (stdout, stderr, exit code).
 
-    def flush(self) -> None:
-        pass
+    One channel, read in this thread (select on the channel, no sleeps): fabric's runner starts reader
+    threads per command and polls for the exit every 10 ms, which cost ~9 ms per command here. stdin, when
+    given, is sent from a helper thread (so a node that writes before it reads cannot deadlock us); else
+    the command sees end-of-input at once, like `ssh node cmd </dev/null`."""
+    ch = transport.open_session(timeout=open_timeout)
+    feeder = None
+    try:
+        ch.exec_command(command)
+        if stdin:
+            def feed() -> None:
+                with contextlib.suppress(OSError, EOFError):
+                    ch.sendall(stdin)
+                    ch.shutdown_write()
+
+            feeder = threading.Thread(target=feed, name="labkit-ssh-stdin", daemon=True)
+            feeder.start()
+        else:
+            ch.shutdown_write()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        out, err = bytearray(), bytearray()
+        partial = bytearray()
+
+        def take_out(data: bytes) -> None:
+            out.extend(data)
+            if on_line is not None:
+                partial.extend(data)
+                *lines, rest = partial.split(b"\n")
+                partial[:] = rest
+                for line in lines:
+                    on_line(line.decode(errors="replace"))
+
+        while True:
+            while ch.recv_ready():
+                take_out(ch.recv(65536))
+            while ch.recv_stderr_ready():
+                err.extend(ch.recv_stderr(65536))
+            finished = ch.eof_received or ch.closed
+            if finished and ch.exit_status_ready():
+                if not ch.recv_ready() and not ch.recv_stderr_ready():
+                    break
+                continue
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise _ClientTimeout()
+            wait = 1.0 if left is None else min(left, 1.0)
+            if finished:  # the data pipe stays readable after EOF; wait for the exit status instead
+                ch.status_event.wait(wait)
+            else:
+                select.select([ch], [], [], wait)
+        if on_line is not None and partial:
+            on_line(partial.decode(errors="replace"))
+        code = ch.recv_exit_status()
+    finally:
+        ch.close()
+        if feeder is not None:
+            feeder.join(1)
+    return out.decode(errors="replace"), err.decode(errors="replace"), code
 
 
 def _default_user() -> str:

@@ -93,13 +93,22 @@ def measure(lane: LanePlan, *, results: str | Path | None = None, ssh: Any = Non
     Unreachable nodes fail before anything is created or started. A failure after the first run folder
     exists marks that run failed (not half-written); finished runs stay complete.
     """
+    from labkit.hosts import SshOptions, hosts_for_plan
+
+    group = hosts_for_plan(lane, ssh if ssh is not None else SshOptions.from_env())
+    try:  # one SSH connection per node serves check, stage, boot, polling and teardown; closed at the end
+        return _measure_on(lane, group, results, full_verify, progress)
+    finally:
+        group.close()
+
+
+def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_verify: bool, progress: bool) -> LaneRun:
     from labkit.bench import run_bench
-    from labkit.hosts import SshOptions, check_reachable, hosts_for_plan
+    from labkit.hosts import check_reachable
     from labkit.results import ResultsStore
     from labkit.serve import Lane
     from labkit.staging import NodeNfsProbe, check_view, stage
 
-    group = hosts_for_plan(lane, ssh if ssh is not None else SshOptions.from_env())
     check_reachable(group)
     store = ResultsStore(results)
     done = LaneRun(lane)

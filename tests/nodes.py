@@ -9,6 +9,7 @@ Every command a node runs sees (via sshd's SetEnv):
     LABKIT_SHIM_STATE    where the docker shim keeps containers and its call log
     LABKIT_TEST_SESSION  a token; every process started on a node inherits it, so leftovers can be found
     PYTHONPATH           this checkout, so `python -m labkit.sim` runs the code under test
+    SHLVL=1              so bash does not source the developer's ~/.bashrc per command (unless user_rc=True)
 Host keys are trusted through a known_hosts file written here, never by disabling checking.
 """
 
@@ -70,8 +71,10 @@ def _unshare_works() -> bool:
 class Cluster:
     """The four nodes of one test session; `start()` then `stop()` (which also kills leftovers)."""
 
-    def __init__(self, root: Path, disk_path: str = "/srv/labkit-test-disk", disk_size: str = "64m"):
+    def __init__(self, root: Path, disk_path: str = "/srv/labkit-test-disk", disk_size: str = "64m",
+                 user_rc: bool = False):
         self.root = root
+        self.user_rc = user_rc  # True: commands source the user's ~/.bashrc as on a stock node (benchmarks)
         self.disk_path = disk_path
         self.disk_size = disk_size
         self.addresses = ADDRESSES
@@ -125,6 +128,11 @@ class Cluster:
             "LABKIT_TEST_SESSION": self.token,
             "PYTHONPATH": str(REPO),
         }
+        if not self.user_rc:
+            # bash sources ~/.bashrc for a command run by sshd only when SHLVL < 2 (Debian's SSH_SOURCE_BASHRC):
+            # keep the developer's dotfiles (pyenv/conda init: ~130 ms of CPU and a PATH with other pythons
+            # ahead of the shim dir, per command) out of the nodes, so every command pays only sshd + shell.
+            env["SHLVL"] = "1"
         cfg = d / "sshd_config"
         cfg.write_text("\n".join([
             f"Port {self.port}", f"ListenAddress {addr}", f"HostKey {self.root / 'host'}", f"PidFile {d / 'sshd.pid'}",

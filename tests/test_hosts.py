@@ -161,3 +161,39 @@ def test_each_node_has_its_own_disk_at_the_same_path(cluster):
     finally:
         group.run(f"rm -f {disk}/whoami", "clean", check=False)
         group.close()
+
+
+def test_ssh_command_sees_end_of_input_and_big_stdin_does_not_deadlock(cluster):
+    h = ssh(cluster)
+    try:
+        # No stdin given: the command reads end-of-input at once (as with `ssh node cmd </dev/null`), not a hang.
+        assert h.run("cat; echo eof", timeout=5).stdout == "eof\n"
+        # The node writes 3 MB (more than the SSH window) before it reads 2 MB of stdin: both must flow at once.
+        r = h.run("head -c 3000000 /dev/zero; wc -c >&2", stdin=b"x" * 2_000_000, timeout=30)
+        assert (len(r.stdout), r.stderr.strip(), r.exit_code) == (3_000_000, "2000000", 0)
+    finally:
+        h.close()
+
+
+def test_ssh_streaming_lines_stderr_and_exit_code(cluster):
+    h = ssh(cluster)
+    seen: list[str] = []
+    try:
+        r = h.run_streaming("echo one; echo err >&2; printf 'two\\nlast'; exit 3", on_line=seen.append, timeout=10)
+        assert seen == ["one", "two", "last"]  # the unterminated last line too
+        assert (r.stdout, r.stderr, r.exit_code) == ("one\ntwo\nlast", "err\n", 3)
+    finally:
+        h.close()
+
+
+def test_ssh_connection_has_nagle_off(cluster):
+    """Nagle + the node's delayed ACK stalled every command ~40 ms; the connection must set TCP_NODELAY."""
+    import socket
+
+    h = ssh(cluster)
+    try:
+        h.run("true")
+        sock = h._connection().transport.sock
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        h.close()

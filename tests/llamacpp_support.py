@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PORT_RANGE = (18400, 18500)  # this lane's test ports
+# As the recipe: one decode thread (two on a 2-core host thrash at ggml's barriers whenever the client runs,
+# so decode turns bimodal), two prefill threads. benchmarks/bench_llamacpp_agreement.py measured it.
+DECODE_THREADS = ("--n_threads", "1", "--n_threads_batch", "2")
 NS = 1_000_000_000
 
 
@@ -84,8 +87,8 @@ def start_server(model: Path, logdir: Path, *, n_ctx: int = 16384, extra: tuple[
     logdir.mkdir(parents=True, exist_ok=True)
     out, err = logdir / f"server-{port}.out", logdir / f"server-{port}.err"
     argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "tiny",
-            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2",
-            "--interrupt_requests", "False", *extra]
+            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
+            *DECODE_THREADS, "--interrupt_requests", "False", *extra]
     with open(out, "wb") as fo, open(err, "wb") as fe:
         proc = subprocess.Popen(argv, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL)
     server = Server(proc, port, out, err, argv)

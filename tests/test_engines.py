@@ -102,6 +102,22 @@ def test_llamacpp_single_node_only():
         LlamaCpp().launch(plan, NODES)
 
 
+def test_tiny_llamacpp_decodes_on_one_thread_and_prefills_on_two():
+    """Regression (issue 8): with --n_threads 2 on a 2-core host, decode samples were bimodal (~1600 vs ~400 t/s,
+    and ~10 t/s beside one busy process) because ggml's two threads wait on each other at every op while the
+    client or the server's own event loop holds a core. Both counts are pinned so other hosts run the same thing."""
+    from tests.llamacpp_support import DECODE_THREADS
+
+    for size in ("default", "small"):
+        plan = load_plan("tiny-llamacpp", size=size)
+        (ln,) = LlamaCpp().launch(plan, [NodeSpec("localhost", "127.0.0.1")], python="/py")
+        got = flags(ln.argv)
+        assert (got["--n_threads"], got["--n_threads_batch"]) == ("1", "2")
+        assert ln.argv.count("--n_threads") == 1
+    # The test servers of tests/llamacpp_support.py run the same thread counts as the recipe.
+    assert flags(DECODE_THREADS) == {"--n_threads": "1", "--n_threads_batch": "2"}
+
+
 def test_sim_launch_and_flavor():
     plan = load_plan("sim")
     eng = engine_for(plan)

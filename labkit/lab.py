@@ -187,7 +187,6 @@ def _announce(path: Path) -> None:
             record("run_dir", str(path))
     except Exception:  # noqa: BLE001 - outside a kernel there is nobody to tell
         pass
-    os.environ["LABKIT_RUN_DIR"] = str(path)
 
 
 def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:

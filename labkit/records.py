@@ -37,6 +37,12 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 
+def _known_fields(cls, data: dict[str, Any]):
+    """An instance from a dict, ignoring keys this version does not know (files written by newer labkit)."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in known})
+
+
 @dataclass
 class RequestRecord:
     """One request as measured. `ok=False` rows are kept for the record but excluded from summaries."""
@@ -96,8 +102,7 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return _known_fields(cls, data)
 
 
 @dataclass
@@ -124,8 +129,7 @@ class GroupRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GroupRecord:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return _known_fields(cls, data)
 
 
 @dataclass
@@ -146,5 +150,4 @@ class RunSummary:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSummary:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return _known_fields(cls, data)

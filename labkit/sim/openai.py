@@ -50,14 +50,20 @@ def _int_field(data: dict, key: str, default: int | None, lo: int) -> int | None
     return v
 
 
-def parse_generation(cfg: SimConfig, endpoint: str, body: bytes) -> GenRequest:
-    """Validate a chat/completions body the way vLLM does; ApiError(400/404) otherwise."""
+def _json_object(body: bytes) -> dict:
+    """A request body as a JSON object, or ApiError(400) as vLLM answers malformed bodies."""
     try:
         data = json.loads(body or b"null")
     except ValueError as e:
         raise ApiError(400, f"request body is not valid JSON: {e}")
     if not isinstance(data, dict):
         raise ApiError(400, "request body must be a JSON object")
+    return data
+
+
+def parse_generation(cfg: SimConfig, endpoint: str, body: bytes) -> GenRequest:
+    """Validate a chat/completions body the way vLLM does; ApiError(400/404) otherwise."""
+    data = _json_object(body)
     model = data.get("model")
     if model is not None and model != cfg.model_name:
         raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
@@ -183,12 +189,7 @@ def models(cfg: SimConfig, created: int) -> bytes:
 
 def tokenize(cfg: SimConfig, body: bytes) -> bytes:
     """vLLM /tokenize: {"prompt": ...} or {"messages": [...]} -> {"count", "max_model_len", "tokens"}."""
-    try:
-        data = json.loads(body or b"null")
-    except ValueError as e:
-        raise ApiError(400, f"request body is not valid JSON: {e}")
-    if not isinstance(data, dict):
-        raise ApiError(400, "request body must be a JSON object")
+    data = _json_object(body)
     try:
         if "messages" in data:
             ids = tokenizer.encode_chat(data["messages"], bool(data.get("add_generation_prompt", True)))

@@ -8,6 +8,7 @@
    on 4 sshd nodes vs 1 node. Target: 4 nodes <= 1.5x one node. Each is printed next to a baseline measured
    in the same run doing the same SSH work without labkit (bare paramiko; OpenSSH's client for the check):
    the baseline's ratio is what this machine allows (four "nodes" share its cores), the rest is labkit's.
+   Each 4-node figure also prints the floor the machine's CPU use puts under it (benchmarks/fanout.py).
    --user-rc makes the nodes source the user's ~/.bashrc per command, as a stock sshd node does.
 
 Runs the simulator locally (process runtime) and, when /usr/sbin/sshd exists, on four loopback sshd nodes
@@ -31,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bare_ssh import BareSsh, fan_out  # noqa: E402
+from benchmarks.fanout import machine_busy_seconds, metered, time_pair  # noqa: E402
 from labkit.hosts import HostGroup, check_reachable, host_for  # noqa: E402
 from labkit.serve import Lane  # noqa: E402
 from tests.lanes import sim_recipe  # noqa: E402
@@ -83,18 +85,21 @@ def local_readiness(tmp: Path, reps: int) -> None:
         kill_processes(token)
 
 
-def compare(what: str, fn, reps: int) -> tuple[float, float]:
-    """Median time of fn(1) and fn(4), interleaved so a burst of load from elsewhere hits both sides."""
-    one, four = [], []
-    for _ in range(reps):
-        one.append(fn(1))
-        four.append(fn(4))
-    m1, m4 = statistics.median(one), statistics.median(four)
-    ratio = m4 / m1
-    verdict = "" if what.lstrip().startswith("baseline") else f"; target <= 1.5x -> {'OK' if ratio <= 1.5 else 'MISSED'}"
-    print(f"  {what}: 1 node {m1 * 1000:.1f} ms, 4 nodes {m4 * 1000:.1f} ms (medians of {reps}); "
-          f"ratio {ratio:.2f}x{verdict}  [load {os.getloadavg()[0]:.1f}]", flush=True)
-    return m1, m4
+def compare(what: str, fn, reps: int, target: float | None = 1.5) -> None:
+    print("  " + time_pair(fn, reps).line(what, target), flush=True)
+
+
+class MeteredLane(Lane):
+    """A Lane that also records the machine's CPU seconds spent during its start step (same window as
+    timings["start"]: the start commands on every node, the engines' first CPU after them included)."""
+
+    start_cpu: float | None = None
+
+    def _start_all(self) -> None:
+        b0 = machine_busy_seconds()
+        super()._start_all()
+        b1 = machine_busy_seconds()
+        self.start_cpu = b1 - b0 if b0 is not None and b1 is not None else None
 
 
 def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
@@ -110,70 +115,62 @@ def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
 
     def check_time(n: int) -> float:
         group = HostGroup([host_for(a, None, 22, 5, opts) for a in cluster.addresses[:n]])
-        t = time.monotonic()
-        check_reachable(group)
-        took = time.monotonic() - t
-        group.close()
-        return took
+        try:
+            return metered(lambda: check_reachable(group))
+        finally:
+            group.close()
 
     def start_plan(n: int):
         return sim_recipe(tmp / f"bench-start-{n}", PORT + 2, nodes=cluster.addresses[:n], runtime="docker",
                           ssh_port=cluster.port, user=cluster.user, settings={"boot_weights_s": 0.2})
 
-    def start_time(n: int) -> float:
-        lane = Lane(start_plan(n), ssh=opts, progress=None)
+    def start_time(n: int) -> tuple[float, float | None]:
+        lane = MeteredLane(start_plan(n), ssh=opts, progress=None)
         try:
             lane.start()
-            return lane.timings["start"]
+            return lane.timings["start"], lane.start_cpu
         finally:
             lane.down()
             lane.close()
 
-    def bare_start_time(n: int) -> float:
+    def bare_start_time(n: int) -> tuple[float, float | None]:
         """Baseline: the lane's exact start commands over bare paramiko connections, none of labkit."""
         lane = Lane(start_plan(n), ssh=opts, progress=None)
         commands = lane.commands()
         bare = {a: BareSsh(cluster, a) for a in cluster.addresses[:n]}
         try:
             fan_out(lambda a: bare[a].run("true"), list(bare))  # as warm as the lane's, which ran its checks
-            t = time.monotonic()
-            fan_out(lambda a: bare[a].run(commands[a]), list(bare))
-            return time.monotonic() - t
+            return metered(lambda: fan_out(lambda a: bare[a].run(commands[a]), list(bare)))
         finally:
             for b in bare.values():
                 b.close()
             lane.down()
             lane.close()
 
-    def bare_check_time(n: int) -> float:
+    def bare_check_time(n: int) -> tuple[float, float | None]:
         """Baseline: fresh paramiko connect + `true`, one thread per node, none of labkit."""
-        t = time.monotonic()
-        fan_out(lambda a: BareSsh(cluster, a).run("true", close=True), cluster.addresses[:n])
-        return time.monotonic() - t
+        return metered(lambda: fan_out(lambda a: BareSsh(cluster, a).run("true", close=True), cluster.addresses[:n]))
 
-    def openssh_check_time(n: int) -> float:
+    def openssh_check_time(n: int) -> tuple[float, float | None]:
         """Baseline: OpenSSH's `ssh node true`, one process per node (no Python at all)."""
         argv = ["ssh", "-i", str(cluster.key), "-o", f"UserKnownHostsFile={cluster.known_hosts}", "-o",
                 "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", str(cluster.port), "-l", cluster.user]
-        t = time.monotonic()
-        procs = [subprocess.Popen([*argv, a, "true"], stdin=subprocess.DEVNULL) for a in cluster.addresses[:n]]
-        if any(p.wait() for p in procs):
-            raise RuntimeError("ssh true failed")
-        return time.monotonic() - t
+        def run() -> None:
+            procs = [subprocess.Popen([*argv, a, "true"], stdin=subprocess.DEVNULL) for a in cluster.addresses[:n]]
+            if any(p.wait() for p in procs):
+                raise RuntimeError("ssh true failed")
+
+        return metered(run)
 
     warm = {a: BareSsh(cluster, a) for a in cluster.addresses}
     group = HostGroup([host_for(a, None, 22, 5, opts) for a in cluster.addresses])
     check_reachable(group)  # connect once; the timed runs reuse the connections
 
-    def labkit_warm(n: int) -> float:
-        t = time.monotonic()
-        HostGroup(group.hosts[:n]).run("true", "true")
-        return time.monotonic() - t
+    def labkit_warm(n: int) -> tuple[float, float | None]:
+        return metered(lambda: HostGroup(group.hosts[:n]).run("true", "true"))
 
-    def bare_warm(n: int) -> float:
-        t = time.monotonic()
-        fan_out(lambda a: warm[a].run("true"), cluster.addresses[:n])
-        return time.monotonic() - t
+    def bare_warm(n: int) -> tuple[float, float | None]:
+        return metered(lambda: fan_out(lambda a: warm[a].run("true"), cluster.addresses[:n]))
 
     # All four "nodes" share this host's CPUs, so node-side CPU work (sshd fork+exec per session, the docker
     # shim's Python start-up) cannot overlap here as it would on four machines. Each labkit figure is paired
@@ -181,16 +178,16 @@ def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
     # ratio is the machine's share, the difference is labkit's.
     try:
         compare("node check (fresh SSH connect + `true`), labkit check_reachable", check_time, reps)
-        compare("    baseline: bare paramiko connect + `true`", bare_check_time, reps)
-        compare("    baseline: OpenSSH client `ssh node true`", openssh_check_time, reps)
+        compare("    baseline: bare paramiko connect + `true`", bare_check_time, reps, None)
+        compare("    baseline: OpenSSH client `ssh node true`", openssh_check_time, reps, None)
         compare("one command on warm connections, labkit HostGroup.run(`true`)", labkit_warm, reps)
-        compare("    baseline: bare paramiko exec `true`", bare_warm, reps)
+        compare("    baseline: bare paramiko exec `true`", bare_warm, reps, None)
         compare("start commands (docker shim, raw), labkit Lane start step", start_time, reps)
-        compare("    baseline: the same start commands over bare paramiko", bare_start_time, reps)
+        compare("    baseline: the same start commands over bare paramiko", bare_start_time, reps, None)
         cluster.set_docker_delay(0.5)
         try:
             compare("start commands (docker shim, 0.5 s node-side latency per call), labkit", start_time, reps)
-            compare("    baseline: the same over bare paramiko", bare_start_time, reps)
+            compare("    baseline: the same over bare paramiko", bare_start_time, reps, None)
         finally:
             cluster.set_docker_delay(0)
     finally:
@@ -206,7 +203,7 @@ def main() -> int:
     args = ap.parse_args()
     load = os.getloadavg()[0]
     print(f"serve_speed: {os.cpu_count()} CPUs, load average {load:.1f} at start (figures are noisy when this "
-          "exceeds the CPU count); all times from time.monotonic() on this host")
+          "exceeds the CPU count); all times from monotonic clocks on this host")
     with tempfile.TemporaryDirectory(prefix="labkit-serve-speed-") as d:
         tmp = Path(d)
         local_readiness(tmp, args.reps)

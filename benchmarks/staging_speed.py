@@ -5,7 +5,8 @@
 2. second-stage verification of a view shaped like the real one (48 files, ~476 GB as SPARSE files) in <= 3 s;
 3. preflight on 4 nodes <= 1.5x one node (the four sshd test nodes when sshd is available, else local hosts),
    printed beside baselines without labkit from the same run: the preflight's exact node commands, `python3 -c
-   pass` and `true`, over bare paramiko. Their ratios are what four "nodes" sharing this host's cores allow.
+   pass` and `true`, over bare paramiko. Their ratios are what four "nodes" sharing this host's cores allow;
+   each 4-node figure also prints the floor the machine's CPU use puts under it (benchmarks/fanout.py).
 
 Usage: python benchmarks/staging_speed.py [--copy-mb 256] [--rounds 3] [--keep] [--skip-copy] [--user-rc]
 Writes only to a temp folder (removed at the end unless --keep).
@@ -26,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bare_ssh import BareSsh, fan_out  # noqa: E402
+from benchmarks.fanout import FanoutTiming, metered, time_pair  # noqa: E402
 from labkit import staging  # noqa: E402
 from labkit.hosts import LocalHost, as_command, host_for  # noqa: E402
 from tests.hf_cache import make_cache, plan_for  # noqa: E402
@@ -129,15 +131,9 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def pair(fn, repeats: int) -> tuple[float, float]:
-    """Medians of fn(1) and fn(4), interleaved so a burst of load from elsewhere hits both sides."""
-    one, four = [], []
-    for _ in range(repeats):
-        for n, out in ((1, one), (4, four)):
-            t0 = time.perf_counter()
-            fn(n)
-            out.append(time.perf_counter() - t0)
-    return statistics.median(one), statistics.median(four)
+def pair(fn, repeats: int) -> FanoutTiming:
+    """fn(1) and fn(4) interleaved, each with the machine CPU it used (benchmarks/fanout.py)."""
+    return time_pair(lambda n: metered(lambda: fn(n)), repeats)
 
 
 class _Recorder:
@@ -188,7 +184,7 @@ def bench_view(root: Path, repeats: int, user_rc: bool = False) -> tuple[float, 
         verify_1 = timed(lambda: staging.stage(plan, hosts[:1], progress=False), repeats)
         again = staging.stage(plan, hosts, progress=False)
         assert again.verification_only, again.table()
-        pre_1, pre_4 = pair(lambda n: staging.preflight(plan, hosts[:n]), repeats)
+        pre = pair(lambda n: staging.preflight(plan, hosts[:n]), repeats)
         if cluster is not None:
             # Baselines without labkit, same run: the preflight's exact node commands, a bare `true` and a bare
             # `python3 -c pass` (the interpreter start every node op pays) over bare paramiko connections.
@@ -214,16 +210,12 @@ def bench_view(root: Path, repeats: int, user_rc: bool = False) -> tuple[float, 
     log(f"  first stage adopted {adopted} hand-placed shard copies (sparse) across nodes")
     log(f"  second stage (verification only), 1 node : {verify_1:.2f} s; 4 nodes: {verify_4:.2f} s "
         f"(target <= 3 s) {'OK' if verify_4 <= 3 else 'MISSED'}   median of {repeats}")
-    ratio = pre_4 / pre_1
-    log(f"  preflight 1 node: {pre_1 * 1000:.0f} ms, 4 nodes: {pre_4 * 1000:.0f} ms, ratio {ratio:.2f}x (target <= 1.5x) "
-        f"{'OK' if ratio <= 1.5 else 'MISSED'}   (warm connections, interleaved medians of {repeats})")
-    log(f"  [load {os.getloadavg()[0]:.1f}]")
-    for what, (one, four) in baselines.items():
-        log(f"    baseline, {what} over bare paramiko (no labkit): 1 node {one * 1000:.0f} ms, 4 nodes "
-            f"{four * 1000:.0f} ms, ratio {four / one:.2f}x")
+    log("  " + pre.line("preflight (warm connections, interleaved)"))
+    for what, timing in baselines.items():
+        log("    " + timing.line(f"baseline, {what} over bare paramiko (no labkit)", None))
     log(f"  (controller and all four nodes share {os.cpu_count()} CPUs here: node-side CPU work cannot overlap "
-        "as on real nodes, each with its own CPUs; the baselines' ratios are that floor)")
-    return verify_4, ratio
+        "as on real nodes, each with its own CPUs; the floor is what this machine allows)")
+    return verify_4, pre.ratio
 
 
 def main() -> int:

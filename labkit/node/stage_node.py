@@ -1,6 +1,6 @@
 """Node side of staging (labkit/staging.py drives it): probe a view, build it, write its manifest.
 
-Runs on the node as `python3 -c "$(this file)" OP REQUEST_JSON`; stdlib only (nodes have sshd,
+Runs on the node as `python3 -I -S -c "$(this file)" OP REQUEST_JSON`; stdlib only (nodes have sshd,
 python3 and coreutils, nothing of labkit). Output is JSON lines on stdout: zero or more
 {"event": "progress", ...} while copying, then exactly one {"event": "result", "data": ...} (exit 0) or
 {"event": "error", "message": ...} (exit 2).
@@ -20,16 +20,17 @@ copy never leaves a partial file under a final name; the next run removes the pa
 
 from __future__ import annotations
 
-import base64
+import binascii
 import errno
 import hashlib
 import json
 import os
-import shutil
 import stat
-import subprocess
 import sys
 import time
+
+# subprocess and shutil are imported where used (full mode, build): every probe pays for each import at the
+# start of a fresh interpreter on the node, and base64 (which pulls in `re`) is replaced by binascii.
 
 PARTIAL_PREFIX = ".labkit-partial."
 MANIFEST_NAME = ".labkit-view.json"
@@ -86,6 +87,9 @@ def _split(raw: bytes, size: int, block: int, count: int) -> list:
 
 def full_digest(path: str) -> str:
     """BLAKE2b-512 of the whole file, 'blake2b-512:<hex>' (coreutils b2sum, else hashlib)."""
+    import shutil
+    import subprocess
+
     exe = shutil.which("b2sum")
     if exe:
         proc = subprocess.run([exe, "--", path], capture_output=True)
@@ -197,7 +201,7 @@ def probe(req: dict) -> dict:
         # of what it read, so a node seeing a different source than the others is caught.
         src = {"size": e["size"], "digest": hashlib.blake2b(raw, digest_size=16).hexdigest()}
         if name in req.get("send_source", ()):
-            src["samples"] = base64.b64encode(raw).decode()
+            src["samples"] = binascii.b2a_base64(raw, newline=False).decode()
         if full:
             src["full"] = full_digest(path)
         sources[name] = src
@@ -419,7 +423,7 @@ OPS = {"probe": probe, "build": build, "write": write, "check": check}
 
 def main(argv: list) -> int:
     if len(argv) != 3 or argv[1] not in OPS:
-        emit("error", message=f"usage: python3 -c SCRIPT {{{'|'.join(OPS)}}} REQUEST_JSON (got {argv[1:]!r})")
+        emit("error", message=f"usage: python3 -I -S -c SCRIPT {{{'|'.join(OPS)}}} REQUEST_JSON (got {argv[1:]!r})")
         return 2
     try:
         data = OPS[argv[1]](json.loads(argv[2]))

@@ -40,13 +40,17 @@ from labkit.client import EndpointError, StreamClient, StreamRequest, StreamResu
 from labkit.errors import LabkitError
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, repo_root
 from labkit.records import SCHEMA_VERSION, GroupRecord, RequestRecord, RunSummary
-from labkit.timing import NS, decode_tps, group_aggregate, median, prefill_tps
+from labkit.timing import BURST_GAP_NS, NS, decode_tps, decode_window, group_aggregate, median, prefill_tps
 from labkit.tokencount import make_counter
 
 TIMER = ("time.perf_counter_ns; t_send before the SDK call, chunk stamps at each network read before SSE/JSON "
          "parsing (events in one read share a stamp)")
 CACHE_HIT_TOLERANCE = 64  # cached prompt tokens allowed per unique prompt: a shared template preamble (≤ a block)
-DECODE_WINDOW = "decode: (N - n_first) / (t_last - t_first); t_last = last token-bearing chunk (not [DONE])"
+DECODE_WINDOW = ("decode: (N - n_first) / (t_last - t_first); t_first/n_first = last stamp/tokens of the first "
+                 f"arrival (chunks stamped < {BURST_GAP_NS // 1000} us apart), t_last = last token-bearing chunk "
+                 "(not [DONE]); burst-read samples excluded")
+BURST_SHARE = 0.5  # a stream whose decode tokens came mostly in back-to-back reads has no usable decode timing
+BURST_FLAG = "burst-read"
 AGG_WINDOW = ("cK agg: tokens of all streams inside the steady window W = [max t_first, min t_last] / |W|, each "
               "chunk's tokens spread over the gap since its stream's previous chunk; also stored: whole chunks "
               "in W / |W|, and span = sum(N - n_first) / (max t_last - min t_first)")
@@ -203,12 +207,22 @@ def make_record(res: StreamResult, *, t_origin: int, rtt_ns: int, phase: str, re
             rec.ok, rec.error = False, f"short: {res.output_tokens} of {requested} tokens"
         elif res.output_tokens != requested:
             flags.append(f"output {res.output_tokens} != requested {requested}")
-    if phase != "prefill" and res.output_tokens is not None and rec.ok:  # a failed request gets no rate
-        n_first = rec.n_first
-        if n_first is None and res.t_first is not None:
-            n_first = 1
-            flags.append("n_first assumed 1 (no per-chunk counts)")
-        rec.decode_tps = decode_tps(res.output_tokens, n_first, res.t_first, res.t_last)
+    if phase != "prefill" and res.output_tokens is not None and rec.ok and res.chunk_t:  # failed: no rate
+        counts = res.chunk_n
+        if not counts:
+            counts = [1] * len(res.chunk_t)
+            flags.append("n_first assumed 1 per chunk (no per-chunk counts)")
+        w = decode_window(res.chunk_t, counts, res.output_tokens)
+        if res.chunk_n:
+            rec.n_first = w.n_first
+        rec.decode_tps = decode_tps(res.output_tokens, w.n_first, w.t_start, res.t_last)
+        if w.window_tokens <= 0 and len(res.chunk_t) > 1:
+            flags.append(f"{BURST_FLAG} (all {res.output_tokens} tokens reached the client in one burst: "
+                         "no decode window)")
+        elif w.window_tokens > 0 and w.burst_share > BURST_SHARE:
+            flags.append(f"{BURST_FLAG} ({w.burst_tokens} of {w.window_tokens} decode tokens reached the client "
+                         f"in back-to-back reads < {BURST_GAP_NS // 1000} us apart: it fell behind the stream, so "
+                         "their stamps say when they were read, not when they arrived; excluded from decode)")
     if phase == "prefill" and res.t_first is not None and prompt_tokens is not None and rec.ok:
         ttft = res.t_first - res.t_send
         rec.prefill_tps = prefill_tps(prompt_tokens, res.cached_tokens, ttft, rtt_ns)
@@ -465,6 +479,9 @@ class _Bench:
             est.window_start, est.window_end, est.window_tokens, est.serialised)
         if est.serialised:
             g.note = "streams did not overlap: the engine serialised them; not a concurrency measurement"
+        g.burst_streams = sum(BURST_FLAG in r.flags for r in recs)
+        if g.burst_streams:
+            g.note = (g.note + "; " if g.note else "") + f"{g.burst_streams} stream(s) burst-read: agg excluded"
         return g
 
     async def _fit_counter(self) -> None:
@@ -519,7 +536,11 @@ class _Bench:
             s.ranges[key] = [min(values), max(values)]
             s.method[key] = how
 
-        dec = [r for r in ok if r.phase == "decode"]
+        dec_all = [r for r in ok if r.phase == "decode"]
+        dec = [r for r in dec_all if BURST_FLAG not in r.flags]
+        if len(dec) < len(dec_all):
+            s.notes.append(f"decode: {len(dec_all) - len(dec)} burst-read sample(s) excluded (the client fell "
+                           "behind the stream; see the records' flags)")
         put("decode_c1", [r.decode_tps for r in dec if r.concurrency == 1 and not r.cold],
             f"median over warm c1 turns; {DECODE_WINDOW}; tokens: {src}; timer: perf_counter_ns")
         put("decode_c1_cold", [r.decode_tps for r in dec if r.cold],
@@ -528,7 +549,7 @@ class _Bench:
             "median t_first - t_send of warm c1 decode turns, seconds")
         for k in sorted({g.concurrency for g in self.groups}):
             gs = [g for g in self.groups if g.concurrency == k and g.ok]
-            put(f"decode_c{k}_agg", [g.agg_tps for g in gs if not g.serialised],
+            put(f"decode_c{k}_agg", [g.agg_tps for g in gs if not g.serialised and not g.burst_streams],
                 f"median over lockstep groups of {k}; {AGG_WINDOW}; tokens: {src}")
             put(f"decode_c{k}_span", [g.span_tps for g in gs], f"span estimator, {k} streams")
             put(f"decode_c{k}_overlap", [g.overlap for g in gs], "|steady window| / span")

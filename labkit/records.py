@@ -63,7 +63,7 @@ class RequestRecord:
     cached_tokens: int | None = None
     output_tokens: int | None = None
     output_tokens_source: str = ""  # "continuous_usage" | "final_usage" | "chunk count"
-    n_first: int | None = None  # tokens in the first token-bearing chunk
+    n_first: int | None = None  # tokens of the first arrival (first token-bearing chunk + chunks read back-to-back)
     chunks: int = 0  # token-bearing chunks
     t_send: int = 0
     t_hdr: int | None = None  # response headers received
@@ -77,7 +77,7 @@ class RequestRecord:
     ttfr_s: float | None = None  # t_chunk1 - t_send (what vllm bench calls TTFT)
     ttft_content_s: float | None = None
     rtt_s: float | None = None  # network round trip measured before the phase (cheap GET)
-    decode_tps: float | None = None  # (N - n_first) / (t_last - t_first)
+    decode_tps: float | None = None  # (N - n_first) / (t_last - first arrival's last stamp); timing.decode_window
     prefill_tps: float | None = None  # (P - C) / (TTFT - RTT), first content token; a lower bound
     prefill_tps_raw: float | None = None  # P / TTFT, no RTT correction
     finish_reason: str | None = None
@@ -122,6 +122,7 @@ class GroupRecord:
     window_end: int | None = None
     window_tokens: int | None = None  # tokens from all streams arriving in (W_start, W_end]
     serialised: bool = False
+    burst_streams: int = 0  # streams flagged burst-read: their stamps do not show arrival times (agg excluded)
     note: str = ""
 
     def to_row(self) -> dict[str, Any]:

@@ -23,6 +23,43 @@ def decode_tps(n_tokens: int | None, n_first: int | None, t_first: int | None, t
     return (n_tokens - n_first) * NS / (t_last - t_first)
 
 
+BURST_GAP_NS = 100_000  # chunks stamped closer than this were already waiting in the client's buffer
+
+
+@dataclass(frozen=True)
+class DecodeWindow:
+    """How a stream's token-bearing chunks reached the client, for the per-request decode formula.
+
+    An *arrival* is a run of chunks stamped less than BURST_GAP_NS apart: the reader found them already
+    buffered (one socket read split into several HTTP chunks, or a reader that fell behind), so only the
+    arrival's last stamp says when they got here. The window opens after the first arrival: its tokens
+    (`n_first`) are excluded like the first chunk, so chunks that queued up behind a late first read cannot
+    inflate the rate. `burst_tokens` counts window tokens that came in arrivals of two or more chunks."""
+
+    n_first: int
+    t_start: int  # last stamp of the first arrival
+    window_tokens: int  # N - n_first
+    burst_tokens: int
+
+    @property
+    def burst_share(self) -> float:
+        return self.burst_tokens / self.window_tokens if self.window_tokens > 0 else 1.0
+
+
+def decode_window(t: Sequence[int], n: Sequence[int], n_tokens: int, gap: int = BURST_GAP_NS) -> DecodeWindow:
+    """Split chunk stamps `t` (tokens per chunk `n`) of a stream of `n_tokens` tokens into arrivals (pure)."""
+    groups: list[tuple[int, int, int]] = []  # (last stamp, tokens, chunks)
+    for ti, ni in zip(t, n, strict=True):
+        if groups and ti - groups[-1][0] < gap:
+            _, tokens, chunks = groups[-1]
+            groups[-1] = (ti, tokens + ni, chunks + 1)
+        else:
+            groups.append((ti, ni, 1))
+    t_start, n_first, _ = groups[0]
+    burst = sum(tokens for _, tokens, chunks in groups[1:] if chunks > 1)
+    return DecodeWindow(n_first, t_start, n_tokens - n_first, burst)
+
+
 def prefill_tps(prompt_tokens: int | None, cached_tokens: int | None, ttft_ns: int | None,
                 rtt_ns: int = 0) -> float | None:
     """(P - C) / (TTFT - RTT): a lower bound on the engine's prefill rate (queueing and one decode step remain)."""

@@ -109,3 +109,26 @@ def test_agg_is_continuous_in_the_window_edge():
     e1, e2 = group_aggregate([a, b1]).agg_tps, group_aggregate([a, b2]).agg_tps
     assert e1 == pytest.approx(e2, rel=1e-3)
     assert e1 == pytest.approx(56.0, rel=1e-3)  # 56 tokens after the first chunks over 500 ms
+
+
+def test_decode_window_groups_back_to_back_chunks_into_arrivals():
+    from labkit.timing import decode_window
+
+    us = 1000
+    # first token, two more read 20 us later (same socket read), then one token every 10 ms
+    t = [0, 20 * us, 40 * us] + [40 * us + i * 10 * MS for i in range(1, 11)]
+    w = decode_window(t, [1] * len(t), 13)
+    assert (w.n_first, w.t_start, w.window_tokens, w.burst_tokens) == (3, 40 * us, 10, 0)
+    # the last 8 tokens land back to back: a reader that fell behind
+    t = [i * 10 * MS for i in range(3)] + [30 * MS + i * 30 * us for i in range(8)]
+    w = decode_window(t, [1] * len(t), 11)
+    assert (w.n_first, w.window_tokens, w.burst_tokens) == (1, 10, 8) and w.burst_share == 0.8
+
+
+def test_decode_window_counts_a_multi_token_chunk_as_one_arrival_not_a_burst():
+    from labkit.timing import decode_window
+
+    # spec decoding: one chunk of 4 tokens every 10 ms is the engine's own batching, never a burst
+    t = [i * 10 * MS for i in range(6)]
+    w = decode_window(t, [4] * 6, 24)
+    assert (w.n_first, w.window_tokens, w.burst_tokens) == (4, 20, 0)

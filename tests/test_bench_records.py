@@ -87,3 +87,33 @@ def test_lab_note_shape():
     assert table["acceptance"] == "4.79 of 5"
     text = render(s)
     assert "τ 5.79 (K=5, incl. bonus)" in text and "α 95.8%" in text and "12 ok, 1 failed" in text
+
+
+def _drained(head: int, n: int = 40, every_ms: int = 10) -> StreamResult:
+    """A stream whose first `head` chunks reached a late reader together (25 us apart), then one every 10 ms."""
+    t = [500 * MS + i * 25_000 for i in range(head)]
+    t += [t[-1] + i * every_ms * MS for i in range(1, n - head + 1)]
+    return StreamResult(t_send=0, t_hdr=MS, t_chunk1=t[0], t_first=t[0], t_content=t[0], t_last=t[-1],
+                        t_end=t[-1] + MS, chunk_t=t, chunk_n=[1] * n, output_tokens=n,
+                        output_tokens_source="continuous_usage", prompt_tokens=20, cached_tokens=0,
+                        finish_reason="length", http_status=200)
+
+
+def test_chunks_drained_with_the_first_read_do_not_inflate_decode():
+    # 20 tokens waited in the buffer behind the first; the rest came at 100 t/s. Counting the drained 19 as
+    # decode tokens would read (40-1)/0.2 s = 195 t/s.
+    rec = make_record(_drained(20), t_origin=0, rtt_ns=0, phase="decode", requested=40)
+    assert rec.decode_tps == pytest.approx(100.0) and rec.n_first == 20 and not rec.flags
+
+
+def test_a_stream_read_in_one_burst_has_no_decode_rate_and_is_flagged():
+    rec = make_record(_drained(40), t_origin=0, rtt_ns=0, phase="decode", requested=40)
+    assert rec.ok and rec.decode_tps is None and "burst-read" in rec.flags
+
+
+def test_mostly_burst_read_decode_is_flagged():
+    res = _res(n=40)
+    res.chunk_t = res.chunk_t[:5] + [res.chunk_t[4] + (i + 1) * 30_000 for i in range(35)]
+    res.t_last = res.chunk_t[-1]
+    rec = make_record(res, t_origin=0, rtt_ns=0, phase="decode", requested=40)
+    assert "burst-read (36 of 39 decode tokens" in rec.flags

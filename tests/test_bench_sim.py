@@ -111,6 +111,28 @@ def test_http_error_and_stalled_stream_are_failed_records():
     assert any("failed request" in n for n in res.summary.notes)
 
 
+def test_chunks_that_reach_the_client_together_neither_inflate_nor_count_as_decode():
+    # request 4 (a warm turn): its first 20 tokens are written together once generated, as a client that fell
+    # behind reads them; request 5: everything after the first token arrives in one write at the end.
+    sets = {"decode_tps": 100, "fault_hold_request": 4, "fault_hold_from": 0, "fault_hold_until": 20}
+    with SimOracle(sets=sets) as sim:
+        res = run_bench(sim.url, _plan(turns=3, n=40, conc=(1,)), progress=False)
+        truth = _truth_by_id(sim)
+    held = next(r for r in res.records if truth[r.response_id]["index"] == 4)
+    assert held.ok and held.n_first >= 20 and "burst-read" not in held.flags
+    assert held.decode_tps == pytest.approx(truth[held.response_id]["true_decode_tps"], rel=0.05)  # not ~2x
+    sets = {"decode_tps": 100, "fault_hold_request": 4, "fault_hold_from": 1, "fault_hold_until": 0}
+    with SimOracle(sets=sets) as sim:
+        res = run_bench(sim.url, _plan(turns=3, n=40, conc=(1,)), progress=False)
+        truth = _truth_by_id(sim)
+    held = next(r for r in res.records if truth[r.response_id]["index"] == 4)
+    assert held.ok and "burst-read (39 of 39" in held.flags
+    assert len(res.summary.samples["decode_c1"]) == 2  # 3 warm turns, the burst-read one excluded
+    assert any("1 burst-read sample(s) excluded" in n for n in res.summary.notes)
+    others = [r for r in res.records if r is not held and r.decode_tps is not None]
+    assert others and not any("burst-read" in r.flags for r in others)
+
+
 def test_engine_dying_mid_stream_is_a_failure_not_a_crash():
     sets = {"fault_exit_request": 2, "fault_exit_after_tokens": 5}
     with SimOracle(sets=sets) as sim:

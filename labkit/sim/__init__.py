@@ -57,6 +57,10 @@ Faults (request numbers count generation requests since boot, from 1):
   without [DONE]).
 - fault_stall_request=n, fault_stall_after_tokens=M: after the chunk reaching M tokens of request n nothing more is
   sent; the connection stays open until the client closes it (status "stalled"); other connections are served.
+- fault_hold_request=n, fault_hold_from=A, fault_hold_until=B: the chunks of request n after its first A tokens are
+  generated on time but held back, and written in one go with the chunk reaching B tokens (0: the last chunk), as
+  a client that fell behind would read them. Ground truth keeps the generation times (t_first / t_last are
+  generation times, not write times).
 
 Decode-rate note: decode_tps is the mean rate of full steps. A client's (N-1)/(t_last-t_first) with spec decoding
 reads a little lower for short N because the last step is cut at max_tokens but still takes a full step

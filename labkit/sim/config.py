@@ -80,6 +80,9 @@ class SimConfig:
     fault_exit_after_tokens: int = 0
     fault_stall_request: int = 0
     fault_stall_after_tokens: int = 0
+    fault_hold_request: int = 0  # request n's chunks after fault_hold_from tokens are held back and written at once
+    fault_hold_from: int = 0  # ... when the chunk reaching fault_hold_until tokens is ready (0 = the last chunk)
+    fault_hold_until: int = 0
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -134,7 +137,8 @@ class SimConfig:
             if any(b > a for a, b in zip(self.spec_accept, self.spec_accept[1:], strict=False)):
                 raise bad("spec_accept", "rates must be non-increasing (position i needs positions < i accepted)")
         for key in ("fault_http500_request", "fault_exit_request", "fault_exit_after_tokens", "fault_stall_request",
-                    "fault_stall_after_tokens", "cold_requests", "prefill_chunk_tokens"):
+                    "fault_stall_after_tokens", "fault_hold_request", "fault_hold_from", "fault_hold_until",
+                    "cold_requests", "prefill_chunk_tokens"):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
         return self

@@ -334,6 +334,8 @@ class HttpConn(asyncio.Protocol):
         rec = eng.admit(req.ids, req.max_tokens, req.min_tokens, req.ignore_eos, req.endpoint, req.stream, req_id)
         exit_at = cfg.fault_exit_after_tokens if rec.index == cfg.fault_exit_request else -1
         stall_at = cfg.fault_stall_after_tokens if rec.index == cfg.fault_stall_request else -1
+        hold = rec.index == cfg.fault_hold_request
+        held: list[bytes] = []
         render_ = openai.StreamRenderer(cfg, req.endpoint, req_id, app.created, rec.prompt_tokens,
                                         rec.cached_tokens, req.continuous_usage) if req.stream else None
         if render_ is not None:
@@ -375,7 +377,13 @@ class HttpConn(asyncio.Protocol):
                         out = render_.tokens(chunk, rec.completion_tokens)
                     if first and req.endpoint == "chat":
                         self.transport.write(_frame(render_.role()))  # type: ignore[union-attr]
-                    await self._write(_frame(out))
+                    if hold and before >= cfg.fault_hold_from:
+                        held.append(_frame(out))
+                        if done or 0 < cfg.fault_hold_until <= rec.completion_tokens:
+                            hold = False
+                            await self._write(b"".join(held))
+                    else:
+                        await self._write(_frame(out))
                 else:
                     text_parts.append(chunk)
                 first = False

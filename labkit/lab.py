@@ -129,13 +129,14 @@ def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_ver
             boot = endpoint.boot.to_dict()
             first.update(boot=boot)
             probes = [NodeNfsProbe(h) for h in group.hosts]
+            once = dataclasses.replace(lane.measure, runs=1)  # each repetition is its own run folder
             for i in range(lane.measure.runs):
                 run = first if i == 0 else store.new_run(lane, provenance=provenance, boot=boot,
                                                          boot_run=first.run_id)
                 if i:
                     done.run_dirs.append(run.path)
                 with run:
-                    result = run_bench(endpoint.base_url, lane.measure, model=endpoint.model,
+                    result = run_bench(endpoint.base_url, once, model=endpoint.model,
                                        cold_expected=(i == 0), io_hooks=probes, progress=progress,
                                        lane=lane.label, recipe_hash=lane.recipe_hash, variant=lane.variant_id,
                                        spec_k=spec_k(lane), run_id=run.run_id)

@@ -61,6 +61,8 @@ def test_measure_stores_complete_runs_and_tears_down(tmp_path, monkeypatch):
     assert (done.run_dirs[0] / "logs").is_dir() and (done.run_dirs[0] / "boot.json").is_file()
     requests = data.requests(done.run_ids[:1])
     assert len(requests) and requests["chunk_t"].iloc[-1].startswith("[")  # per-chunk stamps as JSON
+    # runs = 2 means two folders of one plan each, not two folders of two plans each
+    assert set(data.requests(done.run_ids)["rep"]) == {0}
     # the lane is gone: its port refuses connections
     import socket
 

@@ -583,16 +583,31 @@ class _Bench:
                 s.measures["prefix_cache_hit_ratio"] = hits / queries
                 s.method["prefix_cache_hit_ratio"] = "Δhits/Δqueries over prefill samples (unique prompts: ~0)"
         if io:
-            nfs = sum(iop.server_read_bytes(d) for d in io.values())
-            s.measures["nfs_read_bytes"] = nfs
-            s.method["nfs_read_bytes"] = "Δserverreadbytes over every probe, whole run"
-            if s.n_ok:
-                s.measures["nfs_read_bytes_per_completion"] = nfs / s.n_ok
+            self._nfs_summary(s, io)
         if s.n_failed:
             s.notes.append(f"{s.n_failed} failed request(s) excluded: " +
                            "; ".join(sorted({r.error for r in self.records if not r.ok}))[:300])
         s.notes = self.notes + s.notes
         return s
+
+    @staticmethod
+    def _nfs_summary(s: RunSummary, io: dict[str, dict[str, float]]) -> None:
+        """NFS bytes read, only where a probe saw an NFS mount: a node without one proves nothing about
+        the NAS, and a counter that went backwards (remount) is reported, never counted as zero."""
+        seen = sorted(name for name, d in io.items() if any(k.endswith(":serverreadbytes") for k in d))
+        reset = sorted(name for name, d in io.items() if any(k.endswith(":serverreadbytes.reset") for k in d))
+        if reset:
+            s.notes.append(f"shared-NFS reads not recorded: the counters went backwards on {', '.join(reset)} "
+                           "(remount or reboot during the run)")
+            return
+        if not seen:
+            s.notes.append(f"shared-NFS reads not measured: no NFS mount seen by {', '.join(sorted(io))}")
+            return
+        nfs = sum(iop.server_read_bytes(io[name]) for name in seen)
+        s.measures["nfs_read_bytes"] = nfs
+        s.method["nfs_read_bytes"] = f"Δserverreadbytes of the NFS mounts on {', '.join(seen)}, whole run"
+        if s.n_ok:
+            s.measures["nfs_read_bytes_per_completion"] = nfs / s.n_ok
 
     def _provenance(self, version: str | None, models: list[str], recipe_hash: str | None,
                     variant: str | None) -> dict[str, Any]:

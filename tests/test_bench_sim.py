@@ -289,3 +289,27 @@ def test_repeated_plan_pools_samples_and_counters():
     ts = list(truth.values())
     real = sum(t["accepted"] for t in ts) / sum(t["drafts"] for t in ts)
     assert res.summary.measures["accept_per_draft"] == pytest.approx(real, abs=1e-9)
+
+
+def test_no_nfs_mount_means_no_nfs_figure_not_zero(tmp_path):
+    from labkit.io_probe import LocalNfsProbe
+
+    stats = tmp_path / "mountstats"
+    stats.write_text("device /dev/sda1 mounted on / with fstype ext4\n")
+    with SimOracle() as sim:
+        res = run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False, io_hooks=[LocalNfsProbe(stats)])
+    assert "nfs_read_bytes" not in res.summary.measures
+    assert "nfs_read_bytes_per_completion" not in res.summary.measures
+    assert any("shared-NFS reads not measured: no NFS mount seen by localhost-nfs" in n for n in res.summary.notes)
+
+
+def test_nfs_counter_reset_is_reported_not_summed():
+    from labkit.bench import _Bench
+    from labkit.records import RunSummary
+
+    s = RunSummary()
+    _Bench._nfs_summary(s, {"n1-nfs": {"/nas:serverreadbytes": 5e6}, "n2-nfs": {"/nas:serverreadbytes.reset": 1.0}})
+    assert "nfs_read_bytes" not in s.measures and any("went backwards on n2-nfs" in n for n in s.notes)
+    s = RunSummary()
+    _Bench._nfs_summary(s, {"n1-nfs": {"/nas:serverreadbytes": 5e6}, "n2-nfs": {}})
+    assert s.measures["nfs_read_bytes"] == 5e6 and "n1-nfs" in s.method["nfs_read_bytes"]

@@ -27,7 +27,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,17 +114,39 @@ def run_bench(url: str, plan: MeasurePlan | None = None, **kwargs: Any) -> Bench
     """Synchronous `run_bench_async`; also works inside Jupyter, where an event loop is already running
     (the measurement then runs on its own loop in a worker thread, so the notebook's loop is not blocked
     by, nor interleaved with, the timed streams). The loop is uvloop's when installed: ~15% less client CPU
-    per streamed chunk than the default loop, measured by benchmarks/bench_accuracy.py."""
-    def measure() -> BenchResult:
+    per streamed chunk than the default loop, measured by benchmarks/bench_accuracy.py.
+
+    Ctrl-C (a kernel interrupt) while the worker measures cancels its streams at once, lets the partial
+    result be saved (`save_to` / `on_partial`), and then raises KeyboardInterrupt here."""
+    def measure(box: dict) -> BenchResult:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            box["loop"] = runner.get_loop()
             return runner.run(run_bench_async(url, plan, **kwargs))
 
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return measure()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="labkit-bench") as pool:
-        return pool.submit(measure).result()
+        return measure({})
+    box: dict[str, Any] = {}
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="labkit-bench")
+    future = pool.submit(measure, box)
+    pool.shutdown(wait=False)
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        loop = box.get("loop")
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(_cancel_all, loop)
+        try:
+            future.exception(timeout=60)  # the worker saves what was measured, then ends
+        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+            pass
+        raise
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
 
 
 def _loop_factory() -> Any:
@@ -144,17 +166,19 @@ async def run_bench_async(url: str, plan: MeasurePlan | None = None, *, model: s
                           recipe_hash: str | None = None, variant: str | None = None,
                           spec_k: float | None = None, run_id: str | None = None,
                           decode: bool = True, prefill: bool = True, transport: str = "direct",
-                          save_to: str | Path | None = None) -> BenchResult:
+                          save_to: str | Path | None = None,
+                          on_partial: Callable[[BenchResult], None] | None = None) -> BenchResult:
     """Measure the endpoint at `url` (server root or .../v1) with `plan` (a recipe's MeasurePlan).
 
-    `transport`: "direct" (default) or "sdk", see labkit/client.py."""
+    `transport`: "direct" (default) or "sdk", see labkit/client.py. `on_partial(result)` is called with what
+    was measured when the run is interrupted or fails halfway (provenance partial=True), before re-raising."""
     plan = plan or default_plan()
     async with StreamClient(url, timeout=plan.timeout, transport=transport) as client:
         bench = _Bench(client, plan, model=model, api=api or plan.api, cold_expected=cold_expected,
                        io_hooks=io_hooks, progress=progress, lane=lane, spec_k=spec_k,
                        run_id=run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"))
         return await bench.run(recipe_hash=recipe_hash, variant=variant, decode=decode, prefill=prefill,
-                               save_to=save_to)
+                               save_to=save_to, on_partial=on_partial)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -300,9 +324,11 @@ class _Bench:
 
     # ---------------------------------------------------------------- phases
     async def run(self, *, recipe_hash: str | None, variant: str | None, decode: bool, prefill: bool,
-                  save_to: str | Path | None = None) -> BenchResult:
+                  save_to: str | Path | None = None,
+                  on_partial: Callable[[BenchResult], None] | None = None) -> BenchResult:
         """The whole plan. With `save_to`, the result is written there at the end, and also when the run is
-        interrupted or fails halfway (then marked partial, with the error), so no measured request is lost."""
+        interrupted or fails halfway (then marked partial, with the error), so no measured request is lost;
+        `on_partial` gets that partial result too (the lab path stores it in the run folder)."""
         models = await self.c.models()
         if not self.model:
             if not models:
@@ -325,20 +351,41 @@ class _Bench:
                 if prefill and self.plan.prefill.prompt_tokens:
                     await self._prefill(run)
         except BaseException as e:  # interrupted or crashed: keep what was measured, then re-raise
-            if save_to is not None and self.records:
-                result = self._result({}, version, models, recipe_hash, variant)
-                result.provenance.update(partial=True, error=f"{type(e).__name__}: {e}"[:300])
-                result.save(save_to)
-                print(f"labkit bench: partial results ({len(self.records)} requests) in {save_to}", file=sys.stderr)
+            if self.records:
+                self._keep_partial(e, version, models, recipe_hash, variant, save_to, on_partial)
             raise
         finally:
             if self._bar is not None:
                 self._bar.close()
-        io = {p.name: iop.delta(io_before[p.name], p.sample()) for p in self.io_hooks}
+        io = self._io_deltas(io_before)
         result = self._result(io, version, models, recipe_hash, variant)
         if save_to is not None:
             result.save(save_to)
         return result
+
+    def _keep_partial(self, e: BaseException, version: str | None, models: list[str], recipe_hash: str | None,
+                      variant: str | None, save_to: str | Path | None,
+                      on_partial: Callable[[BenchResult], None] | None) -> None:
+        result = self._result({}, version, models, recipe_hash, variant)
+        result.provenance.update(partial=True, error=f"{type(e).__name__}: {e}"[:300])
+        if save_to is not None:
+            result.save(save_to)
+            print(f"labkit bench: partial results ({len(self.records)} requests) in {save_to}", file=sys.stderr)
+        if on_partial is not None:
+            try:
+                on_partial(result)
+            except Exception as err:  # the original failure is what the caller must see
+                print(f"labkit bench: could not keep the partial result: {err}", file=sys.stderr)
+
+    def _io_deltas(self, before: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        """Per probe, counters after - before; a probe that fails now costs its figure (noted), not the run."""
+        out = {}
+        for p in self.io_hooks:
+            try:
+                out[p.name] = iop.delta(before[p.name], p.sample())
+            except Exception as e:
+                self.notes.append(f"I/O probe {p.name} failed after the run: {e}"[:300])
+        return out
 
     def _result(self, io: dict, version: str | None, models: list[str], recipe_hash: str | None,
                 variant: str | None) -> BenchResult:

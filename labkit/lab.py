@@ -139,7 +139,8 @@ def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_ver
                     result = run_bench(endpoint.base_url, once, model=endpoint.model,
                                        cold_expected=(i == 0), io_hooks=probes, progress=progress,
                                        lane=lane.label, recipe_hash=lane.recipe_hash, variant=lane.variant_id,
-                                       spec_k=spec_k(lane), run_id=run.run_id)
+                                       spec_k=spec_k(lane), run_id=run.run_id,
+                                       on_partial=lambda partial, run=run: write_records(run, partial))
                     done.results.append(result)
                     store_result(run, result, boot)
     return done
@@ -147,6 +148,18 @@ def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_ver
 
 def store_result(run: Any, result: Any, boot: dict) -> None:
     """Write one BenchResult into its run folder and finish it; boot's KV pool facts join the summary."""
+    write_records(run, result)
+    summary = result.summary
+    for key in ("kv_pool_tokens", "kv_pool_context"):
+        if boot.get(key) is not None and summary.measures.get(key) is None:
+            summary.measures[key] = boot[key]
+            summary.method[key] = "engine boot log"
+    run.finish(summary, boot=boot, provenance=result.provenance)
+
+
+def write_records(run: Any, result: Any) -> None:
+    """The raw files of a BenchResult (requests, groups, scrapes, I/O deltas) into a still-open run folder.
+    Also used for a run that fails halfway: its folder is then marked failed, with what it measured."""
     run.write_requests(result.records)
     if result.groups:
         run.write_text("groups.csv", _csv([g.to_row() for g in result.groups]))
@@ -154,12 +167,8 @@ def store_result(run: Any, result: Any, boot: dict) -> None:
         run.write_text("metrics.json", _json(result.scrapes))
     if result.io:
         run.write_text("io.json", _json(result.io))
-    summary = result.summary
-    for key in ("kv_pool_tokens", "kv_pool_context"):
-        if boot.get(key) is not None and summary.measures.get(key) is None:
-            summary.measures[key] = boot[key]
-            summary.method[key] = "engine boot log"
-    run.finish(summary, boot=boot, provenance=result.provenance)
+    if result.provenance.get("partial"):
+        run.update(partial={"requests": len(result.records), "error": result.provenance.get("error")})
 
 
 def _csv(rows: list[dict]) -> str:

@@ -212,6 +212,33 @@ def test_works_inside_a_running_event_loop():
     assert res.summary.n_ok == 3
 
 
+def test_interrupt_inside_a_running_loop_stops_at_once_and_keeps_what_was_measured(tmp_path):
+    """A Jupyter kernel interrupt (SIGINT -> KeyboardInterrupt in the main thread) while run_bench measures on
+    its worker thread: the plan stops, the partial result is saved, KeyboardInterrupt reaches the cell."""
+    import asyncio
+    import signal
+    import threading
+
+    out = tmp_path / "partial.json"
+
+    async def notebook_cell(url):
+        main = threading.main_thread().ident
+        threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT)).start()
+        return run_bench(url, _plan(turns=20, n=40, conc=(1,)), progress=False, save_to=out)
+
+    with SimOracle(sets={"decode_tps": 100}) as sim:
+        loop = asyncio.new_event_loop()  # like ipykernel: a running loop, SIGINT left to Python's handler
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                loop.run_until_complete(notebook_cell(sim.url))
+        finally:
+            loop.close()
+        served = len(sim.truth()["requests"])
+    assert served <= 6  # 22 planned at ~0.4 s each; the interrupt came after ~1 s
+    back = BenchResult.load(out)
+    assert back.provenance["partial"] and 0 < len(back.records) <= served
+
+
 @pytest.mark.parametrize("engine", ["llamacpp", "none"])
 def test_prompt_sizing_without_a_tokenize_endpoint(engine, monkeypatch):
     """llama-cpp-python has only /extras/tokenize/count (raw text); some engines have nothing: calibrate."""

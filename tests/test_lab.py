@@ -82,6 +82,25 @@ def test_measure_failure_marks_run_failed(tmp_path, monkeypatch):
     assert list(data.runs["status"]) == ["failed"]
 
 
+def test_failure_halfway_keeps_the_measured_requests_in_the_failed_run(tmp_path, monkeypatch):
+    from labkit import bench
+
+    async def boom(self, run):
+        raise RuntimeError("prompt sizing broke")
+
+    monkeypatch.setattr(bench._Bench, "_prefill", boom)
+    monkeypatch.setenv("LABKIT_RECIPES", str(_recipes(tmp_path, port=PORT + 3)))
+    results = tmp_path / "results"
+    with pytest.raises(RuntimeError, match="prompt sizing broke"):
+        lab.measure(lab.plan("fastsim"), results=results, progress=False)
+    data = load_results(results, include_incomplete=True)
+    assert list(data.runs["status"]) == ["failed"]
+    run_dir = Path(data.docs[data.runs["run"].iloc[0]]["_path"])
+    doc = json.loads((run_dir / "run.json").read_text())
+    assert "prompt sizing broke" in doc["error"] and doc["partial"]["requests"] > 0
+    assert (run_dir / "requests.csv").read_text().count("\n") == doc["partial"]["requests"] + 1  # + header
+
+
 def test_unreachable_nodes_fail_fast_and_create_nothing(tmp_path):
     t = time.monotonic()
     with pytest.raises(NodeError) as info:

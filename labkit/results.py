@@ -281,6 +281,10 @@ class Run:
         return False
 
 
+# requests.csv columns read back as text: a nonce like "0e1234" or "0042" must not become a number.
+TEXT_COLUMNS = frozenset(f.name for f in dataclasses.fields(RequestRecord) if str(f.type).startswith("str"))
+
+
 class ResultsStore:
     """Creates and lists run folders under one root."""
 
@@ -450,7 +454,9 @@ class Results:
             file = Path(doc["_path"]) / REQUESTS_FILE
             if not file.is_file():
                 continue
-            df = pd.read_csv(file)
+            df = pd.read_csv(file, dtype=dict.fromkeys(TEXT_COLUMNS, str))
+            for col in TEXT_COLUMNS.intersection(df.columns):
+                df[col] = df[col].fillna("")
             df.insert(0, "variant", doc.get("variant_id", ""))
             df.insert(0, "recipe", doc.get("recipe", ""))
             if "run_id" in df.columns:

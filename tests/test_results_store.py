@@ -218,3 +218,16 @@ def test_unreadable_and_future_runs_are_skipped_with_reason(tmp_path):
     reasons = dict(data.skipped)
     assert "not valid JSON" in reasons[str(bad)]
     assert "schema_version 99" in reasons[str(future)]
+
+
+def test_text_columns_read_back_as_stored(tmp_path):
+    records = requests_for("x", n=3)
+    records[0].nonce, records[1].nonce, records[2].nonce = "0e1234567890", "0042", ""
+    records[0].response_id = "123"
+    with R.ResultsStore(tmp_path).new_run(sim_plan()) as run:
+        run.write_requests(records)
+        run.finish(RunSummary())
+    req = R.load_results(tmp_path).requests()
+    assert req["nonce"].tolist() == ["0e1234567890", "0042", ""]
+    assert req["response_id"].iloc[0] == "123" and req["flags"].iloc[1] == ""
+    assert req["decode_tps"].dtype.kind == "f"  # numbers stay numbers

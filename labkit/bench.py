@@ -512,23 +512,26 @@ class _Bench:
         if bad:
             g.ok, g.note = False, f"{len(bad)} of {k} streams failed"
             return g
+        g.burst_streams = sum(BURST_FLAG in r.flags for r in recs)
+        burst_note = f"{g.burst_streams} stream(s) burst-read: agg excluded" if g.burst_streams else ""
         if any(not r.chunk_n for r in recs):
             est = group_aggregate([(r.chunk_t, [1] * len(r.chunk_t)) for r in recs])
-            g.span_tps = (sum(r.output_tokens - 1 for r in recs) * NS /
-                          (max(r.t_last for r in recs) - min(r.t_first for r in recs)))
+            firsts = [r.t_first for r in recs if r.t_first is not None]
+            lasts = [r.t_last for r in recs if r.t_last is not None]
+            span = max(lasts) - min(firsts) if len(firsts) == len(lasts) == len(recs) else 0
+            tokens = sum((r.output_tokens or 0) - 1 for r in recs)
+            g.span_tps = tokens * NS / span if span > 0 and tokens > 0 else None
             g.overlap, g.window_start, g.window_end = est.overlap, est.window_start, est.window_end
-            g.note = "no per-chunk token counts: span estimator only (n_first assumed 1)"
+            g.note = "; ".join(filter(None, ["no per-chunk token counts: span estimator only (n_first assumed 1)",
+                                             burst_note]))
             g.serialised = est.serialised
             return g
         est = group_aggregate([(r.chunk_t, r.chunk_n) for r in recs])
         g.agg_tps, g.window_tps, g.span_tps, g.overlap = est.agg_tps, est.window_tps, est.span_tps, est.overlap
         g.window_start, g.window_end, g.window_tokens, g.serialised = (
             est.window_start, est.window_end, est.window_tokens, est.serialised)
-        if est.serialised:
-            g.note = "streams did not overlap: the engine serialised them; not a concurrency measurement"
-        g.burst_streams = sum(BURST_FLAG in r.flags for r in recs)
-        if g.burst_streams:
-            g.note = (g.note + "; " if g.note else "") + f"{g.burst_streams} stream(s) burst-read: agg excluded"
+        serial = "streams did not overlap: the engine serialised them; not a concurrency measurement"
+        g.note = "; ".join(filter(None, [serial if est.serialised else "", burst_note]))
         return g
 
     async def _fit_counter(self) -> None:
@@ -598,7 +601,7 @@ class _Bench:
             gs = [g for g in self.groups if g.concurrency == k and g.ok]
             put(f"decode_c{k}_agg", [g.agg_tps for g in gs if not g.serialised and not g.burst_streams],
                 f"median over lockstep groups of {k}; {AGG_WINDOW}; tokens: {src}")
-            put(f"decode_c{k}_span", [g.span_tps for g in gs], f"span estimator, {k} streams")
+            put(f"decode_c{k}_span", [g.span_tps for g in gs if not g.burst_streams], f"span estimator, {k} streams")
             put(f"decode_c{k}_overlap", [g.overlap for g in gs], "|steady window| / span")
             if any(g.serialised for g in gs):
                 s.notes.append(f"c{k}: {sum(g.serialised for g in gs)} group(s) ran serialised (no overlap)")

@@ -55,8 +55,10 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
         if m.get(f"decode_c{k}_overlap") is not None:
             detail += f"{', ' if detail else ''}overlap {m[f'decode_c{k}_overlap']:.2f}"
         if agg is None:
-            out.append((f"decode c{k} (aggregate)", "serialised (no overlap)",
-                        f"span {fmt_rate(m.get(f'decode_c{k}_span'))} t/s"))
+            overlap = m.get(f"decode_c{k}_overlap")
+            why = ("serialised (no overlap)" if overlap is not None and overlap <= 0 else
+                   "no aggregate (no per-chunk token counts, or burst-read streams; see notes)")
+            out.append((f"decode c{k} (aggregate)", why, f"span {fmt_rate(m.get(f'decode_c{k}_span'))} t/s"))
         else:
             out.append((f"decode c{k} (aggregate)", f"{fmt_rate(agg)} t/s", detail))
     targets = sorted({int(k) for k in re.findall(r"prefill_(\d+)(?:\s|$)", " ".join(m) + " ")})

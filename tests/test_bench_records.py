@@ -117,3 +117,35 @@ def test_mostly_burst_read_decode_is_flagged():
     res.t_last = res.chunk_t[-1]
     rec = make_record(res, t_origin=0, rtt_ns=0, phase="decode", requested=40)
     assert "burst-read (36 of 39 decode tokens" in rec.flags
+
+
+def _group(recs, k=2):
+    from types import SimpleNamespace
+
+    from labkit.bench import _Bench
+
+    return _Bench._group(SimpleNamespace(run_id="r", rep=0), recs, k, 0)
+
+
+def _final_usage_only(res: StreamResult) -> StreamResult:
+    res.chunk_n, res.output_tokens_source = None, "final_usage"
+    return res
+
+
+def test_group_without_per_chunk_counts_survives_a_zero_span_and_counts_burst_streams():
+    a = make_record(_final_usage_only(_drained(40)), t_origin=0, rtt_ns=0, phase="decode", requested=40,
+                    concurrency=2)
+    b = make_record(_final_usage_only(_drained(40)), t_origin=0, rtt_ns=0, phase="decode", requested=40,
+                    concurrency=2)
+    b.t_first, b.t_last = a.t_first, a.t_first  # both streams stamped inside one instant
+    a.t_last = a.t_first
+    g = _group([a, b])  # divided by zero before
+    assert g.ok and g.span_tps is None and g.burst_streams == 2 and "burst-read" in g.note
+
+
+def test_summary_names_why_a_group_has_no_aggregate():
+    s = RunSummary(measures={"decode_c2_span": 90.0, "decode_c2_overlap": 0.99})
+    text = render(s)
+    assert "serialised" not in text and "no aggregate" in text
+    s = RunSummary(measures={"decode_c2_span": 90.0, "decode_c2_overlap": -0.2})
+    assert "serialised (no overlap)" in render(s)

@@ -497,12 +497,15 @@ def prefill_points(measures: Any) -> list[tuple[str, int, Stat]]:
     out = []
     if not len(measures):
         return out
-    for (recipe, variant, simulated), part in measures.groupby(["recipe", "variant", "simulated"], sort=True):
+    # recorded (lab-note) and measured figures of one lane stay apart, as in plots._lanes
+    for (recipe, variant, source, simulated), part in measures.groupby(["recipe", "variant", "source", "simulated"],
+                                                                       sort=True):
         title = _sim_title(str(part.sort_values("run").iloc[-1]["label"]) or recipe, bool(simulated))
+        suffix = " (recorded)" if source == "recorded" else ""
         for key in sorted(part["measure"].unique()):
             m = _PREFILL.match(key)
             if m:
                 stat = _stat(part, key)
                 if stat is not None:
-                    out.append((f"{title} [{variant}]", int(m.group(1)), stat))
+                    out.append((f"{title} [{variant}]{suffix}", int(m.group(1)), stat))
     return out

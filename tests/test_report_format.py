@@ -135,3 +135,17 @@ def test_bad_table_spec_names_file_and_table(tmp_path, text, match):
     with pytest.raises(rp.ReportError, match=match) as e:
         rp.load_spec(f)
     assert str(f) in str(e.value)
+
+
+def test_prefill_points_keep_recorded_and_measured_figures_of_a_lane_apart():
+    import pandas as pd
+
+    from labkit.report import prefill_points
+    from labkit.results import MEASURE_COLUMNS
+
+    def row(run, value, source):
+        return [run, "dsv41", "spec-dspark", "DSV4.1", "prefill_12600", value, value, value, False, False, source]
+
+    measures = pd.DataFrame([row("r1", 750.0, "recorded"), row("r2", 3900.0, "measured")], columns=MEASURE_COLUMNS)
+    points = {name: stat.median for name, _, stat in prefill_points(measures)}
+    assert points == {"DSV4.1 [spec-dspark] (recorded)": 750.0, "DSV4.1 [spec-dspark]": 3900.0}

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit.errors import LabkitError
 from labkit.recipe import LanePlan, find_recipe, load_recipe
 
 
@@ -142,6 +143,10 @@ def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_ver
                                        spec_k=spec_k(lane), run_id=run.run_id,
                                        on_partial=lambda partial, run=run: write_records(run, partial))
                     done.results.append(result)
+                    if result.summary.n_ok == 0:  # a folder of failures is not a result: keep it, failed
+                        write_records(run, result)
+                        raise LabkitError(f"run {run.run_id}: no request succeeded "
+                                          f"({result.summary.n_failed} failed): " + "; ".join(result.summary.notes)[:400])
                     store_result(run, result, boot)
     return done
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from labkit import lab
-from labkit.errors import NodeError, RecipeError
+from labkit.errors import LabkitError, NodeError, RecipeError
 from labkit.results import load_results
 from tests.lanes import sim_recipe
 
@@ -80,6 +80,19 @@ def test_measure_failure_marks_run_failed(tmp_path, monkeypatch):
         lab.measure(lab.plan("fastsim"), results=results, progress=False)
     data = load_results(results, include_incomplete=True)
     assert list(data.runs["status"]) == ["failed"]
+
+
+def test_a_run_where_every_request_failed_is_failed_not_complete(tmp_path, monkeypatch):
+    # a context of 8 tokens: the engine stays up and answers every request of the plan with HTTP 400
+    monkeypatch.setenv("LABKIT_RECIPES", str(_recipes(tmp_path, port=PORT + 4, settings={"max_model_len": 8})))
+    results = tmp_path / "results"
+    with pytest.raises(LabkitError, match="no request succeeded"):
+        lab.measure(lab.plan("fastsim"), results=results, progress=False)
+    data = load_results(results, include_incomplete=True)
+    assert list(data.runs["status"]) == ["failed"]
+    run_dir = Path(data.docs[data.runs["run"].iloc[0]]["_path"])
+    assert "no request succeeded" in json.loads((run_dir / "run.json").read_text())["error"]
+    assert (run_dir / "requests.csv").is_file()
 
 
 def test_failure_halfway_keeps_the_measured_requests_in_the_failed_run(tmp_path, monkeypatch):

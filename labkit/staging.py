@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import posixpath
 import re
 import shlex
 import sys
@@ -374,16 +375,36 @@ def assess(probe: dict, spec, block: int, count: int, full: bool,
         to_remove.append(p["name"])
         reclaim += p["alloc"]
         warnings.append(f"{node}: removing {spec.dst}/{p['name']} left by an interrupted stage")
+    owned = view_owned_names(manifest)
+    repo_dir = posixpath.dirname(posixpath.dirname(snapshot))  # <shared_cache>/models--org--name
     for name, have in probe["extra"].items():
-        if have["state"] == "link":
+        if have["state"] == "link" and (name in owned or _points_into(have["target"], repo_dir)):
             to_remove.append(name)
             warnings.append(f"{node}: removing stale link {spec.dst}/{name} (not in snapshot {probe['commit']})")
+        elif have["state"] == "link":
+            why = "the view's manifest does not list it" if owned else f"{spec.dst} has no labkit manifest"
+            warnings.append(f"{node}: {spec.dst}/{name} -> {have['target']} is not part of snapshot "
+                            f"{probe['commit']} and not labkit's ({why}); left in place")
         else:
             warnings.append(f"{node}: {spec.dst}/{name} is not part of snapshot {probe['commit']}; left in place")
     need = sum(c["size"] for c in to_copy) + spec.min_free
     return NodeAssessment(node, probe["commit"], snapshot, files, links, to_copy, to_link, to_remove, need,
                           probe["free"], reclaim, probe["fs_path"], probe["fs_dev"], links_ok, problems, warnings,
                           manifest, sources_full)
+
+
+def view_owned_names(manifest: Any) -> set[str]:
+    """Names a labkit manifest records as made by staging (its links and copies); empty for a folder without
+    a valid manifest, whose entries are someone else's (e.g. a mistyped dst holding the user's model links)."""
+    if not isinstance(manifest, dict) or manifest.get("kind") != "local-view":
+        return set()
+    links, files = manifest.get("links"), manifest.get("files")
+    return set(links if isinstance(links, dict) else ()) | set(files if isinstance(files, dict) else ())
+
+
+def _points_into(target: str, folder: str) -> bool:
+    """True for an absolute link target inside `folder` (after normalising any '..')."""
+    return target.startswith("/") and posixpath.normpath(target).startswith(folder.rstrip("/") + "/")
 
 
 def preflight_rows(assessments: list[NodeAssessment]) -> list[dict]:

@@ -158,7 +158,8 @@ def test_stale_partial_and_links_are_cleaned(world):
     plan, snap, dst, hosts = world
     run(plan, hosts)
     (dst / (stage_node.PARTIAL_PREFIX + LOCAL[1])).write_bytes(b"x" * 5000)
-    (dst / "old-shard.safetensors").symlink_to("/nonexistent/blob")
+    # A link of an older snapshot of this repo (into its cache folder): stale, removed.
+    (dst / "old-shard.safetensors").symlink_to(f"{snap.parent}/{'f' * 40}/old-shard.safetensors")
     (dst / "config.json").unlink()
     (dst / "config.json").symlink_to("/elsewhere/config.json")
     (dst / "notes.txt").write_text("mine")
@@ -170,6 +171,41 @@ def test_stale_partial_and_links_are_cleaned(world):
     assert os.readlink(dst / "config.json") == f"{snap}/config.json"
     assert (dst / "notes.txt").read_text() == "mine"  # not ours: left, with a warning
     assert any("notes.txt" in w for w in node.warnings)
+
+
+def test_links_in_a_folder_that_is_not_a_view_are_left_alone(world):
+    """A mistyped dst (a folder of the user's own model links, no labkit manifest): staging adds the view's
+    entries but deletes none of the user's links; each left link is reported."""
+    plan, snap, dst, hosts = world
+    dst.mkdir(parents=True)
+    mine = {"other-model": "/data/models/other", "notes": "../notes.txt", "tiny-v2": f"{snap.parent.parent}-v2/snapshots/x"}
+    for name, target in mine.items():
+        (dst / name).symlink_to(target)
+    stale = dst / "old-shard.safetensors"  # into this repo's cache folder: labkit's own kind of link
+    stale.symlink_to(f"{snap.parent}/{'f' * 40}/old-shard.safetensors")
+    node = run(plan, hosts).views[0].nodes["n1"]
+    assert {n: os.readlink(dst / n) for n in mine} == mine
+    assert not os.path.lexists(stale)
+    for name in mine:
+        assert any(f"{dst}/{name}" in w and "left in place" in w for w in node.warnings), name
+    assert (dst / LOCAL[0]).is_file() and (dst / "config.json").is_symlink()
+
+
+def test_links_a_view_manifest_lists_are_removed_when_stale(world):
+    """Links the view's manifest lists are labkit's even when they point elsewhere (e.g. a moved cache)."""
+    plan, snap, dst, hosts = world
+    run(plan, hosts)
+    manifest_path = dst / staging.MANIFEST_NAME
+    manifest = json.loads(manifest_path.read_text())
+    manifest["links"]["retired.json"] = "/old/cache/retired.json"
+    manifest_path.write_text(json.dumps(manifest))
+    (dst / "retired.json").symlink_to("/old/cache/retired.json")
+    (dst / "users-link").symlink_to("/data/elsewhere")  # not listed, not into the cache: left
+    node = run(plan, hosts).views[0].nodes["n1"]
+    assert not os.path.lexists(dst / "retired.json")
+    assert os.readlink(dst / "users-link") == "/data/elsewhere"
+    assert any("users-link" in w and "left in place" in w for w in node.warnings)
+    assert "retired.json" not in json.loads(manifest_path.read_text())["links"]
 
 
 def test_revision_is_resolved_through_refs_and_missing_ref_names_node_and_path(tmp_path):

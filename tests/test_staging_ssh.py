@@ -157,3 +157,17 @@ def test_unreachable_node_fails_the_preflight_and_nothing_is_changed(nodes, tmp_
     assert set(e.value.failures) == {"127.0.0.9"}
     for h in group.hosts[:3]:
         assert h.run(["test", "-e", os.path.dirname(dst)]).exit_code == 1
+
+
+def test_users_links_in_a_non_view_dst_survive_on_every_node(nodes, tmp_path):
+    """dst mistyped as a folder of the user's own model links (no manifest): nothing of the user's is deleted."""
+    group, dst = nodes
+    make_cache(tmp_path / "nas" / "hub")
+    plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
+    group.run(["sh", "-c", 'mkdir -p "$1" && ln -s /usr/share "$1/other-model"', "sh", dst], "user's links")
+    report = staging.stage(plan, group, progress=False)
+    for h in group:
+        listing = remote_json(h, LIST_VIEW.format(dst=dst))
+        assert listing["other-model"]["link"] == "/usr/share", h.name
+        assert listing[LOCAL[0]]["link"] is None and listing["config.json"]["ok"]
+        assert any("other-model" in w and "left in place" in w for w in report.views[0].nodes[h.name].warnings)

@@ -52,7 +52,7 @@ import xxhash
 
 from labkit import schema as s
 from labkit.errors import LabkitError, NodeError, RecipeError
-from labkit.hosts import HostError, map_nodes
+from labkit.hosts import CommandTimeout, HostError, map_nodes
 from labkit.io_probe import parse_mountstats
 from labkit.node import stage_node as node_side
 from labkit.units import format_size
@@ -129,20 +129,42 @@ def parse_node_output(node: str, op: str, stdout: str, stderr: str, exit_code: i
     return result
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds a node may take per node-script op; past it the op is ended there and the node is named as
+    failed. Without them a node that drops off the network, or a read on a hung NFS mount, blocks staging
+    (and serve) forever.
+
+    `node`: probe (sampled blocks, ~0.5 MB per local file), write, check. Ops that read whole files (build's
+    copy, full-mode hashing) get `build_floor + bytes / rate`: `rate` is a deliberately low disk/NFS speed."""
+
+    node: float = 120.0
+    build_floor: float = 300.0
+    rate: float = 50e6  # bytes/s
+
+    def for_bytes(self, n: int, base: float | None = None) -> float:
+        return (self.build_floor if base is None else base) + n / self.rate
+
+
 def call_node(host: HostLike, op: str, request: dict, on_event: EventSink | None = None,
               timeout: float | None = None) -> dict:
     """Run one op of the node script on `host`. Progress lines stream to on_event when the host can
-    stream stdout (`run_streaming`), else they arrive when the op ends."""
+    stream stdout (`run_streaming`), else they arrive when the op ends. A timeout raises LabkitError
+    naming the node."""
     cmd = node_command(op, request)
     streaming = getattr(host, "run_streaming", None)
-    if on_event is not None and streaming is not None:
-        def on_line(line: str) -> None:
-            if line.startswith('{"') and '"event": "progress"' in line:
-                on_event(json.loads(line))
+    try:
+        if on_event is not None and streaming is not None:
+            def on_line(line: str) -> None:
+                if line.startswith('{"') and '"event": "progress"' in line:
+                    on_event(json.loads(line))
 
-        r = streaming(cmd, timeout=timeout, on_line=on_line)
-        return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, None)
-    r = host.run(cmd, timeout=timeout)
+            r = streaming(cmd, timeout=timeout, on_line=on_line)
+            return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, None)
+        r = host.run(cmd, timeout=timeout)
+    except CommandTimeout:
+        raise LabkitError(f"{host.name}: staging {op} timed out after {timeout:g} s and was ended "
+                          "(node unreachable, or a hung filesystem under the shared cache or the view?)")
     return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, on_event)
 
 
@@ -565,16 +587,22 @@ class CopyProgress:
 
 
 def probe_node(h: HostLike, plan, spec, block: int, count: int, full: bool,
-               send_source: Iterable[str] | None = None) -> dict:
+               send_source: Iterable[str] | None = None, timeout: float | None = None) -> dict:
     """The node's read-only view of the cache and `spec.dst`, labelled with the host's name.
 
     `send_source`: local files whose raw sampled source blocks this node returns (default: all)."""
     request = {"repo_cache": repo_cache_path(plan.cluster.shared_cache, spec.repo), "revision": spec.revision,
                "dst": spec.dst, "local": list(spec.local), "block": block, "count": count, "full": full,
                "send_source": list(spec.local if send_source is None else send_source)}
-    out = call_node(h, "probe", request)
+    out = call_node(h, "probe", request, timeout=timeout)
     out["hostname"], out["node"] = out.get("node"), h.name
     return out
+
+
+def _full_bytes(probe: dict, spec) -> int:
+    """Bytes a full-mode probe hashes whole: each local file in the cache and its copy in the view."""
+    src = sum(e.get("size", 0) for n, e in probe["entries"].items() if n in spec.local)
+    return src + sum(v.get("size", 0) for n, v in probe["view"].items() if n in spec.local)
 
 
 def build_manifest(spec, shared_cache: str, a: NodeAssessment, copied: dict[str, dict], block: int, count: int,
@@ -613,11 +641,12 @@ def _same_manifest(old: dict | None, new: dict) -> bool:
 
 
 def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool = True,
-          block: int = node_side.SAMPLE_BLOCK, count: int = node_side.SAMPLE_COUNT) -> StageReport:
+          block: int = node_side.SAMPLE_BLOCK, count: int = node_side.SAMPLE_COUNT,
+          timeouts: Timeouts = Timeouts()) -> StageReport:
     """Build and verify every local-view staging entry of `plan` on every host; see the module doc.
 
     Raises StagingRefused (nothing changed) when a node lacks space, NodeError naming nodes whose probe,
-    build or verification failed, RecipeError for a plan whose staging paths are unsafe.
+    build or verification failed or timed out, RecipeError for a plan whose staging paths are unsafe.
     """
     t0 = time.monotonic()
     hosts = list(hosts)
@@ -628,29 +657,36 @@ def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool
         return StageReport([], 0.0)
 
     # 1+2: probe everything, refuse before any change.
-    assessed, sources = _probe_and_assess(plan, specs, hosts, block, count, full)
+    assessed, sources = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts)
     preflights = [_check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
     reports = []
     for i, spec in enumerate(specs):
         reports.append(_stage_view(plan, spec, hosts, assessed[i], preflights[i], sources[i], full, progress, block,
-                                   count))
+                                   count, timeouts))
     return StageReport(reports, time.monotonic() - t0)
 
 
-def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int,
-                      full: bool) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
+def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int, full: bool,
+                      timeouts: Timeouts) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
     """Probe every node (in parallel, read-only) and assess each.
 
     The raw source blocks of local file j come from node j mod N only (spreading the transfer: fabric moves
-    stdout slowly), every node compares its own copy with the source it reads itself."""
+    stdout slowly), every node compares its own copy with the source it reads itself. Full mode probes
+    twice: sampled first (short timeout, gives the sizes), then with whole-file hashes, timed for their bytes."""
     names = [h.name for h in hosts]
 
-    def probe_all(h: HostLike) -> list[dict]:
+    def probe_one(h: HostLike, spec) -> dict:
         k = names.index(h.name)
-        return [probe_node(h, plan, spec, block, count, full,
-                           send_source=[f for j, f in enumerate(spec.local) if j % len(names) == k])
-                for spec in specs]
+        send = [f for j, f in enumerate(spec.local) if j % len(names) == k]
+        probe = probe_node(h, plan, spec, block, count, False, send_source=send, timeout=timeouts.node)
+        if not full:
+            return probe
+        return probe_node(h, plan, spec, block, count, True, send_source=send,
+                          timeout=timeouts.for_bytes(_full_bytes(probe, spec), base=timeouts.node))
+
+    def probe_all(h: HostLike) -> list[dict]:
+        return [probe_one(h, spec) for spec in specs]
 
     what = "staging preflight (nothing was changed)"
     probes = each_node(hosts, probe_all, what)
@@ -684,7 +720,8 @@ def _check_space_grouped(assessed: list[list[NodeAssessment]], specs, index: int
 
 
 def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment], preflight: list[dict],
-                sources: dict[str, Source], full: bool, progress: bool, block: int, count: int) -> ViewReport:
+                sources: dict[str, Source], full: bool, progress: bool, block: int, count: int,
+                timeouts: Timeouts) -> ViewReport:
     by_node = {a.node: a for a in assessed}
     node_of = {h.name: by_node[a.node] for h, a in zip(hosts, assessed, strict=True)}
     total = sum(c["size"] for a in assessed for c in a.to_copy)
@@ -698,9 +735,11 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
         rep = NodeReport(h.name, a.commit, repaired=list(a.problems), warnings=list(a.warnings))
         copied: dict[str, dict] = {}
         if a.changes:
+            # Full mode hashes each copy and its source whole after copying: the bytes are read 3 times.
+            work = sum(c["size"] for c in a.to_copy) * (3 if full else 1)
             built = call_node(h, "build", {"dst": spec.dst, "remove": a.to_remove, "copy": a.to_copy,
                                            "link": a.to_link, "block": block, "count": count, "full": full},
-                              on_event=bar.sink(h.name))
+                              on_event=bar.sink(h.name), timeout=timeouts.for_bytes(work))
             if built["errors"]:
                 raise LabkitError("; ".join(built["errors"]))
             copied = {c["name"]: c for c in built["copied"]}
@@ -709,8 +748,8 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
             rep.copy_seconds = sum(c["seconds"] for c in built["copied"])
             rep.methods = sorted({c["method"] for c in built["copied"]})
             # Verify what is now on disk, exactly as a later run would.
-            again = assess(probe_node(h, plan, spec, block, count, False, send_source=()), spec, block, count,
-                           False, sources)
+            again = assess(probe_node(h, plan, spec, block, count, False, send_source=(), timeout=timeouts.node),
+                           spec, block, count, False, sources)
             if again.changes or again.commit != a.commit:
                 raise LabkitError(f"view {spec.dst} still incomplete after building: copy "
                                   f"{[c['name'] for c in again.to_copy]}, link {[x['name'] for x in again.to_link]}, "
@@ -730,7 +769,7 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
         written = False
         if not _same_manifest(a.manifest, manifest):
             text = json.dumps({**manifest, "updated": now}, indent=1) + "\n"
-            call_node(h, "write", {"dst": spec.dst, "name": MANIFEST_NAME, "text": text})
+            call_node(h, "write", {"dst": spec.dst, "name": MANIFEST_NAME, "text": text}, timeout=timeouts.node)
             written = True
         rep.seconds = time.monotonic() - t0
         return rep, written
@@ -747,7 +786,8 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
                       {n: r for n, (r, _) in done.items()}, {n: w for n, (_, w) in done.items()})
 
 
-def preflight(plan, hosts: Iterable[HostLike], *, full: bool = False) -> list[list[dict]]:
+def preflight(plan, hosts: Iterable[HostLike], *, full: bool = False,
+              timeouts: Timeouts = Timeouts()) -> list[list[dict]]:
     """Only steps 1-2: per view, the per-node space rows; raises StagingRefused like `stage`. Read-only."""
     hosts = list(hosts)
     specs = [spec for spec in plan.staging if spec.kind == "local-view"]
@@ -757,11 +797,11 @@ def preflight(plan, hosts: Iterable[HostLike], *, full: bool = False) -> list[li
 
     if not specs or not hosts:
         return []
-    assessed, _ = _probe_and_assess(plan, specs, hosts, block, count, full)
+    assessed, _ = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts)
     return [_check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
 
-def check_view(plan, hosts: Iterable[HostLike]) -> dict[str, int]:
+def check_view(plan, hosts: Iterable[HostLike], timeouts: Timeouts = Timeouts()) -> dict[str, int]:
     """Before launch: every link in every view resolves and no partial copy is left; {node: links}.
 
     Raises NodeError naming each node with broken links (and their targets)."""
@@ -772,7 +812,7 @@ def check_view(plan, hosts: Iterable[HostLike]) -> dict[str, int]:
     def one(h: HostLike) -> int:
         total = 0
         for spec in specs:
-            r = call_node(h, "check", {"dst": spec.dst})
+            r = call_node(h, "check", {"dst": spec.dst}, timeout=timeouts.node)
             problems = [f"{spec.dst}/{b['name']} -> {b['target']} is broken" for b in r["broken"]]
             problems += [f"{spec.dst}/{p} is an unfinished copy" for p in r["partials"]]
             if problems:

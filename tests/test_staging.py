@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -577,6 +578,75 @@ def test_two_views_on_one_filesystem_share_its_free_space(tmp_path, small_fs):
     assert list(small_fs.iterdir()) == []
     one = replace(plan, staging=plan.staging[:1])
     assert run(one, [LocalNode("n1")]).views[0].nodes["n1"].copied == 1
+
+
+def _hanging_cache(cache: Path) -> Path:
+    """A cache whose first local file is a FIFO: opening it blocks, as a read on a hung NFS mount does."""
+    snap = make_cache(cache)
+    blob = (snap / LOCAL[0]).resolve()
+    blob.unlink()
+    os.mkfifo(blob)
+    return snap
+
+
+def test_a_hung_probe_fails_naming_the_node_within_its_timeout(tmp_path):
+    from labkit.hosts import LocalHost
+
+    _hanging_cache(tmp_path / "hub")
+    dst = tmp_path / "view"
+    plan = plan_for(tmp_path, tmp_path / "hub", str(dst), ["n1"])
+    t0 = time.monotonic()
+    with pytest.raises(NodeError) as e:
+        staging.stage(plan, [LocalHost("n1")], progress=False, timeouts=staging.Timeouts(node=1.0))
+    assert time.monotonic() - t0 < 10
+    assert set(e.value.failures) == {"n1"} and "probe timed out after 1 s" in e.value.failures["n1"]
+    assert "nothing was changed" in str(e.value) and not dst.exists()
+    with pytest.raises(NodeError, match="n1: staging probe timed out"):
+        staging.preflight(plan, [LocalHost("n1")], timeouts=staging.Timeouts(node=1.0))
+
+
+class TimedHost:
+    """A real local host that records the timeout given to each node-script op."""
+
+    def __init__(self, name: str):
+        from labkit.hosts import LocalHost
+
+        self.name = name
+        self.host = LocalHost(name)
+        self.timeouts: list[tuple[str, float | None]] = []
+
+    def _note(self, cmd, timeout):
+        self.timeouts.append((shlex.split(cmd)[5], timeout))
+
+    def run(self, cmd, timeout=None, stdin=None):
+        self._note(cmd, timeout)
+        return self.host.run(cmd, timeout=timeout, stdin=stdin)
+
+    def run_streaming(self, cmd, timeout=None, stdin=None, on_line=None):
+        self._note(cmd, timeout)
+        return self.host.run_streaming(cmd, timeout=timeout, stdin=stdin, on_line=on_line)
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_every_node_op_has_a_timeout_and_build_scales_with_the_bytes(world, full):
+    plan, snap, dst, _ = world
+    host = TimedHost("n1")
+    t = staging.Timeouts(node=7.0, build_floor=30.0, rate=1e6)
+    staging.stage(plan, [host], progress=False, full=full, timeouts=t)
+    staging.check_view(plan, [host], timeouts=t)
+    ops = dict(host.timeouts)
+    local_bytes = sum(len(default_files()[n]) for n in LOCAL)
+    # build copies the bytes once, and in full mode hashes copy and source again
+    assert ops["build"] == pytest.approx(30.0 + local_bytes * (3 if full else 1) / 1e6)
+    assert ops["write"] == ops["check"] == 7.0
+    probes = [timeout for op, timeout in host.timeouts if op == "probe"]
+    # full: the sampled probe, then one hashing the sources (no copies yet) whole, timed for their bytes;
+    # after the build a sampled verification probe
+    assert probes == ([7.0, pytest.approx(7.0 + local_bytes / 1e6), 7.0] if full else [7.0, 7.0])
+    if full:  # a second run also hashes the copies now in the view
+        host.timeouts.clear()
+        staging.stage(plan, [host], progress=False, full=True, timeouts=t)
+        assert host.timeouts == [("probe", 7.0), ("probe", pytest.approx(7.0 + 2 * local_bytes / 1e6))]
 
 
 def test_node_script_is_stdlib_only():

@@ -690,6 +690,12 @@ def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int
 
     what = "staging preflight (nothing was changed)"
     probes = each_node(hosts, probe_all, what)
+    for i, spec in enumerate(specs):
+        commits = {n: probes[n][i]["commit"] for n in names}
+        if len(set(commits.values())) > 1:
+            raise NodeError(f"{what}: the nodes resolve {spec.repo}@{spec.revision} to different commits "
+                            "(is the shared cache the same on every node?)",
+                            {n: f"{spec.repo}@{spec.revision} is commit {c} here" for n, c in commits.items()})
     try:
         sources = [sources_from([probes[n][i] for n in names], spec, block, count) for i, spec in enumerate(specs)]
     except LabkitError as e:
@@ -778,11 +784,8 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
         done = each_node(hosts, one, f"staging {spec.dst}")
     finally:
         bar.close()
-    commits = {r.commit for r, _ in done.values()}
-    if len(commits) > 1:
-        raise LabkitError(f"nodes resolved {spec.repo}@{spec.revision} to different commits: "
-                          + ", ".join(f"{n}={r.commit}" for n, (r, _) in done.items()))
-    return ViewReport(spec.dst, spec.repo, spec.revision, commits.pop(), full, preflight,
+    # One commit on every node: the preflight refused otherwise, and each node's verification kept it.
+    return ViewReport(spec.dst, spec.repo, spec.revision, assessed[0].commit, full, preflight,
                       {n: r for n, (r, _) in done.items()}, {n: w for n, (_, w) in done.items()})
 
 

@@ -8,13 +8,14 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 from labkit import staging
 from labkit.errors import NodeError
 from labkit.hosts import HostGroup, host_for
-from tests.hf_cache import LOCAL, default_files, make_cache, plan_for, write_recipe
+from tests.hf_cache import COMMIT, LOCAL, default_files, make_cache, plan_for, write_recipe
 from tests.nodes import ADDRESSES
 from tests.test_staging import _hanging_cache
 
@@ -201,3 +202,25 @@ def test_ssh_connections_send_keepalives(nodes):
     h = group.hosts[0]
     h.run("true")
     assert h._cxn.transport.packetizer._Packetizer__keepalive_interval == 15
+
+
+def test_nodes_resolving_different_commits_are_refused_before_any_change(nodes, tmp_path):
+    """Each node's cache (same path, private disk) names a different commit for `main`: the preflight names
+    every node with its commit and no node is changed."""
+    group, dst = nodes
+    other = "fedcba9876543210fedcba9876543210fedcba98"
+    make_cache(tmp_path / "a" / "hub")
+    make_cache(tmp_path / "b" / "hub", commit=other)  # the same files under another commit
+    cache = f"{os.path.dirname(dst)}/hub"
+    for i, h in enumerate(group):
+        src = tmp_path / ("a" if i < 2 else "b") / "hub"
+        h.run(["sh", "-c", 'mkdir -p "$2" && cp -a "$1/." "$2/"', "sh", str(src), cache]).check("copy cache")
+    plan = plan_for(tmp_path, Path(cache), dst, list(ADDRESSES))
+    with pytest.raises(NodeError) as e:
+        staging.stage(plan, group, progress=False)
+    assert "different commits" in str(e.value) and "nothing was changed" in str(e.value)
+    assert set(e.value.failures) == set(ADDRESSES)
+    for i, addr in enumerate(ADDRESSES):
+        assert (COMMIT if i < 2 else other) in e.value.failures[addr]
+    for h in group:
+        assert h.run(["test", "-e", dst]).exit_code == 1, h.name

@@ -473,6 +473,7 @@ class NodeReport:
     adopted: int = 0
     verified: int = 0
     linked: int = 0  # links created or replaced this run
+    removed: int = 0  # leftovers deleted this run (partial copies, stale links); a re-copied file counts as copied
     links_ok: int = 0  # links already correct
     bytes_copied: int = 0
     copy_seconds: float = 0.0
@@ -499,7 +500,7 @@ class ViewReport:
 
     @property
     def verification_only(self) -> bool:
-        return all(n.copied == 0 and n.linked == 0 for n in self.nodes.values()) and not any(
+        return all(n.copied == 0 and n.linked == 0 and n.removed == 0 for n in self.nodes.values()) and not any(
             self.manifest_written.values())
 
 
@@ -528,12 +529,13 @@ class StageReport:
 
         parts = []
         for v in self.views:
-            rows = [[n.node, n.copied, n.adopted, n.verified, n.linked + n.links_ok, format_size(n.bytes_copied),
-                     f"{n.seconds:.1f}", f"{n.mb_per_s:.0f}" if n.mb_per_s else "-"] for n in v.nodes.values()]
+            rows = [[n.node, n.copied, n.adopted, n.verified, n.linked + n.links_ok, n.removed,
+                     format_size(n.bytes_copied), f"{n.seconds:.1f}", f"{n.mb_per_s:.0f}" if n.mb_per_s else "-"]
+                    for n in v.nodes.values()]
             parts.append(f"view {v.dst} ({v.repo}@{v.revision} = {v.commit[:12]}"
                          f"{', full hashes' if v.full else ''})")
-            parts.append(tabulate(rows, headers=["node", "copied", "adopted", "verified", "links", "bytes copied",
-                                                 "seconds", "copy MB/s"]))
+            parts.append(tabulate(rows, headers=["node", "copied", "adopted", "verified", "links", "removed",
+                                                 "bytes copied", "seconds", "copy MB/s"]))
             notes = [m for n in v.nodes.values() for m in n.repaired + n.warnings]
             parts += [f"  note: {m}" for m in notes]
         parts.append("verification only: nothing copied or changed" if self.verification_only else
@@ -750,6 +752,7 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
                 raise LabkitError("; ".join(built["errors"]))
             copied = {c["name"]: c for c in built["copied"]}
             rep.linked = built["linked"]
+            rep.removed = sum(1 for name in built["removed"] if name not in copied)
             rep.bytes_copied = sum(c["bytes"] for c in built["copied"])
             rep.copy_seconds = sum(c["seconds"] for c in built["copied"])
             rep.methods = sorted({c["method"] for c in built["copied"]})

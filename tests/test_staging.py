@@ -174,6 +174,24 @@ def test_stale_partial_and_links_are_cleaned(world):
     assert any("notes.txt" in w for w in node.warnings)
 
 
+@pytest.mark.parametrize("leftover", ["partial", "stale-link"])
+def test_a_run_that_only_removes_leftovers_is_not_verification_only(world, leftover):
+    plan, snap, dst, hosts = world
+    run(plan, hosts)
+    if leftover == "partial":
+        (dst / (stage_node.PARTIAL_PREFIX + LOCAL[1])).write_bytes(b"x" * 5000)
+    else:
+        (dst / "old-shard.safetensors").symlink_to(f"{snap.parent}/{'f' * 40}/old-shard.safetensors")
+    report = run(plan, hosts)
+    node = report.views[0].nodes["n1"]
+    assert (node.removed, node.copied, node.linked) == (1, 0, 0)
+    assert not report.verification_only
+    table = report.table()
+    assert "removed" in table.splitlines()[1] and "verification only" not in table
+    assert report.to_dict()["views"][0]["nodes"]["n1"]["removed"] == 1
+    assert run(plan, hosts).verification_only
+
+
 def test_links_in_a_folder_that_is_not_a_view_are_left_alone(world):
     """A mistyped dst (a folder of the user's own model links, no labkit manifest): staging adds the view's
     entries but deletes none of the user's links; each left link is reported."""

@@ -14,7 +14,8 @@ path (LanePlan.mounts()). Flow per run, every node in parallel:
   1. probe (read-only): resolve the revision, list the snapshot, free bytes of dst's filesystem, state
      and sampled blocks of the local files in the view and in the cache;
   2. preflight: need = bytes of local files not present and valid + min_free vs free (+ reclaimable
-     partial/invalid files); any node short -> StagingRefused before anything changed anywhere;
+     partial/invalid files); views on one filesystem add their copies and count the largest min_free once;
+     nodes resolving different commits, or any node short -> refused before anything changed anywhere;
   3. build (only where something is missing or wrong): remove stale/invalid entries, link, copy to a
      temp name, fsync, check, rename;
   4. verify: probe again, every file must check out; write the manifest atomically if it changed.
@@ -250,7 +251,8 @@ class NodeAssessment:
     to_copy: list[dict]
     to_link: list[dict]
     to_remove: list[str]
-    need: int
+    copy_bytes: int  # local files to copy (missing or invalid)
+    min_free: int  # to stay free on dst's filesystem after staging
     free: int
     reclaim: int
     fs_path: str
@@ -260,6 +262,10 @@ class NodeAssessment:
     warnings: list[str]
     manifest: dict | None
     sources_full: dict[str, str]
+
+    @property
+    def need(self) -> int:
+        return self.copy_bytes + self.min_free
 
     @property
     def margin(self) -> int:
@@ -409,9 +415,8 @@ def assess(probe: dict, spec, block: int, count: int, full: bool,
                             f"{probe['commit']} and not labkit's ({why}); left in place")
         else:
             warnings.append(f"{node}: {spec.dst}/{name} is not part of snapshot {probe['commit']}; left in place")
-    need = sum(c["size"] for c in to_copy) + spec.min_free
-    return NodeAssessment(node, probe["commit"], snapshot, files, links, to_copy, to_link, to_remove, need,
-                          probe["free"], reclaim, probe["fs_path"], probe["fs_dev"], links_ok, problems, warnings,
+    return NodeAssessment(node, probe["commit"], snapshot, files, links, to_copy, to_link, to_remove,
+                          sum(c["size"] for c in to_copy), spec.min_free, probe["free"], reclaim, probe["fs_path"], probe["fs_dev"], links_ok, problems, warnings,
                           manifest, sources_full)
 
 
@@ -457,7 +462,7 @@ def check_space(assessments: list[NodeAssessment], dst: str) -> list[dict]:
         raise StagingRefused(
             f"staging {dst} refused before changing anything on any node: not enough free space on {names} "
             f"(binding node {binding['node']}, short by {format_size(-binding['margin'])}); "
-            "need = local files to copy + min_free\n" + preflight_table(rows), rows)
+            "need = local files to copy + min_free (per filesystem: all its views' copies + their largest min_free)\n" + preflight_table(rows), rows)
     return rows
 
 
@@ -718,12 +723,14 @@ def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int
 
 
 def _check_space_grouped(assessed: list[list[NodeAssessment]], specs, index: int) -> list[dict]:
-    """Space check for view `index`; views on the same filesystem of a node share its free bytes."""
+    """Space check for view `index`; views on the same filesystem of a node share its free bytes: their copies
+    add up, and min_free (what must stay free on that filesystem) counts once, the largest of them."""
     combined = []
     for a in assessed[index]:
-        same_fs = [b for row in assessed for b in row if b is not a and b.node == a.node and b.fs_dev == a.fs_dev]
-        combined.append(replace(a, need=a.need + sum(b.need for b in same_fs),
-                                reclaim=a.reclaim + sum(b.reclaim for b in same_fs)))
+        same_fs = [b for row in assessed for b in row if b.node == a.node and b.fs_dev == a.fs_dev]
+        combined.append(replace(a, copy_bytes=sum(b.copy_bytes for b in same_fs),
+                                min_free=max(b.min_free for b in same_fs),
+                                reclaim=sum(b.reclaim for b in same_fs)))
     return check_space(combined, specs[index].dst)
 
 

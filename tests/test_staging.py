@@ -577,25 +577,43 @@ def test_every_copy_method_makes_an_exact_copy(tmp_path, method):
     assert (dst / LOCAL[0]).read_bytes() == data
 
 
-def test_two_views_on_one_filesystem_share_its_free_space(tmp_path, small_fs):
+def _two_views(tmp_path, small_fs, min_free_a: str, min_free_b: str):
+    """A plan with two views on the 4 MiB tmpfs: a holds LOCAL[0] (2.1 MB), b LOCAL[1] (1.5 MB)."""
     from labkit.recipe import load_recipe
     from tests.hf_cache import write_recipe
 
     cache = tmp_path / "hub"
     make_cache(cache)
-    folder = write_recipe(tmp_path / "recipe", cache, str(small_fs / "a"), ["n1"], local=LOCAL[:1], min_free="500k")
+    folder = write_recipe(tmp_path / "recipe", cache, str(small_fs / "a"), ["n1"], local=LOCAL[:1],
+                          min_free=min_free_a)
     text = (folder / "recipe.toml").read_text()
     second = text[text.index("[[staging]]"):].replace(str(small_fs / "a"), str(small_fs / "b")).replace(
-        LOCAL[0], LOCAL[1])
+        LOCAL[0], LOCAL[1]).replace(f'min_free = "{min_free_a}"', f'min_free = "{min_free_b}"')
     (folder / "recipe.toml").write_text(text + "\n" + second)
     plan = load_recipe(folder).resolve()
     assert len(plan.staging) == 2
-    # Alone each fits (2.6 MB and 2.0 MB of 4.2 MB); together (4.6 MB) they do not.
-    with pytest.raises(staging.StagingRefused, match="binding node n1"):
+    return plan
+
+
+def test_two_views_on_one_filesystem_share_its_free_space(tmp_path, small_fs):
+    plan = _two_views(tmp_path, small_fs, "700k", "700k")
+    # Alone each fits (2.8 MB and 2.2 MB of 4.19 MB); together 3.6 MB of copies + 0.7 MB min_free do not.
+    with pytest.raises(staging.StagingRefused, match="binding node n1") as e:
         run(plan, [LocalNode("n1")])
+    assert e.value.rows[0]["need"] == 3_600_000 + 700_000
     assert list(small_fs.iterdir()) == []
     one = replace(plan, staging=plan.staging[:1])
     assert run(one, [LocalNode("n1")]).views[0].nodes["n1"].copied == 1
+
+
+def test_min_free_counts_once_per_filesystem(tmp_path, small_fs):
+    """min_free is what must stay free on the filesystem, not per view: two views that fit with the largest
+    min_free counted once (3.6 MB + 0.5 MB of 4.19 MB) are staged, not refused (0.7 MB counted twice)."""
+    plan = _two_views(tmp_path, small_fs, "500k", "200k")
+    rows = staging.preflight(plan, [LocalNode("n1")])
+    assert [r[0]["need"] for r in rows] == [3_600_000 + 500_000] * 2
+    report = run(plan, [LocalNode("n1")])
+    assert [v.nodes["n1"].copied for v in report.views] == [1, 1]
 
 
 def _hanging_cache(cache: Path) -> Path:

@@ -288,6 +288,7 @@ class SshHost(Host):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             cxn.connect_kwargs["sock"] = sock
             cxn.open()
+            cxn.transport.set_keepalive(15)  # a node gone off the network is noticed on a quiet connection too
         except Exception as e:  # paramiko/socket raise many types; all mean "cannot reach"
             if sock is not None:
                 sock.close()

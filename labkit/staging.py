@@ -14,7 +14,8 @@ path (LanePlan.mounts()). Flow per run, every node in parallel:
   1. probe (read-only): resolve the revision, list the snapshot, free bytes of dst's filesystem, state
      and sampled blocks of the local files in the view and in the cache;
   2. preflight: need = bytes of local files not present and valid + min_free vs free (+ reclaimable
-     partial/invalid files); any node short -> StagingRefused before anything changed anywhere;
+     partial/invalid files); views on one filesystem add their copies and count the largest min_free once;
+     nodes resolving different commits, or any node short -> refused before anything changed anywhere;
   3. build (only where something is missing or wrong): remove stale/invalid entries, link, copy to a
      temp name, fsync, check, rename;
   4. verify: probe again, every file must check out; write the manifest atomically if it changed.
@@ -36,6 +37,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import posixpath
 import re
 import shlex
 import sys
@@ -51,7 +53,7 @@ import xxhash
 
 from labkit import schema as s
 from labkit.errors import LabkitError, NodeError, RecipeError
-from labkit.hosts import HostError, map_nodes
+from labkit.hosts import CommandTimeout, HostError, map_nodes
 from labkit.io_probe import parse_mountstats
 from labkit.node import stage_node as node_side
 from labkit.units import format_size
@@ -128,20 +130,42 @@ def parse_node_output(node: str, op: str, stdout: str, stderr: str, exit_code: i
     return result
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds a node may take per node-script op; past it the op is ended there and the node is named as
+    failed. Without them a node that drops off the network, or a read on a hung NFS mount, blocks staging
+    (and serve) forever.
+
+    `node`: probe (sampled blocks, ~0.5 MB per local file), write, check. Ops that read whole files (build's
+    copy, full-mode hashing) get `build_floor + bytes / rate`: `rate` is a deliberately low disk/NFS speed."""
+
+    node: float = 120.0
+    build_floor: float = 300.0
+    rate: float = 50e6  # bytes/s
+
+    def for_bytes(self, n: int, base: float | None = None) -> float:
+        return (self.build_floor if base is None else base) + n / self.rate
+
+
 def call_node(host: HostLike, op: str, request: dict, on_event: EventSink | None = None,
               timeout: float | None = None) -> dict:
     """Run one op of the node script on `host`. Progress lines stream to on_event when the host can
-    stream stdout (`run_streaming`), else they arrive when the op ends."""
+    stream stdout (`run_streaming`), else they arrive when the op ends. A timeout raises LabkitError
+    naming the node."""
     cmd = node_command(op, request)
     streaming = getattr(host, "run_streaming", None)
-    if on_event is not None and streaming is not None:
-        def on_line(line: str) -> None:
-            if line.startswith('{"') and '"event": "progress"' in line:
-                on_event(json.loads(line))
+    try:
+        if on_event is not None and streaming is not None:
+            def on_line(line: str) -> None:
+                if line.startswith('{"') and '"event": "progress"' in line:
+                    on_event(json.loads(line))
 
-        r = streaming(cmd, timeout=timeout, on_line=on_line)
-        return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, None)
-    r = host.run(cmd, timeout=timeout)
+            r = streaming(cmd, timeout=timeout, on_line=on_line)
+            return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, None)
+        r = host.run(cmd, timeout=timeout)
+    except CommandTimeout:
+        raise LabkitError(f"{host.name}: staging {op} timed out after {timeout:g} s and was ended "
+                          "(node unreachable, or a hung filesystem under the shared cache or the view?)")
     return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, on_event)
 
 
@@ -227,7 +251,8 @@ class NodeAssessment:
     to_copy: list[dict]
     to_link: list[dict]
     to_remove: list[str]
-    need: int
+    copy_bytes: int  # local files to copy (missing or invalid)
+    min_free: int  # to stay free on dst's filesystem after staging
     free: int
     reclaim: int
     fs_path: str
@@ -237,6 +262,10 @@ class NodeAssessment:
     warnings: list[str]
     manifest: dict | None
     sources_full: dict[str, str]
+
+    @property
+    def need(self) -> int:
+        return self.copy_bytes + self.min_free
 
     @property
     def margin(self) -> int:
@@ -374,16 +403,35 @@ def assess(probe: dict, spec, block: int, count: int, full: bool,
         to_remove.append(p["name"])
         reclaim += p["alloc"]
         warnings.append(f"{node}: removing {spec.dst}/{p['name']} left by an interrupted stage")
+    owned = view_owned_names(manifest)
+    repo_dir = posixpath.dirname(posixpath.dirname(snapshot))  # <shared_cache>/models--org--name
     for name, have in probe["extra"].items():
-        if have["state"] == "link":
+        if have["state"] == "link" and (name in owned or _points_into(have["target"], repo_dir)):
             to_remove.append(name)
             warnings.append(f"{node}: removing stale link {spec.dst}/{name} (not in snapshot {probe['commit']})")
+        elif have["state"] == "link":
+            why = "the view's manifest does not list it" if owned else f"{spec.dst} has no labkit manifest"
+            warnings.append(f"{node}: {spec.dst}/{name} -> {have['target']} is not part of snapshot "
+                            f"{probe['commit']} and not labkit's ({why}); left in place")
         else:
             warnings.append(f"{node}: {spec.dst}/{name} is not part of snapshot {probe['commit']}; left in place")
-    need = sum(c["size"] for c in to_copy) + spec.min_free
-    return NodeAssessment(node, probe["commit"], snapshot, files, links, to_copy, to_link, to_remove, need,
-                          probe["free"], reclaim, probe["fs_path"], probe["fs_dev"], links_ok, problems, warnings,
+    return NodeAssessment(node, probe["commit"], snapshot, files, links, to_copy, to_link, to_remove,
+                          sum(c["size"] for c in to_copy), spec.min_free, probe["free"], reclaim, probe["fs_path"], probe["fs_dev"], links_ok, problems, warnings,
                           manifest, sources_full)
+
+
+def view_owned_names(manifest: Any) -> set[str]:
+    """Names a labkit manifest records as made by staging (its links and copies); empty for a folder without
+    a valid manifest, whose entries are someone else's (e.g. a mistyped dst holding the user's model links)."""
+    if not isinstance(manifest, dict) or manifest.get("kind") != "local-view":
+        return set()
+    links, files = manifest.get("links"), manifest.get("files")
+    return set(links if isinstance(links, dict) else ()) | set(files if isinstance(files, dict) else ())
+
+
+def _points_into(target: str, folder: str) -> bool:
+    """True for an absolute link target inside `folder` (after normalising any '..')."""
+    return target.startswith("/") and posixpath.normpath(target).startswith(folder.rstrip("/") + "/")
 
 
 def preflight_rows(assessments: list[NodeAssessment]) -> list[dict]:
@@ -414,7 +462,7 @@ def check_space(assessments: list[NodeAssessment], dst: str) -> list[dict]:
         raise StagingRefused(
             f"staging {dst} refused before changing anything on any node: not enough free space on {names} "
             f"(binding node {binding['node']}, short by {format_size(-binding['margin'])}); "
-            "need = local files to copy + min_free\n" + preflight_table(rows), rows)
+            "need = local files to copy + min_free (per filesystem: all its views' copies + their largest min_free)\n" + preflight_table(rows), rows)
     return rows
 
 
@@ -430,6 +478,7 @@ class NodeReport:
     adopted: int = 0
     verified: int = 0
     linked: int = 0  # links created or replaced this run
+    removed: int = 0  # leftovers deleted this run (partial copies, stale links); a re-copied file counts as copied
     links_ok: int = 0  # links already correct
     bytes_copied: int = 0
     copy_seconds: float = 0.0
@@ -456,7 +505,7 @@ class ViewReport:
 
     @property
     def verification_only(self) -> bool:
-        return all(n.copied == 0 and n.linked == 0 for n in self.nodes.values()) and not any(
+        return all(n.copied == 0 and n.linked == 0 and n.removed == 0 for n in self.nodes.values()) and not any(
             self.manifest_written.values())
 
 
@@ -485,12 +534,13 @@ class StageReport:
 
         parts = []
         for v in self.views:
-            rows = [[n.node, n.copied, n.adopted, n.verified, n.linked + n.links_ok, format_size(n.bytes_copied),
-                     f"{n.seconds:.1f}", f"{n.mb_per_s:.0f}" if n.mb_per_s else "-"] for n in v.nodes.values()]
+            rows = [[n.node, n.copied, n.adopted, n.verified, n.linked + n.links_ok, n.removed,
+                     format_size(n.bytes_copied), f"{n.seconds:.1f}", f"{n.mb_per_s:.0f}" if n.mb_per_s else "-"]
+                    for n in v.nodes.values()]
             parts.append(f"view {v.dst} ({v.repo}@{v.revision} = {v.commit[:12]}"
                          f"{', full hashes' if v.full else ''})")
-            parts.append(tabulate(rows, headers=["node", "copied", "adopted", "verified", "links", "bytes copied",
-                                                 "seconds", "copy MB/s"]))
+            parts.append(tabulate(rows, headers=["node", "copied", "adopted", "verified", "links", "removed",
+                                                 "bytes copied", "seconds", "copy MB/s"]))
             notes = [m for n in v.nodes.values() for m in n.repaired + n.warnings]
             parts += [f"  note: {m}" for m in notes]
         parts.append("verification only: nothing copied or changed" if self.verification_only else
@@ -544,16 +594,22 @@ class CopyProgress:
 
 
 def probe_node(h: HostLike, plan, spec, block: int, count: int, full: bool,
-               send_source: Iterable[str] | None = None) -> dict:
+               send_source: Iterable[str] | None = None, timeout: float | None = None) -> dict:
     """The node's read-only view of the cache and `spec.dst`, labelled with the host's name.
 
     `send_source`: local files whose raw sampled source blocks this node returns (default: all)."""
     request = {"repo_cache": repo_cache_path(plan.cluster.shared_cache, spec.repo), "revision": spec.revision,
                "dst": spec.dst, "local": list(spec.local), "block": block, "count": count, "full": full,
                "send_source": list(spec.local if send_source is None else send_source)}
-    out = call_node(h, "probe", request)
+    out = call_node(h, "probe", request, timeout=timeout)
     out["hostname"], out["node"] = out.get("node"), h.name
     return out
+
+
+def _full_bytes(probe: dict, spec) -> int:
+    """Bytes a full-mode probe hashes whole: each local file in the cache and its copy in the view."""
+    src = sum(e.get("size", 0) for n, e in probe["entries"].items() if n in spec.local)
+    return src + sum(v.get("size", 0) for n, v in probe["view"].items() if n in spec.local)
 
 
 def build_manifest(spec, shared_cache: str, a: NodeAssessment, copied: dict[str, dict], block: int, count: int,
@@ -592,11 +648,12 @@ def _same_manifest(old: dict | None, new: dict) -> bool:
 
 
 def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool = True,
-          block: int = node_side.SAMPLE_BLOCK, count: int = node_side.SAMPLE_COUNT) -> StageReport:
+          block: int = node_side.SAMPLE_BLOCK, count: int = node_side.SAMPLE_COUNT,
+          timeouts: Timeouts = Timeouts()) -> StageReport:
     """Build and verify every local-view staging entry of `plan` on every host; see the module doc.
 
     Raises StagingRefused (nothing changed) when a node lacks space, NodeError naming nodes whose probe,
-    build or verification failed, RecipeError for a plan whose staging paths are unsafe.
+    build or verification failed or timed out, RecipeError for a plan whose staging paths are unsafe.
     """
     t0 = time.monotonic()
     hosts = list(hosts)
@@ -607,32 +664,45 @@ def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool
         return StageReport([], 0.0)
 
     # 1+2: probe everything, refuse before any change.
-    assessed, sources = _probe_and_assess(plan, specs, hosts, block, count, full)
+    assessed, sources = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts)
     preflights = [_check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
     reports = []
     for i, spec in enumerate(specs):
         reports.append(_stage_view(plan, spec, hosts, assessed[i], preflights[i], sources[i], full, progress, block,
-                                   count))
+                                   count, timeouts))
     return StageReport(reports, time.monotonic() - t0)
 
 
-def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int,
-                      full: bool) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
+def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int, full: bool,
+                      timeouts: Timeouts) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
     """Probe every node (in parallel, read-only) and assess each.
 
     The raw source blocks of local file j come from node j mod N only (spreading the transfer: fabric moves
-    stdout slowly), every node compares its own copy with the source it reads itself."""
+    stdout slowly), every node compares its own copy with the source it reads itself. Full mode probes
+    twice: sampled first (short timeout, gives the sizes), then with whole-file hashes, timed for their bytes."""
     names = [h.name for h in hosts]
 
-    def probe_all(h: HostLike) -> list[dict]:
+    def probe_one(h: HostLike, spec) -> dict:
         k = names.index(h.name)
-        return [probe_node(h, plan, spec, block, count, full,
-                           send_source=[f for j, f in enumerate(spec.local) if j % len(names) == k])
-                for spec in specs]
+        send = [f for j, f in enumerate(spec.local) if j % len(names) == k]
+        probe = probe_node(h, plan, spec, block, count, False, send_source=send, timeout=timeouts.node)
+        if not full:
+            return probe
+        return probe_node(h, plan, spec, block, count, True, send_source=send,
+                          timeout=timeouts.for_bytes(_full_bytes(probe, spec), base=timeouts.node))
+
+    def probe_all(h: HostLike) -> list[dict]:
+        return [probe_one(h, spec) for spec in specs]
 
     what = "staging preflight (nothing was changed)"
     probes = each_node(hosts, probe_all, what)
+    for i, spec in enumerate(specs):
+        commits = {n: probes[n][i]["commit"] for n in names}
+        if len(set(commits.values())) > 1:
+            raise NodeError(f"{what}: the nodes resolve {spec.repo}@{spec.revision} to different commits "
+                            "(is the shared cache the same on every node?)",
+                            {n: f"{spec.repo}@{spec.revision} is commit {c} here" for n, c in commits.items()})
     try:
         sources = [sources_from([probes[n][i] for n in names], spec, block, count) for i, spec in enumerate(specs)]
     except LabkitError as e:
@@ -653,17 +723,20 @@ def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int
 
 
 def _check_space_grouped(assessed: list[list[NodeAssessment]], specs, index: int) -> list[dict]:
-    """Space check for view `index`; views on the same filesystem of a node share its free bytes."""
+    """Space check for view `index`; views on the same filesystem of a node share its free bytes: their copies
+    add up, and min_free (what must stay free on that filesystem) counts once, the largest of them."""
     combined = []
     for a in assessed[index]:
-        same_fs = [b for row in assessed for b in row if b is not a and b.node == a.node and b.fs_dev == a.fs_dev]
-        combined.append(replace(a, need=a.need + sum(b.need for b in same_fs),
-                                reclaim=a.reclaim + sum(b.reclaim for b in same_fs)))
+        same_fs = [b for row in assessed for b in row if b.node == a.node and b.fs_dev == a.fs_dev]
+        combined.append(replace(a, copy_bytes=sum(b.copy_bytes for b in same_fs),
+                                min_free=max(b.min_free for b in same_fs),
+                                reclaim=sum(b.reclaim for b in same_fs)))
     return check_space(combined, specs[index].dst)
 
 
 def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment], preflight: list[dict],
-                sources: dict[str, Source], full: bool, progress: bool, block: int, count: int) -> ViewReport:
+                sources: dict[str, Source], full: bool, progress: bool, block: int, count: int,
+                timeouts: Timeouts) -> ViewReport:
     by_node = {a.node: a for a in assessed}
     node_of = {h.name: by_node[a.node] for h, a in zip(hosts, assessed, strict=True)}
     total = sum(c["size"] for a in assessed for c in a.to_copy)
@@ -677,19 +750,22 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
         rep = NodeReport(h.name, a.commit, repaired=list(a.problems), warnings=list(a.warnings))
         copied: dict[str, dict] = {}
         if a.changes:
+            # Full mode hashes each copy and its source whole after copying: the bytes are read 3 times.
+            work = sum(c["size"] for c in a.to_copy) * (3 if full else 1)
             built = call_node(h, "build", {"dst": spec.dst, "remove": a.to_remove, "copy": a.to_copy,
                                            "link": a.to_link, "block": block, "count": count, "full": full},
-                              on_event=bar.sink(h.name))
+                              on_event=bar.sink(h.name), timeout=timeouts.for_bytes(work))
             if built["errors"]:
                 raise LabkitError("; ".join(built["errors"]))
             copied = {c["name"]: c for c in built["copied"]}
             rep.linked = built["linked"]
+            rep.removed = sum(1 for name in built["removed"] if name not in copied)
             rep.bytes_copied = sum(c["bytes"] for c in built["copied"])
             rep.copy_seconds = sum(c["seconds"] for c in built["copied"])
             rep.methods = sorted({c["method"] for c in built["copied"]})
             # Verify what is now on disk, exactly as a later run would.
-            again = assess(probe_node(h, plan, spec, block, count, False, send_source=()), spec, block, count,
-                           False, sources)
+            again = assess(probe_node(h, plan, spec, block, count, False, send_source=(), timeout=timeouts.node),
+                           spec, block, count, False, sources)
             if again.changes or again.commit != a.commit:
                 raise LabkitError(f"view {spec.dst} still incomplete after building: copy "
                                   f"{[c['name'] for c in again.to_copy]}, link {[x['name'] for x in again.to_link]}, "
@@ -709,7 +785,7 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
         written = False
         if not _same_manifest(a.manifest, manifest):
             text = json.dumps({**manifest, "updated": now}, indent=1) + "\n"
-            call_node(h, "write", {"dst": spec.dst, "name": MANIFEST_NAME, "text": text})
+            call_node(h, "write", {"dst": spec.dst, "name": MANIFEST_NAME, "text": text}, timeout=timeouts.node)
             written = True
         rep.seconds = time.monotonic() - t0
         return rep, written
@@ -718,15 +794,13 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
         done = each_node(hosts, one, f"staging {spec.dst}")
     finally:
         bar.close()
-    commits = {r.commit for r, _ in done.values()}
-    if len(commits) > 1:
-        raise LabkitError(f"nodes resolved {spec.repo}@{spec.revision} to different commits: "
-                          + ", ".join(f"{n}={r.commit}" for n, (r, _) in done.items()))
-    return ViewReport(spec.dst, spec.repo, spec.revision, commits.pop(), full, preflight,
+    # One commit on every node: the preflight refused otherwise, and each node's verification kept it.
+    return ViewReport(spec.dst, spec.repo, spec.revision, assessed[0].commit, full, preflight,
                       {n: r for n, (r, _) in done.items()}, {n: w for n, (_, w) in done.items()})
 
 
-def preflight(plan, hosts: Iterable[HostLike], *, full: bool = False) -> list[list[dict]]:
+def preflight(plan, hosts: Iterable[HostLike], *, full: bool = False,
+              timeouts: Timeouts = Timeouts()) -> list[list[dict]]:
     """Only steps 1-2: per view, the per-node space rows; raises StagingRefused like `stage`. Read-only."""
     hosts = list(hosts)
     specs = [spec for spec in plan.staging if spec.kind == "local-view"]
@@ -736,11 +810,11 @@ def preflight(plan, hosts: Iterable[HostLike], *, full: bool = False) -> list[li
 
     if not specs or not hosts:
         return []
-    assessed, _ = _probe_and_assess(plan, specs, hosts, block, count, full)
+    assessed, _ = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts)
     return [_check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
 
-def check_view(plan, hosts: Iterable[HostLike]) -> dict[str, int]:
+def check_view(plan, hosts: Iterable[HostLike], timeouts: Timeouts = Timeouts()) -> dict[str, int]:
     """Before launch: every link in every view resolves and no partial copy is left; {node: links}.
 
     Raises NodeError naming each node with broken links (and their targets)."""
@@ -751,7 +825,7 @@ def check_view(plan, hosts: Iterable[HostLike]) -> dict[str, int]:
     def one(h: HostLike) -> int:
         total = 0
         for spec in specs:
-            r = call_node(h, "check", {"dst": spec.dst})
+            r = call_node(h, "check", {"dst": spec.dst}, timeout=timeouts.node)
             problems = [f"{spec.dst}/{b['name']} -> {b['target']} is broken" for b in r["broken"]]
             problems += [f"{spec.dst}/{p} is an unfinished copy" for p in r["partials"]]
             if problems:

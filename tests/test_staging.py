@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -158,7 +159,8 @@ def test_stale_partial_and_links_are_cleaned(world):
     plan, snap, dst, hosts = world
     run(plan, hosts)
     (dst / (stage_node.PARTIAL_PREFIX + LOCAL[1])).write_bytes(b"x" * 5000)
-    (dst / "old-shard.safetensors").symlink_to("/nonexistent/blob")
+    # A link of an older snapshot of this repo (into its cache folder): stale, removed.
+    (dst / "old-shard.safetensors").symlink_to(f"{snap.parent}/{'f' * 40}/old-shard.safetensors")
     (dst / "config.json").unlink()
     (dst / "config.json").symlink_to("/elsewhere/config.json")
     (dst / "notes.txt").write_text("mine")
@@ -170,6 +172,59 @@ def test_stale_partial_and_links_are_cleaned(world):
     assert os.readlink(dst / "config.json") == f"{snap}/config.json"
     assert (dst / "notes.txt").read_text() == "mine"  # not ours: left, with a warning
     assert any("notes.txt" in w for w in node.warnings)
+
+
+@pytest.mark.parametrize("leftover", ["partial", "stale-link"])
+def test_a_run_that_only_removes_leftovers_is_not_verification_only(world, leftover):
+    plan, snap, dst, hosts = world
+    run(plan, hosts)
+    if leftover == "partial":
+        (dst / (stage_node.PARTIAL_PREFIX + LOCAL[1])).write_bytes(b"x" * 5000)
+    else:
+        (dst / "old-shard.safetensors").symlink_to(f"{snap.parent}/{'f' * 40}/old-shard.safetensors")
+    report = run(plan, hosts)
+    node = report.views[0].nodes["n1"]
+    assert (node.removed, node.copied, node.linked) == (1, 0, 0)
+    assert not report.verification_only
+    table = report.table()
+    assert "removed" in table.splitlines()[1] and "verification only" not in table
+    assert report.to_dict()["views"][0]["nodes"]["n1"]["removed"] == 1
+    assert run(plan, hosts).verification_only
+
+
+def test_links_in_a_folder_that_is_not_a_view_are_left_alone(world):
+    """A mistyped dst (a folder of the user's own model links, no labkit manifest): staging adds the view's
+    entries but deletes none of the user's links; each left link is reported."""
+    plan, snap, dst, hosts = world
+    dst.mkdir(parents=True)
+    mine = {"other-model": "/data/models/other", "notes": "../notes.txt", "tiny-v2": f"{snap.parent.parent}-v2/snapshots/x"}
+    for name, target in mine.items():
+        (dst / name).symlink_to(target)
+    stale = dst / "old-shard.safetensors"  # into this repo's cache folder: labkit's own kind of link
+    stale.symlink_to(f"{snap.parent}/{'f' * 40}/old-shard.safetensors")
+    node = run(plan, hosts).views[0].nodes["n1"]
+    assert {n: os.readlink(dst / n) for n in mine} == mine
+    assert not os.path.lexists(stale)
+    for name in mine:
+        assert any(f"{dst}/{name}" in w and "left in place" in w for w in node.warnings), name
+    assert (dst / LOCAL[0]).is_file() and (dst / "config.json").is_symlink()
+
+
+def test_links_a_view_manifest_lists_are_removed_when_stale(world):
+    """Links the view's manifest lists are labkit's even when they point elsewhere (e.g. a moved cache)."""
+    plan, snap, dst, hosts = world
+    run(plan, hosts)
+    manifest_path = dst / staging.MANIFEST_NAME
+    manifest = json.loads(manifest_path.read_text())
+    manifest["links"]["retired.json"] = "/old/cache/retired.json"
+    manifest_path.write_text(json.dumps(manifest))
+    (dst / "retired.json").symlink_to("/old/cache/retired.json")
+    (dst / "users-link").symlink_to("/data/elsewhere")  # not listed, not into the cache: left
+    node = run(plan, hosts).views[0].nodes["n1"]
+    assert not os.path.lexists(dst / "retired.json")
+    assert os.readlink(dst / "users-link") == "/data/elsewhere"
+    assert any("users-link" in w and "left in place" in w for w in node.warnings)
+    assert "retired.json" not in json.loads(manifest_path.read_text())["links"]
 
 
 def test_revision_is_resolved_through_refs_and_missing_ref_names_node_and_path(tmp_path):
@@ -522,25 +577,112 @@ def test_every_copy_method_makes_an_exact_copy(tmp_path, method):
     assert (dst / LOCAL[0]).read_bytes() == data
 
 
-def test_two_views_on_one_filesystem_share_its_free_space(tmp_path, small_fs):
+def _two_views(tmp_path, small_fs, min_free_a: str, min_free_b: str):
+    """A plan with two views on the 4 MiB tmpfs: a holds LOCAL[0] (2.1 MB), b LOCAL[1] (1.5 MB)."""
     from labkit.recipe import load_recipe
     from tests.hf_cache import write_recipe
 
     cache = tmp_path / "hub"
     make_cache(cache)
-    folder = write_recipe(tmp_path / "recipe", cache, str(small_fs / "a"), ["n1"], local=LOCAL[:1], min_free="500k")
+    folder = write_recipe(tmp_path / "recipe", cache, str(small_fs / "a"), ["n1"], local=LOCAL[:1],
+                          min_free=min_free_a)
     text = (folder / "recipe.toml").read_text()
     second = text[text.index("[[staging]]"):].replace(str(small_fs / "a"), str(small_fs / "b")).replace(
-        LOCAL[0], LOCAL[1])
+        LOCAL[0], LOCAL[1]).replace(f'min_free = "{min_free_a}"', f'min_free = "{min_free_b}"')
     (folder / "recipe.toml").write_text(text + "\n" + second)
     plan = load_recipe(folder).resolve()
     assert len(plan.staging) == 2
-    # Alone each fits (2.6 MB and 2.0 MB of 4.2 MB); together (4.6 MB) they do not.
-    with pytest.raises(staging.StagingRefused, match="binding node n1"):
+    return plan
+
+
+def test_two_views_on_one_filesystem_share_its_free_space(tmp_path, small_fs):
+    plan = _two_views(tmp_path, small_fs, "700k", "700k")
+    # Alone each fits (2.8 MB and 2.2 MB of 4.19 MB); together 3.6 MB of copies + 0.7 MB min_free do not.
+    with pytest.raises(staging.StagingRefused, match="binding node n1") as e:
         run(plan, [LocalNode("n1")])
+    assert e.value.rows[0]["need"] == 3_600_000 + 700_000
     assert list(small_fs.iterdir()) == []
     one = replace(plan, staging=plan.staging[:1])
     assert run(one, [LocalNode("n1")]).views[0].nodes["n1"].copied == 1
+
+
+def test_min_free_counts_once_per_filesystem(tmp_path, small_fs):
+    """min_free is what must stay free on the filesystem, not per view: two views that fit with the largest
+    min_free counted once (3.6 MB + 0.5 MB of 4.19 MB) are staged, not refused (0.7 MB counted twice)."""
+    plan = _two_views(tmp_path, small_fs, "500k", "200k")
+    rows = staging.preflight(plan, [LocalNode("n1")])
+    assert [r[0]["need"] for r in rows] == [3_600_000 + 500_000] * 2
+    report = run(plan, [LocalNode("n1")])
+    assert [v.nodes["n1"].copied for v in report.views] == [1, 1]
+
+
+def _hanging_cache(cache: Path) -> Path:
+    """A cache whose first local file is a FIFO: opening it blocks, as a read on a hung NFS mount does."""
+    snap = make_cache(cache)
+    blob = (snap / LOCAL[0]).resolve()
+    blob.unlink()
+    os.mkfifo(blob)
+    return snap
+
+
+def test_a_hung_probe_fails_naming_the_node_within_its_timeout(tmp_path):
+    from labkit.hosts import LocalHost
+
+    _hanging_cache(tmp_path / "hub")
+    dst = tmp_path / "view"
+    plan = plan_for(tmp_path, tmp_path / "hub", str(dst), ["n1"])
+    t0 = time.monotonic()
+    with pytest.raises(NodeError) as e:
+        staging.stage(plan, [LocalHost("n1")], progress=False, timeouts=staging.Timeouts(node=1.0))
+    assert time.monotonic() - t0 < 10
+    assert set(e.value.failures) == {"n1"} and "probe timed out after 1 s" in e.value.failures["n1"]
+    assert "nothing was changed" in str(e.value) and not dst.exists()
+    with pytest.raises(NodeError, match="n1: staging probe timed out"):
+        staging.preflight(plan, [LocalHost("n1")], timeouts=staging.Timeouts(node=1.0))
+
+
+class TimedHost:
+    """A real local host that records the timeout given to each node-script op."""
+
+    def __init__(self, name: str):
+        from labkit.hosts import LocalHost
+
+        self.name = name
+        self.host = LocalHost(name)
+        self.timeouts: list[tuple[str, float | None]] = []
+
+    def _note(self, cmd, timeout):
+        self.timeouts.append((shlex.split(cmd)[5], timeout))
+
+    def run(self, cmd, timeout=None, stdin=None):
+        self._note(cmd, timeout)
+        return self.host.run(cmd, timeout=timeout, stdin=stdin)
+
+    def run_streaming(self, cmd, timeout=None, stdin=None, on_line=None):
+        self._note(cmd, timeout)
+        return self.host.run_streaming(cmd, timeout=timeout, stdin=stdin, on_line=on_line)
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_every_node_op_has_a_timeout_and_build_scales_with_the_bytes(world, full):
+    plan, snap, dst, _ = world
+    host = TimedHost("n1")
+    t = staging.Timeouts(node=7.0, build_floor=30.0, rate=1e6)
+    staging.stage(plan, [host], progress=False, full=full, timeouts=t)
+    staging.check_view(plan, [host], timeouts=t)
+    ops = dict(host.timeouts)
+    local_bytes = sum(len(default_files()[n]) for n in LOCAL)
+    # build copies the bytes once, and in full mode hashes copy and source again
+    assert ops["build"] == pytest.approx(30.0 + local_bytes * (3 if full else 1) / 1e6)
+    assert ops["write"] == ops["check"] == 7.0
+    probes = [timeout for op, timeout in host.timeouts if op == "probe"]
+    # full: the sampled probe, then one hashing the sources (no copies yet) whole, timed for their bytes;
+    # after the build a sampled verification probe
+    assert probes == ([7.0, pytest.approx(7.0 + local_bytes / 1e6), 7.0] if full else [7.0, 7.0])
+    if full:  # a second run also hashes the copies now in the view
+        host.timeouts.clear()
+        staging.stage(plan, [host], progress=False, full=True, timeouts=t)
+        assert host.timeouts == [("probe", 7.0), ("probe", pytest.approx(7.0 + 2 * local_bytes / 1e6))]
 
 
 def test_node_script_is_stdlib_only():

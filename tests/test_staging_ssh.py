@@ -6,15 +6,18 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 from labkit import staging
 from labkit.errors import NodeError
 from labkit.hosts import HostGroup, host_for
-from tests.hf_cache import LOCAL, default_files, make_cache, plan_for, write_recipe
+from tests.hf_cache import COMMIT, LOCAL, default_files, make_cache, plan_for, write_recipe
 from tests.nodes import ADDRESSES
+from tests.test_staging import _hanging_cache
 
 SHORT = "127.0.0.4"  # dgx7, the lab note's binding node
 
@@ -157,3 +160,67 @@ def test_unreachable_node_fails_the_preflight_and_nothing_is_changed(nodes, tmp_
     assert set(e.value.failures) == {"127.0.0.9"}
     for h in group.hosts[:3]:
         assert h.run(["test", "-e", os.path.dirname(dst)]).exit_code == 1
+
+
+def test_users_links_in_a_non_view_dst_survive_on_every_node(nodes, tmp_path):
+    """dst mistyped as a folder of the user's own model links (no manifest): nothing of the user's is deleted."""
+    group, dst = nodes
+    make_cache(tmp_path / "nas" / "hub")
+    plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
+    group.run(["sh", "-c", 'mkdir -p "$1" && ln -s /usr/share "$1/other-model"', "sh", dst], "user's links")
+    report = staging.stage(plan, group, progress=False)
+    for h in group:
+        listing = remote_json(h, LIST_VIEW.format(dst=dst))
+        assert listing["other-model"]["link"] == "/usr/share", h.name
+        assert listing[LOCAL[0]]["link"] is None and listing["config.json"]["ok"]
+        assert any("other-model" in w and "left in place" in w for w in report.views[0].nodes[h.name].warnings)
+
+
+def test_a_node_whose_probe_hangs_is_named_within_the_timeout(nodes, tmp_path, cluster):
+    """A hung read (a FIFO where the shared cache has a shard) on every node: each node is named, within the
+    timeout, nothing is changed and no node-script process is left behind on the nodes."""
+    group, dst = nodes
+    _hanging_cache(tmp_path / "nas" / "hub")
+    plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
+    t0 = time.monotonic()
+    with pytest.raises(NodeError) as e:
+        staging.stage(plan, group, progress=False, timeouts=staging.Timeouts(node=2.0))
+    assert time.monotonic() - t0 < 12
+    assert set(e.value.failures) == set(ADDRESSES)
+    assert all("probe timed out after 2 s" in why for why in e.value.failures.values())
+    for h in group:
+        assert h.run(["test", "-e", os.path.dirname(dst)]).exit_code == 1
+    deadline = time.monotonic() + 10
+    while any("Node side of staging" in cmd for _, cmd in cluster.processes()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [cmd[:80] for _, cmd in cluster.processes() if "Node side of staging" in cmd]
+
+
+def test_ssh_connections_send_keepalives(nodes):
+    """A node that drops off the network is noticed on an idle connection too (paramiko keepalive)."""
+    group, _ = nodes
+    h = group.hosts[0]
+    h.run("true")
+    assert h._cxn.transport.packetizer._Packetizer__keepalive_interval == 15
+
+
+def test_nodes_resolving_different_commits_are_refused_before_any_change(nodes, tmp_path):
+    """Each node's cache (same path, private disk) names a different commit for `main`: the preflight names
+    every node with its commit and no node is changed."""
+    group, dst = nodes
+    other = "fedcba9876543210fedcba9876543210fedcba98"
+    make_cache(tmp_path / "a" / "hub")
+    make_cache(tmp_path / "b" / "hub", commit=other)  # the same files under another commit
+    cache = f"{os.path.dirname(dst)}/hub"
+    for i, h in enumerate(group):
+        src = tmp_path / ("a" if i < 2 else "b") / "hub"
+        h.run(["sh", "-c", 'mkdir -p "$2" && cp -a "$1/." "$2/"', "sh", str(src), cache]).check("copy cache")
+    plan = plan_for(tmp_path, Path(cache), dst, list(ADDRESSES))
+    with pytest.raises(NodeError) as e:
+        staging.stage(plan, group, progress=False)
+    assert "different commits" in str(e.value) and "nothing was changed" in str(e.value)
+    assert set(e.value.failures) == set(ADDRESSES)
+    for i, addr in enumerate(ADDRESSES):
+        assert (COMMIT if i < 2 else other) in e.value.failures[addr]
+    for h in group:
+        assert h.run(["test", "-e", dst]).exit_code == 1, h.name

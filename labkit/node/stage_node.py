@@ -321,22 +321,23 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _remove(dst: str, name: str) -> None:
+def _remove(dst: str, name: str) -> bool:
+    """Unlink dst/name; False when there was nothing to remove."""
     path = os.path.join(dst, bare_name(name))
     st = _entry_state(path)
     if st["state"] == "missing":
-        return
+        return False
     if st["state"] == "dir":
         raise Fail(f"{path} is a directory where the view needs a file or link; remove it by hand")
     os.unlink(path)
+    return True
 
 
 def build(req: dict) -> dict:
     dst = absolute(req["dst"], "view path")
     block, count, full = int(req["block"]), int(req["count"]), bool(req.get("full"))
     os.makedirs(dst, exist_ok=True)
-    for name in req["remove"]:
-        _remove(dst, name)
+    removed = [name for name in req["remove"] if _remove(dst, name)]
     linked = 0
     for item in req["link"]:
         name, target = bare_name(item["name"]), absolute(item["target"], "link target")
@@ -379,7 +380,7 @@ def build(req: dict) -> dict:
         os.replace(tmp, os.path.join(dst, name))
         copied.append({"name": name, "bytes": size, "seconds": seconds, "method": method, "full": digest})
     _fsync_dir(dst)
-    return {"copied": copied, "linked": linked, "errors": errors}
+    return {"copied": copied, "linked": linked, "removed": removed, "errors": errors}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -51,6 +51,8 @@ DECODE_WINDOW = ("decode: (N - n_first) / (t_last - t_first); t_first/n_first = 
                  "(not [DONE]); burst-read samples excluded")
 BURST_SHARE = 0.5  # a stream whose decode tokens came mostly in back-to-back reads has no usable decode timing
 BURST_FLAG = "burst-read"
+# requests an engine finished since boot: any > 0 means the first request of this run is not a cold one
+SERVED_COUNTERS = ("vllm:request_success_total", "vllm:request_success", "sglang:e2e_request_latency_seconds_count")
 AGG_WINDOW = ("cK agg: tokens of all streams inside the steady window W = [max t_first, min t_last] / |W|, each "
               "chunk's tokens spread over the gap since its stream's previous chunk; also stored: whole chunks "
               "in W / |W|, and span = sum(N - n_first) / (max t_last - min t_first)")
@@ -433,7 +435,7 @@ class _Bench:
         n_before = len(self.records)
         cold = self.cold_expected and run == 0
         if cold and before is not None:
-            served = mx.total(before, "vllm:request_success_total", "vllm:request_success")
+            served = mx.total(before, *SERVED_COUNTERS)
             if served:
                 cold = False
                 self.notes.append(f"cold turn not recorded: /metrics shows {served:g} requests served before the run")

@@ -310,8 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, help="prefill samples per length")
     p.add_argument("--runs", type=int, help="repeat the whole plan")
     p.add_argument("--timeout", type=float, help="seconds allowed per request")
-    p.add_argument("--no-cold", dest="cold", action="store_false",
-                   help="the engine has served requests before: do not tag the first request as cold")
+    p.add_argument("--cold", dest="cold", action="store_true", default=False,
+                   help="the engine was just booted: measure its first request as the cold turn (checked "
+                        "against /metrics where the engine has a served-requests counter)")
+    p.add_argument("--no-cold", dest="cold", action="store_false", help="no cold turn (the default for a URL)")
     p.add_argument("--no-decode", dest="decode", action="store_false")
     p.add_argument("--no-prefill", dest="prefill", action="store_false")
     p.add_argument("--nfs", action="store_true",

@@ -14,13 +14,22 @@ def _labkit(*args, timeout=120):
 def test_bench_url_prints_lab_note_shape_and_writes_json(tmp_path):
     out = tmp_path / "run.json"
     with SimOracle(sets={"cold_requests": 1, "cold_decode_tps": 50}) as sim:
-        p = _labkit("bench", sim.url, "--turns", "2", "--output-tokens", "20", "--prompt-tokens", "500",
+        p = _labkit("bench", sim.url, "--cold", "--turns", "2", "--output-tokens", "20", "--prompt-tokens", "500",
                     "--repeats", "1", "--json", str(out), "-q")
     assert p.returncode == 0, p.stderr
     assert "on the first, cold turn" in p.stdout and "decode c2 (aggregate)" in p.stdout
     assert "prefill (500 prompt)" in p.stdout
     back = BenchResult.load(out)
     assert back.summary.n_ok == len(back.records) and back.provenance["endpoint"].endswith("/v1")
+
+
+def test_bench_url_measures_no_cold_turn_unless_told_the_engine_was_just_booted(tmp_path):
+    with SimOracle() as sim:
+        p = _labkit("bench", sim.url, "--turns", "1", "--output-tokens", "10", "--concurrency", "1",
+                    "--no-prefill", "--json", str(tmp_path / "r.json"), "-q")
+    assert p.returncode == 0, p.stderr
+    back = BenchResult.load(tmp_path / "r.json")
+    assert not any(r.cold for r in back.records) and "cold turn" not in p.stdout
 
 
 def test_bench_recipe_uses_its_plan_against_url(tmp_path):

@@ -53,6 +53,14 @@ def test_no_cold_turn_when_engine_already_served():
     assert any("cold turn not recorded" in n for n in res.summary.notes)
 
 
+def test_no_cold_turn_when_an_sglang_engine_already_served():
+    with SimOracle(sets={"flavor": "sglang"}) as sim:
+        run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False)
+        res = run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False, cold_expected=True)
+    assert not any(r.cold for r in res.records)
+    assert any("cold turn not recorded" in n for n in res.summary.notes)
+
+
 def test_multi_token_chunks_counted_and_acceptance_equals_truth():
     sets = {"spec_method": "mtp", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5], "decode_tps": 150}
     with SimOracle(sets=sets) as sim:

@@ -56,6 +56,16 @@ def total(samples: Samples, *names: str, where: dict[str, str] | None = None) ->
     return None
 
 
+def largest(samples: Samples, *names: str) -> float | None:
+    """Largest value over the label sets of the first metric name present: for a configuration gauge that
+    every rank exports (summing it would count one setting once per rank)."""
+    for name in names:
+        if name in samples:
+            vals = [v for _, v in samples[name] if not math.isnan(v)]
+            return max(vals) if vals else None
+    return None
+
+
 def delta(before: Samples, after: Samples, *names: str, where: dict[str, str] | None = None) -> float | None:
     """after - before of a counter summed over labels; raises CounterReset on a negative delta."""
     b, a = total(before, *names, where=where), total(after, *names, where=where)
@@ -147,7 +157,7 @@ def spec_acceptance(before: Samples, after: Samples, k_hint: float | None = None
         gen = delta(before, after, *S_GEN)
         if not verify or gen is None:
             return None
-        width = total(after, *S_DRAFT_TOKENS)
+        width = largest(after, *S_DRAFT_TOKENS)
         k = (width - 1) if width and width > 1 else k_hint
         if n_requests is not None:
             return Acceptance(gen - n_requests - verify, verify, k * verify if k else None, k, [],

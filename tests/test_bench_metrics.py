@@ -78,6 +78,13 @@ def test_sglang_acceptance_from_verify_calls():
     assert acc.k == 3
 
 
+def test_sglang_k_from_a_gauge_every_rank_exports_is_not_summed():
+    ranks = 'sglang:spec_num_draft_tokens{tp_rank="0"} 6\nsglang:spec_num_draft_tokens{tp_rank="1"} 6\n'
+    before = mx.parse_prometheus('sglang:generation_tokens_total 100\nsglang:spec_verify_calls_total 40\n' + ranks)
+    after = mx.parse_prometheus('sglang:generation_tokens_total 1100\nsglang:spec_verify_calls_total 290\n' + ranks)
+    assert mx.spec_acceptance(before, after).k == 5  # was 11: 6 + 6 - 1
+
+
 def test_prefix_cache_delta():
     hits, queries = mx.prefix_cache(mx.parse_prometheus(VLLM_BEFORE), mx.parse_prometheus(VLLM_AFTER))
     assert (hits, queries) == (0, 8192)

@@ -215,6 +215,39 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
     return report.build_tables(measures, specs, only=["measured"])
 
 
+def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:
+    """The bench notebook's plots for these runs, from the stored files: measures as bars, prefill by
+    prompt length, and the first run's tokens over time."""
+    from labkit import plots
+    from labkit.results import load_results
+
+    data = load_results(results)
+    measures = data.measures[data.measures["run"].isin(done.run_ids)]
+    return {"bars": plots.measure_bars(measures), "prefill": plots.prefill_by_length(measures),
+            "tokens": plots.tokens_over_time(data.requests(done.run_ids[:1]), done.run_ids[0])}
+
+
+def save_figures(done: LaneRun, figs: dict[str, Any], out: str | Path | None = None) -> list[Path]:
+    """PNG of each figure: into `out` when given, else added to the first run folder (atomically, listed in
+    its run.json, never replacing a file)."""
+    import io
+
+    from labkit.results import attach_bytes
+
+    paths = []
+    for name, fig in figs.items():
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        if out is not None:
+            target = Path(out) / f"{name}.png"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(buf.getvalue())
+            paths.append(target)
+        else:
+            paths.append(attach_bytes(done.run_dirs[0], f"{name}.png", buf.getvalue()))
+    return paths
+
+
 def attach_executed_notebook(done: LaneRun) -> Path | None:
     """Copy the notebook papermill is writing into the first run folder (plain `papermill in out` runs).
 

@@ -364,13 +364,18 @@ class ResultsStore:
 def attach_file(run_dir: str | os.PathLike, src: str | os.PathLike, name: str | None = None) -> Path:
     """Add a file to a run that may already be finished: the executed notebook exists only after its last
     cell ran, i.e. after the run closed. Adds, never replaces: an existing file of that name is an error."""
+    return attach_bytes(run_dir, name or Path(src).name, Path(src).read_bytes())
+
+
+def attach_bytes(run_dir: str | os.PathLike, name: str, data: bytes) -> Path:
+    """attach_file for bytes made in memory (a plot): written atomically and listed in run.json."""
     run_dir = Path(run_dir)
     doc = read_run(run_dir)
-    name = _check_segment(name or Path(src).name, "file name")
+    name = _check_segment(name, "file name")
     target = run_dir / name
     if target.exists():
         raise ResultsError(f"{target}: already exists; run files are never overwritten")
-    atomic_write_bytes(target, Path(src).read_bytes())
+    atomic_write_bytes(target, data)
     files = doc.setdefault("files", [])
     if name not in files:
         files.append(name)

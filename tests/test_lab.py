@@ -171,6 +171,8 @@ def test_users_papermill_command_leaves_a_complete_run(tmp_path):
     assert 45 < m["decode_c1"] < 60 and 600 * 0.95 < m["prefill_4096"] < 605 * 1.05
     assert 4.0 < m["accept_per_draft"] <= 5 and m["accept_k"] == 5
     assert (run_dir / "bars.png").is_file()
+    listed = json.loads((run_dir / "run.json").read_text())["files"]
+    assert {"bars.png", "prefill.png", "tokens.png", "bench.ipynb"} <= set(listed)  # every file is on record
 
 
 def test_pin_revision_resolves_refs_on_the_head(tmp_path):

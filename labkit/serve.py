@@ -24,10 +24,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from labkit import tinymodel
 from labkit.engines import BootFacts, BootLog, BootPhase, Engine, NodeLaunch, NodeSpec, engine_for
@@ -35,6 +35,7 @@ from labkit.errors import LabkitError, NodeError
 from labkit.hosts import Host, HostError, HostGroup, SshOptions, check_reachable, hosts_for_plan, map_nodes
 from labkit.runtimes import ABSENT, ALIVE, Runtime, runtime_for
 
+T = TypeVar("T")
 LOG_TAIL_LINES = 40
 _SEP = "\n--labkit-log--\n"
 
@@ -208,9 +209,14 @@ class Lane:
                 failure = e
                 raise
             finally:
-                died = self._dead_node_report() if failure is not None else None
-                self.down()
-                if died is not None and not isinstance(failure, KeyboardInterrupt):
+                died = None
+                with _ignore_interrupts():  # nothing between here and the removal may be cut short
+                    try:
+                        if failure is not None and not isinstance(failure, KeyboardInterrupt):
+                            died = self._best_effort("checking which node died", self._dead_node_report)
+                    finally:
+                        self.down()
+                if died is not None:
                     raise died from failure
 
     def start(self) -> Endpoint:
@@ -234,9 +240,10 @@ class Lane:
                 facts = self._wait_ready()
                 self.timings["ready"] = facts.boot_seconds or self._elapsed()
         except BaseException as e:
-            if isinstance(e, KeyboardInterrupt):
-                self._say("interrupted: removing the lane on every node")
-            self._teardown_quietly()
+            with _ignore_interrupts():
+                if isinstance(e, KeyboardInterrupt):
+                    self._say("interrupted: removing the lane on every node")
+                self._teardown_quietly()
             raise
         endpoint = Endpoint(self.lane_id, self.root_url + "/v1", self.plan.served_name, self.group.head.name,
                             self.group.names, facts, self.run_dir)
@@ -246,16 +253,30 @@ class Lane:
         return endpoint
 
     def down(self) -> None:
-        """Remove the lane on every node and verify nothing is left; NodeError names any node that kept some."""
+        """Remove the lane on every node and verify nothing is left; NodeError names any node that kept some.
+
+        All of it runs with Ctrl-C/SIGTERM/SIGHUP ignored. Saving the logs first is best-effort: a full disk,
+        a broken run folder or an unreachable node there never keeps the stop commands from running.
+        """
         t = time.monotonic()
-        self._capture_logs()
         with _ignore_interrupts():
-            self.group.run(lambda h: self.runtime.stop_command(h.name), f"removing lane {self.lane_id}",
-                           timeout=self.runtime.stop_grace + 60)
-            left = self.leftovers()
+            try:
+                self._best_effort("saving the lane's logs before removal", self._capture_logs)
+            finally:
+                failures: dict[str, str] = {}
+                try:  # on every node at once; a node that fails is named below, after the check of all
+                    self.group.run(lambda h: self.runtime.stop_command(h.name), f"removing lane {self.lane_id}",
+                                   timeout=self.runtime.stop_grace + 60)
+                except NodeError as e:
+                    failures = e.failures
+                try:
+                    left = self.leftovers()
+                except NodeError as e:
+                    left = e.failures
         self.timings["down"] = time.monotonic() - t
-        if left:
-            raise NodeError(f"lane {self.lane_id} still present after removal", left)
+        problems = {**failures, **left}
+        if problems:
+            raise NodeError(f"lane {self.lane_id} still present after removal", problems)
 
     def leftovers(self) -> dict[str, str]:
         """{node: what of this lane is still present} for nodes that are not clean."""
@@ -484,10 +505,19 @@ class Lane:
         return LaneFailed("\n".join(lines))
 
     def _teardown_quietly(self) -> None:
+        """down() on a failure path: report what it could not do, so the original error is the one raised."""
         try:
             self.down()
-        except LabkitError as e:
+        except Exception as e:
             self._say(f"WARNING: teardown incomplete: {e}")
+
+    def _best_effort(self, what: str, step: Callable[[], T]) -> T | None:
+        """step(), or None with a warning when it fails: for the steps around removal that must not prevent it."""
+        try:
+            return step()
+        except Exception as e:
+            self._say(f"WARNING: {what} failed ({type(e).__name__}: {e}); going on")
+            return None
 
     def _say(self, text: str) -> None:
         if self.progress is not None:

@@ -32,7 +32,16 @@ from typing import TextIO, TypeVar
 from labkit import tinymodel
 from labkit.engines import BootFacts, BootLog, BootPhase, Engine, NodeLaunch, NodeSpec, engine_for
 from labkit.errors import LabkitError, NodeError
-from labkit.hosts import Host, HostError, HostGroup, SshOptions, check_reachable, hosts_for_plan, map_nodes
+from labkit.hosts import (
+    Host,
+    HostError,
+    HostGroup,
+    NodeCalls,
+    SshOptions,
+    check_reachable,
+    hosts_for_plan,
+    map_nodes,
+)
 from labkit.runtimes import ABSENT, ALIVE, Runtime, runtime_for
 
 T = TypeVar("T")
@@ -175,6 +184,7 @@ class Lane:
         self.node_poll = node_poll
         self.lane_id = plan.lane_id
         self._watch: dict[str, _NodeWatch] = {}
+        self._starts: NodeCalls | None = None  # the start commands of the last start(), until they all returned
         self._t0 = 0.0
         #: seconds per lifecycle step of the last start/down (check, start, ready, down), for benchmarks and records
         self.timings: dict[str, float] = {}
@@ -243,7 +253,7 @@ class Lane:
             with _ignore_interrupts():
                 if isinstance(e, KeyboardInterrupt):
                     self._say("interrupted: removing the lane on every node")
-                self._teardown_quietly()
+                self._remove_after_failed_start()
             raise
         endpoint = Endpoint(self.lane_id, self.root_url + "/v1", self.plan.served_name, self.group.head.name,
                             self.group.names, facts, self.run_dir)
@@ -343,7 +353,8 @@ class Lane:
             r = h.run(cmd, timeout=self.plan.engine.boot_timeout).check("start")
             return r.stdout.strip()
 
-        self.group.map(start, f"starting lane {self.lane_id}")
+        self._starts = self.group.begin(start)
+        self._starts.results(f"starting lane {self.lane_id}")
         self._say(f"[{self._elapsed():6.1f}s] started on all nodes; waiting for readiness "
                   f"({self.root_url}{self.engine.probes(self.plan)[0].path}, timeout {self.plan.engine.boot_timeout:g} s)")
 
@@ -503,6 +514,27 @@ class Lane:
             lines += ["    | " + s for s in tails.get(n, "").rstrip("\n").splitlines()]
         lines.append("  (everything the lane started has been removed)")
         return LaneFailed("\n".join(lines))
+
+    def _remove_after_failed_start(self) -> None:
+        """Teardown for start(); when it was cut short (Ctrl-C) while start commands ran, also wait for those.
+
+        A start command sent to a node cannot be recalled; one that returned after the teardown (`docker run -d`
+        still pulling or creating its container) would leave its engine running. So wait for it, bounded by its
+        own timeout plus the SSH client's margin, and remove the lane once more.
+        """
+        starts, self._starts = self._starts, None
+        pending = starts.pending() if starts is not None else []
+        bound = self.plan.engine.boot_timeout + 15
+        if pending:
+            self._say(f"the start command is still running on {', '.join(pending)} (it cannot be recalled): "
+                      f"waiting up to {bound:g} s for it to return, to remove what it starts")
+        self._teardown_quietly()
+        if not pending:
+            return
+        if not starts.wait(bound):
+            self._say(f"WARNING: the start command on {', '.join(starts.pending())} is still running after "
+                      f"{bound:g} s; check with `labkit status {self.plan.recipe}` and `labkit down {self.plan.recipe}`")
+        self._teardown_quietly()
 
     def _teardown_quietly(self) -> None:
         """down() on a failure path: report what it could not do, so the original error is the one raised."""

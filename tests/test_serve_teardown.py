@@ -6,16 +6,20 @@ at the exact step under test by wrapping that step (the fault injection), everyt
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import shutil
 import signal
+import sys
+import threading
 import time
 
 import pytest
 
 from labkit.serve import Lane
 from tests.lanes import sim_recipe
-from tests.nodes import NODE_NAMES
+from tests.nodes import NODE_NAMES, REPO
 from tests.test_serve import assert_clean_cluster, cluster_lane
 
 
@@ -137,6 +141,97 @@ def test_broken_run_folder_during_boot_still_removes_everything(cluster, tmp_pat
         with pytest.raises(OSError), lane.up():
             pytest.fail("must not boot")
         assert_clean_cluster(lane, cluster)
+    finally:
+        remove_leftovers(lane)
+        lane.close()
+
+
+# ---------------------------------------------------------------------------------------------- starts in flight
+
+
+@pytest.fixture
+def local_docker(tmp_path, monkeypatch, local_env):
+    """This machine as a docker node: the test docker shim (and python3 = this interpreter) first on PATH."""
+    shim_dir, state = tmp_path / "shim", tmp_path / "shim-state"
+    shim_dir.mkdir()
+    docker = shim_dir / "docker"
+    docker.write_text(f"#!{sys.executable}\n" + (REPO / "tests" / "docker_shim.py").read_text())
+    python3 = shim_dir / "python3"
+    python3.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    for f in (docker, python3):
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("LABKIT_SHIM_STATE", str(state))
+    monkeypatch.setenv("LABKIT_TEST_NODE", "local")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    return state
+
+
+def ctrl_c_twice_once_started(calls_of, nodes, set_delay, issued: dict) -> None:
+    """Once every node's shim has begun its (slowed) `docker run`: removal commands fast again, then two Ctrl-Cs."""
+    deadline = time.monotonic() + 30
+    while not all(any(c[0] == "run" for c in calls_of(n)) for n in nodes):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+    issued["at"] = time.monotonic()
+    time.sleep(0.3)  # every shim has read the delay and sleeps in it
+    set_delay(0)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGINT)  # the impatient second Ctrl-C
+
+
+def interrupt_starts(lane: Lane, calls_of, nodes, set_delay, delay: float) -> str:
+    """Start `lane` with every `docker run` taking `delay` s, Ctrl-C twice meanwhile; return the progress text.
+
+    Returns once the slowed starts would have finished, so whatever they started is there to be found."""
+    issued: dict[str, float] = {}
+    lane.progress = io.StringIO()
+    set_delay(delay)
+    t = threading.Thread(target=ctrl_c_twice_once_started, args=(calls_of, nodes, set_delay, issued), daemon=True)
+    t.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lane.start()
+    finally:
+        set_delay(0)
+        t.join(30)
+    assert "at" in issued, lane.progress.getvalue()
+    time.sleep(max(0.0, issued["at"] + delay + 1.5 - time.monotonic()))
+    return lane.progress.getvalue()
+
+
+def test_ctrl_c_while_local_start_is_in_flight_leaves_nothing(tmp_path, local_env, local_docker):
+    plan = sim_recipe(tmp_path / "lane-local-docker", 18337, runtime="docker")
+    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
+
+    def set_delay(seconds: float) -> None:
+        f = local_docker / "delay"
+        local_docker.mkdir(exist_ok=True)
+        f.write_text(str(seconds)) if seconds else f.unlink(missing_ok=True)
+
+    def calls_of(_node: str) -> list[list[str]]:
+        f = local_docker / "local" / "calls.jsonl"
+        return [json.loads(line) for line in f.read_text().splitlines()] if f.exists() else []
+
+    try:
+        said = interrupt_starts(lane, calls_of, ["localhost"], set_delay, delay=3)
+        assert lane.leftovers() == {}
+        assert sorted((local_docker / "local" / "containers").glob("*.json")) == []
+        assert local_env.processes() == []
+        assert "waiting up to" in said and "localhost" in said, said
+    finally:
+        remove_leftovers(lane)
+
+
+def test_ctrl_c_while_cluster_starts_are_in_flight_leaves_nothing(cluster, tmp_path):
+    cluster.clear_calls()
+    lane = cluster_lane(cluster, tmp_path, 18338, name="lane-4x-inflight")
+    try:
+        said = interrupt_starts(lane, cluster.calls, cluster.addresses, cluster.set_docker_delay, delay=3)
+        assert_clean_cluster(lane, cluster)
+        assert "waiting up to" in said and all(a in said for a in cluster.addresses), said
     finally:
         remove_leftovers(lane)
         lane.close()

@@ -80,7 +80,11 @@ class LaneBusy(LabkitError):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, turned into an interrupt so the same teardown runs as for Ctrl-C."""
+    """SIGTERM or SIGHUP, turned into an interrupt so the same teardown runs as for Ctrl-C.
+
+    SIGHUP is what closing the SSH or tmux session that runs labkit sends; by default it kills the process
+    with no teardown at all.
+    """
 
 
 @dataclass
@@ -552,8 +556,12 @@ class Lane:
             return None
 
     def _say(self, text: str) -> None:
+        """Progress text; a closed terminal (SSH session gone) or a closed pipe never stops the caller."""
         if self.progress is not None:
-            print(text, file=self.progress, flush=True)
+            try:
+                print(text, file=self.progress, flush=True)
+            except (OSError, ValueError):
+                pass
 
     def close(self) -> None:
         self.group.close()
@@ -570,32 +578,36 @@ def _get_status(url: str, timeout: float = 2.0) -> int | None:
         return None
 
 
+_ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # raised as Terminated inside _sigterm_as_interrupt
+
+
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise Terminated (a KeyboardInterrupt) here, so they get Ctrl-C's teardown."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
-        raise Terminated("terminated (SIGTERM)")
+        raise Terminated(f"terminated ({signal.Signals(signum).name})")
 
-    old = signal.signal(signal.SIGTERM, handler)
+    old = {sig: signal.signal(sig, handler) for sig in _ENDING_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 @contextlib.contextmanager
 def _ignore_interrupts() -> Iterator[None]:
-    """Teardown must finish: a second Ctrl-C would otherwise leave containers behind."""
+    """Teardown must finish: a second Ctrl-C, a SIGTERM or a closed session would otherwise leave containers behind."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, *_ENDING_SIGNALS)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
+        for sig, previous in old.items():
+            signal.signal(sig, previous)

@@ -20,7 +20,7 @@ import pytest
 from labkit.serve import Lane
 from tests.lanes import sim_recipe
 from tests.nodes import NODE_NAMES, REPO
-from tests.test_serve import assert_clean_cluster, cluster_lane
+from tests.test_serve import assert_clean_cluster, cluster_lane, labkit_cli
 
 
 def sigint_first(step):
@@ -235,3 +235,26 @@ def test_ctrl_c_while_cluster_starts_are_in_flight_leaves_nothing(cluster, tmp_p
     finally:
         remove_leftovers(lane)
         lane.close()
+
+
+# ---------------------------------------------------------------------------------------------- SIGHUP
+
+
+def test_ssh_session_closed_during_boot_removes_everything(tmp_path, local_env):
+    """Closing the SSH/tmux session running `labkit up`: SIGHUP, and the terminal it printed to is gone."""
+    plan = sim_recipe(tmp_path / "lane-hup", 18339, settings={"boot_weights_s": 60})
+    proc = labkit_cli("up", str(tmp_path / "lane-hup"), "--logs", str(tmp_path / "run"))
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "waiting for readiness" in line:
+            break
+    assert "waiting for readiness" in "".join(seen), "".join(seen)
+    time.sleep(0.5)
+    proc.stderr.close()  # every later progress line meets a closed pipe, as on a closed terminal
+    proc.send_signal(signal.SIGHUP)
+    proc.wait(60)
+    assert proc.returncode != -signal.SIGHUP  # not killed by the signal: it ran its teardown
+    lane = Lane(plan, progress=None)
+    assert lane.status() == {"localhost": "absent"}
+    assert lane.leftovers() == {} and local_env.processes() == []

@@ -30,10 +30,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from labkit.errors import LabkitError, NodeError
 
@@ -478,13 +477,14 @@ class HostGroup:
         return len(self.hosts)
 
     def map(self, fn: Callable[[Host], T], what: str, hosts: Sequence[Host] | None = None) -> dict[str, T]:
-        """{node: fn(host)} for all nodes in parallel; NodeError naming every node whose fn raised."""
-        targets = list(self.hosts if hosts is None else hosts)
-        outcomes = map_nodes(fn, targets)
-        failures = {name: _reason(err) for name, (_, err) in outcomes.items() if err is not None}
-        if failures:
-            raise NodeError(what, failures)
-        return {name: value for name, (value, _) in outcomes.items()}
+        """{node: fn(host)} for all nodes in parallel; NodeError naming every node whose fn raised.
+
+        A Ctrl-C is raised at once; calls in flight finish in the background (see NodeCalls)."""
+        return self.begin(fn, hosts).results(what)
+
+    def begin(self, fn: Callable[[Host], T], hosts: Sequence[Host] | None = None) -> NodeCalls[T]:
+        """fn(host) started on every node at once; the handle waits for them and names any still running."""
+        return NodeCalls(fn, list(self.hosts if hosts is None else hosts))
 
     def run(self, cmd: Command | Callable[[Host], Command], what: str, timeout: float | None = None,
             check: bool = True) -> dict[str, Result]:
@@ -501,20 +501,71 @@ class HostGroup:
             h.close()
 
 
-def map_nodes(fn: Callable[[Host], T], hosts: Sequence[Host]) -> dict[str, tuple[T | None, BaseException | None]]:
-    """{node: (value, None) or (None, error)} with every node run in its own thread; never raises."""
-    if not hosts:
-        return {}
+class NodeCalls(Generic[T]):
+    """fn(host) running on several hosts at once, one daemon thread each, begun on construction.
 
-    def guarded(h: Host):
+    A Ctrl-C while waiting ends the wait at once, not the calls: a command already sent to a node cannot be
+    recalled (an SSH channel closed under it does not stop it), so it runs on until it returns. `pending()`
+    names those; the caller cleans up, then `wait(bound)` for them and undoes what they did once they returned.
+    """
+
+    def __init__(self, fn: Callable[[Host], T], hosts: Sequence[Host]):
+        self._outcomes: dict[str, tuple[T | None, BaseException | None]] = {}
+        # Own flags, not Thread.is_alive(): on Python 3.11 a join() cut short by Ctrl-C marks the thread stopped.
+        self._done = {h.name: threading.Event() for h in hosts}
+        for h in hosts:
+            threading.Thread(target=self._call, args=(fn, h), name=f"labkit-node-{h.name}", daemon=True).start()
+
+    def _call(self, fn: Callable[[Host], T], host: Host) -> None:
         try:
-            return fn(h), None
-        except Exception as e:
-            return None, e
+            self._outcomes[host.name] = (fn(host), None)
+        except BaseException as e:  # kept for the waiting thread; a thread cannot raise into another
+            self._outcomes[host.name] = (None, e)
+        finally:
+            self._done[host.name].set()
 
-    with ThreadPoolExecutor(max_workers=len(hosts), thread_name_prefix="labkit-node") as pool:
-        futures = {h.name: pool.submit(guarded, h) for h in hosts}
-        return {name: f.result() for name, f in futures.items()}
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until every call has returned, at most `timeout` s in all (None: no bound); True if all have."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for done in self._done.values():
+            done.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not self.pending()
+
+    def pending(self) -> list[str]:
+        """Nodes whose call has not returned yet."""
+        return [name for name, done in self._done.items() if not done.is_set()]
+
+    def outcomes(self) -> dict[str, tuple[T | None, BaseException | None]]:
+        """{node: (value, None) or (None, error)} once all returned; a non-Exception (SystemExit ...) is re-raised."""
+        self.wait()
+        out = {name: self._outcomes[name] for name in self._done}
+        for _, err in out.values():
+            if err is not None and not isinstance(err, Exception):
+                raise err
+        return out
+
+    def results(self, what: str) -> dict[str, T]:
+        """{node: value} once all returned; NodeError naming every node whose call raised."""
+        outcomes = self.outcomes()
+        failures = {name: _reason(err) for name, (_, err) in outcomes.items() if err is not None}
+        if failures:
+            raise NodeError(what, failures)
+        return {name: value for name, (value, _) in outcomes.items()}
+
+
+def map_nodes(fn: Callable[[Host], T], hosts: Sequence[Host]) -> dict[str, tuple[T | None, BaseException | None]]:
+    """{node: (value, None) or (None, error)} with every node run in its own thread; raises only an interrupt.
+
+    Unlike HostGroup.map, a Ctrl-C still waits for every call to return before it is raised (a second one ends
+    the wait): staging relies on none of its node jobs running on once its caller has gone.
+    """
+    calls = NodeCalls(fn, hosts)
+    try:
+        calls.wait()
+    except BaseException:
+        calls.wait()
+        raise
+    return calls.outcomes()
 
 
 def _reason(err: BaseException) -> str:

@@ -24,17 +24,27 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from labkit import tinymodel
 from labkit.engines import BootFacts, BootLog, BootPhase, Engine, NodeLaunch, NodeSpec, engine_for
 from labkit.errors import LabkitError, NodeError
-from labkit.hosts import Host, HostError, HostGroup, SshOptions, check_reachable, hosts_for_plan, map_nodes
+from labkit.hosts import (
+    Host,
+    HostError,
+    HostGroup,
+    NodeCalls,
+    SshOptions,
+    check_reachable,
+    hosts_for_plan,
+    map_nodes,
+)
 from labkit.runtimes import ABSENT, ALIVE, Runtime, runtime_for
 
+T = TypeVar("T")
 LOG_TAIL_LINES = 40
 _SEP = "\n--labkit-log--\n"
 
@@ -70,7 +80,11 @@ class LaneBusy(LabkitError):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, turned into an interrupt so the same teardown runs as for Ctrl-C."""
+    """SIGTERM or SIGHUP, turned into an interrupt so the same teardown runs as for Ctrl-C.
+
+    SIGHUP is what closing the SSH or tmux session that runs labkit sends; by default it kills the process
+    with no teardown at all.
+    """
 
 
 @dataclass
@@ -174,6 +188,7 @@ class Lane:
         self.node_poll = node_poll
         self.lane_id = plan.lane_id
         self._watch: dict[str, _NodeWatch] = {}
+        self._starts: NodeCalls | None = None  # the start commands of the last start(), until they all returned
         self._t0 = 0.0
         #: seconds per lifecycle step of the last start/down (check, start, ready, down), for benchmarks and records
         self.timings: dict[str, float] = {}
@@ -208,9 +223,14 @@ class Lane:
                 failure = e
                 raise
             finally:
-                died = self._dead_node_report() if failure is not None else None
-                self.down()
-                if died is not None and not isinstance(failure, KeyboardInterrupt):
+                died = None
+                with _ignore_interrupts():  # nothing between here and the removal may be cut short
+                    try:
+                        if failure is not None and not isinstance(failure, KeyboardInterrupt):
+                            died = self._best_effort("checking which node died", self._dead_node_report)
+                    finally:
+                        self.down()
+                if died is not None:
                     raise died from failure
 
     def start(self) -> Endpoint:
@@ -234,9 +254,10 @@ class Lane:
                 facts = self._wait_ready()
                 self.timings["ready"] = facts.boot_seconds or self._elapsed()
         except BaseException as e:
-            if isinstance(e, KeyboardInterrupt):
-                self._say("interrupted: removing the lane on every node")
-            self._teardown_quietly()
+            with _ignore_interrupts():
+                if isinstance(e, KeyboardInterrupt):
+                    self._say("interrupted: removing the lane on every node")
+                self._remove_after_failed_start()
             raise
         endpoint = Endpoint(self.lane_id, self.root_url + "/v1", self.plan.served_name, self.group.head.name,
                             self.group.names, facts, self.run_dir)
@@ -246,16 +267,30 @@ class Lane:
         return endpoint
 
     def down(self) -> None:
-        """Remove the lane on every node and verify nothing is left; NodeError names any node that kept some."""
+        """Remove the lane on every node and verify nothing is left; NodeError names any node that kept some.
+
+        All of it runs with Ctrl-C/SIGTERM/SIGHUP ignored. Saving the logs first is best-effort: a full disk,
+        a broken run folder or an unreachable node there never keeps the stop commands from running.
+        """
         t = time.monotonic()
-        self._capture_logs()
         with _ignore_interrupts():
-            self.group.run(lambda h: self.runtime.stop_command(h.name), f"removing lane {self.lane_id}",
-                           timeout=self.runtime.stop_grace + 60)
-            left = self.leftovers()
+            try:
+                self._best_effort("saving the lane's logs before removal", self._capture_logs)
+            finally:
+                failures: dict[str, str] = {}
+                try:  # on every node at once; a node that fails is named below, after the check of all
+                    self.group.run(lambda h: self.runtime.stop_command(h.name), f"removing lane {self.lane_id}",
+                                   timeout=self.runtime.stop_grace + 60)
+                except NodeError as e:
+                    failures = e.failures
+                try:
+                    left = self.leftovers()
+                except NodeError as e:
+                    left = e.failures
         self.timings["down"] = time.monotonic() - t
-        if left:
-            raise NodeError(f"lane {self.lane_id} still present after removal", left)
+        problems = {**failures, **left}
+        if problems:
+            raise NodeError(f"lane {self.lane_id} still present after removal", problems)
 
     def leftovers(self) -> dict[str, str]:
         """{node: what of this lane is still present} for nodes that are not clean."""
@@ -322,7 +357,8 @@ class Lane:
             r = h.run(cmd, timeout=self.plan.engine.boot_timeout).check("start")
             return r.stdout.strip()
 
-        self.group.map(start, f"starting lane {self.lane_id}")
+        self._starts = self.group.begin(start)
+        self._starts.results(f"starting lane {self.lane_id}")
         self._say(f"[{self._elapsed():6.1f}s] started on all nodes; waiting for readiness "
                   f"({self.root_url}{self.engine.probes(self.plan)[0].path}, timeout {self.plan.engine.boot_timeout:g} s)")
 
@@ -483,15 +519,49 @@ class Lane:
         lines.append("  (everything the lane started has been removed)")
         return LaneFailed("\n".join(lines))
 
+    def _remove_after_failed_start(self) -> None:
+        """Teardown for start(); when it was cut short (Ctrl-C) while start commands ran, also wait for those.
+
+        A start command sent to a node cannot be recalled; one that returned after the teardown (`docker run -d`
+        still pulling or creating its container) would leave its engine running. So wait for it, bounded by its
+        own timeout plus the SSH client's margin, and remove the lane once more.
+        """
+        starts, self._starts = self._starts, None
+        pending = starts.pending() if starts is not None else []
+        bound = self.plan.engine.boot_timeout + 15
+        if pending:
+            self._say(f"the start command is still running on {', '.join(pending)} (it cannot be recalled): "
+                      f"waiting up to {bound:g} s for it to return, to remove what it starts")
+        self._teardown_quietly()
+        if not pending:
+            return
+        if not starts.wait(bound):
+            self._say(f"WARNING: the start command on {', '.join(starts.pending())} is still running after "
+                      f"{bound:g} s; check with `labkit status {self.plan.recipe}` and `labkit down {self.plan.recipe}`")
+        self._teardown_quietly()
+
     def _teardown_quietly(self) -> None:
+        """down() on a failure path: report what it could not do, so the original error is the one raised."""
         try:
             self.down()
-        except LabkitError as e:
+        except Exception as e:
             self._say(f"WARNING: teardown incomplete: {e}")
 
+    def _best_effort(self, what: str, step: Callable[[], T]) -> T | None:
+        """step(), or None with a warning when it fails: for the steps around removal that must not prevent it."""
+        try:
+            return step()
+        except Exception as e:
+            self._say(f"WARNING: {what} failed ({type(e).__name__}: {e}); going on")
+            return None
+
     def _say(self, text: str) -> None:
+        """Progress text; a closed terminal (SSH session gone) or a closed pipe never stops the caller."""
         if self.progress is not None:
-            print(text, file=self.progress, flush=True)
+            try:
+                print(text, file=self.progress, flush=True)
+            except (OSError, ValueError):
+                pass
 
     def close(self) -> None:
         self.group.close()
@@ -508,32 +578,36 @@ def _get_status(url: str, timeout: float = 2.0) -> int | None:
         return None
 
 
+_ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # raised as Terminated inside _sigterm_as_interrupt
+
+
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise Terminated (a KeyboardInterrupt) here, so they get Ctrl-C's teardown."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
-        raise Terminated("terminated (SIGTERM)")
+        raise Terminated(f"terminated ({signal.Signals(signum).name})")
 
-    old = signal.signal(signal.SIGTERM, handler)
+    old = {sig: signal.signal(sig, handler) for sig in _ENDING_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 @contextlib.contextmanager
 def _ignore_interrupts() -> Iterator[None]:
-    """Teardown must finish: a second Ctrl-C would otherwise leave containers behind."""
+    """Teardown must finish: a second Ctrl-C, a SIGTERM or a closed session would otherwise leave containers behind."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, *_ENDING_SIGNALS)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
+        for sig, previous in old.items():
+            signal.signal(sig, previous)

@@ -230,6 +230,26 @@ def test_traceback_then_error_is_fatal_but_plain_warnings_are_not():
     assert log.fatal == ("uncaught exception", "(EngineCore pid=5) KeyError: 'a'")
 
 
+def test_a_traceback_ends_at_its_first_plain_line():
+    """A traceback whose last line is no "...Error:" (here an interrupted warmup) does not make a later
+    warning that mentions an error fatal."""
+    log = BootLog(Vllm(), "n", True)
+    log.feed("Traceback (most recent call last):\n  File \"warmup.py\", line 3, in run\n    step()\n"
+             "    ^^^^^^\nKeyboardInterrupt\nINFO model loaded\n")
+    log.feed("WARNING hub fetch failed, retrying after ConnectionError: connection refused\n")
+    assert log.fatal is None
+    log.feed("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nValueError: bad shape\n")
+    assert log.fatal == ("uncaught exception", "ValueError: bad shape")
+
+
+def test_traceback_of_a_prefixed_worker_process_is_followed():
+    log = BootLog(Vllm(), "n", True)
+    log.feed("(EngineCore_DP0 pid=7) Traceback (most recent call last):\n"
+             "(EngineCore_DP0 pid=7)   File \"x.py\", line 1, in <module>\n(EngineCore_DP0 pid=7)     load()\n"
+             "(EngineCore_DP0 pid=7) ValueError: bad shape\n")
+    assert log.fatal == ("uncaught exception", "(EngineCore_DP0 pid=7) ValueError: bad shape")
+
+
 def test_sglang_child_death_is_fatal():
     log = BootLog(Sglang(), "n", True)
     log.feed("[2026] Received sigquit from a child process. It usually means the child failed.\n")

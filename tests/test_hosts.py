@@ -197,3 +197,26 @@ def test_ssh_connection_has_nagle_off(cluster):
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
     finally:
         h.close()
+
+
+def test_ctrl_c_while_waiting_on_nodes_returns_at_once_and_names_calls_still_running(local_env):
+    import signal
+    import threading
+
+    group = HostGroup([LocalHost("quick"), LocalHost("slow")])
+
+    def work(h):
+        return h.run("true" if h.name == "quick" else "sleep 2").exit_code
+
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    t = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        group.map(work, "working")
+    assert time.monotonic() - t < 1.5  # not held until the slow node's command returns
+    calls = group.begin(work)
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        calls.results("working")
+    assert calls.pending() == ["slow"]  # still running: a command sent to a node cannot be recalled
+    assert calls.wait(10) and calls.pending() == []
+    assert calls.results("working") == {"quick": 0, "slow": 0}

@@ -132,7 +132,7 @@ def interrupt_during_boot(proc: subprocess.Popen, sig: int) -> tuple[int, str]:
     return proc.returncode, "".join(lines)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_local_interrupt_during_boot_removes_everything(tmp_path, local_env, sig):
     plan = sim_recipe(tmp_path / "lane-int", 18307, settings={"boot_weights_s": 60})
     proc = labkit_cli("up", str(tmp_path / "lane-int"), "--logs", str(tmp_path / "run"))

@@ -95,6 +95,8 @@ FATAL_COMMON: tuple[tuple[re.Pattern, str], ...] = (
 )
 
 TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
+# A multi-process engine prefixes each line of a worker's output: "(EngineCore_DP0 pid=7) ", "(RayWorker pid=9, ip=..) "
+PROCESS_PREFIX = re.compile(r"^\([^()]*\bpid=\d+[^()]*\) ?")
 EXC_LINE = re.compile(r"(?:^|[\s)\]])((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit))(?::|\s*$)")
 
 
@@ -130,10 +132,8 @@ class BootLog:
             hit = self.engine.fatal_reason(line)
             if hit:
                 self.fatal = (hit, line)
-            elif TRACEBACK.search(line):
-                self._in_traceback = True
-            elif self._in_traceback and not line.lstrip().startswith("File ") and EXC_LINE.search(line):
-                self.fatal = ("uncaught exception", line)
+            else:
+                self._follow_traceback(line)
         found = []
         for pat in self.engine.patterns:
             m = pat.regex.search(line)
@@ -141,6 +141,19 @@ class BootLog:
                 self.matches.append((pat.name, line, m))
                 found.append((pat, line))
         return found
+
+    def _follow_traceback(self, line: str) -> None:
+        """An uncaught exception is the "...Error: ..." line that ends a traceback. The traceback ends at its first
+        line that is neither indented nor a "File ..." line, so a later line that merely names an error is not fatal."""
+        body = PROCESS_PREFIX.sub("", line)
+        if TRACEBACK.search(body):
+            self._in_traceback = True
+        elif not self._in_traceback or body.lstrip().startswith("File "):
+            return
+        elif EXC_LINE.search(body):
+            self.fatal = ("uncaught exception", line)
+        elif not body[:1].isspace():
+            self._in_traceback = False
 
 
 class Engine:

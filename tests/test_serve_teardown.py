@@ -1,0 +1,260 @@
+"""Teardown cannot be skipped: whatever fails or interrupts on the way out, nothing of the lane is left on any node.
+
+Real parts as in test_serve.py (sshd nodes + docker shim, the simulator); a real SIGINT is sent to this process
+at the exact step under test by wrapping that step (the fault injection), everything else runs unchanged.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+from labkit.serve import Lane
+from tests.lanes import sim_recipe
+from tests.nodes import NODE_NAMES, REPO
+from tests.test_serve import assert_clean_cluster, cluster_lane, labkit_cli
+
+
+def sigint_first(step):
+    """`step`, but with a real Ctrl-C (SIGINT to this process) arriving just before it runs."""
+
+    def wrapped(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the signal is handled here, before the step, unless SIGINT is ignored
+        return step(*args, **kwargs)
+
+    return wrapped
+
+
+def engine_prints(cluster, lane: Lane, node: str, text: str) -> None:
+    """Append `text` to the node's container log, as if the engine printed it (the sim prints nothing per request)."""
+    log = cluster.shim_state / NODE_NAMES[node] / "containers" / f"{lane.runtime.name(node)}.log"
+    with open(log, "a") as f:
+        f.write(text)
+
+
+def remove_leftovers(lane: Lane) -> None:
+    """After a test that failed before the fix: take away whatever it left, so later tests start clean."""
+    for injected in ("_capture_logs", "_dead_node_report", "_start_all", "status"):
+        vars(lane).pop(injected, None)
+    with_logs = lane.run_dir
+    lane.run_dir = None
+    try:
+        lane.down()
+    finally:
+        lane.run_dir = with_logs
+
+
+def test_unwritable_log_file_does_not_skip_removal(cluster, tmp_path):
+    lane = cluster_lane(cluster, tmp_path, 18331, name="lane-badlog")
+    try:
+        with lane.up():
+            head = lane.group.head.name
+            engine_prints(cluster, lane, head, "INFO a line printed after readiness\n")  # fetched at teardown
+            log = tmp_path / "run" / "logs" / f"{head}.log"
+            log.unlink()
+            log.mkdir()  # writing the rest of the log now fails (IsADirectoryError), as on a broken run folder
+        assert_clean_cluster(lane, cluster)
+    finally:
+        remove_leftovers(lane)
+        lane.close()
+
+
+def test_ctrl_c_while_logs_are_captured_still_removes_everything(cluster, tmp_path):
+    lane = cluster_lane(cluster, tmp_path, 18332, name="lane-int-capture")
+    try:
+        try:
+            with lane.up():
+                lane._capture_logs = sigint_first(lane._capture_logs)
+        except KeyboardInterrupt:
+            pass  # before the fix the interrupt escaped here, ahead of any removal
+        assert_clean_cluster(lane, cluster)
+    finally:
+        remove_leftovers(lane)
+        lane.close()
+
+
+def test_interrupt_raised_inside_log_capture_still_removes_everything(cluster, tmp_path):
+    lane = cluster_lane(cluster, tmp_path, 18333, name="lane-raise-capture")
+
+    def capture_then_interrupt():
+        raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(KeyboardInterrupt), lane.up():
+            lane._capture_logs = capture_then_interrupt
+        assert_clean_cluster(lane, cluster)
+    finally:
+        remove_leftovers(lane)
+        lane.close()
+
+
+def test_ctrl_c_during_dead_node_report_still_removes_everything(cluster, tmp_path):
+    lane = cluster_lane(cluster, tmp_path, 18334, name="lane-int-report")
+    try:
+        try:
+            with pytest.raises(RuntimeError, match="client gave up"), lane.up():
+                lane._dead_node_report = sigint_first(lane._dead_node_report)
+                raise RuntimeError("client gave up")
+        except KeyboardInterrupt:
+            pass  # before the fix the interrupt escaped here, ahead of any removal
+        assert_clean_cluster(lane, cluster)
+    finally:
+        remove_leftovers(lane)
+        lane.close()
+
+
+def test_no_dead_node_report_after_ctrl_c(tmp_path, local_env):
+    """Ctrl-C inside the block goes straight to removal: no status/log round trips first, no LaneFailed."""
+    plan = sim_recipe(tmp_path / "lane-kbint", 18335)
+    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
+    asked: list[str] = []
+    status = lane.status
+    lane.status = lambda: asked.append("status") or status()
+    with pytest.raises(KeyboardInterrupt), lane.up():
+        raise KeyboardInterrupt
+    assert asked == [] and local_env.processes() == []
+    assert lane.leftovers() == {}
+
+
+def test_broken_run_folder_during_boot_still_removes_everything(cluster, tmp_path):
+    """The boot watcher cannot write node logs (run folder replaced by a file): the boot fails, nothing is left."""
+    lane = cluster_lane(cluster, tmp_path, 18336, name="lane-badfolder", settings={"boot_weights_s": 2})
+    lane.run_dir.mkdir(parents=True, exist_ok=True)
+    real_start_all = lane._start_all
+
+    def start_then_break_folder():
+        real_start_all()
+        shutil.rmtree(lane.run_dir / "logs")
+        (lane.run_dir / "logs").write_text("not a folder")
+
+    lane._start_all = start_then_break_folder
+    try:
+        with pytest.raises(OSError), lane.up():
+            pytest.fail("must not boot")
+        assert_clean_cluster(lane, cluster)
+    finally:
+        remove_leftovers(lane)
+        lane.close()
+
+
+# ---------------------------------------------------------------------------------------------- starts in flight
+
+
+@pytest.fixture
+def local_docker(tmp_path, monkeypatch, local_env):
+    """This machine as a docker node: the test docker shim (and python3 = this interpreter) first on PATH."""
+    shim_dir, state = tmp_path / "shim", tmp_path / "shim-state"
+    shim_dir.mkdir()
+    docker = shim_dir / "docker"
+    docker.write_text(f"#!{sys.executable}\n" + (REPO / "tests" / "docker_shim.py").read_text())
+    python3 = shim_dir / "python3"
+    python3.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    for f in (docker, python3):
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("LABKIT_SHIM_STATE", str(state))
+    monkeypatch.setenv("LABKIT_TEST_NODE", "local")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    return state
+
+
+def ctrl_c_twice_once_started(calls_of, nodes, set_delay, issued: dict) -> None:
+    """Once every node's shim has begun its (slowed) `docker run`: removal commands fast again, then two Ctrl-Cs."""
+    deadline = time.monotonic() + 30
+    while not all(any(c[0] == "run" for c in calls_of(n)) for n in nodes):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+    issued["at"] = time.monotonic()
+    time.sleep(0.3)  # every shim has read the delay and sleeps in it
+    set_delay(0)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGINT)  # the impatient second Ctrl-C
+
+
+def interrupt_starts(lane: Lane, calls_of, nodes, set_delay, delay: float) -> str:
+    """Start `lane` with every `docker run` taking `delay` s, Ctrl-C twice meanwhile; return the progress text.
+
+    Returns once the slowed starts would have finished, so whatever they started is there to be found."""
+    issued: dict[str, float] = {}
+    lane.progress = io.StringIO()
+    set_delay(delay)
+    t = threading.Thread(target=ctrl_c_twice_once_started, args=(calls_of, nodes, set_delay, issued), daemon=True)
+    t.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lane.start()
+    finally:
+        set_delay(0)
+        t.join(30)
+    assert "at" in issued, lane.progress.getvalue()
+    time.sleep(max(0.0, issued["at"] + delay + 1.5 - time.monotonic()))
+    return lane.progress.getvalue()
+
+
+def test_ctrl_c_while_local_start_is_in_flight_leaves_nothing(tmp_path, local_env, local_docker):
+    plan = sim_recipe(tmp_path / "lane-local-docker", 18337, runtime="docker")
+    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
+
+    def set_delay(seconds: float) -> None:
+        f = local_docker / "delay"
+        local_docker.mkdir(exist_ok=True)
+        f.write_text(str(seconds)) if seconds else f.unlink(missing_ok=True)
+
+    def calls_of(_node: str) -> list[list[str]]:
+        f = local_docker / "local" / "calls.jsonl"
+        return [json.loads(line) for line in f.read_text().splitlines()] if f.exists() else []
+
+    try:
+        said = interrupt_starts(lane, calls_of, ["localhost"], set_delay, delay=3)
+        assert lane.leftovers() == {}
+        assert sorted((local_docker / "local" / "containers").glob("*.json")) == []
+        assert local_env.processes() == []
+        assert "waiting up to" in said and "localhost" in said, said
+    finally:
+        remove_leftovers(lane)
+
+
+def test_ctrl_c_while_cluster_starts_are_in_flight_leaves_nothing(cluster, tmp_path):
+    cluster.clear_calls()
+    lane = cluster_lane(cluster, tmp_path, 18338, name="lane-4x-inflight")
+    try:
+        said = interrupt_starts(lane, cluster.calls, cluster.addresses, cluster.set_docker_delay, delay=3)
+        assert_clean_cluster(lane, cluster)
+        assert "waiting up to" in said and all(a in said for a in cluster.addresses), said
+    finally:
+        remove_leftovers(lane)
+        lane.close()
+
+
+# ---------------------------------------------------------------------------------------------- SIGHUP
+
+
+def test_ssh_session_closed_during_boot_removes_everything(tmp_path, local_env):
+    """Closing the SSH/tmux session running `labkit up`: SIGHUP, and the terminal it printed to is gone."""
+    plan = sim_recipe(tmp_path / "lane-hup", 18339, settings={"boot_weights_s": 60})
+    proc = labkit_cli("up", str(tmp_path / "lane-hup"), "--logs", str(tmp_path / "run"))
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "waiting for readiness" in line:
+            break
+    assert "waiting for readiness" in "".join(seen), "".join(seen)
+    time.sleep(0.5)
+    proc.stderr.close()  # every later progress line meets a closed pipe, as on a closed terminal
+    proc.send_signal(signal.SIGHUP)
+    proc.wait(60)
+    assert proc.returncode != -signal.SIGHUP  # not killed by the signal: it ran its teardown
+    lane = Lane(plan, progress=None)
+    assert lane.status() == {"localhost": "absent"}
+    assert lane.leftovers() == {} and local_env.processes() == []

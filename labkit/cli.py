@@ -85,6 +85,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         from labkit.staging import check_view, stage
 
         check_reachable(lane.group)
+        lane.refuse_if_present()  # re-staging under a running engine would replace files it has open
         print(stage(lane.plan, lane.group.hosts).table())
         check_view(lane.plan, lane.group.hosts)
     endpoint = lane.start()
@@ -142,6 +143,10 @@ def cmd_stage(args: argparse.Namespace) -> int:
                           "entry; pick a staging variant, e.g. --staging local-view")
     group = hosts_for_plan(plan, SshOptions.from_env())
     try:
+        if not args.dry_run:  # re-staging under this lane's running engine would replace files it has open
+            from labkit.serve import Lane
+
+            Lane(plan, group=group, progress=None).refuse_if_present()
         if args.dry_run:
             for rows in staging.preflight(plan, group, full=args.full):
                 print(staging.preflight_table(rows))
@@ -373,7 +378,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"labkit: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("labkit: interrupted", file=sys.stderr)
+        try:
+            print("labkit: interrupted", file=sys.stderr)
+        except OSError:  # the terminal went away (SIGHUP): the teardown already ran, the exit code says it
+            pass
         return 130
 
 

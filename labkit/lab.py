@@ -111,6 +111,8 @@ def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_ver
     from labkit.staging import NodeNfsProbe, check_view, stage
 
     check_reachable(group)
+    served = Lane(lane, group=group, progress=sys.stderr if progress else None)
+    served.refuse_if_present()  # before staging, and before a run folder exists: a busy lane changes nothing
     store = ResultsStore(results)
     done = LaneRun(lane)
     provenance = {"recipe_file": lane.file, "variants": dict(lane.variants), "recipe_hash": lane.recipe_hash,
@@ -124,8 +126,8 @@ def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_ver
             first.write_text("staging.json", _json(done.staging.to_dict()))
             check_view(lane, group.hosts)
         # Lane writes boot.json and logs/<node>.log into the first run folder as the boot goes.
-        with Lane(lane, group=group, run_dir=first.path,
-                  progress=sys.stderr if progress else None).up() as endpoint:
+        served.run_dir = first.path
+        with served.up() as endpoint:
             done.boot = endpoint.boot
             boot = endpoint.boot.to_dict()
             first.update(boot=boot)

@@ -239,7 +239,7 @@ class Lane:
         check_reachable(self.group)
         self.timings = {"check": time.monotonic() - t}
         self.plan = pin_revision(self.plan, self.group.head)
-        self._refuse_if_present()
+        self.refuse_if_present()
         # A recipe whose model.repo names a labkit-built model ("labkit/tiny-llama") gets its cached file.
         self.plan = tinymodel.materialize(self.plan, log=self.progress)
         self._say(f"lane {self.lane_id}: starting {self.plan.engine.kind} on {len(self.group)} node(s) "
@@ -340,7 +340,9 @@ class Lane:
 
     # ------------------------------------------------------------------ internals
 
-    def _refuse_if_present(self) -> None:
+    def refuse_if_present(self) -> None:
+        """LaneBusy unless nothing of this lane is on any node. Run before staging too: re-staging the view
+        under a running engine would replace files it has open."""
         left = self.leftovers()
         if left:
             raise LaneBusy(f"lane {self.lane_id} already has something on {', '.join(left)}: "

@@ -197,21 +197,29 @@ def test_pin_revision_resolves_refs_on_the_head(tmp_path):
     assert pin_revision(view, head) is view  # the staged view resolves its own revision
 
 
-def test_measure_stages_the_view_before_boot(tmp_path, monkeypatch):
-    """A lane that declares a local-view: staged, verified, then booted and measured; the report is stored."""
-    from tests.hf_cache import COMMIT, LOCAL, REPO, make_cache
+def _view_recipe(tmp_path: Path, port: int) -> tuple[Path, Path]:
+    """A sim lane whose model is a local-view of a fake HF cache: (cache, view dst)."""
+    from tests.hf_cache import LOCAL, REPO, make_cache
 
     cache = tmp_path / "hub"
     make_cache(cache)
     dst = tmp_path / "view"
     root = tmp_path / "recipes"
-    sim_recipe(root / "viewsim", port=PORT + 2)
+    sim_recipe(root / "viewsim", port=port)
     text = (root / "viewsim" / "recipe.toml").read_text()
     text = text.replace('repo = "labkit/sim-test"', f'repo = "{REPO}"')
     text += (f'shared_cache = "{cache}"\n\n[[staging]]\nkind = "local-view"\nrepo = "{REPO}"\n'
              f'dst = "{dst}"\nlocal = {json.dumps(list(LOCAL))}\n')
     (root / "viewsim" / "recipe.toml").write_text(text)
-    monkeypatch.setenv("LABKIT_RECIPES", str(root))
+    return cache, dst
+
+
+def test_measure_stages_the_view_before_boot(tmp_path, monkeypatch):
+    """A lane that declares a local-view: staged, verified, then booted and measured; the report is stored."""
+    from tests.hf_cache import COMMIT, LOCAL, REPO
+
+    cache, dst = _view_recipe(tmp_path, PORT + 2)
+    monkeypatch.setenv("LABKIT_RECIPES", str(tmp_path / "recipes"))
     plan = lab.plan("viewsim")
     assert plan.model_path == str(dst)
     done = lab.measure(plan, results=tmp_path / "results", progress=False)
@@ -222,3 +230,31 @@ def test_measure_stages_the_view_before_boot(tmp_path, monkeypatch):
     assert (dst / "config.json").is_symlink()
     assert os.readlink(dst / "config.json").startswith(str(cache / f"models--{REPO.replace('/', '--')}" / "snapshots" / COMMIT))
     assert json.loads((done.run_dirs[0] / "run.json").read_text())["status"] == "complete"
+
+
+def test_a_lane_already_up_is_refused_before_its_view_is_restaged(tmp_path, monkeypatch):
+    """`labkit up` kept the lane running; measuring or staging it again must not touch the view under it."""
+    from labkit.cli import main
+    from labkit.serve import Lane, LaneBusy
+    from tests.hf_cache import LOCAL
+
+    _, dst = _view_recipe(tmp_path, PORT + 5)
+    monkeypatch.setenv("LABKIT_RECIPES", str(tmp_path / "recipes"))
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path / "state"))
+    plan = lab.plan("viewsim")
+    assert main(["stage", "viewsim"]) == 0
+    kept = Lane(plan, progress=None)
+    kept.start()
+    try:
+        shard = dst / LOCAL[0]
+        shard.write_bytes(b"X" + shard.read_bytes()[1:])  # staging would repair this byte
+        before = shard.read_bytes()
+        with pytest.raises(LaneBusy):
+            lab.measure(plan, results=tmp_path / "results", progress=False)
+        assert main(["stage", "viewsim"]) == 1
+        assert main(["up", "viewsim"]) == 1
+        assert shard.read_bytes() == before  # nothing re-staged
+        assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("run.json"))
+    finally:
+        kept.down()
+        kept.close()

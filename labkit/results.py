@@ -248,6 +248,7 @@ class Run:
             self.doc["provenance"] = {**self.doc.get("provenance", {}), **provenance}
         if measure_info is not None:
             self.doc["measure_info"] = {k: dict(v) for k, v in measure_info.items()}
+        self._list_present_files()
         self.doc["status"] = "complete"
         self.doc["finished"] = _now()
         self._save()
@@ -256,11 +257,19 @@ class Run:
     def fail(self, error: str) -> None:
         if self.closed:
             return
+        self._list_present_files()
         self.doc["status"] = "failed"
         self.doc["error"] = error
         self.doc["finished"] = _now()
         self._save()
         self.closed = True
+
+    def _list_present_files(self) -> None:
+        """Files others wrote into the folder (the lane's boot.json and logs/<node>.log) join the list, so
+        run.json names everything the run folder holds."""
+        for f in sorted(self.path.rglob("*")):
+            if f.is_file() and not f.name.endswith(".tmp"):
+                self._files_add(f.relative_to(self.path).as_posix())
 
     def _files_add(self, name: str) -> None:
         files = self.doc.setdefault("files", [])

@@ -59,6 +59,7 @@ def test_measure_stores_complete_runs_and_tears_down(tmp_path, monkeypatch):
     assert "decode_c1_cold" not in {k for k, v in second["summary"]["measures"].items() if v is not None}
     assert second["boot_run"] == first["run_id"]
     assert (done.run_dirs[0] / "logs").is_dir() and (done.run_dirs[0] / "boot.json").is_file()
+    assert "boot.json" in first["files"] and "logs/localhost.log" in first["files"]  # the lane's files too
     requests = data.requests(done.run_ids[:1])
     assert len(requests) and requests["chunk_t"].iloc[-1].startswith("[")  # per-chunk stamps as JSON
     # runs = 2 means two folders of one plan each, not two folders of two plans each

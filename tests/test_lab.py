@@ -83,17 +83,21 @@ def test_measure_failure_marks_run_failed(tmp_path, monkeypatch):
     assert list(data.runs["status"]) == ["failed"]
 
 
-def test_a_run_where_every_request_failed_is_failed_not_complete(tmp_path, monkeypatch):
-    # a context of 8 tokens: the engine stays up and answers every request of the plan with HTTP 400
-    monkeypatch.setenv("LABKIT_RECIPES", str(_recipes(tmp_path, port=PORT + 4, settings={"max_model_len": 8})))
-    results = tmp_path / "results"
-    with pytest.raises(LabkitError, match="no request succeeded"):
+def _measure_fails(results: Path, error: type[BaseException], match: str) -> tuple[Path, dict]:
+    """lab.measure of the fastsim lane raises; its one run folder is stored failed: (folder, run.json)."""
+    with pytest.raises(error, match=match):
         lab.measure(lab.plan("fastsim"), results=results, progress=False)
     data = load_results(results, include_incomplete=True)
     assert list(data.runs["status"]) == ["failed"]
     run_dir = Path(data.docs[data.runs["run"].iloc[0]]["_path"])
-    assert "no request succeeded" in json.loads((run_dir / "run.json").read_text())["error"]
-    assert (run_dir / "requests.csv").is_file()
+    return run_dir, json.loads((run_dir / "run.json").read_text())
+
+
+def test_a_run_where_every_request_failed_is_failed_not_complete(tmp_path, monkeypatch):
+    # a context of 8 tokens: the engine stays up and answers every request of the plan with HTTP 400
+    monkeypatch.setenv("LABKIT_RECIPES", str(_recipes(tmp_path, port=PORT + 4, settings={"max_model_len": 8})))
+    run_dir, doc = _measure_fails(tmp_path / "results", LabkitError, "no request succeeded")
+    assert "no request succeeded" in doc["error"] and (run_dir / "requests.csv").is_file()
 
 
 def test_failure_halfway_keeps_the_measured_requests_in_the_failed_run(tmp_path, monkeypatch):
@@ -104,13 +108,7 @@ def test_failure_halfway_keeps_the_measured_requests_in_the_failed_run(tmp_path,
 
     monkeypatch.setattr(bench._Bench, "_prefill", boom)
     monkeypatch.setenv("LABKIT_RECIPES", str(_recipes(tmp_path, port=PORT + 3)))
-    results = tmp_path / "results"
-    with pytest.raises(RuntimeError, match="prompt sizing broke"):
-        lab.measure(lab.plan("fastsim"), results=results, progress=False)
-    data = load_results(results, include_incomplete=True)
-    assert list(data.runs["status"]) == ["failed"]
-    run_dir = Path(data.docs[data.runs["run"].iloc[0]]["_path"])
-    doc = json.loads((run_dir / "run.json").read_text())
+    run_dir, doc = _measure_fails(tmp_path / "results", RuntimeError, "prompt sizing broke")
     assert "prompt sizing broke" in doc["error"] and doc["partial"]["requests"] > 0
     assert (run_dir / "requests.csv").read_text().count("\n") == doc["partial"]["requests"] + 1  # + header
 

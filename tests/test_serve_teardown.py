@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -41,6 +42,17 @@ def engine_prints(cluster, lane: Lane, node: str, text: str) -> None:
         f.write(text)
 
 
+@contextmanager
+def cleaned(lane: Lane):
+    """The block runs; then whatever a test that failed before its fix left behind is removed, and the lane
+    closed, so later tests start clean."""
+    try:
+        yield lane
+    finally:
+        remove_leftovers(lane)
+        lane.close()
+
+
 def remove_leftovers(lane: Lane) -> None:
     """After a test that failed before the fix: take away whatever it left, so later tests start clean."""
     for injected in ("_capture_logs", "_dead_node_report", "_start_all", "status"):
@@ -55,7 +67,7 @@ def remove_leftovers(lane: Lane) -> None:
 
 def test_unwritable_log_file_does_not_skip_removal(cluster, tmp_path):
     lane = cluster_lane(cluster, tmp_path, 18331, name="lane-badlog")
-    try:
+    with cleaned(lane):
         with lane.up():
             head = lane.group.head.name
             engine_prints(cluster, lane, head, "INFO a line printed after readiness\n")  # fetched at teardown
@@ -63,23 +75,17 @@ def test_unwritable_log_file_does_not_skip_removal(cluster, tmp_path):
             log.unlink()
             log.mkdir()  # writing the rest of the log now fails (IsADirectoryError), as on a broken run folder
         assert_clean_cluster(lane, cluster)
-    finally:
-        remove_leftovers(lane)
-        lane.close()
 
 
 def test_ctrl_c_while_logs_are_captured_still_removes_everything(cluster, tmp_path):
     lane = cluster_lane(cluster, tmp_path, 18332, name="lane-int-capture")
-    try:
+    with cleaned(lane):
         try:
             with lane.up():
                 lane._capture_logs = sigint_first(lane._capture_logs)
         except KeyboardInterrupt:
             pass  # before the fix the interrupt escaped here, ahead of any removal
         assert_clean_cluster(lane, cluster)
-    finally:
-        remove_leftovers(lane)
-        lane.close()
 
 
 def test_interrupt_raised_inside_log_capture_still_removes_everything(cluster, tmp_path):
@@ -88,18 +94,15 @@ def test_interrupt_raised_inside_log_capture_still_removes_everything(cluster, t
     def capture_then_interrupt():
         raise KeyboardInterrupt
 
-    try:
+    with cleaned(lane):
         with pytest.raises(KeyboardInterrupt), lane.up():
             lane._capture_logs = capture_then_interrupt
         assert_clean_cluster(lane, cluster)
-    finally:
-        remove_leftovers(lane)
-        lane.close()
 
 
 def test_ctrl_c_during_dead_node_report_still_removes_everything(cluster, tmp_path):
     lane = cluster_lane(cluster, tmp_path, 18334, name="lane-int-report")
-    try:
+    with cleaned(lane):
         try:
             with pytest.raises(RuntimeError, match="client gave up"), lane.up():
                 lane._dead_node_report = sigint_first(lane._dead_node_report)
@@ -107,9 +110,6 @@ def test_ctrl_c_during_dead_node_report_still_removes_everything(cluster, tmp_pa
         except KeyboardInterrupt:
             pass  # before the fix the interrupt escaped here, ahead of any removal
         assert_clean_cluster(lane, cluster)
-    finally:
-        remove_leftovers(lane)
-        lane.close()
 
 
 def test_no_dead_node_report_after_ctrl_c(tmp_path, local_env):
@@ -137,13 +137,10 @@ def test_broken_run_folder_during_boot_still_removes_everything(cluster, tmp_pat
         (lane.run_dir / "logs").write_text("not a folder")
 
     lane._start_all = start_then_break_folder
-    try:
+    with cleaned(lane):
         with pytest.raises(OSError), lane.up():
             pytest.fail("must not boot")
         assert_clean_cluster(lane, cluster)
-    finally:
-        remove_leftovers(lane)
-        lane.close()
 
 
 # ---------------------------------------------------------------------------------------------- starts in flight
@@ -228,13 +225,10 @@ def test_ctrl_c_while_local_start_is_in_flight_leaves_nothing(tmp_path, local_en
 def test_ctrl_c_while_cluster_starts_are_in_flight_leaves_nothing(cluster, tmp_path):
     cluster.clear_calls()
     lane = cluster_lane(cluster, tmp_path, 18338, name="lane-4x-inflight")
-    try:
+    with cleaned(lane):
         said = interrupt_starts(lane, cluster.calls, cluster.addresses, cluster.set_docker_delay, delay=3)
         assert_clean_cluster(lane, cluster)
         assert "waiting up to" in said and all(a in said for a in cluster.addresses), said
-    finally:
-        remove_leftovers(lane)
-        lane.close()
 
 
 # ---------------------------------------------------------------------------------------------- SIGHUP

@@ -649,8 +649,10 @@ def _same_manifest(old: dict | None, new: dict) -> bool:
 
 def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool = True,
           block: int = node_side.SAMPLE_BLOCK, count: int = node_side.SAMPLE_COUNT,
-          timeouts: Timeouts = Timeouts()) -> StageReport:
+          timeouts: Timeouts = Timeouts(), copy_rate: float | None = None) -> StageReport:
     """Build and verify every local-view staging entry of `plan` on every host; see the module doc.
+
+    `copy_rate`: cap each node's copy at this many bytes/s (tests: a copy slow enough to interrupt).
 
     Raises StagingRefused (nothing changed) when a node lacks space, NodeError naming nodes whose probe,
     build or verification failed or timed out, RecipeError for a plan whose staging paths are unsafe.
@@ -670,7 +672,7 @@ def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool
     reports = []
     for i, spec in enumerate(specs):
         reports.append(_stage_view(plan, spec, hosts, assessed[i], preflights[i], sources[i], full, progress, block,
-                                   count, timeouts))
+                                   count, timeouts, copy_rate))
     return StageReport(reports, time.monotonic() - t0)
 
 
@@ -736,7 +738,7 @@ def _check_space_grouped(assessed: list[list[NodeAssessment]], specs, index: int
 
 def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment], preflight: list[dict],
                 sources: dict[str, Source], full: bool, progress: bool, block: int, count: int,
-                timeouts: Timeouts) -> ViewReport:
+                timeouts: Timeouts, copy_rate: float | None) -> ViewReport:
     by_node = {a.node: a for a in assessed}
     node_of = {h.name: by_node[a.node] for h, a in zip(hosts, assessed, strict=True)}
     total = sum(c["size"] for a in assessed for c in a.to_copy)
@@ -752,9 +754,11 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
         if a.changes:
             # Full mode hashes each copy and its source whole after copying: the bytes are read 3 times.
             work = sum(c["size"] for c in a.to_copy) * (3 if full else 1)
-            built = call_node(h, "build", {"dst": spec.dst, "remove": a.to_remove, "copy": a.to_copy,
-                                           "link": a.to_link, "block": block, "count": count, "full": full},
-                              on_event=bar.sink(h.name), timeout=timeouts.for_bytes(work))
+            request = {"dst": spec.dst, "remove": a.to_remove, "copy": a.to_copy, "link": a.to_link,
+                       "block": block, "count": count, "full": full}
+            if copy_rate:
+                request["rate"] = copy_rate
+            built = call_node(h, "build", request, on_event=bar.sink(h.name), timeout=timeouts.for_bytes(work))
             if built["errors"]:
                 raise LabkitError("; ".join(built["errors"]))
             copied = {c["name"]: c for c in built["copied"]}

@@ -247,11 +247,13 @@ def probe(req: dict) -> dict:
 COPY_METHODS = ("copy_file_range", "sendfile", "read/write")
 
 
-def _copy(src: str, tmp: str, size: int, name: str, method: str = "auto") -> tuple:
+def _copy(src: str, tmp: str, size: int, name: str, method: str = "auto", rate: float = 0) -> tuple:
     """Copy src to a new file tmp (size bytes) and fsync it; returns (method used, seconds).
 
     `auto` starts with copy_file_range and falls back (sendfile, then buffered read/write) where the
-    kernel or filesystem refuses; a named method starts there (for tests and diagnosis)."""
+    kernel or filesystem refuses; a named method starts there (for tests and diagnosis).
+    `rate` > 0 caps the copy at that many bytes/s (request key "rate"; tests use it for a copy slow
+    enough to interrupt, a few MB on a 64 MB test disk)."""
     if method == "auto":
         method = "copy_file_range" if hasattr(os, "copy_file_range") else "sendfile"
     elif method not in COPY_METHODS:
@@ -267,7 +269,7 @@ def _copy(src: str, tmp: str, size: int, name: str, method: str = "auto") -> tup
             os.posix_fadvise(fi, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         emit("progress", name=name, done=0, total=size)
         while done < size:
-            n = min(COPY_CHUNK, size - done)
+            n = min(COPY_CHUNK if rate <= 0 else max(64 * 1024, int(rate / 10)), size - done)
             k = None
             if method == "copy_file_range":
                 try:
@@ -295,6 +297,8 @@ def _copy(src: str, tmp: str, size: int, name: str, method: str = "auto") -> tup
             if k == 0:
                 raise Fail(f"{src}: source ended at {done} bytes, expected {size} (file changed while copying?)")
             done += k
+            if rate > 0:
+                time.sleep(max(0.0, t0 + done / rate - time.monotonic()))
             now = time.monotonic()
             if now - last >= PROGRESS_EVERY:
                 emit("progress", name=name, done=done, total=size)
@@ -358,7 +362,7 @@ def build(req: dict) -> dict:
         tmp = os.path.join(dst, PARTIAL_PREFIX + name)
         _remove(dst, PARTIAL_PREFIX + name)
         try:
-            method, seconds = _copy(src, tmp, size, name, req.get("method", "auto"))
+            method, seconds = _copy(src, tmp, size, name, req.get("method", "auto"), float(req.get("rate", 0)))
         except BaseException:
             _remove(dst, PARTIAL_PREFIX + name)  # e.g. ENOSPC: free the space now (a kill -9 leaves it for the next run)
             raise

@@ -27,9 +27,10 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -120,6 +121,12 @@ class Host:
 
     def close(self) -> None:
         pass
+
+    def twin(self) -> Host:
+        """A Host for the same node that runs a command while this one is busy with another: how an interrupt
+        stops a node job from another thread (an SshHost runs one command at a time). The caller closes it;
+        hosts that run commands side by side return themselves."""
+        return self
 
     @property
     def is_local(self) -> bool:
@@ -327,6 +334,11 @@ class SshHost(Host):
     def run_streaming(self, cmd: Command, timeout: float | None = None, stdin: str | bytes | None = None,
                       on_line: Callable[[str], None] | None = None) -> Result:
         return self._run(as_command(cmd), timeout, stdin, on_line)
+
+    def twin(self) -> SshHost:
+        """The same node over a connection of its own (this one's lock is held while a command runs)."""
+        return SshHost(self.name, user=self.user, port=self.port, connect_timeout=self.connect_timeout,
+                       key_files=self.key_files, known_hosts=self.known_hosts, use_agent=self.use_agent)
 
     def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
         payload = data.encode() if isinstance(data, str) else data
@@ -553,19 +565,78 @@ class NodeCalls(Generic[T]):
         return {name: value for name, (value, _) in outcomes.items()}
 
 
-def map_nodes(fn: Callable[[Host], T], hosts: Sequence[Host]) -> dict[str, tuple[T | None, BaseException | None]]:
+STOP_AGAIN = 2.0  # seconds between stop attempts on a node whose call has not returned yet
+
+
+def map_nodes(fn: Callable[[Host], T], hosts: Sequence[Host], stop: Callable[[Host], Any] | None = None, *,
+              what: str = "the node jobs", say: Callable[[str], None] | None = None,
+              stop_wait: float = 30.0) -> dict[str, tuple[T | None, BaseException | None]]:
     """{node: (value, None) or (None, error)} with every node run in its own thread; raises only an interrupt.
 
-    Unlike HostGroup.map, a Ctrl-C still waits for every call to return before it is raised (a second one ends
-    the wait): staging relies on none of its node jobs running on once its caller has gone.
+    Unlike HostGroup.map, an interrupt (Ctrl-C; anything raised in the waiting thread) is raised only once the
+    calls returned: staging relies on none of its node jobs running on once its caller has gone.
+    Without `stop`, it waits for every call (a second Ctrl-C ends the wait). With `stop` - stop(host) ends on
+    that node what this map's call there runs - it says (`say`, default stderr) which nodes it stops and
+    `what`, runs stop on each node whose call has not returned (again every STOP_AGAIN s while it has not),
+    waits at most `stop_wait` s for the calls, with further Ctrl-Cs noted but not obeyed (they would cut the
+    stopping short), names any node still running then, and raises the interrupt.
     """
     calls = NodeCalls(fn, hosts)
     try:
         calls.wait()
     except BaseException:
-        calls.wait()
+        if stop is None:
+            calls.wait()
+        else:
+            _stop_calls(calls, list(hosts), stop, what, say or _say, stop_wait)
         raise
     return calls.outcomes()
+
+
+def _stop_calls(calls: NodeCalls, hosts: list[Host], stop: Callable[[Host], Any], what: str,
+                say: Callable[[str], None], bound: float) -> None:
+    """map_nodes after an interrupt: stop the calls still running, wait for them at most `bound` s."""
+    pending = calls.pending()
+    if not pending:
+        return
+    say(f"labkit: interrupted: stopping {what} on {', '.join(pending)} (waiting up to {bound:g} s)")
+    by_name = {h.name: h for h in hosts}
+    stoppers: dict[str, NodeCalls] = {}
+    deadline = time.monotonic() + bound
+    with _interrupts_noted() as noted:
+        told = 0
+        while pending and time.monotonic() < deadline:
+            for name in pending:
+                if name not in stoppers or not stoppers[name].pending():
+                    stoppers[name] = NodeCalls(stop, [by_name[name]])
+            calls.wait(min(STOP_AGAIN, max(0.0, deadline - time.monotonic())))
+            if len(noted) > told:
+                told = len(noted)
+                say(f"labkit: still stopping {what} (at most {max(0.0, deadline - time.monotonic()):.0f} s more)")
+            pending = calls.pending()
+    if pending:
+        why = {n: stoppers[n]._outcomes.get(n, (None, None))[1] for n in pending if n in stoppers}
+        say(f"labkit: {what} did not stop within {bound:g} s on " + ", ".join(
+            n + (f" ({_reason(why[n])})" if why.get(n) is not None else "") for n in pending))
+
+
+@contextlib.contextmanager
+def _interrupts_noted() -> Iterator[list[int]]:
+    """In the main thread: a SIGINT appends to the yielded list instead of raising KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    noted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError):  # the terminal went away
+        print(text, file=sys.stderr, flush=True)
 
 
 def _reason(err: BaseException) -> str:

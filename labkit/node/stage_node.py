@@ -16,6 +16,7 @@ b2sum is missing).
 Copies are written to `.labkit-partial.<name>` in the view, fsynced, checked against the source
 (size, sampled bytes, full digest in full mode) and only then renamed to the final name, so a killed
 copy never leaves a partial file under a final name; the next run removes the partial file and redoes it.
+A build ended by SIGTERM (an interrupted stage) removes its partial file itself.
 """
 
 from __future__ import annotations
@@ -337,7 +338,35 @@ def _remove(dst: str, name: str) -> bool:
     return True
 
 
+def _check_copy(tmp: str, src: str, size: int, block: int, count: int, full: bool) -> tuple:
+    """(problem or None, full digest or None) of a finished copy against its source."""
+    got = os.stat(tmp).st_size
+    if got != size:
+        return f"copy has {got} bytes, source {size}", None
+    if read_samples(tmp, size, block, count) != read_samples(src, size, block, count):
+        return "sampled blocks of the copy differ from the source", None
+    if not full:
+        return None, None
+    digest = full_digest(tmp)
+    if digest != full_digest(src):
+        return "full hash of the copy differs from the source", digest
+    return None, digest
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM (how the controller ends an interrupted stage's jobs) raises SystemExit here, so the copy in
+    flight is removed on the way out; a second SIGTERM is ignored so that removal finishes."""
+    import signal
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def build(req: dict) -> dict:
+    _exit_on_sigterm()
     dst = absolute(req["dst"], "view path")
     block, count, full = int(req["block"]), int(req["count"]), bool(req.get("full"))
     os.makedirs(dst, exist_ok=True)
@@ -363,25 +392,18 @@ def build(req: dict) -> dict:
         _remove(dst, PARTIAL_PREFIX + name)
         try:
             method, seconds = _copy(src, tmp, size, name, req.get("method", "auto"), float(req.get("rate", 0)))
+            problem, digest = _check_copy(tmp, src, size, block, count, full)
+            if problem is None:
+                os.replace(tmp, os.path.join(dst, name))
         except BaseException:
-            _remove(dst, PARTIAL_PREFIX + name)  # e.g. ENOSPC: free the space now (a kill -9 leaves it for the next run)
+            # e.g. ENOSPC, or SIGTERM from an interrupted stage: free the space now (a kill -9 leaves it for
+            # the next run)
+            _remove(dst, PARTIAL_PREFIX + name)
             raise
-        problem = None
-        got = os.stat(tmp).st_size
-        if got != size:
-            problem = f"copy has {got} bytes, source {size}"
-        elif read_samples(tmp, size, block, count) != read_samples(src, size, block, count):
-            problem = "sampled blocks of the copy differ from the source"
-        digest = None
-        if problem is None and full:
-            digest = full_digest(tmp)
-            if digest != full_digest(src):
-                problem = "full hash of the copy differs from the source"
         if problem:
             os.unlink(tmp)
             errors.append(f"{name}: {problem}; the copy was discarded")
             continue
-        os.replace(tmp, os.path.join(dst, name))
         copied.append({"name": name, "bytes": size, "seconds": seconds, "method": method, "full": digest})
     _fsync_dir(dst)
     return {"copied": copied, "linked": linked, "removed": removed, "errors": errors}

@@ -43,6 +43,7 @@ import shlex
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -88,15 +89,56 @@ EventSink = Callable[[dict], None]
 
 
 MAX_ARG = 120_000  # Linux caps one argv string at 128 KiB (MAX_ARG_STRLEN)
+STOP_TIMEOUT = 20.0  # seconds for the command that ends a stage's node jobs on one node (SIGTERM, 5 s, SIGKILL)
 
 
-def node_command(op: str, request: dict) -> str:
+class NodeJobs:
+    """The node-script runs of one staging call, marked so that an interrupt can end them on their nodes.
+
+    Closing an SSH channel (no pty) does not end the command it runs, so on Ctrl-C the controller ends them:
+    every command line starts its script with the comment `# labkit-stage-job=<token>`, early in the command
+    line of each process of the job (the node's login shell, `timeout`, `sh -c`, python), where `pkill -f`
+    sees it. `stop(host)` sends those SIGTERM (a build removes its partial copy and exits), SIGKILL to any
+    left after 5 s; from the first stop on, no further op starts (call_node refuses)."""
+
+    def __init__(self) -> None:
+        self.token = uuid.uuid4().hex
+        self.stopped = threading.Event()
+
+    @property
+    def mark(self) -> str:
+        return f"labkit-stage-job={self.token}"
+
+    def stop_command(self) -> str:
+        """procps only; the pattern `...=[x]yz` matches the mark but not this command's own command line."""
+        pattern = shlex.quote(f"labkit-stage-job=[{self.token[0]}]{self.token[1:]}")
+        return (f'p={pattern}; pkill -TERM -f "$p"; n=0; '
+                'while pgrep -f "$p" >/dev/null && [ "$n" -lt 50 ]; do sleep 0.1; n=$((n + 1)); done; '
+                'pkill -KILL -f "$p"; exit 0')
+
+    def stop(self, host: HostLike) -> None:
+        """End this staging call's node jobs on `host`, over a connection of its own (the job holds the host's)."""
+        self.stopped.set()
+        twin = getattr(host, "twin", None)
+        side = twin() if twin is not None else host
+        try:
+            r = side.run(self.stop_command(), timeout=STOP_TIMEOUT)
+        finally:
+            if side is not host:
+                side.close()
+        if r.exit_code != 0:
+            raise LabkitError(f"{host.name}: stopping the staging jobs failed (exit {r.exit_code}): "
+                              f"{(r.stderr.strip() or r.stdout.strip())[-300:]}")
+
+
+def node_command(op: str, request: dict, mark: str | None = None) -> str:
     """The shell line running the node script on one JSON request: `python3 -I -S -c SCRIPT OP JSON`, all quoted.
 
     The script travels as an argument, not on stdin: fabric/invoke feeds stdin one byte per ~10 ms, so a
     20 KB script on stdin took minutes over SSH. -I -S: the node's PYTHON* variables, user site and
-    site-packages play no part (the script is stdlib only), and the interpreter starts ~3 ms sooner."""
-    script = NODE_SCRIPT.read_text(encoding="utf-8")
+    site-packages play no part (the script is stdlib only), and the interpreter starts ~3 ms sooner.
+    `mark` (NodeJobs.mark) goes in a comment on the script's first line."""
+    script = (f"# {mark}\n" if mark else "") + NODE_SCRIPT.read_text(encoding="utf-8")
     payload = json.dumps(request, separators=(",", ":"))
     if len(payload.encode()) > MAX_ARG:
         raise LabkitError(f"staging {op}: request of {len(payload)} bytes is too large for one command line "
@@ -148,11 +190,14 @@ class Timeouts:
 
 
 def call_node(host: HostLike, op: str, request: dict, on_event: EventSink | None = None,
-              timeout: float | None = None) -> dict:
+              timeout: float | None = None, jobs: NodeJobs | None = None) -> dict:
     """Run one op of the node script on `host`. Progress lines stream to on_event when the host can
     stream stdout (`run_streaming`), else they arrive when the op ends. A timeout raises LabkitError
-    naming the node."""
-    cmd = node_command(op, request)
+    naming the node. With `jobs`, the run is one of them (an interrupt ends it); none starts once they
+    were stopped."""
+    if jobs is not None and jobs.stopped.is_set():
+        raise LabkitError(f"{host.name}: staging {op} not started: staging was interrupted")
+    cmd = node_command(op, request, jobs.mark if jobs is not None else None)
     streaming = getattr(host, "run_streaming", None)
     try:
         if on_event is not None and streaming is not None:
@@ -169,9 +214,13 @@ def call_node(host: HostLike, op: str, request: dict, on_event: EventSink | None
     return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, on_event)
 
 
-def each_node(hosts: Iterable[HostLike], fn: Callable[[HostLike], Any], what: str) -> dict[str, Any]:
-    """{node: fn(host)} run on all nodes at once; one NodeError naming every node that failed."""
-    outcomes = map_nodes(fn, list(hosts))
+def each_node(hosts: Iterable[HostLike], fn: Callable[[HostLike], Any], what: str, jobs: NodeJobs | None = None,
+              activity: str = "", say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """{node: fn(host)} run on all nodes at once; one NodeError naming every node that failed.
+
+    With `jobs` (those fn runs), a Ctrl-C says it stops `activity` (via `say`, default stderr), ends the jobs
+    on every node still running one, waits for them (bounded; labkit.hosts.map_nodes) and is then raised."""
+    outcomes = map_nodes(fn, list(hosts), jobs.stop if jobs is not None else None, what=activity or what, say=say)
     failures = {}
     for name, (_, err) in outcomes.items():
         if err is not None:
@@ -584,6 +633,15 @@ class CopyProgress:
     def done(self) -> int:
         return sum(self._done.values())
 
+    def write(self, text: str) -> None:
+        """A line of its own on stderr, above the bar (which is drawn again below it)."""
+        if self._bar is not None:
+            from tqdm import tqdm
+
+            tqdm.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
@@ -594,14 +652,15 @@ class CopyProgress:
 
 
 def probe_node(h: HostLike, plan, spec, block: int, count: int, full: bool,
-               send_source: Iterable[str] | None = None, timeout: float | None = None) -> dict:
+               send_source: Iterable[str] | None = None, timeout: float | None = None,
+               jobs: NodeJobs | None = None) -> dict:
     """The node's read-only view of the cache and `spec.dst`, labelled with the host's name.
 
     `send_source`: local files whose raw sampled source blocks this node returns (default: all)."""
     request = {"repo_cache": repo_cache_path(plan.cluster.shared_cache, spec.repo), "revision": spec.revision,
                "dst": spec.dst, "local": list(spec.local), "block": block, "count": count, "full": full,
                "send_source": list(spec.local if send_source is None else send_source)}
-    out = call_node(h, "probe", request, timeout=timeout)
+    out = call_node(h, "probe", request, timeout=timeout, jobs=jobs)
     out["hostname"], out["node"] = out.get("node"), h.name
     return out
 
@@ -656,8 +715,11 @@ def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool
 
     Raises StagingRefused (nothing changed) when a node lacks space, NodeError naming nodes whose probe,
     build or verification failed or timed out, RecipeError for a plan whose staging paths are unsafe.
+    A Ctrl-C ends the node jobs on every node (a copy in flight is discarded, never left under its final
+    name; the next stage redoes it) and is raised once they ended (NodeJobs, each_node).
     """
     t0 = time.monotonic()
+    jobs = NodeJobs()
     hosts = list(hosts)
     specs = [spec for spec in plan.staging if spec.kind == "local-view"]
     for i, spec in enumerate(plan.staging):
@@ -666,18 +728,18 @@ def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool
         return StageReport([], 0.0)
 
     # 1+2: probe everything, refuse before any change.
-    assessed, sources = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts)
+    assessed, sources = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts, jobs)
     preflights = [_check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
     reports = []
     for i, spec in enumerate(specs):
         reports.append(_stage_view(plan, spec, hosts, assessed[i], preflights[i], sources[i], full, progress, block,
-                                   count, timeouts, copy_rate))
+                                   count, timeouts, copy_rate, jobs))
     return StageReport(reports, time.monotonic() - t0)
 
 
 def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int, full: bool,
-                      timeouts: Timeouts) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
+                      timeouts: Timeouts, jobs: NodeJobs) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
     """Probe every node (in parallel, read-only) and assess each.
 
     The raw source blocks of local file j come from node j mod N only (spreading the transfer: fabric moves
@@ -688,17 +750,17 @@ def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int
     def probe_one(h: HostLike, spec) -> dict:
         k = names.index(h.name)
         send = [f for j, f in enumerate(spec.local) if j % len(names) == k]
-        probe = probe_node(h, plan, spec, block, count, False, send_source=send, timeout=timeouts.node)
+        probe = probe_node(h, plan, spec, block, count, False, send_source=send, timeout=timeouts.node, jobs=jobs)
         if not full:
             return probe
         return probe_node(h, plan, spec, block, count, True, send_source=send,
-                          timeout=timeouts.for_bytes(_full_bytes(probe, spec), base=timeouts.node))
+                          timeout=timeouts.for_bytes(_full_bytes(probe, spec), base=timeouts.node), jobs=jobs)
 
     def probe_all(h: HostLike) -> list[dict]:
         return [probe_one(h, spec) for spec in specs]
 
     what = "staging preflight (nothing was changed)"
-    probes = each_node(hosts, probe_all, what)
+    probes = each_node(hosts, probe_all, what, jobs, "the staging preflight")
     for i, spec in enumerate(specs):
         commits = {n: probes[n][i]["commit"] for n in names}
         if len(set(commits.values())) > 1:
@@ -738,7 +800,7 @@ def _check_space_grouped(assessed: list[list[NodeAssessment]], specs, index: int
 
 def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment], preflight: list[dict],
                 sources: dict[str, Source], full: bool, progress: bool, block: int, count: int,
-                timeouts: Timeouts, copy_rate: float | None) -> ViewReport:
+                timeouts: Timeouts, copy_rate: float | None, jobs: NodeJobs) -> ViewReport:
     by_node = {a.node: a for a in assessed}
     node_of = {h.name: by_node[a.node] for h, a in zip(hosts, assessed, strict=True)}
     total = sum(c["size"] for a in assessed for c in a.to_copy)
@@ -758,7 +820,8 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
                        "block": block, "count": count, "full": full}
             if copy_rate:
                 request["rate"] = copy_rate
-            built = call_node(h, "build", request, on_event=bar.sink(h.name), timeout=timeouts.for_bytes(work))
+            built = call_node(h, "build", request, on_event=bar.sink(h.name), timeout=timeouts.for_bytes(work),
+                              jobs=jobs)
             if built["errors"]:
                 raise LabkitError("; ".join(built["errors"]))
             copied = {c["name"]: c for c in built["copied"]}
@@ -768,8 +831,8 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
             rep.copy_seconds = sum(c["seconds"] for c in built["copied"])
             rep.methods = sorted({c["method"] for c in built["copied"]})
             # Verify what is now on disk, exactly as a later run would.
-            again = assess(probe_node(h, plan, spec, block, count, False, send_source=(), timeout=timeouts.node),
-                           spec, block, count, False, sources)
+            again = assess(probe_node(h, plan, spec, block, count, False, send_source=(), timeout=timeouts.node,
+                                      jobs=jobs), spec, block, count, False, sources)
             if again.changes or again.commit != a.commit:
                 raise LabkitError(f"view {spec.dst} still incomplete after building: copy "
                                   f"{[c['name'] for c in again.to_copy]}, link {[x['name'] for x in again.to_link]}, "
@@ -789,13 +852,15 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
         written = False
         if not _same_manifest(a.manifest, manifest):
             text = json.dumps({**manifest, "updated": now}, indent=1) + "\n"
-            call_node(h, "write", {"dst": spec.dst, "name": MANIFEST_NAME, "text": text}, timeout=timeouts.node)
+            call_node(h, "write", {"dst": spec.dst, "name": MANIFEST_NAME, "text": text}, timeout=timeouts.node,
+                      jobs=jobs)
             written = True
         rep.seconds = time.monotonic() - t0
         return rep, written
 
     try:
-        done = each_node(hosts, one, f"staging {spec.dst}")
+        activity = f"the copy into {spec.dst}" if total else f"the staging of {spec.dst}"
+        done = each_node(hosts, one, f"staging {spec.dst}", jobs, activity, say=bar.write)
     finally:
         bar.close()
     # One commit on every node: the preflight refused otherwise, and each node's verification kept it.
@@ -814,7 +879,7 @@ def preflight(plan, hosts: Iterable[HostLike], *, full: bool = False,
 
     if not specs or not hosts:
         return []
-    assessed, _ = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts)
+    assessed, _ = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts, NodeJobs())
     return [_check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
 
@@ -825,11 +890,12 @@ def check_view(plan, hosts: Iterable[HostLike], timeouts: Timeouts = Timeouts())
     specs = [spec for spec in plan.staging if spec.kind == "local-view"]
     for i, spec in enumerate(plan.staging):
         check_entry(plan, i, spec)
+    jobs = NodeJobs()
 
     def one(h: HostLike) -> int:
         total = 0
         for spec in specs:
-            r = call_node(h, "check", {"dst": spec.dst}, timeout=timeouts.node)
+            r = call_node(h, "check", {"dst": spec.dst}, timeout=timeouts.node, jobs=jobs)
             problems = [f"{spec.dst}/{b['name']} -> {b['target']} is broken" for b in r["broken"]]
             problems += [f"{spec.dst}/{p} is an unfinished copy" for p in r["partials"]]
             if problems:
@@ -838,7 +904,7 @@ def check_view(plan, hosts: Iterable[HostLike], timeouts: Timeouts = Timeouts())
             total += r["links"]
         return total
 
-    return each_node(hosts, one, "view check before launch")
+    return each_node(hosts, one, "view check before launch", jobs, "the view check")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -20,10 +22,13 @@ import pytest
 from labkit import staging
 from labkit.hosts import LocalHost
 from labkit.node import stage_node
+from tests import test_staging_ssh
 from tests.hf_cache import LOCAL, default_files, make_cache, plan_for
 from tests.nodes import ADDRESSES
 from tests.test_staging import _hanging_cache
-from tests.test_staging_ssh import LIST_VIEW, nodes, remote_json  # noqa: F401 (nodes: fixture)
+from tests.test_staging_ssh import LIST_VIEW, remote_json
+
+nodes = test_staging_ssh.nodes  # fixture: the four sshd nodes, a fresh view path on each
 
 RATE = 100_000  # bytes/s per node copy: the 3.6 MB of local files would take ~36 s
 SCRIPT_MARK = "Node side of staging"  # in the command line of every node-script process
@@ -154,3 +159,28 @@ def test_ctrl_c_during_a_hung_probe_ends_it_without_waiting_for_its_timeout(tmp_
     assert "labkit: interrupted: stopping the staging preflight on n1" in capsys.readouterr().err
     assert not local_processes(needle)
     assert not dst.exists()
+
+
+def test_ctrl_c_to_labkit_stage_exits_130_at_once_and_leaves_no_node_job(tmp_path, local_env):
+    """The CLI as a user runs it: SIGINT to its process group while the preflight hangs on the shared cache."""
+    _hanging_cache(tmp_path / "hub")
+    dst = tmp_path / "view"
+    plan_for(tmp_path, tmp_path / "hub", str(dst), ["localhost"])  # writes tmp_path/recipe/recipe.toml
+    needle = str(tmp_path / "hub")
+    proc = subprocess.Popen([sys.executable, "-m", "labkit", "stage", str(tmp_path / "recipe" / "recipe.toml")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not any(" probe {" in cmd for _, cmd in local_processes(needle)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in its terminal does
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert time.monotonic() - sent < 8 and proc.returncode == 130, err
+    assert "labkit: interrupted: stopping the staging preflight on localhost" in err
+    assert not local_processes(needle) and not dst.exists()

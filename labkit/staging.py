@@ -20,6 +20,9 @@ path (LanePlan.mounts()). Flow per run, every node in parallel:
      temp name, fsync, check, rename;
   4. verify: probe again, every file must check out; write the manifest atomically if it changed.
 A second run is step 1 only (plus a comparison): verification, seconds.
+Ctrl-C at any step ends the node-script processes on every node (NodeJobs: closing an SSH channel would
+leave them running), waits for them (at most 30 s) and is then raised; a copy cut short is removed, or
+removed by the next run, never left under its final name.
 
 Serving: call `stage(plan, group)` and then `check_view(plan, group)` (no broken link, no partial copy)
 before boot; the engine gets `plan.model_path` (the view's container mount) and `plan.mounts()` binds the
@@ -112,7 +115,8 @@ class NodeJobs:
     def stop_command(self) -> str:
         """procps only; the pattern `...=[x]yz` matches the mark but not this command's own command line."""
         pattern = shlex.quote(f"labkit-stage-job=[{self.token[0]}]{self.token[1:]}")
-        return (f'p={pattern}; pkill -TERM -f "$p"; n=0; '
+        return ('command -v pkill >/dev/null || { echo "pkill not found (procps)" >&2; exit 127; }; '
+                f'p={pattern}; pkill -TERM -f "$p"; n=0; '
                 'while pgrep -f "$p" >/dev/null && [ "$n" -lt 50 ]; do sleep 0.1; n=$((n + 1)); done; '
                 'pkill -KILL -f "$p"; exit 0')
 
@@ -127,7 +131,7 @@ class NodeJobs:
             if side is not host:
                 side.close()
         if r.exit_code != 0:
-            raise LabkitError(f"{host.name}: stopping the staging jobs failed (exit {r.exit_code}): "
+            raise LabkitError(f"stopping the staging jobs failed (exit {r.exit_code}): "
                               f"{(r.stderr.strip() or r.stdout.strip())[-300:]}")
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from labkit import __version__
 from labkit.errors import LabkitError
+from labkit.interrupts import ending_as_interrupt
 from labkit.recipe import find_recipe, list_recipes, load_recipe
 
 
@@ -86,8 +87,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 
         check_reachable(lane.group)
         lane.refuse_if_present()  # re-staging under a running engine would replace files it has open
-        print(stage(lane.plan, lane.group.hosts).table())
-        check_view(lane.plan, lane.group.hosts)
+        with ending_as_interrupt():
+            print(stage(lane.plan, lane.group.hosts).table())
+            check_view(lane.plan, lane.group.hosts)
     endpoint = lane.start()
     b = endpoint.boot
     print(f"lane {endpoint.lane_id} is up: {endpoint.base_url} (model {endpoint.model})")
@@ -148,13 +150,16 @@ def cmd_stage(args: argparse.Namespace) -> int:
 
             Lane(plan, group=group, progress=None).refuse_if_present()
         if args.dry_run:
-            for rows in staging.preflight(plan, group, full=args.full):
+            with ending_as_interrupt():
+                rows_per_view = staging.preflight(plan, group, full=args.full)
+            for rows in rows_per_view:
                 print(staging.preflight_table(rows))
             print("preflight only (read-only): every node has room; run without --dry-run to stage")
             return 0
-        report = staging.stage(plan, group, full=args.full)
-        print(report.table())
-        staging.check_view(plan, group)
+        with ending_as_interrupt():  # SIGTERM/SIGHUP stop the node copies like Ctrl-C does
+            report = staging.stage(plan, group, full=args.full)
+            print(report.table())
+            staging.check_view(plan, group)
     finally:
         group.close()
     return 0

@@ -106,6 +106,7 @@ def measure(lane: LanePlan, *, results: str | Path | None = None, ssh: Any = Non
 def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_verify: bool, progress: bool) -> LaneRun:
     from labkit.bench import run_bench
     from labkit.hosts import check_reachable
+    from labkit.interrupts import ending_as_interrupt
     from labkit.results import ResultsStore
     from labkit.serve import Lane
     from labkit.staging import NodeNfsProbe, check_view, stage
@@ -122,9 +123,10 @@ def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_ver
     _announce(first.path)
     with first:  # a failure before the first run finished marks it failed, with the reason
         if lane.staging:
-            done.staging = stage(lane, group.hosts, full=full_verify, progress=progress)
-            first.write_text("staging.json", _json(done.staging.to_dict()))
-            check_view(lane, group.hosts)
+            with ending_as_interrupt():  # SIGTERM/SIGHUP stop the node copies like Ctrl-C does
+                done.staging = stage(lane, group.hosts, full=full_verify, progress=progress)
+                first.write_text("staging.json", _json(done.staging.to_dict()))
+                check_view(lane, group.hosts)
         # Lane writes boot.json and logs/<node>.log into the first run folder as the boot goes.
         served.run_dir = first.path
         with served.up() as endpoint:

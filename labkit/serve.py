@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import json
 import re
-import signal
 import sys
 import threading
 import time
@@ -42,6 +41,7 @@ from labkit.hosts import (
     hosts_for_plan,
     map_nodes,
 )
+from labkit.interrupts import ending_as_interrupt, ignoring_interrupts
 from labkit.runtimes import ABSENT, ALIVE, Runtime, runtime_for
 
 T = TypeVar("T")
@@ -77,14 +77,6 @@ class LaneFailed(LabkitError):
 
 class LaneBusy(LabkitError):
     """Something of this lane is already present on a node; nothing was started."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, turned into an interrupt so the same teardown runs as for Ctrl-C.
-
-    SIGHUP is what closing the SSH or tmux session that runs labkit sends; by default it kills the process
-    with no teardown at all.
-    """
 
 
 @dataclass
@@ -214,7 +206,7 @@ class Lane:
     @contextlib.contextmanager
     def up(self) -> Iterator[Endpoint]:
         """Boot, yield the endpoint, and on exit (normal, exception, Ctrl-C, SIGTERM) remove and verify."""
-        with _sigterm_as_interrupt():
+        with ending_as_interrupt():
             endpoint = self.start()
             failure: BaseException | None = None
             try:
@@ -224,7 +216,7 @@ class Lane:
                 raise
             finally:
                 died = None
-                with _ignore_interrupts():  # nothing between here and the removal may be cut short
+                with ignoring_interrupts():  # nothing between here and the removal may be cut short
                     try:
                         if failure is not None and not isinstance(failure, KeyboardInterrupt):
                             died = self._best_effort("checking which node died", self._dead_node_report)
@@ -247,14 +239,14 @@ class Lane:
         if self.run_dir:
             (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         try:
-            with _sigterm_as_interrupt():
+            with ending_as_interrupt():
                 self._t0 = time.monotonic()
                 self._start_all()
                 self.timings["start"] = self._elapsed()
                 facts = self._wait_ready()
                 self.timings["ready"] = facts.boot_seconds or self._elapsed()
         except BaseException as e:
-            with _ignore_interrupts():
+            with ignoring_interrupts():
                 if isinstance(e, KeyboardInterrupt):
                     self._say("interrupted: removing the lane on every node")
                 self._remove_after_failed_start()
@@ -273,7 +265,7 @@ class Lane:
         a broken run folder or an unreachable node there never keeps the stop commands from running.
         """
         t = time.monotonic()
-        with _ignore_interrupts():
+        with ignoring_interrupts():
             try:
                 self._best_effort("saving the lane's logs before removal", self._capture_logs)
             finally:
@@ -578,38 +570,3 @@ def _get_status(url: str, timeout: float = 2.0) -> int | None:
         return e.code
     except (urllib.error.URLError, OSError, ValueError):
         return None
-
-
-_ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # raised as Terminated inside _sigterm_as_interrupt
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise Terminated (a KeyboardInterrupt) here, so they get Ctrl-C's teardown."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Terminated(f"terminated ({signal.Signals(signum).name})")
-
-    old = {sig: signal.signal(sig, handler) for sig in _ENDING_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
-
-
-@contextlib.contextmanager
-def _ignore_interrupts() -> Iterator[None]:
-    """Teardown must finish: a second Ctrl-C, a SIGTERM or a closed session would otherwise leave containers behind."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, *_ENDING_SIGNALS)}
-    try:
-        yield
-    finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)

@@ -161,8 +161,10 @@ def test_ctrl_c_during_a_hung_probe_ends_it_without_waiting_for_its_timeout(tmp_
     assert not dst.exists()
 
 
-def test_ctrl_c_to_labkit_stage_exits_130_at_once_and_leaves_no_node_job(tmp_path, local_env):
-    """The CLI as a user runs it: SIGINT to its process group while the preflight hangs on the shared cache."""
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "sighup"])
+def test_ctrl_c_to_labkit_stage_exits_130_at_once_and_leaves_no_node_job(tmp_path, local_env, how):
+    """The CLI as a user runs it, while the preflight hangs on the shared cache: Ctrl-C (SIGINT to its process
+    group), a scheduler's SIGTERM or a closed session's SIGHUP to labkit alone."""
     _hanging_cache(tmp_path / "hub")
     dst = tmp_path / "view"
     plan_for(tmp_path, tmp_path / "hub", str(dst), ["localhost"])  # writes tmp_path/recipe/recipe.toml
@@ -174,7 +176,10 @@ def test_ctrl_c_to_labkit_stage_exits_130_at_once_and_leaves_no_node_job(tmp_pat
         while not any(" probe {" in cmd for _, cmd in local_processes(needle)) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in its terminal does
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in its terminal does
+        else:
+            os.kill(proc.pid, signal.SIGTERM if how == "sigterm" else signal.SIGHUP)
         sent = time.monotonic()
         out, err = proc.communicate(timeout=60)
     finally:

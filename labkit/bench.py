@@ -40,7 +40,16 @@ from labkit.client import EndpointError, StreamClient, StreamRequest, StreamResu
 from labkit.errors import LabkitError
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, repo_root
 from labkit.records import SCHEMA_VERSION, GroupRecord, RequestRecord, RunSummary
-from labkit.timing import BURST_GAP_NS, NS, decode_tps, decode_window, group_aggregate, median, prefill_tps
+from labkit.timing import (
+    BURST_GAP_NS,
+    NS,
+    decode_tps,
+    decode_window,
+    first_arrival_merged,
+    group_aggregate,
+    median,
+    prefill_tps,
+)
 from labkit.tokencount import make_counter
 
 TIMER = ("time.perf_counter_ns; t_send before the SDK call, chunk stamps at each network read before SSE/JSON "
@@ -517,7 +526,7 @@ class _Bench:
         g.burst_streams = sum(BURST_FLAG in r.flags for r in recs)
         burst_note = f"{g.burst_streams} stream(s) burst-read: agg excluded" if g.burst_streams else ""
         if any(not r.chunk_n for r in recs):
-            est = group_aggregate([(r.chunk_t, [1] * len(r.chunk_t)) for r in recs])
+            est = group_aggregate([first_arrival_merged(r.chunk_t, [1] * len(r.chunk_t)) for r in recs])
             firsts = [r.t_first for r in recs if r.t_first is not None]
             lasts = [r.t_last for r in recs if r.t_last is not None]
             span = max(lasts) - min(firsts) if len(firsts) == len(lasts) == len(recs) else 0
@@ -528,7 +537,7 @@ class _Bench:
                                              burst_note]))
             g.serialised = est.serialised
             return g
-        est = group_aggregate([(r.chunk_t, r.chunk_n) for r in recs])
+        est = group_aggregate([first_arrival_merged(r.chunk_t, r.chunk_n) for r in recs])
         g.agg_tps, g.window_tps, g.span_tps, g.overlap = est.agg_tps, est.window_tps, est.span_tps, est.overlap
         g.window_start, g.window_end, g.window_tokens, g.serialised = (
             est.window_start, est.window_end, est.window_tokens, est.serialised)
@@ -597,7 +606,7 @@ class _Bench:
             f"median over warm c1 turns; {DECODE_WINDOW}; tokens: {src}; timer: perf_counter_ns")
         put("decode_c1_cold", [r.decode_tps for r in dec if r.cold],
             "the first request after boot (cold turn), same formula as decode_c1")
-        put("ttft_c1", [r.ttft_s for r in dec if r.concurrency == 1 and not r.cold],
+        put("ttft_c1", [r.ttft_s for r in dec_all if r.concurrency == 1 and not r.cold],  # burst-read: TTFT holds
             "median t_first - t_send of warm c1 decode turns, seconds")
         for k in sorted({g.concurrency for g in self.groups}):
             gs = [g for g in self.groups if g.concurrency == k and g.ok]

@@ -60,6 +60,17 @@ def decode_window(t: Sequence[int], n: Sequence[int], n_tokens: int, gap: int = 
     return DecodeWindow(n_first, t_start, n_tokens - n_first, burst)
 
 
+def first_arrival_merged(t: Sequence[int], n: Sequence[int], gap: int = BURST_GAP_NS) -> tuple[list[int], list[int]]:
+    """The stream with its first arrival folded into one chunk (its last stamp, its tokens), so a group's
+    window opens where each stream's per-request decode window does (`decode_window`)."""
+    if not t:
+        return list(t), list(n)
+    k = 1
+    while k < len(t) and t[k] - t[k - 1] < gap:
+        k += 1
+    return [t[k - 1], *t[k:]], [sum(n[:k]), *n[k:]]
+
+
 def prefill_tps(prompt_tokens: int | None, cached_tokens: int | None, ttft_ns: int | None,
                 rtt_ns: int = 0) -> float | None:
     """(P - C) / (TTFT - RTT): a lower bound on the engine's prefill rate (queueing and one decode step remain)."""

@@ -149,3 +149,39 @@ def test_summary_names_why_a_group_has_no_aggregate():
     assert "serialised" not in text and "no aggregate" in text
     s = RunSummary(measures={"decode_c2_span": 90.0, "decode_c2_overlap": -0.2})
     assert "serialised (no overlap)" in render(s)
+
+
+def test_group_window_opens_after_each_streams_first_arrival():
+    # A: one token every 10 ms from 50 ms. B: its first 6 tokens reached a late reader together (20 us apart at
+    # 55 ms), then one every 10 ms. Both decode at 100 t/s: the pair at 200 t/s (B's queued chunks read 210).
+    def stream(t):
+        n = len(t)
+        return StreamResult(t_send=0, t_hdr=MS, t_chunk1=t[0], t_first=t[0], t_content=t[0], t_last=t[-1],
+                            t_end=t[-1] + MS, chunk_t=t, chunk_n=[1] * n, output_tokens=n,
+                            output_tokens_source="continuous_usage", prompt_tokens=20, cached_tokens=0,
+                            finish_reason="length", http_status=200)
+
+    a = [50 * MS + i * 10 * MS for i in range(60)]
+    b = [55 * MS + i * 20_000 for i in range(6)] + [55 * MS + 100_000 + i * 10 * MS for i in range(1, 55)]
+    recs = [make_record(stream(t), t_origin=0, rtt_ns=0, phase="decode", requested=len(t), concurrency=2)
+            for t in (a, b)]
+    assert recs[1].n_first == 6 and recs[1].decode_tps == pytest.approx(100.0, rel=0.01)
+    g = _group(recs)
+    assert g.agg_tps == pytest.approx(200.0, rel=0.01)
+
+
+def test_a_burst_read_turn_keeps_its_ttft_sample():
+    from types import SimpleNamespace
+
+    from labkit.bench import _Bench, default_plan
+
+    good = make_record(_res(n=40), t_origin=0, rtt_ns=0, phase="decode", requested=40)
+    burst = _res(n=40)
+    burst.chunk_t = burst.chunk_t[:1] + [burst.chunk_t[0] + 5 * MS + i * 30_000 for i in range(39)]
+    burst.t_last = burst.chunk_t[-1]
+    burst = make_record(burst, t_origin=0, rtt_ns=0, phase="decode", requested=40)
+    assert "burst-read" in burst.flags
+    bench = SimpleNamespace(records=[good, burst], groups=[], plan=default_plan(), acceptance=None, pc_window=[],
+                            notes=[], rtt_ns=0, counter_kind="tokenize", _nfs_summary=_Bench._nfs_summary)
+    s = _Bench._summary(bench, {})
+    assert s.samples["decode_c1"] == [good.decode_tps] and len(s.samples["ttft_c1"]) == 2

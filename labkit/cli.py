@@ -145,10 +145,6 @@ def cmd_stage(args: argparse.Namespace) -> int:
                           "entry; pick a staging variant, e.g. --staging local-view")
     group = hosts_for_plan(plan, SshOptions.from_env())
     try:
-        if not args.dry_run:  # re-staging under this lane's running engine would replace files it has open
-            from labkit.serve import Lane
-
-            Lane(plan, group=group, progress=None).refuse_if_present()
         if args.dry_run:
             with ending_as_interrupt():
                 rows_per_view = staging.preflight(plan, group, full=args.full)
@@ -156,6 +152,10 @@ def cmd_stage(args: argparse.Namespace) -> int:
                 print(staging.preflight_table(rows))
             print("preflight only (read-only): every node has room; run without --dry-run to stage")
             return 0
+        from labkit.serve import Lane
+
+        # re-staging under this lane's running engine would replace files it has open
+        Lane(plan, group=group, progress=None).refuse_if_present()
         with ending_as_interrupt():  # SIGTERM/SIGHUP stop the node copies like Ctrl-C does
             report = staging.stage(plan, group, full=args.full)
             print(report.table())

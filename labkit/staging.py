@@ -754,7 +754,9 @@ def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int
     def probe_one(h: HostLike, spec) -> dict:
         k = names.index(h.name)
         send = [f for j, f in enumerate(spec.local) if j % len(names) == k]
-        probe = probe_node(h, plan, spec, block, count, False, send_source=send, timeout=timeouts.node, jobs=jobs)
+        # in full mode the first probe is only for the sizes: its raw samples would travel twice
+        probe = probe_node(h, plan, spec, block, count, False, send_source=() if full else send,
+                           timeout=timeouts.node, jobs=jobs)
         if not full:
             return probe
         return probe_node(h, plan, spec, block, count, True, send_source=send,

@@ -703,3 +703,23 @@ def test_a_directory_in_the_way_is_refused_at_preflight(world):
     with pytest.raises(NodeError, match="is a directory where the view needs a copy"):
         run(plan, hosts)
     assert tree_state(dst) == before
+
+
+def test_full_preflight_moves_the_raw_source_samples_once(world):
+    """Full mode probes twice (sizes, then whole-file hashes): only the second returns raw sampled blocks."""
+    plan, snap, dst, hosts = world
+    sent: list[dict] = []
+
+    class Recording:
+        def __init__(self, host):
+            self.host, self.name = host, host.name
+
+        def run(self, cmd, timeout=None, stdin=None):
+            words = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+            if "probe" in words:
+                sent.append(json.loads(words[words.index("probe") + 1]))
+            return self.host.run(cmd, timeout=timeout, stdin=stdin)
+
+    staging.preflight(plan, [Recording(h) for h in hosts], full=True)
+    assert [bool(r["full"]) for r in sent] == [False, True]
+    assert sent[0]["send_source"] == [] and sent[1]["send_source"] == list(LOCAL)

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bare_ssh import BareSsh, fan_out  # noqa: E402
-from benchmarks.fanout import machine_busy_seconds, metered, time_pair  # noqa: E402
+from benchmarks.fanout import Meter, Window, metered, time_pair  # noqa: E402
 from labkit.hosts import HostGroup, check_reachable, host_for  # noqa: E402
 from labkit.serve import Lane  # noqa: E402
 from tests.lanes import sim_recipe  # noqa: E402
@@ -90,16 +90,15 @@ def compare(what: str, fn, reps: int, target: float | None = 1.5) -> None:
 
 
 class MeteredLane(Lane):
-    """A Lane that also records the machine's CPU seconds spent during its start step (same window as
-    timings["start"]: the start commands on every node, the engines' first CPU after them included)."""
+    """A Lane that also meters its start step (the Window of timings["start"]: the start commands on every
+    node, and the engines' first CPU after them)."""
 
-    start_cpu: float | None = None
+    start_window: Window | None = None
 
     def _start_all(self) -> None:
-        b0 = machine_busy_seconds()
+        meter = Meter()
         super()._start_all()
-        b1 = machine_busy_seconds()
-        self.start_cpu = b1 - b0 if b0 is not None and b1 is not None else None
+        self.start_window = meter.stop()
 
 
 def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
@@ -124,16 +123,16 @@ def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
         return sim_recipe(tmp / f"bench-start-{n}", PORT + 2, nodes=cluster.addresses[:n], runtime="docker",
                           ssh_port=cluster.port, user=cluster.user, settings={"boot_weights_s": 0.2})
 
-    def start_time(n: int) -> tuple[float, float | None]:
+    def start_time(n: int) -> Window:
         lane = MeteredLane(start_plan(n), ssh=opts, progress=None)
         try:
             lane.start()
-            return lane.timings["start"], lane.start_cpu
+            return lane.start_window
         finally:
             lane.down()
             lane.close()
 
-    def bare_start_time(n: int) -> tuple[float, float | None]:
+    def bare_start_time(n: int) -> Window:
         """Baseline: the lane's exact start commands over bare paramiko connections, none of labkit."""
         lane = Lane(start_plan(n), ssh=opts, progress=None)
         commands = lane.commands()
@@ -147,11 +146,11 @@ def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
             lane.down()
             lane.close()
 
-    def bare_check_time(n: int) -> tuple[float, float | None]:
+    def bare_check_time(n: int) -> Window:
         """Baseline: fresh paramiko connect + `true`, one thread per node, none of labkit."""
         return metered(lambda: fan_out(lambda a: BareSsh(cluster, a).run("true", close=True), cluster.addresses[:n]))
 
-    def openssh_check_time(n: int) -> tuple[float, float | None]:
+    def openssh_check_time(n: int) -> Window:
         """Baseline: OpenSSH's `ssh node true`, one process per node (no Python at all)."""
         argv = ["ssh", "-i", str(cluster.key), "-o", f"UserKnownHostsFile={cluster.known_hosts}", "-o",
                 "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", str(cluster.port), "-l", cluster.user]
@@ -166,10 +165,10 @@ def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
     group = HostGroup([host_for(a, None, 22, 5, opts) for a in cluster.addresses])
     check_reachable(group)  # connect once; the timed runs reuse the connections
 
-    def labkit_warm(n: int) -> tuple[float, float | None]:
+    def labkit_warm(n: int) -> Window:
         return metered(lambda: HostGroup(group.hosts[:n]).run("true", "true"))
 
-    def bare_warm(n: int) -> tuple[float, float | None]:
+    def bare_warm(n: int) -> Window:
         return metered(lambda: fan_out(lambda a: warm[a].run("true"), cluster.addresses[:n]))
 
     # All four "nodes" share this host's CPUs, so node-side CPU work (sshd fork+exec per session, the docker

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import json
 import re
+import signal
 import sys
 import threading
 import time
@@ -37,16 +38,18 @@ from labkit.hosts import (
     HostGroup,
     NodeCalls,
     SshOptions,
+    _interrupts_noted,
     check_reachable,
     hosts_for_plan,
     map_nodes,
 )
-from labkit.interrupts import ending_as_interrupt, ignoring_interrupts
+from labkit.interrupts import ENDING_SIGNALS, ending_as_interrupt, ignoring_interrupts
 from labkit.runtimes import ABSENT, ALIVE, Runtime, runtime_for
 
 T = TypeVar("T")
 LOG_TAIL_LINES = 40
 _SEP = "\n--labkit-log--\n"
+INTERRUPTS = (signal.SIGINT, *ENDING_SIGNALS)  # Ctrl-C, SIGTERM, SIGHUP: what may cut a wait short
 
 
 class BootError(LabkitError):
@@ -518,21 +521,56 @@ class Lane:
 
         A start command sent to a node cannot be recalled; one that returned after the teardown (`docker run -d`
         still pulling or creating its container) would leave its engine running. So wait for it, bounded by its
-        own timeout plus the SSH client's margin, and remove the lane once more.
+        own timeout plus the SSH client's margin, and remove the lane once more. The removals use a connection
+        of their own to such nodes (an SSH host runs one command at a time), so they never queue behind a start.
+        A further Ctrl-C (SIGTERM, SIGHUP) ends the wait, not the removals: the user is told which nodes may
+        still start an engine, and how to remove it.
         """
         starts, self._starts = self._starts, None
         pending = starts.pending() if starts is not None else []
-        bound = self.plan.engine.boot_timeout + 15
-        if pending:
-            self._say(f"the start command is still running on {', '.join(pending)} (it cannot be recalled): "
-                      f"waiting up to {bound:g} s for it to return, to remove what it starts")
-        self._teardown_quietly()
+        with self._spare_connections(pending):
+            self._teardown_quietly()
         if not pending:
             return
-        if not starts.wait(bound):
-            self._say(f"WARNING: the start command on {', '.join(starts.pending())} is still running after "
-                      f"{bound:g} s; check with `labkit status {self.plan.recipe}` and `labkit down {self.plan.recipe}`")
-        self._teardown_quietly()
+        bound = self.plan.engine.boot_timeout + 15
+        deadline = time.monotonic() + bound
+        noted: list[int] = []
+        if starts.pending():
+            with _interrupts_noted(INTERRUPTS) as noted:
+                self._say(f"the start command is still running on {', '.join(starts.pending())} (it cannot be "
+                          f"recalled): waiting up to {bound:g} s for it to return, to remove what it starts "
+                          "(Ctrl-C again stops waiting)")
+                while starts.pending() and not noted and time.monotonic() < deadline:
+                    starts.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+        still = starts.pending()
+        if still and noted:
+            self._say(f"interrupted again: not waiting for the start command on {', '.join(still)}; "
+                      "removing the lane once more")
+        with self._spare_connections(still):
+            self._teardown_quietly()
+        if still:
+            why = "when you stopped the wait" if noted else f"after {bound:g} s"
+            self._say(f"WARNING: the start command on {', '.join(still)} was still running {why}: it may still start "
+                      f"the engine there. Check with `labkit status {self.plan.recipe}`, remove it with "
+                      f"`labkit down {self.plan.recipe}`")
+
+    @contextlib.contextmanager
+    def _spare_connections(self, busy: list[str]) -> Iterator[None]:
+        """Inside: self.group reaches the nodes in `busy` over a second connection (Host.twin), since their own
+        is held by a command still running there; the spare connections are closed after."""
+        if not busy:
+            yield
+            return
+        group = self.group
+        spare = {h.name: h.twin() for h in group if h.name in busy}
+        self.group = HostGroup([spare.get(h.name, h) for h in group])
+        try:
+            yield
+        finally:
+            self.group = group
+            for h in group:
+                if h.name in spare and spare[h.name] is not h:
+                    spare[h.name].close()
 
     def _teardown_quietly(self) -> None:
         """down() on a failure path: report what it could not do, so the original error is the one raised."""

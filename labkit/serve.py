@@ -50,6 +50,7 @@ T = TypeVar("T")
 LOG_TAIL_LINES = 40
 _SEP = "\n--labkit-log--\n"
 INTERRUPTS = (signal.SIGINT, *ENDING_SIGNALS)  # Ctrl-C, SIGTERM, SIGHUP: what may cut a wait short
+WATCH_END_WAIT = 10.0  # seconds a failed boot waits for the node polls in flight, so their nodes' logs are saved
 
 
 class BootError(LabkitError):
@@ -108,6 +109,10 @@ class _NodeWatch:
     state: str = ABSENT
     text_tail: list[str] = field(default_factory=list)
     phases: list[BootPhase] = field(default_factory=list)
+    # Held while a poll fetches from `offset` and records the text, so teardown's log capture never fetches
+    # the same text as a poll; `closed` once teardown has taken the node's log over (later polls skip it).
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
 
 
 def node_specs(plan, hosts: list[Host] | None = None) -> list[NodeSpec]:
@@ -375,20 +380,23 @@ class Lane:
         probes = self.engine.probes(self.plan)
         timeout = self.plan.engine.boot_timeout
         stop = threading.Event()
+        finished = threading.Event()  # not Thread.is_alive(): on 3.11 a join() cut short by Ctrl-C marks it stopped
         problem: list[BaseException] = []
 
         def watch() -> None:
-            while not stop.is_set():
-                t = time.monotonic()
-                try:
-                    self._poll_nodes()
-                except BaseException as e:  # handed to the main loop
-                    problem.append(e)
-                    return
-                stop.wait(max(0.0, self.node_poll - (time.monotonic() - t)))
+            try:
+                while not stop.is_set():
+                    t = time.monotonic()
+                    try:
+                        self._poll_nodes()
+                    except BaseException as e:  # handed to the main loop
+                        problem.append(e)
+                        return
+                    stop.wait(max(0.0, self.node_poll - (time.monotonic() - t)))
+            finally:
+                finished.set()
 
-        watcher = threading.Thread(target=watch, name="labkit-boot-watch", daemon=True)
-        watcher.start()
+        threading.Thread(target=watch, name="labkit-boot-watch", daemon=True).start()
         last_note = 0.0
         try:
             while True:
@@ -398,7 +406,7 @@ class Lane:
                     noticed = self._elapsed()
                     if all(_get_status(self.root_url + p.path) == p.status for p in probes[1:]):
                         stop.set()
-                        watcher.join()
+                        finished.wait()
                         if problem:
                             raise problem[0]
                         self._poll_nodes()  # the lines up to readiness, and every node still alive
@@ -414,31 +422,53 @@ class Lane:
                         self._say(f"[{now:6.1f}s] still booting ...")
                 time.sleep(self.poll)
         finally:
-            stop.set()
-            watcher.join()
+            self._end_watch(stop, finished)
+
+    def _end_watch(self, stop: threading.Event, finished: threading.Event) -> None:
+        """Stop the boot watcher and wait for its node polls in flight: at most WATCH_END_WAIT s, and saying so.
+
+        A poll can take up to its 60 s timeout on a slow node. A further Ctrl-C (SIGTERM, SIGHUP) ends the wait;
+        the teardown then leaves the log of a node still being polled to that poll (see _capture_logs).
+        """
+        stop.set()
+        with _interrupts_noted(INTERRUPTS) as noted:
+            if finished.wait(0.5):
+                return
+            busy = [n for n, w in self._watch.items() if w.lock.locked()]
+            self._say(f"ending the boot watch: waiting up to {WATCH_END_WAIT:g} s for its poll of "
+                      f"{', '.join(busy) or 'the nodes'} to return (Ctrl-C again stops waiting)")
+            deadline = time.monotonic() + WATCH_END_WAIT
+            while not noted and time.monotonic() < deadline and not finished.wait(0.1):
+                pass
 
     def _poll_nodes(self) -> None:
         """One round trip per node: liveness, then new log text; raise BootError on a fatal line or a dead node."""
 
-        def poll(h: Host) -> tuple[str, str]:
+        def poll(h: Host) -> str | None:
             w = self._watch[h.name]
-            cmd = f"( {self.runtime.alive_command(h.name)} ); printf '{_SEP}'; " + \
-                self.runtime.logs_command(h.name, offset=w.offset)
-            r = h.run(cmd, timeout=60)
-            state, _, text = r.stdout.partition(_SEP)
-            return state.strip(), text
+            with w.lock:
+                if w.closed:
+                    return None
+                cmd = f"( {self.runtime.alive_command(h.name)} ); printf '{_SEP}'; " + \
+                    self.runtime.logs_command(h.name, offset=w.offset)
+                r = h.run(cmd, timeout=60)
+                state, _, text = r.stdout.partition(_SEP)
+                w.state = state.strip()
+                self._record(w, text)  # an OSError here (run folder) is raised as is, below
+                return w.state
 
         outcomes = map_nodes(poll, self.group.hosts)
         problems: list[BootError] = []
-        for name, (value, err) in outcomes.items():
+        for name, (state, err) in outcomes.items():
             w = self._watch[name]
             if err is not None:
+                if not isinstance(err, HostError):
+                    raise err
                 problems.append(BootError(self.lane_id, name, f"cannot watch node: {err}",
                                           _tail("".join(w.text_tail))))
                 continue
-            state, text = value
-            w.state = state
-            self._record(w, text)
+            if state is None:  # the teardown has taken this node's log over
+                continue
             if w.log.fatal:
                 reason, line = w.log.fatal
                 problems.append(BootError(self.lane_id, name, f"fatal log line ({reason})",
@@ -476,14 +506,31 @@ class Lane:
         return facts
 
     def _capture_logs(self) -> None:
-        """Fetch the rest of every node's log into the run folder before removal (nothing lost)."""
+        """Fetch the rest of every node's log into the run folder before removal (nothing lost).
+
+        Each node's log is first taken over from the boot watcher, so no text is fetched and saved twice. A node
+        whose boot poll has not returned (a slow node after an interrupt) is skipped and named: that poll saves
+        what it fetched when it returns; what the node logs after that is not saved.
+        """
         if not self.run_dir or not self._watch:
             return
+        hosts, busy = [], []
+        for h in self.group:
+            w = self._watch[h.name]
+            if w.lock.acquire(blocking=False):
+                w.closed = True
+                w.lock.release()
+                hosts.append(h)
+            else:
+                busy.append(h.name)
+        if busy:
+            self._say(f"not saving the rest of the log of {', '.join(busy)}: the boot's node poll there has not "
+                      "returned (it saves what it fetched when it does)")
 
         def fetch(h: Host) -> str:
             return h.run(self.runtime.logs_command(h.name, offset=self._watch[h.name].offset), timeout=60).stdout
 
-        for name, (text, err) in map_nodes(fetch, self.group.hosts).items():
+        for name, (text, err) in map_nodes(fetch, hosts).items():
             if err is None and text:
                 w = self._watch[name]
                 w.offset += len(text.encode())

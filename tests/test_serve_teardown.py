@@ -286,6 +286,71 @@ def test_second_ctrl_c_ends_the_wait_for_in_flight_starts(cluster, tmp_path):
         assert_clean_cluster(lane, cluster)
 
 
+# ---------------------------------------------------------------------------------------------- slow node poll
+
+
+def test_ctrl_c_while_a_node_poll_is_slow_says_so_and_saves_no_log_text_twice(tmp_path, local_env):
+    """Ctrl-C during readiness while the boot watcher's poll of a node hangs (a slow node; the poll may take its
+    60 s timeout): labkit says what it waits for, a second Ctrl-C ends that wait, and the teardown's log capture
+    and the late poll never both save the same text."""
+    plan = sim_recipe(tmp_path / "lane-slowpoll", 18342, settings={"boot_weights_s": 60})
+    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, node_poll=0.2, stop_grace=3)
+    lane.progress = io.StringIO()
+    mark = "INFO a line the slow poll fetches"
+    engine_log = local_env.state_dir / "lanes" / lane.lane_id / "localhost.log"
+    saved_log = tmp_path / "run" / "logs" / "localhost.log"
+    polled, returned = threading.Event(), threading.Event()
+    host = lane.group.head
+    run = host.run
+
+    def slow_poll(cmd, **kw):
+        r = run(cmd, **kw)
+        if "--labkit-log--" in cmd and mark in r.stdout:  # the boot watcher's poll that fetched the mark
+            polled.set()
+            time.sleep(6)
+            returned.set()
+        return r
+
+    host.run = slow_poll
+    times: dict[str, float] = {}
+
+    def ctrl_c_twice() -> None:
+        deadline = time.monotonic() + 30
+        while not (saved_log.exists() and "Starting to load model" in saved_log.read_text()):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        with open(engine_log, "a") as f:  # the engine prints (the simulator sleeps in its weight loading now)
+            f.write(mark + "\n")
+        if not polled.wait(10):
+            return
+        times["first"] = time.monotonic()
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 2
+        while "poll of localhost" not in lane.progress.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)  # before the fix this one cut the wait short, silently
+
+    t = threading.Thread(target=ctrl_c_twice, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lane.start()
+        took = time.monotonic() - times["first"]
+        said = lane.progress.getvalue()
+        assert took < 4, said
+        assert "waiting up to" in said and "poll of localhost" in said, said
+        assert returned.wait(10)
+        time.sleep(0.5)  # the late poll records what it fetched
+        lines = saved_log.read_text().splitlines()
+        assert lines.count(mark) == 1, lines
+        assert len(lines) == len(set(lines)), lines
+        assert lane.leftovers() == {} and local_env.processes() == []
+    finally:
+        t.join(10)
+        remove_leftovers(lane)
+
+
 # ---------------------------------------------------------------------------------------------- SIGHUP
 
 

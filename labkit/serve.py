@@ -288,7 +288,9 @@ class Lane:
                 except NodeError as e:
                     left = e.failures
         self.timings["down"] = time.monotonic() - t
-        problems = {**failures, **left}
+        problems = dict(failures)  # a node may both fail its stop command and keep something: say both
+        for node, what in left.items():
+            problems[node] = f"{problems[node]}; left: {what}" if node in problems else what
         if problems:
             raise NodeError(f"lane {self.lane_id} still present after removal", problems)
 

@@ -623,17 +623,15 @@ class Lane:
 
     def _teardown_quietly(self) -> None:
         """down() on a failure path: report what it could not do, so the original error is the one raised."""
-        try:
-            self.down()
-        except Exception as e:
-            self._say(f"WARNING: teardown incomplete: {e}")
+        self._best_effort("teardown", self.down, warning="teardown incomplete: {error}")
 
-    def _best_effort(self, what: str, step: Callable[[], T]) -> T | None:
+    def _best_effort(self, what: str, step: Callable[[], T],
+                     warning: str = "{what} failed ({kind}: {error}); going on") -> T | None:
         """step(), or None with a warning when it fails: for the steps around removal that must not prevent it."""
         try:
             return step()
         except Exception as e:
-            self._say(f"WARNING: {what} failed ({type(e).__name__}: {e}); going on")
+            self._say("WARNING: " + warning.format(what=what, kind=type(e).__name__, error=e))
             return None
 
     def _say(self, text: str) -> None:

@@ -621,17 +621,21 @@ def _stop_calls(calls: NodeCalls, hosts: list[Host], stop: Callable[[Host], Any]
 
 
 @contextlib.contextmanager
-def _interrupts_noted() -> Iterator[list[int]]:
-    """In the main thread: a SIGINT appends to the yielded list instead of raising KeyboardInterrupt."""
+def _interrupts_noted(signals: Sequence[int] = (signal.SIGINT,)) -> Iterator[list[int]]:
+    """In the main thread: each of `signals` appends to the yielded list instead of raising (or being ignored).
+
+    For a wait the user may cut short: the waiting code checks the list, nothing is raised in the middle of it.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield []
         return
     noted: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    previous = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum)) for sig in signals}
     try:
         yield noted
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def _say(text: str) -> None:

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import json
 import re
+import signal
 import sys
 import threading
 import time
@@ -37,16 +38,19 @@ from labkit.hosts import (
     HostGroup,
     NodeCalls,
     SshOptions,
+    _interrupts_noted,
     check_reachable,
     hosts_for_plan,
     map_nodes,
 )
-from labkit.interrupts import ending_as_interrupt, ignoring_interrupts
+from labkit.interrupts import ENDING_SIGNALS, ending_as_interrupt, ignoring_interrupts
 from labkit.runtimes import ABSENT, ALIVE, Runtime, runtime_for
 
 T = TypeVar("T")
 LOG_TAIL_LINES = 40
 _SEP = "\n--labkit-log--\n"
+INTERRUPTS = (signal.SIGINT, *ENDING_SIGNALS)  # Ctrl-C, SIGTERM, SIGHUP: what may cut a wait short
+WATCH_END_WAIT = 10.0  # seconds a failed boot waits for the node polls in flight, so their nodes' logs are saved
 
 
 class BootError(LabkitError):
@@ -105,6 +109,10 @@ class _NodeWatch:
     state: str = ABSENT
     text_tail: list[str] = field(default_factory=list)
     phases: list[BootPhase] = field(default_factory=list)
+    # Held while a poll fetches from `offset` and records the text, so teardown's log capture never fetches
+    # the same text as a poll; `closed` once teardown has taken the node's log over (later polls skip it).
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
 
 
 def node_specs(plan, hosts: list[Host] | None = None) -> list[NodeSpec]:
@@ -280,7 +288,9 @@ class Lane:
                 except NodeError as e:
                     left = e.failures
         self.timings["down"] = time.monotonic() - t
-        problems = {**failures, **left}
+        problems = dict(failures)  # a node may both fail its stop command and keep something: say both
+        for node, what in left.items():
+            problems[node] = f"{problems[node]}; left: {what}" if node in problems else what
         if problems:
             raise NodeError(f"lane {self.lane_id} still present after removal", problems)
 
@@ -372,20 +382,23 @@ class Lane:
         probes = self.engine.probes(self.plan)
         timeout = self.plan.engine.boot_timeout
         stop = threading.Event()
+        finished = threading.Event()  # not Thread.is_alive(): on 3.11 a join() cut short by Ctrl-C marks it stopped
         problem: list[BaseException] = []
 
         def watch() -> None:
-            while not stop.is_set():
-                t = time.monotonic()
-                try:
-                    self._poll_nodes()
-                except BaseException as e:  # handed to the main loop
-                    problem.append(e)
-                    return
-                stop.wait(max(0.0, self.node_poll - (time.monotonic() - t)))
+            try:
+                while not stop.is_set():
+                    t = time.monotonic()
+                    try:
+                        self._poll_nodes()
+                    except BaseException as e:  # handed to the main loop
+                        problem.append(e)
+                        return
+                    stop.wait(max(0.0, self.node_poll - (time.monotonic() - t)))
+            finally:
+                finished.set()
 
-        watcher = threading.Thread(target=watch, name="labkit-boot-watch", daemon=True)
-        watcher.start()
+        threading.Thread(target=watch, name="labkit-boot-watch", daemon=True).start()
         last_note = 0.0
         try:
             while True:
@@ -395,7 +408,7 @@ class Lane:
                     noticed = self._elapsed()
                     if all(_get_status(self.root_url + p.path) == p.status for p in probes[1:]):
                         stop.set()
-                        watcher.join()
+                        finished.wait()
                         if problem:
                             raise problem[0]
                         self._poll_nodes()  # the lines up to readiness, and every node still alive
@@ -411,31 +424,53 @@ class Lane:
                         self._say(f"[{now:6.1f}s] still booting ...")
                 time.sleep(self.poll)
         finally:
-            stop.set()
-            watcher.join()
+            self._end_watch(stop, finished)
+
+    def _end_watch(self, stop: threading.Event, finished: threading.Event) -> None:
+        """Stop the boot watcher and wait for its node polls in flight: at most WATCH_END_WAIT s, and saying so.
+
+        A poll can take up to its 60 s timeout on a slow node. A further Ctrl-C (SIGTERM, SIGHUP) ends the wait;
+        the teardown then leaves the log of a node still being polled to that poll (see _capture_logs).
+        """
+        stop.set()
+        with _interrupts_noted(INTERRUPTS) as noted:
+            if finished.wait(0.5):
+                return
+            busy = [n for n, w in self._watch.items() if w.lock.locked()]
+            self._say(f"ending the boot watch: waiting up to {WATCH_END_WAIT:g} s for its poll of "
+                      f"{', '.join(busy) or 'the nodes'} to return (Ctrl-C again stops waiting)")
+            deadline = time.monotonic() + WATCH_END_WAIT
+            while not noted and time.monotonic() < deadline and not finished.wait(0.1):
+                pass
 
     def _poll_nodes(self) -> None:
         """One round trip per node: liveness, then new log text; raise BootError on a fatal line or a dead node."""
 
-        def poll(h: Host) -> tuple[str, str]:
+        def poll(h: Host) -> str | None:
             w = self._watch[h.name]
-            cmd = f"( {self.runtime.alive_command(h.name)} ); printf '{_SEP}'; " + \
-                self.runtime.logs_command(h.name, offset=w.offset)
-            r = h.run(cmd, timeout=60)
-            state, _, text = r.stdout.partition(_SEP)
-            return state.strip(), text
+            with w.lock:
+                if w.closed:
+                    return None
+                cmd = f"( {self.runtime.alive_command(h.name)} ); printf '{_SEP}'; " + \
+                    self.runtime.logs_command(h.name, offset=w.offset)
+                r = h.run(cmd, timeout=60)
+                state, _, text = r.stdout.partition(_SEP)
+                w.state = state.strip()
+                self._record(w, text)  # an OSError here (run folder) is raised as is, below
+                return w.state
 
         outcomes = map_nodes(poll, self.group.hosts)
         problems: list[BootError] = []
-        for name, (value, err) in outcomes.items():
+        for name, (state, err) in outcomes.items():
             w = self._watch[name]
             if err is not None:
+                if not isinstance(err, HostError):
+                    raise err
                 problems.append(BootError(self.lane_id, name, f"cannot watch node: {err}",
                                           _tail("".join(w.text_tail))))
                 continue
-            state, text = value
-            w.state = state
-            self._record(w, text)
+            if state is None:  # the teardown has taken this node's log over
+                continue
             if w.log.fatal:
                 reason, line = w.log.fatal
                 problems.append(BootError(self.lane_id, name, f"fatal log line ({reason})",
@@ -473,14 +508,31 @@ class Lane:
         return facts
 
     def _capture_logs(self) -> None:
-        """Fetch the rest of every node's log into the run folder before removal (nothing lost)."""
+        """Fetch the rest of every node's log into the run folder before removal (nothing lost).
+
+        Each node's log is first taken over from the boot watcher, so no text is fetched and saved twice. A node
+        whose boot poll has not returned (a slow node after an interrupt) is skipped and named: that poll saves
+        what it fetched when it returns; what the node logs after that is not saved.
+        """
         if not self.run_dir or not self._watch:
             return
+        hosts, busy = [], []
+        for h in self.group:
+            w = self._watch[h.name]
+            if w.lock.acquire(blocking=False):
+                w.closed = True
+                w.lock.release()
+                hosts.append(h)
+            else:
+                busy.append(h.name)
+        if busy:
+            self._say(f"not saving the rest of the log of {', '.join(busy)}: the boot's node poll there has not "
+                      "returned (it saves what it fetched when it does)")
 
         def fetch(h: Host) -> str:
             return h.run(self.runtime.logs_command(h.name, offset=self._watch[h.name].offset), timeout=60).stdout
 
-        for name, (text, err) in map_nodes(fetch, self.group.hosts).items():
+        for name, (text, err) in map_nodes(fetch, hosts).items():
             if err is None and text:
                 w = self._watch[name]
                 w.offset += len(text.encode())
@@ -518,35 +570,68 @@ class Lane:
 
         A start command sent to a node cannot be recalled; one that returned after the teardown (`docker run -d`
         still pulling or creating its container) would leave its engine running. So wait for it, bounded by its
-        own timeout plus the SSH client's margin, and remove the lane once more.
+        own timeout plus the SSH client's margin, and remove the lane once more. The removals use a connection
+        of their own to such nodes (an SSH host runs one command at a time), so they never queue behind a start.
+        A further Ctrl-C (SIGTERM, SIGHUP) ends the wait, not the removals: the user is told which nodes may
+        still start an engine, and how to remove it.
         """
         starts, self._starts = self._starts, None
         pending = starts.pending() if starts is not None else []
-        bound = self.plan.engine.boot_timeout + 15
-        if pending:
-            self._say(f"the start command is still running on {', '.join(pending)} (it cannot be recalled): "
-                      f"waiting up to {bound:g} s for it to return, to remove what it starts")
-        self._teardown_quietly()
+        with self._spare_connections(pending):
+            self._teardown_quietly()
         if not pending:
             return
-        if not starts.wait(bound):
-            self._say(f"WARNING: the start command on {', '.join(starts.pending())} is still running after "
-                      f"{bound:g} s; check with `labkit status {self.plan.recipe}` and `labkit down {self.plan.recipe}`")
-        self._teardown_quietly()
+        bound = self.plan.engine.boot_timeout + 15
+        deadline = time.monotonic() + bound
+        noted: list[int] = []
+        if starts.pending():
+            with _interrupts_noted(INTERRUPTS) as noted:
+                self._say(f"the start command is still running on {', '.join(starts.pending())} (it cannot be "
+                          f"recalled): waiting up to {bound:g} s for it to return, to remove what it starts "
+                          "(Ctrl-C again stops waiting)")
+                while starts.pending() and not noted and time.monotonic() < deadline:
+                    starts.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+        still = starts.pending()
+        if still and noted:
+            self._say(f"interrupted again: not waiting for the start command on {', '.join(still)}; "
+                      "removing the lane once more")
+        with self._spare_connections(still):
+            self._teardown_quietly()
+        if still:
+            why = "when you stopped the wait" if noted else f"after {bound:g} s"
+            self._say(f"WARNING: the start command on {', '.join(still)} was still running {why}: it may still start "
+                      f"the engine there. Check with `labkit status {self.plan.recipe}`, remove it with "
+                      f"`labkit down {self.plan.recipe}`")
+
+    @contextlib.contextmanager
+    def _spare_connections(self, busy: list[str]) -> Iterator[None]:
+        """Inside: self.group reaches the nodes in `busy` over a second connection (Host.twin), since their own
+        is held by a command still running there; the spare connections are closed after."""
+        if not busy:
+            yield
+            return
+        group = self.group
+        spare = {h.name: h.twin() for h in group if h.name in busy}
+        self.group = HostGroup([spare.get(h.name, h) for h in group])
+        try:
+            yield
+        finally:
+            self.group = group
+            for h in group:
+                if h.name in spare and spare[h.name] is not h:
+                    spare[h.name].close()
 
     def _teardown_quietly(self) -> None:
         """down() on a failure path: report what it could not do, so the original error is the one raised."""
-        try:
-            self.down()
-        except Exception as e:
-            self._say(f"WARNING: teardown incomplete: {e}")
+        self._best_effort("teardown", self.down, warning="teardown incomplete: {error}")
 
-    def _best_effort(self, what: str, step: Callable[[], T]) -> T | None:
+    def _best_effort(self, what: str, step: Callable[[], T],
+                     warning: str = "{what} failed ({kind}: {error}); going on") -> T | None:
         """step(), or None with a warning when it fails: for the steps around removal that must not prevent it."""
         try:
             return step()
         except Exception as e:
-            self._say(f"WARNING: {what} failed ({type(e).__name__}: {e}); going on")
+            self._say("WARNING: " + warning.format(what=what, kind=type(e).__name__, error=e))
             return None
 
     def _say(self, text: str) -> None:

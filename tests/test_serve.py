@@ -105,6 +105,26 @@ def test_second_start_refuses_and_changes_nothing(tmp_path, local_env):
     assert_clean_local(lane, local_env)
 
 
+def test_down_names_both_a_failed_stop_and_what_it_left(tmp_path, local_env):
+    lane = local_lane(tmp_path, 18310)
+    lane.start()
+    host = lane.group.head
+    run = host.run
+    stop = lane.runtime.stop_command(host.name)
+    # the node's stop command fails without stopping anything (a hung daemon, a permission problem ...)
+    host.run = lambda cmd, **kw: run("echo 'simulated: cannot stop' >&2; exit 1" if cmd == stop else cmd, **kw)
+    try:
+        with pytest.raises(NodeError) as e:
+            lane.down()
+        reason = e.value.failures["localhost"]
+        assert "simulated: cannot stop" in reason and "; left: " in reason, reason
+        assert reason.split("; left: ")[1] == lane.leftovers()["localhost"], reason
+    finally:
+        del host.run
+        lane.down()
+    assert_clean_local(lane, local_env)
+
+
 def labkit_cli(*args, env=None, **kw) -> subprocess.Popen:
     full = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
     return subprocess.Popen([sys.executable, "-m", "labkit", *args], env=full, stdout=subprocess.PIPE,

@@ -164,8 +164,9 @@ def local_docker(tmp_path, monkeypatch, local_env):
     return state
 
 
-def ctrl_c_twice_once_started(calls_of, nodes, set_delay, issued: dict) -> None:
-    """Once every node's shim has begun its (slowed) `docker run`: removal commands fast again, then two Ctrl-Cs."""
+def ctrl_c_once_started(calls_of, nodes, set_delay, issued: dict, progress: io.StringIO, again: bool) -> None:
+    """Once every node's shim has begun its (slowed) `docker run`: removal commands fast again, then Ctrl-C.
+    With `again`, a second Ctrl-C once labkit says it waits for the start commands (the impatient user)."""
     deadline = time.monotonic() + 30
     while not all(any(c[0] == "run" for c in calls_of(n)) for n in nodes):
         if time.monotonic() > deadline:
@@ -175,28 +176,50 @@ def ctrl_c_twice_once_started(calls_of, nodes, set_delay, issued: dict) -> None:
     time.sleep(0.3)  # every shim has read the delay and sleeps in it
     set_delay(0)
     os.kill(os.getpid(), signal.SIGINT)
-    time.sleep(0.3)
-    os.kill(os.getpid(), signal.SIGINT)  # the impatient second Ctrl-C
+    if not again:
+        return
+    deadline = time.monotonic() + 20
+    while "waiting up to" not in progress.getvalue():
+        if time.monotonic() > deadline:
+            return  # no second Ctrl-C: it could only land in the test itself
+        time.sleep(0.02)
+    issued["again"] = time.monotonic()
+    os.kill(os.getpid(), signal.SIGINT)
 
 
-def interrupt_starts(lane: Lane, calls_of, nodes, set_delay, delay: float) -> str:
-    """Start `lane` with every `docker run` taking `delay` s, Ctrl-C twice meanwhile; return the progress text.
+def interrupt_starts(lane: Lane, calls_of, nodes, set_delay, delay: float, again: bool = False) -> dict:
+    """Start `lane` with every `docker run` taking `delay` s and Ctrl-C meanwhile (twice with `again`).
 
-    Returns once the slowed starts would have finished, so whatever they started is there to be found."""
-    issued: dict[str, float] = {}
+    Returns when start() raised: {"at": when the starts were seen running, "again": when the second Ctrl-C was
+    sent, "returned": when start() raised, "said": the progress text}."""
+    issued: dict = {}
     lane.progress = io.StringIO()
-    set_delay(delay)
-    t = threading.Thread(target=ctrl_c_twice_once_started, args=(calls_of, nodes, set_delay, issued), daemon=True)
+    start_all = lane._start_all
+
+    def slowed_start_all():  # only the start commands are slow, not the checks before them
+        set_delay(delay)
+        start_all()
+
+    lane._start_all = slowed_start_all
+    t = threading.Thread(target=ctrl_c_once_started, args=(calls_of, nodes, set_delay, issued, lane.progress, again),
+                         daemon=True)
     t.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             lane.start()
+        issued["returned"] = time.monotonic()
     finally:
         set_delay(0)
         t.join(30)
-    assert "at" in issued, lane.progress.getvalue()
+        del lane._start_all
+    issued["said"] = lane.progress.getvalue()
+    assert "at" in issued, issued["said"]
+    return issued
+
+
+def until_starts_returned(issued: dict, delay: float) -> None:
+    """Sleep until the slowed starts have returned, so whatever they started is there to be found (or removed)."""
     time.sleep(max(0.0, issued["at"] + delay + 1.5 - time.monotonic()))
-    return lane.progress.getvalue()
 
 
 def test_ctrl_c_while_local_start_is_in_flight_leaves_nothing(tmp_path, local_env, local_docker):
@@ -213,10 +236,12 @@ def test_ctrl_c_while_local_start_is_in_flight_leaves_nothing(tmp_path, local_en
         return [json.loads(line) for line in f.read_text().splitlines()] if f.exists() else []
 
     try:
-        said = interrupt_starts(lane, calls_of, ["localhost"], set_delay, delay=3)
+        issued = interrupt_starts(lane, calls_of, ["localhost"], set_delay, delay=3)
+        until_starts_returned(issued, 3)
         assert lane.leftovers() == {}
         assert sorted((local_docker / "local" / "containers").glob("*.json")) == []
         assert local_env.processes() == []
+        said = issued["said"]
         assert "waiting up to" in said and "localhost" in said, said
     finally:
         remove_leftovers(lane)
@@ -226,9 +251,104 @@ def test_ctrl_c_while_cluster_starts_are_in_flight_leaves_nothing(cluster, tmp_p
     cluster.clear_calls()
     lane = cluster_lane(cluster, tmp_path, 18338, name="lane-4x-inflight")
     with cleaned(lane):
-        said = interrupt_starts(lane, cluster.calls, cluster.addresses, cluster.set_docker_delay, delay=3)
+        issued = interrupt_starts(lane, cluster.calls, cluster.addresses, cluster.set_docker_delay, delay=3)
+        until_starts_returned(issued, 3)
         assert_clean_cluster(lane, cluster)
+        said = issued["said"]
         assert "waiting up to" in said and all(a in said for a in cluster.addresses), said
+
+
+def test_second_ctrl_c_ends_the_wait_for_in_flight_starts(cluster, tmp_path):
+    """Ctrl-C again while labkit waits for start commands it cannot recall: it stops waiting at once, still
+    removes the lane once more on every node, and names the nodes where an engine may yet start."""
+    cluster.clear_calls()
+    lane = cluster_lane(cluster, tmp_path, 18340, name="lane-4x-impatient")
+    fast = lane.group.hosts[1]  # this node's daemon is quick: its container exists before the Ctrl-C
+    run = fast.run
+    fast.run = lambda cmd, **kw: run("LABKIT_SHIM_DELAY=0 " + cmd if cmd.startswith("docker run") else cmd, **kw)
+    slow = [a for a in cluster.addresses if a != fast.name]
+    delay = 10
+    with cleaned(lane):
+        issued = interrupt_starts(lane, cluster.calls, cluster.addresses, cluster.set_docker_delay, delay, again=True)
+        said = issued["said"]
+        assert "again" in issued, said
+        assert issued["returned"] - issued["again"] < 3, said
+        # What was created is gone, and the final removal ran on every node (labkit's own connections to the
+        # slow nodes are still busy with their start commands: the shim's records are read directly).
+        assert all(cluster.containers(a) == [] for a in cluster.addresses), said
+        assert all(sum(c[0] == "rm" for c in cluster.calls(a)) == 2 for a in cluster.addresses), said
+        warning = [line for line in said.splitlines() if line.startswith("WARNING: the start command on")]
+        assert len(warning) == 1, said
+        assert all(a in warning[0] for a in slow) and fast.name not in warning[0], said
+        assert f"labkit down {lane.plan.recipe}" in warning[0], said
+        until_starts_returned(issued, delay)
+        remove_leftovers(lane)
+        assert_clean_cluster(lane, cluster)
+
+
+# ---------------------------------------------------------------------------------------------- slow node poll
+
+
+def test_ctrl_c_while_a_node_poll_is_slow_says_so_and_saves_no_log_text_twice(tmp_path, local_env):
+    """Ctrl-C during readiness while the boot watcher's poll of a node hangs (a slow node; the poll may take its
+    60 s timeout): labkit says what it waits for, a second Ctrl-C ends that wait, and the teardown's log capture
+    and the late poll never both save the same text."""
+    plan = sim_recipe(tmp_path / "lane-slowpoll", 18342, settings={"boot_weights_s": 60})
+    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, node_poll=0.2, stop_grace=3)
+    lane.progress = io.StringIO()
+    mark = "INFO a line the slow poll fetches"
+    engine_log = local_env.state_dir / "lanes" / lane.lane_id / "localhost.log"
+    saved_log = tmp_path / "run" / "logs" / "localhost.log"
+    polled, returned = threading.Event(), threading.Event()
+    host = lane.group.head
+    run = host.run
+
+    def slow_poll(cmd, **kw):
+        r = run(cmd, **kw)
+        if "--labkit-log--" in cmd and mark in r.stdout:  # the boot watcher's poll that fetched the mark
+            polled.set()
+            time.sleep(6)
+            returned.set()
+        return r
+
+    host.run = slow_poll
+    times: dict[str, float] = {}
+
+    def ctrl_c_twice() -> None:
+        deadline = time.monotonic() + 30
+        while not (saved_log.exists() and "Starting to load model" in saved_log.read_text()):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        with open(engine_log, "a") as f:  # the engine prints (the simulator sleeps in its weight loading now)
+            f.write(mark + "\n")
+        if not polled.wait(10):
+            return
+        times["first"] = time.monotonic()
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 2
+        while "poll of localhost" not in lane.progress.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)  # before the fix this one cut the wait short, silently
+
+    t = threading.Thread(target=ctrl_c_twice, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lane.start()
+        took = time.monotonic() - times["first"]
+        said = lane.progress.getvalue()
+        assert took < 4, said
+        assert "waiting up to" in said and "poll of localhost" in said, said
+        assert returned.wait(10)
+        time.sleep(0.5)  # the late poll records what it fetched
+        lines = saved_log.read_text().splitlines()
+        assert lines.count(mark) == 1, lines
+        assert len(lines) == len(set(lines)), lines
+        assert lane.leftovers() == {} and local_env.processes() == []
+    finally:
+        t.join(10)
+        remove_leftovers(lane)
 
 
 # ---------------------------------------------------------------------------------------------- SIGHUP

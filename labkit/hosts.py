@@ -30,12 +30,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from labkit.errors import LabkitError, NodeError
+from labkit.interrupts import interrupts_noted
 
 T = TypeVar("T")
 Command = str | Sequence[str]
@@ -603,7 +604,7 @@ def _stop_calls(calls: NodeCalls, hosts: list[Host], stop: Callable[[Host], Any]
     by_name = {h.name: h for h in hosts}
     stoppers: dict[str, NodeCalls] = {}
     deadline = time.monotonic() + bound
-    with _interrupts_noted() as noted:
+    with interrupts_noted() as noted:
         told = 0
         while pending and time.monotonic() < deadline:
             for name in pending:
@@ -618,24 +619,6 @@ def _stop_calls(calls: NodeCalls, hosts: list[Host], stop: Callable[[Host], Any]
         why = {n: stoppers[n]._outcomes.get(n, (None, None))[1] for n in pending if n in stoppers}
         say(f"labkit: {what} did not stop within {bound:g} s on " + ", ".join(
             n + (f" ({_reason(why[n])})" if why.get(n) is not None else "") for n in pending))
-
-
-@contextlib.contextmanager
-def _interrupts_noted(signals: Sequence[int] = (signal.SIGINT,)) -> Iterator[list[int]]:
-    """In the main thread: each of `signals` appends to the yielded list instead of raising (or being ignored).
-
-    For a wait the user may cut short: the waiting code checks the list, nothing is raised in the middle of it.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield []
-        return
-    noted: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum)) for sig in signals}
-    try:
-        yield noted
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def _say(text: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
@@ -50,3 +50,21 @@ def ignoring_interrupts() -> Iterator[None]:
     finally:
         for sig, previous in old.items():
             signal.signal(sig, previous)
+
+
+@contextlib.contextmanager
+def interrupts_noted(signals: Sequence[int] = (signal.SIGINT,)) -> Iterator[list[int]]:
+    """In the main thread: each of `signals` appends to the yielded list instead of raising (or being ignored).
+
+    For a wait the user may cut short: the waiting code checks the list, nothing is raised in the middle of it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    noted: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum)) for sig in signals}
+    try:
+        yield noted
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

@@ -38,12 +38,11 @@ from labkit.hosts import (
     HostGroup,
     NodeCalls,
     SshOptions,
-    _interrupts_noted,
     check_reachable,
     hosts_for_plan,
     map_nodes,
 )
-from labkit.interrupts import ENDING_SIGNALS, ending_as_interrupt, ignoring_interrupts
+from labkit.interrupts import ENDING_SIGNALS, ending_as_interrupt, ignoring_interrupts, interrupts_noted
 from labkit.runtimes import ABSENT, ALIVE, Runtime, runtime_for
 
 T = TypeVar("T")
@@ -433,7 +432,7 @@ class Lane:
         the teardown then leaves the log of a node still being polled to that poll (see _capture_logs).
         """
         stop.set()
-        with _interrupts_noted(INTERRUPTS) as noted:
+        with interrupts_noted(INTERRUPTS) as noted:
             if finished.wait(0.5):
                 return
             busy = [n for n, w in self._watch.items() if w.lock.locked()]
@@ -585,7 +584,7 @@ class Lane:
         deadline = time.monotonic() + bound
         noted: list[int] = []
         if starts.pending():
-            with _interrupts_noted(INTERRUPTS) as noted:
+            with interrupts_noted(INTERRUPTS) as noted:
                 self._say(f"the start command is still running on {', '.join(starts.pending())} (it cannot be "
                           f"recalled): waiting up to {bound:g} s for it to return, to remove what it starts "
                           "(Ctrl-C again stops waiting)")

@@ -183,11 +183,13 @@ class Timeouts:
     (and serve) forever.
 
     `node`: probe (sampled blocks, ~0.5 MB per local file), write, check. Ops that read whole files (build's
-    copy, full-mode hashing) get `build_floor + bytes / rate`: `rate` is a deliberately low disk/NFS speed."""
+    copy, full-mode hashing) get `build_floor + bytes / rate`. `rate` is set far below a healthy copy: four
+    nodes reading their shards from one NAS behind 1 GbE get ~30 MB/s each, and killing a slow but working
+    copy of two 101.5 GB shards costs more than waiting longer on a hung one (the two shards: ~5.7 h)."""
 
     node: float = 120.0
     build_floor: float = 300.0
-    rate: float = 50e6  # bytes/s
+    rate: float = 10e6  # bytes/s
 
     def for_bytes(self, n: int, base: float | None = None) -> float:
         return (self.build_floor if base is None else base) + n / self.rate

@@ -12,6 +12,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
@@ -21,50 +22,37 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def ending_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise Terminated (a KeyboardInterrupt) inside the block."""
+def _handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
+    """`handler` for `signals` inside the block, the previous handlers after it; main thread only."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+
+
+def ending_as_interrupt() -> contextlib.AbstractContextManager[None]:
+    """SIGTERM and SIGHUP raise Terminated (a KeyboardInterrupt) inside the block."""
 
     def handler(signum, frame):
         raise Terminated(f"terminated ({signal.Signals(signum).name})")
 
-    old = {sig: signal.signal(sig, handler) for sig in ENDING_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
+    return _handling(ENDING_SIGNALS, handler)
 
 
-@contextlib.contextmanager
-def ignoring_interrupts() -> Iterator[None]:
+def ignoring_interrupts() -> contextlib.AbstractContextManager[None]:
     """Cleanup must finish: a second Ctrl-C, a SIGTERM or a closed session would otherwise cut it short."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, *ENDING_SIGNALS)}
-    try:
-        yield
-    finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
+    return _handling((signal.SIGINT, *ENDING_SIGNALS), signal.SIG_IGN)
 
 
 @contextlib.contextmanager
 def interrupts_noted(signals: Sequence[int] = (signal.SIGINT,)) -> Iterator[list[int]]:
-    """In the main thread: each of `signals` appends to the yielded list instead of raising (or being ignored).
-
-    For a wait the user may cut short: the waiting code checks the list, nothing is raised in the middle of it.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield []
-        return
+    """Each of `signals` appends to the yielded list instead of raising (or being ignored): for a wait the
+    user may cut short, which checks the list; nothing is raised in the middle of it. Main thread only."""
     noted: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum)) for sig in signals}
-    try:
+    with _handling(signals, lambda signum, frame: noted.append(signum)):
         yield noted
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

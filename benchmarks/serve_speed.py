@@ -8,7 +8,7 @@
    on 4 sshd nodes vs 1 node. Target: 4 nodes <= 1.5x one node. Each is printed next to a baseline measured
    in the same run doing the same SSH work without labkit (bare paramiko; OpenSSH's client for the check):
    the baseline's ratio is what this machine allows (four "nodes" share its cores), the rest is labkit's.
-   Each 4-node figure also prints the floor the machine's CPU use puts under it (benchmarks/fanout.py).
+   Each 4-node figure also prints the floor the nodes' CPU use puts under it (benchmarks/fanout.py).
    --user-rc makes the nodes source the user's ~/.bashrc per command, as a stock sshd node does.
 
 Runs the simulator locally (process runtime) and, when /usr/sbin/sshd exists, on four loopback sshd nodes

@@ -6,7 +6,7 @@
 3. preflight on 4 nodes <= 1.5x one node (the four sshd test nodes when sshd is available, else local hosts),
    printed beside baselines without labkit from the same run: the preflight's exact node commands, `python3 -c
    pass` and `true`, over bare paramiko. Their ratios are what four "nodes" sharing this host's cores allow;
-   each 4-node figure also prints the floor the machine's CPU use puts under it (benchmarks/fanout.py).
+   each 4-node figure also prints the floor the nodes' CPU use puts under it (benchmarks/fanout.py).
 
 Usage: python benchmarks/staging_speed.py [--copy-mb 256] [--rounds 3] [--keep] [--skip-copy] [--user-rc]
 Writes only to a temp folder (removed at the end unless --keep).

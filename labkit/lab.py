@@ -208,13 +208,19 @@ def _announce(path: Path) -> None:
         pass
 
 
-def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
-    """The measured-lanes table(s) for just these runs, built from the stored files like `labkit report`."""
-    from labkit import report
+def _measures(done: LaneRun, results: str | Path | None) -> tuple[Any, Any]:
+    """(stored results, their measures rows for just these runs): what tables and figures are built from."""
     from labkit.results import load_results
 
     data = load_results(results)
-    measures = data.measures[data.measures["run"].isin(done.run_ids)]
+    return data, data.measures[data.measures["run"].isin(done.run_ids)]
+
+
+def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
+    """The measured-lanes table(s) for just these runs, built from the stored files like `labkit report`."""
+    from labkit import report
+
+    data, measures = _measures(done, results)
     _, specs = report.load_spec(report.spec_path(data.root))
     return report.build_tables(measures, specs, only=["measured"])
 
@@ -223,10 +229,8 @@ def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:
     """The bench notebook's plots for these runs, from the stored files: measures as bars, prefill by
     prompt length, and the first run's tokens over time."""
     from labkit import plots
-    from labkit.results import load_results
 
-    data = load_results(results)
-    measures = data.measures[data.measures["run"].isin(done.run_ids)]
+    data, measures = _measures(done, results)
     return {"bars": plots.measure_bars(measures), "prefill": plots.prefill_by_length(measures),
             "tokens": plots.tokens_over_time(data.requests(done.run_ids[:1]), done.run_ids[0])}
 

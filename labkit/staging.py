@@ -184,7 +184,7 @@ class Timeouts:
 
     `node`: probe (sampled blocks, ~0.5 MB per local file), write, check. Ops that read whole files (build's
     copy, full-mode hashing) get `build_floor + bytes / rate`. `rate` is set far below a healthy copy: four
-    nodes reading their shards from one NAS behind 1 GbE get ~30 MB/s each, and killing a slow but working
+    nodes sharing one NAS behind 1 GbE (~117 MB/s) would read ~30 MB/s each, and killing a slow but working
     copy of two 101.5 GB shards costs more than waiting longer on a hung one (the two shards: ~5.7 h)."""
 
     node: float = 120.0

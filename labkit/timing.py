@@ -46,15 +46,21 @@ class DecodeWindow:
         return self.burst_tokens / self.window_tokens if self.window_tokens > 0 else 1.0
 
 
-def decode_window(t: Sequence[int], n: Sequence[int], n_tokens: int, gap: int = BURST_GAP_NS) -> DecodeWindow:
-    """Split chunk stamps `t` (tokens per chunk `n`) of a stream of `n_tokens` tokens into arrivals (pure)."""
-    groups: list[tuple[int, int, int]] = []  # (last stamp, tokens, chunks)
+def arrivals(t: Sequence[int], n: Sequence[int], gap: int = BURST_GAP_NS) -> list[tuple[int, int, int]]:
+    """(last stamp, tokens, chunks) of each arrival: a run of chunks stamped less than `gap` apart (pure)."""
+    groups: list[tuple[int, int, int]] = []
     for ti, ni in zip(t, n, strict=True):
         if groups and ti - groups[-1][0] < gap:
             _, tokens, chunks = groups[-1]
             groups[-1] = (ti, tokens + ni, chunks + 1)
         else:
             groups.append((ti, ni, 1))
+    return groups
+
+
+def decode_window(t: Sequence[int], n: Sequence[int], n_tokens: int, gap: int = BURST_GAP_NS) -> DecodeWindow:
+    """The decode window of a stream of `n_tokens` tokens from its chunk stamps `t` and tokens per chunk `n`."""
+    groups = arrivals(t, n, gap)
     t_start, n_first, _ = groups[0]
     burst = sum(tokens for _, tokens, chunks in groups[1:] if chunks > 1)
     return DecodeWindow(n_first, t_start, n_tokens - n_first, burst)
@@ -65,10 +71,8 @@ def first_arrival_merged(t: Sequence[int], n: Sequence[int], gap: int = BURST_GA
     window opens where each stream's per-request decode window does (`decode_window`)."""
     if not t:
         return list(t), list(n)
-    k = 1
-    while k < len(t) and t[k] - t[k - 1] < gap:
-        k += 1
-    return [t[k - 1], *t[k:]], [sum(n[:k]), *n[k:]]
+    last, tokens, k = arrivals(t, n, gap)[0]
+    return [last, *t[k:]], [tokens, *n[k:]]
 
 
 def prefill_tps(prompt_tokens: int | None, cached_tokens: int | None, ttft_ns: int | None,

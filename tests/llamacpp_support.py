@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labkit import simproc
+
 PORT_RANGE = (18400, 18500)  # this lane's test ports
 # As the recipe: one decode thread (two on a 2-core host thrash at ggml's barriers whenever the client runs,
 # so decode turns bimodal), two prefill threads. benchmarks/bench_llamacpp_agreement.py measured it.
@@ -35,15 +36,7 @@ NS = 1_000_000_000
 
 def free_port(lo: int = PORT_RANGE[0] + 10, hi: int = PORT_RANGE[1]) -> int:
     """A port in our range nobody listens on right now."""
-    for port in range(lo, hi):
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {lo}-{hi}")
+    return simproc.free_port(lo, hi)
 
 
 # --------------------------------------------------------------------------------------------------

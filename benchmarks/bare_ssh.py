@@ -22,7 +22,7 @@ class BareSsh:
     """The baseline SSH client: paramiko alone (known host key required, Nagle off), no labkit code."""
 
     def __init__(self, cluster: Any, addr: str):
-        """`cluster`: a tests.nodes.Cluster (its key, known_hosts, port and user)."""
+        """`cluster`: a tests.support.nodes.Cluster (its key, known_hosts, port and user)."""
         import paramiko
 
         self.client = paramiko.SSHClient()

@@ -32,10 +32,13 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("P
 
 from tabulate import tabulate  # noqa: E402
 
-from labkit.bench import run_bench  # noqa: E402
+from labkit.measure import (  # noqa: E402
+    group_aggregate,
+    median,
+    run_bench,  # noqa: E402
+)
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan  # noqa: E402
-from labkit.simproc import SimOracle  # noqa: E402
-from labkit.timing import group_aggregate, median  # noqa: E402
+from labkit.sim import SimOracle  # noqa: E402
 
 DECODE_BOUND, PREFILL_BOUND, ACCEPT_BOUND, CPU_TARGET_US = 0.01, 0.02, 0.01, 50.0
 SPEC = {"spec_method": "mtp", "spec_k": 3, "spec_accept": [0.85, 0.7, 0.5]}
@@ -43,7 +46,7 @@ PORTS = (18240, 18279)
 
 
 def _has_chunk_truth() -> bool:
-    from labkit.sim.config import FIELDS
+    from labkit.sim import FIELDS
 
     return "record_chunks" in FIELDS
 

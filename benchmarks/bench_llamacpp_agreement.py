@@ -1,7 +1,7 @@
 """Does `labkit bench` measure a real engine right? labkit vs an independent plain-HTTP client on llama.cpp.
 
 Issue 8's bound: on the tiny-llamacpp lane (llama-cpp-python serving labkit's tiny GGUF on this CPU),
-labkit's decode c1 and prefill t/s agree with the oracle client of tests/llamacpp_support.py within 5%,
+labkit's decode c1 and prefill t/s agree with the oracle client of tests/support/llamacpp.py within 5%,
 comparing medians over interleaved rounds (labkit first in even rounds, the oracle first in odd ones), so
 drift of the machine (other load, clocks) hits both alike. The oracle is plain `http.client`, stamps each
 SSE line as `readline` returns it and counts non-empty content chunks; the engine's own `eval time` is not
@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tabulate import tabulate  # noqa: E402
 
-from labkit import prompts as pr  # noqa: E402
-from labkit.bench import run_bench  # noqa: E402
+from labkit.measure import prompts as pr  # noqa: E402
+from labkit.measure import run_bench  # noqa: E402
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_plan  # noqa: E402
 from labkit.serve import Lane  # noqa: E402
 from tests import llamacpp_support as oc  # noqa: E402

@@ -1,7 +1,7 @@
 """Why do decode samples on llama.cpp scatter? Per-request detail for labkit's client and the oracle, interleaved.
 
 A diagnostic, not a gate: it starts `llama_cpp.server` on labkit's tiny GGUF with the thread counts given, runs
-pairs of 128-token forced-length streams (labkit's StreamClient, then the oracle of tests/llamacpp_support.py,
+pairs of 128-token forced-length streams (labkit's StreamClient, then the oracle of tests/support/llamacpp.py,
 order alternating) and prints per client: decode t/s (median, min, max), client CPU per stream, the server's
 CPU and context switches per stream (all its threads, from /proc), chunk gaps, and the engine's own
 `eval time` per token from its log. It found issue 8's bimodal decode: with `--n_threads 2` on 2 cores the
@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from labkit import prompts as pr  # noqa: E402
-from labkit import tinymodel  # noqa: E402
-from labkit.client import StreamClient, StreamRequest  # noqa: E402
+from labkit.measure import StreamClient, StreamRequest  # noqa: E402
+from labkit.measure import prompts as pr  # noqa: E402
+from labkit.tinymodel import build as tinymodel  # noqa: E402
 from tests import llamacpp_support as oc  # noqa: E402
 
 NS = 1e9

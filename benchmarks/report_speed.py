@@ -24,8 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from labkit.records import RequestRecord, RunSummary  # noqa: E402
-from labkit.results import ResultsStore  # noqa: E402
+from labkit.measure import RequestRecord, RunSummary  # noqa: E402
+from labkit.store import ResultsStore  # noqa: E402
 
 
 def synth(root: Path, runs: int, lanes: int = 10) -> None:

@@ -33,10 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bare_ssh import BareSsh, fan_out  # noqa: E402
 from benchmarks.fanout import Meter, Window, metered, time_pair  # noqa: E402
-from labkit.hosts import HostGroup, check_reachable, host_for  # noqa: E402
+from labkit.nodes import HostGroup, check_reachable, host_for  # noqa: E402
 from labkit.serve import Lane  # noqa: E402
-from tests.lanes import sim_recipe  # noqa: E402
-from tests.nodes import Cluster, kill_processes, sshd_available  # noqa: E402
+from tests.support.lanes import sim_recipe  # noqa: E402
+from tests.support.nodes import Cluster, kill_processes, sshd_available  # noqa: E402
 
 PORT = 18390
 

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bare_ssh import BareSsh, fan_out  # noqa: E402
 from benchmarks.fanout import FanoutTiming, metered, time_pair  # noqa: E402
-from labkit import staging  # noqa: E402
-from labkit.hosts import LocalHost, as_command, host_for  # noqa: E402
-from tests.hf_cache import make_cache, plan_for  # noqa: E402
+from labkit.nodes import LocalHost, as_command, host_for  # noqa: E402
+from labkit.stage import staging  # noqa: E402
+from tests.support.hf_cache import make_cache, plan_for  # noqa: E402
 
 REAL_LOCAL = ("model-00047-of-00048.safetensors", "model-00048-of-00048.safetensors")
 
@@ -159,12 +159,12 @@ def bench_view(root: Path, repeats: int, user_rc: bool = False) -> tuple[float, 
     hub, local = real_shaped_cache(root / "real")
     snap = next((hub / "models--deepseek-ai--DeepSeek-V4.1-Flash-1017" / "snapshots").iterdir())
     cluster = None
-    from tests.nodes import Cluster, sshd_available
+    from tests.support.nodes import Cluster, sshd_available
 
     if sshd_available() is None and os.geteuid() == 0:
         cluster = Cluster(root / "nodes", disk_path="/srv/labkit-bench-disk", disk_size="64m",
                           user_rc=user_rc).start()
-        from tests.nodes import ADDRESSES
+        from tests.support.nodes import ADDRESSES
 
         hosts = [host_for(a, None, 22, 5, cluster.ssh_options()) for a in ADDRESSES]
         where = "four sshd test nodes on 127.0.0.2-5 (fabric/SSH, private tmpfs per node)"

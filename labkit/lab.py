@@ -65,7 +65,7 @@ def plan(recipe: str = "sim", spec: str | None = None, staging: str | None = Non
 
 def describe(lane: LanePlan) -> str:
     """The resolved plan and the exact command each node would run (nothing is contacted)."""
-    from labkit.describe import describe_plan
+    from labkit.recipe import describe_plan
     from labkit.serve import lane_commands
 
     return describe_plan(lane, lane_commands(lane))
@@ -94,7 +94,7 @@ def measure(lane: LanePlan, *, results: str | Path | None = None, ssh: Any = Non
     Unreachable nodes fail before anything is created or started. A failure after the first run folder
     exists marks that run failed (not half-written); finished runs stay complete.
     """
-    from labkit.hosts import SshOptions, hosts_for_plan
+    from labkit.nodes import SshOptions, hosts_for_plan
 
     group = hosts_for_plan(lane, ssh if ssh is not None else SshOptions.from_env())
     try:  # one SSH connection per node serves check, stage, boot, polling and teardown; closed at the end
@@ -104,12 +104,11 @@ def measure(lane: LanePlan, *, results: str | Path | None = None, ssh: Any = Non
 
 
 def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_verify: bool, progress: bool) -> LaneRun:
-    from labkit.bench import run_bench
-    from labkit.hosts import check_reachable
-    from labkit.interrupts import ending_as_interrupt
-    from labkit.results import ResultsStore
+    from labkit.measure import NodeNfsProbe, run_bench
+    from labkit.nodes import check_reachable, ending_as_interrupt
     from labkit.serve import Lane
-    from labkit.staging import NodeNfsProbe, check_view, stage
+    from labkit.stage import check_view, stage
+    from labkit.store import ResultsStore
 
     check_reachable(group)
     served = Lane(lane, group=group, progress=sys.stderr if progress else None)
@@ -210,7 +209,7 @@ def _announce(path: Path) -> None:
 
 def _measures(done: LaneRun, results: str | Path | None) -> tuple[Any, Any]:
     """(stored results, their measures rows for just these runs): what tables and figures are built from."""
-    from labkit.results import load_results
+    from labkit.store import load_results
 
     data = load_results(results)
     return data, data.measures[data.measures["run"].isin(done.run_ids)]
@@ -228,7 +227,7 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
 def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:
     """The bench notebook's plots for these runs, from the stored files: measures as bars, prefill by
     prompt length, and the first run's tokens over time."""
-    from labkit import plots
+    from labkit import report as plots
 
     data, measures = _measures(done, results)
     return {"bars": plots.measure_bars(measures), "prefill": plots.prefill_by_length(measures),
@@ -240,7 +239,7 @@ def save_figures(done: LaneRun, figs: dict[str, Any], out: str | Path | None = N
     its run.json, never replacing a file)."""
     import io
 
-    from labkit.results import attach_bytes
+    from labkit.store import attach_bytes
 
     paths = []
     for name, fig in figs.items():
@@ -262,7 +261,7 @@ def attach_executed_notebook(done: LaneRun) -> Path | None:
     `labkit run` copies the finished notebook itself; under a bare papermill CLI the kernel finds the output
     path on its parent's command line. The copy holds every cell up to the one calling this.
     """
-    from labkit.results import attach_file
+    from labkit.store import attach_file
 
     if not done.run_dirs or os.environ.get("LABKIT_BATCH"):
         return None

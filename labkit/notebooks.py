@@ -152,7 +152,7 @@ def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = 
 
 def _copy_into_run(executed: Path, template: Path) -> Path | None:
     """Copy the executed notebook into the run folder the notebook record()ed as run_dir, if any."""
-    from labkit.results import ResultsError, attach_file
+    from labkit.store import ResultsError, attach_file
 
     try:
         run_dir = read_records(executed).get("run_dir")

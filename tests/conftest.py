@@ -1,4 +1,4 @@
-"""Shared fixtures: four real sshd nodes (tests/nodes.py) and an isolated environment for local lanes."""
+"""Shared fixtures: four real sshd nodes (tests/support/nodes.py) and an isolated environment for local lanes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from tests.nodes import Cluster, kill_processes, session_processes, sshd_available
+from tests.support.nodes import Cluster, kill_processes, session_processes, sshd_available
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,199 @@
+"""Plots of stored runs (matplotlib Figures rendered with Agg, no pyplot): PNGs next to the tables, and figures for notebooks.
+
+Three views: per-measure bars (median) with min–max whiskers per lane; tokens over time per stream of a
+run (from requests.csv); prefill t/s by prompt length. Recorded ranges without a median are drawn as a
+whisker with no bar, so a range is never passed off as a measured median.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+BAR_MEASURES = (("decode_c1", "decode c1 (t/s)"), ("decode_c2_agg", "decode c2 aggregate (t/s)"),
+                ("prefill_4096", "prefill ~4K (t/s)"), ("prefill_12600", "prefill 12.6K (t/s)"))
+# PNG metadata without the matplotlib version, so an unchanged plot is byte-identical across versions.
+_PNG_META = {"Software": None}
+
+
+def _figure(**kw: Any):
+    """A bare Figure (no pyplot): nothing global, no GUI backend, and ~1 s less import time. Notebooks show it
+    with display(fig)."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kw)
+
+
+def _lanes(measures: Any) -> list[tuple[str, Any]]:
+    """(display name, rows) per (recipe, variant, source): recorded and measured figures stay apart."""
+    from labkit.report.tables import _sim_title
+
+    out = []
+    if not len(measures):
+        return out
+    for (_recipe, variant, source, sim), part in measures.groupby(["recipe", "variant", "source", "simulated"],
+                                                                   sort=True):
+        label = str(part.sort_values("run").iloc[-1]["label"])
+        name = _sim_title(label, bool(sim)) + f"\n{variant}" + (" (recorded)" if source == "recorded" else "")
+        out.append((name, part))
+    return out
+
+
+def measure_bars(measures: Any, keys: tuple[tuple[str, str], ...] = BAR_MEASURES):
+    """One subplot per measure, one bar per lane at the median, whiskers over min–max across runs."""
+    from labkit.report.tables import _stat
+
+    lanes = _lanes(measures)
+    keys = tuple(k for k in keys if len(measures) and (measures["measure"] == k[0]).any()) or keys[:1]
+    fig = _figure(figsize=(8, 2.6 * len(keys)))
+    axes = fig.subplots(len(keys), 1, squeeze=False)
+    for ax, (key, title) in zip(axes[:, 0], keys, strict=True):
+        names, meds, los, his = [], [], [], []
+        for name, part in lanes:
+            stat = _stat(part, key)
+            if stat is None:
+                continue
+            names.append(name)
+            meds.append(stat.median if stat.median is not None else math.nan)
+            los.append(stat.lo if stat.lo is not None else math.nan)
+            his.append(stat.hi if stat.hi is not None else math.nan)
+        ys = range(len(names))
+        ax.barh(list(ys), [0 if math.isnan(m) else m for m in meds], color="#4c78a8")
+        for y, m, lo, hi in zip(ys, meds, los, his, strict=True):
+            if not math.isnan(lo) and not math.isnan(hi) and hi > lo:
+                ax.plot([lo, hi], [y, y], color="black", lw=1.5)
+                ax.plot([lo, lo], [y - 0.2, y + 0.2], color="black", lw=1.5)
+                ax.plot([hi, hi], [y - 0.2, y + 0.2], color="black", lw=1.5)
+            if math.isnan(m) and not math.isnan(hi):
+                ax.annotate("range only", (lo, y), xytext=(-4, -3), textcoords="offset points", fontsize=7,
+                            ha="right")
+        ax.set_yticks(list(ys), names, fontsize=7)
+        ax.set_title(title, fontsize=9)
+        ax.invert_yaxis()
+        if not names:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    # Fixed margins instead of tight_layout: same look for these fixed-size figures, half the render time.
+    fig.subplots_adjust(left=0.36, right=0.97, top=1 - 0.35 / (2.6 * len(keys)), bottom=0.3 / (2.6 * len(keys)),
+                        hspace=0.45)
+    return fig
+
+
+def tokens_over_time(requests: Any, title: str = ""):
+    """Cumulative output tokens per stream against seconds since the group's first send.
+
+    Uses per-chunk arrival data when requests.csv carries it (columns chunk_t / chunk_tokens as
+    ';'-separated lists); otherwise draws each stream from (t_first, n_first) to (t_last, N), which
+    shows the decode slope but not its wobble — the axis label says which.
+    """
+    fig = _figure(figsize=(8, 3.5))
+    ax = fig.subplots()
+    df = requests
+    if len(df) and "phase" in df.columns:
+        df = df[(df["phase"] == "decode") & (df["ok"].astype(str).str.lower() == "true")]
+    counts = "chunk_n" if "chunk_n" in df.columns else "chunk_tokens"
+    per_chunk = "chunk_t" in df.columns and counts in df.columns
+    drawn = 0
+    for _, r in df.iterrows():
+        try:
+            t0 = float(r["t_send"])
+            if per_chunk and isinstance(r["chunk_t"], str) and r["chunk_t"] not in ("", "[]"):
+                ts = [(float(t) - t0) / 1e9 for t in _list(r["chunk_t"])]
+                toks = [float(n) for n in _list(r[counts])] or [1.0] * len(ts)
+                cum, ys = 0.0, []
+                for n in toks:
+                    cum += n
+                    ys.append(cum)
+            else:
+                first, last = float(r["t_first"]), float(r["t_last"])
+                n_first = float(r["n_first"]) if not _nan(r.get("n_first")) else 1.0
+                ts, ys = [(first - t0) / 1e9, (last - t0) / 1e9], [n_first, float(r["output_tokens"])]
+        except (TypeError, ValueError, KeyError):
+            continue
+        if any(math.isnan(v) for v in ts + ys):
+            continue
+        ax.plot(ts, ys, lw=1, label=f"c{r.get('concurrency', '?')} turn {r.get('turn', '?')} "
+                                    f"stream {r.get('stream', '?')}")
+        drawn += 1
+    ax.set_xlabel("seconds since the request was sent" + ("" if per_chunk else " (first and last token only)"))
+    ax.set_ylabel("output tokens")
+    ax.set_title(title or "tokens over time per stream", fontsize=9)
+    if drawn and drawn <= 12:
+        ax.legend(fontsize=6)
+    if not drawn:
+        ax.text(0.5, 0.5, "no per-request data", ha="center", va="center", transform=ax.transAxes)
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.14)
+    return fig
+
+
+def _list(cell: Any) -> list:
+    """A per-chunk list cell: JSON ("[1,2]") as the store writes it, or ';'-separated."""
+    text = str(cell).strip()
+    if text.startswith("["):
+        return json.loads(text)
+    return [x for x in text.split(";") if x]
+
+
+def _nan(v: Any) -> bool:
+    try:
+        return v is None or math.isnan(float(v))
+    except (TypeError, ValueError):
+        return True
+
+
+def prefill_by_length(measures: Any):
+    """Prefill t/s (median, min–max whiskers) against prompt length, one line per lane."""
+    from labkit.report.tables import prefill_points
+
+    fig = _figure(figsize=(8, 3.5))
+    ax = fig.subplots()
+    lanes: dict[str, list] = {}
+    for name, length, stat in prefill_points(measures):
+        lanes.setdefault(name, []).append((length, stat))
+    for name, points in lanes.items():
+        points.sort(key=lambda p: p[0])
+        xs = [p[0] for p in points]
+        mids = [s.median if s.median is not None else ((s.lo + s.hi) / 2) for _, s in points]
+        err = [[m - s.lo for m, (_, s) in zip(mids, points, strict=True)],
+               [s.hi - m for m, (_, s) in zip(mids, points, strict=True)]]
+        ax.errorbar(xs, mids, yerr=err, marker="o", capsize=3, lw=1, label=name.replace("\n", " "))
+    ax.set_xlabel("prompt tokens")
+    ax.set_ylabel("prefill t/s")
+    ax.set_title("prefill t/s by prompt length (median, min\u2013max)", fontsize=9)
+    if lanes:
+        ax.legend(fontsize=6)
+    else:
+        ax.text(0.5, 0.5, "no prefill data", ha="center", va="center", transform=ax.transAxes)
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.14)
+    return fig
+
+
+def latest_runs_with_requests(results: Any, limit: int = 4) -> list[str]:
+    """The newest run with a requests.csv per lane (at most `limit` lanes), for the per-stream plot."""
+    runs = results.runs
+    if not len(runs):
+        return []
+    runs = runs[(runs["status"] == "complete") & (runs["n_requests"].fillna(0) > 0)]
+    picked = []
+    for _, part in runs.sort_values("run").groupby(["recipe", "variant"], sort=True):
+        picked.append(part.iloc[-1]["run"])
+    return picked[:limit]
+
+
+def save_all(results: Any, folder: str | Path) -> list[Path]:
+    """Write measures.png, prefill.png and tokens-<run>.png; returns the paths written."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, fig in (("measures.png", measure_bars(results.measures)),
+                      ("prefill.png", prefill_by_length(results.measures))):
+        fig.savefig(folder / name, dpi=100, metadata=_PNG_META)
+        out.append(folder / name)
+    for rid in latest_runs_with_requests(results):
+        doc = results.docs[rid]
+        fig = tokens_over_time(results.requests([rid]), f"{doc.get('label', '')} — {rid}")
+        path = folder / f"tokens-{doc.get('recipe', '')}-{doc.get('variant_id', '')}.png"
+        fig.savefig(path, dpi=100, metadata=_PNG_META)
+        out.append(path)
+    return out

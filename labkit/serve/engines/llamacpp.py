@@ -1,0 +1,48 @@
+"""llama-cpp-python's OpenAI server: one node, ready when /v1/models answers (weights load before bind)."""
+
+from __future__ import annotations
+
+import re
+
+from labkit.serve.engines.base import (
+    BootFacts,
+    Engine,
+    NodeLaunch,
+    NodeSpec,
+    Probe,
+    env_tuple,
+    pattern,
+    single_node,
+)
+
+
+class LlamaCpp(Engine):
+    kind = "llamacpp"
+    ready_pattern = "ready"
+    patterns = (
+        pattern("load_start", r"llama_model_loader: loaded meta data", "reading GGUF"),
+        pattern("n_ctx", r"n_ctx\s+=\s+(\d+)", "context sized"),
+        pattern("kv_tokens", r"llama_kv_cache\w*:\s+size =\s+([\d.]+) MiB \(\s*(\d+) cells", "KV cache allocated"),
+        pattern("ready", r"Uvicorn running on (\S+)", "HTTP server up"),
+    )
+
+    def apply(self, facts: BootFacts, name: str, m: re.Match) -> None:
+        if name == "n_ctx":
+            facts.kv_pool_context = int(m.group(1))
+        elif name == "kv_tokens":
+            facts.kv_pool_tokens = int(m.group(2))
+
+    def probes(self, plan) -> list[Probe]:
+        # No /health; /v1/models takes the model lock, so it is polled only during boot.
+        return [Probe("/v1/models")]
+
+    def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
+        single_node(plan, nodes, self.kind)
+        argv = [python, "-m", "llama_cpp.server", "--model", plan.model_path, "--host", nodes[0].address,
+                "--port", str(plan.engine.port)]
+        if plan.engine.arg("--model_alias") is None:
+            argv += ["--model_alias", plan.served_name]
+        if plan.engine.arg("--interrupt_requests") is None:
+            argv += ["--interrupt_requests", "False"]  # else any request truncates a running stream
+        argv += plan.engine.argv()
+        return [NodeLaunch(nodes[0].name, 0, tuple(argv), env_tuple(plan, {}), serves_http=True)]

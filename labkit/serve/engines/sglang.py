@@ -1,0 +1,87 @@
+"""SGLang: `python3 -m sglang.launch_server` multi-node launch, readiness, boot-log facts (old and new wording)."""
+
+from __future__ import annotations
+
+import re
+
+from labkit.serve.engines.base import (
+    FATAL_COMMON,
+    BootFacts,
+    Engine,
+    NodeLaunch,
+    NodeSpec,
+    Probe,
+    _num,
+    env_tuple,
+    model_flags_present,
+    pattern,
+)
+
+DIST_INIT_PORT = 20000
+
+
+class Sglang(Engine):
+    kind = "sglang"
+    ready_pattern = "ready"
+    patterns = (
+        pattern("weights_start", r"Load weight begin", "loading weights"),
+        pattern("weights", r"Load weight end\.(?: elapsed=([\d.]+) s,)?.*?mem usage=([\d.]+) GB", "weights loaded"),
+        pattern("kv_tokens", r"KV Cache (?:is allocated|VA upper bound)\..*?#tokens: (\d+)", "KV cache allocated"),
+        pattern("capacity", r"max_total_num_tokens=(\d+)", "scheduler sized"),
+        pattern("graphs", r"Capture (?:cuda graph|\w+ \w+ CUDA graph) end\.(?: Time elapsed: | .*?elapsed=)([\d.]+) s",
+                "CUDA graphs captured"),
+        pattern("http", r"Uvicorn running on (\S+)", "HTTP server up (warming up)"),
+        pattern("ready", r"The server is fired up and ready to roll", "ready to roll"),
+    )
+    fatal = FATAL_COMMON + (
+        (re.compile(r"Received sigquit from a child process"), "a scheduler process died"),
+    )
+
+    def apply(self, facts: BootFacts, name: str, m: re.Match) -> None:
+        if name == "weights":
+            if m.group(1):
+                facts.load_seconds = _num(m.group(1))
+            facts.weights_gib = _num(m.group(2))
+        elif name == "kv_tokens" and facts.kv_pool_tokens is None:
+            facts.kv_pool_tokens = int(m.group(1))
+        elif name == "capacity":
+            facts.kv_pool_tokens = int(m.group(1))  # the scheduler's figure is the usable capacity
+            ctx = re.search(r"context_len=(\d+)", m.string)
+            if ctx:
+                facts.kv_pool_context = int(ctx.group(1))
+            running = re.search(r"max_running_requests=(\d+)", m.string)
+            if running:
+                facts.max_concurrency = float(running.group(1))
+        elif name == "graphs":
+            facts.graph_capture_seconds = _num(m.group(1))
+
+    def probes(self, plan) -> list[Probe]:
+        # /health turns 200 only after warmup (>= 0.5); it runs a 1-token generation, so poll it only at boot.
+        return [Probe("/health"), Probe("/v1/models")]
+
+    def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
+        e = plan.engine
+        par = e.parallel
+        head = plan.cluster.head_address or nodes[0].address
+        base = ["python3", "-m", "sglang.launch_server", "--model-path", plan.model_path,
+                "--host", "0.0.0.0", "--port", str(e.port)]
+        derived = [("--tp", par.tp, ("--tp-size", "--tensor-parallel-size")),
+                   ("--pp-size", par.pp, ("--pipeline-parallel-size",)),
+                   ("--dp-size", par.dp, ("--dp", "--data-parallel-size")),
+                   ("--ep-size", par.ep, ("--ep", "--expert-parallel-size"))]
+        for flag, value, aliases in derived:
+            if value > 1 and not model_flags_present(plan, flag, *aliases):
+                base += [flag, str(value)]
+        if not model_flags_present(plan, "--served-model-name"):
+            base += ["--served-model-name", plan.served_name]
+        base += e.argv()
+        out = []
+        for rank, node in enumerate(nodes):
+            extra: list[str] = []
+            if len(nodes) > 1:
+                extra = ["--nnodes", str(len(nodes)), "--node-rank", str(rank)]
+                if not model_flags_present(plan, "--dist-init-addr", "--nccl-init-addr"):
+                    extra += ["--dist-init-addr", f"{head}:{DIST_INIT_PORT}"]
+            out.append(NodeLaunch(node.name, rank, tuple(base + extra),
+                                  env_tuple(plan, {"SGLANG_HOST_IP": node.address}), serves_http=rank == 0))
+        return out

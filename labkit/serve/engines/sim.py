@@ -1,0 +1,41 @@
+"""labkit's simulator as an engine: `python -m labkit.sim`, with the log wording of the flavor it mimics."""
+
+from __future__ import annotations
+
+import re
+
+from labkit.serve.engines.base import BootFacts, Engine, NodeLaunch, NodeSpec, Probe, env_tuple
+from labkit.serve.engines.sglang import Sglang
+from labkit.serve.engines.vllm import Vllm
+
+
+class Sim(Engine):
+    """Every node runs one simulator bound to its own address; only the head's is used as the endpoint."""
+
+    kind = "sim"
+
+    def __init__(self, flavor: str = "vllm"):
+        self.flavor = flavor
+        self.inner: Engine = Sglang() if flavor == "sglang" else Vllm()
+        self.patterns = self.inner.patterns
+        self.fatal = self.inner.fatal
+        self.ready_pattern = self.inner.ready_pattern
+
+    @classmethod
+    def for_plan(cls, plan) -> Sim:
+        flavor = plan.engine.arg("--flavor")
+        return cls(flavor[0] if flavor else "vllm")
+
+    def apply(self, facts: BootFacts, name: str, m: re.Match) -> None:
+        self.inner.apply(facts, name, m)
+
+    def probes(self, plan) -> list[Probe]:
+        return [Probe("/health"), Probe("/v1/models")]
+
+    def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
+        out = []
+        for rank, node in enumerate(nodes):
+            argv = [python, "-m", "labkit.sim", "--host", node.address, "--port", str(plan.engine.port),
+                    "--model-name", plan.served_name, *plan.engine.argv()]
+            out.append(NodeLaunch(node.name, rank, tuple(argv), env_tuple(plan, {}), serves_http=rank == 0))
+        return out

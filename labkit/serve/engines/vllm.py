@@ -1,0 +1,109 @@
+"""vLLM: `vllm serve` launch (native multi-node or Ray), readiness, boot-log facts (0.11 and 0.33 wording)."""
+
+from __future__ import annotations
+
+import re
+
+from labkit.serve.engines.base import (
+    BootFacts,
+    Engine,
+    NodeLaunch,
+    NodeSpec,
+    _num,
+    env_tuple,
+    model_flags_present,
+    pattern,
+)
+
+MASTER_PORT = 29501
+RAY_PORT = 6379
+
+
+class Vllm(Engine):
+    kind = "vllm"
+    ready_pattern = "ready"
+    patterns = (
+        pattern("version", r"vLLM (?:API )?server version ([^\s,]+)", "vLLM version"),
+        pattern("worker_version", r"Launching vLLM \(v([^)]+)\) headless", "headless worker up"),
+        pattern("load_start", r"Starting to load model (\S+)", "loading model"),
+        pattern("weights", r"Loading weights took ([\d.]+) seconds", "weights read"),
+        pattern("model_load", r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds", "model loaded"),
+        pattern("compile", r"torch\.compile (?:took|takes) ([\d.]+) s in total", "torch.compile done"),
+        pattern("kv_tokens", r"KV cache size: ([\d,]+) tokens", "KV cache sized"),
+        pattern("concurrency", r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", "max concurrency"),
+        pattern("graphs", r"Graph capturing finished in (\d+) secs?, took ([\d.]+) GiB", "CUDA graphs captured"),
+        pattern("engine_init", r"init engine .* took ([\d.]+) s", "engine initialised"),
+        pattern("api", r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)", "API server starting"),
+        pattern("ready", r"Application startup complete", "application startup complete"),
+    )
+
+    def apply(self, facts: BootFacts, name: str, m: re.Match) -> None:
+        if name in ("version", "worker_version") and facts.engine_version is None:
+            facts.engine_version = m.group(1)
+        elif name == "weights":
+            facts.weights_seconds = _num(m.group(1))
+        elif name == "model_load":
+            facts.weights_gib = _num(m.group(1))
+            facts.load_seconds = _num(m.group(2))
+        elif name == "compile":
+            facts.compile_seconds = _num(m.group(1))
+        elif name == "kv_tokens":
+            facts.kv_pool_tokens = int(_num(m.group(1)))
+        elif name == "concurrency":
+            facts.kv_pool_context = int(_num(m.group(1)))
+            facts.max_concurrency = _num(m.group(2))
+        elif name == "graphs":
+            facts.graph_capture_seconds = _num(m.group(1))
+        elif name == "engine_init":
+            facts.engine_init_seconds = _num(m.group(1))
+
+    def serve_argv(self, plan, extra: list[str]) -> list[str]:
+        """`vllm serve MODEL` with the lane's parallelism and args; recipe args win over derived flags."""
+        e = plan.engine
+        par = e.parallel
+        argv = ["vllm", "serve", plan.model_path, "--port", str(e.port)]
+        derived = [("--tensor-parallel-size", par.tp, ("-tp",)), ("--pipeline-parallel-size", par.pp, ("-pp",)),
+                   ("--data-parallel-size", par.dp, ("-dp",))]
+        for flag, value, aliases in derived:
+            if value > 1 and not model_flags_present(plan, flag, *aliases):
+                argv += [flag, str(value)]
+        if par.ep > 1 and not model_flags_present(plan, "--enable-expert-parallel", "-ep"):
+            argv.append("--enable-expert-parallel")
+        if not model_flags_present(plan, "--served-model-name"):
+            argv += ["--served-model-name", plan.served_name]
+        return argv + e.argv() + extra
+
+    def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
+        if plan.engine.multinode == "ray" and len(nodes) > 1:
+            return self._launch_ray(plan, nodes)
+        head = plan.cluster.head_address or nodes[0].address
+        out = []
+        for rank, node in enumerate(nodes):
+            extra: list[str] = []
+            if len(nodes) > 1:
+                extra = ["--nnodes", str(len(nodes)), "--node-rank", str(rank), "--master-addr", head,
+                         "--master-port", str(MASTER_PORT), "--data-parallel-backend", "mp"]
+                if rank > 0:
+                    extra.append("--headless")
+            out.append(NodeLaunch(node.name, rank, tuple(self.serve_argv(plan, extra)),
+                                  env_tuple(plan, {"VLLM_HOST_IP": node.address}), serves_http=rank == 0))
+        return out
+
+    def _launch_ray(self, plan, nodes: list[NodeSpec]) -> list[NodeLaunch]:
+        """Ray: every node joins a Ray cluster; the head then runs `vllm serve` with the ray backend."""
+        import shlex
+
+        head = plan.cluster.head_address or nodes[0].address
+        serve = self.serve_argv(plan, ["--distributed-executor-backend", "ray"])
+        out = []
+        for rank, node in enumerate(nodes):
+            env = env_tuple(plan, {"VLLM_HOST_IP": node.address, "RAY_NODE_IP_ADDRESS": node.address})
+            if rank == 0:
+                script = (f"ray start --head --node-ip-address={shlex.quote(node.address)} --port={RAY_PORT} "
+                          f"&& exec {shlex.join(serve)}")
+                argv: tuple[str, ...] = ("bash", "-c", script)
+            else:
+                argv = ("ray", "start", "--block", f"--address={head}:{RAY_PORT}",
+                        f"--node-ip-address={node.address}")
+            out.append(NodeLaunch(node.name, rank, argv, env, serves_http=rank == 0))
+        return out

@@ -1,0 +1,55 @@
+"""`labkit bench` end to end: the lab-note table on stdout, records in a JSON file, clear errors."""
+
+import subprocess
+import sys
+
+from labkit.measure import BenchResult
+from labkit.sim import SimOracle, free_port
+
+
+def _labkit(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "labkit", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_bench_url_prints_lab_note_shape_and_writes_json(tmp_path):
+    out = tmp_path / "run.json"
+    with SimOracle(sets={"cold_requests": 1, "cold_decode_tps": 50}) as sim:
+        p = _labkit("bench", sim.url, "--cold", "--turns", "2", "--output-tokens", "20", "--prompt-tokens", "500",
+                    "--repeats", "1", "--json", str(out), "-q")
+    assert p.returncode == 0, p.stderr
+    assert "on the first, cold turn" in p.stdout and "decode c2 (aggregate)" in p.stdout
+    assert "prefill (500 prompt)" in p.stdout
+    back = BenchResult.load(out)
+    assert back.summary.n_ok == len(back.records) and back.provenance["endpoint"].endswith("/v1")
+
+
+def test_bench_url_measures_no_cold_turn_unless_told_the_engine_was_just_booted(tmp_path):
+    with SimOracle() as sim:
+        p = _labkit("bench", sim.url, "--turns", "1", "--output-tokens", "10", "--concurrency", "1",
+                    "--no-prefill", "--json", str(tmp_path / "r.json"), "-q")
+    assert p.returncode == 0, p.stderr
+    back = BenchResult.load(tmp_path / "r.json")
+    assert not any(r.cold for r in back.records) and "cold turn" not in p.stdout
+
+
+def test_bench_recipe_uses_its_plan_against_url(tmp_path):
+    with SimOracle(preset="dsv41-stock-dspark", sets={"decode_tps": 300, "prefill_tps": 50_000,
+                                                      "boot_weights_s": 0.05, "boot_init_s": 0.05}) as sim:
+        p = _labkit("bench", "sim", "--spec", "dspark", "--url", sim.url, "--turns", "1", "--output-tokens", "30",
+                    "--prompt-tokens", "300", "--repeats", "1", "-q", "--json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stderr
+    assert "acceptance" in p.stdout and "of 5" in p.stdout and "incl. bonus" in p.stdout
+    back = BenchResult.load(tmp_path / "r.json")
+    assert back.provenance["variant"] == "spec-dspark" and back.provenance["recipe_hash"]
+
+
+def test_bench_errors_are_clear():
+    port = free_port(18290, 18299)
+    p = _labkit("bench", f"http://127.0.0.1:{port}", "-q")
+    assert p.returncode == 1 and f"127.0.0.1:{port}" in p.stderr and "Traceback" not in p.stderr
+    p = _labkit("bench", "http://127.0.0.1:1", "--prompt-tokens", "4k")
+    assert p.returncode == 2 and "comma-separated integers" in p.stderr
+    p = _labkit("bench", "no-such-recipe")
+    assert p.returncode == 1 and "no recipe 'no-such-recipe'" in p.stderr
+    p = _labkit("bench", "http://127.0.0.1:1", "--spec", "dspark")
+    assert p.returncode == 1 and "bare URL" in p.stderr

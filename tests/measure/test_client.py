@@ -1,0 +1,147 @@
+"""The SSE parser: role preludes, multi-token chunks, reasoning deltas, usage tails, token_ids, no usage."""
+
+import asyncio
+import json
+
+import pytest
+
+from labkit.measure.client import StreamResult, _SSEParser, split_base
+
+
+def _ev(obj):
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def _chat(content=None, reasoning=None, usage=None, finish=None, ids=None, role=False):
+    delta = {}
+    if role:
+        delta["role"] = "assistant"
+    if content is not None:
+        delta["content"] = content
+    if reasoning is not None:
+        delta["reasoning_content"] = reasoning
+    if ids is not None:
+        delta["token_ids"] = ids
+    ev = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage is not None:
+        ev["usage"] = {"prompt_tokens": 20, "completion_tokens": usage}
+    return _ev(ev)
+
+
+def _run(reads):
+    """Feed (stamp, bytes) reads; return the finished StreamResult."""
+    res = StreamResult()
+    p = _SSEParser(res)
+    for t, data in reads:
+        if p.feed(data, t):
+            break
+    p.finish()
+    return res
+
+
+def test_continuous_usage_multi_token_chunks_and_tail():
+    reads = [
+        (10, _chat(content="", role=True, usage=0)),  # role prelude: not a token
+        (20, _chat(content=" a", usage=1)),
+        (30, _chat(content=" b c d", usage=4)),  # spec step: 3 tokens in one chunk
+        (40, _chat(content=" e f", usage=6, finish="length")),
+        (50, _ev({"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 6}})),
+        (60, b"data: [DONE]\n\n"),
+    ]
+    res = _run(reads)
+    assert res.ok, res.error
+    assert res.output_tokens == 6 and res.output_tokens_source == "continuous_usage"
+    assert res.chunk_n == [1, 3, 2]
+    assert res.t_chunk1 == 10 and res.t_first == 20 and res.t_last == 40 and res.t_end == 60
+    assert res.prompt_tokens == 20 and res.finish_reason == "length"
+
+
+def test_event_split_across_reads_and_several_events_per_read():
+    blob = _chat(content=" a", usage=1) + _chat(content=" b", usage=2, finish="length") + b"data: [DONE]\n\n"
+    res = _run([(5, blob[:17]), (7, blob[17:]), ])
+    assert res.chunk_t == [7, 7] and res.output_tokens == 2
+
+
+def test_reasoning_first_counts_as_first_token():
+    res = _run([(1, _chat(reasoning="hmm", usage=1)), (2, _chat(content="Hi", usage=2, finish="length")),
+                (3, b"data: [DONE]\n\n")])
+    assert res.t_first == 1 and res.t_content == 2
+
+
+def test_token_ids_take_precedence():
+    res = _run([(1, _chat(content="x", ids=[5, 6])), (2, _chat(content="y", ids=[7], finish="length")),
+                (3, _ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}})),
+                (4, b"data: [DONE]\n\n")])
+    assert res.output_tokens_source == "token_ids" and res.chunk_n == [2, 1] and res.output_tokens == 3
+
+
+def test_final_usage_only_gives_total_but_no_per_chunk_counts():
+    res = _run([(1, _chat(content="ab")), (2, _chat(content="cdef", finish="length")),
+                (3, _ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 7}})),
+                (4, b"data: [DONE]\n\n")])
+    assert res.output_tokens == 7 and res.output_tokens_source == "final_usage" and res.chunk_n is None
+
+
+def test_no_usage_falls_back_to_chunk_count_and_says_so():
+    res = _run([(1, _chat(content="a")), (2, _chat(content="")), (3, _chat(content="b", finish="length")),
+                (4, b"data: [DONE]\n\n")])
+    assert res.output_tokens == 2 and res.output_tokens_source == "chunk_count"
+
+
+def test_missing_finish_reason_is_an_error():
+    res = _run([(1, _chat(content="a", usage=1)), (2, b"data: [DONE]\n\n")])
+    assert not res.ok and "finish_reason" in res.error
+
+
+def test_in_stream_error_event():
+    res = _run([(1, _chat(content="a", usage=1)), (2, _ev({"error": {"message": "engine died"}}))])
+    assert not res.ok and "engine died" in res.error
+
+
+def test_disagreeing_counts_are_warned():
+    res = _run([(1, _chat(content="a", usage=1)), (2, _chat(content="b", usage=2, finish="length")),
+                (3, _ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}})),
+                (4, b"data: [DONE]\n\n")])
+    assert res.output_tokens == 5 and res.warnings
+
+
+@pytest.mark.parametrize("url,root", [("http://h:1/v1", "http://h:1"), ("h:1/", "http://h:1"),
+                                      ("https://x/v1/", "https://x")])
+def test_split_base(url, root):
+    assert split_base(url) == (root, root + "/v1")
+
+
+def test_fit_prompt_hits_target_with_nonce_first():
+    from labkit.measure import prompts as pr
+
+    async def count(prompt):  # a server tokenizer: pieces of words and punctuation, plus a template
+        import re
+        return 6 + len(re.findall(r"\w+|[^\w\s]", prompt))
+
+    for target in (500, 4096, 12600):
+        prompt, n, nonce = asyncio.run(pr.fit_prompt(target, count))
+        assert abs(n - target) <= 0.01 * target
+        assert prompt.startswith(f"[{nonce}]")
+        assert n == asyncio.run(count(prompt))
+    a = asyncio.run(pr.fit_prompt(1000, count))[0]
+    b = asyncio.run(pr.fit_prompt(1000, count))[0]
+    assert a.split("]", 1)[1][:200] != b.split("]", 1)[1][:200]  # fresh text, not only a fresh nonce
+
+
+def test_fit_prompt_impossible_target():
+    from labkit.measure import prompts as pr
+
+    async def count(prompt):
+        return 50 + len(prompt.split())
+
+    with pytest.raises(ValueError):
+        asyncio.run(pr.fit_prompt(20, count))
+
+
+def test_linear_counter_learns_template_overhead():
+    from labkit.measure import prompts as pr
+
+    a, b = pr.prefill_prompt("x1", 200), pr.prefill_prompt("x2", 1200)
+    c = pr.LinearCounter([(a, pr.pieces(a) + 6), (b, pr.pieces(b) + 6)])  # a server: pieces + 6 template tokens
+    p = pr.prefill_prompt("ab", 700)
+    assert asyncio.run(c(p)) == pr.pieces(p) + 6

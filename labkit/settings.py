@@ -45,7 +45,7 @@ class Settings:
     ssh_key: str | None = None
     ssh_known_hosts: str | None = None
     ssh_user: str | None = None
-    ssh_port: int | None = None
+    ssh_port: str | None = None  # as given; labkit.nodes turns it into a number and names it if it is not one
     papermill: bool = False  # PAPERMILL_EXECUTION is set (papermill's own variable)
 
     @classmethod
@@ -56,7 +56,6 @@ class Settings:
         def get(name: str) -> str | None:
             return env.get(name) or None
 
-        port = get("LABKIT_SSH_PORT")
         return cls(
             recipes=get("LABKIT_RECIPES"),
             results=get("LABKIT_RESULTS"),
@@ -68,7 +67,7 @@ class Settings:
             ssh_key=get("LABKIT_SSH_KEY"),
             ssh_known_hosts=get("LABKIT_SSH_KNOWN_HOSTS"),
             ssh_user=get("LABKIT_SSH_USER"),
-            ssh_port=int(port) if port else None,
+            ssh_port=get("LABKIT_SSH_PORT"),
             papermill=bool(env.get("PAPERMILL_EXECUTION")),
         )
 

@@ -1,25 +1,15 @@
 """Where commands run: a node name in, a `Host` out (local or over SSH), and a group that runs one call on
 every node in parallel, with interrupts handled so a Ctrl-C reaches every node.
+
+Modules: base (Result, the errors, the Host interface), local (LocalHost), ssh (SshOptions, SshHost), group
+(HostGroup, NodeCalls, map_nodes, host_for), interrupts (Ctrl-C, SIGTERM and SIGHUP as one interrupt).
 """
 
-from labkit.nodes.hosts import (
-    CommandTimeout,
-    Host,
-    HostError,
-    HostGroup,
-    LocalHost,
-    NodeCalls,
-    Result,
-    SshHost,
-    SshOptions,
-    Unreachable,
-    as_command,
-    check_reachable,
-    host_for,
-    hosts_for_plan,
-    map_nodes,
-)
+from labkit.nodes.base import CommandTimeout, Host, HostError, Result, Unreachable, as_command
+from labkit.nodes.group import HostGroup, NodeCalls, check_reachable, host_for, hosts_for_plan, map_nodes
 from labkit.nodes.interrupts import ENDING_SIGNALS, ending_as_interrupt, ignoring_interrupts, interrupts_noted
+from labkit.nodes.local import LocalHost
+from labkit.nodes.ssh import SshHost, SshOptions
 
 __all__ = [
     "ENDING_SIGNALS", "CommandTimeout", "Host", "HostError", "HostGroup", "LocalHost", "NodeCalls", "Result",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from labkit.recipe.load import LanePlan, shell_command
+from labkit.recipe.plan import LanePlan, shell_command
 from labkit.units import format_size
 
 

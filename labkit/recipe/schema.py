@@ -1,6 +1,6 @@
 """A small strict validator for TOML tables: unknown keys are errors, with the closest name suggested.
 
-Kept apart from recipe.py so the recipe module reads as the recipe format, not as validation plumbing.
+Kept apart from fields.py so the recipe format reads as the format, not as validation plumbing.
 Each checker takes (value, key_path) and returns the normalised value or raises `Invalid`.
 """
 
@@ -18,7 +18,7 @@ Checker = Callable[[Any, str], Any]
 
 
 class Invalid(Exception):
-    """A value failed validation at `key` (dotted path); recipe.py turns it into a RecipeError."""
+    """A value failed validation at `key` (dotted path); load.py turns it into a RecipeError."""
 
     def __init__(self, key: str, message: str):
         self.key = key

@@ -193,7 +193,7 @@ def test_ssh_connection_has_nagle_off(cluster):
     h = ssh(cluster)
     try:
         h.run("true")
-        sock = h._connection().transport.sock
+        sock = h.connection().transport.sock
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
     finally:
         h.close()

@@ -1,0 +1,134 @@
+"""The recipe format as schema fields: every table and key a recipe.toml may have, its type and default.
+
+Built from the generic checkers in schema.py; `top_fields` checks a whole file, `recipe_fields(partial=True)`
+the overlay a variant applies.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import labkit.recipe.schema as s
+from labkit.recipe.plan import VIEW_MOUNT
+
+ENGINE_KINDS = ("vllm", "sglang", "llamacpp", "sim")
+RUNTIMES = ("docker", "process")
+STAGING_KINDS = ("local-view",)
+
+
+def _arg_value(value: Any, path: str) -> Any:
+    if isinstance(value, str | bool | int | float | dict):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
+        return value
+    raise s.Invalid(path, "expected a string, number, boolean, table (sent as JSON) or array of scalars")
+
+
+def _args(value: Any, path: str) -> dict:
+    out = s.mapping(_arg_value)(value, path)
+    for flag in out:
+        if not flag.startswith("-") or any(c.isspace() for c in flag):
+            raise s.Invalid(s.join(path, flag), "engine arg keys are flags like \"--max-model-len\"")
+    return out
+
+
+def _env(value: Any, path: str) -> dict:
+    out = s.mapping(lambda v, p: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else s.string(False)(v, p))(value, path)
+    for name in out:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise s.Invalid(s.join(path, name), "not a valid environment variable name")
+    return out
+
+
+def recipe_fields(partial: bool) -> dict[str, s.Field]:
+    """The recipe schema; `partial` for variant overlays (no required keys, no defaults)."""
+    F = s.Field
+    T = lambda fields: s.table(fields, partial=partial)  # noqa: E731
+    parallel = {k: F(s.integer(1), default=1) for k in ("tp", "pp", "dp", "ep")}
+    engine = {
+        "kind": F(s.choice(*ENGINE_KINDS), required=True),
+        "image": F(s.string()),
+        "runtime": F(s.choice(*RUNTIMES)),
+        "port": F(s.integer(1, 65535), default=8000),
+        "version": F(s.string()),
+        "multinode": F(s.choice("native", "ray"), default="native"),
+        "parallel": F(T(parallel), default=dict),
+        "args": F(_args, default=dict),
+        "env": F(_env, default=dict),
+        "boot_timeout": F(s.number(1.0), default=1800.0),
+    }
+    if partial:
+        engine["remove_args"] = F(s.array(s.string(), unique=True))
+    staging = s.table({
+        "kind": F(s.choice(*STAGING_KINDS), required=True),
+        "repo": F(s.string(), required=True),
+        "revision": F(s.string()),
+        "dst": F(s.absolute_path, required=True),
+        "local": F(s.array(s.file_name, nonempty=True, unique=True), required=True),
+        "min_free": F(s.size, default=0),
+        "mount": F(s.absolute_path, default=VIEW_MOUNT),
+    })
+    decode = {
+        "concurrency": F(s.array(s.integer(1, 64), nonempty=True, unique=True), default=lambda: [1, 2]),
+        "turns": F(s.integer(1), default=5),
+        "output_tokens": F(s.integer(2), default=256),
+        "warmup": F(s.integer(0), default=1),
+    }
+    prefill = {
+        "prompt_tokens": F(s.array(s.integer(16), unique=True), default=lambda: [4096, 12600]),
+        "repeats": F(s.integer(1), default=3),
+    }
+    return {
+        "lane": F(T({
+            "label": F(s.string()),
+            "description": F(s.string(False), default=""),
+            "aliases": F(s.array(s.string(), unique=True), default=list),
+            "simulated": F(s.boolean, default=False),
+            "defaults": F(s.mapping(s.string()), default=dict),
+        }), default=dict),
+        "model": F(T({
+            "repo": F(s.string(), required=True),
+            "revision": F(s.string(), default="main"),
+            "path": F(s.absolute_path),
+            "served_name": F(s.string()),
+        }), required=True),
+        "engine": F(T(engine), required=True),
+        "cluster": F(T({
+            "nodes": F(s.array(s.string(), nonempty=True, unique=True), default=lambda: ["localhost"]),
+            "user": F(s.string()),
+            "ssh_port": F(s.integer(1, 65535), default=22),
+            "shared_cache": F(s.absolute_path),
+            "head_address": F(s.string()),
+            "connect_timeout": F(s.number(0.1), default=10.0),
+        }), default=dict),
+        "staging": F(s.array(staging), default=list),
+        "measure": F(T({
+            "api": F(s.choice("chat", "completions"), default="chat"),
+            "runs": F(s.integer(1), default=1),
+            "decode": F(T(decode), default=dict),
+            "prefill": F(T(prefill), default=dict),
+            "timeout": F(s.number(1.0), default=600.0),
+        }), default=dict),
+    }
+
+
+def _overlay_fields() -> dict[str, s.Field]:
+    fields = {k: v for k, v in recipe_fields(partial=True).items() if k != "lane"}
+    fields["label"] = s.Field(s.string())
+    fields["description"] = s.Field(s.string(False))
+    return fields
+
+
+def _variants(value: Any, path: str) -> dict:
+    axes = s.mapping(s.mapping(s.table(_overlay_fields(), partial=True)))(value, path)
+    for axis, names in axes.items():
+        if not names:
+            raise s.Invalid(s.join(path, axis), "an axis needs at least one variant")
+    return axes
+
+
+def top_fields() -> dict[str, s.Field]:
+    fields = recipe_fields(partial=False)
+    fields["variants"] = s.Field(_variants, default=dict)
+    return fields

@@ -1,0 +1,71 @@
+"""Finding recipes: where they live, by folder name, alias or prefix, and `load_plan` to go from a name to a
+LanePlan in one call."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+import labkit.recipe.schema as s
+from labkit import settings
+from labkit.errors import RecipeError
+from labkit.recipe.load import RECIPE_FILE, load_recipe
+from labkit.recipe.plan import LanePlan
+
+
+def repo_root() -> Path:
+    """The checkout labkit runs from (recipes/, results/, notebooks/ live here)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def recipes_dir() -> Path:
+    """Where recipes are found: $LABKIT_RECIPES, else the checkout's recipes/."""
+    env = settings.current().recipes
+    return Path(env) if env else repo_root() / "recipes"
+
+
+def list_recipes(root: Path | None = None) -> list[Path]:
+    root = root or recipes_dir()
+    if not root.is_dir():
+        return []
+    return sorted(p.parent for p in root.glob(f"*/{RECIPE_FILE}"))
+
+
+def find_recipe(name: str, root: Path | None = None) -> Path:
+    """A recipe folder by folder name, alias, unique prefix, or a path to a folder/recipe.toml."""
+    root = root or recipes_dir()
+    given = Path(name).expanduser()
+    if given.is_file() and given.suffix == ".toml":
+        return given.parent
+    if (given / RECIPE_FILE).is_file() and (os.sep in name or name.startswith(".")):
+        return given
+    folders = list_recipes(root)
+    by_name = {p.name: p for p in folders}
+    if name in by_name:
+        return by_name[name]
+    aliases: dict[str, Path] = {}
+    for folder in folders:
+        try:
+            raw = tomllib.loads((folder / RECIPE_FILE).read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
+            continue
+        lane = raw.get("lane", {})
+        for alias in lane.get("aliases", []) if isinstance(lane, dict) else []:
+            if isinstance(alias, str):
+                aliases[alias] = folder
+    if name in aliases:
+        return aliases[name]
+    prefixed = [p for p in folders if p.name.startswith(name)]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    known = sorted(by_name) + sorted(aliases)
+    if len(prefixed) > 1:
+        raise RecipeError(str(root), "", f"recipe '{name}' is ambiguous: {', '.join(p.name for p in prefixed)}")
+    hint = s.suggest(name, known)
+    raise RecipeError(str(root), "", f"no recipe '{name}'{hint}; known: {', '.join(known) or 'none'}")
+
+
+def load_plan(name: str, root: Path | None = None, **choices: str | None) -> LanePlan:
+    """Find, load and resolve in one call: `load_plan("dsv41", spec="dspark")`."""
+    return load_recipe(find_recipe(name, root)).resolve(choices)

@@ -1,0 +1,268 @@
+"""The resolved plan: frozen dataclasses for one lane, and how a merged recipe table becomes one.
+
+Everything downstream (staging, serving, measuring, storing) reads these; they are immutable and plain data
+(`LanePlan.to_dict`) so a run folder records exactly what ran.
+
+Engine args are a TOML table keyed by flag, so variants can add, replace or remove single flags:
+    "--kv-cache-dtype" = "fp8"            -> --kv-cache-dtype fp8
+    "--enforce-eager" = true              -> --enforce-eager        (false: flag omitted)
+    "--speculative-config" = {method = "dspark", num_speculative_tokens = 5}
+                                          -> --speculative-config '{"method":"dspark","num_speculative_tokens":5}'
+    "--cuda-graph-sizes" = [1, 2, 4]      -> --cuda-graph-sizes 1 2 4
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+
+VIEW_MOUNT = "/root/.cache/hf-view"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    repo: str
+    revision: str
+    path: str | None  # explicit path on the nodes, overrides the shared-cache snapshot path
+    served_name: str | None
+
+    @property
+    def cache_dir_name(self) -> str:
+        """The HF hub cache folder name: models--org--name."""
+        return "models--" + self.repo.replace("/", "--")
+
+
+@dataclass(frozen=True)
+class Parallel:
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    kind: str
+    image: str | None
+    runtime: str
+    port: int
+    version: str | None
+    multinode: str
+    parallel: Parallel
+    args: tuple[tuple[str, tuple[str, ...]], ...]  # (flag, values); () is a bare flag
+    env: tuple[tuple[str, str], ...]
+    boot_timeout: float
+
+    def argv(self) -> list[str]:
+        out: list[str] = []
+        for flag, values in self.args:
+            out.append(flag)
+            out.extend(values)
+        return out
+
+    def arg(self, flag: str) -> tuple[str, ...] | None:
+        """Values of one flag, () for a bare flag, None when absent."""
+        return dict(self.args).get(flag)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    nodes: tuple[str, ...]
+    user: str | None
+    ssh_port: int
+    shared_cache: str | None
+    head_address: str | None
+    connect_timeout: float
+
+    @property
+    def head(self) -> str:
+        return self.nodes[0]
+
+    @property
+    def is_local(self) -> bool:
+        return self.nodes == ("localhost",)
+
+
+@dataclass(frozen=True)
+class StagingSpec:
+    kind: str
+    repo: str
+    revision: str
+    dst: str
+    local: tuple[str, ...]
+    min_free: int
+    mount: str
+
+
+@dataclass(frozen=True)
+class DecodePlan:
+    concurrency: tuple[int, ...]
+    turns: int
+    output_tokens: int
+    warmup: int
+
+
+@dataclass(frozen=True)
+class PrefillPlan:
+    prompt_tokens: tuple[int, ...]
+    repeats: int
+
+
+@dataclass(frozen=True)
+class MeasurePlan:
+    api: str
+    runs: int
+    decode: DecodePlan
+    prefill: PrefillPlan
+    timeout: float
+
+
+@dataclass(frozen=True)
+class LanePlan:
+    """Everything needed to stage, boot and measure one lane; immutable and JSON-serialisable."""
+
+    recipe: str
+    file: str
+    variants: tuple[tuple[str, str], ...]  # (axis, name) in the recipe's axis order
+    label: str
+    description: str
+    simulated: bool
+    model: ModelSpec
+    engine: EngineSpec
+    cluster: ClusterSpec
+    staging: tuple[StagingSpec, ...]
+    measure: MeasurePlan
+    recipe_hash: str
+    resolved: dict = field(compare=False, repr=False, default_factory=dict)
+
+    @property
+    def variant_id(self) -> str:
+        """Folder-safe variant name, e.g. 'spec-dspark_staging-local-view' ('default' with no axes)."""
+        return "_".join(f"{axis}-{name}" for axis, name in self.variants) or "default"
+
+    @property
+    def lane_id(self) -> str:
+        """Deterministic id naming containers and pid files, stable across invocations."""
+        digest = hashlib.sha256(f"{self.recipe}|{self.variant_id}".encode()).hexdigest()[:8]
+        return f"labkit-{slug(self.recipe)[:40]}-{digest}"
+
+    def variant(self, axis: str) -> str | None:
+        return dict(self.variants).get(axis)
+
+    @property
+    def view(self) -> StagingSpec | None:
+        """The local-view staging entry for the served model, if any."""
+        for entry in self.staging:
+            if entry.kind == "local-view" and entry.repo == self.model.repo:
+                return entry
+        return None
+
+    @property
+    def snapshot_path(self) -> str | None:
+        """The model's snapshot folder in the shared HF cache, as every node sees it."""
+        if not self.cluster.shared_cache:
+            return None
+        return f"{self.cluster.shared_cache}/{self.model.cache_dir_name}/snapshots/{self.model.revision}"
+
+    @property
+    def model_path(self) -> str:
+        """The path the engine is given: the staged view, an explicit path, the snapshot, or the repo id."""
+        view = self.view
+        if view is not None:
+            return view.mount if self.engine.runtime == "docker" else view.dst
+        return self.model.path or self.snapshot_path or self.model.repo
+
+    @property
+    def served_name(self) -> str:
+        return self.model.served_name or self.model.repo
+
+    def mounts(self) -> list[tuple[str, str]]:
+        """(host path, container path) bind mounts for the docker runtime."""
+        out = []
+        if self.cluster.shared_cache:
+            out.append((self.cluster.shared_cache, self.cluster.shared_cache))
+        if self.model.path:
+            out.append((self.model.path, self.model.path))
+        view = self.view
+        if view is not None:
+            out.append((view.dst, view.mount))
+        return out
+
+    def to_dict(self) -> dict:
+        """Plain data for run.json and `labkit show --json`."""
+        return {
+            "recipe": self.recipe,
+            "file": self.file,
+            "variants": dict(self.variants),
+            "variant_id": self.variant_id,
+            "lane_id": self.lane_id,
+            "label": self.label,
+            "simulated": self.simulated,
+            "recipe_hash": self.recipe_hash,
+            "model_path": self.model_path,
+            "mounts": [list(m) for m in self.mounts()],
+            "engine_argv": self.engine.argv(),
+            "resolved": self.resolved,
+        }
+
+
+def slug(text: str) -> str:
+    """`text` made safe for container and file names."""
+    return re.sub(r"[^a-zA-Z0-9_.-]+", "-", text).strip("-") or "lane"
+
+
+def shell_command(argv: list[str]) -> str:
+    """One argv as a copy-pasteable shell line (every argument quoted as needed)."""
+    return shlex.join(argv)
+
+
+def render_args(args: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The engine args table as (flag, values) pairs, rendered as the module docstring shows."""
+    out = []
+    for flag, value in args.items():
+        if value is False:
+            continue
+        if value is True:
+            out.append((flag, ()))
+        elif isinstance(value, dict):
+            out.append((flag, (json.dumps(value, separators=(",", ":")),)))
+        elif isinstance(value, list):
+            out.append((flag, tuple(str(v) for v in value)))
+        else:
+            out.append((flag, (str(value),)))
+    return tuple(out)
+
+
+def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> LanePlan:
+    """The LanePlan of a merged, checked recipe table; `shown` is the file as error messages name it."""
+    e, c, m = merged["engine"], merged["cluster"], merged["measure"]
+    runtime = e["runtime"] or ("process" if e["kind"] in ("sim", "llamacpp") else "docker")
+    model = ModelSpec(merged["model"]["repo"], merged["model"]["revision"], merged["model"]["path"],
+                      merged["model"]["served_name"])
+    engine = EngineSpec(
+        kind=e["kind"], image=e["image"], runtime=runtime, port=e["port"], version=e["version"],
+        multinode=e["multinode"], parallel=Parallel(**e["parallel"]), args=render_args(e["args"]),
+        env=tuple(e["env"].items()), boot_timeout=e["boot_timeout"],
+    )
+    cluster = ClusterSpec(tuple(c["nodes"]), c["user"], c["ssh_port"], c["shared_cache"], c["head_address"],
+                          c["connect_timeout"])
+    staging = tuple(
+        StagingSpec(st["kind"], st["repo"], st["revision"] or model.revision, st["dst"], tuple(st["local"]),
+                    st["min_free"], st["mount"])
+        for st in merged["staging"]
+    )
+    d, p = m["decode"], m["prefill"]
+    measure = MeasurePlan(m["api"], m["runs"], DecodePlan(tuple(d["concurrency"]), d["turns"], d["output_tokens"],
+                                                          d["warmup"]),
+                          PrefillPlan(tuple(p["prompt_tokens"]), p["repeats"]), m["timeout"])
+    blob = json.dumps({"recipe": name, "variants": choices, "lane": merged}, sort_keys=True, default=str)
+    lane = merged["lane"]
+    return LanePlan(
+        recipe=name, file=shown, variants=tuple(choices.items()),
+        label=lane["label"] or name, description=lane["description"], simulated=lane["simulated"],
+        model=model, engine=engine, cluster=cluster, staging=staging, measure=measure,
+        recipe_hash=hashlib.sha256(blob.encode()).hexdigest()[:12], resolved=json.loads(blob)["lane"],
+    )

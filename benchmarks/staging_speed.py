@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bare_ssh import BareSsh, fan_out  # noqa: E402
 from benchmarks.fanout import FanoutTiming, metered, time_pair  # noqa: E402
+from labkit import stage as staging  # noqa: E402
 from labkit.nodes import LocalHost, as_command, host_for  # noqa: E402
-from labkit.stage import staging  # noqa: E402
 from tests.support.hf_cache import make_cache, plan_for  # noqa: E402
 
 REAL_LOCAL = ("model-00047-of-00048.safetensors", "model-00048-of-00048.safetensors")

@@ -1,16 +1,44 @@
 """Step 2, stage: a `LanePlan` with a local-view staging entry in, a verified view on every node out
 (copies of the hot shards, symlinks into the shared cache for the rest, a manifest of sampled hashes).
 
-Assessment is pure; the node side is a stdlib-only script sent over SSH (`node_script`).
+Assessment is pure (`assess`); the node side is a stdlib-only script sent over SSH (`node_script`), called
+through `transport`; `run` runs the steps (probe, preflight, build, verify) and `reports` says what they did.
 """
 
-from labkit.stage.staging import (
-    StageReport,
+from labkit.stage.assess import (
+    MANIFEST_NAME,
+    PARTIAL_PREFIX,
+    FileState,
+    NodeAssessment,
+    Source,
     StagingRefused,
-    check_view,
-    preflight,
+    assess,
+    check_entry,
+    check_space,
+    preflight_rows,
     preflight_table,
-    stage,
+    sample_hashes,
+    sources_from,
+    view_owned_names,
+)
+from labkit.stage.node_script import SAMPLE_BLOCK, SAMPLE_COUNT, block_lengths, sample_offsets
+from labkit.stage.reports import CopyProgress, NodeReport, StageReport, ViewReport
+from labkit.stage.run import build_manifest, check_view, local_views, preflight, probe_node, stage
+from labkit.stage.transport import (
+    NODE_SCRIPT,
+    HostLike,
+    NodeJobs,
+    Timeouts,
+    call_node,
+    each_node,
+    node_command,
+    parse_node_output,
 )
 
-__all__ = ["StageReport", "StagingRefused", "check_view", "preflight", "preflight_table", "stage"]
+__all__ = [
+    "MANIFEST_NAME", "NODE_SCRIPT", "PARTIAL_PREFIX", "SAMPLE_BLOCK", "SAMPLE_COUNT", "CopyProgress", "FileState",
+    "HostLike", "NodeAssessment", "NodeJobs", "NodeReport", "Source", "StageReport", "StagingRefused", "Timeouts",
+    "ViewReport", "assess", "block_lengths", "build_manifest", "call_node", "check_entry", "check_space",
+    "check_view", "each_node", "local_views", "node_command", "parse_node_output", "preflight", "preflight_rows",
+    "preflight_table", "probe_node", "sample_hashes", "sample_offsets", "sources_from", "stage", "view_owned_names",
+]

@@ -1,4 +1,4 @@
-"""Node side of staging (labkit/staging.py drives it): probe a view, build it, write its manifest.
+"""Node side of staging (labkit.stage.run drives it): probe a view, build it, write its manifest.
 
 Runs on the node as `python3 -I -S -c "$(this file)" OP REQUEST_JSON`; stdlib only (nodes have sshd,
 python3 and coreutils, nothing of labkit). Output is JSON lines on stdout: zero or more

@@ -15,9 +15,22 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import LabkitError, NodeError, RecipeError
+from labkit.stage import (
+    MANIFEST_NAME,
+    NODE_SCRIPT,
+    StagingRefused,
+    Timeouts,
+    call_node,
+    check_view,
+    node_command,
+    parse_node_output,
+    preflight,
+    preflight_table,
+    stage,
+)
 from labkit.stage import node_script as stage_node
-from labkit.stage import staging
 from tests.support.hf_cache import COMMIT, LOCAL, LocalNode, default_files, make_cache, plan_for, tree_state
+from tests.support.staging import hanging_cache
 
 
 @pytest.fixture
@@ -30,7 +43,7 @@ def world(tmp_path):
 
 
 def run(plan, hosts, **kw):
-    return staging.stage(plan, hosts, progress=False, **kw)
+    return stage(plan, hosts, progress=False, **kw)
 
 
 def test_sample_offsets_cover_first_last_and_small_files():
@@ -72,7 +85,7 @@ def test_first_stage_copies_local_files_and_links_the_rest(world):
     assert set(manifest["links"]) == {"config.json", "model.safetensors.index.json",
                                       "model-00001-of-00003.safetensors", "original"}
     assert not report.verification_only
-    assert staging.check_view(plan, hosts) == {"n1": 4}
+    assert check_view(plan, hosts) == {"n1": 4}
 
 
 def test_second_stage_is_verification_only(world):
@@ -214,7 +227,7 @@ def test_links_a_view_manifest_lists_are_removed_when_stale(world):
     """Links the view's manifest lists are labkit's even when they point elsewhere (e.g. a moved cache)."""
     plan, snap, dst, hosts = world
     run(plan, hosts)
-    manifest_path = dst / staging.MANIFEST_NAME
+    manifest_path = dst / MANIFEST_NAME
     manifest = json.loads(manifest_path.read_text())
     manifest["links"]["retired.json"] = "/old/cache/retired.json"
     manifest_path.write_text(json.dumps(manifest))
@@ -267,14 +280,14 @@ def test_bad_plan_is_refused_before_any_node_is_touched(world, field, value, key
         run(bad, hosts)
     assert e.value.key == key
     with pytest.raises(RecipeError):
-        staging.check_view(bad, hosts)
+        check_view(bad, hosts)
     assert hosts[0].calls == []
 
 
 def test_node_script_refuses_traversal_itself(tmp_path):
     """Defence in depth: the node side rejects names with separators even if a controller sent them."""
     req = {"dst": str(tmp_path / "v"), "remove": ["../x"], "copy": [], "link": [], "block": 65536, "count": 16}
-    r = LocalNode("n1").run(staging.node_command("build", req))
+    r = LocalNode("n1").run(node_command("build", req))
     assert r.exit_code == 2 and "bare file name" in r.stdout
     assert not (tmp_path / "v").exists() or not list((tmp_path / "v").iterdir())
 
@@ -294,7 +307,7 @@ def test_check_view_finds_broken_links(world):
     (dst / "config.json").unlink()
     (dst / "config.json").symlink_to(str(snap / "gone.json"))
     with pytest.raises(NodeError, match="config.json -> .*gone.json is broken"):
-        staging.check_view(plan, hosts)
+        check_view(plan, hosts)
 
 
 # ---- real small filesystem: refusal when short --------------------------------------------------------------
@@ -319,7 +332,7 @@ def test_short_node_is_refused_with_nothing_changed(tmp_path, small_fs):
     dst = small_fs / "views" / "tiny"
     plan = plan_for(tmp_path, cache, str(dst), ["n1"], min_free="1M")  # 3.6 MB + 1 MB > 4 MiB
     before = tree_state(small_fs)
-    with pytest.raises(staging.StagingRefused) as e:
+    with pytest.raises(StagingRefused) as e:
         run(plan, [LocalNode("n1")])
     msg = str(e.value)
     assert "refused before changing anything" in msg and "binding node n1" in msg
@@ -394,15 +407,15 @@ def test_preflight_table_names_the_binding_node():
              "margin": 187 * 10**9, "binding": False},
             {"node": "dgx7", "filesystem": "/home", "need": 213 * 10**9, "free": 200 * 10**9, "reclaim": 0,
              "margin": -13 * 10**9, "binding": True}]
-    text = staging.preflight_table(rows)
+    text = preflight_table(rows)
     assert "dgx7" in text and "SHORT binding" in text and "-13.0 GB" in text
 
 
 def test_node_errors_come_back_as_labkit_errors():
     with pytest.raises(LabkitError, match="n1: staging probe: boom"):
-        staging.parse_node_output("n1", "probe", '{"event": "error", "message": "boom"}\n', "", 2)
+        parse_node_output("n1", "probe", '{"event": "error", "message": "boom"}\n', "", 2)
     with pytest.raises(LabkitError, match="exit 127.*python3: not found"):
-        staging.parse_node_output("n1", "probe", "", "sh: python3: not found", 127)
+        parse_node_output("n1", "probe", "", "sh: python3: not found", 127)
 
 
 # ---- with labkit.hosts.LocalHost, progress, serving integration ---------------------------------------------
@@ -421,12 +434,12 @@ def test_stage_with_hosts_localhost_streams_copy_progress(tmp_path):
                "count": stage_node.SAMPLE_COUNT,
                "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(files[LOCAL[0]])}]}
     events = []
-    result = staging.call_node(host, "build", request, on_event=events.append)
+    result = call_node(host, "build", request, on_event=events.append)
     assert [c["name"] for c in result["copied"]] == [LOCAL[0]]
     assert events[0]["done"] == 0 and events[-1]["done"] == events[-1]["total"] == len(files[LOCAL[0]])
     assert (dst / LOCAL[0]).read_bytes() == files[LOCAL[0]]
     plan = plan_for(tmp_path, cache, str(dst), ["n1"])
-    report = staging.stage(plan, [host], progress=False)
+    report = stage(plan, [host], progress=False)
     node = report.views[0].nodes["n1"]
     assert (node.adopted, node.copied) == (1, 1)  # the file built above is adopted
     json.dumps(report.to_dict())  # serialisable for run records
@@ -461,7 +474,7 @@ def test_view_links_resolve_in_the_container_mounts(tmp_path):
     make_cache(cache)
     dst = tmp_path / "view"
     local_plan = plan_for(tmp_path, cache, str(dst), ["n1"])
-    staging.stage(local_plan, [LocalNode("n1")], progress=False)
+    stage(local_plan, [LocalNode("n1")], progress=False)
     links = [p for p in dst.iterdir() if p.is_symlink()]
     assert links and all(os.readlink(p).startswith(str(cache) + "/") for p in links)
 
@@ -476,7 +489,7 @@ def test_copy_that_runs_out_of_space_leaves_no_partial(tmp_path, small_fs):
                "count": stage_node.SAMPLE_COUNT,
                "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(files[LOCAL[0]])}]}
     with pytest.raises(LabkitError, match="n1: staging build: .*No space left"):
-        staging.call_node(LocalNode("n1"), "build", request)
+        call_node(LocalNode("n1"), "build", request)
     assert list(dst.iterdir()) == []
 
 
@@ -522,7 +535,7 @@ def test_every_copy_method_makes_an_exact_copy(tmp_path, method):
     request = {"dst": str(dst), "remove": [], "link": [], "block": stage_node.SAMPLE_BLOCK,
                "count": stage_node.SAMPLE_COUNT, "method": method,
                "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(data)}]}
-    result = staging.call_node(LocalNode("n1"), "build", request)
+    result = call_node(LocalNode("n1"), "build", request)
     assert result["copied"][0]["method"] == method
     assert (dst / LOCAL[0]).read_bytes() == data
 
@@ -548,7 +561,7 @@ def _two_views(tmp_path, small_fs, min_free_a: str, min_free_b: str):
 def test_two_views_on_one_filesystem_share_its_free_space(tmp_path, small_fs):
     plan = _two_views(tmp_path, small_fs, "700k", "700k")
     # Alone each fits (2.8 MB and 2.2 MB of 4.19 MB); together 3.6 MB of copies + 0.7 MB min_free do not.
-    with pytest.raises(staging.StagingRefused, match="binding node n1") as e:
+    with pytest.raises(StagingRefused, match="binding node n1") as e:
         run(plan, [LocalNode("n1")])
     assert e.value.rows[0]["need"] == 3_600_000 + 700_000
     assert list(small_fs.iterdir()) == []
@@ -560,35 +573,26 @@ def test_min_free_counts_once_per_filesystem(tmp_path, small_fs):
     """min_free is what must stay free on the filesystem, not per view: two views that fit with the largest
     min_free counted once (3.6 MB + 0.5 MB of 4.19 MB) are staged, not refused (0.7 MB counted twice)."""
     plan = _two_views(tmp_path, small_fs, "500k", "200k")
-    rows = staging.preflight(plan, [LocalNode("n1")])
+    rows = preflight(plan, [LocalNode("n1")])
     assert [r[0]["need"] for r in rows] == [3_600_000 + 500_000] * 2
     report = run(plan, [LocalNode("n1")])
     assert [v.nodes["n1"].copied for v in report.views] == [1, 1]
 
 
-def _hanging_cache(cache: Path) -> Path:
-    """A cache whose first local file is a FIFO: opening it blocks, as a read on a hung NFS mount does."""
-    snap = make_cache(cache)
-    blob = (snap / LOCAL[0]).resolve()
-    blob.unlink()
-    os.mkfifo(blob)
-    return snap
-
-
 def test_a_hung_probe_fails_naming_the_node_within_its_timeout(tmp_path):
     from labkit.nodes import LocalHost
 
-    _hanging_cache(tmp_path / "hub")
+    hanging_cache(tmp_path / "hub")
     dst = tmp_path / "view"
     plan = plan_for(tmp_path, tmp_path / "hub", str(dst), ["n1"])
     t0 = time.monotonic()
     with pytest.raises(NodeError) as e:
-        staging.stage(plan, [LocalHost("n1")], progress=False, timeouts=staging.Timeouts(node=1.0))
+        stage(plan, [LocalHost("n1")], progress=False, timeouts=Timeouts(node=1.0))
     assert time.monotonic() - t0 < 10
     assert set(e.value.failures) == {"n1"} and "probe timed out after 1 s" in e.value.failures["n1"]
     assert "nothing was changed" in str(e.value) and not dst.exists()
     with pytest.raises(NodeError, match="n1: staging probe timed out"):
-        staging.preflight(plan, [LocalHost("n1")], timeouts=staging.Timeouts(node=1.0))
+        preflight(plan, [LocalHost("n1")], timeouts=Timeouts(node=1.0))
 
 
 class TimedHost:
@@ -617,9 +621,9 @@ class TimedHost:
 def test_every_node_op_has_a_timeout_and_build_scales_with_the_bytes(world, full):
     plan, snap, dst, _ = world
     host = TimedHost("n1")
-    t = staging.Timeouts(node=7.0, build_floor=30.0, rate=1e6)
-    staging.stage(plan, [host], progress=False, full=full, timeouts=t)
-    staging.check_view(plan, [host], timeouts=t)
+    t = Timeouts(node=7.0, build_floor=30.0, rate=1e6)
+    stage(plan, [host], progress=False, full=full, timeouts=t)
+    check_view(plan, [host], timeouts=t)
     ops = dict(host.timeouts)
     local_bytes = sum(len(default_files()[n]) for n in LOCAL)
     # build copies the bytes once, and in full mode hashes copy and source again
@@ -631,7 +635,7 @@ def test_every_node_op_has_a_timeout_and_build_scales_with_the_bytes(world, full
     assert probes == ([7.0, pytest.approx(7.0 + local_bytes / 1e6), 7.0] if full else [7.0, 7.0])
     if full:  # a second run also hashes the copies now in the view
         host.timeouts.clear()
-        staging.stage(plan, [host], progress=False, full=True, timeouts=t)
+        stage(plan, [host], progress=False, full=True, timeouts=t)
         assert host.timeouts == [("probe", 7.0), ("probe", pytest.approx(7.0 + 2 * local_bytes / 1e6))]
 
 
@@ -639,7 +643,7 @@ def test_node_script_is_stdlib_only():
     """Nodes have python3 and nothing else: the script may import only the standard library."""
     import ast
 
-    tree = ast.parse(staging.NODE_SCRIPT.read_text())
+    tree = ast.parse(NODE_SCRIPT.read_text())
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert names and names <= set(sys.stdlib_module_names)
@@ -670,6 +674,6 @@ def test_full_preflight_moves_the_raw_source_samples_once(world):
                 sent.append(json.loads(words[words.index("probe") + 1]))
             return self.host.run(cmd, timeout=timeout, stdin=stdin)
 
-    staging.preflight(plan, [Recording(h) for h in hosts], full=True)
+    preflight(plan, [Recording(h) for h in hosts], full=True)
     assert [bool(r["full"]) for r in sent] == [False, True]
     assert sent[0]["send_source"] == [] and sent[1]["send_source"] == list(LOCAL)

@@ -2,7 +2,7 @@
 
 The copies are slowed with stage(copy_rate=...) (the node script's test-only "rate"): a few MB at 100 kB/s,
 so an interrupt that waited for them would come ~36 s late. Node jobs run over real SSH (tests/support/nodes.py)
-and on this machine (labkit.hosts.LocalHost).
+and on this machine (labkit.nodes.LocalHost); `nodes` is the fixture of tests/stage/conftest.py.
 """
 
 from __future__ import annotations
@@ -20,15 +20,10 @@ from pathlib import Path
 import pytest
 
 from labkit.nodes import LocalHost
-from labkit.stage import node_script as stage_node
-from labkit.stage import staging
-from tests.stage import test_staging_ssh
-from tests.stage.test_staging import _hanging_cache
-from tests.stage.test_staging_ssh import LIST_VIEW, remote_json
+from labkit.stage import PARTIAL_PREFIX, Timeouts, stage
 from tests.support.hf_cache import LOCAL, default_files, make_cache, plan_for
 from tests.support.nodes import ADDRESSES
-
-nodes = test_staging_ssh.nodes  # fixture: the four sshd nodes, a fresh view path on each
+from tests.support.staging import LIST_VIEW, hanging_cache, remote_json
 
 RATE = 100_000  # bytes/s per node copy: the 3.6 MB of local files would take ~36 s
 SCRIPT_MARK = "Node side of staging"  # in the command line of every node-script process
@@ -92,7 +87,7 @@ def test_ctrl_c_during_copies_on_four_nodes_stops_them_at_once(nodes, tmp_path, 
         return len([p for p, cmd in cluster.processes() if SCRIPT_MARK in cmd and ' build {"dst"' in cmd]) == 4
 
     with CtrlC(copying) as ctrl_c, pytest.raises(KeyboardInterrupt):
-        staging.stage(plan, group, progress=True, copy_rate=RATE)
+        stage(plan, group, progress=True, copy_rate=RATE)
     raised = time.monotonic()
     assert ctrl_c.sent_at is not None, "the copies never ran on all four nodes"
     assert raised - ctrl_c.sent_at < 8, f"the interrupt took {raised - ctrl_c.sent_at:.1f} s"
@@ -107,13 +102,13 @@ def test_ctrl_c_during_copies_on_four_nodes_stops_them_at_once(nodes, tmp_path, 
         listing = remote_json(h, LIST_VIEW.format(dst=dst))
         for name in LOCAL:  # nothing under a final name but a verified copy (here: nothing at all)
             assert name not in listing or listing[name]["size"] == len(files[name]), (h.name, listing)
-        assert not [n for n in listing if n.startswith(stage_node.PARTIAL_PREFIX)], (h.name, listing)
-    report = staging.stage(plan, group, progress=False)
+        assert not [n for n in listing if n.startswith(PARTIAL_PREFIX)], (h.name, listing)
+    report = stage(plan, group, progress=False)
     for addr, node in report.views[0].nodes.items():
         assert node.copied == 2, addr
         listing = remote_json(group.hosts[ADDRESSES.index(addr)], LIST_VIEW.format(dst=dst))
         assert {n: listing[n]["size"] for n in LOCAL} == {n: len(files[n]) for n in LOCAL}
-    assert staging.stage(plan, group, progress=False).verification_only
+    assert stage(plan, group, progress=False).verification_only
 
 
 def test_ctrl_c_during_a_local_copy_stops_it_and_the_rerun_ends_correct(tmp_path, capsys):
@@ -128,23 +123,23 @@ def test_ctrl_c_during_a_local_copy_stops_it_and_the_rerun_ends_correct(tmp_path
         return any(" build {" in cmd for _, cmd in local_processes(needle))
 
     with CtrlC(copying) as ctrl_c, pytest.raises(KeyboardInterrupt):
-        staging.stage(plan, [host], progress=False, copy_rate=RATE)
+        stage(plan, [host], progress=False, copy_rate=RATE)
     raised = time.monotonic()
     assert ctrl_c.sent_at is not None and raised - ctrl_c.sent_at < 8
     assert "labkit: interrupted: stopping the copy into" in capsys.readouterr().err
     assert not local_processes(needle)
     assert not (dst / LOCAL[0]).exists() and not (dst / LOCAL[1]).exists()
-    assert not [p for p in dst.iterdir() if p.name.startswith(stage_node.PARTIAL_PREFIX)]
-    report = staging.stage(plan, [host], progress=False)
+    assert not [p for p in dst.iterdir() if p.name.startswith(PARTIAL_PREFIX)]
+    report = stage(plan, [host], progress=False)
     assert report.views[0].nodes["n1"].copied == 2
     files = default_files()
     assert all((dst / n).read_bytes() == files[n] for n in LOCAL)
-    assert staging.stage(plan, [host], progress=False).verification_only
+    assert stage(plan, [host], progress=False).verification_only
 
 
 def test_ctrl_c_during_a_hung_probe_ends_it_without_waiting_for_its_timeout(tmp_path, capsys):
     """A probe blocked on a hung read (a FIFO in the shared cache) is ended by Ctrl-C, not by its 30 s timeout."""
-    _hanging_cache(tmp_path / "hub")
+    hanging_cache(tmp_path / "hub")
     dst = tmp_path / "view"
     plan = plan_for(tmp_path, tmp_path / "hub", str(dst), ["n1"])
     needle = str(tmp_path / "hub")
@@ -153,7 +148,7 @@ def test_ctrl_c_during_a_hung_probe_ends_it_without_waiting_for_its_timeout(tmp_
         return any(" probe {" in cmd for _, cmd in local_processes(needle))
 
     with CtrlC(probing, settle=0.5) as ctrl_c, pytest.raises(KeyboardInterrupt):
-        staging.stage(plan, [LocalHost("n1")], progress=False, timeouts=staging.Timeouts(node=30.0))
+        stage(plan, [LocalHost("n1")], progress=False, timeouts=Timeouts(node=30.0))
     raised = time.monotonic()
     assert ctrl_c.sent_at is not None and raised - ctrl_c.sent_at < 8
     assert "labkit: interrupted: stopping the staging preflight on n1" in capsys.readouterr().err
@@ -165,7 +160,7 @@ def test_ctrl_c_during_a_hung_probe_ends_it_without_waiting_for_its_timeout(tmp_
 def test_ctrl_c_to_labkit_stage_exits_130_at_once_and_leaves_no_node_job(tmp_path, local_env, how):
     """The CLI as a user runs it, while the preflight hangs on the shared cache: Ctrl-C (SIGINT to its process
     group), a scheduler's SIGTERM or a closed session's SIGHUP to labkit alone."""
-    _hanging_cache(tmp_path / "hub")
+    hanging_cache(tmp_path / "hub")
     dst = tmp_path / "view"
     plan_for(tmp_path, tmp_path / "hub", str(dst), ["localhost"])  # writes tmp_path/recipe/recipe.toml
     needle = str(tmp_path / "hub")

@@ -1,61 +1,31 @@
-"""Staging on the four real sshd nodes (tests/support/nodes.py): each node has its own tmpfs at the same path."""
+"""Staging on the four real sshd nodes (tests/support/nodes.py): each node has its own tmpfs at the same path
+(the `nodes` fixture: tests/stage/conftest.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from labkit.errors import NodeError
-from labkit.nodes import HostGroup, host_for
-from labkit.stage import staging
-from tests.stage.test_staging import _hanging_cache
+from labkit.nodes import host_for
+from labkit.stage import StagingRefused, Timeouts, check_view, sample_offsets, stage
 from tests.support.hf_cache import COMMIT, LOCAL, default_files, make_cache, plan_for, write_recipe
 from tests.support.nodes import ADDRESSES
+from tests.support.staging import LIST_VIEW, hanging_cache, remote_json
 
 SHORT = "127.0.0.4"  # dgx7, the lab note's binding node
-
-
-@pytest.fixture
-def nodes(cluster):
-    if not cluster.private_disks:
-        pytest.skip("nodes have no private disks here (unshare --mount needs root)")
-    group = HostGroup([host_for(a, None, 22, 5, cluster.ssh_options()) for a in ADDRESSES])
-    dst = f"{cluster.disk_path}/staging-{uuid.uuid4().hex[:8]}/dsv-local"
-    yield group, dst
-    group.run(["rm", "-rf", os.path.dirname(dst), f"{cluster.disk_path}/ballast"], "cleanup", check=False)
-    group.close()
-
-
-def remote_json(host, code: str) -> dict:
-    r = host.run(["python3", "-c", code])
-    assert r.exit_code == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-LIST_VIEW = """
-import json, os, sys
-d = sys.argv[1] if len(sys.argv) > 1 else {dst!r}
-out = {{}}
-for n in sorted(os.listdir(d)):
-    p = os.path.join(d, n)
-    out[n] = {{"link": os.readlink(p) if os.path.islink(p) else None, "size": os.path.getsize(p),
-              "ok": os.path.exists(p)}}
-print(json.dumps(out))
-"""
 
 
 def test_four_nodes_get_verified_views_then_verification_only(nodes, tmp_path):
     group, dst = nodes
     snap = make_cache(tmp_path / "nas" / "hub")
     plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
-    report = staging.stage(plan, group, progress=False)
+    report = stage(plan, group, progress=False)
     view = report.views[0]
     assert set(view.nodes) == set(ADDRESSES)
     files = default_files()
@@ -69,8 +39,8 @@ def test_four_nodes_get_verified_views_then_verification_only(nodes, tmp_path):
         assert ".labkit-view.json" in listing
     # The views are on each node's private disk: invisible from here.
     assert not os.path.exists(dst)
-    assert staging.check_view(plan, group) == {a: 4 for a in ADDRESSES}
-    again = staging.stage(plan, group, progress=False)
+    assert check_view(plan, group) == {a: 4 for a in ADDRESSES}
+    again = stage(plan, group, progress=False)
     assert again.verification_only
     assert all(n.verified == 2 for n in again.views[0].nodes.values())
 
@@ -85,8 +55,8 @@ def test_one_short_node_refuses_everything_before_any_change(nodes, tmp_path, cl
     ballast = free - 3_000_000  # leaves 3 MB: less than the 3.6 MB of shards + 1 MB min_free
     assert short.run(["fallocate", "-l", str(ballast), f"{cluster.disk_path}/ballast"]).exit_code == 0
     before = group.run(["ls", "-la", cluster.disk_path], "listing")
-    with pytest.raises(staging.StagingRefused) as e:
-        staging.stage(plan, group, progress=False)
+    with pytest.raises(StagingRefused) as e:
+        stage(plan, group, progress=False)
     msg = str(e.value)
     assert f"binding node {SHORT}" in msg and "refused before changing anything" in msg
     for addr in ADDRESSES:
@@ -97,7 +67,7 @@ def test_one_short_node_refuses_everything_before_any_change(nodes, tmp_path, cl
     for h in group:
         assert h.run(["test", "-e", os.path.dirname(dst)]).exit_code == 1, h.name
     short.run(["rm", "-f", f"{cluster.disk_path}/ballast"])
-    report = staging.stage(plan, group, progress=False)
+    report = stage(plan, group, progress=False)
     assert all(n.copied == 2 for n in report.views[0].nodes.values())
 
 
@@ -129,23 +99,21 @@ def test_cli_stage_over_ssh(nodes, tmp_path, cluster):
 
 
 def test_damage_on_one_node_is_repaired_there_only(nodes, tmp_path):
-    from labkit.stage import sample_offsets
-
     group, dst = nodes
     make_cache(tmp_path / "nas" / "hub")
     plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
-    staging.stage(plan, group, progress=False)
+    stage(plan, group, progress=False)
     victim = group.hosts[1]
     name = LOCAL[1]
     offset = sample_offsets(len(default_files()[name]))[3] + 17
     flip = (f"f = open({dst + '/' + name!r}, 'r+b'); f.seek({offset}); b = f.read(1); f.seek({offset}); "
             "f.write(bytes([b[0] ^ 1])); f.close()")
     assert victim.run(["python3", "-c", flip]).exit_code == 0
-    report = staging.stage(plan, group, progress=False)
+    report = stage(plan, group, progress=False)
     nodes_ = report.views[0].nodes
     assert nodes_[victim.name].copied == 1 and str(offset - 17) in nodes_[victim.name].repaired[0]
     assert all(n.copied == 0 and n.verified == 2 for a, n in nodes_.items() if a != victim.name)
-    assert staging.stage(plan, group, progress=False).verification_only
+    assert stage(plan, group, progress=False).verification_only
 
 
 def test_unreachable_node_fails_the_preflight_and_nothing_is_changed(nodes, tmp_path, cluster):
@@ -155,7 +123,7 @@ def test_unreachable_node_fails_the_preflight_and_nothing_is_changed(nodes, tmp_
     hosts = [*group.hosts[:3], dead]
     plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, [h.name for h in hosts])
     with pytest.raises(NodeError) as e:
-        staging.stage(plan, hosts, progress=False)
+        stage(plan, hosts, progress=False)
     assert "127.0.0.9" in e.value.failures and "nothing was changed" in str(e.value)
     assert set(e.value.failures) == {"127.0.0.9"}
     for h in group.hosts[:3]:
@@ -168,7 +136,7 @@ def test_users_links_in_a_non_view_dst_survive_on_every_node(nodes, tmp_path):
     make_cache(tmp_path / "nas" / "hub")
     plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
     group.run(["sh", "-c", 'mkdir -p "$1" && ln -s /usr/share "$1/other-model"', "sh", dst], "user's links")
-    report = staging.stage(plan, group, progress=False)
+    report = stage(plan, group, progress=False)
     for h in group:
         listing = remote_json(h, LIST_VIEW.format(dst=dst))
         assert listing["other-model"]["link"] == "/usr/share", h.name
@@ -180,11 +148,11 @@ def test_a_node_whose_probe_hangs_is_named_within_the_timeout(nodes, tmp_path, c
     """A hung read (a FIFO where the shared cache has a shard) on every node: each node is named, within the
     timeout, nothing is changed and no node-script process is left behind on the nodes."""
     group, dst = nodes
-    _hanging_cache(tmp_path / "nas" / "hub")
+    hanging_cache(tmp_path / "nas" / "hub")
     plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
     t0 = time.monotonic()
     with pytest.raises(NodeError) as e:
-        staging.stage(plan, group, progress=False, timeouts=staging.Timeouts(node=2.0))
+        stage(plan, group, progress=False, timeouts=Timeouts(node=2.0))
     assert time.monotonic() - t0 < 12
     assert set(e.value.failures) == set(ADDRESSES)
     assert all("probe timed out after 2 s" in why for why in e.value.failures.values())
@@ -201,7 +169,7 @@ def test_ssh_connections_send_keepalives(nodes):
     group, _ = nodes
     h = group.hosts[0]
     h.run("true")
-    assert h._cxn.transport.packetizer._Packetizer__keepalive_interval == 15
+    assert h.connection().transport.packetizer._Packetizer__keepalive_interval == 15  # paramiko keeps it private
 
 
 def test_nodes_resolving_different_commits_are_refused_before_any_change(nodes, tmp_path):
@@ -217,7 +185,7 @@ def test_nodes_resolving_different_commits_are_refused_before_any_change(nodes, 
         h.run(["sh", "-c", 'mkdir -p "$2" && cp -a "$1/." "$2/"', "sh", str(src), cache]).check("copy cache")
     plan = plan_for(tmp_path, Path(cache), dst, list(ADDRESSES))
     with pytest.raises(NodeError) as e:
-        staging.stage(plan, group, progress=False)
+        stage(plan, group, progress=False)
     assert "different commits" in str(e.value) and "nothing was changed" in str(e.value)
     assert set(e.value.failures) == set(ADDRESSES)
     for i, addr in enumerate(ADDRESSES):

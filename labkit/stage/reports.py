@@ -1,0 +1,141 @@
+"""What a stage tells people while it runs and after: one copy progress bar over all nodes, and the report
+per view and node (`StageReport.table()` for the terminal, `to_dict()` for run records).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import asdict, dataclass, field
+
+from labkit import settings
+from labkit.stage.transport import EventSink
+from labkit.units import format_size
+
+
+@dataclass
+class NodeReport:
+    """What one stage did on one node: counts by outcome, bytes and seconds copied, notes."""
+
+    node: str
+    commit: str
+    copied: int = 0
+    adopted: int = 0
+    verified: int = 0
+    linked: int = 0  # links created or replaced this run
+    removed: int = 0  # leftovers deleted this run (partial copies, stale links); a re-copied file counts as copied
+    links_ok: int = 0  # links already correct
+    bytes_copied: int = 0
+    copy_seconds: float = 0.0
+    seconds: float = 0.0  # whole stage on this node (probe, build, verify)
+    repaired: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    methods: list[str] = field(default_factory=list)
+
+    @property
+    def mb_per_s(self) -> float | None:
+        return self.bytes_copied / self.copy_seconds / 1e6 if self.copy_seconds > 0 else None
+
+
+@dataclass
+class ViewReport:
+    """One view on every node: its preflight rows, a NodeReport per node, where the manifest was written."""
+
+    dst: str
+    repo: str
+    revision: str
+    commit: str
+    full: bool
+    preflight: list[dict]
+    nodes: dict[str, NodeReport]
+    manifest_written: dict[str, bool]
+
+    @property
+    def verification_only(self) -> bool:
+        return all(n.copied == 0 and n.linked == 0 and n.removed == 0 for n in self.nodes.values()) and not any(
+            self.manifest_written.values())
+
+
+@dataclass
+class StageReport:
+    """What `stage` did, per view and node; `table()` for people, `to_dict()` for run records."""
+
+    views: list[ViewReport]
+    seconds: float
+
+    @property
+    def verification_only(self) -> bool:
+        return all(v.verification_only for v in self.views)
+
+    def to_dict(self) -> dict:
+        out = {"seconds": self.seconds, "verification_only": self.verification_only, "views": []}
+        for v in self.views:
+            d = asdict(v)
+            for name, n in v.nodes.items():
+                d["nodes"][name]["mb_per_s"] = n.mb_per_s
+            out["views"].append(d)
+        return out
+
+    def table(self) -> str:
+        from tabulate import tabulate
+
+        parts = []
+        for v in self.views:
+            rows = [[n.node, n.copied, n.adopted, n.verified, n.linked + n.links_ok, n.removed,
+                     format_size(n.bytes_copied), f"{n.seconds:.1f}", f"{n.mb_per_s:.0f}" if n.mb_per_s else "-"]
+                    for n in v.nodes.values()]
+            parts.append(f"view {v.dst} ({v.repo}@{v.revision} = {v.commit[:12]}"
+                         f"{', full hashes' if v.full else ''})")
+            parts.append(tabulate(rows, headers=["node", "copied", "adopted", "verified", "links", "removed",
+                                                 "bytes copied", "seconds", "copy MB/s"]))
+            notes = [m for n in v.nodes.values() for m in n.repaired + n.warnings]
+            parts += [f"  note: {m}" for m in notes]
+        parts.append("verification only: nothing copied or changed" if self.verification_only else
+                     f"staged in {self.seconds:.1f} s")
+        return "\n".join(parts)
+
+
+class CopyProgress:
+    """Aggregate copy progress over nodes: one tqdm bar on stderr (throttled), thread-safe."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.total = total
+        self._done: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+        self._bar = None
+        if enabled and total > 0:
+            from tqdm import tqdm
+
+            batch = settings.current().batch == "1"
+            self._bar = tqdm(total=total, unit="B", unit_scale=True, desc="staging copy", file=sys.stderr,
+                             mininterval=30.0 if batch else 0.5, leave=True)
+
+    def sink(self, node: str) -> EventSink:
+        def on_event(ev: dict) -> None:
+            if ev.get("event") != "progress":
+                return
+            with self._lock:
+                key = (node, str(ev.get("name")))
+                delta = int(ev.get("done", 0)) - self._done.get(key, 0)
+                self._done[key] = int(ev.get("done", 0))
+                if self._bar is not None and delta:
+                    self._bar.update(delta)
+
+        return on_event
+
+    @property
+    def done(self) -> int:
+        return sum(self._done.values())
+
+    def write(self, text: str) -> None:
+        """A line of its own on stderr, above the bar (which is drawn again below it)."""
+        if self._bar is not None:
+            from tqdm import tqdm
+
+            tqdm.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

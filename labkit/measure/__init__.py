@@ -1,8 +1,11 @@
 """Step 4, measure: an endpoint URL and a `MeasurePlan` in, per-request and per-group records plus a run
 summary out, each figure with the method that produced it (token source, timer, window).
+
+client (stamped streams) -> sse (parsed after the stream) -> recording (records) -> runner (`Bench`, the plan)
+-> summary (RunSummary) and provenance; summary_text renders the summary as the lab note's table.
 """
 
-from labkit.measure.client import StreamClient, StreamRequest, StreamResult
+from labkit.measure.client import EndpointError, StreamClient, StreamRequest, split_base
 from labkit.measure.io_probe import (
     LocalNfsProbe,
     NodeNfsProbe,
@@ -10,9 +13,12 @@ from labkit.measure.io_probe import (
     nfs_read_delta,
     parse_mountstats,
 )
-from labkit.measure.notefmt import fmt_range, fmt_rate, render, rows
-from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
-from labkit.measure.runner import BenchResult, default_plan, make_record, run_bench
+from labkit.measure.recording import make_group, make_record
+from labkit.measure.records import BenchResult, GroupRecord, RequestRecord, RunSummary
+from labkit.measure.runner import Bench, default_plan, run_bench, run_bench_async
+from labkit.measure.sse import SSEParser, StreamResult
+from labkit.measure.summary import nfs_summary, summarize
+from labkit.measure.summary_text import fmt_range, fmt_rate, render, rows
 from labkit.measure.timing import (
     NS,
     cumulative_tokens,
@@ -24,8 +30,10 @@ from labkit.measure.timing import (
 )
 
 __all__ = [
-    "NS", "BenchResult", "GroupRecord", "LocalNfsProbe", "NodeNfsProbe", "nfs_counters", "nfs_read_delta", "RequestRecord", "RunSummary", "StreamClient",
-    "StreamRequest", "StreamResult", "cumulative_tokens", "decode_tps", "decode_window",
-    "default_plan", "fmt_range", "fmt_rate", "group_aggregate", "make_record", "median", "parse_mountstats",
-    "prefill_tps", "render", "rows", "run_bench",
+    "NS", "Bench", "BenchResult", "EndpointError", "GroupRecord", "LocalNfsProbe", "NodeNfsProbe",
+    "RequestRecord", "RunSummary", "SSEParser", "StreamClient", "StreamRequest", "StreamResult",
+    "cumulative_tokens", "decode_tps", "decode_window", "default_plan", "fmt_range", "fmt_rate",
+    "group_aggregate", "make_group", "make_record", "median", "nfs_counters", "nfs_read_delta", "nfs_summary",
+    "parse_mountstats", "prefill_tps", "render", "rows", "run_bench", "run_bench_async", "split_base",
+    "summarize",
 ]

@@ -17,14 +17,10 @@ request hook, so the build time never counts as TTFT); `transport="sdk"` streams
 HTTP backend: the SDK's aiohttp client (`openai.DefaultAioHttpClient`, the `openai[aiohttp]` extra) when aiohttp
 is installed, else its default httpx client; `LABKIT_HTTP=httpx` forces the latter. Measured at 2,000 chunks/s
 on a 2-core host: ~50-60 µs of client CPU per chunk with aiohttp vs ~120-140 µs with httpx (h11 parsing), and
-~40 µs with aiohttp on uvloop (labkit.bench.run_bench uses uvloop when installed). The hot loop only stamps and
-stores each read; parsing happens after the stream ends.
+~40 µs with aiohttp on uvloop (labkit.measure.run_bench uses uvloop when installed). The hot loop only stamps
+and stores each read; parsing happens after the stream ends.
 
-Token counting follows measurement.md §2: per-chunk `token_ids` (vLLM `return_token_ids`) > cumulative
-`continuous_usage_stats` > final `usage.completion_tokens` (total only) > counting non-empty chunks (only
-when the engine sends no usage at all; recorded as such). The requested length is never assumed. Requests
-ask for `continuous_usage_stats` (with `include_usage`, as vLLM requires), not `return_token_ids`: SGLang rejects
-the latter on streamed chat, and cumulative usage gives the same per-chunk counts.
+Token counting and the SSE parsing happen in labkit/measure/sse.py, after the stream ended.
 """
 
 from __future__ import annotations
@@ -32,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,9 +40,9 @@ try:
 except ImportError:  # pragma: no cover
     _HAVE_AIOHTTP = False
 
+from labkit import settings
 from labkit.errors import LabkitError
-
-API_KEY_VARS = ("LABKIT_API_KEY", "OPENAI_API_KEY")
+from labkit.measure.sse import SSEParser, StreamResult
 
 
 class EndpointError(LabkitError):
@@ -69,7 +64,7 @@ def split_base(url: str) -> tuple[str, str]:
 
 @dataclass
 class StreamRequest:
-    """One generation request. `min_tokens`/`ignore_eos` force the output length (engines.md §6.3)."""
+    """One generation request. `min_tokens`/`ignore_eos` force the output length (docs/engines.md, "Forcing the output length")."""
 
     prompt: str
     max_tokens: int
@@ -83,42 +78,11 @@ class StreamRequest:
     extra: dict = field(default_factory=dict)
 
 
-@dataclass
-class StreamResult:
-    """The raw timeline of one stream, before any formula is applied."""
-
-    t_send: int = 0
-    t_hdr: int | None = None
-    t_chunk1: int | None = None
-    t_first: int | None = None
-    t_content: int | None = None
-    t_last: int | None = None
-    t_end: int | None = None
-    chunk_t: list[int] = field(default_factory=list)  # token-bearing chunks only
-    chunk_n: list[int] | None = None  # tokens per chunk, None when the engine does not say
-    sse_events: int = 0  # every data: event, token-bearing or not
-    output_tokens: int | None = None
-    output_tokens_source: str = ""
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
-    usage: dict | None = None
-    finish_reason: str | None = None
-    http_status: int | None = None
-    response_id: str = ""  # the server's id of the completion (first event's "id")
-    error: str = ""
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.error
-
 
 def api_key_from_env() -> str:
-    """The key from LABKIT_API_KEY or OPENAI_API_KEY; local engines accept anything, so a placeholder."""
-    for var in API_KEY_VARS:
-        if os.environ.get(var):
-            return os.environ[var]
-    return "EMPTY"
+    """The key from LABKIT_API_KEY or OPENAI_API_KEY (labkit.settings); local engines accept anything, so a
+    placeholder."""
+    return settings.current().api_key or "EMPTY"
 
 
 class StreamClient:
@@ -132,7 +96,7 @@ class StreamClient:
         self.root, self.base = split_base(url)
         self.timeout, self.transport = timeout, transport
         aio = getattr(openai, "DefaultAioHttpClient", None)
-        use_aio = aio is not None and _HAVE_AIOHTTP and os.environ.get("LABKIT_HTTP") != "httpx"
+        use_aio = aio is not None and _HAVE_AIOHTTP and settings.current().http != "httpx"
         self.backend = "aiohttp" if use_aio else "httpx"
         cls = aio if use_aio else openai.DefaultAsyncHttpxClient
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=max_connections,
@@ -182,7 +146,7 @@ class StreamClient:
         return r.status_code, data
 
     async def rtt_ns(self, path: str = "/v1/models", samples: int = 5) -> int:
-        """Median round trip of a cheap GET (measurement.md §1 RTT). Never call inside a measurement window."""
+        """Median round trip of a cheap GET (docs/measurement.md, "Round-trip time"). Never call inside a measurement window."""
         times = []
         for _ in range(samples):
             t0 = time.perf_counter_ns()
@@ -204,7 +168,7 @@ class StreamClient:
     async def stream(self, req: StreamRequest) -> StreamResult:
         """Run one streamed request; failures (HTTP, transport, timeout) come back in `error`, never raised."""
         res = StreamResult()
-        parser = _SSEParser(res)
+        parser = SSEParser(res)
         self._gc_hold(+1)
         try:
             async with asyncio.timeout(req.timeout):
@@ -282,7 +246,7 @@ class StreamClient:
             return self._sdk.completions.with_streaming_response, kwargs
         raise ValueError(f"api must be 'chat' or 'completions', got {req.api!r}")
 
-    async def _stream(self, req: StreamRequest, res: StreamResult, parser: _SSEParser) -> None:
+    async def _stream(self, req: StreamRequest, res: StreamResult, parser: SSEParser) -> None:
         res.t_send = time.perf_counter_ns()  # replaced by the request hook's stamp below
         if self.transport == "sdk":
             api, kwargs = self._body(req)
@@ -301,7 +265,7 @@ class StreamClient:
             await self._read(resp, res, parser)
 
     @staticmethod
-    async def _read(resp: Any, res: StreamResult, parser: _SSEParser) -> None:
+    async def _read(resp: Any, res: StreamResult, parser: SSEParser) -> None:
         ext = resp.request.extensions
         res.t_send = ext.get("labkit_t_send", res.t_send)
         res.t_hdr = ext.get("labkit_t_hdr")
@@ -340,120 +304,3 @@ async def _stamp_response(response: Any) -> None:
     response.request.extensions["labkit_t_hdr"] = time.perf_counter_ns()
 
 
-class _SSEParser:
-    """Splits raw SSE bytes into events and folds each into the StreamResult (stamps already taken)."""
-
-    def __init__(self, res: StreamResult):
-        self.res = res
-        self.buf = b""
-        self.cum: int | None = None  # last cumulative completion_tokens seen on a chunk with choices
-        self.has_ids = False
-        self.pending: list[tuple[int, int | None, int | None]] = []  # (t, ids count, usage delta) per chunk
-        self.done = False
-        self.reads: list[tuple[int, bytes]] = []  # (stamp, raw bytes) of every network read, parsed in finish()
-
-    def feed(self, data: bytes, now: int) -> bool:
-        """Consume one network read stamped `now`; True once `[DONE]` arrived."""
-        buf = self.buf + data
-        *lines, self.buf = buf.split(b"\n")
-        for line in lines:
-            if not line.startswith(b"data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == b"[DONE]":
-                self.res.t_end = now
-                self.done = True
-                return True
-            if payload:
-                self._event(json.loads(payload), now)
-        return False
-
-    def _event(self, ev: dict, now: int) -> None:
-        res = self.res
-        res.sse_events += 1
-        if not res.response_id and isinstance(ev.get("id"), str):
-            res.response_id = ev["id"]
-        usage = ev.get("usage")
-        if usage:
-            res.usage = usage
-        choices = ev.get("choices") or []
-        if "error" in ev and not choices:
-            err = ev["error"]
-            res.error = "stream error: " + (err.get("message", str(err)) if isinstance(err, dict) else str(err))
-            return
-        if not choices:
-            return
-        if res.t_chunk1 is None:
-            res.t_chunk1 = now
-        ch = choices[0]
-        delta = ch.get("delta")
-        if delta is not None:  # chat
-            content = delta.get("content") or ""
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
-            ids = delta.get("token_ids", ch.get("token_ids"))
-        else:  # completions
-            content = ch.get("text") or ""
-            reasoning = ""
-            ids = ch.get("token_ids")
-        if ch.get("finish_reason"):
-            res.finish_reason = ch["finish_reason"]
-        n_ids = None
-        if ids is not None:
-            self.has_ids = True
-            n_ids = len(ids)
-        n_usage = None
-        if usage and usage.get("completion_tokens") is not None:
-            cum = int(usage["completion_tokens"])
-            n_usage = cum - (self.cum or 0)
-            self.cum = cum
-        known = n_ids if n_ids is not None else n_usage
-        bearing = known > 0 if known is not None else bool(content or reasoning)
-        if not bearing:
-            return
-        if res.t_first is None:
-            res.t_first = now
-        if content and res.t_content is None:
-            res.t_content = now
-        res.t_last = now
-        res.chunk_t.append(now)
-        self.pending.append((now, n_ids, n_usage))
-
-    def finish(self) -> None:
-        """Parse the stamped reads, then decide N, its source and per-chunk counts (measurement.md §2)."""
-        res = self.res
-        for stamp, data in self.reads:
-            try:
-                if self.feed(data, stamp):
-                    break
-            except ValueError as e:  # malformed JSON in an event
-                res.error = res.error or f"malformed SSE event: {e}"[:300]
-                break
-        self.reads = []
-        usage = res.usage or {}
-        if usage.get("prompt_tokens") is not None:
-            res.prompt_tokens = int(usage["prompt_tokens"])
-        details = usage.get("prompt_tokens_details") or {}
-        if isinstance(details, dict) and details.get("cached_tokens") is not None:
-            res.cached_tokens = int(details["cached_tokens"])
-        final = usage.get("completion_tokens")
-        final = int(final) if final is not None else None
-        pend = self.pending
-        if pend and all(p[1] is not None for p in pend):
-            res.chunk_n, res.output_tokens_source = [p[1] for p in pend], "token_ids"
-        elif pend and all(p[2] is not None for p in pend):
-            res.chunk_n, res.output_tokens_source = [p[2] for p in pend], "continuous_usage"
-        elif final is not None:
-            res.chunk_n, res.output_tokens_source = None, "final_usage"
-        elif pend:
-            # No usage anywhere: only valid for engines that never send it, one token per chunk (llama.cpp).
-            res.chunk_n, res.output_tokens_source = [1] * len(pend), "chunk_count"
-        counted = sum(res.chunk_n) if res.chunk_n is not None else None
-        res.output_tokens = final if final is not None else counted
-        if final is not None and counted is not None and counted != final:
-            res.warnings.append(f"per-chunk counts sum to {counted}, final usage says {final}")
-        if not res.error and res.finish_reason is None:
-            if res.http_status == 200 and res.sse_events == 0:
-                # llama-cpp-python answers a streamed prompt longer than n_ctx this way (no error event).
-                res.error = "empty stream: HTTP 200 with no SSE events and no [DONE] (prompt over the context?)"
-            else:
-                res.error = "stream ended without a finish_reason (truncated?)"

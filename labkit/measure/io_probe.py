@@ -1,4 +1,4 @@
-"""I/O counters sampled around a run: the hook interface and the local NFS reader (engines.md §9).
+"""I/O counters sampled around a run: the hook interface and the local NFS reader (docs/engines.md, "NFS read accounting").
 
 A probe's `sample()` returns a flat {counter: number} snapshot; `delta(before, after)` the per-run change. The
 bench calls every probe before the first and after the last request of a run and stores the deltas. Remote

@@ -3,7 +3,7 @@
 Per-run values only ever come from two scrapes (before the window, after every response completed), each
 counter summed over all label sets (DP engines, model names). A negative delta means the server restarted in
 between: the run is invalid for these numbers. Cumulative since-boot values are never reported
-(engines.md §3, measurement.md §7).
+(docs/engines.md, "Metrics labkit reads"; docs/measurement.md, "Per-run counter deltas").
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ S_PROMPT = ("sglang:prompt_tokens_total", "sglang:prompt_tokens")
 @dataclass
 class Acceptance:
     """Speculative acceptance over one window, from counter deltas. Render with `describe()`, never as 'x of K'
-    alone: the bonus-token convention must be named (measurement.md §7)."""
+    alone: the bonus-token convention must be named (docs/measurement.md, "Speculative acceptance conventions")."""
 
     accepted: float  # ΔA (vLLM) or Δgen - Δverify (SGLang)
     drafts: float  # ΔD: drafting steps (vLLM) or verify calls (SGLang)

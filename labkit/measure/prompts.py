@@ -1,4 +1,4 @@
-"""Unique, natural-looking prompts of an exact length in server tokens (measurement.md §6.2).
+"""Unique, natural-looking prompts of an exact length in server tokens (docs/measurement.md, "Unique prompts of an exact length").
 
 Why natural text: speculative acceptance on random token ids is unrealistic. Why a nonce first: prefix caches
 hash chained blocks from the start, so only a leading nonce makes every block unique (the chat template

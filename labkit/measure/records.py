@@ -1,9 +1,10 @@
-"""What a measurement produces: one RequestRecord per request, a RunSummary of named measures, provenance.
+"""What a measurement produces: one RequestRecord per request, a RunSummary of named measures, provenance;
+BenchResult holds them all and round-trips them through one JSON file.
 
 These are the shapes the results store writes (requests.csv, run.json) and the reports read back.
 Times are integers in nanoseconds from `time.perf_counter_ns()`, relative to the run's start stamp
 (`t_send` of a request is when the client handed it to the HTTP stack; chunk stamps are taken when the bytes of
-a network read arrive, before any JSON parsing; see labkit/client.py).
+a network read arrive, before any JSON parsing; see labkit/measure/client.py).
 
 Measure keys (RunSummary.measures) are fixed names, so reports never parse labels:
     decode_c1            median per-request decode t/s over warm c1 turns
@@ -31,7 +32,9 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -107,7 +110,7 @@ class RequestRecord:
 
 @dataclass
 class GroupRecord:
-    """One lockstep group of concurrent streams and its aggregate decode estimators (measurement.md §4)."""
+    """One lockstep group of concurrent streams and its aggregate decode estimators (docs/measurement.md, "Aggregate decode at cK")."""
 
     run_id: str = ""
     rep: int = 0
@@ -152,3 +155,45 @@ class RunSummary:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSummary:
         return _known_fields(cls, data)
+
+
+@dataclass
+class BenchResult:
+    """Everything one `run_bench` produced; `save`/`load` round-trip it through one JSON file."""
+
+    records: list[RequestRecord]
+    groups: list[GroupRecord]
+    summary: RunSummary
+    provenance: dict[str, Any]
+    scrapes: dict[str, str] = field(default_factory=dict)  # "<phase>.<before|after>[.<i>]" -> raw /metrics text
+    io: dict[str, dict[str, float]] = field(default_factory=dict)  # probe name -> counter deltas
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_VERSION,
+            "provenance": self.provenance,
+            "summary": self.summary.to_dict(),
+            "records": [r.to_row() for r in self.records],
+            "groups": [g.to_row() for g in self.groups],
+            "io": self.io,
+            "scrapes": self.scrapes,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchResult:
+        return cls(records=[RequestRecord.from_dict(r) for r in data.get("records", [])],
+                   groups=[GroupRecord.from_dict(g) for g in data.get("groups", [])],
+                   summary=RunSummary.from_dict(data.get("summary", {})),
+                   provenance=data.get("provenance", {}), scrapes=data.get("scrapes", {}), io=data.get("io", {}))
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> BenchResult:
+        return cls.from_dict(json.loads(Path(path).read_text()))

@@ -1,4 +1,4 @@
-"""Speed formulas on stream timelines (measurement.md §3-§5). Pure functions: stamps in, numbers out.
+"""Speed formulas on stream timelines (docs/measurement.md, "Decode per request" to "Prefill and TTFT"). Pure functions: stamps in, numbers out.
 
 Every stamp is an integer of nanoseconds from one monotonic clock (`time.perf_counter_ns`). A stream's
 token-bearing chunks are given as two parallel lists: arrival stamps and tokens per chunk. Decode ends at the
@@ -91,7 +91,7 @@ class GroupEstimate:
     """Aggregate decode of concurrent streams over their common steady-state window, plus span and overlap."""
 
     agg_tps: float | None  # sum of per-stream decode rates inside W (headline)
-    window_tps: float | None  # tokens arriving in (W_start, W_end] / |W| (measurement.md §4 wording)
+    window_tps: float | None  # tokens arriving in (W_start, W_end] / |W| (docs/measurement.md, "Aggregate decode at cK")
     span_tps: float | None
     overlap: float | None
     window_start: int | None
@@ -117,7 +117,7 @@ def cumulative_tokens(t: Sequence[int], n: Sequence[int], at: int) -> float:
 
 
 def group_aggregate(streams: Sequence[tuple[Sequence[int], Sequence[int]]]) -> GroupEstimate:
-    """Aggregate decode t/s of streams that ran together (measurement.md §4).
+    """Aggregate decode t/s of streams that ran together (docs/measurement.md, "Aggregate decode at cK").
 
     `streams` holds (chunk stamps, tokens per chunk) of each stream's token-bearing chunks. The steady-state
     window is W = [max_i t_first_i, min_i t_last_i]: every stream is decoding throughout it.

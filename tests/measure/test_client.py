@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from labkit.measure.client import StreamResult, _SSEParser, split_base
+from labkit.measure import SSEParser, StreamResult, split_base
 
 
 def _ev(obj):
@@ -31,7 +31,7 @@ def _chat(content=None, reasoning=None, usage=None, finish=None, ids=None, role=
 def _run(reads):
     """Feed (stamp, bytes) reads; return the finished StreamResult."""
     res = StreamResult()
-    p = _SSEParser(res)
+    p = SSEParser(res)
     for t, data in reads:
         if p.feed(data, t):
             break

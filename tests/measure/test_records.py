@@ -117,11 +117,9 @@ def test_mostly_burst_read_decode_is_flagged():
 
 
 def _group(recs, k=2):
-    from types import SimpleNamespace
+    from labkit.measure import make_group
 
-    from labkit.measure.runner import _Bench
-
-    return _Bench._group(SimpleNamespace(run_id="r", rep=0), recs, k, 0)
+    return make_group(recs, k, 0, run_id="r", rep=0)
 
 
 def _final_usage_only(res: StreamResult) -> StreamResult:
@@ -168,9 +166,7 @@ def test_group_window_opens_after_each_streams_first_arrival():
 
 
 def test_a_burst_read_turn_keeps_its_ttft_sample():
-    from types import SimpleNamespace
-
-    from labkit.measure.runner import _Bench, default_plan
+    from labkit.measure import default_plan, summarize
 
     good = make_record(_res(n=40), t_origin=0, rtt_ns=0, phase="decode", requested=40)
     burst = _res(n=40)
@@ -178,7 +174,5 @@ def test_a_burst_read_turn_keeps_its_ttft_sample():
     burst.t_last = burst.chunk_t[-1]
     burst = make_record(burst, t_origin=0, rtt_ns=0, phase="decode", requested=40)
     assert "burst-read" in burst.flags
-    bench = SimpleNamespace(records=[good, burst], groups=[], plan=default_plan(), acceptance=None, pc_window=[],
-                            notes=[], rtt_ns=0, counter_kind="tokenize", _nfs_summary=_Bench._nfs_summary)
-    s = _Bench._summary(bench, {})
+    s = summarize([good, burst], [], default_plan(), rtt_ns=0, counter_kind="tokenize", io={})
     assert s.samples["decode_c1"] == [good.decode_tps] and len(s.samples["ttft_c1"]) == 2

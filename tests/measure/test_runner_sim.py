@@ -153,14 +153,14 @@ def test_engine_dying_mid_stream_is_a_failure_not_a_crash():
 @pytest.mark.parametrize("metrics", [True, False])
 def test_sglang_flavor_acceptance(metrics, monkeypatch):
     """SGLang: counter deltas (prefill token taken out) or, without spec counters, flush-then-read /server_info."""
-    from labkit.measure import runner as b
+    from labkit.measure import Bench
 
     async def no_metrics(self, key):
         self.has_metrics = False
         return None
 
     if not metrics:  # an SGLang launched without --enable-metrics
-        monkeypatch.setattr(b._Bench, "_scrape", no_metrics)
+        monkeypatch.setattr(Bench, "scrape", no_metrics)
     sets = {"flavor": "sglang", "spec_method": "eagle", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5],
             "decode_tps": 400}
     with SimOracle(sets=sets) as sim:
@@ -194,12 +194,12 @@ def test_other_transports_measure_the_same(transport, backend, monkeypatch):
 
 
 def test_interrupted_run_keeps_partial_records(tmp_path, monkeypatch):
-    from labkit.measure import runner as b
+    from labkit.measure import Bench
 
     async def boom(self, run):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(b._Bench, "_prefill", boom)
+    monkeypatch.setattr(Bench, "prefill", boom)
     out = tmp_path / "partial.json"
     with SimOracle() as sim, pytest.raises(KeyboardInterrupt):
         run_bench(sim.url, _plan(turns=1, conc=(1,), prompts=(200,)), progress=False, save_to=out)
@@ -338,12 +338,11 @@ def test_no_nfs_mount_means_no_nfs_figure_not_zero(tmp_path):
 
 
 def test_nfs_counter_reset_is_reported_not_summed():
-    from labkit.measure import RunSummary
-    from labkit.measure.runner import _Bench
+    from labkit.measure import RunSummary, nfs_summary
 
     s = RunSummary()
-    _Bench._nfs_summary(s, {"n1-nfs": {"/nas:serverreadbytes": 5e6}, "n2-nfs": {"/nas:serverreadbytes.reset": 1.0}})
+    nfs_summary(s, {"n1-nfs": {"/nas:serverreadbytes": 5e6}, "n2-nfs": {"/nas:serverreadbytes.reset": 1.0}})
     assert "nfs_read_bytes" not in s.measures and any("went backwards on n2-nfs" in n for n in s.notes)
     s = RunSummary()
-    _Bench._nfs_summary(s, {"n1-nfs": {"/nas:serverreadbytes": 5e6}, "n2-nfs": {}})
+    nfs_summary(s, {"n1-nfs": {"/nas:serverreadbytes": 5e6}, "n2-nfs": {}})
     assert s.measures["nfs_read_bytes"] == 5e6 and "n1-nfs" in s.method["nfs_read_bytes"]

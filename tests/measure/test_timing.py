@@ -1,4 +1,4 @@
-"""Speed formulas on hand-made timelines (measurement.md §4-§5)."""
+"""Speed formulas on hand-made timelines (docs/measurement.md, "Decode per request" to "Prefill and TTFT")."""
 
 import pytest
 

@@ -12,6 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from labkit.report.stats import prefill_points, sim_title, stat
+
 BAR_MEASURES = (("decode_c1", "decode c1 (t/s)"), ("decode_c2_agg", "decode c2 aggregate (t/s)"),
                 ("prefill_4096", "prefill ~4K (t/s)"), ("prefill_12600", "prefill 12.6K (t/s)"))
 # PNG metadata without the matplotlib version, so an unchanged plot is byte-identical across versions.
@@ -28,37 +30,33 @@ def _figure(**kw: Any):
 
 def _lanes(measures: Any) -> list[tuple[str, Any]]:
     """(display name, rows) per (recipe, variant, source): recorded and measured figures stay apart."""
-    from labkit.report.tables import _sim_title
-
     out = []
     if not len(measures):
         return out
     for (_recipe, variant, source, sim), part in measures.groupby(["recipe", "variant", "source", "simulated"],
                                                                    sort=True):
         label = str(part.sort_values("run").iloc[-1]["label"])
-        name = _sim_title(label, bool(sim)) + f"\n{variant}" + (" (recorded)" if source == "recorded" else "")
+        name = sim_title(label, bool(sim)) + f"\n{variant}" + (" (recorded)" if source == "recorded" else "")
         out.append((name, part))
     return out
 
 
 def measure_bars(measures: Any, keys: tuple[tuple[str, str], ...] = BAR_MEASURES):
     """One subplot per measure, one bar per lane at the median, whiskers over min–max across runs."""
-    from labkit.report.tables import _stat
-
-    lanes = _lanes(measures)
+    found = _lanes(measures)
     keys = tuple(k for k in keys if len(measures) and (measures["measure"] == k[0]).any()) or keys[:1]
     fig = _figure(figsize=(8, 2.6 * len(keys)))
     axes = fig.subplots(len(keys), 1, squeeze=False)
     for ax, (key, title) in zip(axes[:, 0], keys, strict=True):
         names, meds, los, his = [], [], [], []
-        for name, part in lanes:
-            stat = _stat(part, key)
-            if stat is None:
+        for name, part in found:
+            st = stat(part, key)
+            if st is None:
                 continue
             names.append(name)
-            meds.append(stat.median if stat.median is not None else math.nan)
-            los.append(stat.lo if stat.lo is not None else math.nan)
-            his.append(stat.hi if stat.hi is not None else math.nan)
+            meds.append(st.median if st.median is not None else math.nan)
+            los.append(st.lo if st.lo is not None else math.nan)
+            his.append(st.hi if st.hi is not None else math.nan)
         ys = range(len(names))
         ax.barh(list(ys), [0 if math.isnan(m) else m for m in meds], color="#4c78a8")
         for y, m, lo, hi in zip(ys, meds, los, his, strict=True):
@@ -144,14 +142,12 @@ def _nan(v: Any) -> bool:
 
 def prefill_by_length(measures: Any):
     """Prefill t/s (median, min–max whiskers) against prompt length, one line per lane."""
-    from labkit.report.tables import prefill_points
-
     fig = _figure(figsize=(8, 3.5))
     ax = fig.subplots()
-    lanes: dict[str, list] = {}
-    for name, length, stat in prefill_points(measures):
-        lanes.setdefault(name, []).append((length, stat))
-    for name, points in lanes.items():
+    by_lane: dict[str, list] = {}
+    for name, length, st in prefill_points(measures):
+        by_lane.setdefault(name, []).append((length, st))
+    for name, points in by_lane.items():
         points.sort(key=lambda p: p[0])
         xs = [p[0] for p in points]
         mids = [s.median if s.median is not None else ((s.lo + s.hi) / 2) for _, s in points]
@@ -161,7 +157,7 @@ def prefill_by_length(measures: Any):
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("prefill t/s")
     ax.set_title("prefill t/s by prompt length (median, min\u2013max)", fontsize=9)
-    if lanes:
+    if by_lane:
         ax.legend(fontsize=6)
     else:
         ax.text(0.5, 0.5, "no prefill data", ha="center", va="center", transform=ax.transAxes)

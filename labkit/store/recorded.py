@@ -19,7 +19,9 @@ from typing import Any
 from labkit.errors import LabkitError
 from labkit.measure import RunSummary
 from labkit.recipe import read_toml
-from labkit.store.runs import RUN_FILE, ResultsStore, read_run
+from labkit.store.files import RUN_FILE
+from labkit.store.load import read_run
+from labkit.store.runs import ResultsStore
 
 RECORDED_FILE = "recorded.toml"
 _MEASURE_KEYS = {"value", "min", "max", "approx", "note"}

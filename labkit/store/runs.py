@@ -1,4 +1,4 @@
-"""The results store: one folder per run, written atomically, never overwritten, read back as DataFrames.
+"""The results store: one folder per run, written atomically, never overwritten.
 
 Layout: `<root>/<recipe>/<variant_id>/<run_id>/` holding
     run.json       status, provenance, plan, boot facts, summary, label, simulated flag (schema-versioned)
@@ -7,56 +7,34 @@ Layout: `<root>/<recipe>/<variant_id>/<run_id>/` holding
 
 A run folder is created with an exclusive mkdir and its run.json is written with status "incomplete"
 before anything else, so a crash leaves a folder that says so; `finish()` flips it to "complete".
-Every file is written to a temp file, fsynced and renamed into place: a reader sees the old or the new
-file, never half of one. Reports read only these files, never notebook outputs.
 """
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import datetime as dt
-import io
-import json
-import math
 import os
 import secrets
 import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labkit import __version__
-from labkit.errors import LabkitError
 from labkit.measure import RequestRecord, RunSummary
-
-RUN_SCHEMA_VERSION = 1
-RUN_FILE = "run.json"
-REQUESTS_FILE = "requests.csv"
-STATUSES = ("incomplete", "complete", "failed")
-
-MEASURE_COLUMNS = ["run", "recipe", "variant", "label", "measure", "value", "min", "max", "approx",
-                   "simulated", "source"]
-RUN_COLUMNS = ["run", "recipe", "variant", "variants", "label", "status", "source", "simulated", "started",
-               "finished", "schema_version", "n_requests", "path", "error"]
-
-
-class ResultsError(LabkitError):
-    """A results folder or file is unusable; names the path."""
-
-
-def results_root(root: str | os.PathLike | None = None) -> Path:
-    """Where runs live: the given folder, else $LABKIT_RESULTS, else the checkout's results/."""
-    if root is not None:
-        return Path(root)
-    env = os.environ.get("LABKIT_RESULTS")
-    if env:
-        return Path(env)
-    from labkit.recipe import repo_root
-
-    return repo_root() / "results"
+from labkit.store.files import (
+    REQUESTS_FILE,
+    RUN_FILE,
+    RUN_SCHEMA_VERSION,
+    ResultsError,
+    atomic_write_bytes,
+    atomic_write_text,
+    check_segment,
+    dumps,
+    now_iso,
+    results_root,
+)
+from labkit.store.load import Results, load_results, read_run, run_paths
+from labkit.store.records import requests_csv
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -65,98 +43,12 @@ def new_run_id(now: dt.datetime | None = None) -> str:
     return f"{now.astimezone(dt.UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-# --------------------------------------------------------------------------------------------------
-# Atomic writes
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same folder, fsync, rename: readers never see a partial file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with _suppress():
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-class _suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return exc[0] is not None and issubclass(exc[0], OSError)
-
-
-def _json_default(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, dt.datetime | dt.date):
-        return value.isoformat()
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
-
-
-def dumps(data: Any) -> str:
-    """Stable JSON (sorted keys, no NaN) so committed run.json files diff cleanly."""
-    return json.dumps(data, indent=2, sort_keys=True, default=_json_default, allow_nan=False) + "\n"
-
-
-# --------------------------------------------------------------------------------------------------
-# Writing a run
-
-
 def _plan_dict(plan: Any) -> dict:
     data = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
     for key in ("recipe", "variant_id"):
         if not data.get(key):
             raise ResultsError(f"plan is missing '{key}' (pass a LanePlan or a dict with recipe and variant_id)")
     return data
-
-
-def _check_segment(name: str, what: str) -> str:
-    if not name or name in (".", "..") or "/" in name or "\\" in name or name.startswith("."):
-        raise ResultsError(f"{what} {name!r} cannot be used as a folder name")
-    return name
-
-
-def _csv_value(value: Any) -> Any:
-    """One CSV cell: lists and dicts (per-chunk stamps, raw usage) as JSON, so they read back exactly."""
-    if value is None:
-        return ""
-    if isinstance(value, list | dict | tuple):
-        return json.dumps(value, separators=(",", ":"))
-    return value
 
 
 class Run:
@@ -176,6 +68,7 @@ class Run:
         return self.doc["status"]
 
     def _save(self) -> None:
+        """Write run.json as it stands now (atomically)."""
         atomic_write_text(self.path / RUN_FILE, dumps(self.doc))
 
     def _check_open(self) -> None:
@@ -185,20 +78,10 @@ class Run:
     def write_requests(self, records: Iterable[RequestRecord | Mapping[str, Any]]) -> Path:
         """requests.csv with RequestRecord.columns() first, then any extra keys the rows carry."""
         self._check_open()
-        rows = [r.to_row() if hasattr(r, "to_row") else dict(r) for r in records]
-        columns = list(RequestRecord.columns())
-        for row in rows:
-            for key in row:
-                if key not in columns:
-                    columns.append(key)
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _csv_value(v) for k, v in row.items()})
+        text, n = requests_csv(records)
         out = self.path / REQUESTS_FILE
-        atomic_write_text(out, buf.getvalue())
-        self.doc["n_requests"] = len(rows)
+        atomic_write_text(out, text)
+        self.doc["n_requests"] = n
         self._files_add(REQUESTS_FILE)
         self._save()
         return out
@@ -206,7 +89,7 @@ class Run:
     def write_text(self, name: str, text: str) -> Path:
         """Any side file (engine log tail, raw metrics scrape, ...), atomically."""
         self._check_open()
-        out = self.path / _check_segment(name, "file name")
+        out = self.path / check_segment(name, "file name")
         atomic_write_text(out, text)
         self._files_add(name)
         self._save()
@@ -220,7 +103,7 @@ class Run:
         """Copy e.g. the executed notebook into the run folder (atomically)."""
         self._check_open()
         src = Path(src)
-        name = _check_segment(name or src.name, "file name")
+        name = check_segment(name or src.name, "file name")
         atomic_write_bytes(self.path / name, src.read_bytes())
         self._files_add(name)
         self._save()
@@ -250,7 +133,7 @@ class Run:
             self.doc["measure_info"] = {k: dict(v) for k, v in measure_info.items()}
         self._list_present_files()
         self.doc["status"] = "complete"
-        self.doc["finished"] = _now()
+        self.doc["finished"] = now_iso()
         self._save()
         self.closed = True
 
@@ -260,7 +143,7 @@ class Run:
         self._list_present_files()
         self.doc["status"] = "failed"
         self.doc["error"] = error
-        self.doc["finished"] = _now()
+        self.doc["finished"] = now_iso()
         self._save()
         self.closed = True
 
@@ -290,8 +173,8 @@ class Run:
         return False
 
 
-# requests.csv columns read back as text: a nonce like "0e1234" or "0042" must not become a number.
-TEXT_COLUMNS = frozenset(f.name for f in dataclasses.fields(RequestRecord) if str(f.type).startswith("str"))
+# run.json fields new_run() sets itself; callers' extra fields may not name them.
+MANAGED_FIELDS = {"schema", "schema_version", "run_id", "status", "plan", "files", "summary", "finished"}
 
 
 class ResultsStore:
@@ -301,8 +184,8 @@ class ResultsStore:
         self.root = results_root(root)
 
     def run_dir(self, recipe: str, variant_id: str, run_id: str) -> Path:
-        return (self.root / _check_segment(recipe, "recipe") / _check_segment(variant_id, "variant id")
-                / _check_segment(run_id, "run id"))
+        return (self.root / check_segment(recipe, "recipe") / check_segment(variant_id, "variant id")
+                / check_segment(run_id, "run id"))
 
     def new_run(self, plan: Any, *, run_id: str | None = None, label: str | None = None,
                 simulated: bool | None = None, source: str = "measured",
@@ -314,27 +197,16 @@ class ResultsStore:
         """
         data = _plan_dict(plan)
         recipe, variant_id = data["recipe"], data["variant_id"]
-        managed = {"schema", "schema_version", "run_id", "status", "plan", "files", "summary", "finished"}
-        if managed & set(extra):
-            raise ResultsError(f"run.json field(s) {', '.join(sorted(managed & set(extra)))} are managed by the store")
-        parent = self.root / _check_segment(recipe, "recipe") / _check_segment(variant_id, "variant id")
+        if MANAGED_FIELDS & set(extra):
+            raise ResultsError(f"run.json field(s) {', '.join(sorted(MANAGED_FIELDS & set(extra)))} are managed "
+                               f"by the store")
+        parent = self.root / check_segment(recipe, "recipe") / check_segment(variant_id, "variant id")
         parent.mkdir(parents=True, exist_ok=True)
-        for _attempt in range(5):
-            rid = run_id or new_run_id()
-            path = parent / _check_segment(rid, "run id")
-            try:
-                os.mkdir(path)  # exclusive: fails if another writer got there first
-            except FileExistsError:
-                if run_id:
-                    raise ResultsError(f"{path}: run folder already exists; runs are never overwritten")
-                continue
-            break
-        else:
-            raise ResultsError(f"{parent}: could not allocate a fresh run id")
+        path = self._make_folder(parent, run_id)
         doc = {
             "schema": "labkit.run",
             "schema_version": RUN_SCHEMA_VERSION,
-            "run_id": rid,
+            "run_id": path.name,
             "status": "incomplete",
             "source": source,
             "recipe": recipe,
@@ -342,7 +214,7 @@ class ResultsStore:
             "variants": data.get("variants", {}),
             "label": label if label is not None else data.get("label", recipe),
             "simulated": bool(data.get("simulated", False) if simulated is None else simulated),
-            "started": _now(),
+            "started": now_iso(),
             "finished": None,
             "labkit_version": __version__,
             "provenance": dict(provenance or {}),
@@ -360,11 +232,24 @@ class ResultsStore:
             raise
         return run
 
+    @staticmethod
+    def _make_folder(parent: Path, run_id: str | None) -> Path:
+        """Create the run folder exclusively: a given run_id must be new; a generated one is retried."""
+        for _attempt in range(5):
+            rid = run_id or new_run_id()
+            path = parent / check_segment(rid, "run id")
+            try:
+                os.mkdir(path)  # exclusive: fails if another writer got there first
+            except FileExistsError:
+                if run_id:
+                    raise ResultsError(f"{path}: run folder already exists; runs are never overwritten")
+                continue
+            return path
+        raise ResultsError(f"{parent}: could not allocate a fresh run id")
+
     def run_paths(self) -> list[Path]:
         """Every run folder (those with a run.json), sorted by recipe, variant, run id."""
-        if not self.root.is_dir():
-            return []
-        return sorted(p.parent for p in self.root.glob(f"*/*/*/{RUN_FILE}"))
+        return run_paths(self.root)
 
     def load(self, include_incomplete: bool = False) -> Results:
         return load_results(self.root, include_incomplete=include_incomplete)
@@ -380,7 +265,7 @@ def attach_bytes(run_dir: str | os.PathLike, name: str, data: bytes) -> Path:
     """attach_file for bytes made in memory (a plot): written atomically and listed in run.json."""
     run_dir = Path(run_dir)
     doc = read_run(run_dir)
-    name = _check_segment(name, "file name")
+    name = check_segment(name, "file name")
     target = run_dir / name
     if target.exists():
         raise ResultsError(f"{target}: already exists; run files are never overwritten")
@@ -390,130 +275,3 @@ def attach_bytes(run_dir: str | os.PathLike, name: str, data: bytes) -> Path:
         files.append(name)
     atomic_write_text(run_dir / RUN_FILE, dumps(doc))
     return target
-
-
-# --------------------------------------------------------------------------------------------------
-# Reading runs back
-
-
-def read_run(path: str | os.PathLike) -> dict:
-    """run.json of one run folder as a dict; ResultsError naming the file if it is unreadable."""
-    file = Path(path) / RUN_FILE
-    try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ResultsError(f"{file}: missing")
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ResultsError(f"{file}: not valid JSON ({e})")
-    if not isinstance(doc, dict) or "run_id" not in doc:
-        raise ResultsError(f"{file}: not a labkit run.json (no run_id)")
-    version = doc.get("schema_version")
-    if not isinstance(version, int) or version > RUN_SCHEMA_VERSION:
-        raise ResultsError(f"{file}: schema_version {version!r} is not supported (this labkit reads "
-                           f"<= {RUN_SCHEMA_VERSION})")
-    return doc
-
-
-def _num(value: Any) -> float:
-    if value is None or isinstance(value, bool):
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def measure_rows(doc: dict) -> list[dict]:
-    """Long-form rows for one run: value is the run's figure; min/max the range it carries (a recorded range
-    has no value, only min and max); approx marks figures the source gave as approximate ("~750")."""
-    summary = doc.get("summary") or {}
-    measures = dict(summary.get("measures") or {})
-    info = doc.get("measure_info") or {}
-    rows = []
-    for name in sorted(set(measures) | set(info)):
-        extra = info.get(name, {})
-        value = _num(measures.get(name, extra.get("value")))
-        lo = _num(extra.get("min", value))
-        hi = _num(extra.get("max", value))
-        if math.isnan(value) and math.isnan(lo) and math.isnan(hi):
-            continue
-        rows.append({
-            "run": doc["run_id"], "recipe": doc.get("recipe", ""), "variant": doc.get("variant_id", ""),
-            "label": doc.get("label", ""), "measure": name, "value": value, "min": lo, "max": hi,
-            "approx": bool(extra.get("approx", False)), "simulated": bool(doc.get("simulated", False)),
-            "source": doc.get("source", "measured"),
-        })
-    return rows
-
-
-@dataclass
-class Results:
-    """Runs read from a results root: `runs` (one row per run) and `measures` (long form) DataFrames;
-    `requests()` reads requests.csv files on demand (they can be large)."""
-
-    root: Path
-    runs: Any  # pandas.DataFrame
-    measures: Any  # pandas.DataFrame
-    docs: dict[str, dict]
-    skipped: list[tuple[str, str]]  # (path, reason) for unreadable or unfinished runs
-
-    def requests(self, runs: Iterable[str] | None = None) -> Any:
-        """requests.csv rows of the given run ids (all loaded runs by default), with run/recipe/variant."""
-        import pandas as pd
-
-        wanted = list(self.docs) if runs is None else list(runs)
-        frames = []
-        for rid in wanted:
-            doc = self.docs[rid]
-            file = Path(doc["_path"]) / REQUESTS_FILE
-            if not file.is_file():
-                continue
-            df = pd.read_csv(file, dtype=dict.fromkeys(TEXT_COLUMNS, str))
-            for col in TEXT_COLUMNS.intersection(df.columns):
-                df[col] = df[col].fillna("")
-            df.insert(0, "variant", doc.get("variant_id", ""))
-            df.insert(0, "recipe", doc.get("recipe", ""))
-            if "run_id" in df.columns:
-                df = df.drop(columns=["run_id"])
-            df.insert(0, "run", rid)
-            frames.append(df)
-        if not frames:
-            return pd.DataFrame(columns=["run", "recipe", "variant", *[c for c in RequestRecord.columns()
-                                                                         if c != "run_id"]])
-        return pd.concat(frames, ignore_index=True)
-
-
-def load_results(root: str | os.PathLike | None = None, include_incomplete: bool = False) -> Results:
-    """Read every run.json under root. Incomplete and failed runs are listed in `runs` (status column) but
-    contribute no measures unless include_incomplete; unreadable folders are reported in `skipped`."""
-    import pandas as pd
-
-    store = ResultsStore(root)
-    runs, measures, docs, skipped = [], [], {}, []
-    for path in store.run_paths():
-        try:
-            doc = read_run(path)
-        except ResultsError as e:
-            skipped.append((str(path), str(e)))
-            continue
-        doc["_path"] = str(path)
-        status = doc.get("status", "incomplete")
-        runs.append({
-            "run": doc["run_id"], "recipe": doc.get("recipe", ""), "variant": doc.get("variant_id", ""),
-            "variants": json.dumps(doc.get("variants", {}), sort_keys=True), "label": doc.get("label", ""),
-            "status": status, "source": doc.get("source", "measured"),
-            "simulated": bool(doc.get("simulated", False)), "started": doc.get("started"),
-            "finished": doc.get("finished"), "schema_version": doc.get("schema_version"),
-            "n_requests": doc.get("n_requests", 0), "path": str(path), "error": doc.get("error", ""),
-        })
-        if status != "complete" and not include_incomplete:
-            skipped.append((str(path), f"status {status}"))
-            continue
-        docs[doc["run_id"]] = doc
-        measures.extend(measure_rows(doc))
-    runs_df = pd.DataFrame(runs, columns=RUN_COLUMNS)
-    measures_df = pd.DataFrame(measures, columns=MEASURE_COLUMNS)
-    if len(measures_df):
-        measures_df = measures_df.astype({"value": float, "min": float, "max": float, "approx": bool,
-                                          "simulated": bool})
-    return Results(root=store.root, runs=runs_df, measures=measures_df, docs=docs, skipped=skipped)

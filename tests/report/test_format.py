@@ -1,8 +1,8 @@
 import pandas as pd
 import pytest
 
+from labkit import report as rp
 from labkit.report import EN_DASH, Stat
-from labkit.report import tables as rp
 
 
 def test_range_uses_en_dash_and_equal_decimals():
@@ -91,7 +91,7 @@ def test_build_table_median_range_missing_and_sim_marking():
 
 
 def test_markdown_never_reparses_cells():
-    from labkit.report import tables as r
+    from labkit import report as r
 
     frame = pd.DataFrame([["007", "1e3", "2,800"]], index=pd.Index(["row"], name="measure"),
                          columns=["a", "b", "c"], dtype=object)

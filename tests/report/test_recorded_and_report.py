@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
+from labkit import report as rp
 from labkit.report import EN_DASH
-from labkit.report import tables as rp
 from labkit.store import RecordedError, import_figures, load_results, parse_figures, read_run
 from tests.support.results import REPO, make_sim_run
 

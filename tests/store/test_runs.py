@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
+from labkit import store as R
 from labkit.measure import RequestRecord, RunSummary
-from labkit.store import runs as R
+from labkit.store import runs
 from tests.support.results import REPO, make_sim_run, requests_for, sim_plan
 
 
@@ -64,7 +65,7 @@ def test_explicit_run_id_is_never_overwritten(tmp_path):
 
 def test_colliding_generated_id_gets_a_fresh_one(tmp_path, monkeypatch):
     ids = iter(["same", "same", "other"])
-    monkeypatch.setattr(R, "new_run_id", lambda now=None: next(ids))
+    monkeypatch.setattr(runs, "new_run_id", lambda now=None: next(ids))
     store = R.ResultsStore(tmp_path)
     first = store.new_run(sim_plan())
     second = store.new_run(sim_plan())
@@ -130,7 +131,7 @@ def test_atomic_write_keeps_old_file_when_replace_fails(tmp_path, monkeypatch):
     def boom(src, dst):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(R.os, "replace", boom)
+    monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OSError):
         R.atomic_write_text(target, "new")
     assert target.read_text() == "old"

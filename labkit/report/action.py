@@ -1,0 +1,60 @@
+"""The `labkit report` action: every stored run in, results/TABLES.md and the plot PNGs out.
+
+`labkit report` writes TABLES.md (atomically) and the plots next to it; `labkit report --check` fails when
+the committed file no longer matches the data. Nothing here is formatted: the tables come finished from
+tables.py.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from labkit.report.plots import save_all
+from labkit.report.specs import load_spec, spec_path
+from labkit.report.tables import Table, build_tables, render_document
+
+TABLES_FILE = "TABLES.md"
+
+
+@dataclass
+class Report:
+    markdown: str
+    tables: list[Table]
+    tables_path: Path
+    plots: list[Path]
+    skipped: list[tuple[str, str]]
+
+
+def generate(results: str | Path | None = None, spec: str | Path | None = None, *, write: bool = True,
+             plots: bool = True, out: str | Path | None = None, recipes: list[str] | None = None) -> Report:
+    """Load runs, build the tables, and (write=True) write TABLES.md atomically plus PNG plots."""
+    from labkit.store import atomic_write_text, load_results
+
+    data = load_results(results)
+    title, specs = load_spec(spec_path(data.root, spec))
+    tables = build_tables(data.measures, specs, recipes=recipes)
+    markdown = render_document(title, tables)
+    target = Path(out) if out else data.root / TABLES_FILE
+    made: list[Path] = []
+    if write:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(target, markdown)
+        if plots:
+            made = save_all(data, target.parent / "plots")  # next to the tables they illustrate
+    return Report(markdown, tables, target, made, data.skipped)
+
+
+def check(results: str | Path | None = None, spec: str | Path | None = None) -> tuple[bool, str]:
+    """(up to date?, unified diff committed -> regenerated)."""
+    rep = generate(results, spec, write=False, plots=False)
+    try:
+        current = rep.tables_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        current = ""
+    if current == rep.markdown:
+        return True, ""
+    diff = difflib.unified_diff(current.splitlines(keepends=True), rep.markdown.splitlines(keepends=True),
+                                fromfile=f"{rep.tables_path} (committed)", tofile=f"{rep.tables_path} (regenerated)")
+    return False, "".join(diff)

@@ -83,7 +83,7 @@ def test_boot_refuses_connections_until_ready(sim):
     assert _listening_sockets(p.proc.pid)
     assert request(port, "GET", "/health")[0] == 200
     text = "\n".join(p.lines)
-    # the regexes labkit's log parser uses (engines.md 1.1)
+    # the regexes labkit's log parser uses (docs/engines.md, "vLLM boot log lines")
     assert re.search(r"vLLM (?:API )?server version ([^\s,]+)", text).group(1) == "0.33.0+labkit.sim"
     assert "simulated" in text
     assert float(re.search(r"Loading weights took ([\d.]+) seconds", text).group(1)) >= 0.8

@@ -1,0 +1,159 @@
+"""One generation request on a connection: tokens on the engine's absolute schedule, as SSE chunks or one body.
+
+The schedule is absolute (labkit.sim.engine): each step waits for its target time with a select()-based loop
+timer (microsecond resolution), or yields once when behind. Each engine step is one SSE event; faults (HTTP
+500, exit, stall, held chunks) act here, at the request numbers and token counts the config names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+
+from labkit.sim import openai, tokenizer
+from labkit.sim.wire import frame, head
+
+WORD_BYTES = [json.dumps(" " + w)[1:-1].encode() for w in tokenizer.WORDS]
+
+
+async def generate(conn, req: openai.GenRequest, keep: bool) -> None:
+    """Answer one generation request on `conn` (a labkit.sim.connection.HttpConn)."""
+    cfg, eng = conn.app.cfg, conn.app.engine
+    number = eng.n_requests + 1
+    if number == cfg.fault_http500_request:
+        eng.n_requests += 1  # the failed request still takes its number
+        err = openai.ApiError(500, f"simulated fault: HTTP 500 on request {number}", "InternalServerError")
+        conn.reply(500, "application/json", err.body(), keep)
+        return
+    await Generation(conn, req, keep).run()
+
+
+class Generation:
+    """An admitted request: its engine record, how it is rendered, and which faults apply to it."""
+
+    def __init__(self, conn, req: openai.GenRequest, keep: bool):
+        app = conn.app
+        self.conn, self.app, self.cfg, self.eng, self.req, self.keep = conn, app, app.cfg, app.engine, req, keep
+        cfg = self.cfg
+        self.req_id = app.new_id(req.endpoint)
+        rec = self.rec = self.eng.admit(req.ids, req.max_tokens, req.min_tokens, req.ignore_eos, req.endpoint,
+                                        req.stream, self.req_id)
+        self.exit_at = cfg.fault_exit_after_tokens if rec.index == cfg.fault_exit_request else -1
+        self.stall_at = cfg.fault_stall_after_tokens if rec.index == cfg.fault_stall_request else -1
+        self.hold = rec.index == cfg.fault_hold_request
+        self.held: list[bytes] = []
+        self.render = openai.StreamRenderer(cfg, req.endpoint, self.req_id, app.created, rec.prompt_tokens,
+                                            rec.cached_tokens, req.continuous_usage) if req.stream else None
+        self.wbase = rec.index * 13
+        self.text_parts: list[bytes] = []
+        self.eos_at = rec.eos_at
+
+    async def run(self) -> None:
+        if self.render is not None:
+            self.conn.transport.write(head(200, "text/event-stream; charset=utf-8", None, self.keep))
+        try:
+            if not await self._steps():
+                return
+        except asyncio.CancelledError:
+            self.eng.finish(self.rec, "aborted", "abort")
+            raise
+        self._finish()
+
+    async def _steps(self) -> bool:
+        """Every step on time; False when the request ended early (client gone, stall fault)."""
+        conn, eng, rec = self.conn, self.eng, self.rec
+        loop = asyncio.get_running_loop()
+        clock = time.perf_counter
+        target = rec.t_prefill_end
+        first = True
+        while True:
+            # wait for the absolute target time (select() timeout has microsecond resolution)
+            delay = target - clock()
+            if delay > 0:
+                fut = loop.create_future()
+                loop.call_at(loop.time() + delay, fut.set_result, None)
+                await fut
+            else:
+                await asyncio.sleep(0)  # behind schedule: emit now, but let other streams run
+            if conn.closed:
+                eng.finish(rec, "aborted", "abort")
+                return False
+            now = clock()
+            before = rec.completion_tokens
+            n = eng.first_token(rec, now, target) if first else eng.step(rec, now, target)
+            done = rec.completion_tokens >= rec.target_tokens
+            await self._emit(self._text(before, n), before, first, done)
+            first = False
+            if done:
+                return True
+            if not await self._faults():
+                return False
+            target = eng.next_target(rec, target)
+
+    def _text(self, before: int, n: int) -> bytes:
+        """The words of this step's tokens; a step reaching the seeded EOS stops before it (EOS has no text)."""
+        words, nw, wbase, eos_at = WORD_BYTES, len(WORD_BYTES), self.wbase, self.eos_at
+        if eos_at is not None and before < eos_at <= self.rec.completion_tokens:
+            return b"".join(words[(wbase + i) % nw] for i in range(before, eos_at - 1))
+        if n > 1:
+            return b"".join(words[(wbase + i) % nw] for i in range(before, before + n))
+        return words[(wbase + before) % nw]
+
+    def _reason(self) -> str:
+        return "stop" if self.eos_at is not None and self.rec.completion_tokens >= self.eos_at else "length"
+
+    async def _emit(self, chunk: bytes, before: int, first: bool, done: bool) -> None:
+        """One step's SSE event (held back under the hold fault), or its text kept for the JSON body."""
+        render, rec, cfg, conn = self.render, self.rec, self.cfg, self.conn
+        if render is None:
+            self.text_parts.append(chunk)
+            return
+        if done:
+            out = render.last(chunk, rec.completion_tokens, self._reason())
+        else:
+            out = render.tokens(chunk, rec.completion_tokens)
+        if first and self.req.endpoint == "chat":
+            conn.transport.write(frame(render.role()))
+        if self.hold and before >= cfg.fault_hold_from:
+            self.held.append(frame(out))
+            if done or 0 < cfg.fault_hold_until <= rec.completion_tokens:
+                self.hold = False
+                await conn.write(b"".join(self.held))
+        else:
+            await conn.write(frame(out))
+
+    async def _faults(self) -> bool:
+        """The exit and stall faults after a chunk: exit ends the process, a stall returns False once closed."""
+        rec = self.rec
+        if self.exit_at >= 0 and rec.completion_tokens >= self.exit_at:
+            self.app.log.line(f"EngineCore encountered a fatal error (simulated fault: exit after "
+                              f"{rec.completion_tokens} tokens of request {rec.index})", "ERROR", "core.py:1120")
+            self.eng.finish(rec, "exited", "abort")
+            os._exit(3)
+        if self.stall_at >= 0 and rec.completion_tokens >= self.stall_at:
+            self.eng.finish(rec, "stalled", None)
+            await self.conn.wait_closed()
+            return False
+        return True
+
+    def _finish(self) -> None:
+        """Close the request: the stream's usage chunk and [DONE], or the whole JSON answer."""
+        rec, conn, render, req = self.rec, self.conn, self.render, self.req
+        reason = self._reason()
+        self.eng.finish(rec, "finished", reason)
+        if render is not None:
+            tail = b""
+            if req.include_usage:
+                tail += frame(render.usage_chunk(rec.completion_tokens))
+            tail += frame(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+            conn.transport.write(tail)
+            if not self.keep:
+                conn.transport.close()
+                conn.closed = True
+        else:
+            text = b"".join(self.text_parts).decode()
+            conn.reply(200, "application/json",
+                       openai.full_response(self.cfg, req.endpoint, self.req_id, self.app.created, text, reason,
+                                            rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens), self.keep)

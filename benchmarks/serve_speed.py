@@ -95,9 +95,9 @@ class MeteredLane(Lane):
 
     start_window: Window | None = None
 
-    def _start_all(self) -> None:
+    def start_all(self) -> None:
         meter = Meter()
-        super()._start_all()
+        super().start_all()
         self.start_window = meter.stop()
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit import settings
 from labkit.errors import LabkitError
 from labkit.recipe import LanePlan, find_recipe, load_recipe
 
@@ -31,9 +32,9 @@ class LaneRun:
 
     plan: LanePlan
     run_dirs: list[Path] = field(default_factory=list)
-    results: list[Any] = field(default_factory=list)  # labkit.bench.BenchResult per run
-    boot: Any = None  # labkit.engines.BootFacts
-    staging: Any = None  # labkit.staging.StageReport
+    results: list[Any] = field(default_factory=list)  # labkit.measure.BenchResult per run
+    boot: Any = None  # labkit.serve.BootFacts
+    staging: Any = None  # labkit.stage.StageReport
 
     @property
     def run_ids(self) -> list[str]:
@@ -65,10 +66,12 @@ def plan(recipe: str = "sim", spec: str | None = None, staging: str | None = Non
 
 def describe(lane: LanePlan) -> str:
     """The resolved plan and the exact command each node would run (nothing is contacted)."""
+    from labkit import tinymodel
     from labkit.recipe import describe_plan
     from labkit.serve import lane_commands
 
-    return describe_plan(lane, lane_commands(lane))
+    # the commands show where a labkit-built model will be; the plan itself is described as resolved
+    return describe_plan(lane, lane_commands(tinymodel.materialize(lane, build=False)))
 
 
 def spec_k(lane: LanePlan) -> int | None:
@@ -128,6 +131,7 @@ def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_ver
                 check_view(lane, group.hosts)
         # Lane writes boot.json and logs/<node>.log into the first run folder as the boot goes.
         served.run_dir = first.path
+        materialize_model(served)
         with served.up() as endpoint:
             done.boot = endpoint.boot
             boot = endpoint.boot.to_dict()
@@ -152,6 +156,26 @@ def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_ver
                                           f"({result.summary.n_failed} failed): " + "; ".join(result.summary.notes)[:400])
                     store_result(run, result, boot)
     return done
+
+
+def materialize_model(served: Any) -> None:
+    """Point a Lane that is about to start at the labkit-built model its recipe names ("labkit/tiny-llama"),
+    building it on first use; any other lane is left as it is. Used by `measure` and `labkit up`.
+
+    The build comes after the checks `Lane.start` begins with (the nodes answer, the model revision is
+    pinned, the lane is not up already), so a lane that cannot start fails as it would, before a build; the
+    build's progress goes where the lane's does.
+    """
+    from labkit import tinymodel
+    from labkit.nodes import check_reachable
+    from labkit.serve import pin_revision
+
+    if served.plan.model.path or not tinymodel.is_built_model(served.plan.model.repo):
+        return
+    check_reachable(served.group)
+    served.plan = pin_revision(served.plan, served.group.head)
+    served.refuse_if_present()
+    served.plan = tinymodel.materialize(served.plan, log=served.progress)
 
 
 def store_result(run: Any, result: Any, boot: dict) -> None:
@@ -263,7 +287,7 @@ def attach_executed_notebook(done: LaneRun) -> Path | None:
     """
     from labkit.store import attach_file
 
-    if not done.run_dirs or os.environ.get("LABKIT_BATCH"):
+    if not done.run_dirs or settings.current().batch:
         return None
     out = _papermill_output()
     if out is None or not out.is_file():

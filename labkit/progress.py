@@ -12,6 +12,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from labkit import settings
+
 BATCH_ENV = "LABKIT_BATCH"
 
 
@@ -25,10 +27,10 @@ def _parent_is_papermill() -> bool:
 
 def batch_mode() -> bool:
     """True under `labkit run`, papermill, or with LABKIT_BATCH=1; LABKIT_BATCH=0 forces interactive."""
-    value = os.environ.get(BATCH_ENV)
-    if value is not None:
-        return value.strip().lower() not in ("", "0", "false", "no")
-    return bool(os.environ.get("PAPERMILL_EXECUTION")) or _parent_is_papermill()
+    env = settings.current()
+    if env.batch is not None:
+        return env.batch.strip().lower() not in ("", "0", "false", "no")
+    return env.papermill or _parent_is_papermill()
 
 
 def progress(iterable: Iterable | None = None, **kw: Any):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 from typing import Any
 
-from labkit.cli.common import plan_from_args
+from labkit.cli.common import plan_from_args, variant_args
 from labkit.errors import LabkitError
-from labkit.measure import LocalNfsProbe, default_plan, render, run_bench
 from labkit.recipe import MeasurePlan
 
 
@@ -30,6 +30,8 @@ def override_plan(plan: MeasurePlan, args: Any) -> MeasurePlan:
 
 def bench_cli(args: Any) -> int:
     """`labkit bench`: resolve the target, measure, print the lab-note table, write the JSON file."""
+    from labkit.measure import LocalNfsProbe, default_plan, render, run_bench
+
     target = args.target
     recipe_hash = variant = None
     lane = ""
@@ -55,3 +57,42 @@ def bench_cli(args: Any) -> int:
     if args.json:
         print(f"records: {args.json}", file=sys.stderr)
     return 0 if result.summary.n_ok else 1
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x.replace("_", "")) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 4096,12600, got {text!r}")
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def add_bench(sub) -> None:
+    p = sub.add_parser("bench", help="measure a running endpoint (URL) or a recipe's lane (decode, prefill, acceptance)")
+    p.add_argument("target", metavar="ENDPOINT_OR_RECIPE",
+                   help="http://host:port[/v1], or a recipe name whose measure plan to use (with --url)")
+    p.add_argument("--url", help="endpoint of the recipe's running lane (default http://127.0.0.1:<engine.port>)")
+    variant_args(p)
+    p.add_argument("--json", metavar="OUT", help="write records, summary and provenance to this JSON file")
+    p.add_argument("--model", help="model id to request (default: the first one /v1/models lists)")
+    p.add_argument("--api", choices=["chat", "completions"])
+    p.add_argument("--turns", type=int, help="c1 turns and cK groups per concurrency")
+    p.add_argument("--output-tokens", type=int, help="forced output length N of decode requests")
+    p.add_argument("--concurrency", type=_int_list, help="decode concurrencies, e.g. 1,2")
+    p.add_argument("--warmup", type=int, help="warmup requests before the warm turns")
+    p.add_argument("--prompt-tokens", type=_int_list, help="prefill prompt lengths, e.g. 4096,12600")
+    p.add_argument("--repeats", type=int, help="prefill samples per length")
+    p.add_argument("--runs", type=int, help="repeat the whole plan")
+    p.add_argument("--timeout", type=float, help="seconds allowed per request")
+    p.add_argument("--cold", dest="cold", action="store_true", default=False,
+                   help="the engine was just booted: measure its first request as the cold turn (checked "
+                        "against /metrics where the engine has a served-requests counter)")
+    p.add_argument("--no-cold", dest="cold", action="store_false", help="no cold turn (the default for a URL)")
+    p.add_argument("--no-decode", dest="decode", action="store_false")
+    p.add_argument("--no-prefill", dest="prefill", action="store_false")
+    p.add_argument("--nfs", action="store_true",
+                   help="also record this host's NFS reads during the run (/proc/self/mountstats serverreadbytes)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=bench_cli)

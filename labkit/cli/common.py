@@ -1,4 +1,4 @@
-"""What several command groups share: the variant options and the plan they select."""
+"""What several command groups share: lane subcommands, the variant options and the plan they select."""
 
 from __future__ import annotations
 
@@ -6,6 +6,15 @@ import argparse
 
 from labkit.errors import LabkitError
 from labkit.recipe import find_recipe, load_recipe
+
+
+def add_lane_command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
+    """A subcommand that acts on one lane: `labkit NAME RECIPE [--spec S] [--staging S] [-V AXIS=NAME]`."""
+    p = sub.add_parser(name, help=help)
+    p.add_argument("recipe")
+    variant_args(p)
+    p.set_defaults(func=func)
+    return p
 
 
 def variant_args(p: argparse.ArgumentParser) -> None:

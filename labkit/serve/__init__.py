@@ -2,7 +2,9 @@
 every node and verifies it.
 
 `engines/` are pure builders of each node's command plus boot-log parsers; `runtimes` run them as docker
-containers or processes; the lane starts, watches and tears down.
+containers or processes; `plan` computes each node's command and pins the model revision; `lane` composes
+`start`, `watch` (the boot to readiness) and `teardown`; `errors` say which node failed and why. The plan
+comes in with a labkit-built model already materialized (labkit.tinymodel, by the caller).
 """
 
 from labkit.serve.engines import (
@@ -17,16 +19,9 @@ from labkit.serve.engines import (
     Vllm,
     engine_for,
 )
-from labkit.serve.lane import (
-    BootError,
-    BootTimeout,
-    Endpoint,
-    Lane,
-    LaneBusy,
-    LaneFailed,
-    lane_commands,
-    pin_revision,
-)
+from labkit.serve.errors import BootError, BootTimeout, LaneBusy, LaneFailed
+from labkit.serve.lane import Lane
+from labkit.serve.plan import Endpoint, lane_commands, pin_revision
 from labkit.serve.runtimes import DockerRuntime, ProcessRuntime
 
 __all__ = [

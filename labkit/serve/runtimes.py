@@ -1,6 +1,6 @@
 """Runtimes: how one node's engine process is started, watched, read and removed.
 
-Pure shell-command builders (one string per action, every argument quoted); serve.py runs them on hosts.
+Pure shell-command builders (one string per action, every argument quoted); the lane runs them on hosts.
   docker   one named, labelled container per node (`docker run -d --name <lane>-<node> --network host ...`)
   process  a background process group per node (setsid + nohup), pid and log files under a per-lane
            state dir on the node: ${LABKIT_STATE_DIR:-$HOME/.cache/labkit}/lanes/<lane_id>/<node>.{pid,log}

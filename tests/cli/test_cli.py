@@ -7,6 +7,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from tests.support.llamacpp import have_llama_cpp
+
 
 def labkit(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "labkit", *args], capture_output=True, text=True, timeout=60,
@@ -62,3 +66,14 @@ def test_recipes_lists_aliases():
     r = labkit("recipes")
     assert r.returncode == 0
     assert "dsv41" in r.stdout and "spec: none|dspark; staging: nas|local-view" in r.stdout
+
+
+@pytest.mark.skipif(not have_llama_cpp(), reason="the built model's path needs the 'llamacpp' extra")
+def test_show_points_the_commands_at_a_labkit_built_model_without_building_it(tmp_path):
+    """`show` materializes the tiny model's path for the commands (nothing is built); the plan stays as resolved."""
+    r = labkit("show", "tiny-llamacpp", "--json", env={"LABKIT_CACHE": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["model_path"] == "labkit/tiny-llama"
+    assert f"--model {tmp_path}/models/tiny-llama-" in data["commands"]["localhost"]
+    assert not list(tmp_path.rglob("*.gguf"))

@@ -101,12 +101,12 @@ def test_a_run_where_every_request_failed_is_failed_not_complete(tmp_path, monke
 
 
 def test_failure_halfway_keeps_the_measured_requests_in_the_failed_run(tmp_path, monkeypatch):
-    from labkit.measure import runner as bench
+    from labkit.measure import Bench
 
     async def boom(self, run):
         raise RuntimeError("prompt sizing broke")
 
-    monkeypatch.setattr(bench._Bench, "_prefill", boom)
+    monkeypatch.setattr(Bench, "prefill", boom)
     monkeypatch.setenv("LABKIT_RECIPES", str(_recipes(tmp_path, port=PORT + 3)))
     run_dir, doc = _measure_fails(tmp_path / "results", RuntimeError, "prompt sizing broke")
     assert "prompt sizing broke" in doc["error"] and doc["partial"]["requests"] > 0

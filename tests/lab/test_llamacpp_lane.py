@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from labkit import tinymodel
 from labkit.measure import run_bench
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_plan
 from labkit.serve import Lane
@@ -26,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def tiny_plan(port: int, size: str = "small", **measure):
-    """The shipped recipe on our own port with a short plan; the 64x2 model by default (12.6K prefill ~4x faster)."""
+    """The shipped recipe on our own port with a short plan; the 64x2 model by default (12.6K prefill ~4x faster),
+    built (once) and pointed at as `labkit up` and `lab.measure` do before starting a Lane."""
     plan = load_plan("tiny-llamacpp", size=size)
     m = plan.measure
     new = MeasurePlan(api=m.api, runs=1,
@@ -34,7 +36,8 @@ def tiny_plan(port: int, size: str = "small", **measure):
                                         measure.get("output_tokens", 64), measure.get("warmup", 1)),
                       prefill=PrefillPlan(measure.get("prompt_tokens", ()), measure.get("repeats", 1)),
                       timeout=measure.get("timeout", 120.0))
-    return dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, port=port), measure=new)
+    plan = dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, port=port), measure=new)
+    return tinymodel.materialize(plan)
 
 
 @pytest.fixture
@@ -78,7 +81,7 @@ def test_lane_boots_measures_and_records_the_quirks(tmp_path, cache, local_env):
     assert result.summary.measures["decode_c1"] > 0
 
     # Stored like any lane, the run shows up in the report tables with its boot facts.
-    from labkit.report import tables as report
+    from labkit import report
     from labkit.store import ResultsStore, load_results
 
     with ResultsStore(tmp_path / "results").new_run(plan, provenance=result.provenance) as run:
@@ -137,7 +140,7 @@ def test_bench_notebook_runs_the_lane_end_to_end(tmp_path, cache, monkeypatch):
     import subprocess
     import sys
 
-    from labkit.report import tables as report
+    from labkit import report
     from labkit.store import load_results
 
     env = {**os.environ, "LABKIT_CACHE": str(cache), "LABKIT_STATE_DIR": str(tmp_path / "state")}

@@ -9,8 +9,8 @@ import nbformat
 import pytest
 
 from labkit import notebooks as nbk
+from labkit import report as rp
 from labkit.progress import batch_mode, progress
-from labkit.report import tables as rp
 from tests.support.results import REPO, make_sim_run
 
 TEMPLATES = sorted((REPO / "notebooks").glob("*.ipynb"))

@@ -1,6 +1,6 @@
 """The llama-cpp-python server quirks labkit must handle, asserted on a real server with the tiny model.
 
-Each test pins one fact from llamacpp.md / engines.md §1.3 that labkit's engine adapter, client or
+Each test pins one fact from docs/tinymodel.md ("llama-cpp-python server quirks") and docs/engines.md that labkit's engine adapter, client or
 formulas rely on; if a llama-cpp-python release changes one, this file says which.
 """
 

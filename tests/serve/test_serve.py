@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -17,13 +16,13 @@ import pytest
 from labkit.errors import NodeError
 from labkit.serve import BootError, BootTimeout, Lane, LaneBusy, LaneFailed
 from tests.support.lanes import chat, sim_recipe
-from tests.support.nodes import REPO
+from tests.support.serving import assert_clean_cluster, cluster_lane, labkit_cli, served_plan
 
 CRASH_LINE = "Installed InstantTensor does not expose the metadata layout this loader needs (simulated)"
 
 
 def local_lane(tmp_path, port, **kw):
-    plan = sim_recipe(tmp_path / kw.pop("name", "lane-local"), port, **kw)
+    plan = served_plan(sim_recipe(tmp_path / kw.pop("name", "lane-local"), port, **kw))
     return Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
 
 
@@ -125,12 +124,6 @@ def test_down_names_both_a_failed_stop_and_what_it_left(tmp_path, local_env):
     assert_clean_local(lane, local_env)
 
 
-def labkit_cli(*args, env=None, **kw) -> subprocess.Popen:
-    full = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
-    return subprocess.Popen([sys.executable, "-m", "labkit", *args], env=full, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
-
-
 def interrupt_during_boot(proc: subprocess.Popen, sig: int) -> tuple[int, str]:
     """Send `sig` once the CLI reports it is waiting for readiness; return (exit code, stderr)."""
     lines: list[str] = []
@@ -189,21 +182,6 @@ def test_cli_up_status_logs_down_across_invocations_local(tmp_path, local_env):
 
 
 # ---------------------------------------------------------------------------------------------- four sshd nodes
-
-
-def cluster_lane(cluster, tmp_path, port, nodes=None, **kw) -> Lane:
-    kw.setdefault("runtime", "docker")
-    plan = sim_recipe(tmp_path / kw.pop("name", "lane-4x"), port, nodes=nodes or cluster.addresses,
-                      ssh_port=cluster.port, user=cluster.user, **kw)
-    return Lane(plan, ssh=cluster.ssh_options(), run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
-
-
-def assert_clean_cluster(lane: Lane, cluster) -> None:
-    assert set(lane.status().values()) == {"absent"}
-    assert lane.leftovers() == {}
-    for addr in cluster.addresses:
-        assert cluster.containers(addr) == [], addr
-    assert cluster.processes() == []
 
 
 def test_cluster_sim_boots_on_four_nodes_and_cleans_up(cluster, tmp_path):

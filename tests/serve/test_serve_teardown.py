@@ -19,9 +19,9 @@ from contextlib import contextmanager
 import pytest
 
 from labkit.serve import Lane
-from tests.serve.test_serve import assert_clean_cluster, cluster_lane, labkit_cli
 from tests.support.lanes import sim_recipe
 from tests.support.nodes import NODE_NAMES, REPO
+from tests.support.serving import assert_clean_cluster, cluster_lane, labkit_cli, served_plan
 
 
 def sigint_first(step):
@@ -55,7 +55,7 @@ def cleaned(lane: Lane):
 
 def remove_leftovers(lane: Lane) -> None:
     """After a test that failed before the fix: take away whatever it left, so later tests start clean."""
-    for injected in ("_capture_logs", "_dead_node_report", "_start_all", "status"):
+    for injected in ("capture_logs", "dead_node_report", "start_all", "status"):
         vars(lane).pop(injected, None)
     with_logs = lane.run_dir
     lane.run_dir = None
@@ -82,7 +82,7 @@ def test_ctrl_c_while_logs_are_captured_still_removes_everything(cluster, tmp_pa
     with cleaned(lane):
         try:
             with lane.up():
-                lane._capture_logs = sigint_first(lane._capture_logs)
+                lane.capture_logs = sigint_first(lane.capture_logs)
         except KeyboardInterrupt:
             pass  # before the fix the interrupt escaped here, ahead of any removal
         assert_clean_cluster(lane, cluster)
@@ -96,7 +96,7 @@ def test_interrupt_raised_inside_log_capture_still_removes_everything(cluster, t
 
     with cleaned(lane):
         with pytest.raises(KeyboardInterrupt), lane.up():
-            lane._capture_logs = capture_then_interrupt
+            lane.capture_logs = capture_then_interrupt
         assert_clean_cluster(lane, cluster)
 
 
@@ -105,7 +105,7 @@ def test_ctrl_c_during_dead_node_report_still_removes_everything(cluster, tmp_pa
     with cleaned(lane):
         try:
             with pytest.raises(RuntimeError, match="client gave up"), lane.up():
-                lane._dead_node_report = sigint_first(lane._dead_node_report)
+                lane.dead_node_report = sigint_first(lane.dead_node_report)
                 raise RuntimeError("client gave up")
         except KeyboardInterrupt:
             pass  # before the fix the interrupt escaped here, ahead of any removal
@@ -114,7 +114,7 @@ def test_ctrl_c_during_dead_node_report_still_removes_everything(cluster, tmp_pa
 
 def test_no_dead_node_report_after_ctrl_c(tmp_path, local_env):
     """Ctrl-C inside the block goes straight to removal: no status/log round trips first, no LaneFailed."""
-    plan = sim_recipe(tmp_path / "lane-kbint", 18335)
+    plan = served_plan(sim_recipe(tmp_path / "lane-kbint", 18335))
     lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
     asked: list[str] = []
     status = lane.status
@@ -129,14 +129,14 @@ def test_broken_run_folder_during_boot_still_removes_everything(cluster, tmp_pat
     """The boot watcher cannot write node logs (run folder replaced by a file): the boot fails, nothing is left."""
     lane = cluster_lane(cluster, tmp_path, 18336, name="lane-badfolder", settings={"boot_weights_s": 2})
     lane.run_dir.mkdir(parents=True, exist_ok=True)
-    real_start_all = lane._start_all
+    real_start_all = lane.start_all
 
     def start_then_break_folder():
         real_start_all()
         shutil.rmtree(lane.run_dir / "logs")
         (lane.run_dir / "logs").write_text("not a folder")
 
-    lane._start_all = start_then_break_folder
+    lane.start_all = start_then_break_folder
     with cleaned(lane):
         with pytest.raises(OSError), lane.up():
             pytest.fail("must not boot")
@@ -194,13 +194,13 @@ def interrupt_starts(lane: Lane, calls_of, nodes, set_delay, delay: float, again
     sent, "returned": when start() raised, "said": the progress text}."""
     issued: dict = {}
     lane.progress = io.StringIO()
-    start_all = lane._start_all
+    start_all = lane.start_all
 
     def slowed_start_all():  # only the start commands are slow, not the checks before them
         set_delay(delay)
         start_all()
 
-    lane._start_all = slowed_start_all
+    lane.start_all = slowed_start_all
     t = threading.Thread(target=ctrl_c_once_started, args=(calls_of, nodes, set_delay, issued, lane.progress, again),
                          daemon=True)
     t.start()
@@ -211,7 +211,7 @@ def interrupt_starts(lane: Lane, calls_of, nodes, set_delay, delay: float, again
     finally:
         set_delay(0)
         t.join(30)
-        del lane._start_all
+        del lane.start_all
     issued["said"] = lane.progress.getvalue()
     assert "at" in issued, issued["said"]
     return issued
@@ -223,7 +223,7 @@ def until_starts_returned(issued: dict, delay: float) -> None:
 
 
 def test_ctrl_c_while_local_start_is_in_flight_leaves_nothing(tmp_path, local_env, local_docker):
-    plan = sim_recipe(tmp_path / "lane-local-docker", 18337, runtime="docker")
+    plan = served_plan(sim_recipe(tmp_path / "lane-local-docker", 18337, runtime="docker"))
     lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
 
     def set_delay(seconds: float) -> None:
@@ -293,7 +293,7 @@ def test_ctrl_c_while_a_node_poll_is_slow_says_so_and_saves_no_log_text_twice(tm
     """Ctrl-C during readiness while the boot watcher's poll of a node hangs (a slow node; the poll may take its
     60 s timeout): labkit says what it waits for, a second Ctrl-C ends that wait, and the teardown's log capture
     and the late poll never both save the same text."""
-    plan = sim_recipe(tmp_path / "lane-slowpoll", 18342, settings={"boot_weights_s": 60})
+    plan = served_plan(sim_recipe(tmp_path / "lane-slowpoll", 18342, settings={"boot_weights_s": 60}))
     lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, node_poll=0.2, stop_grace=3)
     lane.progress = io.StringIO()
     mark = "INFO a line the slow poll fetches"

@@ -1,4 +1,6 @@
-"""Engine adapters: pure builders of per-node launch commands, readiness probes and boot-log parsers."""
+"""Engine adapters: a LanePlan and its nodes in; pure per-node launch commands, readiness probes and
+boot-log parsers (BootLog -> BootFacts) out. `engine_for(plan)` picks the adapter for plan.engine.kind.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What every engine adapter provides: per-node launch commands, a readiness probe, boot-log parsing.
 
 Adapters are pure: they turn a LanePlan and the node list into data (argv, env, probe paths) and
-turn log text into facts. Running anything is the runtime's and serve.py's job.
+turn log text into facts. Running anything is the runtime's and the lane's job.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ class BootFacts:
         return asdict(self)
 
 
-def _num(text: str) -> float:
+def number(text: str) -> float:
+    """A number as engines print it in their logs ("100,000" -> 100000.0)."""
     return float(text.replace(",", ""))
 
 
@@ -215,5 +216,5 @@ def env_tuple(plan, extra: dict[str, str]) -> tuple[tuple[str, str], ...]:
 
 __all__ = [
     "BootFacts", "BootLog", "BootPattern", "BootPhase", "Engine", "NodeLaunch", "NodeSpec", "Probe",
-    "env_tuple", "model_flags_present", "pattern", "single_node", "_num",
+    "env_tuple", "model_flags_present", "number", "pattern", "single_node",
 ]

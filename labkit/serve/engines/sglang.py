@@ -11,9 +11,9 @@ from labkit.serve.engines.base import (
     NodeLaunch,
     NodeSpec,
     Probe,
-    _num,
     env_tuple,
     model_flags_present,
+    number,
     pattern,
 )
 
@@ -40,8 +40,8 @@ class Sglang(Engine):
     def apply(self, facts: BootFacts, name: str, m: re.Match) -> None:
         if name == "weights":
             if m.group(1):
-                facts.load_seconds = _num(m.group(1))
-            facts.weights_gib = _num(m.group(2))
+                facts.load_seconds = number(m.group(1))
+            facts.weights_gib = number(m.group(2))
         elif name == "kv_tokens" and facts.kv_pool_tokens is None:
             facts.kv_pool_tokens = int(m.group(1))
         elif name == "capacity":
@@ -53,7 +53,7 @@ class Sglang(Engine):
             if running:
                 facts.max_concurrency = float(running.group(1))
         elif name == "graphs":
-            facts.graph_capture_seconds = _num(m.group(1))
+            facts.graph_capture_seconds = number(m.group(1))
 
     def probes(self, plan) -> list[Probe]:
         # /health turns 200 only after warmup (>= 0.5); it runs a 1-token generation, so poll it only at boot.

@@ -9,9 +9,9 @@ from labkit.serve.engines.base import (
     Engine,
     NodeLaunch,
     NodeSpec,
-    _num,
     env_tuple,
     model_flags_present,
+    number,
     pattern,
 )
 
@@ -41,21 +41,21 @@ class Vllm(Engine):
         if name in ("version", "worker_version") and facts.engine_version is None:
             facts.engine_version = m.group(1)
         elif name == "weights":
-            facts.weights_seconds = _num(m.group(1))
+            facts.weights_seconds = number(m.group(1))
         elif name == "model_load":
-            facts.weights_gib = _num(m.group(1))
-            facts.load_seconds = _num(m.group(2))
+            facts.weights_gib = number(m.group(1))
+            facts.load_seconds = number(m.group(2))
         elif name == "compile":
-            facts.compile_seconds = _num(m.group(1))
+            facts.compile_seconds = number(m.group(1))
         elif name == "kv_tokens":
-            facts.kv_pool_tokens = int(_num(m.group(1)))
+            facts.kv_pool_tokens = int(number(m.group(1)))
         elif name == "concurrency":
-            facts.kv_pool_context = int(_num(m.group(1)))
-            facts.max_concurrency = _num(m.group(2))
+            facts.kv_pool_context = int(number(m.group(1)))
+            facts.max_concurrency = number(m.group(2))
         elif name == "graphs":
-            facts.graph_capture_seconds = _num(m.group(1))
+            facts.graph_capture_seconds = number(m.group(1))
         elif name == "engine_init":
-            facts.engine_init_seconds = _num(m.group(1))
+            facts.engine_init_seconds = number(m.group(1))
 
     def serve_argv(self, plan, extra: list[str]) -> list[str]:
         """`vllm serve MODEL` with the lane's parallelism and args; recipe args win over derived flags."""

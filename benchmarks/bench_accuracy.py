@@ -28,7 +28,9 @@ from pathlib import Path
 
 ROOT = str(Path(__file__).resolve().parents[1])
 sys.path.insert(0, ROOT)
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))  # for the sim child
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    filter(None, [ROOT, os.environ.get("PYTHONPATH")])
+)  # for the sim child
 
 from tabulate import tabulate  # noqa: E402
 
@@ -52,8 +54,13 @@ def _has_chunk_truth() -> bool:
 
 
 def _plan(n: int, turns: int, conc=(1, 2), prompts=(), repeats=1, warmup=1) -> MeasurePlan:
-    return MeasurePlan(api="chat", runs=1, decode=DecodePlan(conc, turns, n, warmup),
-                       prefill=PrefillPlan(prompts, repeats), timeout=120.0)
+    return MeasurePlan(
+        api="chat",
+        runs=1,
+        decode=DecodePlan(conc, turns, n, warmup),
+        prefill=PrefillPlan(prompts, repeats),
+        timeout=120.0,
+    )
 
 
 def _server_stream(t: dict) -> tuple[list[int], list[int]] | None:
@@ -66,15 +73,21 @@ def _server_stream(t: dict) -> tuple[list[int], list[int]] | None:
 def decode_case(rate: float, spec: bool, turns: int, seconds: float, transport: str = "direct") -> dict:
     # Slow streams get longer windows: a 10 ms scheduling hiccup on a busy 2-core host is 1% of a 1 s window.
     n = max(24, round(rate * seconds * (2 if rate < 100 else 1)))
-    sets = {"decode_tps": rate, "prefill_tps": 200_000, "cold_requests": 0, "batch_beta": 0.25,
-            **(SPEC if spec else {})}
+    sets = {
+        "decode_tps": rate,
+        "prefill_tps": 200_000,
+        "cold_requests": 0,
+        "batch_beta": 0.25,
+        **(SPEC if spec else {}),
+    }
     chunk_truth = _has_chunk_truth()
     if chunk_truth:
         sets["record_chunks"] = True
     with SimOracle(sets=sets, ports=PORTS) as sim:
         cpu0 = time.process_time()
-        res = run_bench(sim.url, _plan(n, turns), progress=False, cold_expected=False, prefill=False,
-                        transport=transport)
+        res = run_bench(
+            sim.url, _plan(n, turns), progress=False, cold_expected=False, prefill=False, transport=transport
+        )
         cpu = time.process_time() - cpu0
         truth = {t["id"]: t for t in sim.truth()["requests"]}
     recs = [r for r in res.records if r.phase in ("decode", "warmup")]
@@ -98,10 +111,21 @@ def decode_case(rate: float, spec: bool, turns: int, seconds: float, transport: 
     if spec:
         ts = [truth[r.response_id] for r in recs]
         acc_truth = sum(t["accepted"] for t in ts) / sum(t["drafts"] for t in ts)
-    return {"rate": rate, "spec": spec, "n": n, "c1": c1_pairs, "c2": c2_pairs, "failed": len(bad),
-            "cpu_us_per_chunk": cpu / chunks * 1e6 if chunks else None, "chunks": chunks,
-            "acc": res.summary.measures.get("accept_per_draft"), "acc_truth": acc_truth,
-            "k": res.summary.measures.get("accept_k"), "chunk_truth": chunk_truth, "transport": transport}
+    return {
+        "rate": rate,
+        "spec": spec,
+        "n": n,
+        "c1": c1_pairs,
+        "c2": c2_pairs,
+        "failed": len(bad),
+        "cpu_us_per_chunk": cpu / chunks * 1e6 if chunks else None,
+        "chunks": chunks,
+        "acc": res.summary.measures.get("accept_per_draft"),
+        "acc_truth": acc_truth,
+        "k": res.summary.measures.get("accept_k"),
+        "chunk_truth": chunk_truth,
+        "transport": transport,
+    }
 
 
 def cpu_per_chunk(transport: str, long_n: int) -> tuple[float, float]:
@@ -112,8 +136,14 @@ def cpu_per_chunk(transport: str, long_n: int) -> tuple[float, float]:
     with SimOracle(sets={"decode_tps": 2000, "prefill_tps": 200_000, "cold_requests": 0}, ports=PORTS) as sim:
         for n in (long_n // 10, long_n):
             cpu0 = time.process_time()
-            res = run_bench(sim.url, _plan(n, 2, conc=(1,), warmup=0), progress=False, cold_expected=False,
-                            prefill=False, transport=transport)
+            res = run_bench(
+                sim.url,
+                _plan(n, 2, conc=(1,), warmup=0),
+                progress=False,
+                cold_expected=False,
+                prefill=False,
+                transport=transport,
+            )
             out.append((time.process_time() - cpu0, sum(r.chunks for r in res.records), res))
         truth = {t["id"]: t for t in sim.truth()["requests"]}
     (c_short, k_short, _), (c_long, k_long, res) = out
@@ -124,8 +154,13 @@ def cpu_per_chunk(transport: str, long_n: int) -> tuple[float, float]:
 def prefill_case(rate: float, lengths: tuple[int, ...], repeats: int) -> dict:
     sets = {"prefill_tps": rate, "decode_tps": 2000, "cold_requests": 0, "max_model_len": 32768}
     with SimOracle(sets=sets, ports=PORTS) as sim:
-        res = run_bench(sim.url, _plan(2, 0, prompts=lengths, repeats=repeats, warmup=0), progress=False,
-                        cold_expected=False, decode=False)
+        res = run_bench(
+            sim.url,
+            _plan(2, 0, prompts=lengths, repeats=repeats, warmup=0),
+            progress=False,
+            cold_expected=False,
+            decode=False,
+        )
         truth = {t["id"]: t for t in sim.truth()["requests"]}
     rows = {}
     for r in res.records:
@@ -137,8 +172,9 @@ def prefill_case(rate: float, lengths: tuple[int, ...], repeats: int) -> dict:
         t = truth[r.response_id]
         # realised: until the first token actually left the server (a starved simulator emits late)
         real = (t["prompt_tokens"] - t["cached_tokens"]) / (t["t_first"] - t["t_prefill_start"])
-        rows.setdefault(r.prompt_target, []).append((r.prefill_tps, real, r.prefill_tps_raw, r.prompt_tokens,
-                                                     r.flags))
+        rows.setdefault(r.prompt_target, []).append(
+            (r.prefill_tps, real, r.prefill_tps_raw, r.prompt_tokens, r.flags)
+        )
     return {"rate": rate, "rows": rows, "failed": res.summary.n_failed}
 
 
@@ -161,8 +197,17 @@ def main(argv: list[str] | None = None) -> int:
         nonlocal ok
         passed = err is not None and err <= bound
         ok &= passed
-        rows.append([what, truth, measured, "—" if err is None else f"{err * 100:.2f}%", f"{bound * 100:g}%",
-                     "ok" if passed else "MISS", note])
+        rows.append(
+            [
+                what,
+                truth,
+                measured,
+                "—" if err is None else f"{err * 100:.2f}%",
+                f"{bound * 100:g}%",
+                "ok" if passed else "MISS",
+                note,
+            ]
+        )
 
     for rate in (20, 60, 500, 2000):
         for spec in (False, True):
@@ -179,16 +224,29 @@ def main(argv: list[str] | None = None) -> int:
                     note += f", {case['failed']} failed"
                 if conc == "c2" and not case["chunk_truth"]:
                     note += ", truth = sum of per-stream rates"
-                row(f"decode {conc} {tag}", f"{tr:.2f}" if tr else "—", f"{me:.2f}" if me else "—",
-                    _err(pairs) if not case["failed"] else None, DECODE_BOUND, note)
+                row(
+                    f"decode {conc} {tag}",
+                    f"{tr:.2f}" if tr else "—",
+                    f"{me:.2f}" if me else "—",
+                    _err(pairs) if not case["failed"] else None,
+                    DECODE_BOUND,
+                    note,
+                )
             if spec:
                 err = abs(case["acc"] - case["acc_truth"]) if case["acc"] is not None else None
                 ok_acc = err is not None and err <= ACCEPT_BOUND
                 ok &= ok_acc
-                rows.append([f"acceptance ā {tag}", f"{case['acc_truth']:.4f}",
-                             "—" if case["acc"] is None else f"{case['acc']:.4f}",
-                             "—" if err is None else f"{err:.4f} abs", f"{ACCEPT_BOUND} abs",
-                             "ok" if ok_acc else "MISS", f"K={case['k']}"])
+                rows.append(
+                    [
+                        f"acceptance ā {tag}",
+                        f"{case['acc_truth']:.4f}",
+                        "—" if case["acc"] is None else f"{case['acc']:.4f}",
+                        "—" if err is None else f"{err:.4f} abs",
+                        f"{ACCEPT_BOUND} abs",
+                        "ok" if ok_acc else "MISS",
+                        f"K={case['k']}",
+                    ]
+                )
     prefill_rates = (600, 4000) if args.quick else (600, 1500, 4000)
     for rate in prefill_rates:
         print(f"prefill {rate} t/s ...", file=sys.stderr, flush=True)
@@ -199,9 +257,14 @@ def main(argv: list[str] | None = None) -> int:
             raw_rate = median([s[2] for s in samples if s[2] is not None]) or 0.0
             flags = "; ".join(s[4] for s in samples if s[4])
             tr, me = median([t for _, t in pairs if t]), median([m for m, _ in pairs if m])
-            row(f"prefill {target:,} @ {rate:,} t/s", f"{tr:.1f}" if tr else "—",
-                f"{me:.1f}" if me else "—", _err(pairs), PREFILL_BOUND,
-                f"P={samples[0][3]}, raw P/TTFT {raw_rate:.1f}" + (f", {flags}" if flags else ""))
+            row(
+                f"prefill {target:,} @ {rate:,} t/s",
+                f"{tr:.1f}" if tr else "—",
+                f"{me:.1f}" if me else "—",
+                _err(pairs),
+                PREFILL_BOUND,
+                f"P={samples[0][3]}, raw P/TTFT {raw_rate:.1f}" + (f", {flags}" if flags else ""),
+            )
 
     # Client CPU per streamed chunk: marginal cost at 2,000 chunks/s (fixed per-run costs excluded), for the
     # default transport and, for comparison, the SDK's own streaming path.
@@ -213,11 +276,22 @@ def main(argv: list[str] | None = None) -> int:
         within = us <= CPU_TARGET_US
         if transport == "direct" and args.strict_cpu:
             ok &= within  # the target applies to the default path
-        rows.append([f"client CPU per chunk ({transport})", f"<= {CPU_TARGET_US:g} us", f"{us:.1f} us", "",
-                     "", "ok" if within else "over target", f"marginal, 2,000 chunks/s; c1 error {err * 100:.2f}%"])
+        rows.append(
+            [
+                f"client CPU per chunk ({transport})",
+                f"<= {CPU_TARGET_US:g} us",
+                f"{us:.1f} us",
+                "",
+                "",
+                "ok" if within else "over target",
+                f"marginal, 2,000 chunks/s; c1 error {err * 100:.2f}%",
+            ]
+        )
     print(tabulate(rows, headers=["row", "truth", "measured", "error", "bound", "", "notes"]))
-    print(f"\n{'all rows within bounds' if ok else 'BOUNDS MISSED'}; load average {os.getloadavg()[0]:.1f}; runtime {time.monotonic() - started:.0f} s; "
-          f"c2 truth from {'server emission stamps' if _has_chunk_truth() else 'per-stream realised rates'}")
+    print(
+        f"\n{'all rows within bounds' if ok else 'BOUNDS MISSED'}; load average {os.getloadavg()[0]:.1f}; runtime {time.monotonic() - started:.0f} s; "
+        f"c2 truth from {'server emission stamps' if _has_chunk_truth() else 'per-stream realised rates'}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1, default=str))
     return 0 if ok else 1

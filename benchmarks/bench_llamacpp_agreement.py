@@ -40,8 +40,9 @@ def _range(xs: list[float]) -> str:
     return f"{oc.median(xs):.1f} ({min(xs):.1f}\u2013{max(xs):.1f}) n={len(xs)}"
 
 
-def oracle_round(port: int, overhead: int, turns: int, n: int, lengths: tuple[int, ...],
-                 out: dict[str, list[float]]) -> None:
+def oracle_round(
+    port: int, overhead: int, turns: int, n: int, lengths: tuple[int, ...], out: dict[str, list[float]]
+) -> None:
     """The same request shapes and prompt text as labkit's plan; counting, timing and formulas are the
     oracle's own (prompt sized with the server's /extras/tokenize/count plus the chat-template overhead)."""
     for _ in range(turns):
@@ -57,8 +58,9 @@ def oracle_round(port: int, overhead: int, turns: int, n: int, lengths: tuple[in
         out[f"prefill_{target}"].append(res.prefill_tps(counted + overhead))
 
 
-def labkit_round(url: str, model: str, turns: int, n: int, lengths: tuple[int, ...],
-                 out: dict[str, list[float]]) -> None:
+def labkit_round(
+    url: str, model: str, turns: int, n: int, lengths: tuple[int, ...], out: dict[str, list[float]]
+) -> None:
     dec = MeasurePlan("chat", 1, DecodePlan((1,), turns, n, 1), PrefillPlan((), 1), 120.0)
     r = run_bench(url, dec, model=model, cold_expected=False, progress=False, prefill=False)
     out["decode_c1"] += r.summary.samples["decode_c1"]
@@ -71,10 +73,14 @@ def labkit_round(url: str, model: str, turns: int, n: int, lengths: tuple[int, .
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="8 rounds and the small model (CI); default 20 rounds")
+    ap.add_argument(
+        "--quick", action="store_true", help="8 rounds and the small model (CI); default 20 rounds"
+    )
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--turns", type=int, default=3, help="decode requests per side per round")
-    ap.add_argument("--size", choices=["default", "small"], help="recipe size variant (--quick: small, faster)")
+    ap.add_argument(
+        "--size", choices=["default", "small"], help="recipe size variant (--quick: small, faster)"
+    )
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args()
     if not oc.have_llama_cpp():
@@ -90,7 +96,10 @@ def main() -> int:
     plan = tinymodel.materialize(plan, log=sys.stderr)  # the recipe's model is one labkit builds
     lane = Lane(plan, run_dir=tmp / "run", poll=0.1, stop_grace=5)
     keys = ["decode_c1"] + [f"prefill_{t}" for t in lengths]
-    got: dict[str, dict[str, list[float]]] = {"labkit": {k: [] for k in keys}, "oracle": {k: [] for k in keys}}
+    got: dict[str, dict[str, list[float]]] = {
+        "labkit": {k: [] for k in keys},
+        "oracle": {k: [] for k in keys},
+    }
     paired: dict[str, list[float]] = {k: [] for k in keys}  # per round: labkit median / oracle median
     with lane.up() as ep:
         port = plan.engine.port
@@ -117,15 +126,32 @@ def main() -> int:
         ratio = oc.median(lab) / oc.median(ora)
         ok = abs(ratio - 1) <= BOUND
         failed |= not ok
-        rows.append([k, _range(lab), _range(ora), f"{ratio:.3f}", f"{oc.median(paired[k]):.3f}",
-                     f"\u00b1{BOUND:.0%}", "ok" if ok else "MISSED"])
+        rows.append(
+            [
+                k,
+                _range(lab),
+                _range(ora),
+                f"{ratio:.3f}",
+                f"{oc.median(paired[k]):.3f}",
+                f"\u00b1{BOUND:.0%}",
+                "ok" if ok else "MISSED",
+            ]
+        )
         report[k] = {"labkit": lab, "oracle": ora, "ratio": ratio, "paired_ratios": paired[k], "ok": ok}
     load = os.getloadavg()
-    print(f"tiny-llamacpp ({plan.variant_id}), {rounds} interleaved rounds; t/s, median (min\u2013max); oracle = plain http.client; "
-          f"load average {load[0]:.1f} on {os.cpu_count()} CPUs (a busy machine widens both ranges)")
-    print(tabulate(rows, headers=["measure", "labkit", "oracle", "labkit/oracle", "paired (median)", "bound", ""]))
+    print(
+        f"tiny-llamacpp ({plan.variant_id}), {rounds} interleaved rounds; t/s, median (min\u2013max); oracle = plain http.client; "
+        f"load average {load[0]:.1f} on {os.cpu_count()} CPUs (a busy machine widens both ranges)"
+    )
+    print(
+        tabulate(
+            rows, headers=["measure", "labkit", "oracle", "labkit/oracle", "paired (median)", "bound", ""]
+        )
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"rounds": rounds, "bound": BOUND, "loadavg": load, "measures": report}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"rounds": rounds, "bound": BOUND, "loadavg": load, "measures": report}, indent=1)
+        )
     return 1 if failed else 0
 
 

@@ -63,7 +63,9 @@ def main() -> int:
         print("llama_cpp is not importable: pip install -e '.[llamacpp]'", file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="labkit-diag-"))
-    model = tinymodel.ensure("tiny-llama" if args.model == "default" else "tiny-llama-small", root=tmp / "models")
+    model = tinymodel.ensure(
+        "tiny-llama" if args.model == "default" else "tiny-llama-small", root=tmp / "models"
+    )
     server = oc.start_server(model, tmp, extra=("--n_threads", str(args.threads), "--flash_attn", "True"))
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.hog else None
     rows: list[dict] = []
@@ -75,23 +77,38 @@ def main() -> int:
             prompt = pr.decode_prompt(pr.nonce())
             c0, s0 = time.process_time(), server_cpu(server.proc.pid)
             if who == "oracle":
-                ts = oc.stream(server.port, oc.chat_body(prompt, args.n, min_tokens=args.n, ignore_eos=True)).chunk_t
+                ts = oc.stream(
+                    server.port, oc.chat_body(prompt, args.n, min_tokens=args.n, ignore_eos=True)
+                ).chunk_t
             else:
-                req = StreamRequest(prompt=prompt, max_tokens=args.n, model="tiny", min_tokens=args.n,
-                                    ignore_eos=True, timeout=120)
+                req = StreamRequest(
+                    prompt=prompt,
+                    max_tokens=args.n,
+                    model="tiny",
+                    min_tokens=args.n,
+                    ignore_eos=True,
+                    timeout=120,
+                )
                 ts = loop.run_until_complete(client.stream(req)).chunk_t
             c1, s1 = time.process_time(), server_cpu(server.proc.pid)
             if len(ts) != args.n:
                 raise RuntimeError(f"{who}: {len(ts)} chunks, expected {args.n}")
             gaps = sorted((b - a) / 1e6 for a, b in zip(ts, ts[1:], strict=False))
-            return {"who": who, "tps": (len(ts) - 1) * NS / (ts[-1] - ts[0]), "client_ms": (c1 - c0) * 1e3,
-                    "server_ms": (s1[0] - s0[0]) * 1e3, "vol": s1[1] - s0[1], "invol": s1[2] - s0[2],
-                    "gap_med": gaps[len(gaps) // 2], "gap_max": gaps[-1]}
+            return {
+                "who": who,
+                "tps": (len(ts) - 1) * NS / (ts[-1] - ts[0]),
+                "client_ms": (c1 - c0) * 1e3,
+                "server_ms": (s1[0] - s0[0]) * 1e3,
+                "vol": s1[1] - s0[1],
+                "invol": s1[2] - s0[2],
+                "gap_med": gaps[len(gaps) // 2],
+                "gap_max": gaps[-1],
+            }
 
         for who in ("oracle", "labkit"):  # first-use allocations on both sides
             one(who)
         for i in range(args.pairs):
-            for who in (("labkit", "oracle") if i % 2 == 0 else ("oracle", "labkit")):
+            for who in ("labkit", "oracle") if i % 2 == 0 else ("oracle", "labkit"):
                 rows.append(one(who))
         loop.run_until_complete(client.aclose())
     finally:
@@ -100,20 +117,26 @@ def main() -> int:
             hog.kill()
             hog.wait()
         server.stop()
-    evals = [float(m[0]) / float(m[1]) for m in
-             re.findall(r"\s eval time =\s+([\d.]+) ms /\s+(\d+) runs", server.stderr_text())][-len(rows):]
+    evals = [
+        float(m[0]) / float(m[1])
+        for m in re.findall(r"\s eval time =\s+([\d.]+) ms /\s+(\d+) runs", server.stderr_text())
+    ][-len(rows) :]
     for r, e in zip(rows, evals, strict=False):
         r["engine_ms_tok"] = e
-    print(f"tiny-llamacpp {args.model}, --n_threads {args.threads}, hog={'yes' if args.hog else 'no'}, "
-          f"{args.pairs} pairs of {args.n}-token streams; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"tiny-llamacpp {args.model}, --n_threads {args.threads}, hog={'yes' if args.hog else 'no'}, "
+        f"{args.pairs} pairs of {args.n}-token streams; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     med = statistics.median
     for who in ("labkit", "oracle"):
         xs = [r for r in rows if r["who"] == who]
         t = sorted(r["tps"] for r in xs)
-        print(f"  {who:6s} decode t/s {med(t):7.1f} ({t[0]:.0f}-{t[-1]:.0f}) | client CPU {med(r['client_ms'] for r in xs):5.1f} ms"
-              f" | server CPU {med(r['server_ms'] for r in xs):5.0f} ms, ctx sw vol {med(r['vol'] for r in xs):5.0f}"
-              f" invol {med(r['invol'] for r in xs):5.0f} | gap med {med(r['gap_med'] for r in xs):.2f} max"
-              f" {med(r['gap_max'] for r in xs):.2f} ms | engine eval {med(r.get('engine_ms_tok', 0) for r in xs):.3f} ms/token")
+        print(
+            f"  {who:6s} decode t/s {med(t):7.1f} ({t[0]:.0f}-{t[-1]:.0f}) | client CPU {med(r['client_ms'] for r in xs):5.1f} ms"
+            f" | server CPU {med(r['server_ms'] for r in xs):5.0f} ms, ctx sw vol {med(r['vol'] for r in xs):5.0f}"
+            f" invol {med(r['invol'] for r in xs):5.0f} | gap med {med(r['gap_med'] for r in xs):.2f} max"
+            f" {med(r['gap_max'] for r in xs):.2f} ms | engine eval {med(r.get('engine_ms_tok', 0) for r in xs):.3f} ms/token"
+        )
     print("  samples in order:", " ".join(f"{r['who'][0]}{r['tps']:.0f}" for r in rows))
     return 0
 

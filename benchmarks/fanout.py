@@ -104,15 +104,23 @@ class FanoutTiming:
         return max(self.m1, self.cpu_bound) / self.m1 if self.cpu_bound is not None else None
 
     def line(self, what: str, target: float | None = 1.5) -> str:
-        verdict = "" if target is None else f"; target <= {target:g}x -> {'OK' if self.ratio <= target else 'MISSED'}"
-        text = (f"{what}: 1 node {self.m1 * 1000:.1f} ms, 4 nodes {self.m4 * 1000:.1f} ms "
-                f"(medians of {len(self.one)}); ratio {self.ratio:.2f}x{verdict}")
+        verdict = (
+            ""
+            if target is None
+            else f"; target <= {target:g}x -> {'OK' if self.ratio <= target else 'MISSED'}"
+        )
+        text = (
+            f"{what}: 1 node {self.m1 * 1000:.1f} ms, 4 nodes {self.m4 * 1000:.1f} ms "
+            f"(medians of {len(self.one)}); ratio {self.ratio:.2f}x{verdict}"
+        )
         if self.cpu_bound is not None:
             floor = max(self.m1, self.cpu_bound)
-            text += (f"\n      node-side CPU during a 4-node run {self.cpu_bound * self.cpus * 1000:.0f} ms on "
-                     f"{self.cpus} CPUs (labkit's own {self.own_cpu * 1000:.0f} ms not counted) -> floor "
-                     f"{floor * 1000:.1f} ms, i.e. {self.floor_ratio:.2f}x is the least this machine allows; "
-                     f"4 nodes took {self.m4 / floor:.2f}x that floor")
+            text += (
+                f"\n      node-side CPU during a 4-node run {self.cpu_bound * self.cpus * 1000:.0f} ms on "
+                f"{self.cpus} CPUs (labkit's own {self.own_cpu * 1000:.0f} ms not counted) -> floor "
+                f"{floor * 1000:.1f} ms, i.e. {self.floor_ratio:.2f}x is the least this machine allows; "
+                f"4 nodes took {self.m4 / floor:.2f}x that floor"
+            )
         return text + f"  [load {os.getloadavg()[0]:.1f}]"
 
 

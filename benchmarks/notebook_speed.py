@@ -24,7 +24,9 @@ TARGET_S = 90.0
 
 def timed(args: list[str], env: dict) -> float:
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "labkit", *args], cwd=REPO, env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "labkit", *args], cwd=REPO, env=env, capture_output=True, text=True
+    )
     if r.returncode:
         sys.exit(f"labkit {' '.join(args)} failed:\n{r.stderr[-3000:]}")
     return time.perf_counter() - t
@@ -42,8 +44,10 @@ def main() -> int:
     load = os.getloadavg()[0]
     print(f"bench notebook, sim lane (spec={args.spec}), load average {load:.2f}")
     print(f"  dry run (kernel, imports, plan)  {dry:6.1f} s")
-    print(f"  full run (boot, measure, store)  {full:6.1f} s   target <= {TARGET_S:.0f} s "
-          f"({full / TARGET_S:.2f}x of target; {full - dry:.1f} s beyond the dry run)")
+    print(
+        f"  full run (boot, measure, store)  {full:6.1f} s   target <= {TARGET_S:.0f} s "
+        f"({full / TARGET_S:.2f}x of target; {full - dry:.1f} s beyond the dry run)"
+    )
     return 0 if full <= TARGET_S else 1
 
 

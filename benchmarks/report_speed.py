@@ -33,22 +33,45 @@ def synth(root: Path, runs: int, lanes: int = 10) -> None:
     store = ResultsStore(root)
     for i in range(runs):
         lane = i % lanes
-        plan = {"recipe": f"synthetic-{lane // 2}", "variant_id": f"spec-{'dspark' if lane % 2 else 'none'}",
-                "label": f"synthetic lane {lane}", "simulated": True}
+        plan = {
+            "recipe": f"synthetic-{lane // 2}",
+            "variant_id": f"spec-{'dspark' if lane % 2 else 'none'}",
+            "label": f"synthetic lane {lane}",
+            "simulated": True,
+        }
         c1 = 30 + 3 * lane + rng.uniform(-1, 1)
         with store.new_run(plan, run_id=f"20261130T{i // 60:02d}{i % 60:02d}00Z-{i:06x}") as run:
             records = []
             for turn in range(20):
                 t_send = turn * 10**9
-                records.append(RequestRecord(run_id=run.run_id, phase="decode", turn=turn, output_tokens=64,
-                                             n_first=1, t_send=t_send, t_first=t_send + 2 * 10**8,
-                                             t_last=t_send + 2 * 10**8 + int(63 / c1 * 1e9), decode_tps=c1))
+                records.append(
+                    RequestRecord(
+                        run_id=run.run_id,
+                        phase="decode",
+                        turn=turn,
+                        output_tokens=64,
+                        n_first=1,
+                        t_send=t_send,
+                        t_first=t_send + 2 * 10**8,
+                        t_last=t_send + 2 * 10**8 + int(63 / c1 * 1e9),
+                        decode_tps=c1,
+                    )
+                )
             run.write_requests(records)
-            run.finish(RunSummary(measures={
-                "decode_c1": c1, "decode_c1_cold": c1 * 0.7, "decode_c2_agg": c1 * 1.5,
-                "prefill_4096": 700 + rng.uniform(-50, 50), "prefill_12600": 650 + rng.uniform(-50, 50),
-                "kv_pool_tokens": 8_000_000, "kv_pool_context": 131072,
-            }, n_ok=20))
+            run.finish(
+                RunSummary(
+                    measures={
+                        "decode_c1": c1,
+                        "decode_c1_cold": c1 * 0.7,
+                        "decode_c2_agg": c1 * 1.5,
+                        "prefill_4096": 700 + rng.uniform(-50, 50),
+                        "prefill_12600": 650 + rng.uniform(-50, 50),
+                        "kv_pool_tokens": 8_000_000,
+                        "kv_pool_context": 131072,
+                    },
+                    n_ok=20,
+                )
+            )
 
 
 def timed(args: list[str], env: dict) -> tuple[float, int]:
@@ -66,8 +89,11 @@ def main() -> int:
     try:
         t0 = time.perf_counter()
         synth(tmp, args.runs)
-        print(f"wrote {args.runs} synthetic runs in {time.perf_counter() - t0:.1f} s ({tmp})", file=sys.stderr)
+        print(
+            f"wrote {args.runs} synthetic runs in {time.perf_counter() - t0:.1f} s ({tmp})", file=sys.stderr
+        )
         env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
         def series(cmd: list[str]) -> tuple[float, float, float, int]:
             times, rc = [], 0
             for _ in range(args.repeat):
@@ -79,14 +105,20 @@ def main() -> int:
         base = series(["--version"])
         full = series(["report", "--results", str(tmp)])
         chk = series(["report", "--check", "--results", str(tmp)])
-        print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; "
-              f"median (min\u2013max) of {args.repeat}")
-        for name, (med, lo, hi, rc) in (("labkit --version (baseline)", base),
-                                        (f"labkit report, {args.runs} runs (tables + plots)", full),
-                                        (f"labkit report --check, {args.runs} runs", chk)):
+        print(
+            f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; "
+            f"median (min\u2013max) of {args.repeat}"
+        )
+        for name, (med, lo, hi, rc) in (
+            ("labkit --version (baseline)", base),
+            (f"labkit report, {args.runs} runs (tables + plots)", full),
+            (f"labkit report --check, {args.runs} runs", chk),
+        ):
             print(f"{name:45} {med:5.2f} s ({lo:.2f}\u2013{hi:.2f})  exit {rc}")
-        print(f"target <= 5.00 s: report {'OK' if full[0] <= 5 else 'SLOW'} "
-              f"(median {full[0]:.2f} s, {full[0] / base[0]:.0f}x the baseline)")
+        print(
+            f"target <= 5.00 s: report {'OK' if full[0] <= 5 else 'SLOW'} "
+            f"(median {full[0]:.2f} s, {full[0] / base[0]:.0f}x the baseline)"
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

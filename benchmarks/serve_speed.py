@@ -68,9 +68,11 @@ def readiness_once(lane: Lane, addr: str, port: int) -> float:
 
 
 def show_latency(label: str, values: list[float]) -> None:
-    print(f"  {label}: readiness noticed {statistics.median(values):.3f} s (median) / {max(values):.3f} s (max) "
-          f"after the engine bound its port, n={len(values)}; target <= 1 s -> "
-          f"{'OK' if max(values) <= 1.0 else 'MISSED'}")
+    print(
+        f"  {label}: readiness noticed {statistics.median(values):.3f} s (median) / {max(values):.3f} s (max) "
+        f"after the engine bound its port, n={len(values)}; target <= 1 s -> "
+        f"{'OK' if max(values) <= 1.0 else 'MISSED'}"
+    )
 
 
 def local_readiness(tmp: Path, reps: int) -> None:
@@ -103,12 +105,21 @@ class MeteredLane(Lane):
 
 def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
     opts = cluster.ssh_options()
-    plan4 = sim_recipe(tmp / "bench-4x", PORT + 1, nodes=cluster.addresses, runtime="docker",
-                       ssh_port=cluster.port, user=cluster.user, settings={"boot_weights_s": 1.0, "boot_init_s": 0.5})
+    plan4 = sim_recipe(
+        tmp / "bench-4x",
+        PORT + 1,
+        nodes=cluster.addresses,
+        runtime="docker",
+        ssh_port=cluster.port,
+        user=cluster.user,
+        settings={"boot_weights_s": 1.0, "boot_init_s": 0.5},
+    )
     lane = Lane(plan4, ssh=opts, run_dir=tmp / "run-4x", progress=None)
     try:
-        show_latency("4 sshd nodes, docker shim", [readiness_once(lane, cluster.addresses[0], PORT + 1)
-                                                    for _ in range(reps)])
+        show_latency(
+            "4 sshd nodes, docker shim",
+            [readiness_once(lane, cluster.addresses[0], PORT + 1) for _ in range(reps)],
+        )
     finally:
         lane.close()
 
@@ -120,8 +131,15 @@ def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
             group.close()
 
     def start_plan(n: int):
-        return sim_recipe(tmp / f"bench-start-{n}", PORT + 2, nodes=cluster.addresses[:n], runtime="docker",
-                          ssh_port=cluster.port, user=cluster.user, settings={"boot_weights_s": 0.2})
+        return sim_recipe(
+            tmp / f"bench-start-{n}",
+            PORT + 2,
+            nodes=cluster.addresses[:n],
+            runtime="docker",
+            ssh_port=cluster.port,
+            user=cluster.user,
+            settings={"boot_weights_s": 0.2},
+        )
 
     def start_time(n: int) -> Window:
         lane = MeteredLane(start_plan(n), ssh=opts, progress=None)
@@ -148,14 +166,32 @@ def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
 
     def bare_check_time(n: int) -> Window:
         """Baseline: fresh paramiko connect + `true`, one thread per node, none of labkit."""
-        return metered(lambda: fan_out(lambda a: BareSsh(cluster, a).run("true", close=True), cluster.addresses[:n]))
+        return metered(
+            lambda: fan_out(lambda a: BareSsh(cluster, a).run("true", close=True), cluster.addresses[:n])
+        )
 
     def openssh_check_time(n: int) -> Window:
         """Baseline: OpenSSH's `ssh node true`, one process per node (no Python at all)."""
-        argv = ["ssh", "-i", str(cluster.key), "-o", f"UserKnownHostsFile={cluster.known_hosts}", "-o",
-                "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", str(cluster.port), "-l", cluster.user]
+        argv = [
+            "ssh",
+            "-i",
+            str(cluster.key),
+            "-o",
+            f"UserKnownHostsFile={cluster.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-p",
+            str(cluster.port),
+            "-l",
+            cluster.user,
+        ]
+
         def run() -> None:
-            procs = [subprocess.Popen([*argv, a, "true"], stdin=subprocess.DEVNULL) for a in cluster.addresses[:n]]
+            procs = [
+                subprocess.Popen([*argv, a, "true"], stdin=subprocess.DEVNULL) for a in cluster.addresses[:n]
+            ]
             if any(p.wait() for p in procs):
                 raise RuntimeError("ssh true failed")
 
@@ -185,7 +221,9 @@ def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
         compare("    baseline: the same start commands over bare paramiko", bare_start_time, reps, None)
         cluster.set_docker_delay(0.5)
         try:
-            compare("start commands (docker shim, 0.5 s node-side latency per call), labkit", start_time, reps)
+            compare(
+                "start commands (docker shim, 0.5 s node-side latency per call), labkit", start_time, reps
+            )
             compare("    baseline: the same over bare paramiko", bare_start_time, reps, None)
         finally:
             cluster.set_docker_delay(0)
@@ -201,8 +239,10 @@ def main() -> int:
     ap.add_argument("--user-rc", action="store_true", help="nodes source ~/.bashrc per command (stock sshd)")
     args = ap.parse_args()
     load = os.getloadavg()[0]
-    print(f"serve_speed: {os.cpu_count()} CPUs, load average {load:.1f} at start (figures are noisy when this "
-          "exceeds the CPU count); all times from monotonic clocks on this host")
+    print(
+        f"serve_speed: {os.cpu_count()} CPUs, load average {load:.1f} at start (figures are noisy when this "
+        "exceeds the CPU count); all times from monotonic clocks on this host"
+    )
     with tempfile.TemporaryDirectory(prefix="labkit-serve-speed-") as d:
         tmp = Path(d)
         local_readiness(tmp, args.reps)

@@ -57,10 +57,20 @@ def start_server(port: int, sets: list[str], cpu: int | None, pre=None) -> tuple
 
 def stream(port: int, n_tokens: int, out: dict, barrier: threading.Barrier) -> None:
     """One streamed chat request over a raw socket; records arrival time of every token chunk."""
-    body = json.dumps({"model": "sim-test", "messages": [{"role": "user", "content": f"{time.time_ns()} go"}],
-                       "max_tokens": n_tokens, "min_tokens": n_tokens, "ignore_eos": True, "stream": True}).encode()
-    req = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-           f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    body = json.dumps(
+        {
+            "model": "sim-test",
+            "messages": [{"role": "user", "content": f"{time.time_ns()} go"}],
+            "max_tokens": n_tokens,
+            "min_tokens": n_tokens,
+            "ignore_eos": True,
+            "stream": True,
+        }
+    ).encode()
+    req = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
     s = socket.create_connection(("127.0.0.1", port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     times: list[tuple[float, int]] = []
@@ -188,8 +198,11 @@ def main() -> int:
     ok = True
 
     # 1. throughput: schedule far faster than possible, so the server emits as fast as it can
-    print(f"[1] throughput: 2 streams x {args.tokens} tokens, decode_tps=1e7 (always behind schedule), "
-          f"server pinned to CPU {srv_cpu}, client on the others", file=sys.stderr)
+    print(
+        f"[1] throughput: 2 streams x {args.tokens} tokens, decode_tps=1e7 (always behind schedule), "
+        f"server pinned to CPU {srv_cpu}, client on the others",
+        file=sys.stderr,
+    )
     mine = set(cpus[1:]) if len(cpus) > 1 else set(cpus)
     os.sched_setaffinity(0, mine)
     proc, port = start_server(args.port, ["decode_tps=1e7", "batch_beta=0", "max_model_len=1000000"], srv_cpu)
@@ -206,31 +219,40 @@ def main() -> int:
     span = max(r[-1][0] for r in res) - min(r[0][0] for r in res)
     rate = tok_chunks / span
     per_cpu = tok_chunks / cpu if cpu > 0 else float("inf")
-    print(f"throughput, wall clock: {tok_chunks} token chunks in {span:.3f} s = {rate:,.0f} chunks/s total "
-          f"(client saw them in {chunks} reads; the core is shared with whatever else runs)")
-    print(f"throughput per server CPU-second: {tok_chunks} chunks / {cpu:.2f} s CPU = {per_cpu:,.0f} chunks/s "
-          f"on one core (target >= {CHUNKS_TARGET:,.0f}; ratio {per_cpu / CHUNKS_TARGET:.2f}x)")
+    print(
+        f"throughput, wall clock: {tok_chunks} token chunks in {span:.3f} s = {rate:,.0f} chunks/s total "
+        f"(client saw them in {chunks} reads; the core is shared with whatever else runs)"
+    )
+    print(
+        f"throughput per server CPU-second: {tok_chunks} chunks / {cpu:.2f} s CPU = {per_cpu:,.0f} chunks/s "
+        f"on one core (target >= {CHUNKS_TARGET:,.0f}; ratio {per_cpu / CHUNKS_TARGET:.2f}x)"
+    )
     ok &= per_cpu >= CHUNKS_TARGET
 
     # 2. schedule precision at 2,000 tokens/s per stream
     n = 4000
     print(f"[2] precision: 2 streams x {n} tokens at 2,000 t/s each, batch_beta=0", file=sys.stderr)
-    out = subprocess.run([sys.executable, __file__, "--baseline-worker", str(n)], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--baseline-worker", str(n)], capture_output=True, text=True, check=True
+    ).stdout
     base = json.loads(out)
     print(f"precision, machine noise floor (plain sleeper threads, same schedule): {stats(base)}")
     late, truth = precision_run(args.port, n, fifo=False)
     decode = [r["true_decode_tps"] for r in truth]
-    print(f"precision, sim at normal priority: {stats(late)}; true decode per stream "
-          f"{', '.join(f'{d:.1f}' for d in decode)} t/s (configured 2000)")
+    print(
+        f"precision, sim at normal priority: {stats(late)}; true decode per stream "
+        f"{', '.join(f'{d:.1f}' for d in decode)} t/s (configured 2000)"
+    )
     judged, how = late, "normal priority"
     if can_fifo():
         late_rt, _ = precision_run(args.port, n, fifo=True)
         print(f"precision, sim under SCHED_FIFO (shielded from other processes' load): {stats(late_rt)}")
         judged, how = late_rt, "SCHED_FIFO"
     q = p99(judged)
-    print(f"precision figure ({how}): p99 lateness {q:.3f} ms (target <= {LATE_P99_TARGET_MS} ms; "
-          f"ratio {q / LATE_P99_TARGET_MS:.2f})")
+    print(
+        f"precision figure ({how}): p99 lateness {q:.3f} ms (target <= {LATE_P99_TARGET_MS} ms; "
+        f"ratio {q / LATE_P99_TARGET_MS:.2f})"
+    )
     ok &= q <= LATE_P99_TARGET_MS
     print("PASS" if ok else "FAIL: a target was missed")
     return 0 if ok else 1

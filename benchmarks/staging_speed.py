@@ -79,10 +79,16 @@ def bench_copy(root: Path, mb: int, rounds: int) -> float:
     cp_rate = total / statistics.median(cp_times) / 1e6
     st_rate = total / statistics.median(stage_times) / 1e6
     ratio = st_rate / cp_rate
-    log(f"[copy] {2} files x {mb} MiB, same disk, source warm in page cache; median of {rounds} alternating rounds")
-    log(f"  cp + sync FILE : {cp_rate:8.0f} MB/s   (cp alone, no fsync: {total / statistics.median(cp_nosync) / 1e6:.0f} MB/s)")
-    log(f"  stage copy     : {st_rate:8.0f} MB/s   via {', '.join(methods)}, fsync included; "
-        f"whole stage incl. probe/verify/manifest: {total / statistics.median(stage_wall) / 1e6:.0f} MB/s")
+    log(
+        f"[copy] {2} files x {mb} MiB, same disk, source warm in page cache; median of {rounds} alternating rounds"
+    )
+    log(
+        f"  cp + sync FILE : {cp_rate:8.0f} MB/s   (cp alone, no fsync: {total / statistics.median(cp_nosync) / 1e6:.0f} MB/s)"
+    )
+    log(
+        f"  stage copy     : {st_rate:8.0f} MB/s   via {', '.join(methods)}, fsync included; "
+        f"whole stage incl. probe/verify/manifest: {total / statistics.median(stage_wall) / 1e6:.0f} MB/s"
+    )
     log(f"  ratio stage/cp : {ratio:.2f}x  (target >= 0.9x) {'OK' if ratio >= 0.9 else 'MISSED'}")
     return ratio
 
@@ -115,8 +121,15 @@ def real_shaped_cache(root: Path) -> tuple[Path, dict[str, int]]:
 
 def sparse_copies(host, dst: str, snap: str, local: dict[str, int]) -> None:
     """Put the two 'hot' shards in the view by hand (sparse, same bytes as the sparse sources): adopted."""
-    cmd = ["sh", "-c", 'mkdir -p "$1" && shift && for f in "$@"; do head -c 16 "$SNAP/$f" > "$DST/$f" '
-           '&& truncate -s "$(stat -Lc %s "$SNAP/$f")" "$DST/$f"; done', "sh", dst, *local]
+    cmd = [
+        "sh",
+        "-c",
+        'mkdir -p "$1" && shift && for f in "$@"; do head -c 16 "$SNAP/$f" > "$DST/$f" '
+        '&& truncate -s "$(stat -Lc %s "$SNAP/$f")" "$DST/$f"; done',
+        "sh",
+        dst,
+        *local,
+    ]
     r = host.run(["env", f"SNAP={snap}", f"DST={dst}", *cmd])
     if r.exit_code != 0:
         raise RuntimeError(f"{host.name}: {r.stderr}")
@@ -162,8 +175,9 @@ def bench_view(root: Path, repeats: int, user_rc: bool = False) -> tuple[float, 
     from tests.support.nodes import Cluster, sshd_available
 
     if sshd_available() is None and os.geteuid() == 0:
-        cluster = Cluster(root / "nodes", disk_path="/srv/labkit-bench-disk", disk_size="64m",
-                          user_rc=user_rc).start()
+        cluster = Cluster(
+            root / "nodes", disk_path="/srv/labkit-bench-disk", disk_size="64m", user_rc=user_rc
+        ).start()
         from tests.support.nodes import ADDRESSES
 
         hosts = [host_for(a, None, 22, 5, cluster.ssh_options()) for a in ADDRESSES]
@@ -174,9 +188,15 @@ def bench_view(root: Path, repeats: int, user_rc: bool = False) -> tuple[float, 
         where = "four local hosts (no sshd here) sharing one disk"
         dst = str(root / "real" / "view")
     try:
-        plan = plan_for(root / "real", hub, dst, [h.name for h in hosts], local=tuple(local),
-                        repo="deepseek-ai/DeepSeek-V4.1-Flash-1017")
-        for h in (hosts if cluster else hosts[:1]):
+        plan = plan_for(
+            root / "real",
+            hub,
+            dst,
+            [h.name for h in hosts],
+            local=tuple(local),
+            repo="deepseek-ai/DeepSeek-V4.1-Flash-1017",
+        )
+        for h in hosts if cluster else hosts[:1]:
             sparse_copies(h, dst, str(snap), local)
         first = staging.stage(plan, hosts if cluster else hosts[:1], progress=False)
         adopted = sum(n.adopted for n in first.views[0].nodes.values())
@@ -190,31 +210,44 @@ def bench_view(root: Path, repeats: int, user_rc: bool = False) -> tuple[float, 
             # `python3 -c pass` (the interpreter start every node op pays) over bare paramiko connections.
             commands = {1: preflight_commands(plan, hosts[:1]), 4: preflight_commands(plan, hosts)}
             bare = [BareSsh(cluster, a) for a in ADDRESSES]
-            baselines = {what: pair(lambda n, c=cmd: fan_out(lambda i: bare[i].run(c(n, i)), list(range(n))), repeats)
-                         for what, cmd in [("the same preflight commands", lambda n, i: commands[n][hosts[i].name]),
-                                           ("`python3 -c pass`", lambda n, i: "python3 -c pass"),
-                                           ("`true`", lambda n, i: "true")]}
+            baselines = {
+                what: pair(lambda n, c=cmd: fan_out(lambda i: bare[i].run(c(n, i)), list(range(n))), repeats)
+                for what, cmd in [
+                    ("the same preflight commands", lambda n, i: commands[n][hosts[i].name]),
+                    ("`python3 -c pass`", lambda n, i: "python3 -c pass"),
+                    ("`true`", lambda n, i: "true"),
+                ]
+            }
             for b in bare:
                 b.close()
         else:
-            baselines = {"`true`": pair(lambda n: staging.each_node(hosts[:n], lambda h: h.run("true"), "true"),
-                                        repeats)}
+            baselines = {
+                "`true`": pair(
+                    lambda n: staging.each_node(hosts[:n], lambda h: h.run("true"), "true"), repeats
+                )
+            }
     finally:
         for h in hosts:
             h.close()
         if cluster is not None:
             cluster.stop()
     total = sum(local.values()) + 46 * 5_940_000_000
-    log(f"[view] 48 shards + 2 small files, ~{total / 1e9:.0f} GB as SPARSE files (reading holes is fast: the "
-        f"sampled reads cost less than on real data); on {where}")
+    log(
+        f"[view] 48 shards + 2 small files, ~{total / 1e9:.0f} GB as SPARSE files (reading holes is fast: the "
+        f"sampled reads cost less than on real data); on {where}"
+    )
     log(f"  first stage adopted {adopted} hand-placed shard copies (sparse) across nodes")
-    log(f"  second stage (verification only), 1 node : {verify_1:.2f} s; 4 nodes: {verify_4:.2f} s "
-        f"(target <= 3 s) {'OK' if verify_4 <= 3 else 'MISSED'}   median of {repeats}")
+    log(
+        f"  second stage (verification only), 1 node : {verify_1:.2f} s; 4 nodes: {verify_4:.2f} s "
+        f"(target <= 3 s) {'OK' if verify_4 <= 3 else 'MISSED'}   median of {repeats}"
+    )
     log("  " + pre.line("preflight (warm connections, interleaved)"))
     for what, timing in baselines.items():
         log("    " + timing.line(f"baseline, {what} over bare paramiko (no labkit)", None))
-    log(f"  (controller and all four nodes share {os.cpu_count()} CPUs here: node-side CPU work cannot overlap "
-        "as on real nodes, each with its own CPUs; the floor is what this machine allows)")
+    log(
+        f"  (controller and all four nodes share {os.cpu_count()} CPUs here: node-side CPU work cannot overlap "
+        "as on real nodes, each with its own CPUs; the floor is what this machine allows)"
+    )
     return verify_4, pre.ratio
 
 
@@ -224,12 +257,16 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--user-rc", action="store_true", help="sshd nodes source ~/.bashrc per command (stock sshd)")
+    ap.add_argument(
+        "--user-rc", action="store_true", help="sshd nodes source ~/.bashrc per command (stock sshd)"
+    )
     ap.add_argument("--skip-copy", action="store_true", help="only the view (verification, preflight) part")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="labkit-staging-bench-"))
-    log(f"temp folder {root}; {os.cpu_count()} CPUs; python {sys.version.split()[0]}; "
-        f"load average {os.getloadavg()[0]:.1f} at start")
+    log(
+        f"temp folder {root}; {os.cpu_count()} CPUs; python {sys.version.split()[0]}; "
+        f"load average {os.getloadavg()[0]:.1f} at start"
+    )
     try:
         if not args.skip_copy:
             bench_copy(root, args.copy_mb, args.rounds)

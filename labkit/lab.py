@@ -41,9 +41,15 @@ class LaneRun:
         return [p.name for p in self.run_dirs]
 
 
-def plan(recipe: str = "sim", spec: str | None = None, staging: str | None = None, *,
-         nodes: str | list[str] | None = None, runs: int | None = None,
-         variants: dict[str, str] | None = None) -> LanePlan:
+def plan(
+    recipe: str = "sim",
+    spec: str | None = None,
+    staging: str | None = None,
+    *,
+    nodes: str | list[str] | None = None,
+    runs: int | None = None,
+    variants: dict[str, str] | None = None,
+) -> LanePlan:
     """Resolve a recipe with variants and optional overrides (nodes, runs) into a LanePlan.
 
     `spec`/`staging` given as None or "none" on a recipe without that axis are ignored, so one notebook
@@ -90,8 +96,14 @@ def spec_k(lane: LanePlan) -> int | None:
     return None
 
 
-def measure(lane: LanePlan, *, results: str | Path | None = None, ssh: Any = None, full_verify: bool = False,
-            progress: bool = True) -> LaneRun:
+def measure(
+    lane: LanePlan,
+    *,
+    results: str | Path | None = None,
+    ssh: Any = None,
+    full_verify: bool = False,
+    progress: bool = True,
+) -> LaneRun:
     """Stage, boot, measure `lane.measure.runs` times, store each run, tear down. Returns what was stored.
 
     Unreachable nodes fail before anything is created or started. A failure after the first run folder
@@ -106,7 +118,9 @@ def measure(lane: LanePlan, *, results: str | Path | None = None, ssh: Any = Non
         group.close()
 
 
-def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_verify: bool, progress: bool) -> LaneRun:
+def _measure_on(
+    lane: LanePlan, group: Any, results: str | Path | None, full_verify: bool, progress: bool
+) -> LaneRun:
     from labkit.measure import NodeNfsProbe, run_bench
     from labkit.nodes import check_reachable, ending_as_interrupt
     from labkit.serve import Lane
@@ -118,8 +132,12 @@ def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_ver
     served.refuse_if_present()  # before staging, and before a run folder exists: a busy lane changes nothing
     store = ResultsStore(results)
     done = LaneRun(lane)
-    provenance = {"recipe_file": lane.file, "variants": dict(lane.variants), "recipe_hash": lane.recipe_hash,
-                  "command": shlex.join(sys.argv)}
+    provenance = {
+        "recipe_file": lane.file,
+        "variants": dict(lane.variants),
+        "recipe_hash": lane.recipe_hash,
+        "command": shlex.join(sys.argv),
+    }
     first = store.new_run(lane, provenance=provenance)
     done.run_dirs.append(first.path)
     _announce(first.path)
@@ -139,21 +157,35 @@ def _measure_on(lane: LanePlan, group: Any, results: str | Path | None, full_ver
             probes = [NodeNfsProbe(h) for h in group.hosts]
             once = dataclasses.replace(lane.measure, runs=1)  # each repetition is its own run folder
             for i in range(lane.measure.runs):
-                run = first if i == 0 else store.new_run(lane, provenance=provenance, boot=boot,
-                                                         boot_run=first.run_id)
+                run = (
+                    first
+                    if i == 0
+                    else store.new_run(lane, provenance=provenance, boot=boot, boot_run=first.run_id)
+                )
                 if i:
                     done.run_dirs.append(run.path)
                 with run:
-                    result = run_bench(endpoint.base_url, once, model=endpoint.model,
-                                       cold_expected=(i == 0), io_hooks=probes, progress=progress,
-                                       lane=lane.label, recipe_hash=lane.recipe_hash, variant=lane.variant_id,
-                                       spec_k=spec_k(lane), run_id=run.run_id,
-                                       on_partial=lambda partial, run=run: write_records(run, partial))
+                    result = run_bench(
+                        endpoint.base_url,
+                        once,
+                        model=endpoint.model,
+                        cold_expected=(i == 0),
+                        io_hooks=probes,
+                        progress=progress,
+                        lane=lane.label,
+                        recipe_hash=lane.recipe_hash,
+                        variant=lane.variant_id,
+                        spec_k=spec_k(lane),
+                        run_id=run.run_id,
+                        on_partial=lambda partial, run=run: write_records(run, partial),
+                    )
                     done.results.append(result)
                     if result.summary.n_ok == 0:  # a folder of failures is not a result: keep it, failed
                         write_records(run, result)
-                        raise LabkitError(f"run {run.run_id}: no request succeeded "
-                                          f"({result.summary.n_failed} failed): " + "; ".join(result.summary.notes)[:400])
+                        raise LabkitError(
+                            f"run {run.run_id}: no request succeeded "
+                            f"({result.summary.n_failed} failed): " + "; ".join(result.summary.notes)[:400]
+                        )
                     store_result(run, result, boot)
     return done
 
@@ -254,8 +286,11 @@ def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:
     from labkit import report as plots
 
     data, measures = _measures(done, results)
-    return {"bars": plots.measure_bars(measures), "prefill": plots.prefill_by_length(measures),
-            "tokens": plots.tokens_over_time(data.requests(done.run_ids[:1]), done.run_ids[0])}
+    return {
+        "bars": plots.measure_bars(measures),
+        "prefill": plots.prefill_by_length(measures),
+        "tokens": plots.tokens_over_time(data.requests(done.run_ids[:1]), done.run_ids[0]),
+    }
 
 
 def save_figures(done: LaneRun, figs: dict[str, Any], out: str | Path | None = None) -> list[Path]:
@@ -307,10 +342,28 @@ def _papermill_output() -> Path | None:
 
 
 # papermill CLI options that take values (2 for name + value), to find the positional input/output paths.
-_PM_TAKES = {"-p": 2, "--parameters": 2, "-r": 2, "--parameters_raw": 2, "-f": 1, "--parameters_file": 1,
-             "-y": 1, "--parameters_yaml": 1, "-b": 1, "--parameters_base64": 1, "-k": 1, "--kernel": 1,
-             "-l": 1, "--language": 1, "--cwd": 1, "--engine": 1, "--start-timeout": 1,
-             "--execution-timeout": 1, "--log-level": 1, "--request-save-on-cell-execute": 0}
+_PM_TAKES = {
+    "-p": 2,
+    "--parameters": 2,
+    "-r": 2,
+    "--parameters_raw": 2,
+    "-f": 1,
+    "--parameters_file": 1,
+    "-y": 1,
+    "--parameters_yaml": 1,
+    "-b": 1,
+    "--parameters_base64": 1,
+    "-k": 1,
+    "--kernel": 1,
+    "-l": 1,
+    "--language": 1,
+    "--cwd": 1,
+    "--engine": 1,
+    "--start-timeout": 1,
+    "--execution-timeout": 1,
+    "--log-level": 1,
+    "--request-save-on-cell-execute": 0,
+}
 
 
 def papermill_output_path(args: list[str], cwd: Path) -> Path | None:

@@ -67,8 +67,10 @@ def resolve_notebook(name: str | os.PathLike) -> Path:
         if candidate.is_file():
             return candidate
     have = ", ".join(sorted(p.stem for p in notebooks_dir().glob("*.ipynb"))) or "none"
-    raise NotebookError(f"no notebook {str(name)!r} (looked for {given} and {notebooks_dir()}/{name}.ipynb); "
-                        f"templates: {have}")
+    raise NotebookError(
+        f"no notebook {str(name)!r} (looked for {given} and {notebooks_dir()}/{name}.ipynb); "
+        f"templates: {have}"
+    )
 
 
 def guess_value(text: str) -> Any:
@@ -108,10 +110,17 @@ def _environ(updates: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = None,
-            output: str | os.PathLike | None = None, *, progress: bool | None = None,
-            log_output: bool | None = None, cwd: str | os.PathLike | None = None,
-            execution_timeout: float | None = None, env: Mapping[str, str] | None = None) -> Path:
+def execute(
+    notebook: str | os.PathLike,
+    parameters: Mapping[str, Any] | None = None,
+    output: str | os.PathLike | None = None,
+    *,
+    progress: bool | None = None,
+    log_output: bool | None = None,
+    cwd: str | os.PathLike | None = None,
+    execution_timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Path:
     """Execute a template with papermill and return the executed notebook's path.
 
     The output folder is created; the kernel is python3 started in `cwd` (default: the repo root) with
@@ -132,19 +141,27 @@ def execute(notebook: str | os.PathLike, parameters: Mapping[str, Any] | None = 
     with _environ(updates):
         try:
             pm.execute_notebook(
-                str(src), str(out), parameters=dict(parameters or {}), kernel_name=KERNEL,
-                cwd=str(cwd) if cwd else root, progress_bar=tty if progress is None else progress,
+                str(src),
+                str(out),
+                parameters=dict(parameters or {}),
+                kernel_name=KERNEL,
+                cwd=str(cwd) if cwd else root,
+                progress_bar=tty if progress is None else progress,
                 log_output=(not tty) if log_output is None else log_output,
                 execution_timeout=execution_timeout,
             )
         except pm.PapermillExecutionError as e:
             _copy_into_run(out, src)  # a failed run keeps the notebook with its traceback
-            raise NotebookError(f"{src}: cell {e.cell_index} failed: {e.ename}: {e.evalue} "
-                                f"(executed notebook with the traceback: {out})")
+            raise NotebookError(
+                f"{src}: cell {e.cell_index} failed: {e.ename}: {e.evalue} "
+                f"(executed notebook with the traceback: {out})"
+            )
         except Exception as e:  # kernel missing, bad notebook JSON, ...
             if type(e).__name__ == "NoSuchKernel":
-                raise NotebookError(f"no Jupyter kernel named {KERNEL!r}: install one into this environment "
-                                    f"with `{sys.executable} -m ipykernel install --sys-prefix --name python3`")
+                raise NotebookError(
+                    f"no Jupyter kernel named {KERNEL!r}: install one into this environment "
+                    f"with `{sys.executable} -m ipykernel install --sys-prefix --name python3`"
+                )
             raise
     _copy_into_run(out, src)
     return out

@@ -25,7 +25,7 @@ VARIABLES: dict[str, str] = {
     "LABKIT_SSH_USER": "SSH user for the nodes when the recipe names none",
     "LABKIT_SSH_PORT": "SSH port of the nodes",
     "LABKIT_STATE_DIR": "on a node: where process-runtime lanes keep pid and log files (shell default "
-                        "$HOME/.cache/labkit); read by the node's shell, not by this module",
+    "$HOME/.cache/labkit); read by the node's shell, not by this module",
 }
 
 API_KEY_VARS = ("LABKIT_API_KEY", "OPENAI_API_KEY")
@@ -75,4 +75,3 @@ class Settings:
 def current() -> Settings:
     """The settings of this process right now."""
     return Settings.from_env()
-

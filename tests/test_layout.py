@@ -80,11 +80,20 @@ def load_modules(root: Path = PKG) -> dict[str, Module]:
                     if a.name == "labkit" or a.name.startswith("labkit."):
                         m.imports.append((a.name, [], node.lineno))
     for m in mods.values():  # `from labkit import report` imports the module labkit.report
-        m.imports = [item for target, names, line in m.imports
-                     for item in ([(f"labkit.{n}", [], line) for n in names if f"labkit.{n}" in mods]
-                                  + ([(target, [n for n in names if f"labkit.{n}" not in mods], line)]
-                                     if any(f"labkit.{n}" not in mods for n in names) else [])
-                                  if target == "labkit" else [(target, names, line)])]
+        m.imports = [
+            item
+            for target, names, line in m.imports
+            for item in (
+                [(f"labkit.{n}", [], line) for n in names if f"labkit.{n}" in mods]
+                + (
+                    [(target, [n for n in names if f"labkit.{n}" not in mods], line)]
+                    if any(f"labkit.{n}" not in mods for n in names)
+                    else []
+                )
+                if target == "labkit"
+                else [(target, names, line)]
+            )
+        ]
     return mods
 
 
@@ -155,7 +164,10 @@ def upward_imports(mods: dict[str, Module]) -> list[str]:
                 if dst not in SIDE_IMPORTS[src]:
                     bad.append(where + f" - {src} may import only {', '.join(sorted(SIDE_IMPORTS[src]))}")
             elif RANKS[dst] >= RANKS[src]:
-                bad.append(where + " - imports go recipe > nodes > stage/serve > measure > store > report > lab > cli")
+                bad.append(
+                    where
+                    + " - imports go recipe > nodes > stage/serve > measure > store > report > lab > cli"
+                )
     return bad
 
 
@@ -169,7 +181,9 @@ def cross_package_submodule_imports(mods: dict[str, Module]) -> list[str]:
             if dst in (src, "base"):
                 continue
             pkg = "labkit." + dst
-            reaches = target != pkg or any(f"{pkg}.{n}" in mods and not hasattr_init(mods, pkg, n) for n in names)
+            reaches = target != pkg or any(
+                f"{pkg}.{n}" in mods and not hasattr_init(mods, pkg, n) for n in names
+            )
             if reaches:
                 bad.append(f"{rel(m.path)}:{line}: {target} {names} - import from {pkg} instead")
     return bad
@@ -178,8 +192,10 @@ def cross_package_submodule_imports(mods: dict[str, Module]) -> list[str]:
 def hasattr_init(mods: dict[str, Module], pkg: str, name: str) -> bool:
     """True when the package's __init__ binds `name` itself (re-exports it), so `from pkg import name` is API."""
     init = mods[pkg].tree
-    return any(isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names)
-               for node in ast.walk(init))
+    return any(
+        isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names)
+        for node in ast.walk(init)
+    )
 
 
 def private_imports(mods: dict[str, Module]) -> list[str]:
@@ -194,8 +210,13 @@ def private_imports(mods: dict[str, Module]) -> list[str]:
                     if f"{node.module}.{a.name}" in mods or node.module == "labkit":
                         aliases[a.asname or a.name] = f"{node.module}.{a.name}"
         for node in ast.walk(m.tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
                 bad.append(f"{rel(m.path)}:{node.lineno}: uses {aliases[node.value.id]}.{node.attr}")
     return bad
 
@@ -236,8 +257,16 @@ def environment_reads(mods: dict[str, Module]) -> list[str]:
     return bad
 
 
-REFERENCE_DOCS = ("engines", "measurement", "anchors", "ecosystem", "llamacpp", "vllm-cpu", "sparks-launch",
-                  "test-nodes")
+REFERENCE_DOCS = (
+    "engines",
+    "measurement",
+    "anchors",
+    "ecosystem",
+    "llamacpp",
+    "vllm-cpu",
+    "sparks-launch",
+    "test-nodes",
+)
 
 
 def outside_citations(paths: list[Path]) -> list[str]:
@@ -256,7 +285,9 @@ def outside_citations(paths: list[Path]) -> list[str]:
                 if not doc.exists():
                     bad.append(f"{rel(path)}:{n}: cites docs/{hit.group(1)}, which does not exist")
                 elif hit.group(2) and f"## {hit.group(2)}\n" not in doc.read_text():
-                    bad.append(f"{rel(path)}:{n}: cites a heading docs/{hit.group(1)} does not have: {hit.group(2)}")
+                    bad.append(
+                        f"{rel(path)}:{n}: cites a heading docs/{hit.group(1)} does not have: {hit.group(2)}"
+                    )
     return bad
 
 
@@ -279,6 +310,7 @@ def top_level_entries(root: Path = PKG) -> list[str]:
 
 
 # ---- the checks ---------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def mods():
@@ -315,7 +347,11 @@ def test_every_package_says_what_comes_in_and_goes_out(mods):
 
 
 def test_docstrings_cite_only_docs_in_this_repo():
-    paths = sorted(PKG.rglob("*.py")) + sorted((REPO / "benchmarks").glob("*.py")) + sorted((REPO / "tests").rglob("*.py"))
+    paths = (
+        sorted(PKG.rglob("*.py"))
+        + sorted((REPO / "benchmarks").glob("*.py"))
+        + sorted((REPO / "tests").rglob("*.py"))
+    )
     assert outside_citations([p for p in paths if p != Path(__file__)]) == []
 
 
@@ -331,6 +367,7 @@ def test_architecture_doc_has_a_paragraph_per_package():
 
 # ---- the checks fail on what they are meant to catch ----------------------------------------------------------
 
+
 def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, Module]:
     for rel, text in files.items():
         p = tmp_path / "labkit" / rel
@@ -340,38 +377,47 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, Module]:
 
 
 def test_a_cycle_through_a_function_level_import_is_found(tmp_path):
-    mods = _tree(tmp_path, {
-        "__init__.py": "",
-        "measure/__init__.py": '"""m"""\nfrom labkit.measure.runner import run\n',
-        "measure/runner.py": "def run():\n    from labkit.measure.summary import s\n",
-        "measure/summary.py": "from labkit.measure.runner import run\ns = 1\n",
-    })
+    mods = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "measure/__init__.py": '"""m"""\nfrom labkit.measure.runner import run\n',
+            "measure/runner.py": "def run():\n    from labkit.measure.summary import s\n",
+            "measure/summary.py": "from labkit.measure.runner import run\ns = 1\n",
+        },
+    )
     assert cycles(edges(mods)) == [["labkit.measure.runner", "labkit.measure.summary"]]
 
 
 def test_an_upward_import_and_a_private_import_are_found(tmp_path):
-    mods = _tree(tmp_path, {
-        "__init__.py": "",
-        "measure/__init__.py": '"""m"""\n',
-        "measure/runner.py": "from labkit.cli import main\nfrom labkit.measure.client import _Parser\n",
-        "measure/client.py": "class _Parser: ...\n",
-        "cli/__init__.py": '"""c"""\ndef main(): ...\n',
-        "serve/__init__.py": '"""s"""\nfrom labkit import tinymodel\n',
-        "tinymodel/__init__.py": '"""t"""\n',
-    })
+    mods = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "measure/__init__.py": '"""m"""\n',
+            "measure/runner.py": "from labkit.cli import main\nfrom labkit.measure.client import _Parser\n",
+            "measure/client.py": "class _Parser: ...\n",
+            "cli/__init__.py": '"""c"""\ndef main(): ...\n',
+            "serve/__init__.py": '"""s"""\nfrom labkit import tinymodel\n',
+            "tinymodel/__init__.py": '"""t"""\n',
+        },
+    )
     up = upward_imports({k: m for k, m in mods.items()})
     assert any("measure imports cli" in b for b in up) and any("tinymodel is for" in b for b in up)
     assert any("_Parser" in b for b in private_imports(mods))
 
 
 def test_a_submodule_import_across_packages_and_an_environment_read_are_found(tmp_path):
-    mods = _tree(tmp_path, {
-        "__init__.py": "",
-        "recipe/__init__.py": '"""r"""\n',
-        "recipe/load.py": "import os\nroot = os.environ.get('LABKIT_RECIPES')\n",
-        "nodes/__init__.py": '"""n"""\n',
-        "nodes/ssh.py": "from labkit.recipe.load import root\n",
-    })
+    mods = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "recipe/__init__.py": '"""r"""\n',
+            "recipe/load.py": "import os\nroot = os.environ.get('LABKIT_RECIPES')\n",
+            "nodes/__init__.py": '"""n"""\n',
+            "nodes/ssh.py": "from labkit.recipe.load import root\n",
+        },
+    )
     assert any("import from labkit.recipe instead" in b for b in cross_package_submodule_imports(mods))
     assert any("LABKIT_RECIPES" in b for b in environment_reads(mods))
 

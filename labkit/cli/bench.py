@@ -15,14 +15,37 @@ from labkit.recipe import MeasurePlan
 def override_plan(plan: MeasurePlan, args: Any) -> MeasurePlan:
     """The plan with command-line overrides applied (only the options the user gave)."""
     d, p = plan.decode, plan.prefill
-    d = dataclasses.replace(d, **{k: v for k, v in (("turns", args.turns), ("output_tokens", args.output_tokens),
-                                                      ("concurrency", args.concurrency), ("warmup", args.warmup))
-                                  if v is not None})
-    p = dataclasses.replace(p, **{k: v for k, v in (("prompt_tokens", args.prompt_tokens), ("repeats", args.repeats))
-                                  if v is not None})
-    top = {k: v for k, v in (("api", args.api), ("runs", args.runs), ("timeout", args.timeout)) if v is not None}
-    for name, value, low in (("--turns", d.turns, 0), ("--output-tokens", d.output_tokens, 2),
-                             ("--warmup", d.warmup, 0), ("--repeats", p.repeats, 1), ("--runs", top.get("runs", 1), 1)):
+    d = dataclasses.replace(
+        d,
+        **{
+            k: v
+            for k, v in (
+                ("turns", args.turns),
+                ("output_tokens", args.output_tokens),
+                ("concurrency", args.concurrency),
+                ("warmup", args.warmup),
+            )
+            if v is not None
+        },
+    )
+    p = dataclasses.replace(
+        p,
+        **{
+            k: v
+            for k, v in (("prompt_tokens", args.prompt_tokens), ("repeats", args.repeats))
+            if v is not None
+        },
+    )
+    top = {
+        k: v for k, v in (("api", args.api), ("runs", args.runs), ("timeout", args.timeout)) if v is not None
+    }
+    for name, value, low in (
+        ("--turns", d.turns, 0),
+        ("--output-tokens", d.output_tokens, 2),
+        ("--warmup", d.warmup, 0),
+        ("--repeats", p.repeats, 1),
+        ("--runs", top.get("runs", 1), 1),
+    ):
         if value < low:
             raise LabkitError(f"{name} must be at least {low}, got {value}")
     return dataclasses.replace(plan, decode=d, prefill=p, **top)
@@ -35,7 +58,11 @@ def bench_cli(args: Any) -> int:
     target = args.target
     recipe_hash = variant = None
     lane = ""
-    if "://" in target or target.replace(".", "").replace(":", "").isdigit() or target.startswith("localhost:"):
+    if (
+        "://" in target
+        or target.replace(".", "").replace(":", "").isdigit()
+        or target.startswith("localhost:")
+    ):
         url, plan = target, default_plan()
         if args.url:
             raise LabkitError("--url is for recipe targets; the endpoint is already given")
@@ -49,9 +76,20 @@ def bench_cli(args: Any) -> int:
         url = args.url or f"http://127.0.0.1:{lane_plan.engine.port}"
     plan = override_plan(plan, args)
     probes = [LocalNfsProbe()] if args.nfs else []
-    result = run_bench(url, plan, model=args.model, cold_expected=args.cold, progress=not args.quiet, lane=lane,
-                       recipe_hash=recipe_hash, variant=variant, decode=args.decode, prefill=args.prefill,
-                       save_to=args.json, io_hooks=probes)
+    result = run_bench(
+        url,
+        plan,
+        model=args.model,
+        cold_expected=args.cold,
+        progress=not args.quiet,
+        lane=lane,
+        recipe_hash=recipe_hash,
+        variant=variant,
+        decode=args.decode,
+        prefill=args.prefill,
+        save_to=args.json,
+        io_hooks=probes,
+    )
     title = f"{result.provenance['model']} @ {result.provenance['endpoint']}"
     print(render(result.summary, title=title), flush=True)
     if args.json:
@@ -70,10 +108,17 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def add_bench(sub) -> None:
-    p = sub.add_parser("bench", help="measure a running endpoint (URL) or a recipe's lane (decode, prefill, acceptance)")
-    p.add_argument("target", metavar="ENDPOINT_OR_RECIPE",
-                   help="http://host:port[/v1], or a recipe name whose measure plan to use (with --url)")
-    p.add_argument("--url", help="endpoint of the recipe's running lane (default http://127.0.0.1:<engine.port>)")
+    p = sub.add_parser(
+        "bench", help="measure a running endpoint (URL) or a recipe's lane (decode, prefill, acceptance)"
+    )
+    p.add_argument(
+        "target",
+        metavar="ENDPOINT_OR_RECIPE",
+        help="http://host:port[/v1], or a recipe name whose measure plan to use (with --url)",
+    )
+    p.add_argument(
+        "--url", help="endpoint of the recipe's running lane (default http://127.0.0.1:<engine.port>)"
+    )
     variant_args(p)
     p.add_argument("--json", metavar="OUT", help="write records, summary and provenance to this JSON file")
     p.add_argument("--model", help="model id to request (default: the first one /v1/models lists)")
@@ -86,13 +131,23 @@ def add_bench(sub) -> None:
     p.add_argument("--repeats", type=int, help="prefill samples per length")
     p.add_argument("--runs", type=int, help="repeat the whole plan")
     p.add_argument("--timeout", type=float, help="seconds allowed per request")
-    p.add_argument("--cold", dest="cold", action="store_true", default=False,
-                   help="the engine was just booted: measure its first request as the cold turn (checked "
-                        "against /metrics where the engine has a served-requests counter)")
-    p.add_argument("--no-cold", dest="cold", action="store_false", help="no cold turn (the default for a URL)")
+    p.add_argument(
+        "--cold",
+        dest="cold",
+        action="store_true",
+        default=False,
+        help="the engine was just booted: measure its first request as the cold turn (checked "
+        "against /metrics where the engine has a served-requests counter)",
+    )
+    p.add_argument(
+        "--no-cold", dest="cold", action="store_false", help="no cold turn (the default for a URL)"
+    )
     p.add_argument("--no-decode", dest="decode", action="store_false")
     p.add_argument("--no-prefill", dest="prefill", action="store_false")
-    p.add_argument("--nfs", action="store_true",
-                   help="also record this host's NFS reads during the run (/proc/self/mountstats serverreadbytes)")
+    p.add_argument(
+        "--nfs",
+        action="store_true",
+        help="also record this host's NFS reads during the run (/proc/self/mountstats serverreadbytes)",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=bench_cli)

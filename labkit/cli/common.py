@@ -20,8 +20,14 @@ def add_lane_command(sub, name: str, help: str, func) -> argparse.ArgumentParser
 def variant_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", help="speculation variant (e.g. none, dspark)")
     p.add_argument("--staging", help="staging variant (e.g. nas, local-view)")
-    p.add_argument("--variant", "-V", action="append", default=[], metavar="AXIS=NAME",
-                   help="any variant axis, repeatable (e.g. -V spec=dspark)")
+    p.add_argument(
+        "--variant",
+        "-V",
+        action="append",
+        default=[],
+        metavar="AXIS=NAME",
+        help="any variant axis, repeatable (e.g. -V spec=dspark)",
+    )
 
 
 def variant_choices(args: argparse.Namespace) -> dict[str, str | None]:

@@ -21,8 +21,20 @@ from labkit.errors import LabkitError
 
 # Each adds its subcommand to the subparsers, in the order `labkit --help` lists them.
 SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
-    add_recipes, add_show, add_up, add_down, add_status, add_logs, add_stage, add_bench, add_tiny_model,
-    add_check, add_report, add_import_note, add_run, add_sim,
+    add_recipes,
+    add_show,
+    add_up,
+    add_down,
+    add_status,
+    add_logs,
+    add_stage,
+    add_bench,
+    add_tiny_model,
+    add_check,
+    add_report,
+    add_import_note,
+    add_run,
+    add_sim,
 )
 
 

@@ -23,8 +23,15 @@ def cmd_recipes(args: argparse.Namespace) -> int:
             continue
         axes = "; ".join(f"{a}: {'|'.join(n)}" for a, n in r.axes.items())
         eng = r.data["engine"]
-        rows.append([r.name, ", ".join(r.aliases), f"{eng['kind']} x{len(r.data['cluster']['nodes'])}", axes,
-                     r.data["lane"]["label"] or ""])
+        rows.append(
+            [
+                r.name,
+                ", ".join(r.aliases),
+                f"{eng['kind']} x{len(r.data['cluster']['nodes'])}",
+                axes,
+                r.data["lane"]["label"] or "",
+            ]
+        )
     print(tabulate(rows, headers=["recipe", "aliases", "engine", "variants", "label"]))
     return 0
 

@@ -16,8 +16,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             print("TABLES.md is up to date")
             return 0
         sys.stdout.write(diff)
-        print("labkit: TABLES.md drifted from the stored results; run `labkit report` and commit it",
-              file=sys.stderr)
+        print(
+            "labkit: TABLES.md drifted from the stored results; run `labkit report` and commit it",
+            file=sys.stderr,
+        )
         return 1
     rep = report.generate(args.results, args.tables, plots=not args.no_plots)
     print(f"wrote {rep.tables_path} ({len(rep.tables)} tables)")
@@ -38,8 +40,11 @@ def cmd_import_note(args: argparse.Namespace) -> int:
 
 def add_report(sub) -> None:
     p = sub.add_parser("report", help="regenerate results/TABLES.md and plots from stored runs")
-    p.add_argument("--check", action="store_true",
-                   help="regenerate in memory; exit 1 with a diff if the committed TABLES.md drifted")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="regenerate in memory; exit 1 with a diff if the committed TABLES.md drifted",
+    )
     p.add_argument("--results", metavar="DIR", help="results folder (default $LABKIT_RESULTS or results/)")
     p.add_argument("--tables", metavar="FILE", help="table definitions (default DIR/tables.toml)")
     p.add_argument("--no-plots", action="store_true", help="write TABLES.md only")

@@ -24,12 +24,28 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def add_run(sub) -> None:
-    p = sub.add_parser("run", help="execute a notebook template with papermill (e.g. labkit run bench -p recipe sim)")
+    p = sub.add_parser(
+        "run", help="execute a notebook template with papermill (e.g. labkit run bench -p recipe sim)"
+    )
     p.add_argument("notebook", help="template name in notebooks/ (bench, compare) or a path")
-    p.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                   help="parameter; True/False/None/ints/floats converted only when they read back identically")
-    p.add_argument("-r", "--raw-param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                   help="parameter passed as a string")
+    p.add_argument(
+        "-p",
+        "--param",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="parameter; True/False/None/ints/floats converted only when they read back identically",
+    )
+    p.add_argument(
+        "-r",
+        "--raw-param",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="parameter passed as a string",
+    )
     p.add_argument("-o", "--output", help="executed notebook path (default out/<name>-<UTC stamp>.ipynb)")
     p.add_argument("--execution-timeout", type=float, default=None, metavar="S", help="per-cell timeout")
     p.set_defaults(func=cmd_run)

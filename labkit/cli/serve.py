@@ -40,8 +40,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     endpoint = lane.start()
     b = endpoint.boot
     print(f"lane {endpoint.lane_id} is up: {endpoint.base_url} (model {endpoint.model})")
-    print(f"  boot {b.boot_seconds:.1f} s; KV pool {b.kv_pool_tokens if b.kv_pool_tokens is not None else '?'} tokens; "
-          f"engine {b.engine_version or '?'}; boot log and facts in {run_dir}")
+    print(
+        f"  boot {b.boot_seconds:.1f} s; KV pool {b.kv_pool_tokens if b.kv_pool_tokens is not None else '?'} tokens; "
+        f"engine {b.engine_version or '?'}; boot log and facts in {run_dir}"
+    )
     print(f"  remove it with: labkit down {args.recipe}")
     return 0
 
@@ -49,7 +51,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_down(args: argparse.Namespace) -> int:
     lane = _lane(args)
     lane.down()
-    print(f"lane {lane.lane_id}: removed on {len(lane.group)} node(s) ({', '.join(lane.group.names)}), verified")
+    print(
+        f"lane {lane.lane_id}: removed on {len(lane.group)} node(s) ({', '.join(lane.group.names)}), verified"
+    )
     return 0
 
 
@@ -60,9 +64,18 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"{node}: {state}")
     alive = all(s == "alive" for s in states.values())
     ready = alive and lane.ready()
-    print(f"lane {lane.lane_id}: " + ("ready at " + lane.root_url + "/v1" if ready else
-                                       "running, not ready" if alive else
-                                       "down" if all(s == "absent" for s in states.values()) else "broken"))
+    print(
+        f"lane {lane.lane_id}: "
+        + (
+            "ready at " + lane.root_url + "/v1"
+            if ready
+            else "running, not ready"
+            if alive
+            else "down"
+            if all(s == "absent" for s in states.values())
+            else "broken"
+        )
+    )
     return 0 if ready else 3
 
 
@@ -83,7 +96,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def add_up(sub) -> None:
     p = add_lane_command(sub, "up", "boot a lane on its nodes and leave it running", cmd_up)
-    p.add_argument("--logs", metavar="DIR", help="folder for boot logs and boot.json (default: a temp folder)")
+    p.add_argument(
+        "--logs", metavar="DIR", help="folder for boot logs and boot.json (default: a temp folder)"
+    )
 
 
 def add_down(sub) -> None:

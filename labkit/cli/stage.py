@@ -16,8 +16,10 @@ def cmd_stage(args: argparse.Namespace) -> int:
 
     plan = plan_from_args(args)
     if not any(e.kind == "local-view" for e in plan.staging):
-        raise LabkitError(f"{plan.file}: the lane {plan.recipe} ({plan.variant_id}) has no [[staging]] local-view "
-                          "entry; pick a staging variant, e.g. --staging local-view")
+        raise LabkitError(
+            f"{plan.file}: the lane {plan.recipe} ({plan.variant_id}) has no [[staging]] local-view "
+            "entry; pick a staging variant, e.g. --staging local-view"
+        )
     group = hosts_for_plan(plan, SshOptions.from_env())
     try:
         if args.dry_run:
@@ -41,6 +43,8 @@ def cmd_stage(args: argparse.Namespace) -> int:
 
 
 def add_stage(sub) -> None:
-    p = add_lane_command(sub, "stage", "stage the lane's local view on every node (preflight, copy, link, verify)", cmd_stage)
+    p = add_lane_command(
+        sub, "stage", "stage the lane's local view on every node (preflight, copy, link, verify)", cmd_stage
+    )
     p.add_argument("--full", action="store_true", help="hash whole files (slow) instead of sampled blocks")
     p.add_argument("--dry-run", action="store_true", help="only the read-only preflight (need/free per node)")

@@ -16,9 +16,15 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
 
 
 def add_tiny_model(sub) -> None:
-    p = sub.add_parser("tiny-model", help="build (once) and print the path of a tiny random-weight llama GGUF")
-    p.add_argument("preset", nargs="?", default="tiny-llama",
-                   help="tiny-llama (default), tiny-llama-small or tiny-llama-eos")
+    p = sub.add_parser(
+        "tiny-model", help="build (once) and print the path of a tiny random-weight llama GGUF"
+    )
+    p.add_argument(
+        "preset",
+        nargs="?",
+        default="tiny-llama",
+        help="tiny-llama (default), tiny-llama-small or tiny-llama-eos",
+    )
     p.add_argument("--json", action="store_true", help="print the build facts (spec, versions, sha256)")
     p.add_argument("--quiet", "-q", action="store_true")
     p.set_defaults(func=cmd_tiny_model)

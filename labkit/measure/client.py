@@ -36,6 +36,7 @@ import openai
 
 try:
     import aiohttp  # noqa: F401 — the SDK's aiohttp backend (openai[aiohttp]): half the CPU per chunk of httpx
+
     _HAVE_AIOHTTP = True
 except ImportError:  # pragma: no cover
     _HAVE_AIOHTTP = False
@@ -78,7 +79,6 @@ class StreamRequest:
     extra: dict = field(default_factory=dict)
 
 
-
 def api_key_from_env() -> str:
     """The key from LABKIT_API_KEY or OPENAI_API_KEY (labkit.settings); local engines accept anything, so a
     placeholder."""
@@ -90,7 +90,9 @@ class StreamClient:
 
     Create it inside the event loop that will use it (it holds an asyncio.Event)."""
 
-    def __init__(self, url: str, *, timeout: float = 600.0, max_connections: int = 64, transport: str = "direct"):
+    def __init__(
+        self, url: str, *, timeout: float = 600.0, max_connections: int = 64, transport: str = "direct"
+    ):
         if transport not in ("direct", "sdk"):
             raise ValueError(f"transport must be 'direct' or 'sdk', got {transport!r}")
         self.root, self.base = split_base(url)
@@ -99,18 +101,22 @@ class StreamClient:
         use_aio = aio is not None and _HAVE_AIOHTTP and settings.current().http != "httpx"
         self.backend = "aiohttp" if use_aio else "httpx"
         cls = aio if use_aio else openai.DefaultAsyncHttpxClient
-        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=max_connections,
-                                                        max_keepalive_connections=max_connections)
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
         self._http = cls(
-            timeout=timeout, limits=limits,
-            event_hooks={"request": [_stamp_request], "response": [_stamp_response]})
+            timeout=timeout,
+            limits=limits,
+            event_hooks={"request": [_stamp_request], "response": [_stamp_response]},
+        )
         self._key = api_key_from_env()
         self._streams = 0  # streams open right now
         self._gc_was_enabled = True
         self._idle = asyncio.Event()  # set while no stream is open
         self._idle.set()
-        self._sdk = openai.AsyncOpenAI(base_url=self.base, api_key=self._key, max_retries=0,
-                                       timeout=timeout, http_client=self._http)
+        self._sdk = openai.AsyncOpenAI(
+            base_url=self.base, api_key=self._key, max_retries=0, timeout=timeout, http_client=self._http
+        )
         # Resolve the SDK's lazily imported resources now, not inside the first timed request.
         self._sdk.chat.completions, self._sdk.completions  # noqa: B018
 
@@ -207,9 +213,13 @@ class StreamClient:
 
     def _json(self, req: StreamRequest) -> tuple[str, dict]:
         """(path, JSON body) of the direct transport: the same fields the SDK would send."""
-        body: dict[str, Any] = {"model": req.model, "max_tokens": req.max_tokens, "stream": True,
-                                "temperature": req.temperature,
-                                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        body: dict[str, Any] = {
+            "model": req.model,
+            "max_tokens": req.max_tokens,
+            "stream": True,
+            "temperature": req.temperature,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
         if req.seed is not None:
             body["seed"] = req.seed
         if req.min_tokens is not None:
@@ -233,9 +243,14 @@ class StreamClient:
             extra["ignore_eos"] = True
         extra.update(req.extra)
         kwargs: dict[str, Any] = dict(
-            model=req.model, max_tokens=req.max_tokens, stream=True, temperature=req.temperature,
+            model=req.model,
+            max_tokens=req.max_tokens,
+            stream=True,
+            temperature=req.temperature,
             stream_options={"include_usage": True, "continuous_usage_stats": True},
-            extra_body=extra, timeout=_stream_timeout(req.timeout))
+            extra_body=extra,
+            timeout=_stream_timeout(req.timeout),
+        )
         if req.seed is not None:
             kwargs["seed"] = req.seed
         if req.api == "chat":
@@ -255,8 +270,9 @@ class StreamClient:
             return
         path, body = self._json(req)
         headers = {"Authorization": f"Bearer {self._key}", "Accept": "text/event-stream"}
-        async with self._http.stream("POST", self.base + path, json=body, headers=headers,
-                                     timeout=_stream_timeout(req.timeout)) as resp:
+        async with self._http.stream(
+            "POST", self.base + path, json=body, headers=headers, timeout=_stream_timeout(req.timeout)
+        ) as resp:
             if resp.status_code >= 400:
                 text = (await resp.aread()).decode(errors="replace")
                 res.http_status = resp.status_code
@@ -302,5 +318,3 @@ async def _stamp_request(request: Any) -> None:
 
 async def _stamp_response(response: Any) -> None:
     response.request.extensions["labkit_t_hdr"] = time.perf_counter_ns()
-
-

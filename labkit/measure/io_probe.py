@@ -14,8 +14,16 @@ from typing import Protocol
 from labkit.errors import LabkitError, NodeError
 from labkit.nodes import Host, HostError, map_nodes
 
-BYTES_FIELDS = ("normalreadbytes", "normalwritebytes", "directreadbytes", "directwritebytes",
-                "serverreadbytes", "serverwritebytes", "readpages", "writepages")
+BYTES_FIELDS = (
+    "normalreadbytes",
+    "normalwritebytes",
+    "directreadbytes",
+    "directwritebytes",
+    "serverreadbytes",
+    "serverwritebytes",
+    "readpages",
+    "writepages",
+)
 
 
 class IOProbe(Protocol):
@@ -52,7 +60,7 @@ def parse_mountstats(text: str) -> dict[str, dict[str, int]]:
             # device <export> mounted on <mnt> with fstype <fs> [statvers=...]
             if "mounted" in words and "fstype" in words:
                 fs = words[words.index("fstype") + 1]
-                mnt = " ".join(words[words.index("on") + 1:words.index("with")])
+                mnt = " ".join(words[words.index("on") + 1 : words.index("with")])
                 if fs in ("nfs", "nfs4"):
                     current = mnt
                     mounts[mnt] = {}
@@ -98,8 +106,11 @@ class NodeNfsProbe:
         self.name = f"{host.name}-nfs"
 
     def sample(self) -> dict[str, float]:
-        return {f"{mnt}:{key}": float(v) for mnt, fields in read_mountstats(self.host).items()
-                for key, v in fields.items()}
+        return {
+            f"{mnt}:{key}": float(v)
+            for mnt, fields in read_mountstats(self.host).items()
+            for key, v in fields.items()
+        }
 
 
 def read_mountstats(host: Host) -> dict[str, dict[str, int]]:
@@ -113,8 +124,11 @@ def read_mountstats(host: Host) -> dict[str, dict[str, int]]:
 def nfs_counters(hosts: Iterable[Host]) -> dict[str, dict[str, dict[str, int]]]:
     """{node: {mount: counters}} read over each host at once; one NodeError naming every node that failed."""
     outcomes = map_nodes(read_mountstats, list(hosts), what="NFS counters")
-    failures = {name: (err.message if isinstance(err, HostError) else str(err)).removeprefix(name + ": ")
-                for name, (_, err) in outcomes.items() if err is not None}
+    failures = {
+        name: (err.message if isinstance(err, HostError) else str(err)).removeprefix(name + ": ")
+        for name, (_, err) in outcomes.items()
+        if err is not None
+    }
     if failures:
         raise NodeError("NFS counters", failures)
     return {name: value for name, (value, _) in outcomes.items()}
@@ -125,6 +139,7 @@ def nfs_read_delta(before: dict, after: dict) -> dict[str, int]:
     out = {}
     for node, mounts in after.items():
         prev = before.get(node, {})
-        out[node] = sum(c.get("serverreadbytes", 0) - prev.get(m, {}).get("serverreadbytes", 0)
-                        for m, c in mounts.items())
+        out[node] = sum(
+            c.get("serverreadbytes", 0) - prev.get(m, {}).get("serverreadbytes", 0) for m, c in mounts.items()
+        )
     return out

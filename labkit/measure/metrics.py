@@ -50,7 +50,9 @@ def total(samples: Samples, *names: str, where: dict[str, str] | None = None) ->
     """Sum of the first metric name present, over all label sets matching `where`; None when absent."""
     for name in names:
         if name in samples:
-            rows = [v for lab, v in samples[name] if not where or all(lab.get(k) == x for k, x in where.items())]
+            rows = [
+                v for lab, v in samples[name] if not where or all(lab.get(k) == x for k, x in where.items())
+            ]
             vals = [v for v in rows if not math.isnan(v)]
             return sum(vals) if vals else None
     return None
@@ -81,7 +83,10 @@ def delta(before: Samples, after: Samples, *names: str, where: dict[str, str] | 
 V_DRAFTS = ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_drafts")
 V_DRAFT_TOKENS = ("vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_draft_tokens")
 V_ACCEPTED = ("vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens")
-V_PER_POS = ("vllm:spec_decode_num_accepted_tokens_per_pos_total", "vllm:spec_decode_num_accepted_tokens_per_pos")
+V_PER_POS = (
+    "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    "vllm:spec_decode_num_accepted_tokens_per_pos",
+)
 V_PC_HITS = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits")
 V_PC_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries")
 V_GEN = ("vllm:generation_tokens_total", "vllm:generation_tokens")
@@ -129,8 +134,9 @@ class Acceptance:
         return f"{self.per_draft:.2f} of {k} accepted per step (τ {self.length:.2f} incl. bonus{rate})"
 
 
-def spec_acceptance(before: Samples, after: Samples, k_hint: float | None = None,
-                    n_requests: int | None = None) -> Acceptance | None:
+def spec_acceptance(
+    before: Samples, after: Samples, k_hint: float | None = None, n_requests: int | None = None
+) -> Acceptance | None:
     """Acceptance over the window between two scrapes; None when the engine exposes no spec counters or
     drafted nothing. Raises CounterReset on a restart.
 
@@ -144,14 +150,22 @@ def spec_acceptance(before: Samples, after: Samples, k_hint: float | None = None
         accepted = delta(before, after, *V_ACCEPTED) or 0.0
         tokens = delta(before, after, *V_DRAFT_TOKENS)
         k = tokens / drafts if tokens else k_hint
-        positions = sorted({lab.get("position", "") for name in V_PER_POS for lab, _ in after.get(name, [])},
-                           key=lambda p: int(p) if p.isdigit() else 1 << 30)
+        positions = sorted(
+            {lab.get("position", "") for name in V_PER_POS for lab, _ in after.get(name, [])},
+            key=lambda p: int(p) if p.isdigit() else 1 << 30,
+        )
         per_pos = []
         for pos in positions:
             d = delta(before, after, *V_PER_POS, where={"position": pos})
             per_pos.append((d or 0.0) / drafts)
-        return Acceptance(accepted, drafts, tokens, k, per_pos,
-                          "vllm counters: ā=ΔA/ΔD, τ=1+ΔA/ΔD, α=ΔA/ΔT, summed over engine labels")
+        return Acceptance(
+            accepted,
+            drafts,
+            tokens,
+            k,
+            per_pos,
+            "vllm counters: ā=ΔA/ΔD, τ=1+ΔA/ΔD, α=ΔA/ΔT, summed over engine labels",
+        )
     verify = delta(before, after, *S_VERIFY)
     if verify is not None:
         gen = delta(before, after, *S_GEN)
@@ -160,12 +174,24 @@ def spec_acceptance(before: Samples, after: Samples, k_hint: float | None = None
         width = largest(after, *S_DRAFT_TOKENS)
         k = (width - 1) if width and width > 1 else k_hint
         if n_requests is not None:
-            return Acceptance(gen - n_requests - verify, verify, k * verify if k else None, k, [],
-                              f"sglang counters: ā=(Δgeneration_tokens - {n_requests} prefill tokens - "
-                              "Δspec_verify_calls)/Δspec_verify_calls, τ=1+ā")
-        return Acceptance(gen - verify, verify, k * verify if k else None, k, [],
-                          "sglang counters: τ=Δgeneration_tokens/Δspec_verify_calls (biased high by ~1/N: the "
-                          "prefill token is included), ā=τ-1")
+            return Acceptance(
+                gen - n_requests - verify,
+                verify,
+                k * verify if k else None,
+                k,
+                [],
+                f"sglang counters: ā=(Δgeneration_tokens - {n_requests} prefill tokens - "
+                "Δspec_verify_calls)/Δspec_verify_calls, τ=1+ā",
+            )
+        return Acceptance(
+            gen - verify,
+            verify,
+            k * verify if k else None,
+            k,
+            [],
+            "sglang counters: τ=Δgeneration_tokens/Δspec_verify_calls (biased high by ~1/N: the "
+            "prefill token is included), ā=τ-1",
+        )
     return None
 
 
@@ -190,5 +216,11 @@ def server_info_acceptance(info: dict) -> Acceptance | None:
     width = info.get("speculative_num_draft_tokens")
     k = float(width - 1) if isinstance(width, int | float) and width > 1 else None
     # Expressed as one "draft" of ā accepted tokens so per_draft/length/rate read as usual.
-    return Acceptance(float(tau) - 1.0, 1.0, k, k, [],
-                      "sglang /server_info avg_spec_accept_length after POST /flush_cache (τ incl. bonus, floor 1)")
+    return Acceptance(
+        float(tau) - 1.0,
+        1.0,
+        k,
+        k,
+        [],
+        "sglang /server_info avg_spec_accept_length after POST /flush_cache (τ incl. bonus, floor 1)",
+    )

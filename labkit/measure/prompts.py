@@ -20,49 +20,130 @@ from collections.abc import Awaitable, Callable
 LENGTH_TOLERANCE = 0.01  # prompts must land within ±1% of the target in server tokens
 
 _SUBJECTS = [
-    "the old ferryman", "a quiet librarian", "the harbour master", "my grandmother", "the young engineer",
-    "a travelling botanist", "the village baker", "an apprentice clockmaker", "the night watchman",
-    "a retired sea captain", "the schoolteacher", "two curious children", "the lighthouse keeper",
-    "a weary surveyor", "the town's only doctor", "a patient beekeeper", "the river pilot", "a shy painter",
-    "the station master", "an elderly astronomer", "the miller's daughter", "a wandering fiddler",
+    "the old ferryman",
+    "a quiet librarian",
+    "the harbour master",
+    "my grandmother",
+    "the young engineer",
+    "a travelling botanist",
+    "the village baker",
+    "an apprentice clockmaker",
+    "the night watchman",
+    "a retired sea captain",
+    "the schoolteacher",
+    "two curious children",
+    "the lighthouse keeper",
+    "a weary surveyor",
+    "the town's only doctor",
+    "a patient beekeeper",
+    "the river pilot",
+    "a shy painter",
+    "the station master",
+    "an elderly astronomer",
+    "the miller's daughter",
+    "a wandering fiddler",
 ]
 _VERBS = [
-    "walked along", "looked out over", "wrote a long letter about", "carefully repaired", "spoke softly of",
-    "remembered", "sketched", "measured", "wandered through", "returned to", "listened for", "described",
-    "waited beside", "counted the lamps along", "studied", "crossed", "painted", "explained the history of",
-    "kept a journal about", "planted seeds near", "argued about", "dreamed of",
+    "walked along",
+    "looked out over",
+    "wrote a long letter about",
+    "carefully repaired",
+    "spoke softly of",
+    "remembered",
+    "sketched",
+    "measured",
+    "wandered through",
+    "returned to",
+    "listened for",
+    "described",
+    "waited beside",
+    "counted the lamps along",
+    "studied",
+    "crossed",
+    "painted",
+    "explained the history of",
+    "kept a journal about",
+    "planted seeds near",
+    "argued about",
+    "dreamed of",
 ]
 _OBJECTS = [
-    "the frozen canal", "the narrow stone bridge", "the orchard behind the church", "the northern hills",
-    "a lantern with a cracked glass", "the market square", "the salt marshes", "an abandoned mill",
-    "the long road to the coast", "a field of barley", "the copper roofs of the old town", "the tide pools",
-    "a map drawn in faded ink", "the garden wall", "the railway cutting", "a box of letters", "the pine forest",
-    "the reading room", "the winter sky", "a small wooden boat", "the clock tower", "the chalk cliffs",
+    "the frozen canal",
+    "the narrow stone bridge",
+    "the orchard behind the church",
+    "the northern hills",
+    "a lantern with a cracked glass",
+    "the market square",
+    "the salt marshes",
+    "an abandoned mill",
+    "the long road to the coast",
+    "a field of barley",
+    "the copper roofs of the old town",
+    "the tide pools",
+    "a map drawn in faded ink",
+    "the garden wall",
+    "the railway cutting",
+    "a box of letters",
+    "the pine forest",
+    "the reading room",
+    "the winter sky",
+    "a small wooden boat",
+    "the clock tower",
+    "the chalk cliffs",
 ]
 _TIMES = [
-    "early in the morning", "after the storm had passed", "in the last week of autumn", "on a grey afternoon",
-    "long before the war", "when the snow began to melt", "late one summer evening", "during the harvest",
-    "at the turn of the century", "while the town was asleep", "every Sunday", "in the spring of that year",
+    "early in the morning",
+    "after the storm had passed",
+    "in the last week of autumn",
+    "on a grey afternoon",
+    "long before the war",
+    "when the snow began to melt",
+    "late one summer evening",
+    "during the harvest",
+    "at the turn of the century",
+    "while the town was asleep",
+    "every Sunday",
+    "in the spring of that year",
 ]
 _CLAUSES = [
-    "because nobody else remembered how it had been", "although the wind was bitter and the light was poor",
-    "while the bells rang somewhere across the valley", "as if the whole place were holding its breath",
-    "and the smell of bread drifted from the open doors", "so that the children could see it for themselves",
-    "until the last of the daylight had gone", "though the path was steep and half washed away",
-    "and the gulls circled low over the water", "before anyone thought to ask why",
-    "while a kettle whistled in the kitchen", "and the rain kept falling on the slate roofs",
+    "because nobody else remembered how it had been",
+    "although the wind was bitter and the light was poor",
+    "while the bells rang somewhere across the valley",
+    "as if the whole place were holding its breath",
+    "and the smell of bread drifted from the open doors",
+    "so that the children could see it for themselves",
+    "until the last of the daylight had gone",
+    "though the path was steep and half washed away",
+    "and the gulls circled low over the water",
+    "before anyone thought to ask why",
+    "while a kettle whistled in the kitchen",
+    "and the rain kept falling on the slate roofs",
 ]
 _REFLECTIONS = [
-    "It was the kind of thing one only notices with time.", "Nobody wrote it down, yet everyone knew.",
-    "Years later the story was still told in the same words.", "The details changed, but the shape remained.",
-    "Some said it was foolish; others called it wise.", "There was no hurry, and there never had been.",
-    "Even the dogs seemed to understand the mood of the day.", "Little by little the town changed around it.",
-    "The numbers in the ledger told a plainer story.", "Nothing about it was remarkable, and that was the point.",
+    "It was the kind of thing one only notices with time.",
+    "Nobody wrote it down, yet everyone knew.",
+    "Years later the story was still told in the same words.",
+    "The details changed, but the shape remained.",
+    "Some said it was foolish; others called it wise.",
+    "There was no hurry, and there never had been.",
+    "Even the dogs seemed to understand the mood of the day.",
+    "Little by little the town changed around it.",
+    "The numbers in the ledger told a plainer story.",
+    "Nothing about it was remarkable, and that was the point.",
 ]
 _TOPICS = [
-    "a lighthouse", "a mountain village", "the first train to the coast", "a library at night",
-    "an old clock", "a winter market", "a ship in fog", "a garden in spring", "a long walk home",
-    "a letter never sent", "the last ferry of the season", "a map of an island",
+    "a lighthouse",
+    "a mountain village",
+    "the first train to the coast",
+    "a library at night",
+    "an old clock",
+    "a winter market",
+    "a ship in fog",
+    "a garden in spring",
+    "a long walk home",
+    "a letter never sent",
+    "the last ferry of the season",
+    "a map of an island",
 ]
 
 
@@ -86,7 +167,7 @@ def prose(seed: str | int, n_sentences: int) -> str:
     paragraphs, k = [], 0
     while k < len(out):
         step = rng.randint(3, 7)
-        paragraphs.append(" ".join(out[k:k + step]))
+        paragraphs.append(" ".join(out[k : k + step]))
         k += step
     return "\n\n".join(paragraphs)
 
@@ -94,23 +175,31 @@ def prose(seed: str | int, n_sentences: int) -> str:
 def decode_prompt(nonce_: str) -> str:
     """A short natural prompt for decode runs; the nonce comes first."""
     rng = random.Random(nonce_)
-    return (f"[{nonce_}] Write a long, detailed story about {rng.choice(_TOPICS)}, "
-            f"told by {rng.choice(_SUBJECTS)}. Describe the place, the people and the weather.")
+    return (
+        f"[{nonce_}] Write a long, detailed story about {rng.choice(_TOPICS)}, "
+        f"told by {rng.choice(_SUBJECTS)}. Describe the place, the people and the weather."
+    )
 
 
 def prefill_prompt(nonce_: str, n_words: int) -> str:
     """The prefill prompt: nonce, a one-line instruction, then about `n_words` words of fresh prose."""
     words = prose(nonce_, max(1, n_words // 8 + 2)).split(" ")
-    body = " ".join(words[:max(1, n_words)])
+    body = " ".join(words[: max(1, n_words)])
     return f"[{nonce_}] Read these notes and summarise them in one sentence.\n\n{body}"
 
 
 Counter = Callable[[str], Awaitable[int]]
 
 
-async def fit_prompt(target: int, count: Counter, nonce_: str | None = None, *,
-                     tolerance: float = LENGTH_TOLERANCE, words_per_token: float = 0.75,
-                     max_steps: int = 12) -> tuple[str, int, str]:
+async def fit_prompt(
+    target: int,
+    count: Counter,
+    nonce_: str | None = None,
+    *,
+    tolerance: float = LENGTH_TOLERANCE,
+    words_per_token: float = 0.75,
+    max_steps: int = 12,
+) -> tuple[str, int, str]:
     """A unique prompt whose server token count is within `tolerance` of `target`.
 
     `count` returns the server's token count for a prompt (as the request will send it, template included).

@@ -19,16 +19,36 @@ from labkit.measure.timing import (
     prefill_tps,
 )
 
-CACHE_HIT_TOLERANCE = 64  # cached prompt tokens allowed per unique prompt: a shared template preamble (≤ a block)
-BURST_SHARE = 0.5  # a stream whose decode tokens came mostly in back-to-back reads has no usable decode timing
+CACHE_HIT_TOLERANCE = (
+    64  # cached prompt tokens allowed per unique prompt: a shared template preamble (≤ a block)
+)
+BURST_SHARE = (
+    0.5  # a stream whose decode tokens came mostly in back-to-back reads has no usable decode timing
+)
 BURST_FLAG = "burst-read"
 
 
-def make_record(res: StreamResult, *, t_origin: int, rtt_ns: int, phase: str, requested: int, rep: int = 0,
-                run_id: str = "",
-                lane: str = "", api: str = "chat", concurrency: int = 1, turn: int = 0, stream: int = 0,
-                cold: bool = False, nonce: str = "", group: int | None = None, prompt_target: int = 0,
-                counted: int | None = None, counted_source: str = "tokenize") -> RequestRecord:
+def make_record(
+    res: StreamResult,
+    *,
+    t_origin: int,
+    rtt_ns: int,
+    phase: str,
+    requested: int,
+    rep: int = 0,
+    run_id: str = "",
+    lane: str = "",
+    api: str = "chat",
+    concurrency: int = 1,
+    turn: int = 0,
+    stream: int = 0,
+    cold: bool = False,
+    nonce: str = "",
+    group: int | None = None,
+    prompt_target: int = 0,
+    counted: int | None = None,
+    counted_source: str = "tokenize",
+) -> RequestRecord:
     """Apply the formulas and validity rules to one raw stream.
 
     Failed (ok=False, excluded from summaries): transport/HTTP errors, no finish_reason, finish_reason other
@@ -44,16 +64,44 @@ def make_record(res: StreamResult, *, t_origin: int, rtt_ns: int, phase: str, re
         return None if t is None else t - t_origin
 
     rec = RequestRecord(
-        run_id=run_id, lane=lane, rep=rep, phase=phase, concurrency=concurrency, turn=turn, stream=stream, cold=cold,
-        api=api, requested_tokens=requested, prompt_target=prompt_target, prompt_tokens=prompt_tokens,
-        prompt_tokens_source=source, cached_tokens=res.cached_tokens, output_tokens=res.output_tokens,
-        output_tokens_source=res.output_tokens_source, n_first=res.chunk_n[0] if res.chunk_n else None,
-        chunks=len(res.chunk_t), t_send=res.t_send - t_origin, t_hdr=rel(res.t_hdr), t_chunk1=rel(res.t_chunk1),
-        t_first=rel(res.t_first), t_content=rel(res.t_content),
-        t_second=rel(res.chunk_t[1]) if len(res.chunk_t) > 1 else None, t_last=rel(res.t_last),
-        t_end=rel(res.t_end), finish_reason=res.finish_reason, http_status=res.http_status, ok=res.ok,
-        error=res.error, group=group, nonce=nonce, response_id=res.response_id, usage=res.usage,
-        rtt_s=rtt_ns / NS, chunk_t=[t - t_origin for t in res.chunk_t], chunk_n=list(res.chunk_n or []))
+        run_id=run_id,
+        lane=lane,
+        rep=rep,
+        phase=phase,
+        concurrency=concurrency,
+        turn=turn,
+        stream=stream,
+        cold=cold,
+        api=api,
+        requested_tokens=requested,
+        prompt_target=prompt_target,
+        prompt_tokens=prompt_tokens,
+        prompt_tokens_source=source,
+        cached_tokens=res.cached_tokens,
+        output_tokens=res.output_tokens,
+        output_tokens_source=res.output_tokens_source,
+        n_first=res.chunk_n[0] if res.chunk_n else None,
+        chunks=len(res.chunk_t),
+        t_send=res.t_send - t_origin,
+        t_hdr=rel(res.t_hdr),
+        t_chunk1=rel(res.t_chunk1),
+        t_first=rel(res.t_first),
+        t_content=rel(res.t_content),
+        t_second=rel(res.chunk_t[1]) if len(res.chunk_t) > 1 else None,
+        t_last=rel(res.t_last),
+        t_end=rel(res.t_end),
+        finish_reason=res.finish_reason,
+        http_status=res.http_status,
+        ok=res.ok,
+        error=res.error,
+        group=group,
+        nonce=nonce,
+        response_id=res.response_id,
+        usage=res.usage,
+        rtt_s=rtt_ns / NS,
+        chunk_t=[t - t_origin for t in res.chunk_t],
+        chunk_n=list(res.chunk_n or []),
+    )
     flags = list(res.warnings)
     if res.t_first is not None:
         rec.ttft_s = (res.t_first - res.t_send) / NS
@@ -63,7 +111,10 @@ def make_record(res: StreamResult, *, t_origin: int, rtt_ns: int, phase: str, re
         rec.ttft_content_s = (res.t_content - res.t_send) / NS
     if rec.ok:
         if res.finish_reason != "length":
-            rec.ok, rec.error = False, f"finish_reason {res.finish_reason!r}, expected 'length' (forced length)"
+            rec.ok, rec.error = (
+                False,
+                f"finish_reason {res.finish_reason!r}, expected 'length' (forced length)",
+            )
         elif res.output_tokens is None:
             rec.ok, rec.error = False, "no token count (no usage and no token-bearing chunks)"
         elif res.output_tokens < requested:
@@ -80,12 +131,16 @@ def make_record(res: StreamResult, *, t_origin: int, rtt_ns: int, phase: str, re
             rec.n_first = w.n_first
         rec.decode_tps = decode_tps(res.output_tokens, w.n_first, w.t_start, res.t_last)
         if w.window_tokens <= 0 and len(res.chunk_t) > 1:
-            flags.append(f"{BURST_FLAG} (all {res.output_tokens} tokens reached the client in one burst: "
-                         "no decode window)")
+            flags.append(
+                f"{BURST_FLAG} (all {res.output_tokens} tokens reached the client in one burst: "
+                "no decode window)"
+            )
         elif w.window_tokens > 0 and w.burst_share > BURST_SHARE:
-            flags.append(f"{BURST_FLAG} ({w.burst_tokens} of {w.window_tokens} decode tokens reached the client "
-                         f"in back-to-back reads < {BURST_GAP_NS // 1000} us apart: it fell behind the stream, so "
-                         "their stamps say when they were read, not when they arrived; excluded from decode)")
+            flags.append(
+                f"{BURST_FLAG} ({w.burst_tokens} of {w.window_tokens} decode tokens reached the client "
+                f"in back-to-back reads < {BURST_GAP_NS // 1000} us apart: it fell behind the stream, so "
+                "their stamps say when they were read, not when they arrived; excluded from decode)"
+            )
     if phase == "prefill" and res.t_first is not None and prompt_tokens is not None and rec.ok:
         ttft = res.t_first - res.t_send
         rec.prefill_tps = prefill_tps(prompt_tokens, res.cached_tokens, ttft, rtt_ns)
@@ -98,9 +153,9 @@ def make_record(res: StreamResult, *, t_origin: int, rtt_ns: int, phase: str, re
     return rec
 
 
-
-
-def make_group(recs: list[RequestRecord], k: int, index: int, *, run_id: str = "", rep: int = 0) -> GroupRecord:
+def make_group(
+    recs: list[RequestRecord], k: int, index: int, *, run_id: str = "", rep: int = 0
+) -> GroupRecord:
     """The aggregate decode estimators of one lockstep group of `k` streams (failed when any stream failed)."""
     g = GroupRecord(run_id=run_id, rep=rep, concurrency=k, group=index)
     bad = [r for r in recs if not r.ok]
@@ -117,14 +172,19 @@ def make_group(recs: list[RequestRecord], k: int, index: int, *, run_id: str = "
         tokens = sum((r.output_tokens or 0) - 1 for r in recs)
         g.span_tps = tokens * NS / span if span > 0 and tokens > 0 else None
         g.overlap, g.window_start, g.window_end = est.overlap, est.window_start, est.window_end
-        g.note = "; ".join(filter(None, ["no per-chunk token counts: span estimator only (n_first assumed 1)",
-                                         burst_note]))
+        g.note = "; ".join(
+            filter(None, ["no per-chunk token counts: span estimator only (n_first assumed 1)", burst_note])
+        )
         g.serialised = est.serialised
         return g
     est = group_aggregate([first_arrival_merged(r.chunk_t, r.chunk_n) for r in recs])
     g.agg_tps, g.window_tps, g.span_tps, g.overlap = est.agg_tps, est.window_tps, est.span_tps, est.overlap
     g.window_start, g.window_end, g.window_tokens, g.serialised = (
-        est.window_start, est.window_end, est.window_tokens, est.serialised)
+        est.window_start,
+        est.window_end,
+        est.window_tokens,
+        est.serialised,
+    )
     serial = "streams did not overlap: the engine serialised them; not a concurrency measurement"
     g.note = "; ".join(filter(None, [serial if est.serialised else "", burst_note]))
     return g

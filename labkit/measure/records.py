@@ -66,7 +66,9 @@ class RequestRecord:
     cached_tokens: int | None = None
     output_tokens: int | None = None
     output_tokens_source: str = ""  # "continuous_usage" | "final_usage" | "chunk count"
-    n_first: int | None = None  # tokens of the first arrival (first token-bearing chunk + chunks read back-to-back)
+    n_first: int | None = (
+        None  # tokens of the first arrival (first token-bearing chunk + chunks read back-to-back)
+    )
     chunks: int = 0  # token-bearing chunks
     t_send: int = 0
     t_hdr: int | None = None  # response headers received
@@ -80,7 +82,9 @@ class RequestRecord:
     ttfr_s: float | None = None  # t_chunk1 - t_send (what vllm bench calls TTFT)
     ttft_content_s: float | None = None
     rtt_s: float | None = None  # network round trip measured before the phase (cheap GET)
-    decode_tps: float | None = None  # (N - n_first) / (t_last - first arrival's last stamp); timing.decode_window
+    decode_tps: float | None = (
+        None  # (N - n_first) / (t_last - first arrival's last stamp); timing.decode_window
+    )
     prefill_tps: float | None = None  # (P - C) / (TTFT - RTT), first content token; a lower bound
     prefill_tps_raw: float | None = None  # P / TTFT, no RTT correction
     finish_reason: str | None = None
@@ -102,7 +106,6 @@ class RequestRecord:
     def to_row(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
         return _known_fields(cls, data)
@@ -117,7 +120,9 @@ class GroupRecord:
     concurrency: int = 2
     group: int = 0  # unique within the run (matches RequestRecord.group)
     ok: bool = True
-    agg_tps: float | None = None  # tokens of all streams inside the steady window W / |W|, chunks spread (headline)
+    agg_tps: float | None = (
+        None  # tokens of all streams inside the steady window W / |W|, chunks spread (headline)
+    )
     window_tps: float | None = None  # tokens arriving in W / |W| (boundary-chunk biased; kept for comparison)
     span_tps: float | None = None  # sum(N_i - n_first_i) / (max t_last - min t_first)
     overlap: float | None = None  # |W| / span; <= 0 means the engine serialised the streams
@@ -125,7 +130,9 @@ class GroupRecord:
     window_end: int | None = None
     window_tokens: int | None = None  # tokens from all streams arriving in (W_start, W_end]
     serialised: bool = False
-    burst_streams: int = 0  # streams flagged burst-read: their stamps do not show arrival times (agg excluded)
+    burst_streams: int = (
+        0  # streams flagged burst-read: their stamps do not show arrival times (agg excluded)
+    )
     note: str = ""
 
     def to_row(self) -> dict[str, Any]:
@@ -165,7 +172,9 @@ class BenchResult:
     groups: list[GroupRecord]
     summary: RunSummary
     provenance: dict[str, Any]
-    scrapes: dict[str, str] = field(default_factory=dict)  # "<phase>.<before|after>[.<i>]" -> raw /metrics text
+    scrapes: dict[str, str] = field(
+        default_factory=dict
+    )  # "<phase>.<before|after>[.<i>]" -> raw /metrics text
     io: dict[str, dict[str, float]] = field(default_factory=dict)  # probe name -> counter deltas
 
     def to_dict(self) -> dict[str, Any]:
@@ -181,10 +190,14 @@ class BenchResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchResult:
-        return cls(records=[RequestRecord.from_dict(r) for r in data.get("records", [])],
-                   groups=[GroupRecord.from_dict(g) for g in data.get("groups", [])],
-                   summary=RunSummary.from_dict(data.get("summary", {})),
-                   provenance=data.get("provenance", {}), scrapes=data.get("scrapes", {}), io=data.get("io", {}))
+        return cls(
+            records=[RequestRecord.from_dict(r) for r in data.get("records", [])],
+            groups=[GroupRecord.from_dict(g) for g in data.get("groups", [])],
+            summary=RunSummary.from_dict(data.get("summary", {})),
+            provenance=data.get("provenance", {}),
+            scrapes=data.get("scrapes", {}),
+            io=data.get("io", {}),
+        )
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)

@@ -51,20 +51,41 @@ from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 
 def default_plan() -> MeasurePlan:
     """The recipe schema's defaults, for measuring a bare URL."""
-    return MeasurePlan(api="chat", runs=1, decode=DecodePlan(concurrency=(1, 2), turns=5, output_tokens=256, warmup=1),
-                       prefill=PrefillPlan(prompt_tokens=(4096, 12600), repeats=3), timeout=600.0)
+    return MeasurePlan(
+        api="chat",
+        runs=1,
+        decode=DecodePlan(concurrency=(1, 2), turns=5, output_tokens=256, warmup=1),
+        prefill=PrefillPlan(prompt_tokens=(4096, 12600), repeats=3),
+        timeout=600.0,
+    )
 
 
 class Bench:
     """One measurement of one endpoint: runs the plan's phases on an open StreamClient and keeps every record,
     group, scrape and note; `run` returns them as a BenchResult."""
 
-    def __init__(self, client: StreamClient, plan: MeasurePlan, *, model: str | None, api: str,
-                 cold_expected: bool, io_hooks: Sequence[iop.IOProbe], progress: bool, lane: str,
-                 spec_k: float | None, run_id: str):
+    def __init__(
+        self,
+        client: StreamClient,
+        plan: MeasurePlan,
+        *,
+        model: str | None,
+        api: str,
+        cold_expected: bool,
+        io_hooks: Sequence[iop.IOProbe],
+        progress: bool,
+        lane: str,
+        spec_k: float | None,
+        run_id: str,
+    ):
         self.c, self.plan, self.model, self.api = client, plan, model, api
         self.cold_expected, self.io_hooks, self.lane, self.spec_k, self.run_id = (
-            cold_expected, io_hooks, lane, spec_k, run_id)
+            cold_expected,
+            io_hooks,
+            lane,
+            spec_k,
+            run_id,
+        )
         self.records: list[RequestRecord] = []
         self.groups: list[GroupRecord] = []
         self.scrapes: dict[str, str] = {}
@@ -92,33 +113,76 @@ class Bench:
             status, text = 0, ""
         if status != 200:
             self.has_metrics = False
-            self.notes.append(f"no /metrics (HTTP {status}): no counter-derived numbers (acceptance, cache hits)")
+            self.notes.append(
+                f"no /metrics (HTTP {status}): no counter-derived numbers (acceptance, cache hits)"
+            )
             return None
         self.scrapes[key] = text
         return mx.parse_prometheus(text)
 
     def _request(self, prompt: str, max_tokens: int, *, forced: bool) -> StreamRequest:
-        return StreamRequest(prompt=prompt, max_tokens=max_tokens, api=self.api, model=self.model or "",
-                             min_tokens=max_tokens if forced else None, ignore_eos=forced, temperature=0.0,
-                             timeout=self.plan.timeout)
+        return StreamRequest(
+            prompt=prompt,
+            max_tokens=max_tokens,
+            api=self.api,
+            model=self.model or "",
+            min_tokens=max_tokens if forced else None,
+            ignore_eos=forced,
+            temperature=0.0,
+            timeout=self.plan.timeout,
+        )
 
-    def _record(self, res: StreamResult, *, phase: str, requested: int, concurrency: int = 1, turn: int = 0,
-                stream: int = 0, cold: bool = False, nonce: str = "", group: int | None = None,
-                prompt_target: int = 0, counted: int | None = None) -> RequestRecord:
-        rec = make_record(res, t_origin=self.t_origin, rtt_ns=self.rtt_ns, phase=phase, requested=requested, rep=self.rep,
-                          run_id=self.run_id, lane=self.lane, api=self.api, concurrency=concurrency, turn=turn,
-                          stream=stream, cold=cold, nonce=nonce, group=group, prompt_target=prompt_target,
-                          counted=counted, counted_source="tokenize" if "tokenize" in self.counter_kind
-                          else "calibrated")
+    def _record(
+        self,
+        res: StreamResult,
+        *,
+        phase: str,
+        requested: int,
+        concurrency: int = 1,
+        turn: int = 0,
+        stream: int = 0,
+        cold: bool = False,
+        nonce: str = "",
+        group: int | None = None,
+        prompt_target: int = 0,
+        counted: int | None = None,
+    ) -> RequestRecord:
+        rec = make_record(
+            res,
+            t_origin=self.t_origin,
+            rtt_ns=self.rtt_ns,
+            phase=phase,
+            requested=requested,
+            rep=self.rep,
+            run_id=self.run_id,
+            lane=self.lane,
+            api=self.api,
+            concurrency=concurrency,
+            turn=turn,
+            stream=stream,
+            cold=cold,
+            nonce=nonce,
+            group=group,
+            prompt_target=prompt_target,
+            counted=counted,
+            counted_source="tokenize" if "tokenize" in self.counter_kind else "calibrated",
+        )
         self.records.append(rec)
         if self._bar is not None:
             self._bar.update(1)
         return rec
 
     # ---------------------------------------------------------------- the whole plan
-    async def run(self, *, recipe_hash: str | None, variant: str | None, decode: bool, prefill: bool,
-                  save_to: str | Path | None = None,
-                  on_partial: Callable[[BenchResult], None] | None = None) -> BenchResult:
+    async def run(
+        self,
+        *,
+        recipe_hash: str | None,
+        variant: str | None,
+        decode: bool,
+        prefill: bool,
+        save_to: str | Path | None = None,
+        on_partial: Callable[[BenchResult], None] | None = None,
+    ) -> BenchResult:
         """The whole plan. With `save_to`, the result is written there at the end, and also when the run is
         interrupted or fails halfway (then marked partial, with the error), so no measured request is lost;
         `on_partial` gets that partial result too (the lab path stores it in the run folder)."""
@@ -128,13 +192,16 @@ class Bench:
                 raise EndpointError(self.c.base + "/models", "serves no model")
             self.model = models[0]
         elif self.model not in models:
-            raise EndpointError(self.c.base + "/models", f"model {self.model!r} not served; have {', '.join(models)}")
+            raise EndpointError(
+                self.c.base + "/models", f"model {self.model!r} not served; have {', '.join(models)}"
+            )
         version, self.engine_info = await engine_version(self.c)
         self.rtt_ns = await self.c.rtt_ns()
         io_before = {p.name: p.sample() for p in self.io_hooks}
         total = self._planned(decode, prefill)
         if self.progress:
             from tqdm import tqdm
+
             self._bar = tqdm(total=total, desc="bench", unit="req", file=sys.stderr, leave=False)
         try:
             for run in range(self.plan.runs):
@@ -156,14 +223,23 @@ class Bench:
             result.save(save_to)
         return result
 
-    def _keep_partial(self, e: BaseException, version: str | None, models: list[str], recipe_hash: str | None,
-                      variant: str | None, save_to: str | Path | None,
-                      on_partial: Callable[[BenchResult], None] | None) -> None:
+    def _keep_partial(
+        self,
+        e: BaseException,
+        version: str | None,
+        models: list[str],
+        recipe_hash: str | None,
+        variant: str | None,
+        save_to: str | Path | None,
+        on_partial: Callable[[BenchResult], None] | None,
+    ) -> None:
         result = self._result({}, version, models, recipe_hash, variant)
         result.provenance.update(partial=True, error=f"{type(e).__name__}: {e}"[:300])
         if save_to is not None:
             result.save(save_to)
-            print(f"labkit bench: partial results ({len(self.records)} requests) in {save_to}", file=sys.stderr)
+            print(
+                f"labkit bench: partial results ({len(self.records)} requests) in {save_to}", file=sys.stderr
+            )
         if on_partial is not None:
             try:
                 on_partial(result)
@@ -180,16 +256,39 @@ class Bench:
                 self.notes.append(f"I/O probe {p.name} failed after the run: {e}"[:300])
         return out
 
-    def _result(self, io: dict, version: str | None, models: list[str], recipe_hash: str | None,
-                variant: str | None) -> BenchResult:
-        summary = summarize(self.records, self.groups, self.plan, acceptance=self.acceptance,
-                            pc_window=self.pc_window, notes=self.notes, rtt_ns=self.rtt_ns,
-                            counter_kind=self.counter_kind, io=io)
-        prov = provenance(self.c, self.plan, self.records, version=version, engine_info=self.engine_info,
-                          model=self.model, models=models, lane=self.lane, recipe_hash=recipe_hash,
-                          variant=variant, run_id=self.run_id, api=self.api, counter_kind=self.counter_kind,
-                          t_origin=self.t_origin, rtt_ns=self.rtt_ns, cold_expected=self.cold_expected,
-                          io_hooks=self.io_hooks)
+    def _result(
+        self, io: dict, version: str | None, models: list[str], recipe_hash: str | None, variant: str | None
+    ) -> BenchResult:
+        summary = summarize(
+            self.records,
+            self.groups,
+            self.plan,
+            acceptance=self.acceptance,
+            pc_window=self.pc_window,
+            notes=self.notes,
+            rtt_ns=self.rtt_ns,
+            counter_kind=self.counter_kind,
+            io=io,
+        )
+        prov = provenance(
+            self.c,
+            self.plan,
+            self.records,
+            version=version,
+            engine_info=self.engine_info,
+            model=self.model,
+            models=models,
+            lane=self.lane,
+            recipe_hash=recipe_hash,
+            variant=variant,
+            run_id=self.run_id,
+            api=self.api,
+            counter_kind=self.counter_kind,
+            t_origin=self.t_origin,
+            rtt_ns=self.rtt_ns,
+            cold_expected=self.cold_expected,
+            io_hooks=self.io_hooks,
+        )
         prov["partial"] = False
         return BenchResult(self.records, self.groups, summary, prov, self.scrapes, io)
 
@@ -220,7 +319,9 @@ class Bench:
             served = served_before(before)
             if served:
                 cold = False
-                self.notes.append(f"cold turn not recorded: /metrics shows {served:g} requests served before the run")
+                self.notes.append(
+                    f"cold turn not recorded: /metrics shows {served:g} requests served before the run"
+                )
         if cold:
             res, n = await self._one(N)
             self._record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)
@@ -238,13 +339,25 @@ class Bench:
                 # Lockstep: every stream is created before the first await, so all are sent together.
                 results = await asyncio.gather(*(self.c.stream(r) for r in reqs))
                 index = len(self.groups)
-                recs = [self._record(r, phase="decode", requested=N, concurrency=k, turn=turn, stream=s,
-                                     nonce=nonces[s], group=index) for s, r in enumerate(results)]
+                recs = [
+                    self._record(
+                        r,
+                        phase="decode",
+                        requested=N,
+                        concurrency=k,
+                        turn=turn,
+                        stream=s,
+                        nonce=nonces[s],
+                        group=index,
+                    )
+                    for s, r in enumerate(results)
+                ]
                 self.groups.append(make_group(recs, k, index, run_id=self.run_id, rep=self.rep))
         after = await self.scrape(f"decode.after.{run}")
         n_window = sum(1 for r in self.records[n_before:] if r.http_status == 200 and r.finish_reason)
-        acc = await window_acceptance(self.c, before, after, spec_k=self.spec_k, n_window=n_window,
-                                      flushed=flushed, notes=self.notes)
+        acc = await window_acceptance(
+            self.c, before, after, spec_k=self.spec_k, n_window=n_window, flushed=flushed, notes=self.notes
+        )
         if acc is not None:
             self.acceptance = pool_acceptance(self.acceptance, acc)
 
@@ -269,8 +382,15 @@ class Bench:
                 learn = getattr(self.counter, "add", None)
                 if learn is not None and res.prompt_tokens is not None:
                     learn(prompt, res.prompt_tokens)  # a fitted counter improves with every server count
-                rec = self._record(res, phase="warmup" if i < warm else "prefill", requested=1, turn=i - warm,
-                                   nonce=n, prompt_target=target, counted=counted)
+                rec = self._record(
+                    res,
+                    phase="warmup" if i < warm else "prefill",
+                    requested=1,
+                    turn=i - warm,
+                    nonce=n,
+                    prompt_target=target,
+                    counted=counted,
+                )
                 pc = prefix_cache_sample(rec, before, after)
                 if pc is not None and i >= warm:
                     self.pc_window.append(pc)
@@ -288,6 +408,7 @@ def run_bench(url: str, plan: MeasurePlan | None = None, **kwargs: Any) -> Bench
 
     Ctrl-C (a kernel interrupt) while the worker measures cancels its streams at once, lets the partial
     result be saved (`save_to` / `on_partial`), and then raises KeyboardInterrupt here."""
+
     def measure(box: dict) -> BenchResult:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             box["loop"] = runner.get_loop()
@@ -330,22 +451,49 @@ def _loop_factory() -> Any:
     return uvloop.new_event_loop
 
 
-async def run_bench_async(url: str, plan: MeasurePlan | None = None, *, model: str | None = None,
-                          api: str | None = None, cold_expected: bool = True,
-                          io_hooks: Sequence[iop.IOProbe] = (), progress: bool = True, lane: str = "",
-                          recipe_hash: str | None = None, variant: str | None = None,
-                          spec_k: float | None = None, run_id: str | None = None,
-                          decode: bool = True, prefill: bool = True, transport: str = "direct",
-                          save_to: str | Path | None = None,
-                          on_partial: Callable[[BenchResult], None] | None = None) -> BenchResult:
+async def run_bench_async(
+    url: str,
+    plan: MeasurePlan | None = None,
+    *,
+    model: str | None = None,
+    api: str | None = None,
+    cold_expected: bool = True,
+    io_hooks: Sequence[iop.IOProbe] = (),
+    progress: bool = True,
+    lane: str = "",
+    recipe_hash: str | None = None,
+    variant: str | None = None,
+    spec_k: float | None = None,
+    run_id: str | None = None,
+    decode: bool = True,
+    prefill: bool = True,
+    transport: str = "direct",
+    save_to: str | Path | None = None,
+    on_partial: Callable[[BenchResult], None] | None = None,
+) -> BenchResult:
     """Measure the endpoint at `url` (server root or .../v1) with `plan` (a recipe's MeasurePlan).
 
     `transport`: "direct" (default) or "sdk", see labkit/measure/client.py. `on_partial(result)` is called with
     what was measured when the run is interrupted or fails halfway (provenance partial=True), before re-raising."""
     plan = plan or default_plan()
     async with StreamClient(url, timeout=plan.timeout, transport=transport) as client:
-        bench = Bench(client, plan, model=model, api=api or plan.api, cold_expected=cold_expected,
-                      io_hooks=io_hooks, progress=progress, lane=lane, spec_k=spec_k,
-                      run_id=run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"))
-        return await bench.run(recipe_hash=recipe_hash, variant=variant, decode=decode, prefill=prefill,
-                               save_to=save_to, on_partial=on_partial)
+        bench = Bench(
+            client,
+            plan,
+            model=model,
+            api=api or plan.api,
+            cold_expected=cold_expected,
+            io_hooks=io_hooks,
+            progress=progress,
+            lane=lane,
+            spec_k=spec_k,
+            run_id=run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"),
+        )
+        return await bench.run(
+            recipe_hash=recipe_hash,
+            variant=variant,
+            decode=decode,
+            prefill=prefill,
+            save_to=save_to,
+            on_partial=on_partial,
+        )

@@ -15,7 +15,11 @@ from labkit.measure.recording import CACHE_HIT_TOLERANCE
 from labkit.measure.records import RequestRecord
 
 # requests an engine finished since boot: any > 0 means the first request of this run is not a cold one
-SERVED_COUNTERS = ("vllm:request_success_total", "vllm:request_success", "sglang:e2e_request_latency_seconds_count")
+SERVED_COUNTERS = (
+    "vllm:request_success_total",
+    "vllm:request_success",
+    "sglang:e2e_request_latency_seconds_count",
+)
 
 
 def served_before(before: mx.Samples) -> float | None:
@@ -26,8 +30,9 @@ def served_before(before: mx.Samples) -> float | None:
 async def flush_for_acceptance(client: StreamClient, before: mx.Samples | None, notes: list[str]) -> bool:
     """SGLang without spec counters: reset the cumulative acceptance (POST /flush_cache, idle) so
     /server_info reads this window only. True when the reset succeeded."""
-    if before is not None and (mx.total(before, *mx.V_DRAFTS) is not None
-                               or mx.total(before, *mx.S_VERIFY) is not None):
+    if before is not None and (
+        mx.total(before, *mx.V_DRAFTS) is not None or mx.total(before, *mx.S_VERIFY) is not None
+    ):
         return False
     try:
         status, text = await client.get("/server_info")
@@ -43,9 +48,16 @@ async def flush_for_acceptance(client: StreamClient, before: mx.Samples | None, 
     return True
 
 
-async def window_acceptance(client: StreamClient, before: mx.Samples | None, after: mx.Samples | None, *,
-                            spec_k: float | None, n_window: int, flushed: bool,
-                            notes: list[str]) -> mx.Acceptance | None:
+async def window_acceptance(
+    client: StreamClient,
+    before: mx.Samples | None,
+    after: mx.Samples | None,
+    *,
+    spec_k: float | None,
+    n_window: int,
+    flushed: bool,
+    notes: list[str],
+) -> mx.Acceptance | None:
     """Acceptance of the decode window: counter deltas between the scrapes, else (after a successful flush)
     /server_info's. `n_window`: requests answered inside the window (SGLang's deltas include their
     prefill)."""
@@ -71,15 +83,18 @@ def pool_acceptance(pooled: mx.Acceptance | None, acc: mx.Acceptance) -> mx.Acce
         return acc
     a = pooled
     a.accepted += acc.accepted
-    a.per_pos = [(p * a.drafts + q * acc.drafts) / (a.drafts + acc.drafts)
-                 for p, q in zip(a.per_pos, acc.per_pos, strict=False)]
+    a.per_pos = [
+        (p * a.drafts + q * acc.drafts) / (a.drafts + acc.drafts)
+        for p, q in zip(a.per_pos, acc.per_pos, strict=False)
+    ]
     a.drafts += acc.drafts
     a.draft_tokens = (a.draft_tokens or 0) + (acc.draft_tokens or 0) or None
     return a
 
 
-def prefix_cache_sample(rec: RequestRecord, before: mx.Samples | None,
-                        after: mx.Samples | None) -> tuple[float, float] | None:
+def prefix_cache_sample(
+    rec: RequestRecord, before: mx.Samples | None, after: mx.Samples | None
+) -> tuple[float, float] | None:
     """(hits, queries) prefix-cache deltas around one prefill sample; flags `rec` on a hit or a counter
     reset."""
     if before is None or after is None:

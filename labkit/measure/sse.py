@@ -53,7 +53,9 @@ class SSEParser:
         self.has_ids = False
         self.pending: list[tuple[int, int | None, int | None]] = []  # (t, ids count, usage delta) per chunk
         self.done = False
-        self.reads: list[tuple[int, bytes]] = []  # (stamp, raw bytes) of every network read, parsed in finish()
+        self.reads: list[
+            tuple[int, bytes]
+        ] = []  # (stamp, raw bytes) of every network read, parsed in finish()
 
     def feed(self, data: bytes, now: int) -> bool:
         """Consume one network read stamped `now`; True once `[DONE]` arrived."""
@@ -82,7 +84,9 @@ class SSEParser:
         choices = ev.get("choices") or []
         if "error" in ev and not choices:
             err = ev["error"]
-            res.error = "stream error: " + (err.get("message", str(err)) if isinstance(err, dict) else str(err))
+            res.error = "stream error: " + (
+                err.get("message", str(err)) if isinstance(err, dict) else str(err)
+            )
             return
         if not choices:
             return
@@ -157,6 +161,8 @@ class SSEParser:
         if not res.error and res.finish_reason is None:
             if res.http_status == 200 and res.sse_events == 0:
                 # llama-cpp-python answers a streamed prompt longer than n_ctx this way (no error event).
-                res.error = "empty stream: HTTP 200 with no SSE events and no [DONE] (prompt over the context?)"
+                res.error = (
+                    "empty stream: HTTP 200 with no SSE events and no [DONE] (prompt over the context?)"
+                )
             else:
                 res.error = "stream ended without a finish_reason (truncated?)"

@@ -56,8 +56,11 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
             detail += f"{', ' if detail else ''}overlap {m[f'decode_c{k}_overlap']:.2f}"
         if agg is None:
             overlap = m.get(f"decode_c{k}_overlap")
-            why = ("serialised (no overlap)" if overlap is not None and overlap <= 0 else
-                   "no aggregate (no per-chunk token counts, or burst-read streams; see notes)")
+            why = (
+                "serialised (no overlap)"
+                if overlap is not None and overlap <= 0
+                else "no aggregate (no per-chunk token counts, or burst-read streams; see notes)"
+            )
             out.append((f"decode c{k} (aggregate)", why, f"span {fmt_rate(m.get(f'decode_c{k}_span'))} t/s"))
         else:
             out.append((f"decode c{k} (aggregate)", f"{fmt_rate(agg)} t/s", detail))
@@ -77,15 +80,22 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
         detail = f"τ {m['accept_length']:.2f} (K={k_txt}, incl. bonus)"
         if rate is not None:
             detail += f", α {rate * 100:.1f}%"
-        pos = [m[key] for key in sorted((x for x in m if x.startswith("accept_pos_")),
-                                        key=lambda x: int(x.rsplit("_", 1)[1]))]
+        pos = [
+            m[key]
+            for key in sorted(
+                (x for x in m if x.startswith("accept_pos_")), key=lambda x: int(x.rsplit("_", 1)[1])
+            )
+        ]
         if pos:
             detail += ", per position " + " ".join(f"{p:.2f}" for p in pos)
         out.append(("acceptance", f"{m['accept_per_draft']:.2f} of {k_txt}", detail))
     if m.get("prefix_cache_hit_ratio") is not None:
-        out.append(("prefix-cache hits (prefill)", f"{m['prefix_cache_hit_ratio'] * 100:.1f}%", "unique prompts: ~0"))
+        out.append(
+            ("prefix-cache hits (prefill)", f"{m['prefix_cache_hit_ratio'] * 100:.1f}%", "unique prompts: ~0")
+        )
     if m.get("nfs_read_bytes") is not None:
         from labkit.units import format_size
+
         out.append(("shared-NFS reads", format_size(m["nfs_read_bytes"]), "Δserverreadbytes, whole run"))
     out.append(("requests", f"{s.n_ok} ok, {s.n_failed} failed", "failed ones are excluded above"))
     return out

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 NS = 1_000_000_000
 
 
-def decode_tps(n_tokens: int | None, n_first: int | None, t_first: int | None, t_last: int | None) -> float | None:
+def decode_tps(
+    n_tokens: int | None, n_first: int | None, t_first: int | None, t_last: int | None
+) -> float | None:
     """Per-request decode rate; None when there is no interval to divide by (one chunk, or unknown counts)."""
     if n_tokens is None or n_first is None or t_first is None or t_last is None:
         return None
@@ -66,7 +68,9 @@ def decode_window(t: Sequence[int], n: Sequence[int], n_tokens: int, gap: int = 
     return DecodeWindow(n_first, t_start, n_tokens - n_first, burst)
 
 
-def first_arrival_merged(t: Sequence[int], n: Sequence[int], gap: int = BURST_GAP_NS) -> tuple[list[int], list[int]]:
+def first_arrival_merged(
+    t: Sequence[int], n: Sequence[int], gap: int = BURST_GAP_NS
+) -> tuple[list[int], list[int]]:
     """The stream with its first arrival folded into one chunk (its last stamp, its tokens), so a group's
     window opens where each stream's per-request decode window does (`decode_window`)."""
     if not t:
@@ -75,8 +79,9 @@ def first_arrival_merged(t: Sequence[int], n: Sequence[int], gap: int = BURST_GA
     return [last, *t[k:]], [tokens, *n[k:]]
 
 
-def prefill_tps(prompt_tokens: int | None, cached_tokens: int | None, ttft_ns: int | None,
-                rtt_ns: int = 0) -> float | None:
+def prefill_tps(
+    prompt_tokens: int | None, cached_tokens: int | None, ttft_ns: int | None, rtt_ns: int = 0
+) -> float | None:
     """(P - C) / (TTFT - RTT): a lower bound on the engine's prefill rate (queueing and one decode step remain)."""
     if prompt_tokens is None or ttft_ns is None:
         return None
@@ -91,7 +96,9 @@ class GroupEstimate:
     """Aggregate decode of concurrent streams over their common steady-state window, plus span and overlap."""
 
     agg_tps: float | None  # sum of per-stream decode rates inside W (headline)
-    window_tps: float | None  # tokens arriving in (W_start, W_end] / |W| (docs/measurement.md, "Aggregate decode at cK")
+    window_tps: (
+        float | None
+    )  # tokens arriving in (W_start, W_end] / |W| (docs/measurement.md, "Aggregate decode at cK")
     span_tps: float | None
     overlap: float | None
     window_start: int | None
@@ -148,8 +155,9 @@ def group_aggregate(streams: Sequence[tuple[Sequence[int], Sequence[int]]]) -> G
             if w0 < ti <= w1:
                 tokens += ni
     spread = sum(cumulative_tokens(t, n, w1) - cumulative_tokens(t, n, w0) for t, n in live)
-    return GroupEstimate(spread * NS / (w1 - w0), tokens * NS / (w1 - w0), span_tps, (w1 - w0) / span, w0, w1,
-                         tokens, False)
+    return GroupEstimate(
+        spread * NS / (w1 - w0), tokens * NS / (w1 - w0), span_tps, (w1 - w0) / span, w0, w1, tokens, False
+    )
 
 
 def median(values: Sequence[float]) -> float | None:

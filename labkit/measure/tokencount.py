@@ -65,7 +65,10 @@ async def make_counter(client: StreamClient, model: str, api: str) -> tuple[pr.C
         async def counted(prompt: str) -> int:
             return await raw_count(prompt) + overhead
 
-        return counted, f"server /extras/tokenize/count + {overhead} template tokens (from usage.prompt_tokens)"
+        return (
+            counted,
+            f"server /extras/tokenize/count + {overhead} template tokens (from usage.prompt_tokens)",
+        )
     except EndpointError:
         pass
     points = []

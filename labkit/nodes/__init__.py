@@ -12,7 +12,23 @@ from labkit.nodes.local import LocalHost
 from labkit.nodes.ssh import SshHost, SshOptions
 
 __all__ = [
-    "ENDING_SIGNALS", "CommandTimeout", "Host", "HostError", "HostGroup", "LocalHost", "NodeCalls", "Result",
-    "SshHost", "SshOptions", "Unreachable", "as_command", "check_reachable", "ending_as_interrupt", "host_for",
-    "hosts_for_plan", "ignoring_interrupts", "interrupts_noted", "map_nodes",
+    "ENDING_SIGNALS",
+    "CommandTimeout",
+    "Host",
+    "HostError",
+    "HostGroup",
+    "LocalHost",
+    "NodeCalls",
+    "Result",
+    "SshHost",
+    "SshOptions",
+    "Unreachable",
+    "as_command",
+    "check_reachable",
+    "ending_as_interrupt",
+    "host_for",
+    "hosts_for_plan",
+    "ignoring_interrupts",
+    "interrupts_noted",
+    "map_nodes",
 ]

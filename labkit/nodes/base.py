@@ -52,7 +52,9 @@ class Result:
         if not self.ok:
             detail = (self.stderr.strip() or self.stdout.strip())[-800:]
             label = what or self.command
-            raise HostError(self.node, f"{label} failed (exit {self.exit_code})" + (f": {detail}" if detail else ""))
+            raise HostError(
+                self.node, f"{label} failed (exit {self.exit_code})" + (f": {detail}" if detail else "")
+            )
         return self
 
 
@@ -76,8 +78,13 @@ class Host:
     def _run(self, command: str, timeout: float | None, stdin: str | bytes | None) -> Result:
         raise NotImplementedError
 
-    def run_streaming(self, cmd: Command, timeout: float | None = None, stdin: str | bytes | None = None,
-                      on_line: Callable[[str], None] | None = None) -> Result:
+    def run_streaming(
+        self,
+        cmd: Command,
+        timeout: float | None = None,
+        stdin: str | bytes | None = None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> Result:
         """`run`, also handing each stdout line to on_line as it arrives (progress of long node jobs).
         This default delivers the lines when the command ends; subclasses stream them live."""
         r = self.run(cmd, timeout=timeout, stdin=stdin)

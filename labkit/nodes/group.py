@@ -50,8 +50,13 @@ class HostGroup:
         """fn(host) started on every node at once; the handle waits for them and names any still running."""
         return NodeCalls(fn, list(self.hosts if hosts is None else hosts))
 
-    def run(self, cmd: Command | Callable[[Host], Command], what: str, timeout: float | None = None,
-            check: bool = True) -> dict[str, Result]:
+    def run(
+        self,
+        cmd: Command | Callable[[Host], Command],
+        what: str,
+        timeout: float | None = None,
+        check: bool = True,
+    ) -> dict[str, Result]:
         """Run one command (or a per-host command) on every node; with `check`, non-zero exits are failures."""
 
         def one(host: Host) -> Result:
@@ -78,7 +83,9 @@ class NodeCalls(Generic[T]):
         # Own flags, not Thread.is_alive(): on Python 3.11 a join() cut short by Ctrl-C marks the thread stopped.
         self._done = {h.name: threading.Event() for h in hosts}
         for h in hosts:
-            threading.Thread(target=self._call, args=(fn, h), name=f"labkit-node-{h.name}", daemon=True).start()
+            threading.Thread(
+                target=self._call, args=(fn, h), name=f"labkit-node-{h.name}", daemon=True
+            ).start()
 
     def _call(self, fn: Callable[[Host], T], host: Host) -> None:
         try:
@@ -120,9 +127,15 @@ class NodeCalls(Generic[T]):
 STOP_AGAIN = 2.0  # seconds between stop attempts on a node whose call has not returned yet
 
 
-def map_nodes(fn: Callable[[Host], T], hosts: Sequence[Host], stop: Callable[[Host], Any] | None = None, *,
-              what: str = "the node jobs", say: Callable[[str], None] | None = None,
-              stop_wait: float = 30.0) -> dict[str, tuple[T | None, BaseException | None]]:
+def map_nodes(
+    fn: Callable[[Host], T],
+    hosts: Sequence[Host],
+    stop: Callable[[Host], Any] | None = None,
+    *,
+    what: str = "the node jobs",
+    say: Callable[[str], None] | None = None,
+    stop_wait: float = 30.0,
+) -> dict[str, tuple[T | None, BaseException | None]]:
     """{node: (value, None) or (None, error)} with every node run in its own thread; raises only an interrupt.
 
     Unlike HostGroup.map, an interrupt (Ctrl-C; anything raised in the waiting thread) is raised only once the
@@ -145,8 +158,14 @@ def map_nodes(fn: Callable[[Host], T], hosts: Sequence[Host], stop: Callable[[Ho
     return calls.outcomes()
 
 
-def _stop_calls(calls: NodeCalls, hosts: list[Host], stop: Callable[[Host], Any], what: str,
-                say: Callable[[str], None], bound: float) -> None:
+def _stop_calls(
+    calls: NodeCalls,
+    hosts: list[Host],
+    stop: Callable[[Host], Any],
+    what: str,
+    say: Callable[[str], None],
+    bound: float,
+) -> None:
     """map_nodes after an interrupt: stop the calls still running, wait for them at most `bound` s."""
     pending = calls.pending()
     if not pending:
@@ -164,12 +183,16 @@ def _stop_calls(calls: NodeCalls, hosts: list[Host], stop: Callable[[Host], Any]
             calls.wait(min(STOP_AGAIN, max(0.0, deadline - time.monotonic())))
             if len(noted) > told:
                 told = len(noted)
-                say(f"labkit: still stopping {what} (at most {max(0.0, deadline - time.monotonic()):.0f} s more)")
+                say(
+                    f"labkit: still stopping {what} (at most {max(0.0, deadline - time.monotonic()):.0f} s more)"
+                )
             pending = calls.pending()
     if pending:
         why = {n: stoppers[n]._outcomes.get(n, (None, None))[1] for n in pending if n in stoppers}
-        say(f"labkit: {what} did not stop within {bound:g} s on " + ", ".join(
-            n + (f" ({_reason(why[n])})" if why.get(n) is not None else "") for n in pending))
+        say(
+            f"labkit: {what} did not stop within {bound:g} s on "
+            + ", ".join(n + (f" ({_reason(why[n])})" if why.get(n) is not None else "") for n in pending)
+        )
 
 
 def _say(text: str) -> None:
@@ -190,14 +213,22 @@ def check_reachable(group: HostGroup) -> None:
     group.map(lambda h: h.check(), "unreachable nodes (nothing was started)")
 
 
-def host_for(node: str, user: str | None, port: int, connect_timeout: float, ssh: SshOptions | None = None) -> Host:
+def host_for(
+    node: str, user: str | None, port: int, connect_timeout: float, ssh: SshOptions | None = None
+) -> Host:
     """A LocalHost for "localhost", else an SshHost with recipe values overridden by `ssh`."""
     if node == "localhost":
         return LocalHost()
     ssh = ssh or SshOptions()
-    return SshHost(node, user=ssh.user or user, port=ssh.port or port,
-                   connect_timeout=ssh.connect_timeout or connect_timeout, key_files=ssh.key_files,
-                   known_hosts=ssh.known_hosts, use_agent=ssh.use_agent)
+    return SshHost(
+        node,
+        user=ssh.user or user,
+        port=ssh.port or port,
+        connect_timeout=ssh.connect_timeout or connect_timeout,
+        key_files=ssh.key_files,
+        known_hosts=ssh.known_hosts,
+        use_agent=ssh.use_agent,
+    )
 
 
 def hosts_for_plan(plan, ssh: SshOptions | None = None) -> HostGroup:

@@ -27,9 +27,13 @@ class LocalHost(Host):
     def _run(self, command: str, timeout: float | None, stdin: str | bytes | None) -> Result:
         data = stdin.encode() if isinstance(stdin, str) else stdin
         # Own process group, so a timeout ends the command's children too (as `timeout` does on SSH nodes).
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE if data is not None else
-                                subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         try:
             out, err = proc.communicate(data, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -42,17 +46,31 @@ class LocalHost(Host):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
-        return Result(self.name, command, out.decode(errors="replace"), err.decode(errors="replace"), proc.returncode)
+        return Result(
+            self.name, command, out.decode(errors="replace"), err.decode(errors="replace"), proc.returncode
+        )
 
-    def run_streaming(self, cmd: Command, timeout: float | None = None, stdin: str | bytes | None = None,
-                      on_line: Callable[[str], None] | None = None) -> Result:
+    def run_streaming(
+        self,
+        cmd: Command,
+        timeout: float | None = None,
+        stdin: str | bytes | None = None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> Result:
         command = as_command(cmd)
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         err: list[bytes] = []
-        feeders = [threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True),
-                   threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True)]
+        feeders = [
+            threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True),
+            threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True),
+        ]
         for t in feeders:
             t.start()
         expired = threading.Event()
@@ -86,7 +104,9 @@ class LocalHost(Host):
             t.join()
         if expired.is_set():
             raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
-        return Result(self.name, command, "".join(out), b"".join(err).decode(errors="replace"), proc.returncode)
+        return Result(
+            self.name, command, "".join(out), b"".join(err).decode(errors="replace"), proc.returncode
+        )
 
     def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
         p = Path(os.path.expanduser(path))
@@ -108,4 +128,3 @@ def _feed(pipe, data: bytes) -> None:
         pipe.close()
     except (BrokenPipeError, OSError):
         pass
-

@@ -49,15 +49,28 @@ class SshOptions:
         """The LABKIT_SSH_* settings of this process, or of `env` when given."""
         s = settings.current() if env is None else settings.Settings.from_env(env)
         key = s.ssh_key
-        return cls(user=s.ssh_user, port=int(s.ssh_port) if s.ssh_port else None, key_files=(key,) if key else (), known_hosts=s.ssh_known_hosts,
-                   use_agent=not key)
+        return cls(
+            user=s.ssh_user,
+            port=int(s.ssh_port) if s.ssh_port else None,
+            key_files=(key,) if key else (),
+            known_hosts=s.ssh_known_hosts,
+            use_agent=not key,
+        )
 
 
 class SshHost(Host):
     """A node reached over SSH; one connection per host, opened on first use, reused until `close()`."""
 
-    def __init__(self, name: str, user: str | None = None, port: int = 22, connect_timeout: float = 10.0,
-                 key_files: Sequence[str] = (), known_hosts: str | None = None, use_agent: bool = True):
+    def __init__(
+        self,
+        name: str,
+        user: str | None = None,
+        port: int = 22,
+        connect_timeout: float = 10.0,
+        key_files: Sequence[str] = (),
+        known_hosts: str | None = None,
+        use_agent: bool = True,
+    ):
         self.name = name
         self.address = name
         self.user = user
@@ -82,8 +95,14 @@ class SshHost(Host):
             connect_kwargs["look_for_keys"] = False
         config = Config(overrides={"load_ssh_configs": False})
         # fabric rounds connect_timeout down to an int; 0 would mean a non-blocking connect.
-        cxn = Connection(self.name, user=self.user or _default_user(), port=self.port, config=config,
-                         connect_timeout=max(1, math.ceil(self.connect_timeout)), connect_kwargs=connect_kwargs)
+        cxn = Connection(
+            self.name,
+            user=self.user or _default_user(),
+            port=self.port,
+            config=config,
+            connect_timeout=max(1, math.ceil(self.connect_timeout)),
+            connect_kwargs=connect_kwargs,
+        )
         # fabric defaults to AutoAddPolicy (accept any key); labkit only trusts keys it already knows.
         cxn.client.set_missing_host_key_policy(RejectPolicy())
         known = self.known_hosts or os.path.expanduser("~/.ssh/known_hosts")
@@ -98,17 +117,27 @@ class SshHost(Host):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             cxn.connect_kwargs["sock"] = sock
             cxn.open()
-            cxn.transport.set_keepalive(15)  # a node gone off the network is noticed on a quiet connection too
+            cxn.transport.set_keepalive(
+                15
+            )  # a node gone off the network is noticed on a quiet connection too
         except Exception as e:  # paramiko/socket raise many types; all mean "cannot reach"
             if sock is not None:
                 sock.close()
-            raise Unreachable(self.name, f"cannot connect to {self.user or _default_user()}@{self.name}:{self.port}: "
-                              f"{_describe_connect_error(e, known)}")
+            raise Unreachable(
+                self.name,
+                f"cannot connect to {self.user or _default_user()}@{self.name}:{self.port}: "
+                f"{_describe_connect_error(e, known)}",
+            )
         self._cxn = cxn
         return cxn
 
-    def _run(self, command: str, timeout: float | None, stdin: str | bytes | None,
-             on_line: Callable[[str], None] | None = None) -> Result:
+    def _run(
+        self,
+        command: str,
+        timeout: float | None,
+        stdin: str | bytes | None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> Result:
         with self._lock:
             cxn = self.connection()
             remote = command
@@ -135,14 +164,26 @@ class SshHost(Host):
             raise CommandTimeout(self.name, f"command timed out after {timeout:g} s: {command[:200]}")
         return Result(self.name, command, out, err, code)
 
-    def run_streaming(self, cmd: Command, timeout: float | None = None, stdin: str | bytes | None = None,
-                      on_line: Callable[[str], None] | None = None) -> Result:
+    def run_streaming(
+        self,
+        cmd: Command,
+        timeout: float | None = None,
+        stdin: str | bytes | None = None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> Result:
         return self._run(as_command(cmd), timeout, stdin, on_line)
 
     def twin(self) -> SshHost:
         """The same node over a connection of its own (this one's lock is held while a command runs)."""
-        return SshHost(self.name, user=self.user, port=self.port, connect_timeout=self.connect_timeout,
-                       key_files=self.key_files, known_hosts=self.known_hosts, use_agent=self.use_agent)
+        return SshHost(
+            self.name,
+            user=self.user,
+            port=self.port,
+            connect_timeout=self.connect_timeout,
+            key_files=self.key_files,
+            known_hosts=self.known_hosts,
+            use_agent=self.use_agent,
+        )
 
     def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
         payload = data.encode() if isinstance(data, str) else data
@@ -183,8 +224,14 @@ class _ClientTimeout(Exception):
     """The client-side net of `_exec` expired (the node's `timeout` should have ended the command first)."""
 
 
-def _exec(transport: Any, command: str, stdin: bytes | None, timeout: float | None,
-          on_line: Callable[[str], None] | None, open_timeout: float) -> tuple[str, str, int]:
+def _exec(
+    transport: Any,
+    command: str,
+    stdin: bytes | None,
+    timeout: float | None,
+    on_line: Callable[[str], None] | None,
+    open_timeout: float,
+) -> tuple[str, str, int]:
     """Run one command on an open SSH transport: (stdout, stderr, exit code).
 
     One channel, read in this thread (select on the channel, no sleeps): fabric's runner starts reader
@@ -196,6 +243,7 @@ def _exec(transport: Any, command: str, stdin: bytes | None, timeout: float | No
     try:
         ch.exec_command(command)
         if stdin:
+
             def feed() -> None:
                 with contextlib.suppress(OSError, EOFError):
                     ch.sendall(stdin)
@@ -257,9 +305,10 @@ def _describe_connect_error(e: Exception, known_hosts: str) -> str:
 
     text = str(e) or type(e).__name__
     if isinstance(e, SSHException) and "not found in known_hosts" in text:
-        return (f"host key not found in {known_hosts} (labkit does not accept unknown host keys; "
-                "add it with ssh-keyscan or connect once with ssh)")
+        return (
+            f"host key not found in {known_hosts} (labkit does not accept unknown host keys; "
+            "add it with ssh-keyscan or connect once with ssh)"
+        )
     if isinstance(e, TimeoutError) or "timed out" in text.lower():
         return f"timed out ({text})"
     return f"{type(e).__name__}: {text}"
-

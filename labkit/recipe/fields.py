@@ -20,7 +20,9 @@ STAGING_KINDS = ("local-view",)
 def _arg_value(value: Any, path: str) -> Any:
     if isinstance(value, str | bool | int | float | dict):
         return value
-    if isinstance(value, list) and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
+    if isinstance(value, list) and all(
+        isinstance(v, str | int | float) and not isinstance(v, bool) for v in value
+    ):
         return value
     raise s.Invalid(path, "expected a string, number, boolean, table (sent as JSON) or array of scalars")
 
@@ -29,12 +31,16 @@ def _args(value: Any, path: str) -> dict:
     out = s.mapping(_arg_value)(value, path)
     for flag in out:
         if not flag.startswith("-") or any(c.isspace() for c in flag):
-            raise s.Invalid(s.join(path, flag), "engine arg keys are flags like \"--max-model-len\"")
+            raise s.Invalid(s.join(path, flag), 'engine arg keys are flags like "--max-model-len"')
     return out
 
 
 def _env(value: Any, path: str) -> dict:
-    out = s.mapping(lambda v, p: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else s.string(False)(v, p))(value, path)
+    out = s.mapping(
+        lambda v, p: (
+            str(v) if isinstance(v, int | float) and not isinstance(v, bool) else s.string(False)(v, p)
+        )
+    )(value, path)
     for name in out:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise s.Invalid(s.join(path, name), "not a valid environment variable name")
@@ -60,15 +66,17 @@ def recipe_fields(partial: bool) -> dict[str, s.Field]:
     }
     if partial:
         engine["remove_args"] = F(s.array(s.string(), unique=True))
-    staging = s.table({
-        "kind": F(s.choice(*STAGING_KINDS), required=True),
-        "repo": F(s.string(), required=True),
-        "revision": F(s.string()),
-        "dst": F(s.absolute_path, required=True),
-        "local": F(s.array(s.file_name, nonempty=True, unique=True), required=True),
-        "min_free": F(s.size, default=0),
-        "mount": F(s.absolute_path, default=VIEW_MOUNT),
-    })
+    staging = s.table(
+        {
+            "kind": F(s.choice(*STAGING_KINDS), required=True),
+            "repo": F(s.string(), required=True),
+            "revision": F(s.string()),
+            "dst": F(s.absolute_path, required=True),
+            "local": F(s.array(s.file_name, nonempty=True, unique=True), required=True),
+            "min_free": F(s.size, default=0),
+            "mount": F(s.absolute_path, default=VIEW_MOUNT),
+        }
+    )
     decode = {
         "concurrency": F(s.array(s.integer(1, 64), nonempty=True, unique=True), default=lambda: [1, 2]),
         "turns": F(s.integer(1), default=5),
@@ -80,36 +88,58 @@ def recipe_fields(partial: bool) -> dict[str, s.Field]:
         "repeats": F(s.integer(1), default=3),
     }
     return {
-        "lane": F(T({
-            "label": F(s.string()),
-            "description": F(s.string(False), default=""),
-            "aliases": F(s.array(s.string(), unique=True), default=list),
-            "simulated": F(s.boolean, default=False),
-            "defaults": F(s.mapping(s.string()), default=dict),
-        }), default=dict),
-        "model": F(T({
-            "repo": F(s.string(), required=True),
-            "revision": F(s.string(), default="main"),
-            "path": F(s.absolute_path),
-            "served_name": F(s.string()),
-        }), required=True),
+        "lane": F(
+            T(
+                {
+                    "label": F(s.string()),
+                    "description": F(s.string(False), default=""),
+                    "aliases": F(s.array(s.string(), unique=True), default=list),
+                    "simulated": F(s.boolean, default=False),
+                    "defaults": F(s.mapping(s.string()), default=dict),
+                }
+            ),
+            default=dict,
+        ),
+        "model": F(
+            T(
+                {
+                    "repo": F(s.string(), required=True),
+                    "revision": F(s.string(), default="main"),
+                    "path": F(s.absolute_path),
+                    "served_name": F(s.string()),
+                }
+            ),
+            required=True,
+        ),
         "engine": F(T(engine), required=True),
-        "cluster": F(T({
-            "nodes": F(s.array(s.string(), nonempty=True, unique=True), default=lambda: ["localhost"]),
-            "user": F(s.string()),
-            "ssh_port": F(s.integer(1, 65535), default=22),
-            "shared_cache": F(s.absolute_path),
-            "head_address": F(s.string()),
-            "connect_timeout": F(s.number(0.1), default=10.0),
-        }), default=dict),
+        "cluster": F(
+            T(
+                {
+                    "nodes": F(
+                        s.array(s.string(), nonempty=True, unique=True), default=lambda: ["localhost"]
+                    ),
+                    "user": F(s.string()),
+                    "ssh_port": F(s.integer(1, 65535), default=22),
+                    "shared_cache": F(s.absolute_path),
+                    "head_address": F(s.string()),
+                    "connect_timeout": F(s.number(0.1), default=10.0),
+                }
+            ),
+            default=dict,
+        ),
         "staging": F(s.array(staging), default=list),
-        "measure": F(T({
-            "api": F(s.choice("chat", "completions"), default="chat"),
-            "runs": F(s.integer(1), default=1),
-            "decode": F(T(decode), default=dict),
-            "prefill": F(T(prefill), default=dict),
-            "timeout": F(s.number(1.0), default=600.0),
-        }), default=dict),
+        "measure": F(
+            T(
+                {
+                    "api": F(s.choice("chat", "completions"), default="chat"),
+                    "runs": F(s.integer(1), default=1),
+                    "decode": F(T(decode), default=dict),
+                    "prefill": F(T(prefill), default=dict),
+                    "timeout": F(s.number(1.0), default=600.0),
+                }
+            ),
+            default=dict,
+        ),
     }
 
 

@@ -70,8 +70,12 @@ def load_recipe(path: str | Path) -> Recipe:
     except s.Invalid as e:
         raise RecipeError(shown, e.key, e.message)
     # Every variant must resolve on its own: a broken overlay fails `labkit check`, not a later run.
-    combos = [defaults] + [{**defaults, axis: name} for axis, names in data["variants"].items()
-                           for name in names if name != defaults[axis]]
+    combos = [defaults] + [
+        {**defaults, axis: name}
+        for axis, names in data["variants"].items()
+        for name in names
+        if name != defaults[axis]
+    ]
     for combo in combos:
         try:
             check_whole(merge(data, combo))

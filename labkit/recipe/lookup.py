@@ -61,7 +61,9 @@ def find_recipe(name: str, root: Path | None = None) -> Path:
         return prefixed[0]
     known = sorted(by_name) + sorted(aliases)
     if len(prefixed) > 1:
-        raise RecipeError(str(root), "", f"recipe '{name}' is ambiguous: {', '.join(p.name for p in prefixed)}")
+        raise RecipeError(
+            str(root), "", f"recipe '{name}' is ambiguous: {', '.join(p.name for p in prefixed)}"
+        )
     hint = s.suggest(name, known)
     raise RecipeError(str(root), "", f"no recipe '{name}'{hint}; known: {', '.join(known) or 'none'}")
 

@@ -240,29 +240,66 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
     """The LanePlan of a merged, checked recipe table; `shown` is the file as error messages name it."""
     e, c, m = merged["engine"], merged["cluster"], merged["measure"]
     runtime = e["runtime"] or ("process" if e["kind"] in ("sim", "llamacpp") else "docker")
-    model = ModelSpec(merged["model"]["repo"], merged["model"]["revision"], merged["model"]["path"],
-                      merged["model"]["served_name"])
-    engine = EngineSpec(
-        kind=e["kind"], image=e["image"], runtime=runtime, port=e["port"], version=e["version"],
-        multinode=e["multinode"], parallel=Parallel(**e["parallel"]), args=render_args(e["args"]),
-        env=tuple(e["env"].items()), boot_timeout=e["boot_timeout"],
+    model = ModelSpec(
+        merged["model"]["repo"],
+        merged["model"]["revision"],
+        merged["model"]["path"],
+        merged["model"]["served_name"],
     )
-    cluster = ClusterSpec(tuple(c["nodes"]), c["user"], c["ssh_port"], c["shared_cache"], c["head_address"],
-                          c["connect_timeout"])
+    engine = EngineSpec(
+        kind=e["kind"],
+        image=e["image"],
+        runtime=runtime,
+        port=e["port"],
+        version=e["version"],
+        multinode=e["multinode"],
+        parallel=Parallel(**e["parallel"]),
+        args=render_args(e["args"]),
+        env=tuple(e["env"].items()),
+        boot_timeout=e["boot_timeout"],
+    )
+    cluster = ClusterSpec(
+        tuple(c["nodes"]),
+        c["user"],
+        c["ssh_port"],
+        c["shared_cache"],
+        c["head_address"],
+        c["connect_timeout"],
+    )
     staging = tuple(
-        StagingSpec(st["kind"], st["repo"], st["revision"] or model.revision, st["dst"], tuple(st["local"]),
-                    st["min_free"], st["mount"])
+        StagingSpec(
+            st["kind"],
+            st["repo"],
+            st["revision"] or model.revision,
+            st["dst"],
+            tuple(st["local"]),
+            st["min_free"],
+            st["mount"],
+        )
         for st in merged["staging"]
     )
     d, p = m["decode"], m["prefill"]
-    measure = MeasurePlan(m["api"], m["runs"], DecodePlan(tuple(d["concurrency"]), d["turns"], d["output_tokens"],
-                                                          d["warmup"]),
-                          PrefillPlan(tuple(p["prompt_tokens"]), p["repeats"]), m["timeout"])
+    measure = MeasurePlan(
+        m["api"],
+        m["runs"],
+        DecodePlan(tuple(d["concurrency"]), d["turns"], d["output_tokens"], d["warmup"]),
+        PrefillPlan(tuple(p["prompt_tokens"]), p["repeats"]),
+        m["timeout"],
+    )
     blob = json.dumps({"recipe": name, "variants": choices, "lane": merged}, sort_keys=True, default=str)
     lane = merged["lane"]
     return LanePlan(
-        recipe=name, file=shown, variants=tuple(choices.items()),
-        label=lane["label"] or name, description=lane["description"], simulated=lane["simulated"],
-        model=model, engine=engine, cluster=cluster, staging=staging, measure=measure,
-        recipe_hash=hashlib.sha256(blob.encode()).hexdigest()[:12], resolved=json.loads(blob)["lane"],
+        recipe=name,
+        file=shown,
+        variants=tuple(choices.items()),
+        label=lane["label"] or name,
+        description=lane["description"],
+        simulated=lane["simulated"],
+        model=model,
+        engine=engine,
+        cluster=cluster,
+        staging=staging,
+        measure=measure,
+        recipe_hash=hashlib.sha256(blob.encode()).hexdigest()[:12],
+        resolved=json.loads(blob)["lane"],
     )

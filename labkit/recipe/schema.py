@@ -33,8 +33,14 @@ def suggest(name: str, choices) -> str:
 
 
 def _type_name(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "an array", dict: "a table"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "a table",
+    }.get(type(value), type(value).__name__)
 
 
 def join(path: str, key: str | int) -> str:
@@ -120,7 +126,9 @@ def boolean(value: Any, path: str) -> bool:
 def choice(*options: str) -> Checker:
     def check(value: Any, path: str) -> str:
         if value not in options:
-            raise Invalid(path, f"expected one of {', '.join(options)}, got {value!r}{suggest(value, options)}")
+            raise Invalid(
+                path, f"expected one of {', '.join(options)}, got {value!r}{suggest(value, options)}"
+            )
         return value
 
     return check

@@ -26,12 +26,19 @@ def pick(data: dict, choices: dict[str, str | None], recipe: str, shown: str) ->
             continue
         if axis not in data["variants"]:
             have = ", ".join(data["variants"]) or "none"
-            raise RecipeError(shown, "variants", f"recipe {recipe} has no variant axis '{axis}'"
-                              f"{s.suggest(axis, data['variants'])}; axes: {have}")
+            raise RecipeError(
+                shown,
+                "variants",
+                f"recipe {recipe} has no variant axis '{axis}'"
+                f"{s.suggest(axis, data['variants'])}; axes: {have}",
+            )
         if name not in data["variants"][axis]:
             names = data["variants"][axis]
-            raise RecipeError(shown, f"variants.{axis}", f"no variant '{name}'{s.suggest(name, names)}; "
-                              f"{axis} variants: {', '.join(names)}")
+            raise RecipeError(
+                shown,
+                f"variants.{axis}",
+                f"no variant '{name}'{s.suggest(name, names)}; {axis} variants: {', '.join(names)}",
+            )
         picked[axis] = name
     return {axis: picked.get(axis) or default_variant(data, axis) for axis in data["variants"]}
 
@@ -44,7 +51,9 @@ def check_defaults(data: dict) -> None:
             raise s.Invalid(path, f"no variant axis '{axis}'{s.suggest(axis, data['variants'])}")
         if name not in data["variants"][axis]:
             names = data["variants"][axis]
-            raise s.Invalid(path, f"no variant '{name}' on axis '{axis}'{s.suggest(name, names)}; have {', '.join(names)}")
+            raise s.Invalid(
+                path, f"no variant '{name}' on axis '{axis}'{s.suggest(name, names)}; have {', '.join(names)}"
+            )
 
 
 def merge(data: dict, choices: dict[str, str]) -> dict:
@@ -73,8 +82,10 @@ def _merge_engine(engine: dict, overlay: dict, where: str) -> None:
         elif key == "remove_args":
             for i, flag in enumerate(value):
                 if flag not in engine["args"]:
-                    raise s.Invalid(f"{where}.remove_args[{i}]",
-                                    f"flag {flag} is not in engine.args{s.suggest(flag, engine['args'])}")
+                    raise s.Invalid(
+                        f"{where}.remove_args[{i}]",
+                        f"flag {flag} is not in engine.args{s.suggest(flag, engine['args'])}",
+                    )
                 del engine["args"][flag]
         elif key in ("env", "parallel"):
             engine[key].update(copy.deepcopy(value))
@@ -104,7 +115,9 @@ def check_whole(merged: dict) -> None:
     cache = cluster.get("shared_cache")
     for i, entry in enumerate(merged["staging"]):
         if cache and (entry["dst"] == cache or entry["dst"].startswith(cache.rstrip("/") + "/")):
-            raise s.Invalid(f"staging[{i}].dst", f"{entry['dst']} is inside the shared cache {cache}; "
-                            "the view must live on node-local disk")
+            raise s.Invalid(
+                f"staging[{i}].dst",
+                f"{entry['dst']} is inside the shared cache {cache}; the view must live on node-local disk",
+            )
         if not cache:
             raise s.Invalid("cluster.shared_cache", "required when the recipe has [[staging]] entries")

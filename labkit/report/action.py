@@ -27,8 +27,15 @@ class Report:
     skipped: list[tuple[str, str]]
 
 
-def generate(results: str | Path | None = None, spec: str | Path | None = None, *, write: bool = True,
-             plots: bool = True, out: str | Path | None = None, recipes: list[str] | None = None) -> Report:
+def generate(
+    results: str | Path | None = None,
+    spec: str | Path | None = None,
+    *,
+    write: bool = True,
+    plots: bool = True,
+    out: str | Path | None = None,
+    recipes: list[str] | None = None,
+) -> Report:
     """Load runs, build the tables, and (write=True) write TABLES.md atomically plus PNG plots."""
     from labkit.store import atomic_write_text, load_results
 
@@ -55,6 +62,10 @@ def check(results: str | Path | None = None, spec: str | Path | None = None) -> 
         current = ""
     if current == rep.markdown:
         return True, ""
-    diff = difflib.unified_diff(current.splitlines(keepends=True), rep.markdown.splitlines(keepends=True),
-                                fromfile=f"{rep.tables_path} (committed)", tofile=f"{rep.tables_path} (regenerated)")
+    diff = difflib.unified_diff(
+        current.splitlines(keepends=True),
+        rep.markdown.splitlines(keepends=True),
+        fromfile=f"{rep.tables_path} (committed)",
+        tofile=f"{rep.tables_path} (regenerated)",
+    )
     return False, "".join(diff)

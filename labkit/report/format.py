@@ -79,8 +79,11 @@ def fmt_kv(tokens: Stat | None, context: Stat | None) -> str:
     source did not state it."""
     if tokens is None or tokens.empty:
         return MISSING
-    scaled = Stat(*(None if v is None else v / 1e6 for v in (tokens.median, tokens.lo, tokens.hi)),
-                  tokens.approx, tokens.n)
+    scaled = Stat(
+        *(None if v is None else v / 1e6 for v in (tokens.median, tokens.lo, tokens.hi)),
+        tokens.approx,
+        tokens.n,
+    )
     text = fmt_stat(scaled, 2, False)
     head, sep, tail = text.partition(" (")
     text = f"{head}M tokens{sep}{tail[:-1]}M)" if sep else f"{text}M tokens"
@@ -93,7 +96,9 @@ def fmt_nfs(stat: Stat | None, per: str = "completion") -> str:
     """'+258 MB per short completion', '0 MB' (MB = 10^6 bytes)."""
     if stat is None or stat.empty:
         return MISSING
-    scaled = Stat(*(None if v is None else v / 1e6 for v in (stat.median, stat.lo, stat.hi)), stat.approx, stat.n)
+    scaled = Stat(
+        *(None if v is None else v / 1e6 for v in (stat.median, stat.lo, stat.hi)), stat.approx, stat.n
+    )
     text = fmt_stat(scaled, 0)
     if (scaled.median if scaled.median is not None else scaled.hi) == 0:
         return f"{text} MB"

@@ -14,8 +14,12 @@ from typing import Any
 
 from labkit.report.stats import prefill_points, sim_title, stat
 
-BAR_MEASURES = (("decode_c1", "decode c1 (t/s)"), ("decode_c2_agg", "decode c2 aggregate (t/s)"),
-                ("prefill_4096", "prefill ~4K (t/s)"), ("prefill_12600", "prefill 12.6K (t/s)"))
+BAR_MEASURES = (
+    ("decode_c1", "decode c1 (t/s)"),
+    ("decode_c2_agg", "decode c2 aggregate (t/s)"),
+    ("prefill_4096", "prefill ~4K (t/s)"),
+    ("prefill_12600", "prefill 12.6K (t/s)"),
+)
 # PNG metadata without the matplotlib version, so an unchanged plot is byte-identical across versions.
 _PNG_META = {"Software": None}
 
@@ -33,8 +37,9 @@ def _lanes(measures: Any) -> list[tuple[str, Any]]:
     out = []
     if not len(measures):
         return out
-    for (_recipe, variant, source, sim), part in measures.groupby(["recipe", "variant", "source", "simulated"],
-                                                                   sort=True):
+    for (_recipe, variant, source, sim), part in measures.groupby(
+        ["recipe", "variant", "source", "simulated"], sort=True
+    ):
         label = str(part.sort_values("run").iloc[-1]["label"])
         name = sim_title(label, bool(sim)) + f"\n{variant}" + (" (recorded)" if source == "recorded" else "")
         out.append((name, part))
@@ -65,16 +70,18 @@ def measure_bars(measures: Any, keys: tuple[tuple[str, str], ...] = BAR_MEASURES
                 ax.plot([lo, lo], [y - 0.2, y + 0.2], color="black", lw=1.5)
                 ax.plot([hi, hi], [y - 0.2, y + 0.2], color="black", lw=1.5)
             if math.isnan(m) and not math.isnan(hi):
-                ax.annotate("range only", (lo, y), xytext=(-4, -3), textcoords="offset points", fontsize=7,
-                            ha="right")
+                ax.annotate(
+                    "range only", (lo, y), xytext=(-4, -3), textcoords="offset points", fontsize=7, ha="right"
+                )
         ax.set_yticks(list(ys), names, fontsize=7)
         ax.set_title(title, fontsize=9)
         ax.invert_yaxis()
         if not names:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
     # Fixed margins instead of tight_layout: same look for these fixed-size figures, half the render time.
-    fig.subplots_adjust(left=0.36, right=0.97, top=1 - 0.35 / (2.6 * len(keys)), bottom=0.3 / (2.6 * len(keys)),
-                        hspace=0.45)
+    fig.subplots_adjust(
+        left=0.36, right=0.97, top=1 - 0.35 / (2.6 * len(keys)), bottom=0.3 / (2.6 * len(keys)), hspace=0.45
+    )
     return fig
 
 
@@ -111,10 +118,16 @@ def tokens_over_time(requests: Any, title: str = ""):
             continue
         if any(math.isnan(v) for v in ts + ys):
             continue
-        ax.plot(ts, ys, lw=1, label=f"c{r.get('concurrency', '?')} turn {r.get('turn', '?')} "
-                                    f"stream {r.get('stream', '?')}")
+        ax.plot(
+            ts,
+            ys,
+            lw=1,
+            label=f"c{r.get('concurrency', '?')} turn {r.get('turn', '?')} stream {r.get('stream', '?')}",
+        )
         drawn += 1
-    ax.set_xlabel("seconds since the request was sent" + ("" if per_chunk else " (first and last token only)"))
+    ax.set_xlabel(
+        "seconds since the request was sent" + ("" if per_chunk else " (first and last token only)")
+    )
     ax.set_ylabel("output tokens")
     ax.set_title(title or "tokens over time per stream", fontsize=9)
     if drawn and drawn <= 12:
@@ -151,8 +164,10 @@ def prefill_by_length(measures: Any):
         points.sort(key=lambda p: p[0])
         xs = [p[0] for p in points]
         mids = [s.median if s.median is not None else ((s.lo + s.hi) / 2) for _, s in points]
-        err = [[m - s.lo for m, (_, s) in zip(mids, points, strict=True)],
-               [s.hi - m for m, (_, s) in zip(mids, points, strict=True)]]
+        err = [
+            [m - s.lo for m, (_, s) in zip(mids, points, strict=True)],
+            [s.hi - m for m, (_, s) in zip(mids, points, strict=True)],
+        ]
         ax.errorbar(xs, mids, yerr=err, marker="o", capsize=3, lw=1, label=name.replace("\n", " "))
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("prefill t/s")
@@ -182,8 +197,10 @@ def save_all(results: Any, folder: str | Path) -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out = []
-    for name, fig in (("measures.png", measure_bars(results.measures)),
-                      ("prefill.png", prefill_by_length(results.measures))):
+    for name, fig in (
+        ("measures.png", measure_bars(results.measures)),
+        ("prefill.png", prefill_by_length(results.measures)),
+    ):
         fig.savefig(folder / name, dpi=100, metadata=_PNG_META)
         out.append(folder / name)
     for rid in latest_runs_with_requests(results):

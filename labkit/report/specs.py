@@ -109,14 +109,23 @@ def _row_spec(r: dict) -> RowSpec:
         raise ValueError(f"row {r.get('label')!r}: format {fmt!r} is not one of {', '.join(FORMATS)}")
     if fmt == "number" and not r.get("measure"):
         raise ValueError(f"row {r.get('label')!r}: a number row needs a measure")
-    return RowSpec(label=str(r["label"]), format=fmt, measure=r.get("measure", ""), cold=r.get("cold", ""),
-                   decimals=int(r.get("decimals", 2 if fmt == "acceptance" else 1)),
-                   thousands=bool(r.get("thousands", True)), per=str(r.get("per", "completion")))
+    return RowSpec(
+        label=str(r["label"]),
+        format=fmt,
+        measure=r.get("measure", ""),
+        cold=r.get("cold", ""),
+        decimals=int(r.get("decimals", 2 if fmt == "acceptance" else 1)),
+        thousands=bool(r.get("thousands", True)),
+        per=str(r.get("per", "completion")),
+    )
 
 
 def _table_spec(t: dict) -> TableSpec:
-    _known(t, {"id", "title", "columns", "rows", "corner", "lanes", "source", "drop_empty_rows", "empty",
-               "notes"}, "table")
+    _known(
+        t,
+        {"id", "title", "columns", "rows", "corner", "lanes", "source", "drop_empty_rows", "empty", "notes"},
+        "table",
+    )
     if "id" not in t or "rows" not in t or "columns" not in t:
         raise ValueError("a table needs id, columns and rows")
     columns = _column_specs(t["columns"])
@@ -124,7 +133,15 @@ def _table_spec(t: dict) -> TableSpec:
     lanes = t.get("lanes", "columns")
     if lanes not in ("columns", "rows"):
         raise ValueError('lanes must be "columns" or "rows"')
-    return TableSpec(id=str(t["id"]), title=str(t.get("title", t["id"])), columns=columns, rows=tuple(rows),
-                     corner=str(t.get("corner", "measure")), lanes=lanes, source=t.get("source"),
-                     drop_empty_rows=bool(t.get("drop_empty_rows", False)), empty=str(t.get("empty", "No runs.")),
-                     notes=tuple(str(n) for n in t.get("notes", [])))
+    return TableSpec(
+        id=str(t["id"]),
+        title=str(t.get("title", t["id"])),
+        columns=columns,
+        rows=tuple(rows),
+        corner=str(t.get("corner", "measure")),
+        lanes=lanes,
+        source=t.get("source"),
+        drop_empty_rows=bool(t.get("drop_empty_rows", False)),
+        empty=str(t.get("empty", "No runs.")),
+        notes=tuple(str(n) for n in t.get("notes", [])),
+    )

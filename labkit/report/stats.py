@@ -35,8 +35,13 @@ def stat(part: Any, measure: str) -> Stat | None:
     los = [v for v in rows["min"].tolist() if not math.isnan(v)]
     his = [v for v in rows["max"].tolist() if not math.isnan(v)]
     mid = median(values) if values else None
-    return Stat(mid, min(los) if los else None, max(his) if his else None, bool(rows["approx"].any()),
-                rows["run"].nunique())
+    return Stat(
+        mid,
+        min(los) if los else None,
+        max(his) if his else None,
+        bool(rows["approx"].any()),
+        rows["run"].nunique(),
+    )
 
 
 def prefill_points(measures: Any) -> list[tuple[str, int, Stat]]:
@@ -45,8 +50,9 @@ def prefill_points(measures: Any) -> list[tuple[str, int, Stat]]:
     if not len(measures):
         return out
     # recorded (lab-note) and measured figures of one lane stay apart, as in plots._lanes
-    for (recipe, variant, source, simulated), part in measures.groupby(["recipe", "variant", "source", "simulated"],
-                                                                       sort=True):
+    for (recipe, variant, source, simulated), part in measures.groupby(
+        ["recipe", "variant", "source", "simulated"], sort=True
+    ):
         title = sim_title(str(part.sort_values("run").iloc[-1]["label"]) or recipe, bool(simulated))
         suffix = " (recorded)" if source == "recorded" else ""
         for key in sorted(part["measure"].unique()):

@@ -48,8 +48,14 @@ def _lane_groups(measures: Any, spec: TableSpec) -> list[tuple[Lane, Any]]:
         df = measures if spec.source is None else measures[measures["source"] == spec.source]
         for (recipe, variant, simulated), part in df.groupby(["recipe", "variant", "simulated"], sort=True):
             latest = part.sort_values("run").iloc[-1]
-            lane = Lane(sim_title(str(latest["label"]) or recipe, bool(simulated)), recipe, variant,
-                        spec.source, bool(simulated), part["run"].nunique())
+            lane = Lane(
+                sim_title(str(latest["label"]) or recipe, bool(simulated)),
+                recipe,
+                variant,
+                spec.source,
+                bool(simulated),
+                part["run"].nunique(),
+            )
             out.append((lane, part))
         titles = [lane.title for lane, _ in out]
         for lane, _ in out:  # two variants sharing a label: name the variant so columns stay distinct
@@ -62,8 +68,19 @@ def _lane_groups(measures: Any, spec: TableSpec) -> list[tuple[Lane, Any]]:
             mask &= measures["source"] == col.source
         part = measures[mask]
         simulated = bool(part["simulated"].any()) if len(part) else False
-        out.append((Lane(sim_title(col.title, simulated), col.recipe, col.variant, col.source, simulated,
-                         part["run"].nunique()), part))
+        out.append(
+            (
+                Lane(
+                    sim_title(col.title, simulated),
+                    col.recipe,
+                    col.variant,
+                    col.source,
+                    simulated,
+                    part["run"].nunique(),
+                ),
+                part,
+            )
+        )
     return out
 
 
@@ -74,7 +91,7 @@ def _expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
         if row.measure.endswith("*"):
             prefix = row.measure[:-1]
             # Only a numeric tail (the prompt length): prefill_4096, not prefill_4096_raw or _ttft.
-            keys = [k for k in present if k.startswith(prefix) and k[len(prefix):].isdigit()]
+            keys = [k for k in present if k.startswith(prefix) and k[len(prefix) :].isdigit()]
             n = len(prefix)
             for key in sorted(keys, key=lambda k, n=n: int(k[n:])):
                 label = row.label.replace("{P}", f"{int(key[n:]):,}")
@@ -89,7 +106,9 @@ def cell(row: RowSpec, part: Any, lane: Lane) -> str:
     if row.format == "runs":
         return str(lane.runs) if lane.runs else MISSING
     if row.format == "acceptance":
-        return fmt_acceptance(stat(part, row.measure or "accept_per_draft"), stat(part, "accept_k"), row.decimals)
+        return fmt_acceptance(
+            stat(part, row.measure or "accept_per_draft"), stat(part, "accept_k"), row.decimals
+        )
     if row.format == "kv":
         return fmt_kv(stat(part, row.measure or "kv_pool_tokens"), stat(part, "kv_pool_context"))
     if row.format == "nfs":
@@ -113,13 +132,23 @@ def build_table(spec: TableSpec, measures: Any) -> Table:
         labels.append(row.label)
         grid[row.label] = values
     titles = [lane.title for lane, _ in groups]
-    frame = pd.DataFrame([grid[label] for label in labels], index=pd.Index(labels, name=spec.corner),
-                         columns=titles, dtype=object)
+    frame = pd.DataFrame(
+        [grid[label] for label in labels],
+        index=pd.Index(labels, name=spec.corner),
+        columns=titles,
+        dtype=object,
+    )
     if spec.lanes == "rows":
         frame = frame.T
         frame.index.name = spec.corner
-    return Table(id=spec.id, title=spec.title, frame=frame, lanes=[lane for lane, _ in groups],
-                 notes=list(spec.notes), empty=spec.empty)
+    return Table(
+        id=spec.id,
+        title=spec.title,
+        frame=frame,
+        lanes=[lane for lane, _ in groups],
+        notes=list(spec.notes),
+        empty=spec.empty,
+    )
 
 
 def as_list(value: str | list[str] | tuple[str, ...] | None) -> list[str] | None:
@@ -131,8 +160,9 @@ def as_list(value: str | list[str] | tuple[str, ...] | None) -> list[str] | None
     return list(value)
 
 
-def build_tables(measures: Any, specs: list[TableSpec], only: list[str] | None = None,
-                 recipes: list[str] | None = None) -> list[Table]:
+def build_tables(
+    measures: Any, specs: list[TableSpec], only: list[str] | None = None, recipes: list[str] | None = None
+) -> list[Table]:
     """All tables (or those whose id is in `only`), optionally restricted to runs of some recipes."""
     recipes, only = as_list(recipes), as_list(only)
     if recipes:
@@ -153,8 +183,9 @@ def to_markdown(table: Table) -> str:
         headers = [str(c) for c in data.columns]
         body = [[str(v) for v in row] for row in data.itertuples(index=False)]
         colalign = ("left",) + ("right",) * (len(headers) - 1)
-        lines.append(tabulate(body, headers=headers, tablefmt="pipe", disable_numparse=True,
-                              colalign=colalign))
+        lines.append(
+            tabulate(body, headers=headers, tablefmt="pipe", disable_numparse=True, colalign=colalign)
+        )
         sources = sorted({lane.source or "any" for lane in table.lanes})
         n = sum(lane.runs for lane in table.lanes)
         lines += ["", f"Runs: {n} ({', '.join(sources)})."]

@@ -25,7 +25,24 @@ from labkit.serve.plan import Endpoint, lane_commands, pin_revision
 from labkit.serve.runtimes import DockerRuntime, ProcessRuntime
 
 __all__ = [
-    "BootError", "BootFacts", "BootLog", "BootTimeout", "DockerRuntime", "Endpoint", "Engine", "Lane", "LaneBusy",
-    "LaneFailed", "LlamaCpp", "NodeLaunch", "NodeSpec", "ProcessRuntime", "Sglang", "Sim", "Vllm", "engine_for",
-    "lane_commands", "pin_revision",
+    "BootError",
+    "BootFacts",
+    "BootLog",
+    "BootTimeout",
+    "DockerRuntime",
+    "Endpoint",
+    "Engine",
+    "Lane",
+    "LaneBusy",
+    "LaneFailed",
+    "LlamaCpp",
+    "NodeLaunch",
+    "NodeSpec",
+    "ProcessRuntime",
+    "Sglang",
+    "Sim",
+    "Vllm",
+    "engine_for",
+    "lane_commands",
+    "pin_revision",
 ]

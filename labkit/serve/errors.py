@@ -25,7 +25,9 @@ class BootError(LabkitError):
         if line:
             text += f"\n  log line: {line.strip()}"
         if log_tail:
-            text += f"\n  last lines of {node}'s log:\n" + "\n".join("    | " + s for s in log_tail.splitlines())
+            text += f"\n  last lines of {node}'s log:\n" + "\n".join(
+                "    | " + s for s in log_tail.splitlines()
+            )
         text += "\n  (everything the lane started has been removed)"
         super().__init__(text)
 

@@ -45,9 +45,17 @@ from labkit.serve.watch import NodeWatch, http_status
 class Lane:
     """One lane on its nodes. `up()` is the context manager; `start`/`down`/`status`/`logs` for the CLI."""
 
-    def __init__(self, plan, group: HostGroup | None = None, ssh: SshOptions | None = None,
-                 run_dir: str | Path | None = None, progress: TextIO | None = sys.stderr, poll: float = 0.2,
-                 node_poll: float = 1.0, stop_grace: float = 10.0):
+    def __init__(
+        self,
+        plan,
+        group: HostGroup | None = None,
+        ssh: SshOptions | None = None,
+        run_dir: str | Path | None = None,
+        progress: TextIO | None = sys.stderr,
+        poll: float = 0.2,
+        node_poll: float = 1.0,
+        stop_grace: float = 10.0,
+    ):
         self.plan = plan
         self.group = group or hosts_for_plan(plan, ssh if ssh is not None else SshOptions.from_env())
         self.engine: Engine = engine_for(plan)
@@ -59,7 +67,9 @@ class Lane:
         self.lane_id = plan.lane_id
         #: the boot watch's per-node state of the last start(); the teardown takes each node's log over from it
         self.watched: dict[str, NodeWatch] = {}
-        self.starts: NodeCalls | None = None  # the start commands of the last start(), until they all returned
+        self.starts: NodeCalls | None = (
+            None  # the start commands of the last start(), until they all returned
+        )
         #: time.monotonic() when the start commands were issued (boot_seconds counts from here)
         self.started_at = 0.0
         #: seconds per lifecycle step of the last start/down (check, start, ready, down), for benchmarks and records
@@ -124,26 +134,38 @@ class Lane:
 
     def status(self) -> dict[str, str]:
         """{node: alive | dead | absent}."""
-        out = self.group.run(lambda h: self.runtime.alive_command(h.name), f"status of lane {self.lane_id}",
-                             timeout=60)
+        out = self.group.run(
+            lambda h: self.runtime.alive_command(h.name), f"status of lane {self.lane_id}", timeout=60
+        )
         return {n: (r.stdout.strip().splitlines() or [ABSENT])[0] for n, r in out.items()}
 
     def logs(self, tail: int | None = None, nodes: list[str] | None = None) -> dict[str, str]:
         hosts = [h for h in self.group if nodes is None or h.name in nodes]
-        out = self.group.map(lambda h: h.run(self.runtime.logs_command(h.name, tail=tail), timeout=120).stdout,
-                             f"logs of lane {self.lane_id}", hosts)
+        out = self.group.map(
+            lambda h: h.run(self.runtime.logs_command(h.name, tail=tail), timeout=120).stdout,
+            f"logs of lane {self.lane_id}",
+            hosts,
+        )
         return out
 
-    def follow(self, out: TextIO, nodes: list[str] | None = None, interval: float = 1.0,
-               stop: threading.Event | None = None) -> None:
+    def follow(
+        self,
+        out: TextIO,
+        nodes: list[str] | None = None,
+        interval: float = 1.0,
+        stop: threading.Event | None = None,
+    ) -> None:
         """Print new log text from the nodes as it arrives (node-prefixed when several) until `stop` or Ctrl-C."""
         hosts = [h for h in self.group if nodes is None or h.name in nodes]
         offsets = {h.name: 0 for h in hosts}
         partial = {h.name: "" for h in hosts}
         stop = stop or threading.Event()
         while not stop.is_set():
-            texts = self.group.map(lambda h: h.run(self.runtime.logs_command(h.name, offset=offsets[h.name]),
-                                                   timeout=60).stdout, f"logs of lane {self.lane_id}", hosts)
+            texts = self.group.map(
+                lambda h: h.run(self.runtime.logs_command(h.name, offset=offsets[h.name]), timeout=60).stdout,
+                f"logs of lane {self.lane_id}",
+                hosts,
+            )
             for name, text in texts.items():
                 offsets[name] += len(text.encode())
                 lines = (partial[name] + text).split("\n")
@@ -168,9 +190,11 @@ class Lane:
         under a running engine would replace files it has open."""
         left = self.leftovers()
         if left:
-            raise LaneBusy(f"lane {self.lane_id} already has something on {', '.join(left)}: "
-                           + "; ".join(f"{n}: {w}" for n, w in left.items())
-                           + f"\n  (nothing was started; `labkit down {self.plan.recipe}` removes it)")
+            raise LaneBusy(
+                f"lane {self.lane_id} already has something on {', '.join(left)}: "
+                + "; ".join(f"{n}: {w}" for n, w in left.items())
+                + f"\n  (nothing was started; `labkit down {self.plan.recipe}` removes it)"
+            )
 
     # ------------------------------------------------------------------ steps (start/teardown call them here)
 

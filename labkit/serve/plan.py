@@ -64,7 +64,9 @@ def launches(plan, hosts: list[Host] | None = None) -> list[NodeLaunch]:
 def lane_commands(plan, hosts: list[Host] | None = None) -> dict[str, str]:
     """{node: the exact shell command `up` runs there} — pure, for `labkit show` and dry runs."""
     runtime = runtime_for(plan)
-    return {ln.node: runtime.start_command(ln, plan.engine.image, plan.mounts()) for ln in launches(plan, hosts)}
+    return {
+        ln.node: runtime.start_command(ln, plan.engine.image, plan.mounts()) for ln in launches(plan, hosts)
+    }
 
 
 def pin_revision(plan, head: Host):
@@ -75,13 +77,19 @@ def pin_revision(plan, head: Host):
     Lanes with an explicit model path, a staged view or no shared cache are returned unchanged.
     """
     model = plan.model
-    if plan.view is not None or model.path or not plan.cluster.shared_cache or COMMIT.fullmatch(model.revision):
+    if (
+        plan.view is not None
+        or model.path
+        or not plan.cluster.shared_cache
+        or COMMIT.fullmatch(model.revision)
+    ):
         return plan
     ref = f"{plan.cluster.shared_cache}/{model.cache_dir_name}/refs/{model.revision}"
     r = head.run(["cat", ref], timeout=30)
     commit = r.stdout.strip()
     if not r.ok or not COMMIT.fullmatch(commit):
         why = r.stderr.strip() or f"it holds {commit[:60]!r}, not a commit hash"
-        raise LabkitError(f"{head.name}: cannot resolve model revision {model.revision!r} of {model.repo}: "
-                          f"{ref}: {why}")
+        raise LabkitError(
+            f"{head.name}: cannot resolve model revision {model.revision!r} of {model.repo}: {ref}: {why}"
+        )
     return dataclasses.replace(plan, model=dataclasses.replace(model, revision=commit))

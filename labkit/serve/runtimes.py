@@ -24,8 +24,10 @@ ALIVE, DEAD, ABSENT = "alive", "dead", "absent"
 # init that does not reap) are ignored.
 # /proc is read directly (no procps on minimal images); `cat` skips processes that vanish mid-scan. In a stat
 # line the fields after "(comm) " are state, ppid, pgrp.
-_GROUP_RUNNING = ("cat /proc/[0-9]*/stat 2>/dev/null | awk -v g=\"$p\" "
-                  "'{sub(/^.*\\) /, \"\"); if ($3 == g && $1 != \"Z\") n++} END {exit n ? 0 : 1}'")
+_GROUP_RUNNING = (
+    'cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$p" '
+    '\'{sub(/^.*\\) /, ""); if ($3 == g && $1 != "Z") n++} END {exit n ? 0 : 1}\''
+)
 
 
 # Beside <node>.pid (the pid alone, as pid files go) <node>.started holds "STARTTIME BOOT_ID": the engine's start
@@ -33,14 +35,16 @@ _GROUP_RUNNING = ("cat /proc/[0-9]*/stat 2>/dev/null | awk -v g=\"$p\" "
 # when it started. After a reboot or a kill -9 the pid may name an unrelated process (group); a different boot id,
 # or a live PID with another start time, makes the pid file stale: the lane counts as absent there and nothing is
 # signalled. "-" is an unknown field; a pid file without .started (older labkit) is trusted as before.
-_START_TIME = "awk '{sub(/^.*\\) /, \"\"); print $20}' /proc/\"$p\"/stat 2>/dev/null"
+_START_TIME = 'awk \'{sub(/^.*\\) /, ""); print $20}\' /proc/"$p"/stat 2>/dev/null'
 _BOOT_ID = "cat /proc/sys/kernel/random/boot_id 2>/dev/null"
 # Sets S (the .started file of "$P") and p: the pid in "$P", or "" when that file is stale or holds no pid.
-_READ_PID = ("S=\"${P%.pid}.started\"; p=; st=; b=; read -r p 2>/dev/null < \"$P\"; "
-             "case \"$p\" in ''|*[!0-9]*) p= ;; esac; [ -s \"$S\" ] && read -r st b 2>/dev/null < \"$S\"; "
-             "if [ -n \"$p\" ] && [ -n \"$b\" ] && [ \"$b\" != - ] && [ \"$b\" != \"$(" + _BOOT_ID + ")\" ]; then p=; fi; "
-             "if [ -n \"$p\" ] && [ -n \"$st\" ] && [ \"$st\" != - ]; then now=$(" + _START_TIME + "); "
-             "if [ -n \"$now\" ] && [ \"$now\" != \"$st\" ]; then p=; fi; fi; ")
+_READ_PID = (
+    'S="${P%.pid}.started"; p=; st=; b=; read -r p 2>/dev/null < "$P"; '
+    'case "$p" in \'\'|*[!0-9]*) p= ;; esac; [ -s "$S" ] && read -r st b 2>/dev/null < "$S"; '
+    'if [ -n "$p" ] && [ -n "$b" ] && [ "$b" != - ] && [ "$b" != "$(' + _BOOT_ID + ')" ]; then p=; fi; '
+    'if [ -n "$p" ] && [ -n "$st" ] && [ "$st" != - ]; then now=$(' + _START_TIME + "); "
+    'if [ -n "$now" ] && [ "$now" != "$st" ]; then p=; fi; fi; '
+)
 
 
 def _safe(node: str) -> str:
@@ -89,9 +93,25 @@ class DockerRuntime(Runtime):
     def start_command(self, launch: NodeLaunch, image: str | None, mounts: list[tuple[str, str]]) -> str:
         if not image:
             raise ValueError("the docker runtime needs engine.image")
-        argv = ["docker", "run", "-d", "--name", self.name(launch.node), "--label", f"{LABEL}={self.lane_id}",
-                "--label", f"labkit.node={launch.node}", "--restart", "no",
-                "--network", "host", "--ipc", "host", "--gpus", "all"]
+        argv = [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            self.name(launch.node),
+            "--label",
+            f"{LABEL}={self.lane_id}",
+            "--label",
+            f"labkit.node={launch.node}",
+            "--restart",
+            "no",
+            "--network",
+            "host",
+            "--ipc",
+            "host",
+            "--gpus",
+            "all",
+        ]
         for host_path, container_path in mounts:
             argv += ["-v", f"{host_path}:{container_path}"]
         for key, value in launch.env:
@@ -100,21 +120,26 @@ class DockerRuntime(Runtime):
 
     def alive_command(self, node: str) -> str:
         n = shlex.quote(self.name(node))
-        return (f"s=$(docker inspect -f '{{{{.State.Running}}}}' {n} 2>/dev/null) || {{ echo {ABSENT}; exit 0; }}; "
-                f"if [ \"$s\" = true ]; then echo {ALIVE}; else echo {DEAD}; fi")
+        return (
+            f"s=$(docker inspect -f '{{{{.State.Running}}}}' {n} 2>/dev/null) || {{ echo {ABSENT}; exit 0; }}; "
+            f'if [ "$s" = true ]; then echo {ALIVE}; else echo {DEAD}; fi'
+        )
 
     def stop_command(self, node: str) -> str:
         n = shlex.quote(self.name(node))
-        return (f"docker rm -f {n} >/dev/null 2>&1; "
-                f"if docker inspect {n} >/dev/null 2>&1; then echo \"container {self.name(node)} still present\" >&2; "
-                "exit 1; fi")
+        return (
+            f"docker rm -f {n} >/dev/null 2>&1; "
+            f'if docker inspect {n} >/dev/null 2>&1; then echo "container {self.name(node)} still present" >&2; '
+            "exit 1; fi"
+        )
 
     def logs_command(self, node: str, offset: int = 0, tail: int | None = None) -> str:
         return f"docker logs {shlex.quote(self.name(node))} 2>&1" + _cut(offset, tail)
 
     def leftovers_command(self) -> str:
-        return shlex.join(["docker", "ps", "-a", "--filter", f"label={LABEL}={self.lane_id}",
-                           "--format", "{{.Names}}"])
+        return shlex.join(
+            ["docker", "ps", "-a", "--filter", f"label={LABEL}={self.lane_id}", "--format", "{{.Names}}"]
+        )
 
 
 @dataclass(frozen=True)
@@ -123,11 +148,11 @@ class ProcessRuntime(Runtime):
 
     def state_dir(self) -> str:
         """Shell expression for the lane's state dir on the node (expanded there)."""
-        return f"\"${{LABKIT_STATE_DIR:-$HOME/.cache/labkit}}\"/lanes/{shlex.quote(self.lane_id)}"
+        return f'"${{LABKIT_STATE_DIR:-$HOME/.cache/labkit}}"/lanes/{shlex.quote(self.lane_id)}'
 
     def _files(self, node: str) -> str:
         safe = shlex.quote(_safe(node))
-        return f"D={self.state_dir()}; P=\"$D\"/{safe}.pid; S=\"$D\"/{safe}.started; L=\"$D\"/{safe}.log; "
+        return f'D={self.state_dir()}; P="$D"/{safe}.pid; S="$D"/{safe}.started; L="$D"/{safe}.log; '
 
     def start_command(self, launch: NodeLaunch, image: str | None, mounts: list[tuple[str, str]]) -> str:
         env = [f"{k}={v}" for k, v in launch.env]
@@ -135,43 +160,66 @@ class ProcessRuntime(Runtime):
         # The wrapper shell writes its own pid (= process group id after setsid) and execs the engine,
         # so the pid file names the engine and `kill -- -PGID` reaches everything it spawned.
         # Once the pid is there, the start command records the engine's identity (start time, boot id) beside it.
-        return (self._files(launch.node)
-                + "mkdir -p \"$D\" || exit 1; "
-                + "if [ -s \"$P\" ]; then " + _READ_PID + "if [ -n \"$p\" ] && " + _GROUP_RUNNING + "; then "
-                + "echo \"already running as process group $p ($P)\" >&2; exit 17; fi; fi; "
-                + "rm -f \"$P\" \"$S\"; cd \"$D\" || exit 1; "
-                + "nohup setsid sh -c 'echo $$ > \"$0\"; exec \"$@\"' \"$P\" " + inner
-                + " > \"$L\" 2>&1 < /dev/null & "
-                + "i=0; while [ ! -s \"$P\" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; "
-                + "[ -s \"$P\" ] || { echo 'process did not start' >&2; exit 1; }; "
-                + "read -r p < \"$P\"; st=$(" + _START_TIME + "); b=$(" + _BOOT_ID + "); "
-                + "printf '%s %s\\n' \"${st:--}\" \"${b:--}\" > \"$S.new\" && mv -f \"$S.new\" \"$S\" || exit 1; "
-                + "echo \"$p\"")
+        return (
+            self._files(launch.node)
+            + 'mkdir -p "$D" || exit 1; '
+            + 'if [ -s "$P" ]; then '
+            + _READ_PID
+            + 'if [ -n "$p" ] && '
+            + _GROUP_RUNNING
+            + "; then "
+            + 'echo "already running as process group $p ($P)" >&2; exit 17; fi; fi; '
+            + 'rm -f "$P" "$S"; cd "$D" || exit 1; '
+            + 'nohup setsid sh -c \'echo $$ > "$0"; exec "$@"\' "$P" '
+            + inner
+            + ' > "$L" 2>&1 < /dev/null & '
+            + 'i=0; while [ ! -s "$P" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; '
+            + "[ -s \"$P\" ] || { echo 'process did not start' >&2; exit 1; }; "
+            + 'read -r p < "$P"; st=$('
+            + _START_TIME
+            + "); b=$("
+            + _BOOT_ID
+            + "); "
+            + 'printf \'%s %s\\n\' "${st:--}" "${b:--}" > "$S.new" && mv -f "$S.new" "$S" || exit 1; '
+            + 'echo "$p"'
+        )
 
     def alive_command(self, node: str) -> str:
-        return (self._files(node)
-                + f"[ -s \"$P\" ] || {{ echo {ABSENT}; exit 0; }}; " + _READ_PID
-                + f"[ -n \"$p\" ] || {{ echo {ABSENT}; exit 0; }}; "
-                + f"if [ -r /proc/\"$p\"/stat ] && ! grep -q ') Z ' /proc/\"$p\"/stat; then echo {ALIVE}; "
-                + f"else echo {DEAD}; fi")
+        return (
+            self._files(node)
+            + f'[ -s "$P" ] || {{ echo {ABSENT}; exit 0; }}; '
+            + _READ_PID
+            + f'[ -n "$p" ] || {{ echo {ABSENT}; exit 0; }}; '
+            + f'if [ -r /proc/"$p"/stat ] && ! grep -q \') Z \' /proc/"$p"/stat; then echo {ALIVE}; '
+            + f"else echo {DEAD}; fi"
+        )
 
     def stop_command(self, node: str) -> str:
         steps = max(1, int(self.stop_grace / 0.1))
-        return (self._files(node)
-                + "[ -s \"$P\" ] || exit 0; " + _READ_PID
-                + "[ -n \"$p\" ] || { rm -f \"$P\" \"$S\"; exit 0; }; "
-                + "kill -s TERM -- -\"$p\" 2>/dev/null; "
-                + f"i=0; while {_GROUP_RUNNING} && [ $i -lt {steps} ]; do sleep 0.1; i=$((i+1)); done; "
-                + "if " + _GROUP_RUNNING + "; then kill -s KILL -- -\"$p\" 2>/dev/null; sleep 0.2; fi; "
-                + "if " + _GROUP_RUNNING + "; then echo \"process group $p still running after KILL\" >&2; exit 1; fi; "
-                + "rm -f \"$P\" \"$S\"")
+        return (
+            self._files(node)
+            + '[ -s "$P" ] || exit 0; '
+            + _READ_PID
+            + '[ -n "$p" ] || { rm -f "$P" "$S"; exit 0; }; '
+            + 'kill -s TERM -- -"$p" 2>/dev/null; '
+            + f"i=0; while {_GROUP_RUNNING} && [ $i -lt {steps} ]; do sleep 0.1; i=$((i+1)); done; "
+            + "if "
+            + _GROUP_RUNNING
+            + '; then kill -s KILL -- -"$p" 2>/dev/null; sleep 0.2; fi; '
+            + "if "
+            + _GROUP_RUNNING
+            + '; then echo "process group $p still running after KILL" >&2; exit 1; fi; '
+            + 'rm -f "$P" "$S"'
+        )
 
     def logs_command(self, node: str, offset: int = 0, tail: int | None = None) -> str:
-        return self._files(node) + "cat \"$L\" 2>/dev/null" + _cut(offset, tail)
+        return self._files(node) + 'cat "$L" 2>/dev/null' + _cut(offset, tail)
 
     def leftovers_command(self) -> str:
-        return (f"D={self.state_dir()}; for P in \"$D\"/*.pid; do [ -s \"$P\" ] || continue; {_READ_PID}"
-                f"[ -n \"$p\" ] || continue; if {_GROUP_RUNNING}; then echo \"process group $p ($P)\"; fi; done")
+        return (
+            f'D={self.state_dir()}; for P in "$D"/*.pid; do [ -s "$P" ] || continue; {_READ_PID}'
+            f'[ -n "$p" ] || continue; if {_GROUP_RUNNING}; then echo "process group $p ($P)"; fi; done'
+        )
 
 
 def runtime_for(plan, stop_grace: float = 10.0) -> Runtime:

@@ -22,8 +22,10 @@ def start(lane) -> Endpoint:
     lane.timings = {"check": time.monotonic() - t}
     lane.plan = pin_revision(lane.plan, lane.group.head)
     lane.refuse_if_present()
-    lane.say(f"lane {lane.lane_id}: starting {lane.plan.engine.kind} on {len(lane.group)} node(s) "
-             f"({', '.join(lane.group.names)})")
+    lane.say(
+        f"lane {lane.lane_id}: starting {lane.plan.engine.kind} on {len(lane.group)} node(s) "
+        f"({', '.join(lane.group.names)})"
+    )
     if lane.run_dir:
         (lane.run_dir / "logs").mkdir(parents=True, exist_ok=True)
     try:
@@ -39,8 +41,15 @@ def start(lane) -> Endpoint:
                 lane.say("interrupted: removing the lane on every node")
             remove_after_failed_start(lane)
         raise
-    endpoint = Endpoint(lane.lane_id, lane.root_url + "/v1", lane.plan.served_name, lane.group.head.name,
-                        lane.group.names, facts, lane.run_dir)
+    endpoint = Endpoint(
+        lane.lane_id,
+        lane.root_url + "/v1",
+        lane.plan.served_name,
+        lane.group.head.name,
+        lane.group.names,
+        facts,
+        lane.run_dir,
+    )
     if lane.run_dir:
         (lane.run_dir / "boot.json").write_text(json.dumps(facts.to_dict(), indent=2) + "\n")
     lane.say(f"lane {lane.lane_id}: ready at {endpoint.base_url} after {facts.boot_seconds:.1f} s")
@@ -62,5 +71,7 @@ def start_all(lane) -> None:
 
     lane.starts = lane.group.begin(start)
     lane.starts.results(f"starting lane {lane.lane_id}")
-    lane.say(f"[{lane.elapsed():6.1f}s] started on all nodes; waiting for readiness "
-             f"({lane.root_url}{lane.engine.probes(lane.plan)[0].path}, timeout {lane.plan.engine.boot_timeout:g} s)")
+    lane.say(
+        f"[{lane.elapsed():6.1f}s] started on all nodes; waiting for readiness "
+        f"({lane.root_url}{lane.engine.probes(lane.plan)[0].path}, timeout {lane.plan.engine.boot_timeout:g} s)"
+    )

@@ -34,8 +34,11 @@ def down(lane) -> None:
         finally:
             failures: dict[str, str] = {}
             try:  # on every node at once; a node that fails is named below, after the check of all
-                lane.group.run(lambda h: lane.runtime.stop_command(h.name), f"removing lane {lane.lane_id}",
-                               timeout=lane.runtime.stop_grace + 60)
+                lane.group.run(
+                    lambda h: lane.runtime.stop_command(h.name),
+                    f"removing lane {lane.lane_id}",
+                    timeout=lane.runtime.stop_grace + 60,
+                )
             except NodeError as e:
                 failures = e.failures
             try:
@@ -69,8 +72,10 @@ def capture_logs(lane) -> None:
         else:
             busy.append(h.name)
     if busy:
-        lane.say(f"not saving the rest of the log of {', '.join(busy)}: the boot's node poll there has not "
-                 "returned (it saves what it fetched when it does)")
+        lane.say(
+            f"not saving the rest of the log of {', '.join(busy)}: the boot's node poll there has not "
+            "returned (it saves what it fetched when it does)"
+        )
 
     def fetch(h: Host) -> str:
         return h.run(lane.runtime.logs_command(h.name, offset=lane.watched[h.name].offset), timeout=60).stdout
@@ -86,7 +91,9 @@ def capture_logs(lane) -> None:
 def dead_node_report(lane, attempts: int = 4) -> LaneFailed | None:
     """After an error inside `with lane.up()`: name a node that died, with its log tail, if one did."""
     dead: list[str] = []
-    for attempt in range(attempts):  # a client can see the connection drop a moment before the process is gone
+    for attempt in range(
+        attempts
+    ):  # a client can see the connection drop a moment before the process is gone
         try:
             states = lane.status()
         except (LabkitError, HostError):
@@ -131,22 +138,28 @@ def remove_after_failed_start(lane) -> None:
     noted: list[int] = []
     if starts.pending():
         with interrupts_noted(INTERRUPTS) as noted:
-            lane.say(f"the start command is still running on {', '.join(starts.pending())} (it cannot be "
-                     f"recalled): waiting up to {bound:g} s for it to return, to remove what it starts "
-                     "(Ctrl-C again stops waiting)")
+            lane.say(
+                f"the start command is still running on {', '.join(starts.pending())} (it cannot be "
+                f"recalled): waiting up to {bound:g} s for it to return, to remove what it starts "
+                "(Ctrl-C again stops waiting)"
+            )
             while starts.pending() and not noted and time.monotonic() < deadline:
                 starts.wait(min(0.2, max(0.0, deadline - time.monotonic())))
     still = starts.pending()
     if still and noted:
-        lane.say(f"interrupted again: not waiting for the start command on {', '.join(still)}; "
-                 "removing the lane once more")
+        lane.say(
+            f"interrupted again: not waiting for the start command on {', '.join(still)}; "
+            "removing the lane once more"
+        )
     with spare_connections(lane, still):
         teardown_quietly(lane)
     if still:
         why = "when you stopped the wait" if noted else f"after {bound:g} s"
-        lane.say(f"WARNING: the start command on {', '.join(still)} was still running {why}: it may still start "
-                 f"the engine there. Check with `labkit status {lane.plan.recipe}`, remove it with "
-                 f"`labkit down {lane.plan.recipe}`")
+        lane.say(
+            f"WARNING: the start command on {', '.join(still)} was still running {why}: it may still start "
+            f"the engine there. Check with `labkit status {lane.plan.recipe}`, remove it with "
+            f"`labkit down {lane.plan.recipe}`"
+        )
 
 
 @contextlib.contextmanager
@@ -173,8 +186,9 @@ def teardown_quietly(lane) -> None:
     best_effort(lane, "teardown", lane.down, warning="teardown incomplete: {error}")
 
 
-def best_effort(lane, what: str, step: Callable[[], T],
-                warning: str = "{what} failed ({kind}: {error}); going on") -> T | None:
+def best_effort(
+    lane, what: str, step: Callable[[], T], warning: str = "{what} failed ({kind}: {error}); going on"
+) -> T | None:
     """step(), or None with a warning when it fails: for the steps around removal that must not prevent it."""
     try:
         return step()

@@ -25,7 +25,9 @@ from labkit.serve.runtimes import ABSENT, ALIVE
 
 SEP = "\n--labkit-log--\n"
 INTERRUPTS = (signal.SIGINT, *ENDING_SIGNALS)  # Ctrl-C, SIGTERM, SIGHUP: what may cut a wait short
-WATCH_END_WAIT = 10.0  # seconds a failed boot waits for the node polls in flight, so their nodes' logs are saved
+WATCH_END_WAIT = (
+    10.0  # seconds a failed boot waits for the node polls in flight, so their nodes' logs are saved
+)
 
 
 @dataclass
@@ -47,8 +49,10 @@ class NodeWatch:
 
 def node_watches(lane, by_node: dict[str, NodeLaunch]) -> dict[str, NodeWatch]:
     """A fresh NodeWatch per node of the lane, the head's log parsed as the head's."""
-    return {h.name: NodeWatch(h, by_node[h.name], lane.engine.boot_log(h.name, h is lane.group.head))
-            for h in lane.group}
+    return {
+        h.name: NodeWatch(h, by_node[h.name], lane.engine.boot_log(h.name, h is lane.group.head))
+        for h in lane.group
+    }
 
 
 def wait_ready(lane) -> BootFacts:
@@ -59,7 +63,9 @@ def wait_ready(lane) -> BootFacts:
     probes = lane.engine.probes(lane.plan)
     timeout = lane.plan.engine.boot_timeout
     stop = threading.Event()
-    finished = threading.Event()  # not Thread.is_alive(): on 3.11 a join() cut short by Ctrl-C marks it stopped
+    finished = (
+        threading.Event()
+    )  # not Thread.is_alive(): on 3.11 a join() cut short by Ctrl-C marks it stopped
     problem: list[BaseException] = []
 
     def watch() -> None:
@@ -93,8 +99,12 @@ def wait_ready(lane) -> BootFacts:
             now = lane.elapsed()
             if now > timeout:
                 head = lane.watched[lane.group.head.name]
-                raise BootTimeout(lane.lane_id, head.host.name, f"not ready after {timeout:g} s (engine.boot_timeout)",
-                                  log_tail("".join(head.text_tail)))
+                raise BootTimeout(
+                    lane.lane_id,
+                    head.host.name,
+                    f"not ready after {timeout:g} s (engine.boot_timeout)",
+                    log_tail("".join(head.text_tail)),
+                )
             if now - last_note >= 30:
                 last_note = now
                 if now > 1:
@@ -115,8 +125,10 @@ def end_watch(lane, stop: threading.Event, finished: threading.Event) -> None:
         if finished.wait(0.5):
             return
         busy = [n for n, w in lane.watched.items() if w.lock.locked()]
-        lane.say(f"ending the boot watch: waiting up to {WATCH_END_WAIT:g} s for its poll of "
-                 f"{', '.join(busy) or 'the nodes'} to return (Ctrl-C again stops waiting)")
+        lane.say(
+            f"ending the boot watch: waiting up to {WATCH_END_WAIT:g} s for its poll of "
+            f"{', '.join(busy) or 'the nodes'} to return (Ctrl-C again stops waiting)"
+        )
         deadline = time.monotonic() + WATCH_END_WAIT
         while not noted and time.monotonic() < deadline and not finished.wait(0.1):
             pass
@@ -130,8 +142,9 @@ def poll_nodes(lane) -> None:
         with w.lock:
             if w.closed:
                 return None
-            cmd = f"( {lane.runtime.alive_command(h.name)} ); printf '{SEP}'; " + \
-                lane.runtime.logs_command(h.name, offset=w.offset)
+            cmd = f"( {lane.runtime.alive_command(h.name)} ); printf '{SEP}'; " + lane.runtime.logs_command(
+                h.name, offset=w.offset
+            )
             r = h.run(cmd, timeout=60)
             state, _, text = r.stdout.partition(SEP)
             w.state = state.strip()
@@ -145,17 +158,23 @@ def poll_nodes(lane) -> None:
         if err is not None:
             if not isinstance(err, HostError):
                 raise err
-            problems.append(BootError(lane.lane_id, name, f"cannot watch node: {err}",
-                                      log_tail("".join(w.text_tail))))
+            problems.append(
+                BootError(lane.lane_id, name, f"cannot watch node: {err}", log_tail("".join(w.text_tail)))
+            )
             continue
         if state is None:  # the teardown has taken this node's log over
             continue
         if w.log.fatal:
             reason, line = w.log.fatal
-            problems.append(BootError(lane.lane_id, name, f"fatal log line ({reason})",
-                                      log_tail("".join(w.text_tail)), line))
+            problems.append(
+                BootError(
+                    lane.lane_id, name, f"fatal log line ({reason})", log_tail("".join(w.text_tail)), line
+                )
+            )
         elif state != ALIVE:
-            what = "exited during boot" if state != ABSENT else "its container/process disappeared during boot"
+            what = (
+                "exited during boot" if state != ABSENT else "its container/process disappeared during boot"
+            )
             problems.append(BootError(lane.lane_id, name, f"engine {what}", log_tail("".join(w.text_tail))))
     if problems:
         raise problems[0]

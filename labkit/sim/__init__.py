@@ -78,5 +78,16 @@ from labkit.sim.config import FIELDS, PRESETS, SimConfig, SimConfigError, batch_
 from labkit.sim.oracle import SimOracle, free_port
 from labkit.sim.process import SimProcess
 
-__all__ = ["FIELDS", "PRESETS", "SimConfig", "SimConfigError", "SimOracle", "SimProcess", "add_cli_arguments", "batch_beta",
-           "build_config", "free_port", "run_cli"]
+__all__ = [
+    "FIELDS",
+    "PRESETS",
+    "SimConfig",
+    "SimConfigError",
+    "SimOracle",
+    "SimProcess",
+    "add_cli_arguments",
+    "batch_beta",
+    "build_config",
+    "free_port",
+    "run_cli",
+]

@@ -44,8 +44,11 @@ def _boot_crash(cfg: SimConfig, log: BootLog) -> None:
 
 def boot_vllm(cfg: SimConfig, log: BootLog) -> None:
     """vLLM 0.33 boot lines with the configured delays; no socket exists during any of this."""
-    log.line(f"vLLM server version {cfg.version}, serving model {cfg.model_path} "
-             f"(labkit.sim simulated engine{', preset ' + cfg.preset if cfg.preset else ''})", where="startup.py:38")
+    log.line(
+        f"vLLM server version {cfg.version}, serving model {cfg.model_path} "
+        f"(labkit.sim simulated engine{', preset ' + cfg.preset if cfg.preset else ''})",
+        where="startup.py:38",
+    )
     log.line(f"Starting to load model {cfg.model_path}...", where="gpu_model_runner.py:4979")
     if cfg.fault_boot_crash:
         _boot_crash(cfg, log)
@@ -53,42 +56,58 @@ def boot_vllm(cfg: SimConfig, log: BootLog) -> None:
     time.sleep(cfg.boot_weights_s)
     took = time.perf_counter() - t0
     log.line(f"Loading weights took {took:.2f} seconds", where="default_loader.py:507")
-    log.line(f"Model loading took {round(cfg.weights_gib, 2)} GiB memory and {took + 0.01:.6f} seconds",
-             where="gpu_model_runner.py:5089")
+    log.line(
+        f"Model loading took {round(cfg.weights_gib, 2)} GiB memory and {took + 0.01:.6f} seconds",
+        where="gpu_model_runner.py:5089",
+    )
     t1 = time.perf_counter()
     time.sleep(cfg.boot_init_s)
     kv_gib = cfg.kv_cache_tokens * 4096 / 2**30  # nominal bytes per token, for the log line only
     log.line(f"Available KV cache memory: {kv_gib:.2f} GiB", where="gpu_worker.py:773")
     conc = cfg.kv_cache_tokens / cfg.max_model_len
     if cfg.kv_log_form == "one-line":
-        log.line(f"GPU KV cache size: {cfg.kv_cache_tokens:,} tokens, Maximum concurrency for "
-                 f"{cfg.max_model_len:,} tokens per request: {conc:.2f}x", where="kv_cache_utils.py:1136")
+        log.line(
+            f"GPU KV cache size: {cfg.kv_cache_tokens:,} tokens, Maximum concurrency for "
+            f"{cfg.max_model_len:,} tokens per request: {conc:.2f}x",
+            where="kv_cache_utils.py:1136",
+        )
     else:
         log.line(f"GPU KV cache size: {cfg.kv_cache_tokens:,} tokens", where="kv_cache_utils.py:1087")
-        log.line(f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: {conc:.2f}x",
-                 where="kv_cache_utils.py:1091")
-    log.line(f"init engine (profile, create kv cache, warmup model) took {time.perf_counter() - t1:.2f} s",
-             where="core.py:391")
+        log.line(
+            f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: {conc:.2f}x",
+            where="kv_cache_utils.py:1091",
+        )
+    log.line(
+        f"init engine (profile, create kv cache, warmup model) took {time.perf_counter() - t1:.2f} s",
+        where="core.py:391",
+    )
     log.line("Supported tasks: ['generate']", where="entry.py:135")
 
 
 def boot_sglang_load(cfg: SimConfig, log: BootLog) -> None:
     """SGLang lines up to the scheduler summary (HTTP comes up after this, before warmup)."""
-    log.line(f"server_args=ServerArgs(model_path='{cfg.model_path}', served_model_name='{cfg.model_name}', "
-             f"simulated='labkit.sim {cfg.version}{' preset ' + cfg.preset if cfg.preset else ''}')")
+    log.line(
+        f"server_args=ServerArgs(model_path='{cfg.model_path}', served_model_name='{cfg.model_name}', "
+        f"simulated='labkit.sim {cfg.version}{' preset ' + cfg.preset if cfg.preset else ''}')"
+    )
     avail = cfg.weights_gib + 20.0
     log.line(f"Load weight begin. avail mem={avail:.2f} GB")
     if cfg.fault_boot_crash:
         _boot_crash(cfg, log)
     t0 = time.perf_counter()
     time.sleep(cfg.boot_weights_s)
-    log.line(f"Load weight end. elapsed={time.perf_counter() - t0:.2f} s, type=SimForCausalLM, "
-             f"avail mem={avail - cfg.weights_gib:.2f} GB, mem usage={cfg.weights_gib:.2f} GB.")
+    log.line(
+        f"Load weight end. elapsed={time.perf_counter() - t0:.2f} s, type=SimForCausalLM, "
+        f"avail mem={avail - cfg.weights_gib:.2f} GB, mem usage={cfg.weights_gib:.2f} GB."
+    )
     time.sleep(cfg.boot_init_s)
     kv_gb = cfg.kv_cache_tokens * 4096 / 1e9
-    log.line(f"KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: {cfg.kv_cache_tokens}, "
-             f"KV size: {kv_gb:.2f} GB")
-    log.line(f"max_total_num_tokens={cfg.kv_cache_tokens}, chunked_prefill_size={cfg.prefill_chunk_tokens or -1}, "
-             f"max_prefill_tokens=16384, max_running_requests=256, context_len={cfg.max_model_len}, "
-             f"available_gpu_mem=10.00 GB")
-
+    log.line(
+        f"KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: {cfg.kv_cache_tokens}, "
+        f"KV size: {kv_gb:.2f} GB"
+    )
+    log.line(
+        f"max_total_num_tokens={cfg.kv_cache_tokens}, chunked_prefill_size={cfg.prefill_chunk_tokens or -1}, "
+        f"max_prefill_tokens=16384, max_running_requests=256, context_len={cfg.max_model_len}, "
+        f"available_gpu_mem=10.00 GB"
+    )

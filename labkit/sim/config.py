@@ -51,7 +51,9 @@ class SimConfig:
     kv_cache_tokens: int = 1_000_000
     block_size: int = 16
     prefix_caching: bool = True
-    prompt_tokens_details: bool = True  # vLLM needs --enable-prompt-tokens-details for this; the sim defaults on
+    prompt_tokens_details: bool = (
+        True  # vLLM needs --enable-prompt-tokens-details for this; the sim defaults on
+    )
     # timing
     prefill_tps: float = 5000.0
     prefill_chunk_tokens: int = 0  # 0: a prefill blocks other streams' decode steps until it ends
@@ -80,8 +82,12 @@ class SimConfig:
     fault_exit_after_tokens: int = 0
     fault_stall_request: int = 0
     fault_stall_after_tokens: int = 0
-    fault_hold_request: int = 0  # request n's chunks after fault_hold_from tokens are held back and written at once
-    fault_hold_from: int = 0  # ... when the chunk reaching fault_hold_until tokens is ready (0 = the last chunk)
+    fault_hold_request: int = (
+        0  # request n's chunks after fault_hold_from tokens are held back and written at once
+    )
+    fault_hold_from: int = (
+        0  # ... when the chunk reaching fault_hold_until tokens is ready (0 = the last chunk)
+    )
     fault_hold_until: int = 0
 
     # ---- derived -------------------------------------------------------------------------------
@@ -118,8 +124,16 @@ class SimConfig:
         for key in ("prefill_tps", "decode_tps"):
             if getattr(self, key) <= 0:
                 raise bad(key, "must be > 0")
-        for key in ("cold_decode_tps", "cold_prefill_tps", "batch_beta", "eos_mean_tokens", "boot_weights_s",
-                    "boot_init_s", "sglang_warmup_s", "weights_gib"):
+        for key in (
+            "cold_decode_tps",
+            "cold_prefill_tps",
+            "batch_beta",
+            "eos_mean_tokens",
+            "boot_weights_s",
+            "boot_init_s",
+            "sglang_warmup_s",
+            "weights_gib",
+        ):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
         for key in ("max_model_len", "kv_cache_tokens", "block_size"):
@@ -131,14 +145,28 @@ class SimConfig:
             if self.spec_k < 1:
                 raise bad("spec_k", "must be >= 1 when spec_method is set")
             if len(self.spec_accept) != self.spec_k:
-                raise bad("spec_accept", f"needs {self.spec_k} rates (one per draft position), got {len(self.spec_accept)}")
+                raise bad(
+                    "spec_accept",
+                    f"needs {self.spec_k} rates (one per draft position), got {len(self.spec_accept)}",
+                )
             if any(not 0 <= a <= 1 for a in self.spec_accept):
                 raise bad("spec_accept", "rates must be within [0, 1]")
             if any(b > a for a, b in zip(self.spec_accept, self.spec_accept[1:], strict=False)):
-                raise bad("spec_accept", "rates must be non-increasing (position i needs positions < i accepted)")
-        for key in ("fault_http500_request", "fault_exit_request", "fault_exit_after_tokens", "fault_stall_request",
-                    "fault_stall_after_tokens", "fault_hold_request", "fault_hold_from", "fault_hold_until",
-                    "cold_requests", "prefill_chunk_tokens"):
+                raise bad(
+                    "spec_accept", "rates must be non-increasing (position i needs positions < i accepted)"
+                )
+        for key in (
+            "fault_http500_request",
+            "fault_exit_request",
+            "fault_exit_after_tokens",
+            "fault_stall_request",
+            "fault_stall_after_tokens",
+            "fault_hold_request",
+            "fault_hold_from",
+            "fault_hold_until",
+            "cold_requests",
+            "prefill_chunk_tokens",
+        ):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
         return self
@@ -147,25 +175,51 @@ class SimConfig:
 FIELDS = {f.name: f for f in dataclasses.fields(SimConfig)}
 
 # Stock DeepSeek-V4.1-Flash on vLLM, four Sparks, from the lab note (2026-10-23). Simulated, not measured.
-_DSV41 = dict(model_name="sim-dsv41", model_path="labkit/sim-dsv41", max_model_len=131072,
-              weights_gib=110.85, boot_weights_s=1.5, boot_init_s=1.0, prefill_chunk_tokens=4096)
+_DSV41 = dict(
+    model_name="sim-dsv41",
+    model_path="labkit/sim-dsv41",
+    max_model_len=131072,
+    weights_gib=110.85,
+    boot_weights_s=1.5,
+    boot_init_s=1.0,
+    prefill_chunk_tokens=4096,
+)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "dsv41-stock": dict(
-        _DSV41, decode_tps=29.7, cold_decode_tps=20.0, batch_beta=batch_beta(29.7, 45.6), prefill_tps=750.0,
+        _DSV41,
+        decode_tps=29.7,
+        cold_decode_tps=20.0,
+        batch_beta=batch_beta(29.7, 45.6),
+        prefill_tps=750.0,
         kv_cache_tokens=8_726_823,
     ),
     "dsv41-stock-dspark": dict(
-        _DSV41, decode_tps=52.9, cold_decode_tps=25.5, batch_beta=batch_beta(52.9, 66.4), prefill_tps=605.0,
-        kv_cache_tokens=7_070_000, spec_method="dspark", spec_k=5,
+        _DSV41,
+        decode_tps=52.9,
+        cold_decode_tps=25.5,
+        batch_beta=batch_beta(52.9, 66.4),
+        prefill_tps=605.0,
+        kv_cache_tokens=7_070_000,
+        spec_method="dspark",
+        spec_k=5,
         # "4.79 of 5" read as accepted drafts per step, bonus excluded (tau = 5.79): sum of the rates.
         spec_accept=[0.995, 0.985, 0.96, 0.935, 0.915],
     ),
     # Fast and small for tests: boots in ~0.1 s, 200 t/s decode, 20k t/s prefill.
     "test": dict(
-        model_name="sim-test", model_path="labkit/sim-test", max_model_len=8192, kv_cache_tokens=100_000,
-        decode_tps=200.0, prefill_tps=20_000.0, batch_beta=0.5, cold_requests=0, boot_weights_s=0.05,
-        boot_init_s=0.05, weights_gib=1.0, sglang_warmup_s=0.05,
+        model_name="sim-test",
+        model_path="labkit/sim-test",
+        max_model_len=8192,
+        kv_cache_tokens=100_000,
+        decode_tps=200.0,
+        prefill_tps=20_000.0,
+        batch_beta=0.5,
+        cold_requests=0,
+        boot_weights_s=0.05,
+        boot_init_s=0.05,
+        weights_gib=1.0,
+        sglang_warmup_s=0.05,
     ),
 }
 
@@ -215,7 +269,9 @@ def _coerce(key: str, value: Any, where: str) -> Any:
     }[kind]
     if not ok(value):
         raise SimConfigError(f"{where}: sim setting {key}: expected {kind}, got {value!r}")
-    return [float(x) for x in value] if kind == "list[float]" else (float(value) if kind == "float" else value)
+    return (
+        [float(x) for x in value] if kind == "list[float]" else (float(value) if kind == "float" else value)
+    )
 
 
 def load_file(path: str | Path) -> dict[str, Any]:
@@ -234,8 +290,9 @@ def load_file(path: str | Path) -> dict[str, Any]:
     return {k: _coerce(k, v, str(p)) for k, v in data.items()}
 
 
-def build_config(preset: str | None = None, file: str | Path | None = None, sets: list[str] | None = None,
-                 **overrides: Any) -> SimConfig:
+def build_config(
+    preset: str | None = None, file: str | Path | None = None, sets: list[str] | None = None, **overrides: Any
+) -> SimConfig:
     """Preset, then file, then `key=value` strings, then keyword overrides (None values skipped); validated.
 
     Raises SimConfigError naming the key for anything unknown or ill-typed.

@@ -73,13 +73,14 @@ class HttpConn(asyncio.Protocol):
                 self.reply(400, "application/json", b'{"error": "malformed request"}', False)
                 return
             if "chunked" in headers.get("transfer-encoding", "").lower():
-                self.reply(501, "application/json", b'{"error": "chunked request bodies are not supported"}',
-                            False)
+                self.reply(
+                    501, "application/json", b'{"error": "chunked request bodies are not supported"}', False
+                )
                 return
             total = end + 4 + length
             if len(self.buf) < total:
                 return
-            body = bytes(self.buf[end + 4:total])
+            body = bytes(self.buf[end + 4 : total])
             del self.buf[:total]
             conn = headers.get("connection", "").lower()
             keep = conn != "close" if version == "HTTP/1.1" else conn == "keep-alive"

@@ -27,8 +27,30 @@ from dataclasses import asdict, dataclass, field
 
 from labkit.sim.config import SimConfig
 
-BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-           40.0, 80.0, 160.0, 640.0, 2560.0)
+BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
 
 
 @dataclass
@@ -113,9 +135,11 @@ class RequestTruth:
     def to_dict(self) -> dict:
         d = asdict(self)
         n = self.completion_tokens
-        d["true_decode_tps"] = ((n - 1) / (self.t_last - self.t_first)
-                                if n > 1 and self.t_first is not None and self.t_last and self.t_last > self.t_first
-                                else None)
+        d["true_decode_tps"] = (
+            (n - 1) / (self.t_last - self.t_first)
+            if n > 1 and self.t_first is not None and self.t_last and self.t_last > self.t_first
+            else None
+        )
         dt = self.t_prefill_end - self.t_prefill_start
         d["true_prefill_tps"] = (self.prompt_tokens - self.cached_tokens) / dt if dt > 0 else None
         return d
@@ -147,7 +171,7 @@ class Engine:
         bs = self.cfg.block_size
         out, h = [], 0
         for i in range(0, len(ids) - bs + 1, bs):
-            h = hash((h, tuple(ids[i:i + bs])))
+            h = hash((h, tuple(ids[i : i + bs])))
             out.append(h)
         return out
 
@@ -181,8 +205,17 @@ class Engine:
         return True
 
     # ---- request lifecycle -------------------------------------------------------------------------
-    def admit(self, ids: list[int], max_tokens: int, min_tokens: int, ignore_eos: bool, endpoint: str,
-              stream: bool, req_id: str, now: float | None = None) -> RequestTruth:
+    def admit(
+        self,
+        ids: list[int],
+        max_tokens: int,
+        min_tokens: int,
+        ignore_eos: bool,
+        endpoint: str,
+        stream: bool,
+        req_id: str,
+        now: float | None = None,
+    ) -> RequestTruth:
         """Register a request and fix its prefill schedule and natural length."""
         cfg = self.cfg
         now = self.clock() if now is None else now
@@ -205,10 +238,22 @@ class Engine:
         end = start + (len(ids) - cached) / cfg.prefill_rate(cold)
         self._prefill_free_at = end
         self._prefills.append((start, end, index))
-        rec = RequestTruth(id=req_id, index=index, endpoint=endpoint, stream=stream, cold=cold,
-                           prompt_tokens=len(ids), cached_tokens=cached, max_tokens=max_tokens, target_tokens=target,
-                           eos_at=eos_at, t_arrival=now, t_prefill_start=start, t_prefill_end=end,
-                           accepted_per_pos=[0] * (cfg.spec_k if cfg.spec_on else 0))
+        rec = RequestTruth(
+            id=req_id,
+            index=index,
+            endpoint=endpoint,
+            stream=stream,
+            cold=cold,
+            prompt_tokens=len(ids),
+            cached_tokens=cached,
+            max_tokens=max_tokens,
+            target_tokens=target,
+            eos_at=eos_at,
+            t_arrival=now,
+            t_prefill_start=start,
+            t_prefill_end=end,
+            accepted_per_pos=[0] * (cfg.spec_k if cfg.spec_on else 0),
+        )
         if cfg.record_chunks:
             rec.emissions = []
         self._hashes[index] = hashes
@@ -320,4 +365,8 @@ class Engine:
     def avg_spec_accept_length(self) -> float:
         """SGLang /server_info value: accepted tokens (bonus included) per forward since boot/flush, floor 1."""
         c = self.c
-        return max(1.0, c.accept_tokens_since_flush / c.forward_ct_since_flush) if c.forward_ct_since_flush else 1.0
+        return (
+            max(1.0, c.accept_tokens_since_flush / c.forward_ct_since_flush)
+            if c.forward_ct_since_flush
+            else 1.0
+        )

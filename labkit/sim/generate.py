@@ -35,17 +35,36 @@ class Generation:
 
     def __init__(self, conn, req: openai.GenRequest, keep: bool):
         app = conn.app
-        self.conn, self.app, self.cfg, self.eng, self.req, self.keep = conn, app, app.cfg, app.engine, req, keep
+        self.conn, self.app, self.cfg, self.eng, self.req, self.keep = (
+            conn,
+            app,
+            app.cfg,
+            app.engine,
+            req,
+            keep,
+        )
         cfg = self.cfg
         self.req_id = app.new_id(req.endpoint)
-        rec = self.rec = self.eng.admit(req.ids, req.max_tokens, req.min_tokens, req.ignore_eos, req.endpoint,
-                                        req.stream, self.req_id)
+        rec = self.rec = self.eng.admit(
+            req.ids, req.max_tokens, req.min_tokens, req.ignore_eos, req.endpoint, req.stream, self.req_id
+        )
         self.exit_at = cfg.fault_exit_after_tokens if rec.index == cfg.fault_exit_request else -1
         self.stall_at = cfg.fault_stall_after_tokens if rec.index == cfg.fault_stall_request else -1
         self.hold = rec.index == cfg.fault_hold_request
         self.held: list[bytes] = []
-        self.render = openai.StreamRenderer(cfg, req.endpoint, self.req_id, app.created, rec.prompt_tokens,
-                                            rec.cached_tokens, req.continuous_usage) if req.stream else None
+        self.render = (
+            openai.StreamRenderer(
+                cfg,
+                req.endpoint,
+                self.req_id,
+                app.created,
+                rec.prompt_tokens,
+                rec.cached_tokens,
+                req.continuous_usage,
+            )
+            if req.stream
+            else None
+        )
         self.wbase = rec.index * 13
         self.text_parts: list[bytes] = []
         self.eos_at = rec.eos_at
@@ -128,8 +147,12 @@ class Generation:
         """The exit and stall faults after a chunk: exit ends the process, a stall returns False once closed."""
         rec = self.rec
         if self.exit_at >= 0 and rec.completion_tokens >= self.exit_at:
-            self.app.log.line(f"EngineCore encountered a fatal error (simulated fault: exit after "
-                              f"{rec.completion_tokens} tokens of request {rec.index})", "ERROR", "core.py:1120")
+            self.app.log.line(
+                f"EngineCore encountered a fatal error (simulated fault: exit after "
+                f"{rec.completion_tokens} tokens of request {rec.index})",
+                "ERROR",
+                "core.py:1120",
+            )
             self.eng.finish(rec, "exited", "abort")
             os._exit(3)
         if self.stall_at >= 0 and rec.completion_tokens >= self.stall_at:
@@ -154,6 +177,19 @@ class Generation:
                 conn.closed = True
         else:
             text = b"".join(self.text_parts).decode()
-            conn.reply(200, "application/json",
-                       openai.full_response(self.cfg, req.endpoint, self.req_id, self.app.created, text, reason,
-                                            rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens), self.keep)
+            conn.reply(
+                200,
+                "application/json",
+                openai.full_response(
+                    self.cfg,
+                    req.endpoint,
+                    self.req_id,
+                    self.app.created,
+                    text,
+                    reason,
+                    rec.prompt_tokens,
+                    rec.completion_tokens,
+                    rec.cached_tokens,
+                ),
+                self.keep,
+            )

@@ -30,8 +30,11 @@ class _Out:
                 self.lines.append(f"{name}_created{_labels(self.base, extra)} {self.created:.6f}")
 
     def gauge(self, name: str, help_: str, value: float, extra: str = "") -> None:
-        self.lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge",
-                       f"{name}{_labels(self.base, extra)} {_num(value)}"]
+        self.lines += [
+            f"# HELP {name} {help_}",
+            f"# TYPE {name} gauge",
+            f"{name}{_labels(self.base, extra)} {_num(value)}",
+        ]
 
     def histogram(self, name: str, help_: str, h: Histogram) -> None:
         self.lines += [f"# HELP {name} {help_}", f"# TYPE {name} histogram"]
@@ -62,33 +65,65 @@ def render_vllm(engine: Engine, wall_boot: float) -> str:
     cfg, c = engine.cfg, engine.c
     out = _Out(f'engine="0",model_name="{cfg.model_name}"', created=wall_boot)
     out.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", engine.decoding)
-    out.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-              engine.running - engine.decoding)
-    out.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-              min(1.0, len(engine._cache) / max(1, engine._cache_cap)))
-    out.counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
-                [("", c.prefix_queries)])
-    out.counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
-                [("", c.prefix_hits)])
+    out.gauge(
+        "vllm:num_requests_waiting",
+        "Number of requests waiting to be processed.",
+        engine.running - engine.decoding,
+    )
+    out.gauge(
+        "vllm:kv_cache_usage_perc",
+        "KV-cache usage. 1 means 100 percent usage.",
+        min(1.0, len(engine._cache) / max(1, engine._cache_cap)),
+    )
+    out.counter(
+        "vllm:prefix_cache_queries",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        [("", c.prefix_queries)],
+    )
+    out.counter(
+        "vllm:prefix_cache_hits",
+        "Prefix cache hits, in terms of number of cached tokens.",
+        [("", c.prefix_hits)],
+    )
     out.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", [("", c.prompt_tokens)])
-    out.counter("vllm:generation_tokens", "Number of generation tokens processed.", [("", c.generation_tokens)])
-    out.counter("vllm:request_success", "Count of successfully processed requests.",
-                [(f'finished_reason="{r}"', c.success.get(r, 0)) for r in ("stop", "length", "abort")])
+    out.counter(
+        "vllm:generation_tokens", "Number of generation tokens processed.", [("", c.generation_tokens)]
+    )
+    out.counter(
+        "vllm:request_success",
+        "Count of successfully processed requests.",
+        [(f'finished_reason="{r}"', c.success.get(r, 0)) for r in ("stop", "length", "abort")],
+    )
     if cfg.spec_on:
         out.counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", [("", c.spec_drafts)])
-        out.counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", [("", c.spec_draft_tokens)])
-        out.counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", [("", c.spec_accepted)])
-        out.counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
-                    [(f'position="{i}"', n) for i, n in enumerate(c.spec_accepted_per_pos)])
+        out.counter(
+            "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", [("", c.spec_draft_tokens)]
+        )
+        out.counter(
+            "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", [("", c.spec_accepted)]
+        )
+        out.counter(
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            [(f'position="{i}"', n) for i, n in enumerate(c.spec_accepted_per_pos)],
+        )
     out.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", c.ttft)
-    out.histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
-                  c.prefill_time)
-    out.histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
-                  c.decode_time)
+    out.histogram(
+        "vllm:request_prefill_time_seconds",
+        "Histogram of time spent in PREFILL phase for request.",
+        c.prefill_time,
+    )
+    out.histogram(
+        "vllm:request_decode_time_seconds",
+        "Histogram of time spent in DECODE phase for request.",
+        c.decode_time,
+    )
     out.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", c.e2e)
     blocks = cfg.kv_cache_tokens // cfg.block_size
-    info = (f'block_size="{cfg.block_size}",cache_dtype="fp8",enable_prefix_caching="{cfg.prefix_caching}",'
-            f'num_gpu_blocks="{blocks}",kv_cache_size_tokens="{cfg.kv_cache_tokens}",simulated="true"')
+    info = (
+        f'block_size="{cfg.block_size}",cache_dtype="fp8",enable_prefix_caching="{cfg.prefix_caching}",'
+        f'num_gpu_blocks="{blocks}",kv_cache_size_tokens="{cfg.kv_cache_tokens}",simulated="true"'
+    )
     out.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1, info)
     return out.text()
 
@@ -96,25 +131,50 @@ def render_vllm(engine: Engine, wall_boot: float) -> str:
 def render_sglang(engine: Engine) -> str:
     cfg, c = engine.cfg, engine.c
     out = _Out(f'model_name="{cfg.model_name}"', created=None)
-    out.counter("sglang:prompt_tokens", "Number of prefill tokens processed.", [("", c.finished_prompt_tokens)])
-    out.counter("sglang:generation_tokens", "Number of generation tokens processed.",
-                [("", c.finished_generation_tokens)])
+    out.counter(
+        "sglang:prompt_tokens", "Number of prefill tokens processed.", [("", c.finished_prompt_tokens)]
+    )
+    out.counter(
+        "sglang:generation_tokens",
+        "Number of generation tokens processed.",
+        [("", c.finished_generation_tokens)],
+    )
     out.counter("sglang:cached_tokens", "Number of cached prompt tokens.", [("", c.finished_cached_tokens)])
-    out.counter("sglang:realtime_tokens", "Tokens processed, updated live.",
-                [('mode="prefill_compute"', _compute(engine)),
-                 ('mode="prefill_cache"', _cache_done(engine)), ('mode="decode"', c.generation_tokens)])
+    out.counter(
+        "sglang:realtime_tokens",
+        "Tokens processed, updated live.",
+        [
+            ('mode="prefill_compute"', _compute(engine)),
+            ('mode="prefill_cache"', _cache_done(engine)),
+            ('mode="decode"', c.generation_tokens),
+        ],
+    )
     out.gauge("sglang:num_running_reqs", "The number of running requests.", engine.running)
-    out.gauge("sglang:token_usage", "The token usage.", min(1.0, len(engine._cache) / max(1, engine._cache_cap)))
-    out.gauge("sglang:cache_hit_rate", "The prefix cache hit rate.",
-              c.prefix_hits / c.prefix_queries if c.prefix_queries else 0.0)
-    out.gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV pool.", cfg.kv_cache_tokens)
+    out.gauge(
+        "sglang:token_usage", "The token usage.", min(1.0, len(engine._cache) / max(1, engine._cache_cap))
+    )
+    out.gauge(
+        "sglang:cache_hit_rate",
+        "The prefix cache hit rate.",
+        c.prefix_hits / c.prefix_queries if c.prefix_queries else 0.0,
+    )
+    out.gauge(
+        "sglang:max_total_num_tokens", "Maximum total number of tokens in the KV pool.", cfg.kv_cache_tokens
+    )
     if cfg.spec_on:
-        out.counter("sglang:spec_verify_calls", "Number of speculative verify calls.", [("", c.finished_verify_calls)])
-        out.gauge("sglang:spec_accept_length", "Average accepted tokens per forward (bonus included).",
-                  c.last_accept_length)
+        out.counter(
+            "sglang:spec_verify_calls", "Number of speculative verify calls.", [("", c.finished_verify_calls)]
+        )
+        out.gauge(
+            "sglang:spec_accept_length",
+            "Average accepted tokens per forward (bonus included).",
+            c.last_accept_length,
+        )
         out.gauge("sglang:spec_accept_rate", "Accepted over proposed draft tokens.", c.last_accept_rate)
         out.gauge("sglang:spec_num_draft_tokens", "Verify width (draft tokens + 1).", cfg.spec_k + 1)
-    out.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", c.ttft)
+    out.histogram(
+        "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", c.ttft
+    )
     out.histogram("sglang:e2e_request_latency_seconds", "Histogram of end-to-end request latency.", c.e2e)
     return out.text()
 

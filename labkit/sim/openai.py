@@ -25,8 +25,15 @@ class ApiError(Exception):
         self.kind = kind
 
     def body(self) -> bytes:
-        return json.dumps({"object": "error", "message": self.message, "type": self.kind, "param": None,
-                           "code": self.status}).encode()
+        return json.dumps(
+            {
+                "object": "error",
+                "message": self.message,
+                "type": self.kind,
+                "param": None,
+                "code": self.status,
+            }
+        ).encode()
 
 
 @dataclass
@@ -84,20 +91,28 @@ def parse_generation(cfg: SimConfig, endpoint: str, body: bytes) -> GenRequest:
         raise ApiError(400, "the prompt is empty")
     room = cfg.max_model_len - p
     if room < 1:
-        raise ApiError(400, f"This model's maximum context length is {cfg.max_model_len} tokens. However, your "
-                            f"request has {p} input tokens. Please reduce the length of the input messages.")
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {cfg.max_model_len} tokens. However, your "
+            f"request has {p} input tokens. Please reduce the length of the input messages.",
+        )
     max_tokens = _int_field(data, "max_completion_tokens", None, 1) if endpoint == "chat" else None
     if max_tokens is None:
         max_tokens = _int_field(data, "max_tokens", None if endpoint == "chat" else 16, 1)
     if max_tokens is None:
         max_tokens = room
     if max_tokens > room:
-        raise ApiError(400, f"'max_tokens' is too large: {max_tokens}. This model's maximum context length is "
-                            f"{cfg.max_model_len} tokens and your request has {p} input tokens "
-                            f"({max_tokens} > {cfg.max_model_len} - {p}).")
+        raise ApiError(
+            400,
+            f"'max_tokens' is too large: {max_tokens}. This model's maximum context length is "
+            f"{cfg.max_model_len} tokens and your request has {p} input tokens "
+            f"({max_tokens} > {cfg.max_model_len} - {p}).",
+        )
     min_tokens = _int_field(data, "min_tokens", 0, 0) or 0
     if min_tokens > max_tokens:
-        raise ApiError(400, f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.")
+        raise ApiError(
+            400, f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}."
+        )
     stream = bool(data.get("stream", False))
     opts = data.get("stream_options")
     if opts is not None and not stream:
@@ -109,13 +124,24 @@ def parse_generation(cfg: SimConfig, endpoint: str, body: bytes) -> GenRequest:
     continuous = bool(opts.get("continuous_usage_stats", False))
     if cfg.flavor == "vllm":
         continuous = continuous and include  # vLLM: continuous usage only together with include_usage
-    return GenRequest(endpoint, ids, max_tokens, min_tokens, bool(data.get("ignore_eos", False)), stream,
-                      include, continuous)
+    return GenRequest(
+        endpoint,
+        ids,
+        max_tokens,
+        min_tokens,
+        bool(data.get("ignore_eos", False)),
+        stream,
+        include,
+        continuous,
+    )
 
 
 def usage(cfg: SimConfig, prompt: int, completion: int, cached: int) -> dict[str, Any]:
-    u: dict[str, Any] = {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-                         "completion_tokens": completion}
+    u: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "completion_tokens": completion,
+    }
     if cfg.prompt_tokens_details:
         u["prompt_tokens_details"] = {"cached_tokens": cached}
     return u
@@ -124,12 +150,24 @@ def usage(cfg: SimConfig, prompt: int, completion: int, cached: int) -> dict[str
 class StreamRenderer:
     """Pre-rendered SSE events for one streamed request."""
 
-    def __init__(self, cfg: SimConfig, endpoint: str, req_id: str, created: int, prompt: int, cached: int,
-                 continuous: bool):
+    def __init__(
+        self,
+        cfg: SimConfig,
+        endpoint: str,
+        req_id: str,
+        created: int,
+        prompt: int,
+        cached: int,
+        continuous: bool,
+    ):
         self.cfg, self.prompt, self.cached, self.continuous = cfg, prompt, cached, continuous
         self.endpoint = endpoint
-        head = {"id": req_id, "object": "chat.completion.chunk" if endpoint == "chat" else "text_completion",
-                "created": created, "model": cfg.model_name}
+        head = {
+            "id": req_id,
+            "object": "chat.completion.chunk" if endpoint == "chat" else "text_completion",
+            "created": created,
+            "model": cfg.model_name,
+        }
         self.head = json.dumps(head)[:-1]  # '{"id": ..., "model": "..."' without the closing brace
         if endpoint == "chat":
             pre = self.head + ', "choices": [{"index": 0, "delta": {"content": "'
@@ -143,13 +181,18 @@ class StreamRenderer:
     def _usage_tail(self, completion: int) -> bytes:
         if not self.continuous:
             return b"}\n\n"
-        return (b', "usage": {"prompt_tokens": %d, "total_tokens": %d, "completion_tokens": %d}}\n\n'
-                % (self.prompt, self.prompt + completion, completion))
+        return b', "usage": {"prompt_tokens": %d, "total_tokens": %d, "completion_tokens": %d}}\n\n' % (
+            self.prompt,
+            self.prompt + completion,
+            completion,
+        )
 
     def role(self) -> bytes:
         """vLLM chat's role-only prelude, sent just before the first token chunk."""
-        body = self.head + ', "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, ' \
-                           '"logprobs": null, "finish_reason": null}]'
+        body = (
+            self.head + ', "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, '
+            '"logprobs": null, "finish_reason": null}]'
+        )
         return b"data: " + body.encode() + self._usage_tail(0)
 
     def tokens(self, text: bytes, completion: int) -> bytes:
@@ -161,30 +204,74 @@ class StreamRenderer:
         return self.pre + text + tail + self._usage_tail(completion)
 
     def usage_chunk(self, completion: int) -> bytes:
-        body = self.head + ', "choices": [], "usage": ' + json.dumps(
-            usage(self.cfg, self.prompt, completion, self.cached)) + "}"
+        body = (
+            self.head
+            + ', "choices": [], "usage": '
+            + json.dumps(usage(self.cfg, self.prompt, completion, self.cached))
+            + "}"
+        )
         return b"data: " + body.encode() + b"\n\n"
 
 
-def full_response(cfg: SimConfig, endpoint: str, req_id: str, created: int, text: str, reason: str, prompt: int,
-                  completion: int, cached: int) -> bytes:
+def full_response(
+    cfg: SimConfig,
+    endpoint: str,
+    req_id: str,
+    created: int,
+    text: str,
+    reason: str,
+    prompt: int,
+    completion: int,
+    cached: int,
+) -> bytes:
     if endpoint == "chat":
-        choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None,
-                                          "tool_calls": [], "reasoning_content": None},
-                  "logprobs": None, "finish_reason": reason, "stop_reason": None}
+        choice = {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": text,
+                "refusal": None,
+                "tool_calls": [],
+                "reasoning_content": None,
+            },
+            "logprobs": None,
+            "finish_reason": reason,
+            "stop_reason": None,
+        }
         obj = "chat.completion"
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason, "stop_reason": None}
         obj = "text_completion"
-    return json.dumps({"id": req_id, "object": obj, "created": created, "model": cfg.model_name,
-                       "choices": [choice], "usage": usage(cfg, prompt, completion, cached)}).encode()
+    return json.dumps(
+        {
+            "id": req_id,
+            "object": obj,
+            "created": created,
+            "model": cfg.model_name,
+            "choices": [choice],
+            "usage": usage(cfg, prompt, completion, cached),
+        }
+    ).encode()
 
 
 def models(cfg: SimConfig, created: int) -> bytes:
     owner = "vllm" if cfg.flavor == "vllm" else "sglang"
-    return json.dumps({"object": "list", "data": [
-        {"id": cfg.model_name, "object": "model", "created": created, "owned_by": owner, "root": cfg.model_path,
-         "parent": None, "max_model_len": cfg.max_model_len}]}).encode()
+    return json.dumps(
+        {
+            "object": "list",
+            "data": [
+                {
+                    "id": cfg.model_name,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": owner,
+                    "root": cfg.model_path,
+                    "parent": None,
+                    "max_model_len": cfg.max_model_len,
+                }
+            ],
+        }
+    ).encode()
 
 
 def tokenize(cfg: SimConfig, body: bytes) -> bytes:
@@ -199,5 +286,6 @@ def tokenize(cfg: SimConfig, body: bytes) -> bytes:
             raise ApiError(400, "expected 'prompt' or 'messages'")
     except tokenizer.TokenizeError as e:
         raise ApiError(400, str(e))
-    return json.dumps({"count": len(ids), "max_model_len": cfg.max_model_len, "tokens": ids,
-                       "token_strs": None}).encode()
+    return json.dumps(
+        {"count": len(ids), "max_model_len": cfg.max_model_len, "tokens": ids, "token_strs": None}
+    ).encode()

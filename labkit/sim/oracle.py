@@ -35,8 +35,13 @@ def free_port(low: int, high: int, skip: set[int] | None = None) -> int:
 class SimOracle:
     """A running simulator with known settings; `url`, `port`, `truth()`."""
 
-    def __init__(self, preset: str | None = "test", sets: dict | None = None,
-                 ports: tuple[int, int] = (18200, 18299), boot_timeout: float = 30.0):
+    def __init__(
+        self,
+        preset: str | None = "test",
+        sets: dict | None = None,
+        ports: tuple[int, int] = (18200, 18299),
+        boot_timeout: float = 30.0,
+    ):
         self.args: list[str] = ["--preset", preset] if preset else []
         for key, value in (sets or {}).items():
             text = json.dumps(value) if isinstance(value, list | bool) else str(value)

@@ -43,8 +43,19 @@ class App:
         if path == "/v1/models" and method == "GET":
             return 200, js, openai.models(cfg, self.created)
         if path == "/version" and method == "GET":
-            return 200, js, json.dumps({"version": cfg.version, "simulated": True, "engine": "labkit.sim",
-                                        "flavor": cfg.flavor, "preset": cfg.preset or None}).encode()
+            return (
+                200,
+                js,
+                json.dumps(
+                    {
+                        "version": cfg.version,
+                        "simulated": True,
+                        "engine": "labkit.sim",
+                        "flavor": cfg.flavor,
+                        "preset": cfg.preset or None,
+                    }
+                ).encode(),
+            )
         if path == "/metrics" and method == "GET":
             return 200, "text/plain; version=0.0.4; charset=utf-8", render(eng, self.wall_boot).encode()
         if path == "/tokenize" and method == "POST":
@@ -52,9 +63,19 @@ class App:
         if path == "/sim/requests" and method == "GET":
             since = int(parse_qs(query).get("since", ["0"])[0])
             recs = [r.to_dict() for r in eng.records if r.index > since]
-            return 200, js, json.dumps({"clock": "time.perf_counter (CLOCK_MONOTONIC)", "boot": eng.t_boot,
-                                        "now": time.perf_counter(), "config": asdict(cfg),
-                                        "requests": recs}).encode()
+            return (
+                200,
+                js,
+                json.dumps(
+                    {
+                        "clock": "time.perf_counter (CLOCK_MONOTONIC)",
+                        "boot": eng.t_boot,
+                        "now": time.perf_counter(),
+                        "config": asdict(cfg),
+                        "requests": recs,
+                    }
+                ).encode(),
+            )
         if cfg.flavor == "vllm" and path == "/reset_prefix_cache" and method == "POST":
             eng.flush_cache()
             return 200, js, b""
@@ -62,8 +83,18 @@ class App:
             if path in ("/server_info", "/get_server_info") and method == "GET":
                 return 200, js, json.dumps(self.server_info()).encode()
             if path in ("/model_info", "/get_model_info") and method == "GET":
-                return 200, js, json.dumps({"model_path": cfg.model_path, "served_model_name": cfg.model_name,
-                                            "is_generation": True, "simulated": True}).encode()
+                return (
+                    200,
+                    js,
+                    json.dumps(
+                        {
+                            "model_path": cfg.model_path,
+                            "served_model_name": cfg.model_name,
+                            "is_generation": True,
+                            "simulated": True,
+                        }
+                    ).encode(),
+                )
             if path == "/flush_cache" and method in ("GET", "POST"):
                 if eng.flush_cache():
                     return 200, "text/plain", b"Cache flushed.\n"
@@ -72,14 +103,28 @@ class App:
 
     def server_info(self) -> dict:
         cfg, eng = self.cfg, self.engine
-        state: dict = {"memory_usage": {"weight": cfg.weights_gib, "kvcache": cfg.kv_cache_tokens * 4096 / 1e9,
-                                        "token_capacity": cfg.kv_cache_tokens, "graph": 0.5},
-                       "last_gen_throughput": cfg.decode_tps}
+        state: dict = {
+            "memory_usage": {
+                "weight": cfg.weights_gib,
+                "kvcache": cfg.kv_cache_tokens * 4096 / 1e9,
+                "token_capacity": cfg.kv_cache_tokens,
+                "graph": 0.5,
+            },
+            "last_gen_throughput": cfg.decode_tps,
+        }
         if cfg.spec_on:
             state["avg_spec_accept_length"] = eng.avg_spec_accept_length
-        return {"model_path": cfg.model_path, "served_model_name": cfg.model_name, "host": cfg.host,
-                "port": cfg.port, "speculative_algorithm": cfg.spec_method.upper() or None,
-                "speculative_num_draft_tokens": cfg.spec_k + 1 if cfg.spec_on else None,
-                "max_total_num_tokens": cfg.kv_cache_tokens, "max_req_input_len": cfg.max_model_len - 1,
-                "version": cfg.version, "simulated": True, "startup_time": self.wall_boot,
-                "internal_states": [state]}
+        return {
+            "model_path": cfg.model_path,
+            "served_model_name": cfg.model_name,
+            "host": cfg.host,
+            "port": cfg.port,
+            "speculative_algorithm": cfg.spec_method.upper() or None,
+            "speculative_num_draft_tokens": cfg.spec_k + 1 if cfg.spec_on else None,
+            "max_total_num_tokens": cfg.kv_cache_tokens,
+            "max_req_input_len": cfg.max_model_len - 1,
+            "version": cfg.version,
+            "simulated": True,
+            "startup_time": self.wall_boot,
+            "internal_states": [state],
+        }

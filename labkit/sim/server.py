@@ -23,8 +23,9 @@ from labkit.sim.routes import App
 def _listen(cfg: SimConfig) -> socket.socket:
     # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY on accepted sockets only when proto is IPPROTO_TCP;
     # with proto 0, Nagle + the client's delayed ACK held chunks back ~40 ms on reused keep-alive connections.
-    sock = socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET, socket.SOCK_STREAM,
-                         socket.IPPROTO_TCP)
+    sock = socket.socket(
+        socket.AF_INET6 if ":" in cfg.host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP
+    )
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((cfg.host, cfg.port))
     sock.listen(256)

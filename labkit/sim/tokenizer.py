@@ -28,7 +28,65 @@ CHAT_OVERHEAD_FIXED = 3  # BOS + generation prompt (START, ASSISTANT)
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
 
-WORDS = ["the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "her", "she", "there", "one", "all", "we", "can", "their", "has", "been", "if", "more", "when", "will", "would", "who", "so", "no", "river", "stone", "light", "water", "field", "north", "house", "night", "story"]
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "they",
+    "you",
+    "were",
+    "her",
+    "she",
+    "there",
+    "one",
+    "all",
+    "we",
+    "can",
+    "their",
+    "has",
+    "been",
+    "if",
+    "more",
+    "when",
+    "will",
+    "would",
+    "who",
+    "so",
+    "no",
+    "river",
+    "stone",
+    "light",
+    "water",
+    "field",
+    "north",
+    "house",
+    "night",
+    "story",
+]
 
 
 class TokenizeError(ValueError):
@@ -42,7 +100,7 @@ def pieces(text: str) -> list[str]:
         if len(m) <= MAX_PIECE:
             out.append(m)
         else:
-            out.extend(m[i:i + MAX_PIECE] for i in range(0, len(m), MAX_PIECE))
+            out.extend(m[i : i + MAX_PIECE] for i in range(0, len(m), MAX_PIECE))
     return out
 
 
@@ -72,8 +130,12 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list):
         parts = []
         for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise TokenizeError("message content parts must be {\"type\": \"text\", \"text\": ...}")
+            if (
+                not isinstance(part, dict)
+                or part.get("type") != "text"
+                or not isinstance(part.get("text"), str)
+            ):
+                raise TokenizeError('message content parts must be {"type": "text", "text": ...}')
             parts.append(part["text"])
         return " ".join(parts)
     raise TokenizeError("message content must be a string or a list of text parts")

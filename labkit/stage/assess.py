@@ -64,7 +64,11 @@ def check_entry(plan, index: int, spec) -> None:
         if not cache:
             raise Invalid("cluster.shared_cache", "required to stage a local view")
         absolute_path(cache, "cluster.shared_cache")
-        if spec.dst == cache or spec.dst.startswith(cache.rstrip("/") + "/") or cache.startswith(spec.dst + "/"):
+        if (
+            spec.dst == cache
+            or spec.dst.startswith(cache.rstrip("/") + "/")
+            or cache.startswith(spec.dst + "/")
+        ):
             raise Invalid(f"{key}.dst", f"{spec.dst} overlaps the shared cache {cache}")
     except Invalid as e:
         raise RecipeError(plan.file, e.key, e.message)
@@ -133,7 +137,7 @@ def sample_hashes(raw_b64: str, size: int, block: int, count: int) -> list[str]:
         raise LabkitError(f"sampled bytes: got {len(raw)}, expected {sum(lengths)} for a {size}-byte file")
     out, pos = [], 0
     for n in lengths:
-        out.append(xxhash.xxh3_64_hexdigest(raw[pos:pos + n]))
+        out.append(xxhash.xxh3_64_hexdigest(raw[pos : pos + n]))
         pos += n
     return out
 
@@ -156,8 +160,12 @@ def sources_from(probes: list[dict], spec, block: int, count: int) -> dict[str, 
         for probe in probes:
             src = probe["sources"].get(name)
             if src is not None and "samples" in src:
-                out[name] = Source(src["size"], tuple(sample_hashes(src["samples"], src["size"], block, count)),
-                                   src["digest"], src.get("full"))
+                out[name] = Source(
+                    src["size"],
+                    tuple(sample_hashes(src["samples"], src["size"], block, count)),
+                    src["digest"],
+                    src.get("full"),
+                )
                 break
         else:
             if all(name in p["sources"] for p in probes):
@@ -177,8 +185,9 @@ class _Actions:
     reclaim: int = 0
 
 
-def assess(probe: dict, spec, block: int, count: int, full: bool,
-           sources: dict[str, Source] | None = None) -> NodeAssessment:
+def assess(
+    probe: dict, spec, block: int, count: int, full: bool, sources: dict[str, Source] | None = None
+) -> NodeAssessment:
     """Decide what one node needs, from its probe (pure; raises LabkitError naming node and path).
 
     `sources`: the source facts (from the probe that sent raw blocks; default: this probe)."""
@@ -189,10 +198,27 @@ def assess(probe: dict, spec, block: int, count: int, full: bool,
     files, sources_full = _assess_local(probe, spec, block, count, full, sources, acts)
     links, links_ok = _assess_links(probe, spec, files, acts)
     _assess_leftovers(probe, spec, acts)
-    return NodeAssessment(probe["node"], probe["commit"], probe["snapshot"], files, links, acts.to_copy,
-                          acts.to_link, acts.to_remove, sum(c["size"] for c in acts.to_copy), spec.min_free,
-                          probe["free"], acts.reclaim, probe["fs_path"], probe["fs_dev"], links_ok, acts.problems,
-                          acts.warnings, probe["manifest"], sources_full)
+    return NodeAssessment(
+        probe["node"],
+        probe["commit"],
+        probe["snapshot"],
+        files,
+        links,
+        acts.to_copy,
+        acts.to_link,
+        acts.to_remove,
+        sum(c["size"] for c in acts.to_copy),
+        spec.min_free,
+        probe["free"],
+        acts.reclaim,
+        probe["fs_path"],
+        probe["fs_dev"],
+        links_ok,
+        acts.problems,
+        acts.warnings,
+        probe["manifest"],
+        sources_full,
+    )
 
 
 def _refuse_unusable(probe: dict, spec) -> None:
@@ -206,13 +232,16 @@ def _refuse_unusable(probe: dict, spec) -> None:
         if name not in entries:
             raise LabkitError(f"{node}: {name} (in staging.local) is not in the snapshot {snapshot}")
         if entries[name]["kind"] != "file":
-            raise LabkitError(f"{node}: {name} (in staging.local) is a directory in {snapshot}; only files are copied")
+            raise LabkitError(
+                f"{node}: {name} (in staging.local) is a directory in {snapshot}; only files are copied"
+            )
     if probe["dst_state"] not in ("missing", "dir"):
         raise LabkitError(f"{node}: {spec.dst} exists and is not a directory ({probe['dst_state']})")
 
 
-def _assess_local(probe: dict, spec, block: int, count: int, full: bool, sources: dict[str, Source],
-                  acts: _Actions) -> tuple[dict[str, FileState], dict[str, str]]:
+def _assess_local(
+    probe: dict, spec, block: int, count: int, full: bool, sources: dict[str, Source], acts: _Actions
+) -> tuple[dict[str, FileState], dict[str, str]]:
     """Each local file: its state in the view against the source; copies and repairs go into `acts`."""
     node, snapshot = probe["node"], probe["snapshot"]
     view, manifest = probe["view"], probe["manifest"]
@@ -222,15 +251,18 @@ def _assess_local(probe: dict, spec, block: int, count: int, full: bool, sources
     for name in spec.local:
         src, ref = probe["sources"][name], sources[name]
         if src["size"] != ref.size or src["digest"] != ref.digest or (full and src.get("full") != ref.full):
-            raise LabkitError(f"{node}: {snapshot}/{name} reads differently here than on the other nodes "
-                              "(size or sampled blocks); is the shared cache consistent?")
+            raise LabkitError(
+                f"{node}: {snapshot}/{name} reads differently here than on the other nodes "
+                "(size or sampled blocks); is the shared cache consistent?"
+            )
         size, hashes = ref.size, list(ref.hashes)
         if src.get("full"):
             sources_full[name] = src["full"]
         have = view.get(name, {"state": "missing"})
         if have["state"] == "dir":
-            raise LabkitError(f"{node}: {spec.dst}/{name} is a directory where the view needs a copy; "
-                              "remove it by hand")
+            raise LabkitError(
+                f"{node}: {spec.dst}/{name} is a directory where the view needs a copy; remove it by hand"
+            )
         status, reason = _file_status(have, size, hashes, src, old.get(name, {}), block, count, full)
         if status in ("copy", "repair"):
             acts.to_copy.append({"name": name, "src": f"{snapshot}/{name}", "size": size})
@@ -242,8 +274,9 @@ def _assess_local(probe: dict, spec, block: int, count: int, full: bool, sources
     return files, sources_full
 
 
-def _file_status(have: dict, size: int, hashes: list[str], src: dict, prev: dict, block: int, count: int,
-                 full: bool) -> tuple[str, str]:
+def _file_status(
+    have: dict, size: int, hashes: list[str], src: dict, prev: dict, block: int, count: int, full: bool
+) -> tuple[str, str]:
     """(status, reason) of one local file in the view (not a directory): copy, repair, verified or adopted."""
     if have["state"] == "missing":
         return "copy", ""
@@ -251,19 +284,30 @@ def _file_status(have: dict, size: int, hashes: list[str], src: dict, prev: dict
         return "repair", f"is a {have['state']}, not a copy"
     if have["size"] != size:
         return "repair", f"has {have['size']} bytes, the source {size} (truncated or different file)"
-    bad = [off for off, same in zip(node_side.sample_offsets(size, block, count), have["match"], strict=True)
-           if not same]
+    bad = [
+        off
+        for off, same in zip(node_side.sample_offsets(size, block, count), have["match"], strict=True)
+        if not same
+    ]
     if bad:
-        return "repair", (f"sampled block(s) at offset {', '.join(map(str, bad[:4]))}"
-                          f"{' ...' if len(bad) > 4 else ''} differ from the source")
+        return "repair", (
+            f"sampled block(s) at offset {', '.join(map(str, bad[:4]))}"
+            f"{' ...' if len(bad) > 4 else ''} differ from the source"
+        )
     if full and have.get("full") != src.get("full"):
         return "repair", "full hash differs from the source"
-    same = (prev.get("size") == size and prev.get("xxh3_64") == hashes
-            and prev.get("block") == block and prev.get("count") == count)
+    same = (
+        prev.get("size") == size
+        and prev.get("xxh3_64") == hashes
+        and prev.get("block") == block
+        and prev.get("count") == count
+    )
     return ("verified" if same else "adopted"), ""
 
 
-def _assess_links(probe: dict, spec, files: dict[str, FileState], acts: _Actions) -> tuple[dict[str, str], int]:
+def _assess_links(
+    probe: dict, spec, files: dict[str, FileState], acts: _Actions
+) -> tuple[dict[str, str], int]:
     """Every other snapshot entry is an absolute link into the snapshot: ({name: target}, links already right)."""
     node, snapshot, view = probe["node"], probe["snapshot"], probe["view"]
     links, links_ok = {}, 0
@@ -277,8 +321,9 @@ def _assess_links(probe: dict, spec, files: dict[str, FileState], acts: _Actions
             links_ok += 1
             continue
         if have["state"] == "dir":
-            raise LabkitError(f"{node}: {spec.dst}/{name} is a directory where the view needs a link; "
-                              "remove it by hand")
+            raise LabkitError(
+                f"{node}: {spec.dst}/{name} is a directory where the view needs a link; remove it by hand"
+            )
         if have["state"] == "file":
             acts.reclaim += have.get("alloc", 0)
         acts.to_link.append({"name": name, "target": target})
@@ -297,14 +342,19 @@ def _assess_leftovers(probe: dict, spec, acts: _Actions) -> None:
     for name, have in probe["extra"].items():
         if have["state"] == "link" and (name in owned or _points_into(have["target"], repo_dir)):
             acts.to_remove.append(name)
-            acts.warnings.append(f"{node}: removing stale link {spec.dst}/{name} (not in snapshot {probe['commit']})")
+            acts.warnings.append(
+                f"{node}: removing stale link {spec.dst}/{name} (not in snapshot {probe['commit']})"
+            )
         elif have["state"] == "link":
             why = "the view's manifest does not list it" if owned else f"{spec.dst} has no labkit manifest"
-            acts.warnings.append(f"{node}: {spec.dst}/{name} -> {have['target']} is not part of snapshot "
-                                 f"{probe['commit']} and not labkit's ({why}); left in place")
+            acts.warnings.append(
+                f"{node}: {spec.dst}/{name} -> {have['target']} is not part of snapshot "
+                f"{probe['commit']} and not labkit's ({why}); left in place"
+            )
         else:
-            acts.warnings.append(f"{node}: {spec.dst}/{name} is not part of snapshot {probe['commit']}; "
-                                 "left in place")
+            acts.warnings.append(
+                f"{node}: {spec.dst}/{name} is not part of snapshot {probe['commit']}; left in place"
+            )
 
 
 def view_owned_names(manifest: Any) -> set[str]:
@@ -323,8 +373,18 @@ def _points_into(target: str, folder: str) -> bool:
 
 def preflight_rows(assessments: list[NodeAssessment]) -> list[dict]:
     """One row per node (need, free, reclaimable, margin), the binding node (least margin) marked."""
-    rows = [{"node": a.node, "filesystem": a.fs_path, "need": a.need, "free": a.free, "reclaim": a.reclaim,
-             "margin": a.margin, "binding": False} for a in assessments]
+    rows = [
+        {
+            "node": a.node,
+            "filesystem": a.fs_path,
+            "need": a.need,
+            "free": a.free,
+            "reclaim": a.reclaim,
+            "margin": a.margin,
+            "binding": False,
+        }
+        for a in assessments
+    ]
     if rows:
         min(rows, key=lambda r: r["margin"])["binding"] = True
     return rows
@@ -333,9 +393,18 @@ def preflight_rows(assessments: list[NodeAssessment]) -> list[dict]:
 def preflight_table(rows: list[dict]) -> str:
     from tabulate import tabulate
 
-    table = [[r["node"], r["filesystem"], format_size(r["need"]), format_size(r["free"]), format_size(r["reclaim"]),
-              format_size(r["margin"]), ("SHORT " if r["margin"] < 0 else "") + ("binding" if r["binding"] else "")]
-             for r in rows]
+    table = [
+        [
+            r["node"],
+            r["filesystem"],
+            format_size(r["need"]),
+            format_size(r["free"]),
+            format_size(r["reclaim"]),
+            format_size(r["margin"]),
+            ("SHORT " if r["margin"] < 0 else "") + ("binding" if r["binding"] else ""),
+        ]
+        for r in rows
+    ]
     return tabulate(table, headers=["node", "filesystem", "need", "free", "reclaimable", "margin", ""])
 
 
@@ -349,5 +418,8 @@ def check_space(assessments: list[NodeAssessment], dst: str) -> list[dict]:
         raise StagingRefused(
             f"staging {dst} refused before changing anything on any node: not enough free space on {names} "
             f"(binding node {binding['node']}, short by {format_size(-binding['margin'])}); "
-            "need = local files to copy + min_free (per filesystem: all its views' copies + their largest min_free)\n" + preflight_table(rows), rows)
+            "need = local files to copy + min_free (per filesystem: all its views' copies + their largest min_free)\n"
+            + preflight_table(rows),
+            rows,
+        )
     return rows

@@ -81,7 +81,7 @@ def _split(raw: bytes, size: int, block: int, count: int) -> list:
     offsets = sample_offsets(size, block, count)
     out, pos = [], 0
     for n in block_lengths(size, offsets, block):
-        out.append(raw[pos:pos + n])
+        out.append(raw[pos : pos + n])
         pos += n
     return out
 
@@ -151,8 +151,10 @@ def resolve_commit(repo_cache: str, revision: str) -> tuple:
     elif "/" not in revision and os.path.isdir(os.path.join(snapshots, revision)):
         commit = revision
     else:
-        raise Fail(f"revision {revision!r} not found: {ref} does not exist "
-                   f"(and there is no {os.path.join(snapshots, revision)})")
+        raise Fail(
+            f"revision {revision!r} not found: {ref} does not exist "
+            f"(and there is no {os.path.join(snapshots, revision)})"
+        )
     snapshot = os.path.join(snapshots, commit)
     if not os.path.isdir(snapshot):
         raise Fail(f"{ref} names commit {commit}, but {snapshot} does not exist")
@@ -210,10 +212,19 @@ def probe(req: dict) -> dict:
     existing = nearest_existing(dst)
     vfs = os.statvfs(existing)
     out = {
-        "node": os.uname().nodename, "commit": commit, "snapshot": snapshot, "entries": entries, "sources": sources,
-        "free": vfs.f_bavail * vfs.f_frsize, "fs_path": existing, "fs_dev": os.stat(existing).st_dev,
+        "node": os.uname().nodename,
+        "commit": commit,
+        "snapshot": snapshot,
+        "entries": entries,
+        "sources": sources,
+        "free": vfs.f_bavail * vfs.f_frsize,
+        "fs_path": existing,
+        "fs_dev": os.stat(existing).st_dev,
         "dst_state": "dir" if os.path.isdir(dst) else _entry_state(dst)["state"],  # a link to a dir is fine
-        "view": {}, "partials": [], "extra": {}, "manifest": None,
+        "view": {},
+        "partials": [],
+        "extra": {},
+        "manifest": None,
     }
     if out["dst_state"] != "dir":
         return out
@@ -276,7 +287,13 @@ def _copy(src: str, tmp: str, size: int, name: str, method: str = "auto", rate: 
                 try:
                     k = os.copy_file_range(fi, fo, n, done, done)
                 except OSError as e:
-                    if e.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
+                    if e.errno not in (
+                        errno.EXDEV,
+                        errno.EINVAL,
+                        errno.ENOSYS,
+                        errno.EOPNOTSUPP,
+                        errno.EPERM,
+                    ):
                         raise
                     method = "sendfile"
             if k is None and method == "sendfile":
@@ -296,7 +313,9 @@ def _copy(src: str, tmp: str, size: int, name: str, method: str = "auto", rate: 
                 while written < k:
                     written += os.pwrite(fo, view[written:k], done + written)
             if k == 0:
-                raise Fail(f"{src}: source ended at {done} bytes, expected {size} (file changed while copying?)")
+                raise Fail(
+                    f"{src}: source ended at {done} bytes, expected {size} (file changed while copying?)"
+                )
             done += k
             if rate > 0:
                 time.sleep(max(0.0, t0 + done / rate - time.monotonic()))
@@ -391,7 +410,9 @@ def build(req: dict) -> dict:
         tmp = os.path.join(dst, PARTIAL_PREFIX + name)
         _remove(dst, PARTIAL_PREFIX + name)
         try:
-            method, seconds = _copy(src, tmp, size, name, req.get("method", "auto"), float(req.get("rate", 0)))
+            method, seconds = _copy(
+                src, tmp, size, name, req.get("method", "auto"), float(req.get("rate", 0))
+            )
             problem, digest = _check_copy(tmp, src, size, block, count, full)
             if problem is None:
                 os.replace(tmp, os.path.join(dst, name))
@@ -442,7 +463,11 @@ def check(req: dict) -> dict:
             total += 1
             if not os.path.exists(path):
                 broken.append({"name": name, "target": os.readlink(path)})
-    return {"links": total, "broken": broken, "partials": [n for n in os.listdir(dst) if n.startswith(PARTIAL_PREFIX)]}
+    return {
+        "links": total,
+        "broken": broken,
+        "partials": [n for n in os.listdir(dst) if n.startswith(PARTIAL_PREFIX)],
+    }
 
 
 OPS = {"probe": probe, "build": build, "write": write, "check": check}
@@ -450,7 +475,10 @@ OPS = {"probe": probe, "build": build, "write": write, "check": check}
 
 def main(argv: list) -> int:
     if len(argv) != 3 or argv[1] not in OPS:
-        emit("error", message=f"usage: python3 -I -S -c SCRIPT {{{'|'.join(OPS)}}} REQUEST_JSON (got {argv[1:]!r})")
+        emit(
+            "error",
+            message=f"usage: python3 -I -S -c SCRIPT {{{'|'.join(OPS)}}} REQUEST_JSON (got {argv[1:]!r})",
+        )
         return 2
     try:
         data = OPS[argv[1]](json.loads(argv[2]))

@@ -23,7 +23,9 @@ class NodeReport:
     adopted: int = 0
     verified: int = 0
     linked: int = 0  # links created or replaced this run
-    removed: int = 0  # leftovers deleted this run (partial copies, stale links); a re-copied file counts as copied
+    removed: int = (
+        0  # leftovers deleted this run (partial copies, stale links); a re-copied file counts as copied
+    )
     links_ok: int = 0  # links already correct
     bytes_copied: int = 0
     copy_seconds: float = 0.0
@@ -52,8 +54,9 @@ class ViewReport:
 
     @property
     def verification_only(self) -> bool:
-        return all(n.copied == 0 and n.linked == 0 and n.removed == 0 for n in self.nodes.values()) and not any(
-            self.manifest_written.values())
+        return all(
+            n.copied == 0 and n.linked == 0 and n.removed == 0 for n in self.nodes.values()
+        ) and not any(self.manifest_written.values())
 
 
 @dataclass
@@ -81,17 +84,46 @@ class StageReport:
 
         parts = []
         for v in self.views:
-            rows = [[n.node, n.copied, n.adopted, n.verified, n.linked + n.links_ok, n.removed,
-                     format_size(n.bytes_copied), f"{n.seconds:.1f}", f"{n.mb_per_s:.0f}" if n.mb_per_s else "-"]
-                    for n in v.nodes.values()]
-            parts.append(f"view {v.dst} ({v.repo}@{v.revision} = {v.commit[:12]}"
-                         f"{', full hashes' if v.full else ''})")
-            parts.append(tabulate(rows, headers=["node", "copied", "adopted", "verified", "links", "removed",
-                                                 "bytes copied", "seconds", "copy MB/s"]))
+            rows = [
+                [
+                    n.node,
+                    n.copied,
+                    n.adopted,
+                    n.verified,
+                    n.linked + n.links_ok,
+                    n.removed,
+                    format_size(n.bytes_copied),
+                    f"{n.seconds:.1f}",
+                    f"{n.mb_per_s:.0f}" if n.mb_per_s else "-",
+                ]
+                for n in v.nodes.values()
+            ]
+            parts.append(
+                f"view {v.dst} ({v.repo}@{v.revision} = {v.commit[:12]}{', full hashes' if v.full else ''})"
+            )
+            parts.append(
+                tabulate(
+                    rows,
+                    headers=[
+                        "node",
+                        "copied",
+                        "adopted",
+                        "verified",
+                        "links",
+                        "removed",
+                        "bytes copied",
+                        "seconds",
+                        "copy MB/s",
+                    ],
+                )
+            )
             notes = [m for n in v.nodes.values() for m in n.repaired + n.warnings]
             parts += [f"  note: {m}" for m in notes]
-        parts.append("verification only: nothing copied or changed" if self.verification_only else
-                     f"staged in {self.seconds:.1f} s")
+        parts.append(
+            "verification only: nothing copied or changed"
+            if self.verification_only
+            else f"staged in {self.seconds:.1f} s"
+        )
         return "\n".join(parts)
 
 
@@ -107,8 +139,15 @@ class CopyProgress:
             from tqdm import tqdm
 
             batch = settings.current().batch == "1"
-            self._bar = tqdm(total=total, unit="B", unit_scale=True, desc="staging copy", file=sys.stderr,
-                             mininterval=30.0 if batch else 0.5, leave=True)
+            self._bar = tqdm(
+                total=total,
+                unit="B",
+                unit_scale=True,
+                desc="staging copy",
+                file=sys.stderr,
+                mininterval=30.0 if batch else 0.5,
+                leave=True,
+            )
 
     def sink(self, node: str) -> EventSink:
         def on_event(ev: dict) -> None:

@@ -67,15 +67,30 @@ def local_views(plan) -> list:
     return specs
 
 
-def probe_node(h: HostLike, plan, spec, block: int, count: int, full: bool,
-               send_source: Iterable[str] | None = None, timeout: float | None = None,
-               jobs: NodeJobs | None = None) -> dict:
+def probe_node(
+    h: HostLike,
+    plan,
+    spec,
+    block: int,
+    count: int,
+    full: bool,
+    send_source: Iterable[str] | None = None,
+    timeout: float | None = None,
+    jobs: NodeJobs | None = None,
+) -> dict:
     """The node's read-only view of the cache and `spec.dst`, labelled with the host's name.
 
     `send_source`: local files whose raw sampled source blocks this node returns (default: all)."""
-    request = {"repo_cache": repo_cache_path(plan.cluster.shared_cache, spec.repo), "revision": spec.revision,
-               "dst": spec.dst, "local": list(spec.local), "block": block, "count": count, "full": full,
-               "send_source": list(spec.local if send_source is None else send_source)}
+    request = {
+        "repo_cache": repo_cache_path(plan.cluster.shared_cache, spec.repo),
+        "revision": spec.revision,
+        "dst": spec.dst,
+        "local": list(spec.local),
+        "block": block,
+        "count": count,
+        "full": full,
+        "send_source": list(spec.local if send_source is None else send_source),
+    }
     out = call_node(h, "probe", request, timeout=timeout, jobs=jobs)
     out["hostname"], out["node"] = out.get("node"), h.name
     return out
@@ -87,15 +102,21 @@ def _full_bytes(probe: dict, spec) -> int:
     return src + sum(v.get("size", 0) for n, v in probe["view"].items() if n in spec.local)
 
 
-def build_manifest(spec, shared_cache: str, a: NodeAssessment, copied: dict[str, dict], block: int, count: int,
-                   now: str) -> dict:
+def build_manifest(
+    spec, shared_cache: str, a: NodeAssessment, copied: dict[str, dict], block: int, count: int, now: str
+) -> dict:
     """The manifest for one node's view (pure); unchanged entries keep their original state and time."""
     old_files = (a.manifest or {}).get("files", {}) if (a.manifest or {}).get("commit") == a.commit else {}
     files = {}
     for name, f in a.files.items():
-        entry = {"size": f.size, "block": block, "count": count,
-                 "offsets": node_side.sample_offsets(f.size, block, count), "xxh3_64": f.hashes,
-                 "source": f"{a.snapshot}/{name}"}
+        entry = {
+            "size": f.size,
+            "block": block,
+            "count": count,
+            "offsets": node_side.sample_offsets(f.size, block, count),
+            "xxh3_64": f.hashes,
+            "source": f"{a.snapshot}/{name}",
+        }
         if name in copied:
             entry.update(state="copied", at=now)
             full = copied[name].get("full")
@@ -109,13 +130,24 @@ def build_manifest(spec, shared_cache: str, a: NodeAssessment, copied: dict[str,
             entry["full"] = full
         files[name] = entry
     return {
-        "format": MANIFEST_FORMAT, "kind": "local-view", "repo": spec.repo, "revision": spec.revision,
-        "commit": a.commit, "snapshot": a.snapshot, "shared_cache": shared_cache, "dst": spec.dst,
+        "format": MANIFEST_FORMAT,
+        "kind": "local-view",
+        "repo": spec.repo,
+        "revision": spec.revision,
+        "commit": a.commit,
+        "snapshot": a.snapshot,
+        "shared_cache": shared_cache,
+        "dst": spec.dst,
         # the rule's text (an old path included) is part of every manifest: changing it rewrites them all
-        "sampling": {"block": block, "count": count, "hash": "xxh3_64",
-                     "rule": "first, last and evenly spaced blocks (whole file if size <= block*count); "
-                             "see labkit/node/stage_node.py sample_offsets"},
-        "files": files, "links": dict(sorted(a.links.items())),
+        "sampling": {
+            "block": block,
+            "count": count,
+            "hash": "xxh3_64",
+            "rule": "first, last and evenly spaced blocks (whole file if size <= block*count); "
+            "see labkit/node/stage_node.py sample_offsets",
+        },
+        "files": files,
+        "links": dict(sorted(a.links.items())),
     }
 
 
@@ -123,9 +155,17 @@ def _same_manifest(old: dict | None, new: dict) -> bool:
     return old is not None and {k: v for k, v in old.items() if k != "updated"} == new
 
 
-def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool = True,
-          block: int = node_side.SAMPLE_BLOCK, count: int = node_side.SAMPLE_COUNT,
-          timeouts: Timeouts = DEFAULT_TIMEOUTS, copy_rate: float | None = None) -> StageReport:
+def stage(
+    plan,
+    hosts: Iterable[HostLike],
+    *,
+    full: bool = False,
+    progress: bool = True,
+    block: int = node_side.SAMPLE_BLOCK,
+    count: int = node_side.SAMPLE_COUNT,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    copy_rate: float | None = None,
+) -> StageReport:
     """Build and verify every local-view staging entry of `plan` on every host; see the module doc.
 
     `copy_rate`: cap each node's copy at this many bytes/s (tests: a copy slow enough to interrupt).
@@ -148,13 +188,29 @@ def stage(plan, hosts: Iterable[HostLike], *, full: bool = False, progress: bool
 
     reports = []
     for i, spec in enumerate(specs):
-        reports.append(_stage_view(plan, spec, hosts, assessed[i], preflights[i], sources[i], full, progress, block,
-                                   count, timeouts, copy_rate, jobs))
+        reports.append(
+            _stage_view(
+                plan,
+                spec,
+                hosts,
+                assessed[i],
+                preflights[i],
+                sources[i],
+                full,
+                progress,
+                block,
+                count,
+                timeouts,
+                copy_rate,
+                jobs,
+            )
+        )
     return StageReport(reports, time.monotonic() - t0)
 
 
-def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int, full: bool,
-                      timeouts: Timeouts, jobs: NodeJobs) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
+def _probe_and_assess(
+    plan, specs, hosts: list[HostLike], block: int, count: int, full: bool, timeouts: Timeouts, jobs: NodeJobs
+) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
     """Probe every node (in parallel, read-only) and assess each.
 
     The raw source blocks of local file j come from node j mod N only (spreading the transfer: fabric moves
@@ -166,12 +222,30 @@ def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int
         k = names.index(h.name)
         send = [f for j, f in enumerate(spec.local) if j % len(names) == k]
         # in full mode the first probe is only for the sizes: its raw samples would travel twice
-        probe = probe_node(h, plan, spec, block, count, False, send_source=() if full else send,
-                           timeout=timeouts.node, jobs=jobs)
+        probe = probe_node(
+            h,
+            plan,
+            spec,
+            block,
+            count,
+            False,
+            send_source=() if full else send,
+            timeout=timeouts.node,
+            jobs=jobs,
+        )
         if not full:
             return probe
-        return probe_node(h, plan, spec, block, count, True, send_source=send,
-                          timeout=timeouts.for_bytes(_full_bytes(probe, spec), base=timeouts.node), jobs=jobs)
+        return probe_node(
+            h,
+            plan,
+            spec,
+            block,
+            count,
+            True,
+            send_source=send,
+            timeout=timeouts.for_bytes(_full_bytes(probe, spec), base=timeouts.node),
+            jobs=jobs,
+        )
 
     def probe_all(h: HostLike) -> list[dict]:
         return [probe_one(h, spec) for spec in specs]
@@ -181,11 +255,15 @@ def _probe_and_assess(plan, specs, hosts: list[HostLike], block: int, count: int
     for i, spec in enumerate(specs):
         commits = {n: probes[n][i]["commit"] for n in names}
         if len(set(commits.values())) > 1:
-            raise NodeError(f"{what}: the nodes resolve {spec.repo}@{spec.revision} to different commits "
-                            "(is the shared cache the same on every node?)",
-                            {n: f"{spec.repo}@{spec.revision} is commit {c} here" for n, c in commits.items()})
+            raise NodeError(
+                f"{what}: the nodes resolve {spec.repo}@{spec.revision} to different commits "
+                "(is the shared cache the same on every node?)",
+                {n: f"{spec.repo}@{spec.revision} is commit {c} here" for n, c in commits.items()},
+            )
     try:
-        sources = [sources_from([probes[n][i] for n in names], spec, block, count) for i, spec in enumerate(specs)]
+        sources = [
+            sources_from([probes[n][i] for n in names], spec, block, count) for i, spec in enumerate(specs)
+        ]
     except LabkitError as e:
         raise NodeError(what, {names[0]: str(e).removeprefix(names[0] + ": ")})
     assessed: list[list[NodeAssessment]] = []
@@ -209,15 +287,32 @@ def _check_space_grouped(assessed: list[list[NodeAssessment]], specs, index: int
     combined = []
     for a in assessed[index]:
         same_fs = [b for row in assessed for b in row if b.node == a.node and b.fs_dev == a.fs_dev]
-        combined.append(replace(a, copy_bytes=sum(b.copy_bytes for b in same_fs),
-                                min_free=max(b.min_free for b in same_fs),
-                                reclaim=sum(b.reclaim for b in same_fs)))
+        combined.append(
+            replace(
+                a,
+                copy_bytes=sum(b.copy_bytes for b in same_fs),
+                min_free=max(b.min_free for b in same_fs),
+                reclaim=sum(b.reclaim for b in same_fs),
+            )
+        )
     return check_space(combined, specs[index].dst)
 
 
-def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment], preflight: list[dict],
-                sources: dict[str, Source], full: bool, progress: bool, block: int, count: int,
-                timeouts: Timeouts, copy_rate: float | None, jobs: NodeJobs) -> ViewReport:
+def _stage_view(
+    plan,
+    spec,
+    hosts: list[HostLike],
+    assessed: list[NodeAssessment],
+    preflight: list[dict],
+    sources: dict[str, Source],
+    full: bool,
+    progress: bool,
+    block: int,
+    count: int,
+    timeouts: Timeouts,
+    copy_rate: float | None,
+    jobs: NodeJobs,
+) -> ViewReport:
     by_node = {a.node: a for a in assessed}
     node_of = {h.name: by_node[a.node] for h, a in zip(hosts, assessed, strict=True)}
     total = sum(c["size"] for a in assessed for c in a.to_copy)
@@ -233,12 +328,20 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
         if a.changes:
             # Full mode hashes each copy and its source whole after copying: the bytes are read 3 times.
             work = sum(c["size"] for c in a.to_copy) * (3 if full else 1)
-            request = {"dst": spec.dst, "remove": a.to_remove, "copy": a.to_copy, "link": a.to_link,
-                       "block": block, "count": count, "full": full}
+            request = {
+                "dst": spec.dst,
+                "remove": a.to_remove,
+                "copy": a.to_copy,
+                "link": a.to_link,
+                "block": block,
+                "count": count,
+                "full": full,
+            }
             if copy_rate:
                 request["rate"] = copy_rate
-            built = call_node(h, "build", request, on_event=bar.sink(h.name), timeout=timeouts.for_bytes(work),
-                              jobs=jobs)
+            built = call_node(
+                h, "build", request, on_event=bar.sink(h.name), timeout=timeouts.for_bytes(work), jobs=jobs
+            )
             if built["errors"]:
                 raise LabkitError("; ".join(built["errors"]))
             copied = {c["name"]: c for c in built["copied"]}
@@ -248,12 +351,22 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
             rep.copy_seconds = sum(c["seconds"] for c in built["copied"])
             rep.methods = sorted({c["method"] for c in built["copied"]})
             # Verify what is now on disk, exactly as a later run would.
-            again = assess(probe_node(h, plan, spec, block, count, False, send_source=(), timeout=timeouts.node,
-                                      jobs=jobs), spec, block, count, False, sources)
+            again = assess(
+                probe_node(
+                    h, plan, spec, block, count, False, send_source=(), timeout=timeouts.node, jobs=jobs
+                ),
+                spec,
+                block,
+                count,
+                False,
+                sources,
+            )
             if again.changes or again.commit != a.commit:
-                raise LabkitError(f"view {spec.dst} still incomplete after building: copy "
-                                  f"{[c['name'] for c in again.to_copy]}, link {[x['name'] for x in again.to_link]}, "
-                                  f"remove {again.to_remove}")
+                raise LabkitError(
+                    f"view {spec.dst} still incomplete after building: copy "
+                    f"{[c['name'] for c in again.to_copy]}, link {[x['name'] for x in again.to_link]}, "
+                    f"remove {again.to_remove}"
+                )
             for name, f in again.files.items():
                 f.full = a.files[name].full
             a = replace(again, manifest=a.manifest)
@@ -269,8 +382,13 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
         written = False
         if not _same_manifest(a.manifest, manifest):
             text = json.dumps({**manifest, "updated": now}, indent=1) + "\n"
-            call_node(h, "write", {"dst": spec.dst, "name": MANIFEST_NAME, "text": text}, timeout=timeouts.node,
-                      jobs=jobs)
+            call_node(
+                h,
+                "write",
+                {"dst": spec.dst, "name": MANIFEST_NAME, "text": text},
+                timeout=timeouts.node,
+                jobs=jobs,
+            )
             written = True
         rep.seconds = time.monotonic() - t0
         return rep, written
@@ -281,12 +399,21 @@ def _stage_view(plan, spec, hosts: list[HostLike], assessed: list[NodeAssessment
     finally:
         bar.close()
     # One commit on every node: the preflight refused otherwise, and each node's verification kept it.
-    return ViewReport(spec.dst, spec.repo, spec.revision, assessed[0].commit, full, preflight,
-                      {n: r for n, (r, _) in done.items()}, {n: w for n, (_, w) in done.items()})
+    return ViewReport(
+        spec.dst,
+        spec.repo,
+        spec.revision,
+        assessed[0].commit,
+        full,
+        preflight,
+        {n: r for n, (r, _) in done.items()},
+        {n: w for n, (_, w) in done.items()},
+    )
 
 
-def preflight(plan, hosts: Iterable[HostLike], *, full: bool = False,
-              timeouts: Timeouts = DEFAULT_TIMEOUTS) -> list[list[dict]]:
+def preflight(
+    plan, hosts: Iterable[HostLike], *, full: bool = False, timeouts: Timeouts = DEFAULT_TIMEOUTS
+) -> list[list[dict]]:
     """Only steps 1-2: per view, the per-node space rows; raises StagingRefused like `stage`. Read-only."""
     hosts = list(hosts)
     specs = local_views(plan)
@@ -312,8 +439,10 @@ def check_view(plan, hosts: Iterable[HostLike], timeouts: Timeouts = DEFAULT_TIM
             problems = [f"{spec.dst}/{b['name']} -> {b['target']} is broken" for b in r["broken"]]
             problems += [f"{spec.dst}/{p} is an unfinished copy" for p in r["partials"]]
             if problems:
-                raise LabkitError("; ".join(problems[:10]) + (f" (+{len(problems) - 10} more)"
-                                                              if len(problems) > 10 else ""))
+                raise LabkitError(
+                    "; ".join(problems[:10])
+                    + (f" (+{len(problems) - 10} more)" if len(problems) > 10 else "")
+                )
             total += r["links"]
         return total
 

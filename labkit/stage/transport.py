@@ -20,6 +20,7 @@ from labkit.stage import node_script as node_side
 
 NODE_SCRIPT = Path(node_side.__file__)
 
+
 class HostLike(Protocol):
     """What staging needs from a host (labkit.nodes.Host provides it)."""
 
@@ -32,7 +33,9 @@ EventSink = Callable[[dict], None]
 
 
 MAX_ARG = 120_000  # Linux caps one argv string at 128 KiB (MAX_ARG_STRLEN)
-STOP_TIMEOUT = 20.0  # seconds for the command that ends a stage's node jobs on one node (SIGTERM, 5 s, SIGKILL)
+STOP_TIMEOUT = (
+    20.0  # seconds for the command that ends a stage's node jobs on one node (SIGTERM, 5 s, SIGKILL)
+)
 
 
 class NodeJobs:
@@ -55,10 +58,12 @@ class NodeJobs:
     def stop_command(self) -> str:
         """procps only; the pattern `...=[x]yz` matches the mark but not this command's own command line."""
         pattern = shlex.quote(f"labkit-stage-job=[{self.token[0]}]{self.token[1:]}")
-        return ('command -v pkill >/dev/null || { echo "pkill not found (procps)" >&2; exit 127; }; '
-                f'p={pattern}; pkill -TERM -f "$p"; n=0; '
-                'while pgrep -f "$p" >/dev/null && [ "$n" -lt 50 ]; do sleep 0.1; n=$((n + 1)); done; '
-                'pkill -KILL -f "$p"; exit 0')
+        return (
+            'command -v pkill >/dev/null || { echo "pkill not found (procps)" >&2; exit 127; }; '
+            f'p={pattern}; pkill -TERM -f "$p"; n=0; '
+            'while pgrep -f "$p" >/dev/null && [ "$n" -lt 50 ]; do sleep 0.1; n=$((n + 1)); done; '
+            'pkill -KILL -f "$p"; exit 0'
+        )
 
     def stop(self, host: HostLike) -> None:
         """End this staging call's node jobs on `host`, over a connection of its own (the job holds the host's)."""
@@ -71,8 +76,10 @@ class NodeJobs:
             if side is not host:
                 side.close()
         if r.exit_code != 0:
-            raise LabkitError(f"stopping the staging jobs failed (exit {r.exit_code}): "
-                              f"{(r.stderr.strip() or r.stdout.strip())[-300:]}")
+            raise LabkitError(
+                f"stopping the staging jobs failed (exit {r.exit_code}): "
+                f"{(r.stderr.strip() or r.stdout.strip())[-300:]}"
+            )
 
 
 def node_command(op: str, request: dict, mark: str | None = None) -> str:
@@ -85,13 +92,16 @@ def node_command(op: str, request: dict, mark: str | None = None) -> str:
     script = (f"# {mark}\n" if mark else "") + NODE_SCRIPT.read_text(encoding="utf-8")
     payload = json.dumps(request, separators=(",", ":"))
     if len(payload.encode()) > MAX_ARG:
-        raise LabkitError(f"staging {op}: request of {len(payload)} bytes is too large for one command line "
-                          f"(limit {MAX_ARG}); the snapshot has too many files for this version of staging")
+        raise LabkitError(
+            f"staging {op}: request of {len(payload)} bytes is too large for one command line "
+            f"(limit {MAX_ARG}); the snapshot has too many files for this version of staging"
+        )
     return shlex.join(["python3", "-I", "-S", "-c", script, op, payload])
 
 
-def parse_node_output(node: str, op: str, stdout: str, stderr: str, exit_code: int,
-                      on_event: EventSink | None = None) -> dict:
+def parse_node_output(
+    node: str, op: str, stdout: str, stderr: str, exit_code: int, on_event: EventSink | None = None
+) -> dict:
     """The result of one node-script run; progress lines go to on_event; failures raise LabkitError."""
     result = error = None
     for line in stdout.splitlines():
@@ -138,8 +148,14 @@ class Timeouts:
 DEFAULT_TIMEOUTS = Timeouts()
 
 
-def call_node(host: HostLike, op: str, request: dict, on_event: EventSink | None = None,
-              timeout: float | None = None, jobs: NodeJobs | None = None) -> dict:
+def call_node(
+    host: HostLike,
+    op: str,
+    request: dict,
+    on_event: EventSink | None = None,
+    timeout: float | None = None,
+    jobs: NodeJobs | None = None,
+) -> dict:
     """Run one op of the node script on `host`. Progress lines stream to on_event when the host can
     stream stdout (`run_streaming`), else they arrive when the op ends. A timeout raises LabkitError
     naming the node. With `jobs`, the run is one of them (an interrupt ends it); none starts once they
@@ -150,6 +166,7 @@ def call_node(host: HostLike, op: str, request: dict, on_event: EventSink | None
     streaming = getattr(host, "run_streaming", None)
     try:
         if on_event is not None and streaming is not None:
+
             def on_line(line: str) -> None:
                 if line.startswith('{"') and '"event": "progress"' in line:
                     on_event(json.loads(line))
@@ -158,18 +175,28 @@ def call_node(host: HostLike, op: str, request: dict, on_event: EventSink | None
             return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, None)
         r = host.run(cmd, timeout=timeout)
     except CommandTimeout:
-        raise LabkitError(f"{host.name}: staging {op} timed out after {timeout:g} s and was ended "
-                          "(node unreachable, or a hung filesystem under the shared cache or the view?)")
+        raise LabkitError(
+            f"{host.name}: staging {op} timed out after {timeout:g} s and was ended "
+            "(node unreachable, or a hung filesystem under the shared cache or the view?)"
+        )
     return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, on_event)
 
 
-def each_node(hosts: Iterable[HostLike], fn: Callable[[HostLike], Any], what: str, jobs: NodeJobs | None = None,
-              activity: str = "", say: Callable[[str], None] | None = None) -> dict[str, Any]:
+def each_node(
+    hosts: Iterable[HostLike],
+    fn: Callable[[HostLike], Any],
+    what: str,
+    jobs: NodeJobs | None = None,
+    activity: str = "",
+    say: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """{node: fn(host)} run on all nodes at once; one NodeError naming every node that failed.
 
     With `jobs` (those fn runs), a Ctrl-C says it stops `activity` (via `say`, default stderr), ends the jobs
     on every node still running one, waits for them (bounded; labkit.nodes.map_nodes) and is then raised."""
-    outcomes = map_nodes(fn, list(hosts), jobs.stop if jobs is not None else None, what=activity or what, say=say)
+    outcomes = map_nodes(
+        fn, list(hosts), jobs.stop if jobs is not None else None, what=activity or what, say=say
+    )
     failures = {}
     for name, (_, err) in outcomes.items():
         if err is not None:
@@ -178,4 +205,3 @@ def each_node(hosts: Iterable[HostLike], fn: Callable[[HostLike], Any], what: st
     if failures:
         raise NodeError(what, failures)
     return {name: value for name, (value, _) in outcomes.items()}
-

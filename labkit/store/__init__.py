@@ -19,7 +19,25 @@ from labkit.store.recorded import RecordedError, import_figures, parse_figures
 from labkit.store.runs import ResultsStore, Run, attach_bytes, attach_file, new_run_id
 
 __all__ = [
-    "MEASURE_COLUMNS", "REQUESTS_FILE", "RUN_COLUMNS", "RUN_FILE", "RUN_SCHEMA_VERSION", "RecordedError", "Results",
-    "ResultsError", "ResultsStore", "Run", "atomic_write_bytes", "atomic_write_text", "attach_bytes", "attach_file",
-    "import_figures", "load_results", "measure_rows", "new_run_id", "parse_figures", "read_run", "results_root",
+    "MEASURE_COLUMNS",
+    "REQUESTS_FILE",
+    "RUN_COLUMNS",
+    "RUN_FILE",
+    "RUN_SCHEMA_VERSION",
+    "RecordedError",
+    "Results",
+    "ResultsError",
+    "ResultsStore",
+    "Run",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "attach_bytes",
+    "attach_file",
+    "import_figures",
+    "load_results",
+    "measure_rows",
+    "new_run_id",
+    "parse_figures",
+    "read_run",
+    "results_root",
 ]

@@ -19,10 +19,35 @@ from labkit.measure import RequestRecord
 from labkit.store.files import REQUESTS_FILE, RUN_FILE, RUN_SCHEMA_VERSION, ResultsError, results_root
 from labkit.store.records import TEXT_COLUMNS
 
-MEASURE_COLUMNS = ["run", "recipe", "variant", "label", "measure", "value", "min", "max", "approx",
-                   "simulated", "source"]
-RUN_COLUMNS = ["run", "recipe", "variant", "variants", "label", "status", "source", "simulated", "started",
-               "finished", "schema_version", "n_requests", "path", "error"]
+MEASURE_COLUMNS = [
+    "run",
+    "recipe",
+    "variant",
+    "label",
+    "measure",
+    "value",
+    "min",
+    "max",
+    "approx",
+    "simulated",
+    "source",
+]
+RUN_COLUMNS = [
+    "run",
+    "recipe",
+    "variant",
+    "variants",
+    "label",
+    "status",
+    "source",
+    "simulated",
+    "started",
+    "finished",
+    "schema_version",
+    "n_requests",
+    "path",
+    "error",
+]
 
 
 def run_paths(root: Path) -> list[Path]:
@@ -45,8 +70,9 @@ def read_run(path: str | os.PathLike) -> dict:
         raise ResultsError(f"{file}: not a labkit run.json (no run_id)")
     version = doc.get("schema_version")
     if not isinstance(version, int) or version > RUN_SCHEMA_VERSION:
-        raise ResultsError(f"{file}: schema_version {version!r} is not supported (this labkit reads "
-                           f"<= {RUN_SCHEMA_VERSION})")
+        raise ResultsError(
+            f"{file}: schema_version {version!r} is not supported (this labkit reads <= {RUN_SCHEMA_VERSION})"
+        )
     return doc
 
 
@@ -73,24 +99,41 @@ def measure_rows(doc: dict) -> list[dict]:
         hi = _num(extra.get("max", value))
         if math.isnan(value) and math.isnan(lo) and math.isnan(hi):
             continue
-        rows.append({
-            "run": doc["run_id"], "recipe": doc.get("recipe", ""), "variant": doc.get("variant_id", ""),
-            "label": doc.get("label", ""), "measure": name, "value": value, "min": lo, "max": hi,
-            "approx": bool(extra.get("approx", False)), "simulated": bool(doc.get("simulated", False)),
-            "source": doc.get("source", "measured"),
-        })
+        rows.append(
+            {
+                "run": doc["run_id"],
+                "recipe": doc.get("recipe", ""),
+                "variant": doc.get("variant_id", ""),
+                "label": doc.get("label", ""),
+                "measure": name,
+                "value": value,
+                "min": lo,
+                "max": hi,
+                "approx": bool(extra.get("approx", False)),
+                "simulated": bool(doc.get("simulated", False)),
+                "source": doc.get("source", "measured"),
+            }
+        )
     return rows
 
 
 def run_row(doc: dict, path: Path) -> dict:
     """One row of the `runs` frame (RUN_COLUMNS) for a run.json read from `path`."""
     return {
-        "run": doc["run_id"], "recipe": doc.get("recipe", ""), "variant": doc.get("variant_id", ""),
-        "variants": json.dumps(doc.get("variants", {}), sort_keys=True), "label": doc.get("label", ""),
-        "status": doc.get("status", "incomplete"), "source": doc.get("source", "measured"),
-        "simulated": bool(doc.get("simulated", False)), "started": doc.get("started"),
-        "finished": doc.get("finished"), "schema_version": doc.get("schema_version"),
-        "n_requests": doc.get("n_requests", 0), "path": str(path), "error": doc.get("error", ""),
+        "run": doc["run_id"],
+        "recipe": doc.get("recipe", ""),
+        "variant": doc.get("variant_id", ""),
+        "variants": json.dumps(doc.get("variants", {}), sort_keys=True),
+        "label": doc.get("label", ""),
+        "status": doc.get("status", "incomplete"),
+        "source": doc.get("source", "measured"),
+        "simulated": bool(doc.get("simulated", False)),
+        "started": doc.get("started"),
+        "finished": doc.get("finished"),
+        "schema_version": doc.get("schema_version"),
+        "n_requests": doc.get("n_requests", 0),
+        "path": str(path),
+        "error": doc.get("error", ""),
     }
 
 
@@ -126,8 +169,9 @@ class Results:
             df.insert(0, "run", rid)
             frames.append(df)
         if not frames:
-            return pd.DataFrame(columns=["run", "recipe", "variant", *[c for c in RequestRecord.columns()
-                                                                         if c != "run_id"]])
+            return pd.DataFrame(
+                columns=["run", "recipe", "variant", *[c for c in RequestRecord.columns() if c != "run_id"]]
+            )
         return pd.concat(frames, ignore_index=True)
 
 
@@ -155,6 +199,7 @@ def load_results(root: str | os.PathLike | None = None, include_incomplete: bool
     runs_df = pd.DataFrame(runs, columns=RUN_COLUMNS)
     measures_df = pd.DataFrame(measures, columns=MEASURE_COLUMNS)
     if len(measures_df):
-        measures_df = measures_df.astype({"value": float, "min": float, "max": float, "approx": bool,
-                                          "simulated": bool})
+        measures_df = measures_df.astype(
+            {"value": float, "min": float, "max": float, "approx": bool, "simulated": bool}
+        )
     return Results(root=root, runs=runs_df, measures=measures_df, docs=docs, skipped=skipped)

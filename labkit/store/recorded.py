@@ -56,8 +56,9 @@ class RecordedRun:
 
     def fingerprint(self) -> str:
         """Hash of the figures and their reading; decides 'unchanged' vs 'changed' on re-import."""
-        blob = json.dumps({"m": self.measures, "i": self.measure_info, "v": self.variants, "r": self.recipe},
-                          sort_keys=True)
+        blob = json.dumps(
+            {"m": self.measures, "i": self.measure_info, "v": self.variants, "r": self.recipe}, sort_keys=True
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -72,8 +73,10 @@ def _measure(name: str, raw: Any, where: str) -> tuple[float | None, dict[str, A
         return _number(raw, where), {}
     unknown = set(raw) - _MEASURE_KEYS
     if unknown:
-        raise RecordedError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
-                            f"{', '.join(sorted(_MEASURE_KEYS))}")
+        raise RecordedError(
+            f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
+            f"{', '.join(sorted(_MEASURE_KEYS))}"
+        )
     info: dict[str, Any] = {}
     value = _number(raw["value"], f"{where}.value") if "value" in raw else None
     if ("min" in raw) != ("max" in raw):
@@ -124,15 +127,23 @@ def parse_figures(path: str | Path | None = None) -> list[RecordedRun]:
             "engine_version": merged.get("engine_version", ""),
             "raw_samples": False,
             "plan_note": "plan = the recipe as resolved at import; the recorded runs predate labkit and their "
-                         "exact flags are only what the note states",
+            "exact flags are only what the note states",
             "imported_by": "labkit import-note (labkit/recorded.py) from results/recorded.toml",
         }
-        out.append(RecordedRun(
-            key=key, recipe=str(merged["recipe"]), variants=dict(merged.get("variants", {})),
-            date=merged["date"], measures=measures, measure_info=info, provenance=provenance,
-            boot={"source": "recorded", **dict(merged.get("boot", {}))}, notes=list(merged.get("notes", [])),
-            label=merged.get("label"),
-        ))
+        out.append(
+            RecordedRun(
+                key=key,
+                recipe=str(merged["recipe"]),
+                variants=dict(merged.get("variants", {})),
+                date=merged["date"],
+                measures=measures,
+                measure_info=info,
+                provenance=provenance,
+                boot={"source": "recorded", **dict(merged.get("boot", {}))},
+                notes=list(merged.get("notes", [])),
+                label=merged.get("label"),
+            )
+        )
     return out
 
 
@@ -172,20 +183,31 @@ def import_figures(path: str | Path | None = None, results: str | Path | None = 
         folder = store.run_dir(plan["recipe"], plan["variant_id"], entry.run_id)
         if (folder / RUN_FILE).exists():
             doc = read_run(folder)
-            if doc.get("recorded", {}).get("fingerprint") != entry.fingerprint() or doc.get("status") != "complete":
-                raise RecordedError(f"{folder}: a recorded run with this key exists but its figures differ from "
-                                    f"the file (or it is not complete); remove the folder on purpose to re-import")
+            if (
+                doc.get("recorded", {}).get("fingerprint") != entry.fingerprint()
+                or doc.get("status") != "complete"
+            ):
+                raise RecordedError(
+                    f"{folder}: a recorded run with this key exists but its figures differ from "
+                    f"the file (or it is not complete); remove the folder on purpose to re-import"
+                )
             outcomes.append(ImportOutcome(entry.key, entry.run_id, folder, "unchanged"))
             continue
         summary = RunSummary(
-            measures=dict(entry.measures), n_ok=0, n_failed=0,
+            measures=dict(entry.measures),
+            n_ok=0,
+            n_failed=0,
             method={name: entry.provenance["note"] for name in entry.measures},
             notes=entry.notes,
         )
-        with store.new_run(plan, run_id=entry.run_id, label=entry.label, source="recorded",
-                           provenance=entry.provenance,
-                           recorded={"key": entry.key, "date": entry.date.isoformat(),
-                                     "fingerprint": entry.fingerprint()}) as run:
+        with store.new_run(
+            plan,
+            run_id=entry.run_id,
+            label=entry.label,
+            source="recorded",
+            provenance=entry.provenance,
+            recorded={"key": entry.key, "date": entry.date.isoformat(), "fingerprint": entry.fingerprint()},
+        ) as run:
             run.finish(summary, boot=entry.boot, measure_info=entry.measure_info)
         outcomes.append(ImportOutcome(entry.key, entry.run_id, folder, "created"))
     return outcomes

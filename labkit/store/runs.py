@@ -47,7 +47,9 @@ def _plan_dict(plan: Any) -> dict:
     data = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
     for key in ("recipe", "variant_id"):
         if not data.get(key):
-            raise ResultsError(f"plan is missing '{key}' (pass a LanePlan or a dict with recipe and variant_id)")
+            raise ResultsError(
+                f"plan is missing '{key}' (pass a LanePlan or a dict with recipe and variant_id)"
+            )
     return data
 
 
@@ -73,7 +75,9 @@ class Run:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ResultsError(f"{self.path}: run is already {self.doc['status']}; it cannot be written again")
+            raise ResultsError(
+                f"{self.path}: run is already {self.doc['status']}; it cannot be written again"
+            )
 
     def write_requests(self, records: Iterable[RequestRecord | Mapping[str, Any]]) -> Path:
         """requests.csv with RequestRecord.columns() first, then any extra keys the rows carry."""
@@ -118,9 +122,14 @@ class Run:
             self.doc[key] = value
         self._save()
 
-    def finish(self, summary: RunSummary | Mapping[str, Any], *, boot: Mapping[str, Any] | None = None,
-               provenance: Mapping[str, Any] | None = None,
-               measure_info: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    def finish(
+        self,
+        summary: RunSummary | Mapping[str, Any],
+        *,
+        boot: Mapping[str, Any] | None = None,
+        provenance: Mapping[str, Any] | None = None,
+        measure_info: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         """Store the summary and mark the run complete. `measure_info` adds per-measure facts a float cannot
         carry: {"decode_c1": {"min": 47.8, "max": 50.7}, "prefill_4096": {"approx": true}, ...}."""
         self._check_open()
@@ -164,7 +173,9 @@ class Run:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is not None and not self.closed:
-            reason = "interrupted" if issubclass(exc_type, KeyboardInterrupt) else f"{exc_type.__name__}: {exc}"
+            reason = (
+                "interrupted" if issubclass(exc_type, KeyboardInterrupt) else f"{exc_type.__name__}: {exc}"
+            )
             try:
                 self.fail(reason)
             except OSError:
@@ -184,12 +195,24 @@ class ResultsStore:
         self.root = results_root(root)
 
     def run_dir(self, recipe: str, variant_id: str, run_id: str) -> Path:
-        return (self.root / check_segment(recipe, "recipe") / check_segment(variant_id, "variant id")
-                / check_segment(run_id, "run id"))
+        return (
+            self.root
+            / check_segment(recipe, "recipe")
+            / check_segment(variant_id, "variant id")
+            / check_segment(run_id, "run id")
+        )
 
-    def new_run(self, plan: Any, *, run_id: str | None = None, label: str | None = None,
-                simulated: bool | None = None, source: str = "measured",
-                provenance: Mapping[str, Any] | None = None, **extra: Any) -> Run:
+    def new_run(
+        self,
+        plan: Any,
+        *,
+        run_id: str | None = None,
+        label: str | None = None,
+        simulated: bool | None = None,
+        source: str = "measured",
+        provenance: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> Run:
         """Create a fresh run folder for a LanePlan (or its to_dict()) and return it, status "incomplete".
 
         With no run_id a new one is generated (and regenerated on a collision); an explicit run_id that
@@ -198,8 +221,9 @@ class ResultsStore:
         data = _plan_dict(plan)
         recipe, variant_id = data["recipe"], data["variant_id"]
         if MANAGED_FIELDS & set(extra):
-            raise ResultsError(f"run.json field(s) {', '.join(sorted(MANAGED_FIELDS & set(extra)))} are managed "
-                               f"by the store")
+            raise ResultsError(
+                f"run.json field(s) {', '.join(sorted(MANAGED_FIELDS & set(extra)))} are managed by the store"
+            )
         parent = self.root / check_segment(recipe, "recipe") / check_segment(variant_id, "variant id")
         parent.mkdir(parents=True, exist_ok=True)
         path = self._make_folder(parent, run_id)

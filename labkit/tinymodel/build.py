@@ -45,10 +45,37 @@ from labkit.tinymodel.weights import weights
 from labkit.tinymodel.write import build
 
 __all__ = [
-    "BOS_ID", "BUILDER_VERSION", "CHAT_TEMPLATE", "CORPUS_CAP_CHARS", "CORPUS_FILES", "EOS_ID", "MAX_PIECE_BYTES",
-    "PAD_ID", "PRESETS", "REPO_PREFIX", "SPECIALS", "SUPPRESS_BIAS", "ModelBuildError", "TinySpec", "build",
-    "bytes_to_unicode", "cache_dir", "cache_key", "corpus", "corpus_files", "ensure", "facts", "is_built_model",
-    "materialize", "model_path", "piece_bytes", "preset", "suppressed", "train_tokenizer", "versions", "weights",
+    "BOS_ID",
+    "BUILDER_VERSION",
+    "CHAT_TEMPLATE",
+    "CORPUS_CAP_CHARS",
+    "CORPUS_FILES",
+    "EOS_ID",
+    "MAX_PIECE_BYTES",
+    "PAD_ID",
+    "PRESETS",
+    "REPO_PREFIX",
+    "SPECIALS",
+    "SUPPRESS_BIAS",
+    "ModelBuildError",
+    "TinySpec",
+    "build",
+    "bytes_to_unicode",
+    "cache_dir",
+    "cache_key",
+    "corpus",
+    "corpus_files",
+    "ensure",
+    "facts",
+    "is_built_model",
+    "materialize",
+    "model_path",
+    "piece_bytes",
+    "preset",
+    "suppressed",
+    "train_tokenizer",
+    "versions",
+    "weights",
 ]
 
 
@@ -86,8 +113,11 @@ def ensure(spec: TinySpec | str, root: Path | None = None, log=sys.stderr) -> Pa
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if log is not None:
-        print(f"labkit: built {path.name} ({facts['bytes'] / 2**20:.1f} MiB, {facts['build_seconds']} s)",
-              file=log, flush=True)
+        print(
+            f"labkit: built {path.name} ({facts['bytes'] / 2**20:.1f} MiB, {facts['build_seconds']} s)",
+            file=log,
+            flush=True,
+        )
     return path
 
 
@@ -107,8 +137,10 @@ def materialize(plan, root: Path | None = None, log=sys.stderr, build: bool = Tr
     if plan.model.path or not is_built_model(plan.model.repo):
         return plan
     if not plan.cluster.is_local:
-        raise ModelBuildError(f"{plan.file}: model.repo {plan.model.repo} is built on this machine only; use "
-                              "cluster.nodes = [\"localhost\"] or give model.path")
+        raise ModelBuildError(
+            f"{plan.file}: model.repo {plan.model.repo} is built on this machine only; use "
+            'cluster.nodes = ["localhost"] or give model.path'
+        )
     if build:
         path = ensure(plan.model.repo, root, log)
     else:

@@ -26,8 +26,10 @@ def corpus_files(stdlib: Path | None = None) -> list[Path]:
     files = [root / rel for rel in sorted(CORPUS_FILES)]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
-        raise ModelBuildError(f"tiny model training text missing: {', '.join(missing)} "
-                              f"(Python {sys.version.split()[0]} stdlib at {root})")
+        raise ModelBuildError(
+            f"tiny model training text missing: {', '.join(missing)} "
+            f"(Python {sys.version.split()[0]} stdlib at {root})"
+        )
     return files
 
 
@@ -44,8 +46,9 @@ def versions() -> dict[str, str]:
         import gguf  # noqa: F401
         import tokenizers
     except ImportError as e:
-        raise ModelBuildError(f"building the tiny model needs the 'llamacpp' extra "
-                              f"(pip install -e '.[llamacpp]'): {e}")
+        raise ModelBuildError(
+            f"building the tiny model needs the 'llamacpp' extra (pip install -e '.[llamacpp]'): {e}"
+        )
     return {"tokenizers": tokenizers.__version__, "gguf": version("gguf"), "builder": str(BUILDER_VERSION)}
 
 
@@ -56,6 +59,7 @@ def text_hashes(texts: list[str]) -> list[str]:
 
 def cache_key(spec: TinySpec, texts: list[str], versions: dict[str, str]) -> str:
     """Content hash of everything the bytes depend on."""
-    blob = json.dumps({"spec": dataclasses.asdict(spec), "versions": versions,
-                       "text": text_hashes(texts)}, sort_keys=True)
+    blob = json.dumps(
+        {"spec": dataclasses.asdict(spec), "versions": versions, "text": text_hashes(texts)}, sort_keys=True
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -45,10 +45,14 @@ class TinySpec:
 
     def check(self) -> None:
         if self.vocab < 300:
-            raise ModelBuildError(f"tiny model {self.name}: vocab {self.vocab} < 300 (256 bytes + specials + merges)")
+            raise ModelBuildError(
+                f"tiny model {self.name}: vocab {self.vocab} < 300 (256 bytes + specials + merges)"
+            )
         if self.embedding % self.heads or self.heads % self.kv_heads:
-            raise ModelBuildError(f"tiny model {self.name}: embedding {self.embedding} must divide by heads "
-                                  f"{self.heads}, and heads by kv_heads {self.kv_heads}")
+            raise ModelBuildError(
+                f"tiny model {self.name}: embedding {self.embedding} must divide by heads "
+                f"{self.heads}, and heads by kv_heads {self.kv_heads}"
+            )
         if min(self.layers, self.ff, self.context, self.heads, self.kv_heads) < 1:
             raise ModelBuildError(f"tiny model {self.name}: layers, ff, context and heads must be >= 1")
 

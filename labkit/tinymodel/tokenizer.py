@@ -38,13 +38,19 @@ def train_tokenizer(texts: list[str], vocab: int) -> tuple[list[str], list[str]]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, show_progress=False, special_tokens=list(SPECIALS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        show_progress=False,
+        special_tokens=list(SPECIALS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     by_id = {i: t for t, i in tok.get_vocab().items()}
     if sorted(by_id) != list(range(vocab)):
-        raise ModelBuildError(f"tokenizer training gave {len(by_id)} tokens, not {vocab} contiguous ids "
-                              "(training text too small?)")
+        raise ModelBuildError(
+            f"tokenizer training gave {len(by_id)} tokens, not {vocab} contiguous ids "
+            "(training text too small?)"
+        )
     tokens = [by_id[i] for i in range(vocab)]
     if tokens[:3] != list(SPECIALS):
         raise ModelBuildError(f"special tokens did not get ids 0-2: {tokens[:3]}")
@@ -61,7 +67,10 @@ def suppressed(tokens: list[str], allow_lt: bool = False) -> list[bool]:
             out.append(True)
             continue
         raw = piece_bytes(token, inverse)
-        bad = (len(raw) > MAX_PIECE_BYTES or any(b >= 0x80 or b == 0x7F or (b < 0x20 and b != 0x0A) for b in raw)
-               or (not allow_lt and b"<" in raw))
+        bad = (
+            len(raw) > MAX_PIECE_BYTES
+            or any(b >= 0x80 or b == 0x7F or (b < 0x20 and b != 0x0A) for b in raw)
+            or (not allow_lt and b"<" in raw)
+        )
         out.append(bad)
     return out

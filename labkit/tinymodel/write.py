@@ -55,7 +55,9 @@ def build(spec: TinySpec, dest: Path, texts: list[str] | None = None) -> dict[st
     }
 
 
-def _write_gguf(path: str, spec: TinySpec, tokens: list[str], merges: list[str], tensors: dict[str, Any]) -> None:
+def _write_gguf(
+    path: str, spec: TinySpec, tokens: list[str], merges: list[str], tensors: dict[str, Any]
+) -> None:
     """The llama GGUF: metadata, the gpt2-style tokenizer, the chat template, then the F32 tensors."""
     import gguf
 

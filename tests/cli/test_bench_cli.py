@@ -8,14 +8,30 @@ from labkit.sim import SimOracle, free_port
 
 
 def _labkit(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "labkit", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "labkit", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_bench_url_prints_lab_note_shape_and_writes_json(tmp_path):
     out = tmp_path / "run.json"
     with SimOracle(sets={"cold_requests": 1, "cold_decode_tps": 50}) as sim:
-        p = _labkit("bench", sim.url, "--cold", "--turns", "2", "--output-tokens", "20", "--prompt-tokens", "500",
-                    "--repeats", "1", "--json", str(out), "-q")
+        p = _labkit(
+            "bench",
+            sim.url,
+            "--cold",
+            "--turns",
+            "2",
+            "--output-tokens",
+            "20",
+            "--prompt-tokens",
+            "500",
+            "--repeats",
+            "1",
+            "--json",
+            str(out),
+            "-q",
+        )
     assert p.returncode == 0, p.stderr
     assert "on the first, cold turn" in p.stdout and "decode c2 (aggregate)" in p.stdout
     assert "prefill (500 prompt)" in p.stdout
@@ -25,18 +41,49 @@ def test_bench_url_prints_lab_note_shape_and_writes_json(tmp_path):
 
 def test_bench_url_measures_no_cold_turn_unless_told_the_engine_was_just_booted(tmp_path):
     with SimOracle() as sim:
-        p = _labkit("bench", sim.url, "--turns", "1", "--output-tokens", "10", "--concurrency", "1",
-                    "--no-prefill", "--json", str(tmp_path / "r.json"), "-q")
+        p = _labkit(
+            "bench",
+            sim.url,
+            "--turns",
+            "1",
+            "--output-tokens",
+            "10",
+            "--concurrency",
+            "1",
+            "--no-prefill",
+            "--json",
+            str(tmp_path / "r.json"),
+            "-q",
+        )
     assert p.returncode == 0, p.stderr
     back = BenchResult.load(tmp_path / "r.json")
     assert not any(r.cold for r in back.records) and "cold turn" not in p.stdout
 
 
 def test_bench_recipe_uses_its_plan_against_url(tmp_path):
-    with SimOracle(preset="dsv41-stock-dspark", sets={"decode_tps": 300, "prefill_tps": 50_000,
-                                                      "boot_weights_s": 0.05, "boot_init_s": 0.05}) as sim:
-        p = _labkit("bench", "sim", "--spec", "dspark", "--url", sim.url, "--turns", "1", "--output-tokens", "30",
-                    "--prompt-tokens", "300", "--repeats", "1", "-q", "--json", str(tmp_path / "r.json"))
+    with SimOracle(
+        preset="dsv41-stock-dspark",
+        sets={"decode_tps": 300, "prefill_tps": 50_000, "boot_weights_s": 0.05, "boot_init_s": 0.05},
+    ) as sim:
+        p = _labkit(
+            "bench",
+            "sim",
+            "--spec",
+            "dspark",
+            "--url",
+            sim.url,
+            "--turns",
+            "1",
+            "--output-tokens",
+            "30",
+            "--prompt-tokens",
+            "300",
+            "--repeats",
+            "1",
+            "-q",
+            "--json",
+            str(tmp_path / "r.json"),
+        )
     assert p.returncode == 0, p.stderr
     assert "acceptance" in p.stdout and "of 5" in p.stdout and "incl. bonus" in p.stdout
     back = BenchResult.load(tmp_path / "r.json")

@@ -13,8 +13,13 @@ from tests.support.llamacpp import have_llama_cpp
 
 
 def labkit(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "labkit", *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "labkit", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_check_passes_on_shipped_recipes():
@@ -27,7 +32,9 @@ def test_check_fails_on_a_broken_recipe(tmp_path):
     (tmp_path / "good").mkdir()
     (tmp_path / "good" / "recipe.toml").write_text('[model]\nrepo = "a/b"\n[engine]\nkind = "sim"\n')
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / "recipe.toml").write_text('[model]\nrepo = "a/b"\n[engine]\nkind = "sim"\nport = "x"\n')
+    (tmp_path / "bad" / "recipe.toml").write_text(
+        '[model]\nrepo = "a/b"\n[engine]\nkind = "sim"\nport = "x"\n'
+    )
     r = labkit("check", env={"LABKIT_RECIPES": str(tmp_path)})
     assert r.returncode == 1
     assert "FAIL bad" in r.stdout and "engine.port: expected an integer" in r.stdout

@@ -74,8 +74,16 @@ def test_measure_stores_complete_runs_and_tears_down(tmp_path, monkeypatch):
 
 
 def test_measure_failure_marks_run_failed(tmp_path, monkeypatch):
-    monkeypatch.setenv("LABKIT_RECIPES", str(_recipes(tmp_path, port=PORT + 1,
-                                                      settings={"fault_boot_crash": "RuntimeError: Engine core initialization failed (simulated)"})))
+    monkeypatch.setenv(
+        "LABKIT_RECIPES",
+        str(
+            _recipes(
+                tmp_path,
+                port=PORT + 1,
+                settings={"fault_boot_crash": "RuntimeError: Engine core initialization failed (simulated)"},
+            )
+        ),
+    )
     results = tmp_path / "results"
     with pytest.raises(Exception, match="initialization failed"):
         lab.measure(lab.plan("fastsim"), results=results, progress=False)
@@ -95,7 +103,9 @@ def _measure_fails(results: Path, error: type[BaseException], match: str) -> tup
 
 def test_a_run_where_every_request_failed_is_failed_not_complete(tmp_path, monkeypatch):
     # a context of 8 tokens: the engine stays up and answers every request of the plan with HTTP 400
-    monkeypatch.setenv("LABKIT_RECIPES", str(_recipes(tmp_path, port=PORT + 4, settings={"max_model_len": 8})))
+    monkeypatch.setenv(
+        "LABKIT_RECIPES", str(_recipes(tmp_path, port=PORT + 4, settings={"max_model_len": 8}))
+    )
     run_dir, doc = _measure_fails(tmp_path / "results", LabkitError, "no request succeeded")
     assert "no request succeeded" in doc["error"] and (run_dir / "requests.csv").is_file()
 
@@ -124,16 +134,26 @@ def test_unreachable_nodes_fail_fast_and_create_nothing(tmp_path):
 
 def test_papermill_output_path_parsing():
     pm = ["/v/bin/python", "/v/bin/papermill"]
-    assert lab.papermill_output_path(pm + ["nb.ipynb", "o.ipynb", "-p", "recipe", "sim"], Path("/w")) == Path("/w/o.ipynb")
-    assert lab.papermill_output_path(pm + ["-p", "a", "1", "nb.ipynb", "/x/o.ipynb"], Path("/w")) == Path("/x/o.ipynb")
+    assert lab.papermill_output_path(pm + ["nb.ipynb", "o.ipynb", "-p", "recipe", "sim"], Path("/w")) == Path(
+        "/w/o.ipynb"
+    )
+    assert lab.papermill_output_path(pm + ["-p", "a", "1", "nb.ipynb", "/x/o.ipynb"], Path("/w")) == Path(
+        "/x/o.ipynb"
+    )
     assert lab.papermill_output_path(pm + ["nb.ipynb"], Path("/w")) is None
     assert lab.papermill_output_path(["/usr/bin/python", "x.py"], Path("/w")) is None
 
 
 def _papermill(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
     papermill = str(Path(sys.executable).with_name("papermill"))
-    return subprocess.run([papermill, str(ROOT / "notebooks" / "bench.ipynb"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [papermill, str(ROOT / "notebooks" / "bench.ipynb"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _env(tmp_path: Path, **extra: str) -> dict:
@@ -143,8 +163,11 @@ def _env(tmp_path: Path, **extra: str) -> dict:
 
 
 def test_bench_notebook_dry_run_contacts_nothing(tmp_path):
-    r = _papermill(["out.ipynb", "-p", "recipe", "dsv41", "-p", "spec", "dspark", "-p", "dry_run", "True"],
-                   tmp_path, _env(tmp_path))
+    r = _papermill(
+        ["out.ipynb", "-p", "recipe", "dsv41", "-p", "spec", "dspark", "-p", "dry_run", "True"],
+        tmp_path,
+        _env(tmp_path),
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     text = (tmp_path / "out.ipynb").read_text()
     assert "--speculative-config" in text and "[dgx5]" in text
@@ -207,8 +230,10 @@ def _view_recipe(tmp_path: Path, port: int) -> tuple[Path, Path]:
     sim_recipe(root / "viewsim", port=port)
     text = (root / "viewsim" / "recipe.toml").read_text()
     text = text.replace('repo = "labkit/sim-test"', f'repo = "{REPO}"')
-    text += (f'shared_cache = "{cache}"\n\n[[staging]]\nkind = "local-view"\nrepo = "{REPO}"\n'
-             f'dst = "{dst}"\nlocal = {json.dumps(list(LOCAL))}\n')
+    text += (
+        f'shared_cache = "{cache}"\n\n[[staging]]\nkind = "local-view"\nrepo = "{REPO}"\n'
+        f'dst = "{dst}"\nlocal = {json.dumps(list(LOCAL))}\n'
+    )
     (root / "viewsim" / "recipe.toml").write_text(text)
     return cache, dst
 
@@ -227,7 +252,9 @@ def test_measure_stages_the_view_before_boot(tmp_path, monkeypatch):
     for name in LOCAL:
         assert (dst / name).is_file() and not (dst / name).is_symlink()
     assert (dst / "config.json").is_symlink()
-    assert os.readlink(dst / "config.json").startswith(str(cache / f"models--{REPO.replace('/', '--')}" / "snapshots" / COMMIT))
+    assert os.readlink(dst / "config.json").startswith(
+        str(cache / f"models--{REPO.replace('/', '--')}" / "snapshots" / COMMIT)
+    )
     assert json.loads((done.run_dirs[0] / "run.json").read_text())["status"] == "complete"
 
 

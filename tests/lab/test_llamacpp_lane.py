@@ -21,8 +21,10 @@ from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_plan
 from labkit.serve import Lane
 from tests.support.llamacpp import free_port, have_llama_cpp
 
-pytestmark = pytest.mark.skipif(not have_llama_cpp(), reason="llama_cpp is not importable: install the "
-                                "'llamacpp' extra (pip install -e '.[llamacpp]')")
+pytestmark = pytest.mark.skipif(
+    not have_llama_cpp(),
+    reason="llama_cpp is not importable: install the 'llamacpp' extra (pip install -e '.[llamacpp]')",
+)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -31,11 +33,18 @@ def tiny_plan(port: int, size: str = "small", **measure):
     built (once) and pointed at as `labkit up` and `lab.measure` do before starting a Lane."""
     plan = load_plan("tiny-llamacpp", size=size)
     m = plan.measure
-    new = MeasurePlan(api=m.api, runs=1,
-                      decode=DecodePlan(measure.get("concurrency", (1, 2)), measure.get("turns", 2),
-                                        measure.get("output_tokens", 64), measure.get("warmup", 1)),
-                      prefill=PrefillPlan(measure.get("prompt_tokens", ()), measure.get("repeats", 1)),
-                      timeout=measure.get("timeout", 120.0))
+    new = MeasurePlan(
+        api=m.api,
+        runs=1,
+        decode=DecodePlan(
+            measure.get("concurrency", (1, 2)),
+            measure.get("turns", 2),
+            measure.get("output_tokens", 64),
+            measure.get("warmup", 1),
+        ),
+        prefill=PrefillPlan(measure.get("prompt_tokens", ()), measure.get("repeats", 1)),
+        timeout=measure.get("timeout", 120.0),
+    )
     plan = dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, port=port), measure=new)
     return tinymodel.materialize(plan)
 
@@ -144,9 +153,27 @@ def test_bench_notebook_runs_the_lane_end_to_end(tmp_path, cache, monkeypatch):
     from labkit.store import load_results
 
     env = {**os.environ, "LABKIT_CACHE": str(cache), "LABKIT_STATE_DIR": str(tmp_path / "state")}
-    out = subprocess.run([sys.executable, "-m", "labkit", "run", "bench", "-p", "recipe", "tiny-llamacpp",
-                          "-p", "results", str(tmp_path / "results"), "-o", str(tmp_path / "out.ipynb")],
-                         env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "labkit",
+            "run",
+            "bench",
+            "-p",
+            "recipe",
+            "tiny-llamacpp",
+            "-p",
+            "results",
+            str(tmp_path / "results"),
+            "-o",
+            str(tmp_path / "out.ipynb"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     data = load_results(tmp_path / "results")
     (doc,) = data.docs.values()

@@ -23,7 +23,9 @@ def test_templates_are_thin_and_runnable_by_papermill(path):
     assert nb.metadata["kernelspec"]["name"] == "python3"
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")
+    assert all(
+        not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code"
+    )
 
 
 @pytest.mark.skipif(not NBSTRIPOUT.exists(), reason="nbstripout not installed")
@@ -40,19 +42,33 @@ def test_compare_notebook_runs_against_temp_results_and_writes_tables(tmp_path):
     out_md.parent.mkdir()
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
-    executed = nbk.execute("compare", {"results_dir": str(res), "write_tables": True, "out": str(out_md),
-                                       "tables": "measured,dspark"},
-                           tmp_path / "nb" / "compare-out.ipynb", cwd=elsewhere, progress=False, log_output=False)
+    executed = nbk.execute(
+        "compare",
+        {"results_dir": str(res), "write_tables": True, "out": str(out_md), "tables": "measured,dspark"},
+        tmp_path / "nb" / "compare-out.ipynb",
+        cwd=elsewhere,
+        progress=False,
+        log_output=False,
+    )
     assert executed.is_file()
     assert out_md.read_text(encoding="utf-8") == rp.generate(res, write=False, plots=False).markdown
     assert (out_md.parent / "plots" / "measures.png").is_file()  # plots sit next to the tables
     nb = nbformat.read(executed, as_version=4)
-    html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells if c.cell_type == "code"
-                   for o in c.get("outputs", []))
+    html = "".join(
+        o.get("data", {}).get("text/html", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+    )
     assert "simulated stock vLLM (sim)" in html and "4.79 of 5" in html
     assert "Baseline, no speculation" not in html  # tables=measured,dspark selects two tables
-    images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if "image/png" in
-              o.get("data", {})]
+    images = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if "image/png" in o.get("data", {})
+    ]
     assert len(images) >= 3  # bars, prefill, tokens over time
 
 
@@ -62,20 +78,45 @@ def test_labkit_run_cli_defaults(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [
-        nbformat.v4.new_code_cell("run_id = None\ncount = 0\nflag = False\nreport = None",
-                                  metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "run_id = None\ncount = 0\nflag = False\nreport = None", metadata={"tags": ["parameters"]}
+        ),
         nbformat.v4.new_code_cell(
             "import json, os, labkit\n"
             "json.dump({'run_id': run_id, 'count': count, 'flag': flag, 'report': report,\n"
             "           'batch': os.environ.get('LABKIT_BATCH'), 'cwd': os.getcwd(),\n"
-            "           'labkit': labkit.__file__}, open(report, 'w'))"),
+            "           'labkit': labkit.__file__}, open(report, 'w'))"
+        ),
     ]
     nbformat.write(nb, probe)
     report = tmp_path / "probe.json"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "labkit", "run", str(probe), "-p", "run_id", "007", "-p", "count", "3",
-                           "-p", "flag", "True", "-r", "report", str(report)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "labkit",
+            "run",
+            str(probe),
+            "-p",
+            "run_id",
+            "007",
+            "-p",
+            "count",
+            "3",
+            "-p",
+            "flag",
+            "True",
+            "-r",
+            "report",
+            str(report),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(report.read_text())
     assert got["run_id"] == "007" and got["count"] == 3 and got["flag"] is True
@@ -90,8 +131,10 @@ def test_failing_notebook_names_the_cell(tmp_path):
     bad = tmp_path / "bad.ipynb"
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell("raise ValueError('nope')")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("raise ValueError('nope')"),
+    ]
     nbformat.write(nb, bad)
     with pytest.raises(nbk.NotebookError, match="ValueError: nope") as e:
         nbk.execute(bad, {}, tmp_path / "o" / "bad.ipynb", progress=False, log_output=False)
@@ -105,9 +148,21 @@ def test_unknown_notebook_lists_templates():
     assert nbk.resolve_notebook("compare") == REPO / "notebooks" / "compare.ipynb"
 
 
-@pytest.mark.parametrize("text,value", [("True", True), ("False", False), ("None", None), ("3", 3), ("0.5", 0.5),
-                                        ("007", "007"), ("1e3", "1e3"), ("1_000", "1_000"), ("dspark", "dspark"),
-                                        ("-2", -2)])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("True", True),
+        ("False", False),
+        ("None", None),
+        ("3", 3),
+        ("0.5", 0.5),
+        ("007", "007"),
+        ("1e3", "1e3"),
+        ("1_000", "1_000"),
+        ("dspark", "dspark"),
+        ("-2", -2),
+    ],
+)
 def test_guess_value(text, value):
     got = nbk.guess_value(text)
     assert got == value and type(got) is type(value)
@@ -135,12 +190,18 @@ def test_executed_notebook_is_copied_into_the_recorded_run(tmp_path):
             "plan = {'recipe': 'sim', 'variant_id': 'spec-none', 'simulated': True}\n"
             "with ResultsStore(results).new_run(plan) as run:\n"
             "    run.finish(RunSummary(measures={'decode_c1': 1.0}))\n"
-            "record('run_dir', str(run.path))"),
+            "record('run_dir', str(run.path))"
+        ),
     ]
     probe = tmp_path / "mini.ipynb"
     nbformat.write(nb, probe)
-    out = nbk.execute(probe, {"results": str(tmp_path / "res")}, tmp_path / "o" / "x.ipynb", progress=False,
-                      log_output=False)
+    out = nbk.execute(
+        probe,
+        {"results": str(tmp_path / "res")},
+        tmp_path / "o" / "x.ipynb",
+        progress=False,
+        log_output=False,
+    )
     assert nbk.read_records(out)["run_dir"].startswith(str(tmp_path / "res"))
     from labkit.store import ResultsError, ResultsStore, attach_file, read_run
 

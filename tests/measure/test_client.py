@@ -58,33 +58,59 @@ def test_continuous_usage_multi_token_chunks_and_tail():
 
 def test_event_split_across_reads_and_several_events_per_read():
     blob = _chat(content=" a", usage=1) + _chat(content=" b", usage=2, finish="length") + b"data: [DONE]\n\n"
-    res = _run([(5, blob[:17]), (7, blob[17:]), ])
+    res = _run(
+        [
+            (5, blob[:17]),
+            (7, blob[17:]),
+        ]
+    )
     assert res.chunk_t == [7, 7] and res.output_tokens == 2
 
 
 def test_reasoning_first_counts_as_first_token():
-    res = _run([(1, _chat(reasoning="hmm", usage=1)), (2, _chat(content="Hi", usage=2, finish="length")),
-                (3, b"data: [DONE]\n\n")])
+    res = _run(
+        [
+            (1, _chat(reasoning="hmm", usage=1)),
+            (2, _chat(content="Hi", usage=2, finish="length")),
+            (3, b"data: [DONE]\n\n"),
+        ]
+    )
     assert res.t_first == 1 and res.t_content == 2
 
 
 def test_token_ids_take_precedence():
-    res = _run([(1, _chat(content="x", ids=[5, 6])), (2, _chat(content="y", ids=[7], finish="length")),
-                (3, _ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}})),
-                (4, b"data: [DONE]\n\n")])
+    res = _run(
+        [
+            (1, _chat(content="x", ids=[5, 6])),
+            (2, _chat(content="y", ids=[7], finish="length")),
+            (3, _ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}})),
+            (4, b"data: [DONE]\n\n"),
+        ]
+    )
     assert res.output_tokens_source == "token_ids" and res.chunk_n == [2, 1] and res.output_tokens == 3
 
 
 def test_final_usage_only_gives_total_but_no_per_chunk_counts():
-    res = _run([(1, _chat(content="ab")), (2, _chat(content="cdef", finish="length")),
-                (3, _ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 7}})),
-                (4, b"data: [DONE]\n\n")])
+    res = _run(
+        [
+            (1, _chat(content="ab")),
+            (2, _chat(content="cdef", finish="length")),
+            (3, _ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 7}})),
+            (4, b"data: [DONE]\n\n"),
+        ]
+    )
     assert res.output_tokens == 7 and res.output_tokens_source == "final_usage" and res.chunk_n is None
 
 
 def test_no_usage_falls_back_to_chunk_count_and_says_so():
-    res = _run([(1, _chat(content="a")), (2, _chat(content="")), (3, _chat(content="b", finish="length")),
-                (4, b"data: [DONE]\n\n")])
+    res = _run(
+        [
+            (1, _chat(content="a")),
+            (2, _chat(content="")),
+            (3, _chat(content="b", finish="length")),
+            (4, b"data: [DONE]\n\n"),
+        ]
+    )
     assert res.output_tokens == 2 and res.output_tokens_source == "chunk_count"
 
 
@@ -99,14 +125,20 @@ def test_in_stream_error_event():
 
 
 def test_disagreeing_counts_are_warned():
-    res = _run([(1, _chat(content="a", usage=1)), (2, _chat(content="b", usage=2, finish="length")),
-                (3, _ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}})),
-                (4, b"data: [DONE]\n\n")])
+    res = _run(
+        [
+            (1, _chat(content="a", usage=1)),
+            (2, _chat(content="b", usage=2, finish="length")),
+            (3, _ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}})),
+            (4, b"data: [DONE]\n\n"),
+        ]
+    )
     assert res.output_tokens == 5 and res.warnings
 
 
-@pytest.mark.parametrize("url,root", [("http://h:1/v1", "http://h:1"), ("h:1/", "http://h:1"),
-                                      ("https://x/v1/", "https://x")])
+@pytest.mark.parametrize(
+    "url,root", [("http://h:1/v1", "http://h:1"), ("h:1/", "http://h:1"), ("https://x/v1/", "https://x")]
+)
 def test_split_base(url, root):
     assert split_base(url) == (root, root + "/v1")
 
@@ -116,6 +148,7 @@ def test_fit_prompt_hits_target_with_nonce_first():
 
     async def count(prompt):  # a server tokenizer: pieces of words and punctuation, plus a template
         import re
+
         return 6 + len(re.findall(r"\w+|[^\w\s]", prompt))
 
     for target in (500, 4096, 12600):
@@ -142,6 +175,8 @@ def test_linear_counter_learns_template_overhead():
     from labkit.measure import prompts as pr
 
     a, b = pr.prefill_prompt("x1", 200), pr.prefill_prompt("x2", 1200)
-    c = pr.LinearCounter([(a, pr.pieces(a) + 6), (b, pr.pieces(b) + 6)])  # a server: pieces + 6 template tokens
+    c = pr.LinearCounter(
+        [(a, pr.pieces(a) + 6), (b, pr.pieces(b) + 6)]
+    )  # a server: pieces + 6 template tokens
     p = pr.prefill_prompt("ab", 700)
     assert asyncio.run(c(p)) == pr.pieces(p) + 6

@@ -42,8 +42,11 @@ def test_node_nfs_probe_samples_over_a_host(tmp_path):
         """A real local host whose `cat /proc/self/mountstats` reads a file with NFS mounts in it."""
 
         def run(self, cmd, timeout=None, stdin=None):
-            return super().run(["cat", str(stats)] if list(cmd) == ["cat", "/proc/self/mountstats"] else cmd,
-                               timeout=timeout, stdin=stdin)
+            return super().run(
+                ["cat", str(stats)] if list(cmd) == ["cat", "/proc/self/mountstats"] else cmd,
+                timeout=timeout,
+                stdin=stdin,
+            )
 
     probe = io_probe.NodeNfsProbe(FakeProcHost("dgx7"))
     assert probe.name == "dgx7-nfs"

@@ -69,10 +69,14 @@ def test_no_spec_counters_no_acceptance():
 
 
 def test_sglang_acceptance_from_verify_calls():
-    before = mx.parse_prometheus('sglang:generation_tokens_total{is_streaming="true"} 100\n'
-                                 'sglang:spec_verify_calls_total 40\nsglang:spec_num_draft_tokens 4\n')
-    after = mx.parse_prometheus('sglang:generation_tokens_total{is_streaming="true"} 1100\n'
-                                'sglang:spec_verify_calls_total 290\nsglang:spec_num_draft_tokens 4\n')
+    before = mx.parse_prometheus(
+        'sglang:generation_tokens_total{is_streaming="true"} 100\n'
+        "sglang:spec_verify_calls_total 40\nsglang:spec_num_draft_tokens 4\n"
+    )
+    after = mx.parse_prometheus(
+        'sglang:generation_tokens_total{is_streaming="true"} 1100\n'
+        "sglang:spec_verify_calls_total 290\nsglang:spec_num_draft_tokens 4\n"
+    )
     acc = mx.spec_acceptance(before, after)
     assert acc.length == pytest.approx(4.0)  # 1000 tokens / 250 verify calls
     assert acc.k == 3
@@ -80,8 +84,12 @@ def test_sglang_acceptance_from_verify_calls():
 
 def test_sglang_k_from_a_gauge_every_rank_exports_is_not_summed():
     ranks = 'sglang:spec_num_draft_tokens{tp_rank="0"} 6\nsglang:spec_num_draft_tokens{tp_rank="1"} 6\n'
-    before = mx.parse_prometheus('sglang:generation_tokens_total 100\nsglang:spec_verify_calls_total 40\n' + ranks)
-    after = mx.parse_prometheus('sglang:generation_tokens_total 1100\nsglang:spec_verify_calls_total 290\n' + ranks)
+    before = mx.parse_prometheus(
+        "sglang:generation_tokens_total 100\nsglang:spec_verify_calls_total 40\n" + ranks
+    )
+    after = mx.parse_prometheus(
+        "sglang:generation_tokens_total 1100\nsglang:spec_verify_calls_total 290\n" + ranks
+    )
     assert mx.spec_acceptance(before, after).k == 5  # was 11: 6 + 6 - 1
 
 

@@ -10,10 +10,24 @@ MS = 1_000_000
 def _res(n=10, per_chunk=1, finish="length", prompt=20, cached=0, error=""):
     chunks = n // per_chunk
     t = [100 * MS + i * 10 * MS for i in range(chunks)]
-    return StreamResult(t_send=0, t_hdr=MS, t_chunk1=90 * MS, t_first=t[0], t_content=t[0], t_last=t[-1],
-                        t_end=t[-1] + 5 * MS, chunk_t=t, chunk_n=[per_chunk] * chunks, output_tokens=n,
-                        output_tokens_source="continuous_usage", prompt_tokens=prompt, cached_tokens=cached,
-                        finish_reason=finish, http_status=200, error=error)
+    return StreamResult(
+        t_send=0,
+        t_hdr=MS,
+        t_chunk1=90 * MS,
+        t_first=t[0],
+        t_content=t[0],
+        t_last=t[-1],
+        t_end=t[-1] + 5 * MS,
+        chunk_t=t,
+        chunk_n=[per_chunk] * chunks,
+        output_tokens=n,
+        output_tokens_source="continuous_usage",
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+        finish_reason=finish,
+        http_status=200,
+        error=error,
+    )
 
 
 def test_good_decode_record():
@@ -28,11 +42,14 @@ def test_stamps_are_relative_to_the_run_origin():
     assert rec.t_first == 50 * MS and rec.chunk_t[0] == 50 * MS and rec.t_send == -50 * MS
 
 
-@pytest.mark.parametrize("res,why", [
-    (_res(n=8), "short: 8 of 10"),
-    (_res(finish="stop"), "finish_reason 'stop'"),
-    (_res(error="HTTP 500: boom"), "HTTP 500"),
-])
+@pytest.mark.parametrize(
+    "res,why",
+    [
+        (_res(n=8), "short: 8 of 10"),
+        (_res(finish="stop"), "finish_reason 'stop'"),
+        (_res(error="HTTP 500: boom"), "HTTP 500"),
+    ],
+)
 def test_failed_records(res, why):
     rec = make_record(res, t_origin=0, rtt_ns=0, phase="decode", requested=10)
     assert not rec.ok and why in rec.error
@@ -42,18 +59,33 @@ def test_prefill_record_rate_rtt_and_flags():
     res = _res(n=1, prompt=4000, cached=0)
     rec = make_record(res, t_origin=0, rtt_ns=MS, phase="prefill", requested=1, prompt_target=4000)
     assert rec.prefill_tps == pytest.approx(4000 / 0.099) and rec.prefill_tps_raw == pytest.approx(40000.0)
-    off = make_record(_res(n=1, prompt=4100), t_origin=0, rtt_ns=0, phase="prefill", requested=1,
-                      prompt_target=4000)
+    off = make_record(
+        _res(n=1, prompt=4100), t_origin=0, rtt_ns=0, phase="prefill", requested=1, prompt_target=4000
+    )
     assert "prompt-length-off" in off.flags
-    hit = make_record(_res(n=1, prompt=4000, cached=3968), t_origin=0, rtt_ns=0, phase="prefill", requested=1,
-                      prompt_target=4000)
+    hit = make_record(
+        _res(n=1, prompt=4000, cached=3968),
+        t_origin=0,
+        rtt_ns=0,
+        phase="prefill",
+        requested=1,
+        prompt_target=4000,
+    )
     assert "prefix-cache-hit" in hit.flags and hit.prefill_tps == pytest.approx(32 / 0.1)
 
 
 def test_prompt_count_from_counter_only_without_usage():
     res = _res(n=1, prompt=None)
-    rec = make_record(res, t_origin=0, rtt_ns=0, phase="prefill", requested=1, prompt_target=500, counted=498,
-                      counted_source="tokenize")
+    rec = make_record(
+        res,
+        t_origin=0,
+        rtt_ns=0,
+        phase="prefill",
+        requested=1,
+        prompt_target=500,
+        counted=498,
+        counted_source="tokenize",
+    )
     assert rec.prompt_tokens == 498 and rec.prompt_tokens_source == "tokenize"
 
 
@@ -71,11 +103,24 @@ def test_formatting():
 
 
 def test_lab_note_shape():
-    s = RunSummary(measures={"decode_c1": 29.7, "decode_c1_cold": 20.0, "decode_c2_agg": 45.6,
-                             "decode_c2_overlap": 0.97, "prefill_4096": 750.2, "prefill_12600": 3957.0,
-                             "accept_per_draft": 4.79, "accept_length": 5.79, "accept_k": 5.0, "accept_rate": 0.958},
-                   samples={"decode_c1": [29.0, 29.7, 30.1], "decode_c2_agg": [45.6]}, ranges={"decode_c1": [29.0, 30.1]},
-                   n_ok=12, n_failed=1)
+    s = RunSummary(
+        measures={
+            "decode_c1": 29.7,
+            "decode_c1_cold": 20.0,
+            "decode_c2_agg": 45.6,
+            "decode_c2_overlap": 0.97,
+            "prefill_4096": 750.2,
+            "prefill_12600": 3957.0,
+            "accept_per_draft": 4.79,
+            "accept_length": 5.79,
+            "accept_k": 5.0,
+            "accept_rate": 0.958,
+        },
+        samples={"decode_c1": [29.0, 29.7, 30.1], "decode_c2_agg": [45.6]},
+        ranges={"decode_c1": [29.0, 30.1]},
+        n_ok=12,
+        n_failed=1,
+    )
     table = dict((r[0], r[1]) for r in rows(s))
     assert table["decode c1"] == "29.7 t/s (20.0 on the first, cold turn)"
     assert table["decode c2 (aggregate)"] == "45.6 t/s"
@@ -90,10 +135,23 @@ def _drained(head: int, n: int = 40, every_ms: int = 10) -> StreamResult:
     """A stream whose first `head` chunks reached a late reader together (25 us apart), then one every 10 ms."""
     t = [500 * MS + i * 25_000 for i in range(head)]
     t += [t[-1] + i * every_ms * MS for i in range(1, n - head + 1)]
-    return StreamResult(t_send=0, t_hdr=MS, t_chunk1=t[0], t_first=t[0], t_content=t[0], t_last=t[-1],
-                        t_end=t[-1] + MS, chunk_t=t, chunk_n=[1] * n, output_tokens=n,
-                        output_tokens_source="continuous_usage", prompt_tokens=20, cached_tokens=0,
-                        finish_reason="length", http_status=200)
+    return StreamResult(
+        t_send=0,
+        t_hdr=MS,
+        t_chunk1=t[0],
+        t_first=t[0],
+        t_content=t[0],
+        t_last=t[-1],
+        t_end=t[-1] + MS,
+        chunk_t=t,
+        chunk_n=[1] * n,
+        output_tokens=n,
+        output_tokens_source="continuous_usage",
+        prompt_tokens=20,
+        cached_tokens=0,
+        finish_reason="length",
+        http_status=200,
+    )
 
 
 def test_chunks_drained_with_the_first_read_do_not_inflate_decode():
@@ -128,10 +186,12 @@ def _final_usage_only(res: StreamResult) -> StreamResult:
 
 
 def test_group_without_per_chunk_counts_survives_a_zero_span_and_counts_burst_streams():
-    a = make_record(_final_usage_only(_drained(40)), t_origin=0, rtt_ns=0, phase="decode", requested=40,
-                    concurrency=2)
-    b = make_record(_final_usage_only(_drained(40)), t_origin=0, rtt_ns=0, phase="decode", requested=40,
-                    concurrency=2)
+    a = make_record(
+        _final_usage_only(_drained(40)), t_origin=0, rtt_ns=0, phase="decode", requested=40, concurrency=2
+    )
+    b = make_record(
+        _final_usage_only(_drained(40)), t_origin=0, rtt_ns=0, phase="decode", requested=40, concurrency=2
+    )
     b.t_first, b.t_last = a.t_first, a.t_first  # both streams stamped inside one instant
     a.t_last = a.t_first
     g = _group([a, b])  # divided by zero before
@@ -151,15 +211,30 @@ def test_group_window_opens_after_each_streams_first_arrival():
     # 55 ms), then one every 10 ms. Both decode at 100 t/s: the pair at 200 t/s (B's queued chunks read 210).
     def stream(t):
         n = len(t)
-        return StreamResult(t_send=0, t_hdr=MS, t_chunk1=t[0], t_first=t[0], t_content=t[0], t_last=t[-1],
-                            t_end=t[-1] + MS, chunk_t=t, chunk_n=[1] * n, output_tokens=n,
-                            output_tokens_source="continuous_usage", prompt_tokens=20, cached_tokens=0,
-                            finish_reason="length", http_status=200)
+        return StreamResult(
+            t_send=0,
+            t_hdr=MS,
+            t_chunk1=t[0],
+            t_first=t[0],
+            t_content=t[0],
+            t_last=t[-1],
+            t_end=t[-1] + MS,
+            chunk_t=t,
+            chunk_n=[1] * n,
+            output_tokens=n,
+            output_tokens_source="continuous_usage",
+            prompt_tokens=20,
+            cached_tokens=0,
+            finish_reason="length",
+            http_status=200,
+        )
 
     a = [50 * MS + i * 10 * MS for i in range(60)]
     b = [55 * MS + i * 20_000 for i in range(6)] + [55 * MS + 100_000 + i * 10 * MS for i in range(1, 55)]
-    recs = [make_record(stream(t), t_origin=0, rtt_ns=0, phase="decode", requested=len(t), concurrency=2)
-            for t in (a, b)]
+    recs = [
+        make_record(stream(t), t_origin=0, rtt_ns=0, phase="decode", requested=len(t), concurrency=2)
+        for t in (a, b)
+    ]
     assert recs[1].n_first == 6 and recs[1].decode_tps == pytest.approx(100.0, rel=0.01)
     g = _group(recs)
     assert g.agg_tps == pytest.approx(200.0, rel=0.01)

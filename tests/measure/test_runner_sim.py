@@ -10,8 +10,13 @@ from labkit.sim import SimOracle
 
 
 def _plan(turns=2, n=24, conc=(1, 2), warmup=1, prompts=(), repeats=1, timeout=20.0):
-    return MeasurePlan(api="chat", runs=1, decode=DecodePlan(conc, turns, n, warmup),
-                       prefill=PrefillPlan(prompts, repeats), timeout=timeout)
+    return MeasurePlan(
+        api="chat",
+        runs=1,
+        decode=DecodePlan(conc, turns, n, warmup),
+        prefill=PrefillPlan(prompts, repeats),
+        timeout=timeout,
+    )
 
 
 def _truth_by_id(sim):
@@ -161,8 +166,13 @@ def test_sglang_flavor_acceptance(metrics, monkeypatch):
 
     if not metrics:  # an SGLang launched without --enable-metrics
         monkeypatch.setattr(Bench, "scrape", no_metrics)
-    sets = {"flavor": "sglang", "spec_method": "eagle", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5],
-            "decode_tps": 400}
+    sets = {
+        "flavor": "sglang",
+        "spec_method": "eagle",
+        "spec_k": 3,
+        "spec_accept": [0.9, 0.7, 0.5],
+        "decode_tps": 400,
+    }
     with SimOracle(sets=sets) as sim:
         res = run_bench(sim.url, _plan(n=60, conc=(1,)), progress=False)
         truth = _truth_by_id(sim)
@@ -259,7 +269,9 @@ def test_prompt_sizing_without_a_tokenize_endpoint(engine, monkeypatch):
         if path == "/extras/tokenize/count":
             if engine != "llamacpp":
                 return 404, {"detail": "Not Found"}
-            status, data = await orig(self, "/tokenize", {"prompt": body["input"], "add_special_tokens": False})
+            status, data = await orig(
+                self, "/tokenize", {"prompt": body["input"], "add_special_tokens": False}
+            )
             return status, {"count": data["count"]}
         return await orig(self, path, body, timeout)
 
@@ -292,6 +304,7 @@ def test_io_probe_deltas_and_completions_api(tmp_path):
 
     class GrowingProbe(LocalNfsProbe):
         """Reads the fixture; the second sample sees 258 kB more served by the NAS."""
+
         calls = 0
 
         def sample(self):
@@ -301,8 +314,12 @@ def test_io_probe_deltas_and_completions_api(tmp_path):
             return super().sample()
 
     with SimOracle() as sim:
-        res = run_bench(sim.url, replace(_plan(turns=1, conc=(1,)), api="completions"), progress=False,
-                        io_hooks=[GrowingProbe(stats)])
+        res = run_bench(
+            sim.url,
+            replace(_plan(turns=1, conc=(1,)), api="completions"),
+            progress=False,
+            io_hooks=[GrowingProbe(stats)],
+        )
     assert all(r.ok and r.api == "completions" for r in res.records)
     assert res.summary.measures["nfs_read_bytes"] == 258000
     assert res.summary.measures["nfs_read_bytes_per_completion"] == 258000 / 3
@@ -334,7 +351,9 @@ def test_no_nfs_mount_means_no_nfs_figure_not_zero(tmp_path):
         res = run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False, io_hooks=[LocalNfsProbe(stats)])
     assert "nfs_read_bytes" not in res.summary.measures
     assert "nfs_read_bytes_per_completion" not in res.summary.measures
-    assert any("shared-NFS reads not measured: no NFS mount seen by localhost-nfs" in n for n in res.summary.notes)
+    assert any(
+        "shared-NFS reads not measured: no NFS mount seen by localhost-nfs" in n for n in res.summary.notes
+    )
 
 
 def test_nfs_counter_reset_is_reported_not_summed():

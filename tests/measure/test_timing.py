@@ -17,7 +17,9 @@ def test_decode_with_multi_token_first_chunk():
     assert decode_tps(63, 3, 0, NS) == pytest.approx(60.0)
 
 
-@pytest.mark.parametrize("args", [(None, 1, 0, NS), (10, None, 0, NS), (10, 1, NS, NS), (1, 1, 0, NS), (10, 1, None, 5)])
+@pytest.mark.parametrize(
+    "args", [(None, 1, 0, NS), (10, None, 0, NS), (10, 1, NS, NS), (1, 1, 0, NS), (10, 1, None, 5)]
+)
 def test_decode_undefined(args):
     assert decode_tps(*args) is None
 

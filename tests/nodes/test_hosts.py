@@ -87,8 +87,14 @@ def test_ssh_rejects_unknown_host_key(cluster, tmp_path):
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     opts = cluster.ssh_options()
-    h = SshHost("127.0.0.2", user=opts.user, port=opts.port, key_files=opts.key_files, known_hosts=str(empty),
-                use_agent=False)
+    h = SshHost(
+        "127.0.0.2",
+        user=opts.user,
+        port=opts.port,
+        key_files=opts.key_files,
+        known_hosts=str(empty),
+        use_agent=False,
+    )
     with pytest.raises(Unreachable, match="host key not found"):
         h.run("true")
 
@@ -102,8 +108,14 @@ def test_ssh_refused_and_wrong_key(cluster, tmp_path):
 
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(bad)], check=True)
     opts = cluster.ssh_options()
-    h = SshHost("127.0.0.2", user=opts.user, port=opts.port, key_files=(str(bad),), known_hosts=opts.known_hosts,
-                use_agent=False)
+    h = SshHost(
+        "127.0.0.2",
+        user=opts.user,
+        port=opts.port,
+        key_files=(str(bad),),
+        known_hosts=opts.known_hosts,
+        use_agent=False,
+    )
     with pytest.raises(Unreachable, match="Authentication"):
         h.run("true")
 
@@ -112,9 +124,9 @@ def test_group_runs_in_parallel_and_reports_per_node(cluster):
     group = HostGroup([ssh(cluster, a) for a in cluster.addresses])
     try:
         names = group.run("echo $LABKIT_TEST_NODE", "who")
-        assert {n: r.stdout.strip() for n, r in names.items()} == dict(zip(cluster.addresses,
-                                                                             ["dgx5", "dgx6", "dgx7", "dgx8"],
-                                                                             strict=True))
+        assert {n: r.stdout.strip() for n, r in names.items()} == dict(
+            zip(cluster.addresses, ["dgx5", "dgx6", "dgx7", "dgx8"], strict=True)
+        )
         t = time.monotonic()
         group.run("sleep 1", "sleep")
         assert time.monotonic() - t < 3.5  # four 1 s sleeps in parallel, not 4 s in series (+connect slack)
@@ -140,7 +152,9 @@ def test_check_reachable_names_every_unreachable_node(cluster):
 
 
 def test_ssh_options_from_env():
-    o = SshOptions.from_env({"LABKIT_SSH_KEY": "/k", "LABKIT_SSH_PORT": "2222", "LABKIT_SSH_KNOWN_HOSTS": "/kh"})
+    o = SshOptions.from_env(
+        {"LABKIT_SSH_KEY": "/k", "LABKIT_SSH_PORT": "2222", "LABKIT_SSH_KNOWN_HOSTS": "/kh"}
+    )
     assert (o.key_files, o.port, o.known_hosts, o.use_agent) == (("/k",), 2222, "/kh", False)
     assert isinstance(host_for("localhost", None, 22, 1), LocalHost)
 
@@ -179,7 +193,9 @@ def test_ssh_streaming_lines_stderr_and_exit_code(cluster):
     h = ssh(cluster)
     seen: list[str] = []
     try:
-        r = h.run_streaming("echo one; echo err >&2; printf 'two\\nlast'; exit 3", on_line=seen.append, timeout=10)
+        r = h.run_streaming(
+            "echo one; echo err >&2; printf 'two\\nlast'; exit 3", on_line=seen.append, timeout=10
+        )
         assert seen == ["one", "two", "last"]  # the unterminated last line too
         assert (r.stdout, r.stderr, r.exit_code) == ("one\ntwo\nlast", "err\n", 3)
     finally:

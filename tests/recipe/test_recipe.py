@@ -53,7 +53,11 @@ def error_of(tmp_path: Path, text: str) -> RecipeError:
 
 def test_every_shipped_recipe_loads_and_every_variant_resolves():
     folders = list_recipes()
-    assert {f.name for f in folders} >= {"sim", "dsv41-flash-1017-4x-vllm032", "dsv41-flash-1017-4x-sglang-ep2"}
+    assert {f.name for f in folders} >= {
+        "sim",
+        "dsv41-flash-1017-4x-vllm032",
+        "dsv41-flash-1017-4x-sglang-ep2",
+    }
     for folder in folders:
         recipe = load_recipe(folder)
         assert recipe.note.is_file(), f"{folder.name} has no NOTE.md"
@@ -90,7 +94,10 @@ def test_local_view_rewrites_model_path_and_mounts():
 
 
 def test_lane_id_is_deterministic():
-    assert load_plan("dsv41", spec="dspark").lane_id == load_plan("dsv41-flash-1017-4x-vllm032", spec="dspark").lane_id
+    assert (
+        load_plan("dsv41", spec="dspark").lane_id
+        == load_plan("dsv41-flash-1017-4x-vllm032", spec="dspark").lane_id
+    )
 
 
 def test_aliases_and_prefix_lookup():
@@ -132,7 +139,9 @@ def test_minimal_recipe_defaults(tmp_path):
 
 
 def test_args_render_and_remove(tmp_path):
-    text = MINIMAL + """
+    text = (
+        MINIMAL
+        + """
 [engine.args]
 "--flag" = true
 "--off" = false
@@ -144,6 +153,7 @@ def test_args_render_and_remove(tmp_path):
 engine.remove_args = ["--flag"]
 engine.args."--n" = 4
 """
+    )
     recipe = load_recipe(write_recipe(tmp_path, text))
     plan = recipe.resolve({})
     assert plan.engine.argv() == ["--n", "4", "--sizes", "1", "2", "4", "--cfg", '{"a":1,"b":"x"}']
@@ -153,28 +163,78 @@ engine.args."--n" = 4
 
 BROKEN = [
     ("[model\nrepo = 'x'", r"TOML syntax error: .*line 1, column"),
-    (MINIMAL + "\n[engine.parallel]\ntpp = 2\n", r"engine\.parallel\.tpp: unknown key \(did you mean 'tp'\?\)"),
-    (MINIMAL.replace('kind = "sim"', 'kind = "vlm"'), r"engine\.kind: expected one of vllm, sglang, llamacpp, sim, got 'vlm' \(did you mean 'vllm'\?\)"),
+    (
+        MINIMAL + "\n[engine.parallel]\ntpp = 2\n",
+        r"engine\.parallel\.tpp: unknown key \(did you mean 'tp'\?\)",
+    ),
+    (
+        MINIMAL.replace('kind = "sim"', 'kind = "vlm"'),
+        r"engine\.kind: expected one of vllm, sglang, llamacpp, sim, got 'vlm' \(did you mean 'vllm'\?\)",
+    ),
     ('[engine]\nkind = "sim"\n', r"model: required key is missing"),
-    (MINIMAL + '\n[measure]\nrunss = 3\n', r"measure\.runss: unknown key \(did you mean 'runs'\?\)"),
-    (MINIMAL + '\n[measure.decode]\nturns = "five"\n', r"measure\.decode\.turns: expected an integer, got a string"),
-    (MINIMAL + '\n[measure.decode]\nconcurrency = []\n', r"measure\.decode\.concurrency: must not be empty"),
-    (MINIMAL.replace('kind = "sim"', 'kind = "vllm"'), r"engine\.image: required when engine\.runtime is docker"),
-    (MINIMAL + '\n[engine.args]\nmax-model-len = 4\n', r"engine\.args\.max-model-len: engine arg keys are flags"),
-    (MINIMAL + '\n[variants.spec.dspark]\nengine.argz = {}\n', r"variants\.spec\.dspark\.engine\.argz: unknown key \(did you mean 'args'\?\)"),
-    (MINIMAL + '\n[variants.spec.dspark]\nengine.remove_args = ["--nope"]\n', r"variants\.spec\.dspark\.engine\.remove_args\[0\]: flag --nope is not in engine\.args"),
-    (MINIMAL + '\n[lane]\ndefaults = {spec = "x"}\n[variants.spec.none]\n', r"lane\.defaults\.spec: no variant 'x' on axis 'spec'"),
-    (MINIMAL + '\n[engine.env]\n"BAD-NAME" = "1"\n', r"engine\.env\.BAD-NAME: not a valid environment variable name"),
-    (VIEW.format(dst="home/models", local='"a.safetensors"'), r"staging\[0\]\.dst: expected an absolute path"),
+    (MINIMAL + "\n[measure]\nrunss = 3\n", r"measure\.runss: unknown key \(did you mean 'runs'\?\)"),
+    (
+        MINIMAL + '\n[measure.decode]\nturns = "five"\n',
+        r"measure\.decode\.turns: expected an integer, got a string",
+    ),
+    (MINIMAL + "\n[measure.decode]\nconcurrency = []\n", r"measure\.decode\.concurrency: must not be empty"),
+    (
+        MINIMAL.replace('kind = "sim"', 'kind = "vllm"'),
+        r"engine\.image: required when engine\.runtime is docker",
+    ),
+    (
+        MINIMAL + "\n[engine.args]\nmax-model-len = 4\n",
+        r"engine\.args\.max-model-len: engine arg keys are flags",
+    ),
+    (
+        MINIMAL + "\n[variants.spec.dspark]\nengine.argz = {}\n",
+        r"variants\.spec\.dspark\.engine\.argz: unknown key \(did you mean 'args'\?\)",
+    ),
+    (
+        MINIMAL + '\n[variants.spec.dspark]\nengine.remove_args = ["--nope"]\n',
+        r"variants\.spec\.dspark\.engine\.remove_args\[0\]: flag --nope is not in engine\.args",
+    ),
+    (
+        MINIMAL + '\n[lane]\ndefaults = {spec = "x"}\n[variants.spec.none]\n',
+        r"lane\.defaults\.spec: no variant 'x' on axis 'spec'",
+    ),
+    (
+        MINIMAL + '\n[engine.env]\n"BAD-NAME" = "1"\n',
+        r"engine\.env\.BAD-NAME: not a valid environment variable name",
+    ),
+    (
+        VIEW.format(dst="home/models", local='"a.safetensors"'),
+        r"staging\[0\]\.dst: expected an absolute path",
+    ),
     (VIEW.format(dst="/home/../etc", local='"a.safetensors"'), r"staging\[0\]\.dst: must not contain '\.\.'"),
-    (VIEW.format(dst="/home/m", local='"../a.safetensors"'), r"staging\[0\]\.local\[0\]: expected a bare file name"),
-    (VIEW.format(dst="/home/m", local='"sub/a.safetensors"'), r"staging\[0\]\.local\[0\]: expected a bare file name"),
-    (VIEW.format(dst="/nas/hub/view", local='"a.safetensors"'), r"staging\[0\]\.dst: /nas/hub/view is inside the shared cache"),
-    (VIEW.format(dst="/home/m", local='"a.safetensors"').replace("[[staging]]", 'min_free = 1\n[[staging]]'),
-     r"cluster\.min_free: unknown key"),
-    (VIEW.format(dst="/home/m", local='"a.safetensors"') + 'min_free = "10 XB"\n', r"staging\[0\]\.min_free: expected a size like"),
-    (VIEW.format(dst="/home/m", local='"a.safetensors"').replace('nodes = ["a", "b"]', 'nodes = ["a", "b", "c"]')
-     .replace('parallel = {tp = 2}', 'parallel = {tp = 4}'), r"engine\.parallel: tp\*pp = 4 is not divisible by the 3 nodes"),
+    (
+        VIEW.format(dst="/home/m", local='"../a.safetensors"'),
+        r"staging\[0\]\.local\[0\]: expected a bare file name",
+    ),
+    (
+        VIEW.format(dst="/home/m", local='"sub/a.safetensors"'),
+        r"staging\[0\]\.local\[0\]: expected a bare file name",
+    ),
+    (
+        VIEW.format(dst="/nas/hub/view", local='"a.safetensors"'),
+        r"staging\[0\]\.dst: /nas/hub/view is inside the shared cache",
+    ),
+    (
+        VIEW.format(dst="/home/m", local='"a.safetensors"').replace(
+            "[[staging]]", "min_free = 1\n[[staging]]"
+        ),
+        r"cluster\.min_free: unknown key",
+    ),
+    (
+        VIEW.format(dst="/home/m", local='"a.safetensors"') + 'min_free = "10 XB"\n',
+        r"staging\[0\]\.min_free: expected a size like",
+    ),
+    (
+        VIEW.format(dst="/home/m", local='"a.safetensors"')
+        .replace('nodes = ["a", "b"]', 'nodes = ["a", "b", "c"]')
+        .replace("parallel = {tp = 2}", "parallel = {tp = 4}"),
+        r"engine\.parallel: tp\*pp = 4 is not divisible by the 3 nodes",
+    ),
 ]
 
 

@@ -17,24 +17,29 @@ def test_range_collapses_when_ends_format_equal():
     assert rp.fmt_range(29.71, 29.74) == "29.7"
 
 
-@pytest.mark.parametrize("stat,decimals,expected", [
-    (Stat(49.1, 47.8, 50.7, n=3), 1, f"49.1 (47.8{EN_DASH}50.7)"),
-    (Stat(29.7, 29.7, 29.7, n=1), 1, "29.7"),
-    (Stat(29.7, 29.7, 29.7, n=3), 1, "29.7"),
-    (Stat(None, 47.8, 50.7, n=1), 1, f"47.8{EN_DASH}50.7"),  # a recorded range: no median invented
-    (Stat(750, 750, 750, approx=True, n=1), 0, "~750"),
-    (Stat(3957, 3957, 3957, n=1), 0, "3,957"),
-    (None, 1, "\u2014"),
-    (Stat(None, None, None), 1, "\u2014"),
-])
+@pytest.mark.parametrize(
+    "stat,decimals,expected",
+    [
+        (Stat(49.1, 47.8, 50.7, n=3), 1, f"49.1 (47.8{EN_DASH}50.7)"),
+        (Stat(29.7, 29.7, 29.7, n=1), 1, "29.7"),
+        (Stat(29.7, 29.7, 29.7, n=3), 1, "29.7"),
+        (Stat(None, 47.8, 50.7, n=1), 1, f"47.8{EN_DASH}50.7"),  # a recorded range: no median invented
+        (Stat(750, 750, 750, approx=True, n=1), 0, "~750"),
+        (Stat(3957, 3957, 3957, n=1), 0, "3,957"),
+        (None, 1, "\u2014"),
+        (Stat(None, None, None), 1, "\u2014"),
+    ],
+)
 def test_fmt_stat(stat, decimals, expected):
     assert rp.fmt_stat(stat, decimals) == expected
 
 
 def test_cold_in_brackets():
     assert rp.fmt_with_cold(Stat(52.9, 52.9, 52.9), Stat(25.5, 25.5, 25.5)) == "52.9 (25.5 cold)"
-    assert rp.fmt_with_cold(Stat(30.0, 29.0, 31.0), Stat(20.0, 19.0, 21.0)) == \
-        f"30.0 (29.0{EN_DASH}31.0) (19.0{EN_DASH}21.0 cold)"
+    assert (
+        rp.fmt_with_cold(Stat(30.0, 29.0, 31.0), Stat(20.0, 19.0, 21.0))
+        == f"30.0 (29.0{EN_DASH}31.0) (19.0{EN_DASH}21.0 cold)"
+    )
     assert rp.fmt_with_cold(Stat(52.9, 52.9, 52.9), None) == "52.9"
     assert rp.fmt_with_cold(None, Stat(25.5, 25.5, 25.5)) == "\u2014 (25.5 cold)"
 
@@ -53,7 +58,19 @@ def test_acceptance_kv_nfs():
 
 
 def _measures(rows):
-    cols = ["run", "recipe", "variant", "label", "measure", "value", "min", "max", "approx", "simulated", "source"]
+    cols = [
+        "run",
+        "recipe",
+        "variant",
+        "label",
+        "measure",
+        "value",
+        "min",
+        "max",
+        "approx",
+        "simulated",
+        "source",
+    ]
     full = []
     for r in rows:
         d = dict(zip(["run", "recipe", "variant", "measure", "value"], r[:5], strict=True))
@@ -66,17 +83,27 @@ def _measures(rows):
 
 
 def test_build_table_median_range_missing_and_sim_marking():
-    m = _measures([
-        ("r1", "sim", "spec-none", "decode_c1", 47.8), ("r2", "sim", "spec-none", "decode_c1", 49.1),
-        ("r3", "sim", "spec-none", "decode_c1", 50.7), ("r1", "sim", "spec-none", "decode_c1_cold", 20.0),
-        ("r4", "real", "spec-x", "decode_c2_agg", 66.4),
-    ])
-    spec = rp.TableSpec(id="t", title="T", columns=None, rows=(
-        rp.RowSpec("decode c1", measure="decode_c1", cold="decode_c1_cold"),
-        rp.RowSpec("decode c2", measure="decode_c2_agg"),
-        rp.RowSpec("acceptance", format="acceptance", decimals=2),
-        rp.RowSpec("runs", format="runs"),
-    ), drop_empty_rows=True)
+    m = _measures(
+        [
+            ("r1", "sim", "spec-none", "decode_c1", 47.8),
+            ("r2", "sim", "spec-none", "decode_c1", 49.1),
+            ("r3", "sim", "spec-none", "decode_c1", 50.7),
+            ("r1", "sim", "spec-none", "decode_c1_cold", 20.0),
+            ("r4", "real", "spec-x", "decode_c2_agg", 66.4),
+        ]
+    )
+    spec = rp.TableSpec(
+        id="t",
+        title="T",
+        columns=None,
+        rows=(
+            rp.RowSpec("decode c1", measure="decode_c1", cold="decode_c1_cold"),
+            rp.RowSpec("decode c2", measure="decode_c2_agg"),
+            rp.RowSpec("acceptance", format="acceptance", decimals=2),
+            rp.RowSpec("runs", format="runs"),
+        ),
+        drop_empty_rows=True,
+    )
     t = rp.build_table(spec, m)
     assert list(t.frame.columns) == ["lane spec-x", "lane spec-none (sim)"]  # sorted by recipe: real < sim
     assert t.frame.loc["decode c1", "lane spec-none (sim)"] == f"49.1 (47.8{EN_DASH}50.7) (20.0 cold)"
@@ -93,20 +120,35 @@ def test_build_table_median_range_missing_and_sim_marking():
 def test_markdown_never_reparses_cells():
     from labkit import report as r
 
-    frame = pd.DataFrame([["007", "1e3", "2,800"]], index=pd.Index(["row"], name="measure"),
-                         columns=["a", "b", "c"], dtype=object)
+    frame = pd.DataFrame(
+        [["007", "1e3", "2,800"]],
+        index=pd.Index(["row"], name="measure"),
+        columns=["a", "b", "c"],
+        dtype=object,
+    )
     md = r.to_markdown(r.Table(id="x", title="X", frame=frame))
     assert "007" in md and "1e3" in md and "2,800" in md and "1000" not in md
     assert "|:-" in md and "-:|" in md  # first column left-aligned, numbers right-aligned
 
 
 def test_rows_as_lanes_and_pattern_rows():
-    m = _measures([("r1", "sim", "a", "prefill_12600", 3957), ("r1", "sim", "a", "prefill_4096", 605),
-                   ("r2", "sim", "b", "prefill_4096", 750), ("r2", "sim", "b", "prefill_4096_raw", 749),
-                   ("r2", "sim", "b", "prefill_4096_ttft", 5.5)])
-    spec = rp.TableSpec(id="t", title="T", columns=(rp.ColumnSpec("A", "sim", "a"), rp.ColumnSpec("B", "sim", "b")),
-                        rows=(rp.RowSpec("prefill {P}", measure="prefill_*", decimals=0),), corner="setup",
-                        lanes="rows")
+    m = _measures(
+        [
+            ("r1", "sim", "a", "prefill_12600", 3957),
+            ("r1", "sim", "a", "prefill_4096", 605),
+            ("r2", "sim", "b", "prefill_4096", 750),
+            ("r2", "sim", "b", "prefill_4096_raw", 749),
+            ("r2", "sim", "b", "prefill_4096_ttft", 5.5),
+        ]
+    )
+    spec = rp.TableSpec(
+        id="t",
+        title="T",
+        columns=(rp.ColumnSpec("A", "sim", "a"), rp.ColumnSpec("B", "sim", "b")),
+        rows=(rp.RowSpec("prefill {P}", measure="prefill_*", decimals=0),),
+        corner="setup",
+        lanes="rows",
+    )
     t = rp.build_table(spec, m)
     # numeric order, not string order; side measures (_raw, _ttft) are not prompt lengths
     assert list(t.frame.columns) == ["prefill 4,096", "prefill 12,600"]
@@ -122,13 +164,19 @@ def test_styler_marks_sim_columns():
     assert "Cap" in html and "#fff3cd" in html
 
 
-@pytest.mark.parametrize("text,match", [
-    ('[[table]]\nid="a"\ncolumns="auto"\nrows=[{label="x", format="bogus"}]', "format 'bogus'"),
-    ('[[table]]\nid="a"\ncolumns="auto"\nrows=[{label="x"}]', "needs a measure"),
-    ('[[table]]\nid="a"\ncolumns="auto"\nrows=[]\nbogus=1', "unknown key"),
-    ('[[table]]\nid="a"\ncolumns="auto"\nrows=[]\n[[table]]\nid="a"\ncolumns="auto"\nrows=[]', "duplicate id"),
-    ("title = [", "TOML syntax"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ('[[table]]\nid="a"\ncolumns="auto"\nrows=[{label="x", format="bogus"}]', "format 'bogus'"),
+        ('[[table]]\nid="a"\ncolumns="auto"\nrows=[{label="x"}]', "needs a measure"),
+        ('[[table]]\nid="a"\ncolumns="auto"\nrows=[]\nbogus=1', "unknown key"),
+        (
+            '[[table]]\nid="a"\ncolumns="auto"\nrows=[]\n[[table]]\nid="a"\ncolumns="auto"\nrows=[]',
+            "duplicate id",
+        ),
+        ("title = [", "TOML syntax"),
+    ],
+)
 def test_bad_table_spec_names_file_and_table(tmp_path, text, match):
     f = tmp_path / "tables.toml"
     f.write_text(text)
@@ -144,8 +192,22 @@ def test_prefill_points_keep_recorded_and_measured_figures_of_a_lane_apart():
     from labkit.store import MEASURE_COLUMNS
 
     def row(run, value, source):
-        return [run, "dsv41", "spec-dspark", "DSV4.1", "prefill_12600", value, value, value, False, False, source]
+        return [
+            run,
+            "dsv41",
+            "spec-dspark",
+            "DSV4.1",
+            "prefill_12600",
+            value,
+            value,
+            value,
+            False,
+            False,
+            source,
+        ]
 
-    measures = pd.DataFrame([row("r1", 750.0, "recorded"), row("r2", 3900.0, "measured")], columns=MEASURE_COLUMNS)
+    measures = pd.DataFrame(
+        [row("r1", 750.0, "recorded"), row("r2", 3900.0, "measured")], columns=MEASURE_COLUMNS
+    )
     points = {name: stat.median for name, _, stat in prefill_points(measures)}
     assert points == {"DSV4.1 [spec-dspark] (recorded)": 750.0, "DSV4.1 [spec-dspark]": 3900.0}

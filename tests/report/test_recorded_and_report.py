@@ -17,8 +17,14 @@ def labkit(*args, cwd=None, env=None):
     import os
 
     full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "labkit", *args], capture_output=True, text=True, cwd=cwd,
-                          env=full, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "labkit", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full,
+        timeout=120,
+    )
 
 
 @pytest.fixture()
@@ -64,16 +70,27 @@ def test_changed_figure_is_refused_not_overwritten(tmp_path):
     changed.write_text(FIGURES.read_text().replace("decode_c1 = 29.7", "decode_c1 = 31.0"))
     with pytest.raises(RecordedError, match="figures differ"):
         import_figures(changed, tmp_path / "res")
-    doc = read_run(tmp_path / "res/dsv41-flash-1017-4x-vllm032/spec-none_staging-nas/20261023-recorded-baseline-vllm-nospec")
+    doc = read_run(
+        tmp_path
+        / "res/dsv41-flash-1017-4x-vllm032/spec-none_staging-nas/20261023-recorded-baseline-vllm-nospec"
+    )
     assert doc["summary"]["measures"]["decode_c1"] == 29.7
 
 
-@pytest.mark.parametrize("edit,match", [
-    (("decode_c1 = 29.7", "decode_c1 = \"fast\""), "decode_c1: expected a number"),
-    (("decode_c1 = { min = 47.8, max = 50.7 }", "decode_c1 = { min = 47.8 }"), "needs both min and max"),
-    (('variants = { spec = "none", staging = "nas" }', 'variants = { spec = "nonsense", staging = "nas" }'),
-     "no variant 'nonsense'"),
-])
+@pytest.mark.parametrize(
+    "edit,match",
+    [
+        (("decode_c1 = 29.7", 'decode_c1 = "fast"'), "decode_c1: expected a number"),
+        (("decode_c1 = { min = 47.8, max = 50.7 }", "decode_c1 = { min = 47.8 }"), "needs both min and max"),
+        (
+            (
+                'variants = { spec = "none", staging = "nas" }',
+                'variants = { spec = "nonsense", staging = "nas" }',
+            ),
+            "no variant 'nonsense'",
+        ),
+    ],
+)
 def test_bad_figures_name_the_entry_and_write_nothing(tmp_path, edit, match):
     bad = tmp_path / "recorded.toml"
     bad.write_text(FIGURES.read_text().replace(*edit, 1))
@@ -84,11 +101,29 @@ def test_bad_figures_name_the_entry_and_write_nothing(tmp_path, edit, match):
 
 def test_generated_tables_contain_the_lab_note_figures():
     md = rp.generate(REPO / "results", write=False, plots=False).markdown
-    for text in ["29.7 (20.0 cold)", f"47.8{EN_DASH}50.7", "45.6", f"64.2{EN_DASH}68.3", "~750",
-                 f"2,800{EN_DASH}3,127", "8.73M tokens @131072", "52.9 (25.5 cold)", "66.4", "605",
-                 "4.79 of 5", "7.07M tokens", "+258 MB per short completion", "0 MB", "3,957", "59.7",
-                 "Engram on the NAS", "Engram staged locally", "setup", "prefill (12.6K unique prompt, t/s)",
-                 "shared-NFS reads during a run"]:
+    for text in [
+        "29.7 (20.0 cold)",
+        f"47.8{EN_DASH}50.7",
+        "45.6",
+        f"64.2{EN_DASH}68.3",
+        "~750",
+        f"2,800{EN_DASH}3,127",
+        "8.73M tokens @131072",
+        "52.9 (25.5 cold)",
+        "66.4",
+        "605",
+        "4.79 of 5",
+        "7.07M tokens",
+        "+258 MB per short completion",
+        "0 MB",
+        "3,957",
+        "59.7",
+        "Engram on the NAS",
+        "Engram staged locally",
+        "setup",
+        "prefill (12.6K unique prompt, t/s)",
+        "shared-NFS reads during a run",
+    ]:
         assert text in md, text
     tables = {t.id: t for t in rp.generate(REPO / "results", write=False, plots=False).tables}
     base = tables["baseline"].frame
@@ -124,8 +159,17 @@ def test_report_check_cli_passes_then_fails_after_hand_edit(results_copy):
 
 def test_new_run_makes_check_fail_until_regenerated(results_copy):
     shutil.rmtree(results_copy / "sim", ignore_errors=True)  # only the run made here is measured
-    make_sim_run(results_copy, {"decode_c1": 30.1, "decode_c1_cold": 18.2, "decode_c2_agg": 44.0,
-                                "prefill_4096": 702.0, "kv_pool_tokens": 1_000_000, "kv_pool_context": 32768})
+    make_sim_run(
+        results_copy,
+        {
+            "decode_c1": 30.1,
+            "decode_c1_cold": 18.2,
+            "decode_c2_agg": 44.0,
+            "prefill_4096": 702.0,
+            "kv_pool_tokens": 1_000_000,
+            "kv_pool_context": 32768,
+        },
+    )
     ok, diff = rp.check(results_copy)
     assert not ok and "(sim)" in diff
     rep = rp.generate(results_copy, plots=True)

@@ -132,10 +132,22 @@ def test_sim_launch_and_flavor():
     eng = engine_for(plan)
     assert isinstance(eng, Sim) and eng.flavor == "vllm"
     (ln,) = eng.launch(plan, [NodeSpec("localhost", "127.0.0.1")], python="/py")
-    assert list(ln.argv) == ["/py", "-m", "labkit.sim", "--host", "127.0.0.1", "--port", "18000",
-                             "--model-name", "sim-dsv41", "--preset", "dsv41-stock"]
-    plan = dataclasses.replace(plan, engine=dataclasses.replace(
-        plan.engine, args=plan.engine.args + (("--flavor", ("sglang",)),)))
+    assert list(ln.argv) == [
+        "/py",
+        "-m",
+        "labkit.sim",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "18000",
+        "--model-name",
+        "sim-dsv41",
+        "--preset",
+        "dsv41-stock",
+    ]
+    plan = dataclasses.replace(
+        plan, engine=dataclasses.replace(plan.engine, args=plan.engine.args + (("--flavor", ("sglang",)),))
+    )
     assert engine_for(plan).flavor == "sglang"
 
 
@@ -169,7 +181,7 @@ def parse(engine, text: str):
     log = BootLog(engine, "n", True)
     # feed in awkward chunks: lines must be reassembled across chunk borders
     for i in range(0, len(text), 37):
-        log.feed(text[i:i + 37])
+        log.feed(text[i : i + 37])
     log.flush()
     return log, engine.facts(log.matches)
 
@@ -214,16 +226,23 @@ def test_sglang_facts():
 
 
 def test_sglang_new_graph_wording():
-    _, f = parse(Sglang(), "Capture target decode CUDA graph end. bs=[1, 2], elapsed=3.25 s, mem usage=0.5 GB.\n")
+    _, f = parse(
+        Sglang(), "Capture target decode CUDA graph end. bs=[1, 2], elapsed=3.25 s, mem usage=0.5 GB.\n"
+    )
     assert f.graph_capture_seconds == 3.25
 
 
-@pytest.mark.parametrize("line,reason", [
-    ("ERROR [core.py:1010] Installed InstantTensor does not expose the metadata layout this loader needs",
-     "InstantTensor"),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "out of memory"),
-    ("RuntimeError: Engine core initialization failed. See root cause above.", "initialization failed"),
-])
+@pytest.mark.parametrize(
+    "line,reason",
+    [
+        (
+            "ERROR [core.py:1010] Installed InstantTensor does not expose the metadata layout this loader needs",
+            "InstantTensor",
+        ),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "out of memory"),
+        ("RuntimeError: Engine core initialization failed. See root cause above.", "initialization failed"),
+    ],
+)
 def test_fatal_lines(line, reason):
     log = BootLog(Vllm(), "n", True)
     log.feed("INFO fine\n" + line + "\n")
@@ -234,8 +253,10 @@ def test_traceback_then_error_is_fatal_but_plain_warnings_are_not():
     log = BootLog(Vllm(), "n", True)
     log.feed("WARNING something is deprecated\nINFO ValueErrors are counted\n")
     assert log.fatal is None
-    log.feed("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n    raise KeyError('a')\n"
-             "(EngineCore pid=5) KeyError: 'a'\n")
+    log.feed(
+        "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n    raise KeyError('a')\n"
+        "(EngineCore pid=5) KeyError: 'a'\n"
+    )
     assert log.fatal == ("uncaught exception", "(EngineCore pid=5) KeyError: 'a'")
 
 
@@ -243,19 +264,25 @@ def test_a_traceback_ends_at_its_first_plain_line():
     """A traceback whose last line is no "...Error:" (here an interrupted warmup) does not make a later
     warning that mentions an error fatal."""
     log = BootLog(Vllm(), "n", True)
-    log.feed("Traceback (most recent call last):\n  File \"warmup.py\", line 3, in run\n    step()\n"
-             "    ^^^^^^\nKeyboardInterrupt\nINFO model loaded\n")
+    log.feed(
+        'Traceback (most recent call last):\n  File "warmup.py", line 3, in run\n    step()\n'
+        "    ^^^^^^\nKeyboardInterrupt\nINFO model loaded\n"
+    )
     log.feed("WARNING hub fetch failed, retrying after ConnectionError: connection refused\n")
     assert log.fatal is None
-    log.feed("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nValueError: bad shape\n")
+    log.feed(
+        'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: bad shape\n'
+    )
     assert log.fatal == ("uncaught exception", "ValueError: bad shape")
 
 
 def test_traceback_of_a_prefixed_worker_process_is_followed():
     log = BootLog(Vllm(), "n", True)
-    log.feed("(EngineCore_DP0 pid=7) Traceback (most recent call last):\n"
-             "(EngineCore_DP0 pid=7)   File \"x.py\", line 1, in <module>\n(EngineCore_DP0 pid=7)     load()\n"
-             "(EngineCore_DP0 pid=7) ValueError: bad shape\n")
+    log.feed(
+        "(EngineCore_DP0 pid=7) Traceback (most recent call last):\n"
+        '(EngineCore_DP0 pid=7)   File "x.py", line 1, in <module>\n(EngineCore_DP0 pid=7)     load()\n'
+        "(EngineCore_DP0 pid=7) ValueError: bad shape\n"
+    )
     assert log.fatal == ("uncaught exception", "(EngineCore_DP0 pid=7) ValueError: bad shape")
 
 
@@ -275,7 +302,7 @@ def test_docker_start_command():
     name = f"{plan.lane_id}-dgx7"
     assert argv[:5] == ["docker", "run", "-d", "--name", name]
     i = argv.index(plan.engine.image)
-    opts, engine_argv = argv[:i], argv[i + 1:]
+    opts, engine_argv = argv[:i], argv[i + 1 :]
     assert tuple(engine_argv) == ln.argv
     assert f"labkit.lane={plan.lane_id}" in opts
     for flag, value in [("--network", "host"), ("--ipc", "host"), ("--gpus", "all")]:

@@ -28,8 +28,10 @@ from tests.support.llamacpp import (
     stream,
 )
 
-pytestmark = pytest.mark.skipif(not have_llama_cpp(), reason="llama_cpp is not importable: install the "
-                                "'llamacpp' extra (pip install -e '.[llamacpp]')")
+pytestmark = pytest.mark.skipif(
+    not have_llama_cpp(),
+    reason="llama_cpp is not importable: install the 'llamacpp' extra (pip install -e '.[llamacpp]')",
+)
 N_CTX = 16384
 
 
@@ -58,10 +60,18 @@ def test_boot_log_facts_are_in_stderr(server):
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_streams_carry_no_usage_and_one_token_per_chunk(server, api):
     n = 64
-    body = {"model": "tiny", "max_tokens": n, "temperature": 0.8, "seed": 3,
-            "stream_options": {"include_usage": True}}
-    body |= ({"messages": [{"role": "user", "content": "Tell me about sorting."}]} if api == "chat"
-             else {"prompt": "Sorting is"})
+    body = {
+        "model": "tiny",
+        "max_tokens": n,
+        "temperature": 0.8,
+        "seed": 3,
+        "stream_options": {"include_usage": True},
+    }
+    body |= (
+        {"messages": [{"role": "user", "content": "Tell me about sorting."}]}
+        if api == "chat"
+        else {"prompt": "Sorting is"}
+    )
     res = stream(server.port, body, api=api)
     assert res.status == 200 and res.done and not res.error
     assert not any(ev.get("usage") for ev in res.events), "llama-cpp-python started sending usage in streams"
@@ -70,8 +80,11 @@ def test_streams_carry_no_usage_and_one_token_per_chunk(server, api):
     if api == "chat":  # a role-only prelude before the first token (TTFR is not TTFT)
         assert res.events[0]["choices"][0]["delta"] == {"role": "assistant"}
     # The same request non-streamed reports usage, and it agrees with the chunk count.
-    status, data = post(server.port, "/v1/chat/completions" if api == "chat" else "/v1/completions",
-                        {k: v for k, v in body.items() if k != "stream_options"})
+    status, data = post(
+        server.port,
+        "/v1/chat/completions" if api == "chat" else "/v1/completions",
+        {k: v for k, v in body.items() if k != "stream_options"},
+    )
     assert status == 200 and data["usage"]["completion_tokens"] == n
 
 
@@ -128,8 +141,12 @@ def test_queued_request_gets_ping_comments(model, tmp_path):
     def labkit_probe():  # labkit's own client, queued alongside: the same pings must not upset it
         async def go():
             async with StreamClient(srv.url, timeout=120) as c:
-                return await c.stream(StreamRequest(prompt="[labkit probe] hello", max_tokens=4, model="tiny",
-                                                    min_tokens=4, timeout=120))
+                return await c.stream(
+                    StreamRequest(
+                        prompt="[labkit probe] hello", max_tokens=4, model="tiny", min_tokens=4, timeout=120
+                    )
+                )
+
         got.append(asyncio.run(go()))
 
     got: list = []
@@ -140,8 +157,13 @@ def test_queued_request_gets_ping_comments(model, tmp_path):
         time.sleep(0.5)
         lab.start()
         time.sleep(1.0)  # the busy stream ends at the oracle probe's first ping: after labkit's probe got one
-        probe = stream(srv.port, chat_body("[probe] hello", 4), timeout=120, keep_raw=True,
-                       on_comment=lambda line: pinged.set())
+        probe = stream(
+            srv.port,
+            chat_body("[probe] hello", 4),
+            timeout=120,
+            keep_raw=True,
+            on_comment=lambda line: pinged.set(),
+        )
         pinged.set()
         busy.join(30)
         lab.join(60)

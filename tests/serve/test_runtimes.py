@@ -10,8 +10,13 @@ from labkit.serve import NodeLaunch, ProcessRuntime
 
 def test_process_lifecycle_kills_the_whole_group_even_when_term_is_ignored(local_env):
     rt, host = ProcessRuntime("labkit-rt-test", stop_grace=0.5), LocalHost()
-    launch = NodeLaunch("node a", 0, ("sh", "-c", "trap '' TERM; echo \"$GREETING\"; sleep 60 & sleep 60"),
-                        (("GREETING", "it's me"),), True)
+    launch = NodeLaunch(
+        "node a",
+        0,
+        ("sh", "-c", "trap '' TERM; echo \"$GREETING\"; sleep 60 & sleep 60"),
+        (("GREETING", "it's me"),),
+        True,
+    )
     assert host.run(rt.start_command(launch, None, [])).ok
     time.sleep(0.3)
     assert host.run(rt.alive_command("node a")).stdout.strip() == "alive"

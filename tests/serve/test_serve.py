@@ -111,7 +111,9 @@ def test_down_names_both_a_failed_stop_and_what_it_left(tmp_path, local_env):
     run = host.run
     stop = lane.runtime.stop_command(host.name)
     # the node's stop command fails without stopping anything (a hung daemon, a permission problem ...)
-    host.run = lambda cmd, **kw: run("echo 'simulated: cannot stop' >&2; exit 1" if cmd == stop else cmd, **kw)
+    host.run = lambda cmd, **kw: run(
+        "echo 'simulated: cannot stop' >&2; exit 1" if cmd == stop else cmd, **kw
+    )
     try:
         with pytest.raises(NodeError) as e:
             lane.down()
@@ -208,7 +210,7 @@ def test_cluster_sim_boots_on_four_nodes_and_cleans_up(cluster, tmp_path):
         for flag, value in [("--network", "host"), ("--ipc", "host"), ("--gpus", "all")]:
             assert run[run.index(flag) + 1] == value
         image = run.index("labkit/sim:shim")
-        assert run[image + 1:image + 6] == ["python3", "-m", "labkit.sim", "--host", addr]
+        assert run[image + 1 : image + 6] == ["python3", "-m", "labkit.sim", "--host", addr]
         assert ["rm", "-f", f"{lane.lane_id}-{addr}"] in cluster.calls(addr)
         log = (tmp_path / "run" / "logs" / f"{addr}.log").read_text()
         assert "Application startup complete" in log, f"node {i}"
@@ -248,8 +250,9 @@ def test_cluster_worker_dies_mid_run(cluster, tmp_path):
         with pytest.raises(LaneFailed) as e, lane.up():
             import json
 
-            rec = json.loads((cluster.shim_state / "dgx7" / "containers" / f"{lane.lane_id}-127.0.0.4.json")
-                             .read_text())
+            rec = json.loads(
+                (cluster.shim_state / "dgx7" / "containers" / f"{lane.lane_id}-127.0.0.4.json").read_text()
+            )
             os.kill(rec["pid"], signal.SIGKILL)  # a worker's engine dies while the lane is in use
             time.sleep(0.3)
             lane.check()
@@ -271,14 +274,23 @@ def test_cluster_boot_timeout(cluster, tmp_path):
 
 def test_cluster_ctrl_c_during_boot_and_cli_lifecycle(cluster, tmp_path):
     folder = tmp_path / "lane-4x-cli"
-    plan = sim_recipe(folder, 18316, nodes=cluster.addresses, runtime="docker", ssh_port=cluster.port,
-                      user=cluster.user, settings={"boot_weights_s": 60})
+    plan = sim_recipe(
+        folder,
+        18316,
+        nodes=cluster.addresses,
+        runtime="docker",
+        ssh_port=cluster.port,
+        user=cluster.user,
+        settings={"boot_weights_s": 60},
+    )
     code, err = interrupt_during_boot(labkit_cli("up", str(folder), env=cluster.cli_env()), signal.SIGINT)
     assert code == 130, err
     lane = Lane(plan, ssh=cluster.ssh_options(), progress=None)
     assert_clean_cluster(lane, cluster)
 
-    sim_recipe(folder, 18316, nodes=cluster.addresses, runtime="docker", ssh_port=cluster.port, user=cluster.user)
+    sim_recipe(
+        folder, 18316, nodes=cluster.addresses, runtime="docker", ssh_port=cluster.port, user=cluster.user
+    )
     up = labkit_cli("up", str(folder), env=cluster.cli_env())
     out, err = up.communicate(timeout=60)
     assert up.returncode == 0, err
@@ -295,7 +307,6 @@ def test_cluster_ctrl_c_during_boot_and_cli_lifecycle(cluster, tmp_path):
     assert dn.returncode == 0, err
     assert_clean_cluster(lane, cluster)
     lane.close()
-
 
 
 def test_follow_streams_new_log_lines(tmp_path, local_env):

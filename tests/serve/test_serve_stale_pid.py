@@ -61,7 +61,9 @@ def test_stale_pid_file_is_absent_and_its_pid_is_left_alone(local_env, unrelated
     assert host.run(rt.leftovers_command()).stdout == ""
     assert host.run(rt.stop_command("n")).ok
     assert_alive(unrelated)
-    assert not pid_file.exists() and not pid_file.with_suffix(".started").exists()  # the files go, not the process
+    assert (
+        not pid_file.exists() and not pid_file.with_suffix(".started").exists()
+    )  # the files go, not the process
 
 
 def test_start_over_a_stale_pid_file_starts(local_env, unrelated):
@@ -86,7 +88,10 @@ def test_reboot_makes_a_pid_file_stale(local_env):
         started = pid_file.with_suffix(".started")  # beside the pid: the engine's start time and boot id
         start, boot = started.read_text().split()
         assert boot == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        assert start == Path(f"/proc/{pid_file.read_text().strip()}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        assert (
+            start
+            == Path(f"/proc/{pid_file.read_text().strip()}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        )
         started.write_text(f"{start} 00000000-0000-0000-0000-000000000000\n")
         assert host.run(rt.alive_command("n")).stdout.strip() == "absent"
         assert host.run(rt.leftovers_command()).stdout == ""

@@ -154,7 +154,7 @@ def local_docker(tmp_path, monkeypatch, local_env):
     docker = shim_dir / "docker"
     docker.write_text(f"#!{sys.executable}\n" + (REPO / "tests" / "support" / "docker_shim.py").read_text())
     python3 = shim_dir / "python3"
-    python3.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    python3.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     for f in (docker, python3):
         f.chmod(0o755)
     monkeypatch.setenv("PATH", f"{shim_dir}:{os.environ['PATH']}")
@@ -201,8 +201,11 @@ def interrupt_starts(lane: Lane, calls_of, nodes, set_delay, delay: float, again
         start_all()
 
     lane.start_all = slowed_start_all
-    t = threading.Thread(target=ctrl_c_once_started, args=(calls_of, nodes, set_delay, issued, lane.progress, again),
-                         daemon=True)
+    t = threading.Thread(
+        target=ctrl_c_once_started,
+        args=(calls_of, nodes, set_delay, issued, lane.progress, again),
+        daemon=True,
+    )
     t.start()
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -265,11 +268,15 @@ def test_second_ctrl_c_ends_the_wait_for_in_flight_starts(cluster, tmp_path):
     lane = cluster_lane(cluster, tmp_path, 18340, name="lane-4x-impatient")
     fast = lane.group.hosts[1]  # this node's daemon is quick: its container exists before the Ctrl-C
     run = fast.run
-    fast.run = lambda cmd, **kw: run("LABKIT_SHIM_DELAY=0 " + cmd if cmd.startswith("docker run") else cmd, **kw)
+    fast.run = lambda cmd, **kw: run(
+        "LABKIT_SHIM_DELAY=0 " + cmd if cmd.startswith("docker run") else cmd, **kw
+    )
     slow = [a for a in cluster.addresses if a != fast.name]
     delay = 10
     with cleaned(lane):
-        issued = interrupt_starts(lane, cluster.calls, cluster.addresses, cluster.set_docker_delay, delay, again=True)
+        issued = interrupt_starts(
+            lane, cluster.calls, cluster.addresses, cluster.set_docker_delay, delay, again=True
+        )
         said = issued["said"]
         assert "again" in issued, said
         assert issued["returned"] - issued["again"] < 3, said

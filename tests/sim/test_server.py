@@ -89,13 +89,20 @@ def test_boot_refuses_connections_until_ready(sim):
     assert float(re.search(r"Loading weights took ([\d.]+) seconds", text).group(1)) >= 0.8
     assert re.search(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds", text)
     assert re.search(r"KV cache size: ([\d,]+) tokens", text).group(1) == "100,000"
-    assert re.search(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", text).groups() == ("8,192",
-                                                                                                           "12.21")
+    assert re.search(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", text).groups() == (
+        "8,192",
+        "12.21",
+    )
     assert re.search(r"init engine .* took ([\d.]+) s", text)
-    assert re.search(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)", text).group(1) == f"http://127.0.0.1:{port}"
+    assert (
+        re.search(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)", text).group(1)
+        == f"http://127.0.0.1:{port}"
+    )
     # ordering: ready line after the KV line, startup complete last
-    idx = {k: next(i for i, line in enumerate(p.lines) if k in line)
-           for k in ("KV cache size", "init engine", "Starting vLLM server", "Application startup complete")}
+    idx = {
+        k: next(i for i, line in enumerate(p.lines) if k in line)
+        for k in ("KV cache size", "init engine", "Starting vLLM server", "Application startup complete")
+    }
     assert list(idx.values()) == sorted(idx.values())
 
 
@@ -118,8 +125,10 @@ def test_two_line_kv_form(sim):
 
 
 def test_boot_crash_fault(sim):
-    msg = ("Installed InstantTensor does not expose the metadata layout needed for index-aware loading "
-           "(missing: _determine_buffer_size)")
+    msg = (
+        "Installed InstantTensor does not expose the metadata layout needed for index-aware loading "
+        "(missing: _determine_buffer_size)"
+    )
     p = sim("--set", f"fault_boot_crash={msg}", wait=False)
     assert p.proc.wait(10) == 1
     p.stop()
@@ -128,8 +137,12 @@ def test_boot_crash_fault(sim):
 
 
 def test_unknown_set_key_cli_error():
-    r = subprocess.run([sys.executable, "-m", "labkit", "sim", "--preset", "test", "--set", "decode_tsp=3"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-m", "labkit", "sim", "--preset", "test", "--set", "decode_tsp=3"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 1
     assert "unknown sim setting 'decode_tsp'" in r.stderr and "decode_tps" in r.stderr
 
@@ -153,37 +166,56 @@ def test_chat_stream_shape_and_usage(vllm):
     # usage without stream_options: none; continuous without include_usage: none on vLLM
     s2 = stream(port, "/v1/chat/completions", chat("no usage", 3))
     assert s2.usage is None and all("usage" not in e for _, e in s2.events if isinstance(e, dict))
-    s3 = stream(port, "/v1/chat/completions", chat("c only", 3, stream_options={"continuous_usage_stats": True}))
+    s3 = stream(
+        port, "/v1/chat/completions", chat("c only", 3, stream_options={"continuous_usage_stats": True})
+    )
     assert all("usage" not in e for _, e in s3.events if isinstance(e, dict))
 
 
 def test_continuous_usage_counts_tokens(vllm):
-    s = stream(vllm.port, "/v1/chat/completions",
-               chat("continuous", 9, stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    s = stream(
+        vllm.port,
+        "/v1/chat/completions",
+        chat("continuous", 9, stream_options={"include_usage": True, "continuous_usage_stats": True}),
+    )
     counts = [e["usage"]["completion_tokens"] for _, e in s.events if isinstance(e, dict) and e["choices"]]
     assert counts[0] == 0 and counts[-1] == 9 and counts == sorted(counts)
 
 
 def test_non_stream_and_completions(vllm):
     port = vllm.port
-    _, body = post_json(port, "/v1/chat/completions", chat("capped", 5, max_completion_tokens=3, min_tokens=0))
+    _, body = post_json(
+        port, "/v1/chat/completions", chat("capped", 5, max_completion_tokens=3, min_tokens=0)
+    )
     assert body["usage"]["completion_tokens"] == 3  # max_completion_tokens wins over max_tokens
     status, body = post_json(port, "/v1/chat/completions", chat("plain", 5))
     assert status == 200 and body["object"] == "chat.completion"
     assert body["usage"]["completion_tokens"] == 5 and body["choices"][0]["finish_reason"] == "length"
     assert len(body["choices"][0]["message"]["content"].split()) == 5
-    status, body = post_json(port, "/v1/completions", {"model": "sim-test", "prompt": "a b c", "max_tokens": 4})
-    assert status == 200 and body["usage"] == {"prompt_tokens": 4, "total_tokens": 8, "completion_tokens": 4,
-                                               "prompt_tokens_details": {"cached_tokens": 0}}
-    s = stream(port, "/v1/completions", {"prompt": "x y", "max_tokens": 3, "ignore_eos": True,
-                                         "stream_options": {"include_usage": True}})
+    status, body = post_json(
+        port, "/v1/completions", {"model": "sim-test", "prompt": "a b c", "max_tokens": 4}
+    )
+    assert status == 200 and body["usage"] == {
+        "prompt_tokens": 4,
+        "total_tokens": 8,
+        "completion_tokens": 4,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+    s = stream(
+        port,
+        "/v1/completions",
+        {"prompt": "x y", "max_tokens": 3, "ignore_eos": True, "stream_options": {"include_usage": True}},
+    )
     assert [e["object"] for _, e in s.events if isinstance(e, dict)][0] == "text_completion"
     assert s.usage["completion_tokens"] == 3
 
 
 def test_tokenize_matches_usage(vllm):
     port = vllm.port
-    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Count: one, two, three!"}]
+    msgs = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Count: one, two, three!"},
+    ]
     status, tok = post_json(port, "/tokenize", {"messages": msgs})
     assert status == 200 and tok["max_model_len"] == 8192 and len(tok["tokens"]) == tok["count"]
     _, body = post_json(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "ignore_eos": True})
@@ -209,13 +241,16 @@ def test_models_version_health_keepalive(vllm):
     c.close()
 
 
-@pytest.mark.parametrize("body,status,text", [
-    ({"model": "other", "prompt": "x"}, 404, "does not exist"),
-    ({"prompt": "x", "max_tokens": 9000}, 400, "max_tokens"),
-    ({"prompt": "x", "max_tokens": 4, "min_tokens": 5}, 400, "min_tokens"),
-    ({"prompt": "x", "stream_options": {"include_usage": True}}, 400, "stream=True"),
-    ({"prompt": ["a", "b"]}, 400, "batched"),
-])
+@pytest.mark.parametrize(
+    "body,status,text",
+    [
+        ({"model": "other", "prompt": "x"}, 404, "does not exist"),
+        ({"prompt": "x", "max_tokens": 9000}, 400, "max_tokens"),
+        ({"prompt": "x", "max_tokens": 4, "min_tokens": 5}, 400, "min_tokens"),
+        ({"prompt": "x", "stream_options": {"include_usage": True}}, 400, "stream=True"),
+        ({"prompt": ["a", "b"]}, 400, "batched"),
+    ],
+)
 def test_bad_requests(vllm, body, status, text):
     got, raw = request(vllm.port, "POST", "/v1/completions", body)
     assert got == status and text in raw.decode()
@@ -225,8 +260,11 @@ def test_eos_without_ignore_eos(sim):
     p = sim("--set", "eos_mean_tokens=5")
     stops = []
     for i in range(6):
-        _, body = post_json(p.port, "/v1/chat/completions", {"messages": [{"role": "user", "content": f"{i}"}],
-                                                             "max_tokens": 100})
+        _, body = post_json(
+            p.port,
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": f"{i}"}], "max_tokens": 100},
+        )
         stops.append((body["choices"][0]["finish_reason"], body["usage"]["completion_tokens"]))
     assert any(r == "stop" and n < 100 for r, n in stops)
     _, body = post_json(p.port, "/v1/chat/completions", chat("forced", 100))
@@ -258,10 +296,16 @@ def test_decode_rate_c1_and_cold(sim):
     cold = stream(p.port, "/v1/chat/completions", chat("cold one", 41, **CONT))
     warm = stream(p.port, "/v1/chat/completions", chat("warm one", 61, **CONT))
     # tolerances tell 100 from 200 t/s on a loaded 2-core machine; they are not speed goals
-    assert _decode_tps(cold) == pytest.approx(100, rel=0.2) and _median_tps(cold) == pytest.approx(100, rel=0.1)
-    assert _decode_tps(warm) == pytest.approx(200, rel=0.2) and _median_tps(warm) == pytest.approx(200, rel=0.1)
+    assert _decode_tps(cold) == pytest.approx(100, rel=0.2) and _median_tps(cold) == pytest.approx(
+        100, rel=0.1
+    )
+    assert _decode_tps(warm) == pytest.approx(200, rel=0.2) and _median_tps(warm) == pytest.approx(
+        200, rel=0.1
+    )
     t = _truth(p.port, 2)
-    assert t["true_decode_tps"] == pytest.approx(200, rel=0.05) and not t["cold"] and _truth(p.port, 1)["cold"]
+    assert (
+        t["true_decode_tps"] == pytest.approx(200, rel=0.05) and not t["cold"] and _truth(p.port, 1)["cold"]
+    )
     assert t["max_lateness"] < 0.05
 
 
@@ -313,8 +357,12 @@ def test_prefix_cache_repeat_and_nonce_position(sim):
     text = " ".join(f"v{i}" for i in range(1000))
     before = metrics(port)
     runs = {}
-    for name, content in [("first", text), ("repeat", text), ("nonce_first", "zq91 " + text),
-                          ("nonce_last", text + " zq92")]:
+    for name, content in [
+        ("first", text),
+        ("repeat", text),
+        ("nonce_first", "zq91 " + text),
+        ("nonce_last", text + " zq92"),
+    ]:
         s = stream(port, "/v1/chat/completions", chat(content, 2, stream_options={"include_usage": True}))
         runs[name] = (s.usage["prompt_tokens_details"]["cached_tokens"], s.token_events[0][0] - s.t0, s.usage)
     assert runs["first"][0] == 0 and runs["nonce_first"][0] == 0
@@ -323,9 +371,12 @@ def test_prefix_cache_repeat_and_nonce_position(sim):
     assert runs["nonce_last"][0] >= P - 32
     assert runs["repeat"][1] < runs["first"][1] / 3  # TTFT shrinks when the prefix is not re-prefilled
     after = metrics(port)
-    hits = metric_sum(after, "vllm:prefix_cache_hits_total") - metric_sum(before, "vllm:prefix_cache_hits_total")
-    queries = (metric_sum(after, "vllm:prefix_cache_queries_total")
-               - metric_sum(before, "vllm:prefix_cache_queries_total"))
+    hits = metric_sum(after, "vllm:prefix_cache_hits_total") - metric_sum(
+        before, "vllm:prefix_cache_hits_total"
+    )
+    queries = metric_sum(after, "vllm:prefix_cache_queries_total") - metric_sum(
+        before, "vllm:prefix_cache_queries_total"
+    )
     assert hits == runs["repeat"][0] + runs["nonce_last"][0]
     assert queries == sum(r[2]["prompt_tokens"] for r in runs.values())
     assert 'block_size="16"' in "".join(after) and 'kv_cache_size_tokens="100000"' in "".join(after)
@@ -335,8 +386,16 @@ def test_prefix_cache_repeat_and_nonce_position(sim):
 
 
 def test_spec_chunks_and_vllm_counters(sim):
-    p = sim("--set", "spec_method=dspark", "--set", "spec_k=3", "--set", "spec_accept=0.9,0.6,0.3",
-            "--set", "decode_tps=2000")
+    p = sim(
+        "--set",
+        "spec_method=dspark",
+        "--set",
+        "spec_k=3",
+        "--set",
+        "spec_accept=0.9,0.6,0.3",
+        "--set",
+        "decode_tps=2000",
+    )
     port = p.port
     before = metrics(port)
     total = 0
@@ -363,25 +422,47 @@ def test_spec_chunks_and_vllm_counters(sim):
     # tokens = first + one per step + accepted, minus what the last step of each request cut off
     cut = sum(1 + r["steps"] + r["accepted"] - r["completion_tokens"] for r in truth)
     assert 0 <= cut <= 3 * 3
-    pos = [after[f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="sim-test",'
-                 f'position="{i}"}}'] for i in range(3)]
+    pos = [
+        after[
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="sim-test",'
+            f'position="{i}"}}'
+        ]
+        for i in range(3)
+    ]
     assert pos == sorted(pos, reverse=True)
 
 
 def test_sglang_flavour(sim):
-    p = sim("--flavor", "sglang", "--set", "spec_method=eagle", "--set", "spec_k=2", "--set", "spec_accept=0.8,0.5",
-            "--set", "sglang_warmup_s=0.5", "--set", "decode_tps=1000", wait=False)
+    p = sim(
+        "--flavor",
+        "sglang",
+        "--set",
+        "spec_method=eagle",
+        "--set",
+        "spec_k=2",
+        "--set",
+        "spec_accept=0.8,0.5",
+        "--set",
+        "sglang_warmup_s=0.5",
+        "--set",
+        "decode_tps=1000",
+        wait=False,
+    )
     port = p.wait_up()
     assert any("Uvicorn running on" in line for line in p.lines)
     assert request(port, "GET", "/health")[0] == 503  # up but warming
     p.wait_line("The server is fired up and ready to roll!")
     assert request(port, "GET", "/health")[0] == 200
     text = "\n".join(p.lines)
-    assert re.search(r"KV Cache (?:is allocated|VA upper bound)\..*?#tokens: (\d+)", text).group(1) == "100000"
+    assert (
+        re.search(r"KV Cache (?:is allocated|VA upper bound)\..*?#tokens: (\d+)", text).group(1) == "100000"
+    )
     assert re.search(r"max_total_num_tokens=(\d+)", text).group(1) == "100000"
     assert re.search(r"Load weight end\.(?: elapsed=([\d.]+) s,)?.*?mem usage=([\d.]+) GB", text)
     info = get_json(port, "/server_info")
-    assert info["max_total_num_tokens"] == 100000 and info["internal_states"][0]["avg_spec_accept_length"] == 1.0
+    assert (
+        info["max_total_num_tokens"] == 100000 and info["internal_states"][0]["avg_spec_accept_length"] == 1.0
+    )
     # continuous usage is independent of include_usage on SGLang
     s = stream(port, "/v1/chat/completions", chat("sg", 50, stream_options={"continuous_usage_stats": True}))
     assert s.token_events[-1][1]["usage"]["completion_tokens"] == 50 and s.usage is None
@@ -403,7 +484,9 @@ def test_sglang_flavour(sim):
 
 def test_http500_on_nth_request(sim):
     p = sim("--set", "fault_http500_request=2")
-    codes = [request(p.port, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})[0] for _ in range(3)]
+    codes = [
+        request(p.port, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})[0] for _ in range(3)
+    ]
     assert codes == [200, 500, 200]
 
 
@@ -436,7 +519,9 @@ def test_stall_keeps_connection_open(sim):
 def test_stall_chunks_received_before_stall(sim):
     p = sim("--set", "fault_stall_request=1", "--set", "fault_stall_after_tokens=4")
     c = http.client.HTTPConnection("127.0.0.1", p.port, timeout=5)
-    s = stream(p.port, "/v1/chat/completions", chat("stalls", 50, **CONT), conn=c, max_events=5)  # role + 4 tokens
+    s = stream(
+        p.port, "/v1/chat/completions", chat("stalls", 50, **CONT), conn=c, max_events=5
+    )  # role + 4 tokens
     assert [e["usage"]["completion_tokens"] for _, e in s.events] == [0, 1, 2, 3, 4]
     c.sock.settimeout(0.5)
     with pytest.raises(TimeoutError):
@@ -446,9 +531,24 @@ def test_stall_chunks_received_before_stall(sim):
 
 def test_labkit_cli_serves_preset():
     """`python -m labkit sim --preset dsv41-stock` boots with the lab note's KV line and model name."""
-    proc = subprocess.Popen([sys.executable, "-m", "labkit", "sim", "--preset", "dsv41-stock", "--port", "0",
-                             "--set", "boot_weights_s=0.01", "--set", "boot_init_s=0.01"], stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "labkit",
+            "sim",
+            "--preset",
+            "dsv41-stock",
+            "--port",
+            "0",
+            "--set",
+            "boot_weights_s=0.01",
+            "--set",
+            "boot_init_s=0.01",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         port = None
         for line in proc.stderr:
@@ -471,8 +571,10 @@ def test_simprocess_reports_boot_failure():
     from labkit.errors import LabkitError
     from labkit.sim import SimProcess
 
-    with pytest.raises(LabkitError, match="exited during boot"), \
-            SimProcess(["--preset", "test", "--set", "fault_boot_crash=disk on fire"]):
+    with (
+        pytest.raises(LabkitError, match="exited during boot"),
+        SimProcess(["--preset", "test", "--set", "fault_boot_crash=disk on fire"]),
+    ):
         pass
     with SimProcess(["--preset", "test"]) as p:
         assert request(p.port, "GET", "/health")[0] == 200 and p.url == f"http://127.0.0.1:{p.port}"

@@ -26,8 +26,18 @@ def test_set_bad_value_names_key():
 
 
 def test_set_types_and_order():
-    cfg = build_config("test", sets=["decode_tps=12.5", "prefix_caching=false", "spec_method=mtp", "spec_k=2",
-                                     "spec_accept=0.9,0.5", "kv_cache_tokens=1,000"], model_name="m")
+    cfg = build_config(
+        "test",
+        sets=[
+            "decode_tps=12.5",
+            "prefix_caching=false",
+            "spec_method=mtp",
+            "spec_k=2",
+            "spec_accept=0.9,0.5",
+            "kv_cache_tokens=1,000",
+        ],
+        model_name="m",
+    )
     assert cfg.decode_tps == 12.5 and cfg.prefix_caching is False and cfg.spec_accept == [0.9, 0.5]
     assert cfg.kv_cache_tokens == 1000 and cfg.model_name == "m"
 
@@ -45,13 +55,16 @@ def test_config_file(tmp_path):
         build_config(file=f)
 
 
-@pytest.mark.parametrize("sets,key", [
-    (["spec_method=dspark", "spec_k=2", "spec_accept=0.5"], "spec_accept"),
-    (["spec_method=dspark", "spec_k=2", "spec_accept=0.5,0.7"], "non-increasing"),
-    (["flavor=tgi"], "flavor"),
-    (["decode_tps=0"], "decode_tps"),
-    (["kv_log_form=three"], "kv_log_form"),
-])
+@pytest.mark.parametrize(
+    "sets,key",
+    [
+        (["spec_method=dspark", "spec_k=2", "spec_accept=0.5"], "spec_accept"),
+        (["spec_method=dspark", "spec_k=2", "spec_accept=0.5,0.7"], "non-increasing"),
+        (["flavor=tgi"], "flavor"),
+        (["decode_tps=0"], "decode_tps"),
+        (["kv_log_form=three"], "kv_log_form"),
+    ],
+)
 def test_validation(sets, key):
     with pytest.raises(SimConfigError, match=key):
         build_config("test", sets=sets)
@@ -59,7 +72,11 @@ def test_validation(sets, key):
 
 def test_presets_mirror_lab_note():
     stock = build_config("dsv41-stock")
-    assert stock.model_name == "sim-dsv41" and stock.kv_cache_tokens == 8_726_823 and stock.max_model_len == 131072
+    assert (
+        stock.model_name == "sim-dsv41"
+        and stock.kv_cache_tokens == 8_726_823
+        and stock.max_model_len == 131072
+    )
     # c1 29.7, c2 aggregate 45.6 (22.8 per stream), cold 20.0
     assert 1 / stock.step_time(1, False) == pytest.approx(29.7)
     assert 2 / stock.step_time(2, False) == pytest.approx(45.6)
@@ -83,8 +100,12 @@ def test_tokenizer_rules():
     assert tokenizer.encode_prompt([5, 6, 7]) == [5, 6, 7]
     one = tokenizer.encode_chat([{"role": "user", "content": "a b c"}])
     assert len(one) == 3 + 6
-    two = tokenizer.encode_chat([{"role": "system", "content": "x"}, {"role": "user", "content": [
-        {"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])
+    two = tokenizer.encode_chat(
+        [
+            {"role": "system", "content": "x"},
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        ]
+    )
     assert len(two) == 1 + (3 + 1) + (3 + 2) + 2
     assert tokenizer.encode("same words") == tokenizer.encode("same   words")
     for w in tokenizer.WORDS:  # generated text re-tokenises to one token per generated token
@@ -120,9 +141,13 @@ def test_prefix_cache_nonce_first_vs_last():
     again = eng.admit(base, 4, 0, True, "chat", True, "b")
     assert again.cached_tokens == (len(base) - 1) // 16 * 16  # whole blocks, never the last token
     assert again.t_prefill_end - again.t_prefill_start < (r1.t_prefill_end - r1.t_prefill_start) / 10
-    first = eng.admit(tokenizer.encode_chat([{"role": "user", "content": "n0nce " + text}]), 4, 0, True, "chat", True, "c")
+    first = eng.admit(
+        tokenizer.encode_chat([{"role": "user", "content": "n0nce " + text}]), 4, 0, True, "chat", True, "c"
+    )
     assert first.cached_tokens == 0
-    last = eng.admit(tokenizer.encode_chat([{"role": "user", "content": text + " n0nce"}]), 4, 0, True, "chat", True, "d")
+    last = eng.admit(
+        tokenizer.encode_chat([{"role": "user", "content": text + " n0nce"}]), 4, 0, True, "chat", True, "d"
+    )
     assert last.cached_tokens >= len(base) - 32
     assert eng.c.prefix_hits == again.cached_tokens + last.cached_tokens
     assert eng.c.prefix_queries == 4 * len(base) + 2

@@ -68,13 +68,20 @@ def test_first_stage_copies_local_files_and_links_the_rest(world):
         p = dst / name
         assert p.is_file() and not p.is_symlink()
         assert p.read_bytes() == files[name]
-    for name in ("config.json", "model.safetensors.index.json", "model-00001-of-00003.safetensors", "original"):
+    for name in (
+        "config.json",
+        "model.safetensors.index.json",
+        "model-00001-of-00003.safetensors",
+        "original",
+    ):
         p = dst / name
         assert p.is_symlink()
         assert os.readlink(p) == f"{snap}/{name}"  # absolute, into the shared cache
         assert os.path.isabs(os.readlink(p))
     assert (dst / "original" / "params.json").read_bytes() == files["original/params.json"]
-    assert (dst / "model-00001-of-00003.safetensors").read_bytes() == files["model-00001-of-00003.safetensors"]
+    assert (dst / "model-00001-of-00003.safetensors").read_bytes() == files[
+        "model-00001-of-00003.safetensors"
+    ]
     assert not [p for p in dst.iterdir() if p.name.startswith(stage_node.PARTIAL_PREFIX)]
     manifest = json.loads((dst / ".labkit-view.json").read_text())
     assert manifest["commit"] == COMMIT and manifest["revision"] == "main"
@@ -82,8 +89,12 @@ def test_first_stage_copies_local_files_and_links_the_rest(world):
     assert entry["state"] == "copied" and entry["size"] == len(files[LOCAL[0]])
     assert len(entry["xxh3_64"]) == len(entry["offsets"]) == stage_node.SAMPLE_COUNT
     assert entry["source"] == f"{snap}/{LOCAL[0]}"
-    assert set(manifest["links"]) == {"config.json", "model.safetensors.index.json",
-                                      "model-00001-of-00003.safetensors", "original"}
+    assert set(manifest["links"]) == {
+        "config.json",
+        "model.safetensors.index.json",
+        "model-00001-of-00003.safetensors",
+        "original",
+    }
     assert not report.verification_only
     assert check_view(plan, hosts) == {"n1": 4}
 
@@ -210,7 +221,11 @@ def test_links_in_a_folder_that_is_not_a_view_are_left_alone(world):
     entries but deletes none of the user's links; each left link is reported."""
     plan, snap, dst, hosts = world
     dst.mkdir(parents=True)
-    mine = {"other-model": "/data/models/other", "notes": "../notes.txt", "tiny-v2": f"{snap.parent.parent}-v2/snapshots/x"}
+    mine = {
+        "other-model": "/data/models/other",
+        "notes": "../notes.txt",
+        "tiny-v2": f"{snap.parent.parent}-v2/snapshots/x",
+    }
     for name, target in mine.items():
         (dst / name).symlink_to(target)
     stale = dst / "old-shard.safetensors"  # into this repo's cache folder: labkit's own kind of link
@@ -263,16 +278,19 @@ def test_local_file_missing_from_snapshot_is_an_error(tmp_path):
     assert not (tmp_path / "v").exists()
 
 
-@pytest.mark.parametrize("field,value,key", [
-    ("dst", "/srv/models/../../etc", "staging[0].dst"),
-    ("dst", "relative/view", "staging[0].dst"),
-    ("dst", "/", "staging[0].dst"),
-    ("local", ("../../etc/passwd",), "staging[0].local[0]"),
-    ("local", ("sub/model.safetensors",), "staging[0].local[0]"),
-    ("local", (".labkit-view.json",), "staging[0].local[0]"),
-    ("repo", "../../etc", "staging[0].repo"),
-    ("revision", "../main", "staging[0].revision"),
-])
+@pytest.mark.parametrize(
+    "field,value,key",
+    [
+        ("dst", "/srv/models/../../etc", "staging[0].dst"),
+        ("dst", "relative/view", "staging[0].dst"),
+        ("dst", "/", "staging[0].dst"),
+        ("local", ("../../etc/passwd",), "staging[0].local[0]"),
+        ("local", ("sub/model.safetensors",), "staging[0].local[0]"),
+        ("local", (".labkit-view.json",), "staging[0].local[0]"),
+        ("repo", "../../etc", "staging[0].repo"),
+        ("revision", "../main", "staging[0].revision"),
+    ],
+)
 def test_bad_plan_is_refused_before_any_node_is_touched(world, field, value, key):
     plan, snap, dst, hosts = world
     bad = replace(plan, staging=(replace(plan.staging[0], **{field: value}),))
@@ -286,7 +304,14 @@ def test_bad_plan_is_refused_before_any_node_is_touched(world, field, value, key
 
 def test_node_script_refuses_traversal_itself(tmp_path):
     """Defence in depth: the node side rejects names with separators even if a controller sent them."""
-    req = {"dst": str(tmp_path / "v"), "remove": ["../x"], "copy": [], "link": [], "block": 65536, "count": 16}
+    req = {
+        "dst": str(tmp_path / "v"),
+        "remove": ["../x"],
+        "copy": [],
+        "link": [],
+        "block": 65536,
+        "count": 16,
+    }
     r = LocalNode("n1").run(node_command("build", req))
     assert r.exit_code == 2 and "bare file name" in r.stdout
     assert not (tmp_path / "v").exists() or not list((tmp_path / "v").iterdir())
@@ -369,9 +394,10 @@ def test_kill_9_during_copy_then_rerun_ends_correct(tmp_path):
         make_cache(cache / "hub", files)
         dst = cache / "view"
         plan = plan_for(tmp_path, cache / "hub", str(dst), ["n1"])
-        child = subprocess.Popen([sys.executable, "-c", KILL_CHILD.format(root=str(Path.cwd()),
-                                                                          recipe=str(tmp_path / "recipe"))],
-                                 start_new_session=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", KILL_CHILD.format(root=str(Path.cwd()), recipe=str(tmp_path / "recipe"))],
+            start_new_session=True,
+        )
         partial = dst / (stage_node.PARTIAL_PREFIX + LOCAL[0])
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -401,12 +427,27 @@ def test_kill_9_during_copy_then_rerun_ends_correct(tmp_path):
 # ---- pure parts ---------------------------------------------------------------------------------------------
 
 
-
 def test_preflight_table_names_the_binding_node():
-    rows = [{"node": "dgx5", "filesystem": "/home", "need": 213 * 10**9, "free": 400 * 10**9, "reclaim": 0,
-             "margin": 187 * 10**9, "binding": False},
-            {"node": "dgx7", "filesystem": "/home", "need": 213 * 10**9, "free": 200 * 10**9, "reclaim": 0,
-             "margin": -13 * 10**9, "binding": True}]
+    rows = [
+        {
+            "node": "dgx5",
+            "filesystem": "/home",
+            "need": 213 * 10**9,
+            "free": 400 * 10**9,
+            "reclaim": 0,
+            "margin": 187 * 10**9,
+            "binding": False,
+        },
+        {
+            "node": "dgx7",
+            "filesystem": "/home",
+            "need": 213 * 10**9,
+            "free": 200 * 10**9,
+            "reclaim": 0,
+            "margin": -13 * 10**9,
+            "binding": True,
+        },
+    ]
     text = preflight_table(rows)
     assert "dgx7" in text and "SHORT binding" in text and "-13.0 GB" in text
 
@@ -430,9 +471,14 @@ def test_stage_with_hosts_localhost_streams_copy_progress(tmp_path):
     snap = make_cache(cache, files)
     dst = tmp_path / "view"
     host = LocalHost("n1")
-    request = {"dst": str(dst), "remove": [], "link": [], "block": stage_node.SAMPLE_BLOCK,
-               "count": stage_node.SAMPLE_COUNT,
-               "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(files[LOCAL[0]])}]}
+    request = {
+        "dst": str(dst),
+        "remove": [],
+        "link": [],
+        "block": stage_node.SAMPLE_BLOCK,
+        "count": stage_node.SAMPLE_COUNT,
+        "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(files[LOCAL[0]])}],
+    }
     events = []
     result = call_node(host, "build", request, on_event=events.append)
     assert [c["name"] for c in result["copied"]] == [LOCAL[0]]
@@ -451,8 +497,9 @@ def test_localhost_run_streaming_delivers_lines_live_and_times_out():
 
     seen = []
     t0 = time.monotonic()
-    r = LocalHost().run_streaming("echo one; sleep 0.5; echo two", on_line=lambda line: seen.append(
-        (line, time.monotonic() - t0)))
+    r = LocalHost().run_streaming(
+        "echo one; sleep 0.5; echo two", on_line=lambda line: seen.append((line, time.monotonic() - t0))
+    )
     assert r.exit_code == 0 and r.stdout == "one\ntwo\n"
     assert [s[0] for s in seen] == ["one", "two"] and seen[0][1] < seen[1][1] - 0.3
     with pytest.raises(CommandTimeout):
@@ -485,9 +532,14 @@ def test_copy_that_runs_out_of_space_leaves_no_partial(tmp_path, small_fs):
     files[LOCAL[0]] = os.urandom(6 * 1024 * 1024)  # bigger than the 4 MiB filesystem
     snap = make_cache(cache, files)
     dst = small_fs / "view"
-    request = {"dst": str(dst), "remove": [], "link": [], "block": stage_node.SAMPLE_BLOCK,
-               "count": stage_node.SAMPLE_COUNT,
-               "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(files[LOCAL[0]])}]}
+    request = {
+        "dst": str(dst),
+        "remove": [],
+        "link": [],
+        "block": stage_node.SAMPLE_BLOCK,
+        "count": stage_node.SAMPLE_COUNT,
+        "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(files[LOCAL[0]])}],
+    }
     with pytest.raises(LabkitError, match="n1: staging build: .*No space left"):
         call_node(LocalNode("n1"), "build", request)
     assert list(dst.iterdir()) == []
@@ -507,7 +559,9 @@ def test_cli_stage_on_localhost(tmp_path):
     assert main(["stage", recipe]) == 0
     assert (dst / LOCAL[0]).is_file() and (dst / "config.json").is_symlink()
     assert main(["stage", recipe, "--full"]) == 0
-    assert json.loads((dst / ".labkit-view.json").read_text())["files"][LOCAL[0]]["full"].startswith("blake2b")
+    assert json.loads((dst / ".labkit-view.json").read_text())["files"][LOCAL[0]]["full"].startswith(
+        "blake2b"
+    )
     assert main(["stage", "sim"]) == 1  # no staging entry: a clear error, exit 1
 
 
@@ -532,9 +586,15 @@ def test_every_copy_method_makes_an_exact_copy(tmp_path, method):
     files[LOCAL[0]] = data
     snap = make_cache(tmp_path / "hub", files)
     dst = tmp_path / "view"
-    request = {"dst": str(dst), "remove": [], "link": [], "block": stage_node.SAMPLE_BLOCK,
-               "count": stage_node.SAMPLE_COUNT, "method": method,
-               "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(data)}]}
+    request = {
+        "dst": str(dst),
+        "remove": [],
+        "link": [],
+        "block": stage_node.SAMPLE_BLOCK,
+        "count": stage_node.SAMPLE_COUNT,
+        "method": method,
+        "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(data)}],
+    }
     result = call_node(LocalNode("n1"), "build", request)
     assert result["copied"][0]["method"] == method
     assert (dst / LOCAL[0]).read_bytes() == data
@@ -547,11 +607,16 @@ def _two_views(tmp_path, small_fs, min_free_a: str, min_free_b: str):
 
     cache = tmp_path / "hub"
     make_cache(cache)
-    folder = write_recipe(tmp_path / "recipe", cache, str(small_fs / "a"), ["n1"], local=LOCAL[:1],
-                          min_free=min_free_a)
+    folder = write_recipe(
+        tmp_path / "recipe", cache, str(small_fs / "a"), ["n1"], local=LOCAL[:1], min_free=min_free_a
+    )
     text = (folder / "recipe.toml").read_text()
-    second = text[text.index("[[staging]]"):].replace(str(small_fs / "a"), str(small_fs / "b")).replace(
-        LOCAL[0], LOCAL[1]).replace(f'min_free = "{min_free_a}"', f'min_free = "{min_free_b}"')
+    second = (
+        text[text.index("[[staging]]") :]
+        .replace(str(small_fs / "a"), str(small_fs / "b"))
+        .replace(LOCAL[0], LOCAL[1])
+        .replace(f'min_free = "{min_free_a}"', f'min_free = "{min_free_b}"')
+    )
     (folder / "recipe.toml").write_text(text + "\n" + second)
     plan = load_recipe(folder).resolve()
     assert len(plan.staging) == 2

@@ -84,7 +84,9 @@ def test_ctrl_c_during_copies_on_four_nodes_stops_them_at_once(nodes, tmp_path, 
     plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
 
     def copying() -> bool:
-        return len([p for p, cmd in cluster.processes() if SCRIPT_MARK in cmd and ' build {"dst"' in cmd]) == 4
+        return (
+            len([p for p, cmd in cluster.processes() if SCRIPT_MARK in cmd and ' build {"dst"' in cmd]) == 4
+        )
 
     with CtrlC(copying) as ctrl_c, pytest.raises(KeyboardInterrupt):
         stage(plan, group, progress=True, copy_rate=RATE)
@@ -164,11 +166,18 @@ def test_ctrl_c_to_labkit_stage_exits_130_at_once_and_leaves_no_node_job(tmp_pat
     dst = tmp_path / "view"
     plan_for(tmp_path, tmp_path / "hub", str(dst), ["localhost"])  # writes tmp_path/recipe/recipe.toml
     needle = str(tmp_path / "hub")
-    proc = subprocess.Popen([sys.executable, "-m", "labkit", "stage", str(tmp_path / "recipe" / "recipe.toml")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "labkit", "stage", str(tmp_path / "recipe" / "recipe.toml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 30
-        while not any(" probe {" in cmd for _, cmd in local_processes(needle)) and time.monotonic() < deadline:
+        while (
+            not any(" probe {" in cmd for _, cmd in local_processes(needle)) and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         time.sleep(0.5)
         if how == "ctrl-c":

@@ -50,8 +50,10 @@ def test_one_short_node_refuses_everything_before_any_change(nodes, tmp_path, cl
     make_cache(tmp_path / "nas" / "hub")
     plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES), min_free="1M")
     short = group.hosts[ADDRESSES.index(SHORT)]
-    free = remote_json(short, f"import os, json; v = os.statvfs({cluster.disk_path!r}); "
-                              "print(json.dumps(v.f_bavail * v.f_frsize))")
+    free = remote_json(
+        short,
+        f"import os, json; v = os.statvfs({cluster.disk_path!r}); print(json.dumps(v.f_bavail * v.f_frsize))",
+    )
     ballast = free - 3_000_000  # leaves 3 MB: less than the 3.6 MB of shards + 1 MB min_free
     assert short.run(["fallocate", "-l", str(ballast), f"{cluster.disk_path}/ballast"]).exit_code == 0
     before = group.run(["ls", "-la", cluster.disk_path], "listing")
@@ -82,8 +84,9 @@ def test_progress_streams_over_ssh_while_the_command_runs(nodes):
 def test_cli_stage_over_ssh(nodes, tmp_path, cluster):
     group, dst = nodes
     make_cache(tmp_path / "nas" / "hub")
-    folder = write_recipe(tmp_path / "recipe", tmp_path / "nas" / "hub", dst, list(ADDRESSES),
-                          ssh_port=cluster.port)
+    folder = write_recipe(
+        tmp_path / "recipe", tmp_path / "nas" / "hub", dst, list(ADDRESSES), ssh_port=cluster.port
+    )
     env = {**os.environ, **cluster.cli_env(), "LABKIT_RECIPES": str(tmp_path)}
     cmd = [sys.executable, "-m", "labkit", "stage", str(folder / "recipe.toml")]
     r = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, env=env, timeout=120)
@@ -106,8 +109,10 @@ def test_damage_on_one_node_is_repaired_there_only(nodes, tmp_path):
     victim = group.hosts[1]
     name = LOCAL[1]
     offset = sample_offsets(len(default_files()[name]))[3] + 17
-    flip = (f"f = open({dst + '/' + name!r}, 'r+b'); f.seek({offset}); b = f.read(1); f.seek({offset}); "
-            "f.write(bytes([b[0] ^ 1])); f.close()")
+    flip = (
+        f"f = open({dst + '/' + name!r}, 'r+b'); f.seek({offset}); b = f.read(1); f.seek({offset}); "
+        "f.write(bytes([b[0] ^ 1])); f.close()"
+    )
     assert victim.run(["python3", "-c", flip]).exit_code == 0
     report = stage(plan, group, progress=False)
     nodes_ = report.views[0].nodes
@@ -141,7 +146,9 @@ def test_users_links_in_a_non_view_dst_survive_on_every_node(nodes, tmp_path):
         listing = remote_json(h, LIST_VIEW.format(dst=dst))
         assert listing["other-model"]["link"] == "/usr/share", h.name
         assert listing[LOCAL[0]]["link"] is None and listing["config.json"]["ok"]
-        assert any("other-model" in w and "left in place" in w for w in report.views[0].nodes[h.name].warnings)
+        assert any(
+            "other-model" in w and "left in place" in w for w in report.views[0].nodes[h.name].warnings
+        )
 
 
 def test_a_node_whose_probe_hangs_is_named_within_the_timeout(nodes, tmp_path, cluster):
@@ -159,7 +166,9 @@ def test_a_node_whose_probe_hangs_is_named_within_the_timeout(nodes, tmp_path, c
     for h in group:
         assert h.run(["test", "-e", os.path.dirname(dst)]).exit_code == 1
     deadline = time.monotonic() + 10
-    while any("Node side of staging" in cmd for _, cmd in cluster.processes()) and time.monotonic() < deadline:
+    while (
+        any("Node side of staging" in cmd for _, cmd in cluster.processes()) and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
     assert not [cmd[:80] for _, cmd in cluster.processes() if "Node side of staging" in cmd]
 
@@ -169,7 +178,9 @@ def test_ssh_connections_send_keepalives(nodes):
     group, _ = nodes
     h = group.hosts[0]
     h.run("true")
-    assert h.connection().transport.packetizer._Packetizer__keepalive_interval == 15  # paramiko keeps it private
+    assert (
+        h.connection().transport.packetizer._Packetizer__keepalive_interval == 15
+    )  # paramiko keeps it private
 
 
 def test_nodes_resolving_different_commits_are_refused_before_any_change(nodes, tmp_path):

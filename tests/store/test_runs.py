@@ -16,8 +16,13 @@ def test_run_layout_and_round_trip(tmp_path):
     store = R.ResultsStore(tmp_path)
     plan = sim_plan("dspark")
     records = requests_for("x", n=3)
-    summary = RunSummary(measures={"decode_c1": 31.5, "accept_per_draft": 3.1}, n_ok=3, n_failed=1,
-                         method={"decode_c1": "usage"}, notes=["hello"])
+    summary = RunSummary(
+        measures={"decode_c1": 31.5, "accept_per_draft": 3.1},
+        n_ok=3,
+        n_failed=1,
+        method={"decode_c1": "usage"},
+        notes=["hello"],
+    )
     with store.new_run(plan) as run:
         assert json.loads((run.path / "run.json").read_text())["status"] == "incomplete"
         run.write_requests(records)
@@ -111,8 +116,12 @@ def test_crash_leaves_run_visibly_incomplete(tmp_path):
         "    run.update(boot={'kv_pool_tokens': 5})\n"
         "    os._exit(3)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(REPO / "tests"), str(REPO)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), str(REPO / "tests"), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 3, proc.stderr
     [path] = R.ResultsStore(tmp_path).run_paths()
     doc = R.read_run(path)
@@ -158,7 +167,11 @@ def test_results_root_precedence(tmp_path, monkeypatch):
 
 
 def test_loader_dataframes(tmp_path):
-    make_sim_run(tmp_path, {"decode_c1": 30.0, "decode_c1_cold": 20.0, "prefill_4096": 700.0}, run_id="20261130T0001Z-a")
+    make_sim_run(
+        tmp_path,
+        {"decode_c1": 30.0, "decode_c1_cold": 20.0, "prefill_4096": 700.0},
+        run_id="20261130T0001Z-a",
+    )
     make_sim_run(tmp_path, {"decode_c1": 32.0, "prefill_4096": None}, run_id="20261130T0002Z-b")
     make_sim_run(tmp_path, {"decode_c1": 50.0}, spec="dspark", with_requests=False)
     data = R.load_results(tmp_path)

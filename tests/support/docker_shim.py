@@ -16,8 +16,27 @@ import sys
 import time
 from pathlib import Path
 
-VALUE_OPTS = {"--name", "--label", "-l", "--network", "--net", "--ipc", "--gpus", "-v", "--volume", "-e", "--env",
-              "--shm-size", "--restart", "--ulimit", "--cap-add", "--device", "--entrypoint", "-w", "--workdir"}
+VALUE_OPTS = {
+    "--name",
+    "--label",
+    "-l",
+    "--network",
+    "--net",
+    "--ipc",
+    "--gpus",
+    "-v",
+    "--volume",
+    "-e",
+    "--env",
+    "--shm-size",
+    "--restart",
+    "--ulimit",
+    "--cap-add",
+    "--device",
+    "--entrypoint",
+    "-w",
+    "--workdir",
+}
 FLAG_OPTS = {"-d", "--detach", "--rm", "--privileged", "--init"}
 
 
@@ -63,14 +82,17 @@ def cmd_run(args: list[str]) -> None:
         else:
             fail(f"unknown flag: {a}", 125)
     if i >= len(args):
-        fail("\"docker run\" requires at least 1 argument.", 125)
-    image, argv = args[i], args[i + 1:]
+        fail('"docker run" requires at least 1 argument.', 125)
+    image, argv = args[i], args[i + 1 :]
     name = (opts.get("--name") or [""])[-1]
     if not name:
         fail("shim: containers must be named", 125)
     old = load(name)
     if old is not None:
-        fail(f'docker: Error response from daemon: Conflict. The container name "/{name}" is already in use.', 125)
+        fail(
+            f'docker: Error response from daemon: Conflict. The container name "/{name}" is already in use.',
+            125,
+        )
     if "-d" not in opts and "--detach" not in opts:
         fail("shim: only detached runs are supported", 125)
     if os.environ.get("LABKIT_SHIM_PULL_FAIL"):
@@ -85,10 +107,23 @@ def cmd_run(args: list[str]) -> None:
     labels = dict(item.partition("=")[::2] for item in opts.get("--label", []) + opts.get("-l", []))
     log = state() / "containers" / f"{name}.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-    record = {"name": name, "image": image, "argv": argv, "labels": labels, "pid": proc.pid, "opts": opts,
-              "created": time.time()}
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    record = {
+        "name": name,
+        "image": image,
+        "argv": argv,
+        "labels": labels,
+        "pid": proc.pid,
+        "opts": opts,
+        "created": time.time(),
+    }
     (state() / "containers" / f"{name}.json").write_text(json.dumps(record))
     print(f"{proc.pid:064x}")
 
@@ -179,7 +214,11 @@ def cmd_inspect(args: list[str]) -> None:
         elif fmt == "{{.State.Status}}":
             print("running" if alive else "exited")
         else:
-            print(json.dumps([{"Name": "/" + name, "State": {"Running": alive}, "Config": {"Labels": c["labels"]}}]))
+            print(
+                json.dumps(
+                    [{"Name": "/" + name, "State": {"Running": alive}, "Config": {"Labels": c["labels"]}}]
+                )
+            )
     sys.exit(code)
 
 
@@ -213,7 +252,9 @@ def main() -> None:
         fail("usage: docker COMMAND", 1)
     # A slow node: seconds to sleep per call, from the env or a `delay` file in the shim state root.
     delay_file = Path(os.environ["LABKIT_SHIM_STATE"]) / "delay"
-    delay = os.environ.get("LABKIT_SHIM_DELAY") or (delay_file.read_text().strip() if delay_file.exists() else "")
+    delay = os.environ.get("LABKIT_SHIM_DELAY") or (
+        delay_file.read_text().strip() if delay_file.exists() else ""
+    )
     if delay:
         time.sleep(float(delay))
     cmd, rest = args[0], args[1:]

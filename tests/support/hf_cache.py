@@ -36,8 +36,13 @@ def default_files() -> dict[str, bytes]:
     }
 
 
-def make_cache(root: Path, files: dict[str, bytes] | None = None, repo: str = REPO, commit: str = COMMIT,
-               ref: str | None = "main") -> Path:
+def make_cache(
+    root: Path,
+    files: dict[str, bytes] | None = None,
+    repo: str = REPO,
+    commit: str = COMMIT,
+    ref: str | None = "main",
+) -> Path:
     """An HF hub cache under root: blobs/<sha256>, snapshots/<commit>/<file> -> ../../blobs/<sha256>
     (relative, as huggingface_hub makes them), refs/<ref>. Returns the snapshot folder."""
     repo_dir = root / ("models--" + repo.replace("/", "--"))
@@ -57,8 +62,17 @@ def make_cache(root: Path, files: dict[str, bytes] | None = None, repo: str = RE
     return snap
 
 
-def write_recipe(folder: Path, cache: Path, dst: str, nodes: list[str], local=LOCAL, min_free: str = "0",
-                 revision: str | None = None, ssh_port: int = 22, repo: str = REPO) -> Path:
+def write_recipe(
+    folder: Path,
+    cache: Path,
+    dst: str,
+    nodes: list[str],
+    local=LOCAL,
+    min_free: str = "0",
+    revision: str | None = None,
+    ssh_port: int = 22,
+    repo: str = REPO,
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     rev = f'revision = "{revision}"\n' if revision else ""
     local_list = ", ".join(f'"{n}"' for n in local)
@@ -122,8 +136,13 @@ class LocalNode:
         command = cmd if isinstance(cmd, str) else shlex.join(cmd)
         self.calls.append(command)
         env = {**os.environ, "LABKIT_TEST_NODE": self.name}
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         proc.stdin.write(stdin.encode() if isinstance(stdin, str) else (stdin or b""))
         proc.stdin.close()
         lines = []
@@ -146,6 +165,10 @@ def tree_state(root: Path) -> dict[str, tuple]:
         for name in dirnames + filenames:
             p = Path(dirpath) / name
             st = p.lstat()
-            out[str(p.relative_to(root))] = (st.st_mode, st.st_size, st.st_mtime_ns,
-                                             os.readlink(p) if p.is_symlink() else None)
+            out[str(p.relative_to(root))] = (
+                st.st_mode,
+                st.st_size,
+                st.st_mtime_ns,
+                os.readlink(p) if p.is_symlink() else None,
+            )
     return out

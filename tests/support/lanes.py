@@ -9,16 +9,33 @@ from pathlib import Path
 from labkit.recipe import load_recipe
 
 
-def sim_recipe(folder: Path, port: int, nodes=("localhost",), runtime: str = "process", settings: dict | None = None,
-               boot_timeout: float = 30, ssh_port: int = 22, user: str | None = None, flavor: str | None = None):
+def sim_recipe(
+    folder: Path,
+    port: int,
+    nodes=("localhost",),
+    runtime: str = "process",
+    settings: dict | None = None,
+    boot_timeout: float = 30,
+    ssh_port: int = 22,
+    user: str | None = None,
+    flavor: str | None = None,
+):
     """Write recipe.toml (+ sim.toml with simulator settings such as faults) into `folder`; return its LanePlan."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "sim.toml"
     config.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in (settings or {}).items()))
     lines = [
-        "[lane]", 'label = "sim test lane"', "simulated = true",
-        "[model]", 'repo = "labkit/sim-test"', 'served_name = "sim-test"',
-        "[engine]", 'kind = "sim"', f'runtime = "{runtime}"', f"port = {port}", f"boot_timeout = {boot_timeout}",
+        "[lane]",
+        'label = "sim test lane"',
+        "simulated = true",
+        "[model]",
+        'repo = "labkit/sim-test"',
+        'served_name = "sim-test"',
+        "[engine]",
+        'kind = "sim"',
+        f'runtime = "{runtime}"',
+        f"port = {port}",
+        f"boot_timeout = {boot_timeout}",
     ]
     if runtime == "docker":
         lines.append('image = "labkit/sim:shim"')
@@ -26,9 +43,17 @@ def sim_recipe(folder: Path, port: int, nodes=("localhost",), runtime: str = "pr
     if flavor:
         lines.append(f'"--flavor" = "{flavor}"')
     # a short measurement plan, so tests that measure through these lanes stay quick
-    lines += ["[measure]", "decode = { concurrency = [1], turns = 2, output_tokens = 16, warmup = 0 }",
-              "prefill = { prompt_tokens = [512], repeats = 1 }"]
-    lines += ["[cluster]", f"nodes = {json.dumps(list(nodes))}", f"ssh_port = {ssh_port}", "connect_timeout = 3"]
+    lines += [
+        "[measure]",
+        "decode = { concurrency = [1], turns = 2, output_tokens = 16, warmup = 0 }",
+        "prefill = { prompt_tokens = [512], repeats = 1 }",
+    ]
+    lines += [
+        "[cluster]",
+        f"nodes = {json.dumps(list(nodes))}",
+        f"ssh_port = {ssh_port}",
+        "connect_timeout = 3",
+    ]
     if user:
         lines.append(f'user = "{user}"')
     (folder / "recipe.toml").write_text("\n".join(lines) + "\n")
@@ -36,9 +61,11 @@ def sim_recipe(folder: Path, port: int, nodes=("localhost",), runtime: str = "pr
 
 
 def chat(base_url: str, model: str, max_tokens: int = 8, timeout: float = 10) -> dict:
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hello"}],
-                       "max_tokens": max_tokens}).encode()
-    req = urllib.request.Request(base_url + "/chat/completions", data=body,
-                                 headers={"Content-Type": "application/json"})
+    body = json.dumps(
+        {"model": model, "messages": [{"role": "user", "content": "hello"}], "max_tokens": max_tokens}
+    ).encode()
+    req = urllib.request.Request(
+        base_url + "/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.loads(r.read())

@@ -73,22 +73,47 @@ class Server:
         return self.proc.returncode
 
 
-def start_server(model: Path, logdir: Path, *, n_ctx: int = 16384, extra: tuple[str, ...] = (),
-                 port: int | None = None, timeout: float = 60.0) -> Server:
+def start_server(
+    model: Path,
+    logdir: Path,
+    *,
+    n_ctx: int = 16384,
+    extra: tuple[str, ...] = (),
+    port: int | None = None,
+    timeout: float = 60.0,
+) -> Server:
     """Launch the server on a free port of our range and wait for the first 200 on /v1/models."""
     port = port or free_port()
     logdir.mkdir(parents=True, exist_ok=True)
     out, err = logdir / f"server-{port}.out", logdir / f"server-{port}.err"
-    argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "tiny",
-            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
-            *DECODE_THREADS, "--interrupt_requests", "False", *extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--model_alias",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        *DECODE_THREADS,
+        "--interrupt_requests",
+        "False",
+        *extra,
+    ]
     with open(out, "wb") as fo, open(err, "wb") as fe:
         proc = subprocess.Popen(argv, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL)
     server = Server(proc, port, out, err, argv)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}:\n{server.stderr_text()[-3000:]}")
+            raise RuntimeError(
+                f"llama_cpp.server exited with {proc.returncode}:\n{server.stderr_text()[-3000:]}"
+            )
         try:
             status, _ = get(port, "/v1/models", timeout=2)
             if status == 200:
@@ -175,9 +200,15 @@ class Stream:
         return prompt_tokens / self.ttft
 
 
-def stream(port: int, body: dict, api: str = "chat", timeout: float = 300, keep_raw: bool = False,
-           cancel: threading.Event | None = None,
-           on_comment: Callable[[str], None] | None = None) -> Stream:
+def stream(
+    port: int,
+    body: dict,
+    api: str = "chat",
+    timeout: float = 300,
+    keep_raw: bool = False,
+    cancel: threading.Event | None = None,
+    on_comment: Callable[[str], None] | None = None,
+) -> Stream:
     """POST a streamed request and stamp every SSE line on arrival; JSON is parsed after the stream, so the
     client's own CPU use per chunk stays small (on a 2-core box the server competes with it).
 
@@ -190,7 +221,9 @@ def stream(port: int, body: dict, api: str = "chat", timeout: float = 300, keep_
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         res.t_send = time.perf_counter_ns()
-        conn.request("POST", path, payload, {"Content-Type": "application/json", "Accept": "text/event-stream"})
+        conn.request(
+            "POST", path, payload, {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        )
         resp = conn.getresponse()
         res.t_hdr = time.perf_counter_ns()
         res.status = resp.status
@@ -255,7 +288,7 @@ def fitted_prompt(port: int, target: int, text: str, offset: int) -> tuple[str, 
     nonce = f"[{uuid.uuid4().hex[:12]}] "
     chars = int(target * 3.0)
     for _ in range(8):
-        body = (text * (1 + (offset + chars) // len(text)))[offset:offset + chars]
+        body = (text * (1 + (offset + chars) // len(text)))[offset : offset + chars]
         prompt = nonce + body
         n = count_tokens(port, prompt)
         if abs(n - target) <= max(2, target // 200):
@@ -284,15 +317,21 @@ def fitted_words(port: int, target: int, make: Callable[[int], str]) -> tuple[st
 def chat_overhead(port: int) -> int:
     """Template tokens the chat format adds around one user message (usage vs local count)."""
     prompt = f"[{uuid.uuid4().hex[:12]}] how many tokens is this"
-    status, data = post(port, "/v1/chat/completions",
-                        {"messages": [{"role": "user", "content": prompt}], "max_tokens": 1})
+    status, data = post(
+        port, "/v1/chat/completions", {"messages": [{"role": "user", "content": prompt}], "max_tokens": 1}
+    )
     assert status == 200, data
     return int(data["usage"]["prompt_tokens"]) - count_tokens(port, prompt)
 
 
 def chat_body(prompt: str, max_tokens: int, **extra) -> dict:
-    return {"model": "tiny", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "temperature": 0.0, **extra}
+    return {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        **extra,
+    }
 
 
 def median(xs: list[float]) -> float:

@@ -71,8 +71,13 @@ def _unshare_works() -> bool:
 class Cluster:
     """The four nodes of one test session; `start()` then `stop()` (which also kills leftovers)."""
 
-    def __init__(self, root: Path, disk_path: str = "/srv/labkit-test-disk", disk_size: str = "64m",
-                 user_rc: bool = False):
+    def __init__(
+        self,
+        root: Path,
+        disk_path: str = "/srv/labkit-test-disk",
+        disk_size: str = "64m",
+        user_rc: bool = False,
+    ):
         self.root = root
         self.user_rc = user_rc  # True: commands source the user's ~/.bashrc as on a stock node (benchmarks)
         self.disk_path = disk_path
@@ -94,12 +99,16 @@ class Cluster:
         self.root.mkdir(parents=True, exist_ok=True)
         os.makedirs("/run/sshd", exist_ok=True) if os.geteuid() == 0 else None
         for name in ("host", "client"):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.root / name)], check=True)
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.root / name)], check=True
+            )
         shutil.copy(self.root / "client.pub", self.root / "authorized_keys")
         self._write_shim()
         self.port = _free_port(self.addresses)
         host_pub = (self.root / "host.pub").read_text().split()
-        self.known_hosts.write_text("".join(f"[{a}]:{self.port} {host_pub[0]} {host_pub[1]}\n" for a in self.addresses))
+        self.known_hosts.write_text(
+            "".join(f"[{a}]:{self.port} {host_pub[0]} {host_pub[1]}\n" for a in self.addresses)
+        )
         self.private_disks = _unshare_works()
         for addr in self.addresses:
             self.start_node(addr)
@@ -112,7 +121,7 @@ class Cluster:
         docker.chmod(0o755)
         for name in ("python", "python3"):
             p = self.shim_dir / name
-            p.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+            p.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
             p.chmod(0o755)
 
     def _config(self, addr: str) -> Path:
@@ -134,21 +143,37 @@ class Cluster:
             # ahead of the shim dir, per command) out of the nodes, so every command pays only sshd + shell.
             env["SHLVL"] = "1"
         cfg = d / "sshd_config"
-        cfg.write_text("\n".join([
-            f"Port {self.port}", f"ListenAddress {addr}", f"HostKey {self.root / 'host'}", f"PidFile {d / 'sshd.pid'}",
-            f"AuthorizedKeysFile {self.root / 'authorized_keys'}", "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no", "PermitRootLogin prohibit-password",
-            "Subsystem sftp internal-sftp", "MaxStartups 100", "MaxSessions 100",
-            "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items()), "",
-        ]))
+        cfg.write_text(
+            "\n".join(
+                [
+                    f"Port {self.port}",
+                    f"ListenAddress {addr}",
+                    f"HostKey {self.root / 'host'}",
+                    f"PidFile {d / 'sshd.pid'}",
+                    f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "PermitRootLogin prohibit-password",
+                    "Subsystem sftp internal-sftp",
+                    "MaxStartups 100",
+                    "MaxSessions 100",
+                    "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items()),
+                    "",
+                ]
+            )
+        )
         return cfg
 
     def start_node(self, addr: str) -> None:
         cfg = self._config(addr)
         subprocess.run([SSHD, "-t", "-f", str(cfg)], check=True)
         if self.private_disks:
-            script = (f"mkdir -p {self.disk_path} && mount -t tmpfs -o size={self.disk_size} tmpfs {self.disk_path} "
-                      f"&& exec {SSHD} -D -e -f {cfg}")
+            script = (
+                f"mkdir -p {self.disk_path} && mount -t tmpfs -o size={self.disk_size} tmpfs {self.disk_path} "
+                f"&& exec {SSHD} -D -e -f {cfg}"
+            )
             argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
         else:
             argv = [SSHD, "-D", "-e", "-f", str(cfg)]
@@ -184,13 +209,23 @@ class Cluster:
     # ---------------------------------------------------------------- for tests
 
     def ssh_options(self) -> SshOptions:
-        return SshOptions(user=self.user, port=self.port, key_files=(str(self.key),),
-                          known_hosts=str(self.known_hosts), connect_timeout=5, use_agent=False)
+        return SshOptions(
+            user=self.user,
+            port=self.port,
+            key_files=(str(self.key),),
+            known_hosts=str(self.known_hosts),
+            connect_timeout=5,
+            use_agent=False,
+        )
 
     def cli_env(self) -> dict[str, str]:
         """Environment for a `labkit` subprocess that should reach these nodes."""
-        return {"LABKIT_SSH_KEY": str(self.key), "LABKIT_SSH_KNOWN_HOSTS": str(self.known_hosts),
-                "LABKIT_SSH_USER": self.user, "LABKIT_SSH_PORT": str(self.port)}
+        return {
+            "LABKIT_SSH_KEY": str(self.key),
+            "LABKIT_SSH_KNOWN_HOSTS": str(self.known_hosts),
+            "LABKIT_SSH_USER": self.user,
+            "LABKIT_SSH_PORT": str(self.port),
+        }
 
     def set_docker_delay(self, seconds: float) -> None:
         """Make every node's docker shim sleep this long per call (a slow daemon); 0 turns it off."""

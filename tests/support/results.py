@@ -22,23 +22,51 @@ def requests_for(run_id: str, n: int = 4, concurrency: int = 1, tps: float = 30.
         t_first = t_send + 200_000_000
         tokens = 64
         t_last = t_first + int((tokens - 1) / tps * 1e9)
-        out.append(RequestRecord(
-            run_id=run_id, lane="sim", phase="decode", concurrency=concurrency, turn=i, stream=0, cold=(i == 0),
-            requested_tokens=tokens, prompt_tokens=120, prompt_tokens_source="usage", cached_tokens=0,
-            output_tokens=tokens, output_tokens_source="final_usage", n_first=1, chunks=tokens, t_send=t_send,
-            t_first=t_first, t_last=t_last, t_end=t_last + 1000, ttft_s=0.2, decode_tps=tps,
-            finish_reason="length", http_status=200,
-        ))
+        out.append(
+            RequestRecord(
+                run_id=run_id,
+                lane="sim",
+                phase="decode",
+                concurrency=concurrency,
+                turn=i,
+                stream=0,
+                cold=(i == 0),
+                requested_tokens=tokens,
+                prompt_tokens=120,
+                prompt_tokens_source="usage",
+                cached_tokens=0,
+                output_tokens=tokens,
+                output_tokens_source="final_usage",
+                n_first=1,
+                chunks=tokens,
+                t_send=t_send,
+                t_first=t_first,
+                t_last=t_last,
+                t_end=t_last + 1000,
+                ttft_s=0.2,
+                decode_tps=tps,
+                finish_reason="length",
+                http_status=200,
+            )
+        )
     return out
 
 
-def make_sim_run(root: Path, measures: dict[str, float], spec: str = "none", with_requests: bool = True,
-                 run_id: str | None = None) -> Path:
+def make_sim_run(
+    root: Path,
+    measures: dict[str, float],
+    spec: str = "none",
+    with_requests: bool = True,
+    run_id: str | None = None,
+) -> Path:
     """A complete measured run of the sim lane, written through the store like the bench notebook would."""
     store = ResultsStore(root)
     with store.new_run(sim_plan(spec), run_id=run_id) as run:
         if with_requests:
             run.write_requests(requests_for(run.run_id, tps=measures.get("decode_c1", 30.0)))
-        run.finish(RunSummary(measures=dict(measures), n_ok=4, method={"decode_c1": "final usage, t_first..t_last"}),
-                   boot={"kv_pool_tokens": 1000}, provenance={"harness": "test"})
+        run.finish(
+            RunSummary(measures=dict(measures), n_ok=4, method={"decode_c1": "final usage, t_first..t_last"}),
+            boot={"kv_pool_tokens": 1000},
+            provenance={"harness": "test"},
+        )
     return run.path

@@ -22,9 +22,17 @@ def served_plan(plan):
 def cluster_lane(cluster, tmp_path, port, nodes=None, **kw) -> Lane:
     """A simulator lane on the sshd nodes (docker runtime via the shim unless `runtime` says otherwise)."""
     kw.setdefault("runtime", "docker")
-    plan = sim_recipe(tmp_path / kw.pop("name", "lane-4x"), port, nodes=nodes or cluster.addresses,
-                      ssh_port=cluster.port, user=cluster.user, **kw)
-    return Lane(served_plan(plan), ssh=cluster.ssh_options(), run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
+    plan = sim_recipe(
+        tmp_path / kw.pop("name", "lane-4x"),
+        port,
+        nodes=nodes or cluster.addresses,
+        ssh_port=cluster.port,
+        user=cluster.user,
+        **kw,
+    )
+    return Lane(
+        served_plan(plan), ssh=cluster.ssh_options(), run_dir=tmp_path / "run", poll=0.1, stop_grace=3
+    )
 
 
 def assert_clean_cluster(lane: Lane, cluster) -> None:
@@ -38,5 +46,11 @@ def assert_clean_cluster(lane: Lane, cluster) -> None:
 def labkit_cli(*args, env=None, **kw) -> subprocess.Popen:
     """`python -m labkit ARGS` on this checkout, stdout and stderr piped (text)."""
     full = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
-    return subprocess.Popen([sys.executable, "-m", "labkit", *args], env=full, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "labkit", *args],
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )

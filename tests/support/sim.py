@@ -24,8 +24,14 @@ class SimProc(SimProcess):
             raise AssertionError(f"{e}\n{self.lines}")
 
 
-def request(port: int, method: str, path: str, body: dict | None = None, conn: http.client.HTTPConnection | None = None,
-            timeout: float = 30.0) -> tuple[int, bytes]:
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: dict | None = None,
+    conn: http.client.HTTPConnection | None = None,
+    timeout: float = 30.0,
+) -> tuple[int, bytes]:
     c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     data = json.dumps(body).encode() if body is not None else None
     c.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
@@ -97,8 +103,14 @@ class Stream:
         return any(e == "[DONE]" for _, e in self.events)
 
 
-def stream(port: int, path: str, body: dict, timeout: float = 30.0, conn: http.client.HTTPConnection | None = None,
-           max_events: int | None = None) -> Stream:
+def stream(
+    port: int,
+    path: str,
+    body: dict,
+    timeout: float = 30.0,
+    conn: http.client.HTTPConnection | None = None,
+    max_events: int | None = None,
+) -> Stream:
     """POST a streaming request; stamp every SSE event on arrival (perf_counter) before parsing it."""
     c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     data = json.dumps(dict(body, stream=True)).encode()
@@ -118,7 +130,9 @@ def stream(port: int, path: str, body: dict, timeout: float = 30.0, conn: http.c
             payload = line[6:].strip()
             s.events.append((t, "[DONE]" if payload == b"[DONE]" else json.loads(payload)))
             if payload == b"[DONE]":
-                assert r.read().strip() == b""  # the blank line and terminating chunk; leaves the keep-alive connection reusable
+                assert (
+                    r.read().strip() == b""
+                )  # the blank line and terminating chunk; leaves the keep-alive connection reusable
                 break
             if max_events and len(s.events) >= max_events:
                 break
@@ -129,5 +143,13 @@ def stream(port: int, path: str, body: dict, timeout: float = 30.0, conn: http.c
 
 def chat(content: str, n: int, **extra) -> dict:
     """A chat body forcing exactly n output tokens, the way labkit's harness must."""
-    return dict({"model": "sim-test", "messages": [{"role": "user", "content": content}], "max_tokens": n,
-                 "min_tokens": n, "ignore_eos": True}, **extra)
+    return dict(
+        {
+            "model": "sim-test",
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": n,
+            "min_tokens": n,
+            "ignore_eos": True,
+        },
+        **extra,
+    )

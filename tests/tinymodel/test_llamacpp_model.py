@@ -14,8 +14,12 @@ import pytest
 
 from labkit.tinymodel import build as tm
 
-gguf = pytest.importorskip("gguf", reason="the 'llamacpp' extra is not installed (pip install -e '.[llamacpp]')")
-pytest.importorskip("tokenizers", reason="the 'llamacpp' extra is not installed (pip install -e '.[llamacpp]')")
+gguf = pytest.importorskip(
+    "gguf", reason="the 'llamacpp' extra is not installed (pip install -e '.[llamacpp]')"
+)
+pytest.importorskip(
+    "tokenizers", reason="the 'llamacpp' extra is not installed (pip install -e '.[llamacpp]')"
+)
 
 
 def sha(path: Path) -> str:
@@ -39,12 +43,23 @@ def test_suppression_rules():
     def piece(raw: bytes) -> str:
         return "".join(enc[b] for b in raw)
 
-    tokens = list(tm.SPECIALS) + [piece(b) for b in (b" the", b"\n", b"\t", b"caf\xc3\xa9", b"a<b", b"x" * 32,
-                                                     b"x" * 33, b"\x7f", b"</")]
+    tokens = list(tm.SPECIALS) + [
+        piece(b)
+        for b in (b" the", b"\n", b"\t", b"caf\xc3\xa9", b"a<b", b"x" * 32, b"x" * 33, b"\x7f", b"</")
+    ]
     got = dict(zip(tokens, tm.suppressed(tokens), strict=True))
-    assert got == {**{s: True for s in tm.SPECIALS}, piece(b" the"): False, piece(b"\n"): False,
-                   piece(b"\t"): True, piece(b"caf\xc3\xa9"): True, piece(b"a<b"): True, piece(b"x" * 32): False,
-                   piece(b"x" * 33): True, piece(b"\x7f"): True, piece(b"</"): True}
+    assert got == {
+        **{s: True for s in tm.SPECIALS},
+        piece(b" the"): False,
+        piece(b"\n"): False,
+        piece(b"\t"): True,
+        piece(b"caf\xc3\xa9"): True,
+        piece(b"a<b"): True,
+        piece(b"x" * 32): False,
+        piece(b"x" * 33): True,
+        piece(b"\x7f"): True,
+        piece(b"</"): True,
+    }
     assert tm.suppressed([*tm.SPECIALS, piece(b"a<b")], allow_lt=True)[-1] is False
 
 
@@ -81,11 +96,24 @@ def test_build_is_byte_identical_twice_and_in_a_fresh_process(small_build, tmp_p
     tm.build(tm.PRESETS["tiny-llama-small"], tmp_path / "b.gguf")
     assert sha(first) == sha(tmp_path / "b.gguf") == facts["sha256"]
     # A fresh interpreter with another hash seed and thread count must agree too.
-    code = ("import sys; from pathlib import Path; from labkit.tinymodel import build as tm; "
-            "print(tm.build(tm.PRESETS['tiny-llama-small'], Path(sys.argv[1]))['sha256'])")
-    env = {**os.environ, "PYTHONHASHSEED": "12345", "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "c.gguf")], env=env, capture_output=True,
-                         text=True, timeout=300, check=True)
+    code = (
+        "import sys; from pathlib import Path; from labkit.tinymodel import build as tm; "
+        "print(tm.build(tm.PRESETS['tiny-llama-small'], Path(sys.argv[1]))['sha256'])"
+    )
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": "12345",
+        "RAYON_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "c.gguf")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     assert out.stdout.strip() == facts["sha256"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.gguf", "c.gguf"]  # no temp files left
 
@@ -126,7 +154,9 @@ def test_gguf_metadata_tensors_and_bias(small_build):
     t = {x.name: x.data for x in r.tensors}
     assert (t["token_embd.weight"][:, 0] == 1.0).all()  # the constant channel
     for n in range(spec.layers):
-        assert (t[f"blk.{n}.attn_output.weight"][0] == 0).all() and (t[f"blk.{n}.ffn_down.weight"][0] == 0).all()
+        assert (t[f"blk.{n}.attn_output.weight"][0] == 0).all() and (
+            t[f"blk.{n}.ffn_down.weight"][0] == 0
+        ).all()
     out = t["output.weight"]
     supp = tm.suppressed(tokens)
     for i in (0, 1, 2) + tuple(i for i, s in enumerate(supp) if s)[:20]:
@@ -174,8 +204,9 @@ def test_cli_builds_once_and_names_bad_presets(tmp_path):
     assert first.returncode == 0 and "building tiny model tiny-llama-small" in first.stderr
     path = Path(first.stdout.strip())
     assert path.is_file() and path.parent == tmp_path / "models"
-    again = subprocess.run([*run, "tiny-llama-small", "--json"], env=env, capture_output=True, text=True,
-                           timeout=120)
+    again = subprocess.run(
+        [*run, "tiny-llama-small", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert again.returncode == 0 and "building" not in again.stderr
     assert json.loads(again.stdout)["sha256"] == sha(path)
     bad = subprocess.run([*run, "tiny-gpt"], env=env, capture_output=True, text=True, timeout=120)

@@ -25,5 +25,17 @@ def engine_for(plan) -> Engine:
     raise ValueError(f"unknown engine kind {kind!r}")
 
 
-__all__ = ["BootFacts", "BootLog", "BootPhase", "Engine", "LlamaCpp", "NodeLaunch", "NodeSpec", "Probe", "Sglang",
-           "Sim", "Vllm", "engine_for"]
+__all__ = [
+    "BootFacts",
+    "BootLog",
+    "BootPhase",
+    "Engine",
+    "LlamaCpp",
+    "NodeLaunch",
+    "NodeSpec",
+    "Probe",
+    "Sglang",
+    "Sim",
+    "Vllm",
+    "engine_for",
+]

@@ -65,7 +65,9 @@ class BootFacts:
 
     engine_version: str | None = None
     boot_seconds: float | None = None  # start command issued -> readiness noticed (wall clock, this host)
-    load_seconds: float | None = None  # engine's own model-load figure (vLLM "Model loading took", SGLang weights)
+    load_seconds: float | None = (
+        None  # engine's own model-load figure (vLLM "Model loading took", SGLang weights)
+    )
     weights_seconds: float | None = None  # vLLM "Loading weights took"
     weights_gib: float | None = None
     engine_init_seconds: float | None = None
@@ -90,7 +92,10 @@ def number(text: str) -> float:
 
 FATAL_COMMON: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"does not expose the metadata layout"), "InstantTensor load format is broken in this image"),
-    (re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory"), "CUDA out of memory"),
+    (
+        re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory"),
+        "CUDA out of memory",
+    ),
     (re.compile(r"Engine core initialization failed"), "engine core initialization failed"),
     (re.compile(r"EngineDeadError"), "engine died"),
 )
@@ -204,7 +209,9 @@ def model_flags_present(plan, *flags: str) -> bool:
 
 def single_node(plan, nodes: list[NodeSpec], kind: str) -> None:
     if len(nodes) != 1:
-        raise LabkitError(f"{plan.file}: engine.kind {kind} runs on one node, but cluster.nodes has {len(nodes)}")
+        raise LabkitError(
+            f"{plan.file}: engine.kind {kind} runs on one node, but cluster.nodes has {len(nodes)}"
+        )
 
 
 def env_tuple(plan, extra: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -215,6 +222,17 @@ def env_tuple(plan, extra: dict[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 __all__ = [
-    "BootFacts", "BootLog", "BootPattern", "BootPhase", "Engine", "NodeLaunch", "NodeSpec", "Probe",
-    "env_tuple", "model_flags_present", "number", "pattern", "single_node",
+    "BootFacts",
+    "BootLog",
+    "BootPattern",
+    "BootPhase",
+    "Engine",
+    "NodeLaunch",
+    "NodeSpec",
+    "Probe",
+    "env_tuple",
+    "model_flags_present",
+    "number",
+    "pattern",
+    "single_node",
 ]

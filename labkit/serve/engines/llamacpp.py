@@ -22,7 +22,9 @@ class LlamaCpp(Engine):
     patterns = (
         pattern("load_start", r"llama_model_loader: loaded meta data", "reading GGUF"),
         pattern("n_ctx", r"n_ctx\s+=\s+(\d+)", "context sized"),
-        pattern("kv_tokens", r"llama_kv_cache\w*:\s+size =\s+([\d.]+) MiB \(\s*(\d+) cells", "KV cache allocated"),
+        pattern(
+            "kv_tokens", r"llama_kv_cache\w*:\s+size =\s+([\d.]+) MiB \(\s*(\d+) cells", "KV cache allocated"
+        ),
         pattern("ready", r"Uvicorn running on (\S+)", "HTTP server up"),
     )
 
@@ -38,8 +40,17 @@ class LlamaCpp(Engine):
 
     def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         single_node(plan, nodes, self.kind)
-        argv = [python, "-m", "llama_cpp.server", "--model", plan.model_path, "--host", nodes[0].address,
-                "--port", str(plan.engine.port)]
+        argv = [
+            python,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            plan.model_path,
+            "--host",
+            nodes[0].address,
+            "--port",
+            str(plan.engine.port),
+        ]
         if plan.engine.arg("--model_alias") is None:
             argv += ["--model_alias", plan.served_name]
         if plan.engine.arg("--interrupt_requests") is None:

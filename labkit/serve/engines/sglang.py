@@ -25,11 +25,18 @@ class Sglang(Engine):
     ready_pattern = "ready"
     patterns = (
         pattern("weights_start", r"Load weight begin", "loading weights"),
-        pattern("weights", r"Load weight end\.(?: elapsed=([\d.]+) s,)?.*?mem usage=([\d.]+) GB", "weights loaded"),
-        pattern("kv_tokens", r"KV Cache (?:is allocated|VA upper bound)\..*?#tokens: (\d+)", "KV cache allocated"),
+        pattern(
+            "weights", r"Load weight end\.(?: elapsed=([\d.]+) s,)?.*?mem usage=([\d.]+) GB", "weights loaded"
+        ),
+        pattern(
+            "kv_tokens", r"KV Cache (?:is allocated|VA upper bound)\..*?#tokens: (\d+)", "KV cache allocated"
+        ),
         pattern("capacity", r"max_total_num_tokens=(\d+)", "scheduler sized"),
-        pattern("graphs", r"Capture (?:cuda graph|\w+ \w+ CUDA graph) end\.(?: Time elapsed: | .*?elapsed=)([\d.]+) s",
-                "CUDA graphs captured"),
+        pattern(
+            "graphs",
+            r"Capture (?:cuda graph|\w+ \w+ CUDA graph) end\.(?: Time elapsed: | .*?elapsed=)([\d.]+) s",
+            "CUDA graphs captured",
+        ),
         pattern("http", r"Uvicorn running on (\S+)", "HTTP server up (warming up)"),
         pattern("ready", r"The server is fired up and ready to roll", "ready to roll"),
     )
@@ -63,12 +70,23 @@ class Sglang(Engine):
         e = plan.engine
         par = e.parallel
         head = plan.cluster.head_address or nodes[0].address
-        base = ["python3", "-m", "sglang.launch_server", "--model-path", plan.model_path,
-                "--host", "0.0.0.0", "--port", str(e.port)]
-        derived = [("--tp", par.tp, ("--tp-size", "--tensor-parallel-size")),
-                   ("--pp-size", par.pp, ("--pipeline-parallel-size",)),
-                   ("--dp-size", par.dp, ("--dp", "--data-parallel-size")),
-                   ("--ep-size", par.ep, ("--ep", "--expert-parallel-size"))]
+        base = [
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            plan.model_path,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(e.port),
+        ]
+        derived = [
+            ("--tp", par.tp, ("--tp-size", "--tensor-parallel-size")),
+            ("--pp-size", par.pp, ("--pipeline-parallel-size",)),
+            ("--dp-size", par.dp, ("--dp", "--data-parallel-size")),
+            ("--ep-size", par.ep, ("--ep", "--expert-parallel-size")),
+        ]
         for flag, value, aliases in derived:
             if value > 1 and not model_flags_present(plan, flag, *aliases):
                 base += [flag, str(value)]
@@ -82,6 +100,13 @@ class Sglang(Engine):
                 extra = ["--nnodes", str(len(nodes)), "--node-rank", str(rank)]
                 if not model_flags_present(plan, "--dist-init-addr", "--nccl-init-addr"):
                     extra += ["--dist-init-addr", f"{head}:{DIST_INIT_PORT}"]
-            out.append(NodeLaunch(node.name, rank, tuple(base + extra),
-                                  env_tuple(plan, {"SGLANG_HOST_IP": node.address}), serves_http=rank == 0))
+            out.append(
+                NodeLaunch(
+                    node.name,
+                    rank,
+                    tuple(base + extra),
+                    env_tuple(plan, {"SGLANG_HOST_IP": node.address}),
+                    serves_http=rank == 0,
+                )
+            )
         return out

@@ -35,7 +35,17 @@ class Sim(Engine):
     def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         out = []
         for rank, node in enumerate(nodes):
-            argv = [python, "-m", "labkit.sim", "--host", node.address, "--port", str(plan.engine.port),
-                    "--model-name", plan.served_name, *plan.engine.argv()]
+            argv = [
+                python,
+                "-m",
+                "labkit.sim",
+                "--host",
+                node.address,
+                "--port",
+                str(plan.engine.port),
+                "--model-name",
+                plan.served_name,
+                *plan.engine.argv(),
+            ]
             out.append(NodeLaunch(node.name, rank, tuple(argv), env_tuple(plan, {}), serves_http=rank == 0))
         return out

@@ -27,11 +27,19 @@ class Vllm(Engine):
         pattern("worker_version", r"Launching vLLM \(v([^)]+)\) headless", "headless worker up"),
         pattern("load_start", r"Starting to load model (\S+)", "loading model"),
         pattern("weights", r"Loading weights took ([\d.]+) seconds", "weights read"),
-        pattern("model_load", r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds", "model loaded"),
+        pattern(
+            "model_load", r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds", "model loaded"
+        ),
         pattern("compile", r"torch\.compile (?:took|takes) ([\d.]+) s in total", "torch.compile done"),
         pattern("kv_tokens", r"KV cache size: ([\d,]+) tokens", "KV cache sized"),
-        pattern("concurrency", r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", "max concurrency"),
-        pattern("graphs", r"Graph capturing finished in (\d+) secs?, took ([\d.]+) GiB", "CUDA graphs captured"),
+        pattern(
+            "concurrency",
+            r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x",
+            "max concurrency",
+        ),
+        pattern(
+            "graphs", r"Graph capturing finished in (\d+) secs?, took ([\d.]+) GiB", "CUDA graphs captured"
+        ),
         pattern("engine_init", r"init engine .* took ([\d.]+) s", "engine initialised"),
         pattern("api", r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)", "API server starting"),
         pattern("ready", r"Application startup complete", "application startup complete"),
@@ -62,8 +70,11 @@ class Vllm(Engine):
         e = plan.engine
         par = e.parallel
         argv = ["vllm", "serve", plan.model_path, "--port", str(e.port)]
-        derived = [("--tensor-parallel-size", par.tp, ("-tp",)), ("--pipeline-parallel-size", par.pp, ("-pp",)),
-                   ("--data-parallel-size", par.dp, ("-dp",))]
+        derived = [
+            ("--tensor-parallel-size", par.tp, ("-tp",)),
+            ("--pipeline-parallel-size", par.pp, ("-pp",)),
+            ("--data-parallel-size", par.dp, ("-dp",)),
+        ]
         for flag, value, aliases in derived:
             if value > 1 and not model_flags_present(plan, flag, *aliases):
                 argv += [flag, str(value)]
@@ -81,12 +92,29 @@ class Vllm(Engine):
         for rank, node in enumerate(nodes):
             extra: list[str] = []
             if len(nodes) > 1:
-                extra = ["--nnodes", str(len(nodes)), "--node-rank", str(rank), "--master-addr", head,
-                         "--master-port", str(MASTER_PORT), "--data-parallel-backend", "mp"]
+                extra = [
+                    "--nnodes",
+                    str(len(nodes)),
+                    "--node-rank",
+                    str(rank),
+                    "--master-addr",
+                    head,
+                    "--master-port",
+                    str(MASTER_PORT),
+                    "--data-parallel-backend",
+                    "mp",
+                ]
                 if rank > 0:
                     extra.append("--headless")
-            out.append(NodeLaunch(node.name, rank, tuple(self.serve_argv(plan, extra)),
-                                  env_tuple(plan, {"VLLM_HOST_IP": node.address}), serves_http=rank == 0))
+            out.append(
+                NodeLaunch(
+                    node.name,
+                    rank,
+                    tuple(self.serve_argv(plan, extra)),
+                    env_tuple(plan, {"VLLM_HOST_IP": node.address}),
+                    serves_http=rank == 0,
+                )
+            )
         return out
 
     def _launch_ray(self, plan, nodes: list[NodeSpec]) -> list[NodeLaunch]:
@@ -99,11 +127,18 @@ class Vllm(Engine):
         for rank, node in enumerate(nodes):
             env = env_tuple(plan, {"VLLM_HOST_IP": node.address, "RAY_NODE_IP_ADDRESS": node.address})
             if rank == 0:
-                script = (f"ray start --head --node-ip-address={shlex.quote(node.address)} --port={RAY_PORT} "
-                          f"&& exec {shlex.join(serve)}")
+                script = (
+                    f"ray start --head --node-ip-address={shlex.quote(node.address)} --port={RAY_PORT} "
+                    f"&& exec {shlex.join(serve)}"
+                )
                 argv: tuple[str, ...] = ("bash", "-c", script)
             else:
-                argv = ("ray", "start", "--block", f"--address={head}:{RAY_PORT}",
-                        f"--node-ip-address={node.address}")
+                argv = (
+                    "ray",
+                    "start",
+                    "--block",
+                    f"--address={head}:{RAY_PORT}",
+                    f"--node-ip-address={node.address}",
+                )
             out.append(NodeLaunch(node.name, rank, argv, env, serves_http=rank == 0))
         return out

@@ -6,6 +6,8 @@ rule is kept with ok=False and its reason; a suspect one keeps ok=True and says 
 
 from __future__ import annotations
 
+from typing import Any
+
 from labkit.measure import prompts as pr
 from labkit.measure.records import GroupRecord, RequestRecord
 from labkit.measure.sse import StreamResult
@@ -59,10 +61,6 @@ def make_record(
     prompt_tokens, source = res.prompt_tokens, "usage" if res.prompt_tokens is not None else ""
     if prompt_tokens is None and counted is not None:
         prompt_tokens, source = counted, counted_source
-
-    def rel(t: int | None) -> int | None:
-        return None if t is None else t - t_origin
-
     rec = RequestRecord(
         run_id=run_id,
         lane=lane,
@@ -77,6 +75,31 @@ def make_record(
         prompt_target=prompt_target,
         prompt_tokens=prompt_tokens,
         prompt_tokens_source=source,
+        group=group,
+        nonce=nonce,
+        rtt_s=rtt_ns / NS,
+        **_stream_fields(res, t_origin),
+    )
+    flags = list(res.warnings)
+    _first_token_times(rec, res)
+    if rec.ok:
+        _check_length(rec, res, requested, flags)
+    if phase != "prefill" and res.output_tokens is not None and rec.ok and res.chunk_t:  # failed: no rate
+        _decode_rate(rec, res, flags)
+    if phase == "prefill" and res.t_first is not None and prompt_tokens is not None and rec.ok:
+        _prefill_rate(rec, res, prompt_tokens, prompt_target, rtt_ns, flags)
+    rec.flags = "; ".join(flags)
+    return rec
+
+
+def _stream_fields(res: StreamResult, t_origin: int) -> dict[str, Any]:
+    """The RequestRecord fields read off the stream as it came: counts, outcome, and every stamp made
+    relative to the run's origin `t_origin`."""
+
+    def rel(t: int | None) -> int | None:
+        return None if t is None else t - t_origin
+
+    return dict(
         cached_tokens=res.cached_tokens,
         output_tokens=res.output_tokens,
         output_tokens_source=res.output_tokens_source,
@@ -94,63 +117,78 @@ def make_record(
         http_status=res.http_status,
         ok=res.ok,
         error=res.error,
-        group=group,
-        nonce=nonce,
         response_id=res.response_id,
         usage=res.usage,
-        rtt_s=rtt_ns / NS,
         chunk_t=[t - t_origin for t in res.chunk_t],
         chunk_n=list(res.chunk_n or []),
     )
-    flags = list(res.warnings)
+
+
+def _first_token_times(rec: RequestRecord, res: StreamResult) -> None:
+    """TTFT (first generated token), TTFR (first chunk with choices) and content TTFT, each from t_send."""
     if res.t_first is not None:
         rec.ttft_s = (res.t_first - res.t_send) / NS
     if res.t_chunk1 is not None:
         rec.ttfr_s = (res.t_chunk1 - res.t_send) / NS
     if res.t_content is not None:
         rec.ttft_content_s = (res.t_content - res.t_send) / NS
-    if rec.ok:
-        if res.finish_reason != "length":
-            rec.ok, rec.error = (
-                False,
-                f"finish_reason {res.finish_reason!r}, expected 'length' (forced length)",
-            )
-        elif res.output_tokens is None:
-            rec.ok, rec.error = False, "no token count (no usage and no token-bearing chunks)"
-        elif res.output_tokens < requested:
-            rec.ok, rec.error = False, f"short: {res.output_tokens} of {requested} tokens"
-        elif res.output_tokens != requested:
-            flags.append(f"output {res.output_tokens} != requested {requested}")
-    if phase != "prefill" and res.output_tokens is not None and rec.ok and res.chunk_t:  # failed: no rate
-        counts = res.chunk_n
-        if not counts:
-            counts = [1] * len(res.chunk_t)
-            flags.append("n_first assumed 1 per chunk (no per-chunk counts)")
-        w = decode_window(res.chunk_t, counts, res.output_tokens)
-        if res.chunk_n:
-            rec.n_first = w.n_first
-        rec.decode_tps = decode_tps(res.output_tokens, w.n_first, w.t_start, res.t_last)
-        if w.window_tokens <= 0 and len(res.chunk_t) > 1:
-            flags.append(
-                f"{BURST_FLAG} (all {res.output_tokens} tokens reached the client in one burst: "
-                "no decode window)"
-            )
-        elif w.window_tokens > 0 and w.burst_share > BURST_SHARE:
-            flags.append(
-                f"{BURST_FLAG} ({w.burst_tokens} of {w.window_tokens} decode tokens reached the client "
-                f"in back-to-back reads < {BURST_GAP_NS // 1000} us apart: it fell behind the stream, so "
-                "their stamps say when they were read, not when they arrived; excluded from decode)"
-            )
-    if phase == "prefill" and res.t_first is not None and prompt_tokens is not None and rec.ok:
-        ttft = res.t_first - res.t_send
-        rec.prefill_tps = prefill_tps(prompt_tokens, res.cached_tokens, ttft, rtt_ns)
-        rec.prefill_tps_raw = prefill_tps(prompt_tokens, 0, ttft, 0)
-        if prompt_target and abs(prompt_tokens - prompt_target) > pr.LENGTH_TOLERANCE * prompt_target:
-            flags.append(f"prompt-length-off ({prompt_tokens} vs target {prompt_target})")
-        if (res.cached_tokens or 0) > CACHE_HIT_TOLERANCE:
-            flags.append(f"prefix-cache-hit ({res.cached_tokens} cached tokens)")
-    rec.flags = "; ".join(flags)
-    return rec
+
+
+def _check_length(rec: RequestRecord, res: StreamResult, requested: int, flags: list[str]) -> None:
+    """The length was forced: a stream not ending on it, uncounted or short fails; a longer one is flagged."""
+    if res.finish_reason != "length":
+        rec.ok, rec.error = (
+            False,
+            f"finish_reason {res.finish_reason!r}, expected 'length' (forced length)",
+        )
+    elif res.output_tokens is None:
+        rec.ok, rec.error = False, "no token count (no usage and no token-bearing chunks)"
+    elif res.output_tokens < requested:
+        rec.ok, rec.error = False, f"short: {res.output_tokens} of {requested} tokens"
+    elif res.output_tokens != requested:
+        flags.append(f"output {res.output_tokens} != requested {requested}")
+
+
+def _decode_rate(rec: RequestRecord, res: StreamResult, flags: list[str]) -> None:
+    """Decode t/s of a counted, ok stream, after its first arrival; one read in bursts is flagged, since its
+    stamps then say when the client read the tokens, not when they arrived."""
+    counts = res.chunk_n
+    if not counts:
+        counts = [1] * len(res.chunk_t)
+        flags.append("n_first assumed 1 per chunk (no per-chunk counts)")
+    w = decode_window(res.chunk_t, counts, res.output_tokens)
+    if res.chunk_n:
+        rec.n_first = w.n_first
+    rec.decode_tps = decode_tps(res.output_tokens, w.n_first, w.t_start, res.t_last)
+    if w.window_tokens <= 0 and len(res.chunk_t) > 1:
+        flags.append(
+            f"{BURST_FLAG} (all {res.output_tokens} tokens reached the client in one burst: no decode window)"
+        )
+    elif w.window_tokens > 0 and w.burst_share > BURST_SHARE:
+        flags.append(
+            f"{BURST_FLAG} ({w.burst_tokens} of {w.window_tokens} decode tokens reached the client "
+            f"in back-to-back reads < {BURST_GAP_NS // 1000} us apart: it fell behind the stream, so "
+            "their stamps say when they were read, not when they arrived; excluded from decode)"
+        )
+
+
+def _prefill_rate(
+    rec: RequestRecord,
+    res: StreamResult,
+    prompt_tokens: int,
+    prompt_target: int,
+    rtt_ns: int,
+    flags: list[str],
+) -> None:
+    """Prefill t/s of an ok stream with a first token, RTT-corrected and raw; a prompt off its target length
+    or served from the prefix cache is flagged, so prefill summaries skip it."""
+    ttft = res.t_first - res.t_send
+    rec.prefill_tps = prefill_tps(prompt_tokens, res.cached_tokens, ttft, rtt_ns)
+    rec.prefill_tps_raw = prefill_tps(prompt_tokens, 0, ttft, 0)
+    if prompt_target and abs(prompt_tokens - prompt_target) > pr.LENGTH_TOLERANCE * prompt_target:
+        flags.append(f"prompt-length-off ({prompt_tokens} vs target {prompt_target})")
+    if (res.cached_tokens or 0) > CACHE_HIT_TOLERANCE:
+        flags.append(f"prefix-cache-hit ({res.cached_tokens} cached tokens)")
 
 
 def make_group(

@@ -13,8 +13,9 @@ Order of one run (every prompt carries a fresh nonce first):
    length (at most one), then `prefill.repeats` samples at c1, max_tokens=1, /metrics scraped around each.
 A request that errors, ends short or without a finish_reason is a failed record, kept but excluded.
 
-`Bench` runs the plan and keeps what it measured; the records are made in recording.py, the counter deltas in
-scrapes.py, the summary in summary.py and the provenance in provenance.py.
+`Bench` runs the plan and keeps what it measured; its phases are decode_phase.py and prefill_phase.py, the
+records are made in recording.py, the counter deltas in scrapes.py, and outcome.py turns what was measured
+into the BenchResult (the summary in summary.py, the provenance in provenance.py).
 """
 
 from __future__ import annotations
@@ -31,21 +32,14 @@ from typing import Any
 from labkit import settings
 from labkit.measure import io_probe as iop
 from labkit.measure import metrics as mx
-from labkit.measure import prompts as pr
 from labkit.measure.client import EndpointError, StreamClient, StreamRequest
-from labkit.measure.provenance import engine_version, provenance
-from labkit.measure.recording import make_group, make_record
+from labkit.measure.decode_phase import measure_decode
+from labkit.measure.outcome import bench_result, io_deltas, keep_partial
+from labkit.measure.prefill_phase import measure_prefill
+from labkit.measure.provenance import engine_version
+from labkit.measure.recording import make_record
 from labkit.measure.records import BenchResult, GroupRecord, RequestRecord
-from labkit.measure.scrapes import (
-    flush_for_acceptance,
-    pool_acceptance,
-    prefix_cache_sample,
-    served_before,
-    window_acceptance,
-)
 from labkit.measure.sse import StreamResult
-from labkit.measure.summary import summarize
-from labkit.measure.tokencount import make_counter
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 
 
@@ -102,7 +96,7 @@ class Bench:
         self.engine_info: dict[str, Any] = {}
         self.rep = 0  # current repetition of the plan
 
-    # ---------------------------------------------------------------- helpers
+    # ---------------------------------------------------------------- shared by the phases
     async def scrape(self, key: str) -> mx.Samples | None:
         """GET /metrics, kept under `key`; None (and no further tries) once the endpoint has none."""
         if not self.has_metrics:
@@ -120,7 +114,8 @@ class Bench:
         self.scrapes[key] = text
         return mx.parse_prometheus(text)
 
-    def _request(self, prompt: str, max_tokens: int, *, forced: bool) -> StreamRequest:
+    def stream_request(self, prompt: str, max_tokens: int, *, forced: bool) -> StreamRequest:
+        """A greedy request with the plan's timeout; `forced` pins its length (min_tokens, ignore_eos)."""
         return StreamRequest(
             prompt=prompt,
             max_tokens=max_tokens,
@@ -132,7 +127,7 @@ class Bench:
             timeout=self.plan.timeout,
         )
 
-    def _record(
+    def record(
         self,
         res: StreamResult,
         *,
@@ -147,6 +142,7 @@ class Bench:
         prompt_target: int = 0,
         counted: int | None = None,
     ) -> RequestRecord:
+        """The stream as this run's RequestRecord (labkit/measure/recording.py), kept and ticked off."""
         rec = make_record(
             res,
             t_origin=self.t_origin,
@@ -212,85 +208,16 @@ class Bench:
                     await self.prefill(run)
         except BaseException as e:  # interrupted or crashed: keep what was measured, then re-raise
             if self.records:
-                self._keep_partial(e, version, models, recipe_hash, variant, save_to, on_partial)
+                keep_partial(self, e, version, models, recipe_hash, variant, save_to, on_partial)
             raise
         finally:
             if self._bar is not None:
                 self._bar.close()
-        io = self._io_deltas(io_before)
-        result = self._result(io, version, models, recipe_hash, variant)
+        io = io_deltas(self, io_before)
+        result = bench_result(self, io, version, models, recipe_hash, variant)
         if save_to is not None:
             result.save(save_to)
         return result
-
-    def _keep_partial(
-        self,
-        e: BaseException,
-        version: str | None,
-        models: list[str],
-        recipe_hash: str | None,
-        variant: str | None,
-        save_to: str | Path | None,
-        on_partial: Callable[[BenchResult], None] | None,
-    ) -> None:
-        result = self._result({}, version, models, recipe_hash, variant)
-        result.provenance.update(partial=True, error=f"{type(e).__name__}: {e}"[:300])
-        if save_to is not None:
-            result.save(save_to)
-            print(
-                f"labkit bench: partial results ({len(self.records)} requests) in {save_to}", file=sys.stderr
-            )
-        if on_partial is not None:
-            try:
-                on_partial(result)
-            except Exception as err:  # the original failure is what the caller must see
-                print(f"labkit bench: could not keep the partial result: {err}", file=sys.stderr)
-
-    def _io_deltas(self, before: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-        """Per probe, counters after - before; a probe that fails now costs its figure (noted), not the run."""
-        out = {}
-        for p in self.io_hooks:
-            try:
-                out[p.name] = iop.delta(before[p.name], p.sample())
-            except Exception as e:
-                self.notes.append(f"I/O probe {p.name} failed after the run: {e}"[:300])
-        return out
-
-    def _result(
-        self, io: dict, version: str | None, models: list[str], recipe_hash: str | None, variant: str | None
-    ) -> BenchResult:
-        summary = summarize(
-            self.records,
-            self.groups,
-            self.plan,
-            acceptance=self.acceptance,
-            pc_window=self.pc_window,
-            notes=self.notes,
-            rtt_ns=self.rtt_ns,
-            counter_kind=self.counter_kind,
-            io=io,
-        )
-        prov = provenance(
-            self.c,
-            self.plan,
-            self.records,
-            version=version,
-            engine_info=self.engine_info,
-            model=self.model,
-            models=models,
-            lane=self.lane,
-            recipe_hash=recipe_hash,
-            variant=variant,
-            run_id=self.run_id,
-            api=self.api,
-            counter_kind=self.counter_kind,
-            t_origin=self.t_origin,
-            rtt_ns=self.rtt_ns,
-            cold_expected=self.cold_expected,
-            io_hooks=self.io_hooks,
-        )
-        prov["partial"] = False
-        return BenchResult(self.records, self.groups, summary, prov, self.scrapes, io)
 
     def _planned(self, decode: bool, prefill: bool) -> int:
         d, p = self.plan.decode, self.plan.prefill
@@ -303,97 +230,15 @@ class Bench:
         return n
 
     # ---------------------------------------------------------------- phases
-    async def _one(self, max_tokens: int, prompt_nonce: str | None = None) -> tuple[StreamResult, str]:
-        n = prompt_nonce or pr.nonce()
-        return await self.c.stream(self._request(pr.decode_prompt(n), max_tokens, forced=True)), n
-
     async def decode(self, run: int) -> None:
-        """Cold turn, warmups, c1 turns and cK lockstep groups, between two /metrics scrapes."""
-        d = self.plan.decode
-        N = d.output_tokens
-        before = await self.scrape(f"decode.before.{run}")
-        flushed = await flush_for_acceptance(self.c, before, self.notes)
-        n_before = len(self.records)
-        cold = self.cold_expected and run == 0
-        if cold and before is not None:
-            served = served_before(before)
-            if served:
-                cold = False
-                self.notes.append(
-                    f"cold turn not recorded: /metrics shows {served:g} requests served before the run"
-                )
-        if cold:
-            res, n = await self._one(N)
-            self._record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)
-        for i in range(d.warmup):
-            res, n = await self._one(N)
-            self._record(res, phase="warmup", requested=N, turn=i, nonce=n)
-        for k in d.concurrency:
-            for turn in range(1, d.turns + 1):
-                if k == 1:
-                    res, n = await self._one(N)
-                    self._record(res, phase="decode", requested=N, turn=turn, nonce=n)
-                    continue
-                nonces = [pr.nonce() for _ in range(k)]
-                reqs = [self._request(pr.decode_prompt(x), N, forced=True) for x in nonces]
-                # Lockstep: every stream is created before the first await, so all are sent together.
-                results = await asyncio.gather(*(self.c.stream(r) for r in reqs))
-                index = len(self.groups)
-                recs = [
-                    self._record(
-                        r,
-                        phase="decode",
-                        requested=N,
-                        concurrency=k,
-                        turn=turn,
-                        stream=s,
-                        nonce=nonces[s],
-                        group=index,
-                    )
-                    for s, r in enumerate(results)
-                ]
-                self.groups.append(make_group(recs, k, index, run_id=self.run_id, rep=self.rep))
-        after = await self.scrape(f"decode.after.{run}")
-        n_window = sum(1 for r in self.records[n_before:] if r.http_status == 200 and r.finish_reason)
-        acc = await window_acceptance(
-            self.c, before, after, spec_k=self.spec_k, n_window=n_window, flushed=flushed, notes=self.notes
-        )
-        if acc is not None:
-            self.acceptance = pool_acceptance(self.acceptance, acc)
-
-    async def _fit_counter(self) -> None:
-        """Choose how prompt lengths are counted in server tokens (labkit/measure/tokencount.py)."""
-        if self.counter is None:
-            self.counter, self.counter_kind = await make_counter(self.c, self.model or "", self.api)
+        """Cold turn, warmups, c1 turns and cK lockstep groups, between two /metrics scrapes
+        (labkit/measure/decode_phase.py)."""
+        await measure_decode(self, run)
 
     async def prefill(self, run: int) -> None:
-        """Per target length: fitted prompts, a warmup, then the samples, each between two /metrics scrapes."""
-        await self._fit_counter()
-        self.rtt_ns = await self.c.rtt_ns()
-        p = self.plan.prefill
-        for target in p.prompt_tokens:
-            warm = min(self.plan.decode.warmup, 1)
-            for i in range(warm + p.repeats):
-                prompt, counted, n = await pr.fit_prompt(target, self.counter)
-                key = f"prefill.{target}.{run}.{i}"
-                before = await self.scrape(key + ".before")
-                res = await self.c.stream(self._request(prompt, 1, forced=True))
-                after = await self.scrape(key + ".after")
-                learn = getattr(self.counter, "add", None)
-                if learn is not None and res.prompt_tokens is not None:
-                    learn(prompt, res.prompt_tokens)  # a fitted counter improves with every server count
-                rec = self._record(
-                    res,
-                    phase="warmup" if i < warm else "prefill",
-                    requested=1,
-                    turn=i - warm,
-                    nonce=n,
-                    prompt_target=target,
-                    counted=counted,
-                )
-                pc = prefix_cache_sample(rec, before, after)
-                if pc is not None and i >= warm:
-                    self.pc_window.append(pc)
+        """Per target length: fitted prompts, a warmup, then the samples, each between two /metrics scrapes
+        (labkit/measure/prefill_phase.py)."""
+        await measure_prefill(self, run)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,0 +1,92 @@
+"""The decode phase of a Bench's plan: cold turn, warmups, c1 turns and cK lockstep groups, between two
+/metrics scrapes whose counter deltas give the window's speculative acceptance.
+
+The functions take the `Bench` being run (labkit/measure/runner.py) and add to its records, groups, notes and
+pooled acceptance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from labkit.measure import prompts as pr
+from labkit.measure.recording import make_group
+from labkit.measure.scrapes import (
+    flush_for_acceptance,
+    pool_acceptance,
+    served_before,
+    window_acceptance,
+)
+from labkit.measure.sse import StreamResult
+
+
+async def measure_decode(bench, run: int) -> None:
+    """Cold turn, warmups, c1 turns and cK lockstep groups, between two /metrics scrapes."""
+    d = bench.plan.decode
+    N = d.output_tokens
+    before = await bench.scrape(f"decode.before.{run}")
+    flushed = await flush_for_acceptance(bench.c, before, bench.notes)
+    n_before = len(bench.records)
+    if _cold_turn(bench, run, before):
+        res, n = await _one(bench, N)
+        bench.record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)
+    for i in range(d.warmup):
+        res, n = await _one(bench, N)
+        bench.record(res, phase="warmup", requested=N, turn=i, nonce=n)
+    for k in d.concurrency:
+        for turn in range(1, d.turns + 1):
+            if k == 1:
+                res, n = await _one(bench, N)
+                bench.record(res, phase="decode", requested=N, turn=turn, nonce=n)
+            else:
+                await _lockstep_group(bench, k, turn, N)
+    after = await bench.scrape(f"decode.after.{run}")
+    n_window = sum(1 for r in bench.records[n_before:] if r.http_status == 200 and r.finish_reason)
+    acc = await window_acceptance(
+        bench.c, before, after, spec_k=bench.spec_k, n_window=n_window, flushed=flushed, notes=bench.notes
+    )
+    if acc is not None:
+        bench.acceptance = pool_acceptance(bench.acceptance, acc)
+
+
+def _cold_turn(bench, run: int, before) -> bool:
+    """A cold turn is recorded only on the first repetition after a boot, and not when /metrics shows the
+    engine already served requests (the turn would not be cold; noted)."""
+    cold = bench.cold_expected and run == 0
+    if cold and before is not None:
+        served = served_before(before)
+        if served:
+            cold = False
+            bench.notes.append(
+                f"cold turn not recorded: /metrics shows {served:g} requests served before the run"
+            )
+    return cold
+
+
+async def _one(bench, max_tokens: int, prompt_nonce: str | None = None) -> tuple[StreamResult, str]:
+    """One forced-length decode request with a fresh (or the given) nonce; the result and that nonce."""
+    n = prompt_nonce or pr.nonce()
+    return await bench.c.stream(bench.stream_request(pr.decode_prompt(n), max_tokens, forced=True)), n
+
+
+async def _lockstep_group(bench, k: int, turn: int, N: int) -> None:
+    """`k` streams sent together, kept as `k` records and one GroupRecord of their aggregate estimators."""
+    nonces = [pr.nonce() for _ in range(k)]
+    reqs = [bench.stream_request(pr.decode_prompt(x), N, forced=True) for x in nonces]
+    # Lockstep: every stream is created before the first await, so all are sent together.
+    results = await asyncio.gather(*(bench.c.stream(r) for r in reqs))
+    index = len(bench.groups)
+    recs = [
+        bench.record(
+            r,
+            phase="decode",
+            requested=N,
+            concurrency=k,
+            turn=turn,
+            stream=s,
+            nonce=nonces[s],
+            group=index,
+        )
+        for s, r in enumerate(results)
+    ]
+    bench.groups.append(make_group(recs, k, index, run_id=bench.run_id, rep=bench.rep))

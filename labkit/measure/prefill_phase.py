@@ -1,0 +1,53 @@
+"""The prefill phase of a Bench's plan: per target length, prompts fitted to it in server tokens, a warmup,
+then the samples at c1 with max_tokens=1, each between two /metrics scrapes (its prefix-cache hits).
+
+The functions take the `Bench` being run (labkit/measure/runner.py): they set its prompt-length counter and
+RTT, and add to its records and prefix-cache window.
+"""
+
+from __future__ import annotations
+
+from labkit.measure import prompts as pr
+from labkit.measure.scrapes import prefix_cache_sample
+from labkit.measure.tokencount import make_counter
+
+
+async def measure_prefill(bench, run: int) -> None:
+    """Per target length: fitted prompts, a warmup, then the samples, each between two /metrics scrapes."""
+    await _fit_counter(bench)
+    bench.rtt_ns = await bench.c.rtt_ns()
+    p = bench.plan.prefill
+    for target in p.prompt_tokens:
+        warm = min(bench.plan.decode.warmup, 1)
+        for i in range(warm + p.repeats):
+            await _sample(bench, run, target, i, warm)
+
+
+async def _fit_counter(bench) -> None:
+    """Choose how prompt lengths are counted in server tokens (labkit/measure/tokencount.py)."""
+    if bench.counter is None:
+        bench.counter, bench.counter_kind = await make_counter(bench.c, bench.model or "", bench.api)
+
+
+async def _sample(bench, run: int, target: int, i: int, warm: int) -> None:
+    """Request `i` at `target` prompt tokens (the first `warm` are warmups, kept out of the cache window)."""
+    prompt, counted, n = await pr.fit_prompt(target, bench.counter)
+    key = f"prefill.{target}.{run}.{i}"
+    before = await bench.scrape(key + ".before")
+    res = await bench.c.stream(bench.stream_request(prompt, 1, forced=True))
+    after = await bench.scrape(key + ".after")
+    learn = getattr(bench.counter, "add", None)
+    if learn is not None and res.prompt_tokens is not None:
+        learn(prompt, res.prompt_tokens)  # a fitted counter improves with every server count
+    rec = bench.record(
+        res,
+        phase="warmup" if i < warm else "prefill",
+        requested=1,
+        turn=i - warm,
+        nonce=n,
+        prompt_target=target,
+        counted=counted,
+    )
+    pc = prefix_cache_sample(rec, before, after)
+    if pc is not None and i >= warm:
+        bench.pc_window.append(pc)

@@ -1,8 +1,9 @@
 """Step 2, stage: a `LanePlan` with a local-view staging entry in, a verified view on every node out
 (copies of the hot shards, symlinks into the shared cache for the rest, a manifest of sampled hashes).
 
-Assessment is pure (`assess`); the node side is a stdlib-only script sent over SSH (`node_script`), called
-through `transport`; `run` runs the steps (probe, preflight, build, verify) and `reports` says what they did.
+Assessment is pure (`assess`; `space` for the space check); the node side is a stdlib-only script sent
+over SSH (`node_script`), called through `transport`; `run` runs the steps (probe, preflight, build,
+verify; `build` does step 3 on one node and the manifest) and `reports` says what they did.
 """
 
 from labkit.stage.assess import (
@@ -11,19 +12,17 @@ from labkit.stage.assess import (
     FileState,
     NodeAssessment,
     Source,
-    StagingRefused,
     assess,
     check_entry,
-    check_space,
-    preflight_rows,
-    preflight_table,
     sample_hashes,
     sources_from,
     view_owned_names,
 )
+from labkit.stage.build import build_manifest
 from labkit.stage.node_script import SAMPLE_BLOCK, SAMPLE_COUNT, block_lengths, sample_offsets
 from labkit.stage.reports import CopyProgress, NodeReport, StageReport, ViewReport
-from labkit.stage.run import build_manifest, check_view, local_views, preflight, probe_node, stage
+from labkit.stage.run import check_view, local_views, preflight, probe_node, stage
+from labkit.stage.space import StagingRefused, check_space, preflight_rows, preflight_table
 from labkit.stage.transport import (
     NODE_SCRIPT,
     HostLike,

@@ -1,5 +1,6 @@
 """What one node needs, decided from its probe (pure: no I/O): which local files are verified, adopted or
-(re)copied, which links are made, which leftovers go, and whether every node has the space for it.
+(re)copied, which links are made, which leftovers go. Whether every node has the space for it is
+labkit/stage/space.py.
 
 Content checks: sizes always; sampled blocks (labkit/stage/node_script.py `sample_offsets`: 8 blocks of
 64 KiB per file - first, last, evenly spaced - or the whole file when smaller) read on the node and hashed
@@ -21,18 +22,9 @@ import xxhash
 from labkit.errors import LabkitError, RecipeError
 from labkit.recipe import Invalid, absolute_path, file_name
 from labkit.stage import node_script as node_side
-from labkit.units import format_size
 
 MANIFEST_NAME = node_side.MANIFEST_NAME
 PARTIAL_PREFIX = node_side.PARTIAL_PREFIX
-
-
-class StagingRefused(LabkitError):
-    """Preflight found a node without enough free space; nothing was changed on any node."""
-
-    def __init__(self, message: str, rows: list[dict]):
-        self.rows = rows
-        super().__init__(message)
 
 
 _REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
@@ -246,6 +238,7 @@ def _assess_local(
     node, snapshot = probe["node"], probe["snapshot"]
     view, manifest = probe["view"], probe["manifest"]
     old = (manifest or {}).get("files", {}) if (manifest or {}).get("commit") == probe["commit"] else {}
+    old = old if isinstance(old, dict) else {}  # a damaged manifest gives no prior entries, not a crash
     files: dict[str, FileState] = {}
     sources_full = {}
     for name in spec.local:
@@ -369,57 +362,3 @@ def view_owned_names(manifest: Any) -> set[str]:
 def _points_into(target: str, folder: str) -> bool:
     """True for an absolute link target inside `folder` (after normalising any '..')."""
     return target.startswith("/") and posixpath.normpath(target).startswith(folder.rstrip("/") + "/")
-
-
-def preflight_rows(assessments: list[NodeAssessment]) -> list[dict]:
-    """One row per node (need, free, reclaimable, margin), the binding node (least margin) marked."""
-    rows = [
-        {
-            "node": a.node,
-            "filesystem": a.fs_path,
-            "need": a.need,
-            "free": a.free,
-            "reclaim": a.reclaim,
-            "margin": a.margin,
-            "binding": False,
-        }
-        for a in assessments
-    ]
-    if rows:
-        min(rows, key=lambda r: r["margin"])["binding"] = True
-    return rows
-
-
-def preflight_table(rows: list[dict]) -> str:
-    from tabulate import tabulate
-
-    table = [
-        [
-            r["node"],
-            r["filesystem"],
-            format_size(r["need"]),
-            format_size(r["free"]),
-            format_size(r["reclaim"]),
-            format_size(r["margin"]),
-            ("SHORT " if r["margin"] < 0 else "") + ("binding" if r["binding"] else ""),
-        ]
-        for r in rows
-    ]
-    return tabulate(table, headers=["node", "filesystem", "need", "free", "reclaimable", "margin", ""])
-
-
-def check_space(assessments: list[NodeAssessment], dst: str) -> list[dict]:
-    """Raise StagingRefused (with the per-node table) when any node's margin is negative."""
-    rows = preflight_rows(assessments)
-    short = [r for r in rows if r["margin"] < 0]
-    if short:
-        binding = next(r for r in rows if r["binding"])
-        names = ", ".join(r["node"] for r in short)
-        raise StagingRefused(
-            f"staging {dst} refused before changing anything on any node: not enough free space on {names} "
-            f"(binding node {binding['node']}, short by {format_size(-binding['margin'])}); "
-            "need = local files to copy + min_free (per filesystem: all its views' copies + their largest min_free)\n"
-            + preflight_table(rows),
-            rows,
-        )
-    return rows

@@ -29,13 +29,13 @@ before boot; the engine gets `plan.model_path` (the view's container mount) and 
 view and the shared cache at its own path. (labkit.measure's `NodeNfsProbe` samples each node's NFS
 server-read bytes around a run.)
 
-The parts: `assess` (pure decisions from one probe, the space check), `transport` (the node-side call,
-timeouts, NodeJobs), `reports` (what is shown and returned); this module runs the steps.
+The parts: `assess` (pure decisions from one probe), `space` (the space check), `build` (step 3 on one
+node and the manifest), `transport` (the node-side call, timeouts, NodeJobs), `reports` (what is shown
+and returned); this module runs the steps.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from dataclasses import replace
@@ -43,20 +43,11 @@ from datetime import UTC, datetime
 
 from labkit.errors import LabkitError, NodeError
 from labkit.stage import node_script as node_side
-from labkit.stage.assess import (
-    MANIFEST_NAME,
-    NodeAssessment,
-    Source,
-    assess,
-    check_entry,
-    check_space,
-    repo_cache_path,
-    sources_from,
-)
+from labkit.stage.assess import NodeAssessment, Source, assess, check_entry, repo_cache_path, sources_from
+from labkit.stage.build import build_manifest, build_node, tally_files, write_manifest
 from labkit.stage.reports import CopyProgress, NodeReport, StageReport, ViewReport
+from labkit.stage.space import check_space_grouped
 from labkit.stage.transport import DEFAULT_TIMEOUTS, HostLike, NodeJobs, Timeouts, call_node, each_node
-
-MANIFEST_FORMAT = 1
 
 
 def local_views(plan) -> list:
@@ -102,59 +93,6 @@ def _full_bytes(probe: dict, spec) -> int:
     return src + sum(v.get("size", 0) for n, v in probe["view"].items() if n in spec.local)
 
 
-def build_manifest(
-    spec, shared_cache: str, a: NodeAssessment, copied: dict[str, dict], block: int, count: int, now: str
-) -> dict:
-    """The manifest for one node's view (pure); unchanged entries keep their original state and time."""
-    old_files = (a.manifest or {}).get("files", {}) if (a.manifest or {}).get("commit") == a.commit else {}
-    files = {}
-    for name, f in a.files.items():
-        entry = {
-            "size": f.size,
-            "block": block,
-            "count": count,
-            "offsets": node_side.sample_offsets(f.size, block, count),
-            "xxh3_64": f.hashes,
-            "source": f"{a.snapshot}/{name}",
-        }
-        if name in copied:
-            entry.update(state="copied", at=now)
-            full = copied[name].get("full")
-        elif f.status == "verified":
-            entry.update(state=old_files[name].get("state", "adopted"), at=old_files[name].get("at", now))
-            full = f.full or old_files[name].get("full")
-        else:
-            entry.update(state="adopted", at=now)
-            full = f.full
-        if full:
-            entry["full"] = full
-        files[name] = entry
-    return {
-        "format": MANIFEST_FORMAT,
-        "kind": "local-view",
-        "repo": spec.repo,
-        "revision": spec.revision,
-        "commit": a.commit,
-        "snapshot": a.snapshot,
-        "shared_cache": shared_cache,
-        "dst": spec.dst,
-        # the rule's text (an old path included) is part of every manifest: changing it rewrites them all
-        "sampling": {
-            "block": block,
-            "count": count,
-            "hash": "xxh3_64",
-            "rule": "first, last and evenly spaced blocks (whole file if size <= block*count); "
-            "see labkit/node/stage_node.py sample_offsets",
-        },
-        "files": files,
-        "links": dict(sorted(a.links.items())),
-    }
-
-
-def _same_manifest(old: dict | None, new: dict) -> bool:
-    return old is not None and {k: v for k, v in old.items() if k != "updated"} == new
-
-
 def stage(
     plan,
     hosts: Iterable[HostLike],
@@ -184,7 +122,7 @@ def stage(
 
     # 1+2: probe everything, refuse before any change.
     assessed, sources = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts, jobs)
-    preflights = [_check_space_grouped(assessed, specs, i) for i in range(len(specs))]
+    preflights = [check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
     reports = []
     for i, spec in enumerate(specs):
@@ -281,23 +219,6 @@ def _probe_and_assess(
     return assessed, sources
 
 
-def _check_space_grouped(assessed: list[list[NodeAssessment]], specs, index: int) -> list[dict]:
-    """Space check for view `index`; views on the same filesystem of a node share its free bytes: their copies
-    add up, and min_free (what must stay free on that filesystem) counts once, the largest of them."""
-    combined = []
-    for a in assessed[index]:
-        same_fs = [b for row in assessed for b in row if b.node == a.node and b.fs_dev == a.fs_dev]
-        combined.append(
-            replace(
-                a,
-                copy_bytes=sum(b.copy_bytes for b in same_fs),
-                min_free=max(b.min_free for b in same_fs),
-                reclaim=sum(b.reclaim for b in same_fs),
-            )
-        )
-    return check_space(combined, specs[index].dst)
-
-
 def _stage_view(
     plan,
     spec,
@@ -313,6 +234,7 @@ def _stage_view(
     copy_rate: float | None,
     jobs: NodeJobs,
 ) -> ViewReport:
+    """Steps 3-4 for one view, every node in parallel: build where something changes, verify, manifest."""
     by_node = {a.node: a for a in assessed}
     node_of = {h.name: by_node[a.node] for h, a in zip(hosts, assessed, strict=True)}
     total = sum(c["size"] for a in assessed for c in a.to_copy)
@@ -326,70 +248,23 @@ def _stage_view(
         rep = NodeReport(h.name, a.commit, repaired=list(a.problems), warnings=list(a.warnings))
         copied: dict[str, dict] = {}
         if a.changes:
-            # Full mode hashes each copy and its source whole after copying: the bytes are read 3 times.
-            work = sum(c["size"] for c in a.to_copy) * (3 if full else 1)
-            request = {
-                "dst": spec.dst,
-                "remove": a.to_remove,
-                "copy": a.to_copy,
-                "link": a.to_link,
-                "block": block,
-                "count": count,
-                "full": full,
-            }
-            if copy_rate:
-                request["rate"] = copy_rate
-            built = call_node(
-                h, "build", request, on_event=bar.sink(h.name), timeout=timeouts.for_bytes(work), jobs=jobs
-            )
-            if built["errors"]:
-                raise LabkitError("; ".join(built["errors"]))
-            copied = {c["name"]: c for c in built["copied"]}
-            rep.linked = built["linked"]
-            rep.removed = sum(1 for name in built["removed"] if name not in copied)
-            rep.bytes_copied = sum(c["bytes"] for c in built["copied"])
-            rep.copy_seconds = sum(c["seconds"] for c in built["copied"])
-            rep.methods = sorted({c["method"] for c in built["copied"]})
-            # Verify what is now on disk, exactly as a later run would.
-            again = assess(
-                probe_node(
-                    h, plan, spec, block, count, False, send_source=(), timeout=timeouts.node, jobs=jobs
-                ),
-                spec,
-                block,
-                count,
-                False,
-                sources,
-            )
-            if again.changes or again.commit != a.commit:
-                raise LabkitError(
-                    f"view {spec.dst} still incomplete after building: copy "
-                    f"{[c['name'] for c in again.to_copy]}, link {[x['name'] for x in again.to_link]}, "
-                    f"remove {again.to_remove}"
-                )
-            for name, f in again.files.items():
-                f.full = a.files[name].full
-            a = replace(again, manifest=a.manifest)
-        rep.links_ok = len(a.links) - rep.linked
-        for name, f in a.files.items():
-            if name in copied:
-                rep.copied += 1
-            elif f.status == "verified":
-                rep.verified += 1
-            else:
-                rep.adopted += 1
-        manifest = build_manifest(spec, shared_cache, a, copied, block, count, now)
-        written = False
-        if not _same_manifest(a.manifest, manifest):
-            text = json.dumps({**manifest, "updated": now}, indent=1) + "\n"
-            call_node(
+            copied = build_node(
                 h,
-                "write",
-                {"dst": spec.dst, "name": MANIFEST_NAME, "text": text},
-                timeout=timeouts.node,
+                spec,
+                a,
+                rep,
+                block=block,
+                count=count,
+                full=full,
+                copy_rate=copy_rate,
+                on_event=bar.sink(h.name),
+                timeouts=timeouts,
                 jobs=jobs,
             )
-            written = True
+            a = _verify_built(h, plan, spec, a, sources, block, count, timeouts, jobs)
+        tally_files(rep, a, copied)
+        manifest = build_manifest(spec, shared_cache, a, copied, block, count, now)
+        written = write_manifest(h, spec.dst, manifest, a.manifest, now, timeouts.node, jobs)
         rep.seconds = time.monotonic() - t0
         return rep, written
 
@@ -411,6 +286,39 @@ def _stage_view(
     )
 
 
+def _verify_built(
+    h: HostLike,
+    plan,
+    spec,
+    a: NodeAssessment,
+    sources: dict[str, Source],
+    block: int,
+    count: int,
+    timeouts: Timeouts,
+    jobs: NodeJobs,
+) -> NodeAssessment:
+    """Probe the built view again and assess it exactly as a later run would: nothing may be left to do.
+
+    The result keeps the whole-file hashes and the old manifest of `a` (the manifest still to be replaced)."""
+    again = assess(
+        probe_node(h, plan, spec, block, count, False, send_source=(), timeout=timeouts.node, jobs=jobs),
+        spec,
+        block,
+        count,
+        False,
+        sources,
+    )
+    if again.changes or again.commit != a.commit:
+        raise LabkitError(
+            f"view {spec.dst} still incomplete after building: copy "
+            f"{[c['name'] for c in again.to_copy]}, link {[x['name'] for x in again.to_link]}, "
+            f"remove {again.to_remove}"
+        )
+    for name, f in again.files.items():
+        f.full = a.files[name].full
+    return replace(again, manifest=a.manifest)
+
+
 def preflight(
     plan, hosts: Iterable[HostLike], *, full: bool = False, timeouts: Timeouts = DEFAULT_TIMEOUTS
 ) -> list[list[dict]]:
@@ -422,7 +330,7 @@ def preflight(
     if not specs or not hosts:
         return []
     assessed, _ = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts, NodeJobs())
-    return [_check_space_grouped(assessed, specs, i) for i in range(len(specs))]
+    return [check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
 
 def check_view(plan, hosts: Iterable[HostLike], timeouts: Timeouts = DEFAULT_TIMEOUTS) -> dict[str, int]:

@@ -255,6 +255,22 @@ def test_links_a_view_manifest_lists_are_removed_when_stale(world):
     assert "retired.json" not in json.loads(manifest_path.read_text())["links"]
 
 
+def test_a_manifest_whose_file_list_is_damaged_is_restaged_not_a_crash(world):
+    """A view manifest of the right commit whose "files" is not a table (hand-edited, truncated): its entries
+    are not trusted, the local files are checked against the source again and the view ends correct."""
+    plan, snap, dst, hosts = world
+    run(plan, hosts)
+    (dst / LOCAL[0]).unlink()  # one copy missing, so the assessment looks at the manifest's file entries
+    manifest_path = dst / MANIFEST_NAME
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"] = None
+    manifest_path.write_text(json.dumps(manifest))
+    node = run(plan, hosts).views[0].nodes["n1"]
+    assert node.copied == 1 and (dst / LOCAL[0]).is_file()
+    assert isinstance(json.loads(manifest_path.read_text())["files"], dict)
+    assert run(plan, hosts).verification_only
+
+
 def test_revision_is_resolved_through_refs_and_missing_ref_names_node_and_path(tmp_path):
     cache = tmp_path / "hub"
     make_cache(cache, ref="release")
@@ -459,7 +475,7 @@ def test_node_errors_come_back_as_labkit_errors():
         parse_node_output("n1", "probe", "", "sh: python3: not found", 127)
 
 
-# ---- with labkit.hosts.LocalHost, progress, serving integration ---------------------------------------------
+# ---- with labkit.nodes.LocalHost, progress, serving integration ---------------------------------------------
 
 
 def test_stage_with_hosts_localhost_streams_copy_progress(tmp_path):

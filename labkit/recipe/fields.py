@@ -47,10 +47,32 @@ def _env(value: Any, path: str) -> dict:
     return out
 
 
-def recipe_fields(partial: bool) -> dict[str, s.Field]:
-    """The recipe schema; `partial` for variant overlays (no required keys, no defaults)."""
+def _lane() -> dict[str, s.Field]:
+    """[lane]: how the lane is named and listed, and the defaults `--spec` fills in."""
     F = s.Field
-    T = lambda fields: s.table(fields, partial=partial)  # noqa: E731
+    return {
+        "label": F(s.string()),
+        "description": F(s.string(False), default=""),
+        "aliases": F(s.array(s.string(), unique=True), default=list),
+        "simulated": F(s.boolean, default=False),
+        "defaults": F(s.mapping(s.string()), default=dict),
+    }
+
+
+def _model() -> dict[str, s.Field]:
+    """[model]: which weights are served, and under what name."""
+    F = s.Field
+    return {
+        "repo": F(s.string(), required=True),
+        "revision": F(s.string(), default="main"),
+        "path": F(s.absolute_path),
+        "served_name": F(s.string()),
+    }
+
+
+def _engine(partial: bool) -> dict[str, s.Field]:
+    """[engine]: the server and its flags; only an overlay may `remove_args` inherited from the base."""
+    F = s.Field
     parallel = {k: F(s.integer(1), default=1) for k in ("tp", "pp", "dp", "ep")}
     engine = {
         "kind": F(s.choice(*ENGINE_KINDS), required=True),
@@ -59,24 +81,46 @@ def recipe_fields(partial: bool) -> dict[str, s.Field]:
         "port": F(s.integer(1, 65535), default=8000),
         "version": F(s.string()),
         "multinode": F(s.choice("native", "ray"), default="native"),
-        "parallel": F(T(parallel), default=dict),
+        "parallel": F(s.table(parallel, partial=partial), default=dict),
         "args": F(_args, default=dict),
         "env": F(_env, default=dict),
         "boot_timeout": F(s.number(1.0), default=1800.0),
     }
     if partial:
         engine["remove_args"] = F(s.array(s.string(), unique=True))
-    staging = s.table(
-        {
-            "kind": F(s.choice(*STAGING_KINDS), required=True),
-            "repo": F(s.string(), required=True),
-            "revision": F(s.string()),
-            "dst": F(s.absolute_path, required=True),
-            "local": F(s.array(s.file_name, nonempty=True, unique=True), required=True),
-            "min_free": F(s.size, default=0),
-            "mount": F(s.absolute_path, default=VIEW_MOUNT),
-        }
-    )
+    return engine
+
+
+def _cluster() -> dict[str, s.Field]:
+    """[cluster]: the nodes and how to reach them."""
+    F = s.Field
+    return {
+        "nodes": F(s.array(s.string(), nonempty=True, unique=True), default=lambda: ["localhost"]),
+        "user": F(s.string()),
+        "ssh_port": F(s.integer(1, 65535), default=22),
+        "shared_cache": F(s.absolute_path),
+        "head_address": F(s.string()),
+        "connect_timeout": F(s.number(0.1), default=10.0),
+    }
+
+
+def _staging() -> dict[str, s.Field]:
+    """One [[staging]] entry; always checked whole, since an overlay replaces the array rather than merging it."""
+    F = s.Field
+    return {
+        "kind": F(s.choice(*STAGING_KINDS), required=True),
+        "repo": F(s.string(), required=True),
+        "revision": F(s.string()),
+        "dst": F(s.absolute_path, required=True),
+        "local": F(s.array(s.file_name, nonempty=True, unique=True), required=True),
+        "min_free": F(s.size, default=0),
+        "mount": F(s.absolute_path, default=VIEW_MOUNT),
+    }
+
+
+def _measure(partial: bool) -> dict[str, s.Field]:
+    """[measure] with its [measure.decode] and [measure.prefill] sweeps."""
+    F = s.Field
     decode = {
         "concurrency": F(s.array(s.integer(1, 64), nonempty=True, unique=True), default=lambda: [1, 2]),
         "turns": F(s.integer(1), default=5),
@@ -88,58 +132,26 @@ def recipe_fields(partial: bool) -> dict[str, s.Field]:
         "repeats": F(s.integer(1), default=3),
     }
     return {
-        "lane": F(
-            T(
-                {
-                    "label": F(s.string()),
-                    "description": F(s.string(False), default=""),
-                    "aliases": F(s.array(s.string(), unique=True), default=list),
-                    "simulated": F(s.boolean, default=False),
-                    "defaults": F(s.mapping(s.string()), default=dict),
-                }
-            ),
-            default=dict,
-        ),
-        "model": F(
-            T(
-                {
-                    "repo": F(s.string(), required=True),
-                    "revision": F(s.string(), default="main"),
-                    "path": F(s.absolute_path),
-                    "served_name": F(s.string()),
-                }
-            ),
-            required=True,
-        ),
-        "engine": F(T(engine), required=True),
-        "cluster": F(
-            T(
-                {
-                    "nodes": F(
-                        s.array(s.string(), nonempty=True, unique=True), default=lambda: ["localhost"]
-                    ),
-                    "user": F(s.string()),
-                    "ssh_port": F(s.integer(1, 65535), default=22),
-                    "shared_cache": F(s.absolute_path),
-                    "head_address": F(s.string()),
-                    "connect_timeout": F(s.number(0.1), default=10.0),
-                }
-            ),
-            default=dict,
-        ),
-        "staging": F(s.array(staging), default=list),
-        "measure": F(
-            T(
-                {
-                    "api": F(s.choice("chat", "completions"), default="chat"),
-                    "runs": F(s.integer(1), default=1),
-                    "decode": F(T(decode), default=dict),
-                    "prefill": F(T(prefill), default=dict),
-                    "timeout": F(s.number(1.0), default=600.0),
-                }
-            ),
-            default=dict,
-        ),
+        "api": F(s.choice("chat", "completions"), default="chat"),
+        "runs": F(s.integer(1), default=1),
+        "decode": F(s.table(decode, partial=partial), default=dict),
+        "prefill": F(s.table(prefill, partial=partial), default=dict),
+        "timeout": F(s.number(1.0), default=600.0),
+    }
+
+
+def recipe_fields(partial: bool) -> dict[str, s.Field]:
+    """The recipe schema, one entry per top-level table; `partial` for variant overlays (no required keys,
+    no defaults)."""
+    F = s.Field
+    T = lambda fields: s.table(fields, partial=partial)  # noqa: E731
+    return {
+        "lane": F(T(_lane()), default=dict),
+        "model": F(T(_model()), required=True),
+        "engine": F(T(_engine(partial)), required=True),
+        "cluster": F(T(_cluster()), default=dict),
+        "staging": F(s.array(s.table(_staging())), default=list),
+        "measure": F(T(_measure(partial)), default=dict),
     }
 
 

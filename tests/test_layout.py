@@ -365,6 +365,14 @@ def test_architecture_doc_has_a_paragraph_per_package():
     assert [e for e in top_level_entries() if e.endswith("/") and f"`{e}" not in doc] == []
 
 
+def test_architecture_doc_names_every_module_and_no_missing_one():
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    names = {p.name for p in PKG.rglob("*.py")}
+    wanted = {p.name for p in PKG.glob("*/*.py")} - {"__init__.py", "__main__.py"}
+    assert sorted(n for n in wanted if f"`{n}`" not in doc) == []
+    assert sorted(n for n in set(re.findall(r"`([\w]+\.py)`", doc)) if n not in names) == []
+
+
 # ---- the checks fail on what they are meant to catch ----------------------------------------------------------
 
 
@@ -434,3 +442,13 @@ def test_a_citation_outside_the_repo_or_of_a_missing_heading_is_found(tmp_path):
     cite.write_text('"""Formulas (measurement.md §2); windows (docs/measurement.md, "No such heading")."""\n')
     found = outside_citations([cite])
     assert len(found) == 2 and "measurement.md" in found[0] and "No such heading" in found[1]
+
+
+def test_store_and_report_load_without_the_http_client():
+    """`labkit report` reads records through labkit.measure; the OpenAI SDK (~0.5 s to import) stays unloaded."""
+    import subprocess
+    import sys
+
+    code = "import sys, labkit.store, labkit.report; print(sorted({'openai', 'aiohttp'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

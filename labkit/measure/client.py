@@ -30,20 +30,23 @@ import gc
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import openai
-
-try:
-    import aiohttp  # noqa: F401 — the SDK's aiohttp backend (openai[aiohttp]): half the CPU per chunk of httpx
-
-    _HAVE_AIOHTTP = True
-except ImportError:  # pragma: no cover
-    _HAVE_AIOHTTP = False
+from typing import TYPE_CHECKING, Any
 
 from labkit import settings
 from labkit.errors import LabkitError
 from labkit.measure.sse import SSEParser, StreamResult
+
+if TYPE_CHECKING:
+    import openai
+
+
+def _have_aiohttp() -> bool:
+    """The SDK's aiohttp backend (the openai[aiohttp] extra): half the client CPU per chunk of httpx."""
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:  # pragma: no cover
+        return False
+    return True
 
 
 class EndpointError(LabkitError):
@@ -97,8 +100,11 @@ class StreamClient:
             raise ValueError(f"transport must be 'direct' or 'sdk', got {transport!r}")
         self.root, self.base = split_base(url)
         self.timeout, self.transport = timeout, transport
+        # The SDK is imported here, not with the module: the store and report read records without it.
+        import openai
+
         aio = getattr(openai, "DefaultAioHttpClient", None)
-        use_aio = aio is not None and _HAVE_AIOHTTP and settings.current().http != "httpx"
+        use_aio = aio is not None and _have_aiohttp() and settings.current().http != "httpx"
         self.backend = "aiohttp" if use_aio else "httpx"
         cls = aio if use_aio else openai.DefaultAsyncHttpxClient
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
@@ -173,6 +179,8 @@ class StreamClient:
     # ------------------------------------------------------------------ streaming
     async def stream(self, req: StreamRequest) -> StreamResult:
         """Run one streamed request; failures (HTTP, transport, timeout) come back in `error`, never raised."""
+        import openai  # already loaded by __init__; binds the name for the except clause
+
         res = StreamResult()
         parser = SSEParser(res)
         self._gc_hold(+1)
@@ -309,6 +317,8 @@ class _HTTPError(Exception):
 def _stream_timeout(total: float) -> openai.Timeout:
     """No per-read timeout on streams: the whole request is bounded by asyncio.timeout(total) in `stream`, and a
     per-read timer would be re-armed on every chunk (measurable CPU at thousands of chunks/s)."""
+    import openai
+
     return openai.Timeout(total, read=None)
 
 

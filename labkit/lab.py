@@ -149,7 +149,10 @@ def _measure_on(
                 check_view(lane, group.hosts)
         # Lane writes boot.json and logs/<node>.log into the first run folder as the boot goes.
         served.run_dir = first.path
-        materialize_model(served)
+        with (
+            ending_as_interrupt()
+        ):  # as inside Lane.up: SIGTERM/SIGHUP during a build mark the run interrupted
+            materialize_model(served)
         with served.up() as endpoint:
             done.boot = endpoint.boot
             boot = endpoint.boot.to_dict()

@@ -45,7 +45,7 @@ class Settings:
     ssh_key: str | None = None
     ssh_known_hosts: str | None = None
     ssh_user: str | None = None
-    ssh_port: str | None = None  # as given; labkit.nodes turns it into a number and names it if it is not one
+    ssh_port: str | None = None  # as given; labkit.nodes.SshOptions.from_env makes it a number
     papermill: bool = False  # PAPERMILL_EXECUTION is set (papermill's own variable)
 
     @classmethod

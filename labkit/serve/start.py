@@ -9,14 +9,27 @@ from __future__ import annotations
 import json
 import time
 
+from labkit.errors import LabkitError
 from labkit.nodes import Host, check_reachable, ending_as_interrupt, ignoring_interrupts
 from labkit.serve.plan import Endpoint, pin_revision
 from labkit.serve.teardown import remove_after_failed_start
 from labkit.serve.watch import node_watches, wait_ready
 
 
+def refuse_unbuilt_model(plan) -> None:
+    """A recipe whose model.repo names a model labkit builds ("labkit/<preset>", docs/tinymodel.md) is served
+    only once the caller has built it and set model.path: serve never builds models (labkit.lab.measure and
+    `labkit up` do it first). The simulator's "labkit/..." names are only served names."""
+    if plan.engine.kind != "sim" and plan.model.repo.startswith("labkit/") and not plan.model.path:
+        raise LabkitError(
+            f"{plan.file}: model.repo {plan.model.repo} is a model labkit builds; build it before the lane "
+            "starts (labkit.tinymodel.materialize(plan), as labkit.lab.measure and `labkit up` do)"
+        )
+
+
 def start(lane) -> Endpoint:
     """Check nodes, start every node in parallel, wait for readiness. On any failure, remove everything."""
+    refuse_unbuilt_model(lane.plan)
     t = time.monotonic()
     check_reachable(lane.group)
     lane.timings = {"check": time.monotonic() - t}

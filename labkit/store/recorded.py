@@ -128,6 +128,8 @@ def parse_figures(path: str | Path | None = None) -> list[RecordedRun]:
             "raw_samples": False,
             "plan_note": "plan = the recipe as resolved at import; the recorded runs predate labkit and their "
             "exact flags are only what the note states",
+            # Stored in every imported run.json (the module is labkit/store/recorded.py now): changing the
+            # text would make the committed runs differ from a re-import, which must stay idempotent.
             "imported_by": "labkit import-note (labkit/recorded.py) from results/recorded.toml",
         }
         out.append(

@@ -1,5 +1,5 @@
 """The tiny-llamacpp lane end to end: labkit boots the real llama_cpp.server, reads its boot facts, measures
-it with `labkit.bench`, and tears it down; engine quirks must show up in the records, not as wrong numbers.
+it with `labkit.measure`, and tears it down; engine quirks must show up in the records, not as wrong numbers.
 
 The labkit-vs-independent-client agreement (issue 8's 5% bound) is a timing figure, so it is checked by
 benchmarks/bench_llamacpp_agreement.py (run by .ci/run), never by timed assertions here.

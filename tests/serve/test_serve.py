@@ -353,3 +353,14 @@ def test_cluster_process_runtime_over_ssh(cluster, tmp_path):
         assert_clean_cluster(lane, cluster)
     finally:
         lane.close()
+
+
+def test_a_labkit_built_model_not_yet_built_is_refused_before_any_node_is_touched(local_env):
+    """serve never builds models: a plan naming one without model.path says who builds it, and starts nothing."""
+    from labkit.errors import LabkitError
+    from labkit.recipe import load_plan
+
+    lane = Lane(load_plan("tiny-llamacpp"), progress=None)
+    with pytest.raises(LabkitError, match="is a model labkit builds; build it before the lane starts"):
+        lane.start()
+    assert lane.status() == {"localhost": "absent"} and local_env.processes() == []

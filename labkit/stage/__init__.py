@@ -2,7 +2,7 @@
 (copies of the hot shards, symlinks into the shared cache for the rest, a manifest of sampled hashes).
 
 Assessment is pure (`assess`; `space` for the space check); the node side is a stdlib-only script sent
-over SSH (`node_script`), called through `transport`; `run` runs the steps (probe, preflight, build,
+over SSH (`node/`, joined into one script), called through `transport`; `run` runs the steps (probe, preflight, build,
 verify; `build` does step 3 on one node and the manifest) and `reports` says what they did.
 """
 
@@ -19,24 +19,26 @@ from labkit.stage.assess import (
     view_owned_names,
 )
 from labkit.stage.build import build_manifest
-from labkit.stage.node_script import SAMPLE_BLOCK, SAMPLE_COUNT, block_lengths, sample_offsets
+from labkit.stage.node.base import SAMPLE_BLOCK, SAMPLE_COUNT, block_lengths, sample_offsets
 from labkit.stage.reports import CopyProgress, NodeReport, StageReport, ViewReport
 from labkit.stage.run import check_view, local_views, preflight, probe_node, stage
 from labkit.stage.space import StagingRefused, check_space, preflight_rows, preflight_table
 from labkit.stage.transport import (
-    NODE_SCRIPT,
+    NODE_MODULES,
     HostLike,
     NodeJobs,
     Timeouts,
     call_node,
     each_node,
+    join_node_script,
     node_command,
+    node_script,
     parse_node_output,
 )
 
 __all__ = [
     "MANIFEST_NAME",
-    "NODE_SCRIPT",
+    "NODE_MODULES",
     "PARTIAL_PREFIX",
     "SAMPLE_BLOCK",
     "SAMPLE_COUNT",
@@ -60,7 +62,9 @@ __all__ = [
     "check_view",
     "each_node",
     "local_views",
+    "join_node_script",
     "node_command",
+    "node_script",
     "parse_node_output",
     "preflight",
     "preflight_rows",

@@ -2,7 +2,7 @@
 (re)copied, which links are made, which leftovers go. Whether every node has the space for it is
 labkit/stage/space.py.
 
-Content checks: sizes always; sampled blocks (labkit/stage/node_script.py `sample_offsets`: 8 blocks of
+Content checks: sizes always; sampled blocks (labkit/stage/node/base.py `sample_offsets`: 8 blocks of
 64 KiB per file - first, last, evenly spaced - or the whole file when smaller) read on the node and hashed
 here with xxh3_64; `full=True` also hashes whole files on the node (b2sum). A flip outside the sampled
 blocks is only found by `full`. The plan's staging entries are checked here too: staging refuses a bad plan
@@ -21,7 +21,7 @@ import xxhash
 
 from labkit.errors import LabkitError, RecipeError
 from labkit.recipe import Invalid, absolute_path, file_name
-from labkit.stage import node_script as node_side
+from labkit.stage.node import base as node_side
 
 MANIFEST_NAME = node_side.MANIFEST_NAME
 PARTIAL_PREFIX = node_side.PARTIAL_PREFIX

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 from labkit.errors import LabkitError
-from labkit.stage import node_script as node_side
 from labkit.stage.assess import MANIFEST_NAME, NodeAssessment
+from labkit.stage.node import base as node_side
 from labkit.stage.reports import NodeReport
 from labkit.stage.transport import EventSink, HostLike, NodeJobs, Timeouts, call_node
 

@@ -42,9 +42,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from labkit.errors import LabkitError, NodeError
-from labkit.stage import node_script as node_side
 from labkit.stage.assess import NodeAssessment, Source, assess, check_entry, repo_cache_path, sources_from
 from labkit.stage.build import build_manifest, build_node, tally_files, write_manifest
+from labkit.stage.node import base as node_side
 from labkit.stage.reports import CopyProgress, NodeReport, StageReport, ViewReport
 from labkit.stage.space import check_space_grouped
 from labkit.stage.transport import DEFAULT_TIMEOUTS, HostLike, NodeJobs, Timeouts, call_node, each_node

@@ -5,6 +5,7 @@ ends them on every node (`NodeJobs`).
 
 from __future__ import annotations
 
+import ast
 import json
 import shlex
 import threading
@@ -16,9 +17,29 @@ from typing import Any, Protocol
 
 from labkit.errors import LabkitError, NodeError
 from labkit.nodes import CommandTimeout, HostError, map_nodes
-from labkit.stage import node_script as node_side
 
-NODE_SCRIPT = Path(node_side.__file__)
+# The node side, joined in this order into the one script a node runs (docs/architecture.md, stage).
+NODE_MODULES = tuple(Path(__file__).parent / "node" / f"{m}.py" for m in ("base", "probe", "build", "main"))
+
+
+def join_node_script(sources: list[str]) -> str:
+    """One stdlib-only script from the node modules' texts, in order: their `labkit.*` imports go (each name
+    is defined above its use in the joined text) and `from __future__` stays only at the top."""
+    parts = []
+    for i, text in enumerate(sources):
+        drop: set[int] = set()
+        for stmt in ast.parse(text).body:
+            if isinstance(stmt, ast.ImportFrom) and (
+                (stmt.module or "").startswith("labkit.") or (i and stmt.module == "__future__")
+            ):
+                drop.update(range(stmt.lineno - 1, stmt.end_lineno or stmt.lineno))
+        parts.append("".join(line for n, line in enumerate(text.splitlines(keepends=True)) if n not in drop))
+    return "\n".join(parts)
+
+
+def node_script() -> str:
+    """The script every node op runs (read from this checkout each time, as the single file was)."""
+    return join_node_script([p.read_text(encoding="utf-8") for p in NODE_MODULES])
 
 
 class HostLike(Protocol):
@@ -89,7 +110,7 @@ def node_command(op: str, request: dict, mark: str | None = None) -> str:
     20 KB script on stdin took minutes over SSH. -I -S: the node's PYTHON* variables, user site and
     site-packages play no part (the script is stdlib only), and the interpreter starts ~3 ms sooner.
     `mark` (NodeJobs.mark) goes in a comment on the script's first line."""
-    script = (f"# {mark}\n" if mark else "") + NODE_SCRIPT.read_text(encoding="utf-8")
+    script = (f"# {mark}\n" if mark else "") + node_script()
     payload = json.dumps(request, separators=(",", ":"))
     if len(payload.encode()) > MAX_ARG:
         raise LabkitError(

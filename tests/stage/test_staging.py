@@ -17,7 +17,6 @@ import pytest
 from labkit.errors import LabkitError, NodeError, RecipeError
 from labkit.stage import (
     MANIFEST_NAME,
-    NODE_SCRIPT,
     StagingRefused,
     Timeouts,
     call_node,
@@ -28,7 +27,7 @@ from labkit.stage import (
     preflight_table,
     stage,
 )
-from labkit.stage import node_script as stage_node
+from labkit.stage.node import base as stage_node
 from tests.support.hf_cache import COMMIT, LOCAL, LocalNode, default_files, make_cache, plan_for, tree_state
 from tests.support.staging import hanging_cache
 
@@ -721,13 +720,36 @@ def test_every_node_op_has_a_timeout_and_build_scales_with_the_bytes(world, full
 
 
 def test_node_script_is_stdlib_only():
-    """Nodes have python3 and nothing else: the script may import only the standard library."""
+    """Nodes have python3 and nothing else: the joined script may import only the standard library, and
+    each node module only the standard library and the node modules joined before it."""
     import ast
 
-    tree = ast.parse(NODE_SCRIPT.read_text())
+    from labkit.stage import NODE_MODULES, node_script
+
+    tree = ast.parse(node_script())
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert names and names <= set(sys.stdlib_module_names)
+    order = [f"labkit.stage.node.{p.stem}" for p in NODE_MODULES]
+    for i, path in enumerate(NODE_MODULES):
+        mods = {n.module for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom)}
+        assert {m for m in mods if m.startswith("labkit")} <= set(order[:i]), path.name
+
+
+def test_joining_the_node_modules_drops_only_their_labkit_imports():
+    from labkit.stage import join_node_script
+
+    first = '"""a"""\n\nfrom __future__ import annotations\n\nimport os\n\nX = 1\n'
+    second = (
+        '"""b"""\n\nfrom __future__ import annotations\n\nimport sys\n\n'
+        "from labkit.stage.node.base import (\n    X,\n)\n\nY = X + 1\n"
+    )
+    joined = join_node_script([first, second])
+    assert joined.count("from __future__") == 1 and "labkit" not in joined
+    assert "import os" in joined and "import sys" in joined
+    space: dict = {}
+    exec(compile(joined, "joined", "exec"), space)
+    assert space["Y"] == 2
 
 
 def test_a_directory_in_the_way_is_refused_at_preflight(world):

@@ -195,21 +195,11 @@ def _measure_on(
 
 def materialize_model(served: Any) -> None:
     """Point a Lane that is about to start at the labkit-built model its recipe names ("labkit/tiny-llama"),
-    building it on first use; any other lane is left as it is. Used by `measure` and `labkit up`.
-
-    The build comes after the checks `Lane.start` begins with (the nodes answer, the model revision is
-    pinned, the lane is not up already), so a lane that cannot start fails as it would, before a build; the
-    build's progress goes where the lane's does.
-    """
+    building it on first use (serve never builds models); any other lane is left as it is. Used by `measure`
+    and `labkit up` just before Lane.start, which checks the nodes again (such a lane is local: a cached
+    build costs a file check); the build's progress goes where the lane's does."""
     from labkit import tinymodel
-    from labkit.nodes import check_reachable
-    from labkit.serve import pin_revision
 
-    if served.plan.model.path or not tinymodel.is_built_model(served.plan.model.repo):
-        return
-    check_reachable(served.group)
-    served.plan = pin_revision(served.plan, served.group.head)
-    served.refuse_if_present()
     served.plan = tinymodel.materialize(served.plan, log=served.progress)
 
 

@@ -445,7 +445,7 @@ def test_a_citation_outside_the_repo_or_of_a_missing_heading_is_found(tmp_path):
 
 
 def test_store_and_report_load_without_the_http_client():
-    """`labkit report` reads records through labkit.measure; the OpenAI SDK (~0.5 s to import) stays unloaded."""
+    """`labkit report` reads records through labkit.measure; the OpenAI SDK (0.3 s of imports here) stays unloaded."""
     import subprocess
     import sys
 

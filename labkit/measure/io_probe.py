@@ -11,8 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from labkit.errors import LabkitError, NodeError
-from labkit.nodes import Host, HostError, map_nodes
+from labkit.errors import LabkitError
+from labkit.nodes import Host
+from labkit.stage import each_node
 
 BYTES_FIELDS = (
     "normalreadbytes",
@@ -123,15 +124,7 @@ def read_mountstats(host: Host) -> dict[str, dict[str, int]]:
 
 def nfs_counters(hosts: Iterable[Host]) -> dict[str, dict[str, dict[str, int]]]:
     """{node: {mount: counters}} read over each host at once; one NodeError naming every node that failed."""
-    outcomes = map_nodes(read_mountstats, list(hosts), what="NFS counters")
-    failures = {
-        name: (err.message if isinstance(err, HostError) else str(err)).removeprefix(name + ": ")
-        for name, (_, err) in outcomes.items()
-        if err is not None
-    }
-    if failures:
-        raise NodeError("NFS counters", failures)
-    return {name: value for name, (value, _) in outcomes.items()}
+    return each_node(hosts, read_mountstats, "NFS counters")
 
 
 def nfs_read_delta(before: dict, after: dict) -> dict[str, int]:

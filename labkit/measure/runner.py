@@ -127,41 +127,20 @@ class Bench:
             timeout=self.plan.timeout,
         )
 
-    def record(
-        self,
-        res: StreamResult,
-        *,
-        phase: str,
-        requested: int,
-        concurrency: int = 1,
-        turn: int = 0,
-        stream: int = 0,
-        cold: bool = False,
-        nonce: str = "",
-        group: int | None = None,
-        prompt_target: int = 0,
-        counted: int | None = None,
-    ) -> RequestRecord:
-        """The stream as this run's RequestRecord (labkit/measure/recording.py), kept and ticked off."""
+    def record(self, res: StreamResult, **labels: Any) -> RequestRecord:
+        """The stream as this run's RequestRecord, kept and ticked off. `labels` are make_record's
+        per-request keywords (phase, requested, concurrency, turn, stream, cold, nonce, group, ...); the
+        run-wide ones come from this Bench (labkit/measure/recording.py)."""
         rec = make_record(
             res,
             t_origin=self.t_origin,
             rtt_ns=self.rtt_ns,
-            phase=phase,
-            requested=requested,
             rep=self.rep,
             run_id=self.run_id,
             lane=self.lane,
             api=self.api,
-            concurrency=concurrency,
-            turn=turn,
-            stream=stream,
-            cold=cold,
-            nonce=nonce,
-            group=group,
-            prompt_target=prompt_target,
-            counted=counted,
             counted_source="tokenize" if "tokenize" in self.counter_kind else "calibrated",
+            **labels,
         )
         self.records.append(rec)
         if self._bar is not None:

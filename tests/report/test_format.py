@@ -3,6 +3,7 @@ import pytest
 
 from labkit import report as rp
 from labkit.report import EN_DASH, Stat
+from labkit.store import MEASURE_COLUMNS
 
 
 def test_range_uses_en_dash_and_equal_decimals():
@@ -58,19 +59,7 @@ def test_acceptance_kv_nfs():
 
 
 def _measures(rows):
-    cols = [
-        "run",
-        "recipe",
-        "variant",
-        "label",
-        "measure",
-        "value",
-        "min",
-        "max",
-        "approx",
-        "simulated",
-        "source",
-    ]
+    cols = MEASURE_COLUMNS
     full = []
     for r in rows:
         d = dict(zip(["run", "recipe", "variant", "measure", "value"], r[:5], strict=True))

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bare_ssh import BareSsh, fan_out  # noqa: E402
 from benchmarks.fanout import FanoutTiming, metered, time_pair  # noqa: E402
 from labkit import stage as staging  # noqa: E402
-from labkit.nodes import LocalHost, as_command, host_for  # noqa: E402
+from labkit.nodes import LocalHost, as_command, each_node, host_for  # noqa: E402
 from tests.support.hf_cache import make_cache, plan_for  # noqa: E402
 
 REAL_LOCAL = ("model-00047-of-00048.safetensors", "model-00048-of-00048.safetensors")
@@ -222,9 +222,7 @@ def bench_view(root: Path, repeats: int, user_rc: bool = False) -> tuple[float, 
                 b.close()
         else:
             baselines = {
-                "`true`": pair(
-                    lambda n: staging.each_node(hosts[:n], lambda h: h.run("true"), "true"), repeats
-                )
+                "`true`": pair(lambda n: each_node(hosts[:n], lambda h: h.run("true"), "true"), repeats)
             }
     finally:
         for h in hosts:

@@ -70,14 +70,20 @@ def plan(
     return lane
 
 
-def describe(lane: LanePlan) -> str:
-    """The resolved plan and the exact command each node would run (nothing is contacted)."""
+def commands(lane: LanePlan) -> dict[str, str]:
+    """{node: the exact command it would run}, pointing at where a labkit-built model will be (nothing is
+    built or contacted); the plan itself stays as resolved."""
     from labkit import tinymodel
-    from labkit.recipe import describe_plan
     from labkit.serve import lane_commands
 
-    # the commands show where a labkit-built model will be; the plan itself is described as resolved
-    return describe_plan(lane, lane_commands(tinymodel.materialize(lane, build=False)))
+    return lane_commands(tinymodel.materialize(lane, build=False))
+
+
+def describe(lane: LanePlan) -> str:
+    """The resolved plan and the exact command each node would run (nothing is contacted)."""
+    from labkit.recipe import describe_plan
+
+    return describe_plan(lane, commands(lane))
 
 
 def spec_k(lane: LanePlan) -> int | None:

@@ -37,17 +37,13 @@ def cmd_recipes(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from labkit import tinymodel
-    from labkit.recipe import describe_plan
-    from labkit.serve import lane_commands
+    from labkit import lab
 
     plan = plan_from_args(args)
-    # the commands show where a labkit-built model will be; the plan itself is printed as resolved
-    commands = lane_commands(tinymodel.materialize(plan, build=False))
     if args.json:
-        print(json.dumps({**plan.to_dict(), "commands": commands}, indent=2))
+        print(json.dumps({**plan.to_dict(), "commands": lab.commands(plan)}, indent=2))
     else:
-        print(describe_plan(plan, commands=commands))
+        print(lab.describe(plan))
     return 0
 
 

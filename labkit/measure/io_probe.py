@@ -1,8 +1,8 @@
 """I/O counters sampled around a run: the hook interface and the local NFS reader (docs/engines.md, "NFS read accounting").
 
 A probe's `sample()` returns a flat {counter: number} snapshot; `delta(before, after)` the per-run change. The
-bench calls every probe before the first and after the last request of a run and stores the deltas. Remote
-hosts plug in by implementing the same two methods over SSH (staging owns that; the parser here is shared).
+bench calls every probe before the first and after the last request of a run and stores the deltas. A node
+plugs in the same way over its host (NodeNfsProbe, below).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from labkit.errors import LabkitError
-from labkit.nodes import Host
-from labkit.stage import each_node
+from labkit.nodes import Host, each_node
 
 BYTES_FIELDS = (
     "normalreadbytes",

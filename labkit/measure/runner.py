@@ -227,8 +227,8 @@ class Bench:
 def run_bench(url: str, plan: MeasurePlan | None = None, **kwargs: Any) -> BenchResult:
     """Synchronous `run_bench_async`; also works inside Jupyter, where an event loop is already running
     (the measurement then runs on its own loop in a worker thread, so the notebook's loop is not blocked
-    by, nor interleaved with, the timed streams). The loop is uvloop's when installed: ~15% less client CPU
-    per streamed chunk than the default loop, measured by benchmarks/bench_accuracy.py.
+    by, nor interleaved with, the timed streams). The loop is uvloop's when installed (less client CPU
+    per streamed chunk; the figures are in labkit/measure/client.py's docstring).
 
     Ctrl-C (a kernel interrupt) while the worker measures cancels its streams at once, lets the partial
     result be saved (`save_to` / `on_partial`), and then raises KeyboardInterrupt here."""

@@ -2,11 +2,19 @@
 every node in parallel, with interrupts handled so a Ctrl-C reaches every node.
 
 Modules: base (Result, the errors, the Host interface), local (LocalHost), ssh (SshOptions, SshHost), group
-(HostGroup, NodeCalls, map_nodes, host_for), interrupts (Ctrl-C, SIGTERM and SIGHUP as one interrupt).
+(HostGroup, NodeCalls, map_nodes, each_node, host_for), interrupts (Ctrl-C, SIGTERM and SIGHUP as one interrupt).
 """
 
 from labkit.nodes.base import CommandTimeout, Host, HostError, Result, Unreachable, as_command
-from labkit.nodes.group import HostGroup, NodeCalls, check_reachable, host_for, hosts_for_plan, map_nodes
+from labkit.nodes.group import (
+    HostGroup,
+    NodeCalls,
+    check_reachable,
+    each_node,
+    host_for,
+    hosts_for_plan,
+    map_nodes,
+)
 from labkit.nodes.interrupts import ENDING_SIGNALS, ending_as_interrupt, ignoring_interrupts, interrupts_noted
 from labkit.nodes.local import LocalHost
 from labkit.nodes.ssh import SshHost, SshOptions
@@ -25,6 +33,7 @@ __all__ = [
     "Unreachable",
     "as_command",
     "check_reachable",
+    "each_node",
     "ending_as_interrupt",
     "host_for",
     "hosts_for_plan",

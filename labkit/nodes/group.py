@@ -7,7 +7,7 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -198,6 +198,30 @@ def _stop_calls(
 def _say(text: str) -> None:
     with contextlib.suppress(OSError):  # the terminal went away
         print(text, file=sys.stderr, flush=True)
+
+
+def each_node(
+    hosts: Iterable[Host],
+    fn: Callable[[Host], T],
+    what: str,
+    stop: Callable[[Host], Any] | None = None,
+    activity: str = "",
+    say: Callable[[str], None] | None = None,
+) -> dict[str, T]:
+    """{node: fn(host)} run on all nodes at once (map_nodes); one NodeError naming every node that failed,
+    each with its own message (a leading "<node>: " is not repeated).
+
+    With `stop` (ends on a node what fn runs there), a Ctrl-C says it stops `activity` (via `say`, default
+    stderr), runs stop on every node still running, waits for them (bounded) and is then raised."""
+    outcomes = map_nodes(fn, list(hosts), stop, what=activity or what, say=say)
+    failures = {}
+    for name, (_, err) in outcomes.items():
+        if err is not None:
+            text = err.message if isinstance(err, HostError) else str(err)
+            failures[name] = text.removeprefix(name + ": ")
+    if failures:
+        raise NodeError(what, failures)
+    return {name: value for name, (value, _) in outcomes.items()}
 
 
 def _reason(err: BaseException) -> str:

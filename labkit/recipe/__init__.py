@@ -10,6 +10,7 @@ from labkit.recipe.describe import describe_plan
 from labkit.recipe.load import Recipe, load_recipe, resolve
 from labkit.recipe.lookup import find_recipe, list_recipes, load_plan, recipes_dir, repo_root
 from labkit.recipe.plan import (
+    BUILT_MODEL_PREFIX,
     VIEW_MOUNT,
     ClusterSpec,
     DecodePlan,
@@ -25,6 +26,7 @@ from labkit.recipe.plan import (
 from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml
 
 __all__ = [
+    "BUILT_MODEL_PREFIX",
     "VIEW_MOUNT",
     "ClusterSpec",
     "DecodePlan",

@@ -20,6 +20,7 @@ import shlex
 from dataclasses import dataclass, field
 
 VIEW_MOUNT = "/root/.cache/hf-view"
+BUILT_MODEL_PREFIX = "labkit/"  # model.repo = "labkit/<preset>": a model labkit builds (docs/tinymodel.md)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,16 @@ class LanePlan:
     measure: MeasurePlan
     recipe_hash: str
     resolved: dict = field(compare=False, repr=False, default_factory=dict)
+
+    @property
+    def wants_built_model(self) -> bool:
+        """model.repo names a model labkit builds and no model.path is given yet (the simulator's
+        "labkit/..." names are only the names it serves)."""
+        return (
+            self.engine.kind != "sim"
+            and self.model.repo.startswith(BUILT_MODEL_PREFIX)
+            and not self.model.path
+        )
 
     @property
     def variant_id(self) -> str:

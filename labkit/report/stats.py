@@ -10,6 +10,7 @@ import math
 import re
 from typing import Any
 
+from labkit.measure import median
 from labkit.report.format import Stat
 
 _PREFILL = re.compile(r"^prefill_(\d+)$")
@@ -20,12 +21,6 @@ def sim_title(title: str, simulated: bool) -> str:
     return f"{title} (sim)" if simulated and "(sim)" not in title else title
 
 
-def median(values: list[float]) -> float:
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
-
-
 def stat(part: Any, measure: str) -> Stat | None:
     """The Stat of `measure` over the rows of one lane, or None when the lane has no row for it."""
     rows = part[part["measure"] == measure]
@@ -34,7 +29,7 @@ def stat(part: Any, measure: str) -> Stat | None:
     values = [v for v in rows["value"].tolist() if not math.isnan(v)]
     los = [v for v in rows["min"].tolist() if not math.isnan(v)]
     his = [v for v in rows["max"].tolist() if not math.isnan(v)]
-    mid = median(values) if values else None
+    mid = median(values)  # None for no values
     return Stat(
         mid,
         min(los) if los else None,

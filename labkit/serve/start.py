@@ -17,10 +17,9 @@ from labkit.serve.watch import node_watches, wait_ready
 
 
 def refuse_unbuilt_model(plan) -> None:
-    """A recipe whose model.repo names a model labkit builds ("labkit/<preset>", docs/tinymodel.md) is served
-    only once the caller has built it and set model.path: serve never builds models (labkit.lab.measure and
-    `labkit up` do it first). The simulator's "labkit/..." names are only served names."""
-    if plan.engine.kind != "sim" and plan.model.repo.startswith("labkit/") and not plan.model.path:
+    """A plan naming a model labkit builds (LanePlan.wants_built_model) is served only once the caller has
+    built it and set model.path: serve never builds models (labkit.lab.measure and `labkit up` do it first)."""
+    if plan.wants_built_model:
         raise LabkitError(
             f"{plan.file}: model.repo {plan.model.repo} is a model labkit builds; build it before the lane "
             "starts (labkit.tinymodel.materialize(plan), as labkit.lab.measure and `labkit up` do)"

@@ -42,12 +42,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from labkit.errors import LabkitError, NodeError
+from labkit.nodes import each_node
 from labkit.stage.assess import NodeAssessment, Source, assess, check_entry, repo_cache_path, sources_from
 from labkit.stage.build import build_manifest, build_node, tally_files, write_manifest
 from labkit.stage.node import base as node_side
 from labkit.stage.reports import CopyProgress, NodeReport, StageReport, ViewReport
 from labkit.stage.space import check_space_grouped
-from labkit.stage.transport import DEFAULT_TIMEOUTS, HostLike, NodeJobs, Timeouts, call_node, each_node
+from labkit.stage.transport import DEFAULT_TIMEOUTS, HostLike, NodeJobs, Timeouts, call_node
 
 
 def local_views(plan) -> list:
@@ -189,7 +190,7 @@ def _probe_and_assess(
         return [probe_one(h, spec) for spec in specs]
 
     what = "staging preflight (nothing was changed)"
-    probes = each_node(hosts, probe_all, what, jobs, "the staging preflight")
+    probes = each_node(hosts, probe_all, what, jobs.stop, "the staging preflight")
     for i, spec in enumerate(specs):
         commits = {n: probes[n][i]["commit"] for n in names}
         if len(set(commits.values())) > 1:
@@ -270,7 +271,7 @@ def _stage_view(
 
     try:
         activity = f"the copy into {spec.dst}" if total else f"the staging of {spec.dst}"
-        done = each_node(hosts, one, f"staging {spec.dst}", jobs, activity, say=bar.write)
+        done = each_node(hosts, one, f"staging {spec.dst}", jobs.stop, activity, say=bar.write)
     finally:
         bar.close()
     # One commit on every node: the preflight refused otherwise, and each node's verification kept it.
@@ -354,4 +355,4 @@ def check_view(plan, hosts: Iterable[HostLike], timeouts: Timeouts = DEFAULT_TIM
             total += r["links"]
         return total
 
-    return each_node(hosts, one, "view check before launch", jobs, "the view check")
+    return each_node(hosts, one, "view check before launch", jobs.stop, "the view check")

@@ -10,13 +10,13 @@ import json
 import shlex
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from labkit.errors import LabkitError, NodeError
-from labkit.nodes import CommandTimeout, HostError, map_nodes
+from labkit.errors import LabkitError
+from labkit.nodes import CommandTimeout
 
 # The node side, joined in this order into the one script a node runs (docs/architecture.md, stage).
 NODE_MODULES = tuple(Path(__file__).parent / "node" / f"{m}.py" for m in ("base", "probe", "build", "main"))
@@ -201,28 +201,3 @@ def call_node(
             "(node unreachable, or a hung filesystem under the shared cache or the view?)"
         )
     return parse_node_output(host.name, op, r.stdout, r.stderr, r.exit_code, on_event)
-
-
-def each_node(
-    hosts: Iterable[HostLike],
-    fn: Callable[[HostLike], Any],
-    what: str,
-    jobs: NodeJobs | None = None,
-    activity: str = "",
-    say: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """{node: fn(host)} run on all nodes at once; one NodeError naming every node that failed.
-
-    With `jobs` (those fn runs), a Ctrl-C says it stops `activity` (via `say`, default stderr), ends the jobs
-    on every node still running one, waits for them (bounded; labkit.nodes.map_nodes) and is then raised."""
-    outcomes = map_nodes(
-        fn, list(hosts), jobs.stop if jobs is not None else None, what=activity or what, say=say
-    )
-    failures = {}
-    for name, (_, err) in outcomes.items():
-        if err is not None:
-            text = err.message if isinstance(err, HostError) else str(err)
-            failures[name] = text.removeprefix(name + ": ")
-    if failures:
-        raise NodeError(what, failures)
-    return {name: value for name, (value, _) in outcomes.items()}

@@ -6,6 +6,6 @@ write (one GGUF file and its facts) -> build (the cache: ensure, facts, material
 """
 
 from labkit.tinymodel.build import ensure, facts, materialize
-from labkit.tinymodel.spec import ModelBuildError, TinySpec, is_built_model, preset
+from labkit.tinymodel.spec import ModelBuildError, TinySpec, preset
 
-__all__ = ["ModelBuildError", "TinySpec", "ensure", "facts", "is_built_model", "materialize", "preset"]
+__all__ = ["ModelBuildError", "TinySpec", "ensure", "facts", "materialize", "preset"]

@@ -23,60 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from labkit import settings
-from labkit.tinymodel.inputs import CORPUS_CAP_CHARS, CORPUS_FILES, cache_key, corpus, corpus_files, versions
+from labkit.tinymodel.inputs import cache_key, corpus, versions
 from labkit.tinymodel.spec import (
-    BOS_ID,
-    BUILDER_VERSION,
-    CHAT_TEMPLATE,
-    EOS_ID,
-    MAX_PIECE_BYTES,
-    PAD_ID,
-    PRESETS,
-    REPO_PREFIX,
-    SPECIALS,
-    SUPPRESS_BIAS,
     ModelBuildError,
     TinySpec,
-    is_built_model,
     preset,
 )
-from labkit.tinymodel.tokenizer import bytes_to_unicode, piece_bytes, suppressed, train_tokenizer
-from labkit.tinymodel.weights import weights
 from labkit.tinymodel.write import build
-
-__all__ = [
-    "BOS_ID",
-    "BUILDER_VERSION",
-    "CHAT_TEMPLATE",
-    "CORPUS_CAP_CHARS",
-    "CORPUS_FILES",
-    "EOS_ID",
-    "MAX_PIECE_BYTES",
-    "PAD_ID",
-    "PRESETS",
-    "REPO_PREFIX",
-    "SPECIALS",
-    "SUPPRESS_BIAS",
-    "ModelBuildError",
-    "TinySpec",
-    "build",
-    "bytes_to_unicode",
-    "cache_dir",
-    "cache_key",
-    "corpus",
-    "corpus_files",
-    "ensure",
-    "facts",
-    "is_built_model",
-    "materialize",
-    "model_path",
-    "piece_bytes",
-    "preset",
-    "suppressed",
-    "train_tokenizer",
-    "versions",
-    "weights",
-]
 
 
 def cache_dir() -> Path:
@@ -134,7 +87,7 @@ def materialize(plan, root: Path | None = None, log=sys.stderr, build: bool = Tr
     `build=False` only computes where the model would be (for showing commands); without the
     'llamacpp' extra the plan is then returned unchanged.
     """
-    if plan.model.path or not is_built_model(plan.model.repo):
+    if not plan.wants_built_model:  # the rule serve refuses unbuilt models by (labkit.recipe)
         return plan
     if not plan.cluster.is_local:
         raise ModelBuildError(

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labkit.errors import LabkitError
+from labkit.recipe import BUILT_MODEL_PREFIX
 
 BUILDER_VERSION = 1
-REPO_PREFIX = "labkit/"  # recipes name a built model as model.repo = "labkit/<preset>"
+REPO_PREFIX = BUILT_MODEL_PREFIX  # recipes name a built model as model.repo = "labkit/<preset>"
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # ids 0, 1, 2
 BOS_ID, EOS_ID, PAD_ID = 0, 2, 0
 SUPPRESS_BIAS = -40.0
@@ -74,8 +75,3 @@ def preset(name: str) -> TinySpec:
     if key not in PRESETS:
         raise ModelBuildError(f"no tiny model preset '{name}'; known: {', '.join(PRESETS)}")
     return PRESETS[key]
-
-
-def is_built_model(repo: str) -> bool:
-    """True when a recipe's model.repo names a labkit-built tiny model ('labkit/tiny-llama')."""
-    return repo.startswith(REPO_PREFIX) and repo.removeprefix(REPO_PREFIX) in PRESETS

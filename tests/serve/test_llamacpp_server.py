@@ -12,8 +12,9 @@ import time
 
 import pytest
 
+from labkit import tinymodel
 from labkit.measure import StreamClient, StreamRequest
-from labkit.tinymodel import build as tm
+from labkit.tinymodel.spec import EOS_ID
 from tests.support.llamacpp import (
     LOG_KV,
     LOG_N_CTX,
@@ -37,7 +38,7 @@ N_CTX = 16384
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    return tm.ensure("tiny-llama", root=tmp_path_factory.mktemp("models"), log=None)
+    return tinymodel.ensure("tiny-llama", root=tmp_path_factory.mktemp("models"), log=None)
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +184,7 @@ def test_queued_request_gets_ping_comments(model, tmp_path):
 def test_eos_likely_model_needs_min_tokens_to_force_the_length(tmp_path):
     """The EOS-likely preset stops early unless forced; `min_tokens` (what labkit sends) forces N, and
     `ignore_eos` alone does nothing on llama-cpp-python."""
-    model = tm.ensure("tiny-llama-eos", root=tmp_path / "models", log=None)
+    model = tinymodel.ensure("tiny-llama-eos", root=tmp_path / "models", log=None)
     srv = start_server(model, tmp_path / "logs", n_ctx=2048)
     try:
         n = 48
@@ -191,7 +192,7 @@ def test_eos_likely_model_needs_min_tokens_to_force_the_length(tmp_path):
         assert all(r.finish_reason == "stop" for r in plain) and max(r.n for r in plain) < n
         ignored = stream(srv.port, chat_body("[x] hi", n, seed=1, temperature=0.8, ignore_eos=True))
         assert ignored.finish_reason == "stop" and ignored.n < n
-        for extra in ({"min_tokens": n}, {"logit_bias": {str(tm.EOS_ID): -100}}):
+        for extra in ({"min_tokens": n}, {"logit_bias": {str(EOS_ID): -100}}):
             forced = stream(srv.port, chat_body("[y] hi", n, seed=1, temperature=0.8, **extra))
             assert forced.n == n and forced.finish_reason == "length", extra
     finally:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from labkit.tinymodel import build as tm
+from labkit.tinymodel import build as cache
+from labkit.tinymodel import inputs, tokenizer, write
+from labkit.tinymodel import spec as specs
 
 gguf = pytest.importorskip(
     "gguf", reason="the 'llamacpp' extra is not installed (pip install -e '.[llamacpp]')"
@@ -30,26 +32,26 @@ def sha(path: Path) -> str:
 
 
 def test_byte_alphabet_is_a_bijection():
-    table = tm.bytes_to_unicode()
+    table = tokenizer.bytes_to_unicode()
     assert sorted(table) == list(range(256))
     assert len(set(table.values())) == 256
     assert table[ord("A")] == "A" and table[ord(" ")] == "\u0120"  # GPT-2's 'Ġ'
-    assert tm.piece_bytes("\u0120hello") == b" hello"
+    assert tokenizer.piece_bytes("\u0120hello") == b" hello"
 
 
 def test_suppression_rules():
-    enc = tm.bytes_to_unicode()
+    enc = tokenizer.bytes_to_unicode()
 
     def piece(raw: bytes) -> str:
         return "".join(enc[b] for b in raw)
 
-    tokens = list(tm.SPECIALS) + [
+    tokens = list(specs.SPECIALS) + [
         piece(b)
         for b in (b" the", b"\n", b"\t", b"caf\xc3\xa9", b"a<b", b"x" * 32, b"x" * 33, b"\x7f", b"</")
     ]
-    got = dict(zip(tokens, tm.suppressed(tokens), strict=True))
+    got = dict(zip(tokens, tokenizer.suppressed(tokens), strict=True))
     assert got == {
-        **{s: True for s in tm.SPECIALS},
+        **{s: True for s in specs.SPECIALS},
         piece(b" the"): False,
         piece(b"\n"): False,
         piece(b"\t"): True,
@@ -60,24 +62,26 @@ def test_suppression_rules():
         piece(b"\x7f"): True,
         piece(b"</"): True,
     }
-    assert tm.suppressed([*tm.SPECIALS, piece(b"a<b")], allow_lt=True)[-1] is False
+    assert tokenizer.suppressed([*specs.SPECIALS, piece(b"a<b")], allow_lt=True)[-1] is False
 
 
 def test_bad_spec_and_unknown_preset_are_clear_errors(tmp_path):
-    with pytest.raises(tm.ModelBuildError, match="must divide by heads"):
-        tm.build(tm.TinySpec(embedding=100, heads=3), tmp_path / "x.gguf", texts=["abc"])
-    with pytest.raises(tm.ModelBuildError, match="no tiny model preset 'labkit/tiny-gpt'; known: tiny-llama"):
-        tm.preset("labkit/tiny-gpt")
+    with pytest.raises(specs.ModelBuildError, match="must divide by heads"):
+        write.build(specs.TinySpec(embedding=100, heads=3), tmp_path / "x.gguf", texts=["abc"])
+    with pytest.raises(
+        specs.ModelBuildError, match="no tiny model preset 'labkit/tiny-gpt'; known: tiny-llama"
+    ):
+        specs.preset("labkit/tiny-gpt")
     assert not list(tmp_path.iterdir())
 
 
 def test_training_text_is_fixed_stdlib_files():
-    files = tm.corpus_files()
+    files = inputs.corpus_files()
     assert [f.name for f in files] == ["argparse.py", "difflib.py", "topics.py", "textwrap.py"]
-    texts = tm.corpus()
-    assert all(0 < len(t) <= tm.CORPUS_CAP_CHARS for t in texts)
-    with pytest.raises(tm.ModelBuildError, match="training text missing"):
-        tm.corpus_files(Path("/nonexistent-stdlib"))
+    texts = inputs.corpus()
+    assert all(0 < len(t) <= inputs.CORPUS_CAP_CHARS for t in texts)
+    with pytest.raises(specs.ModelBuildError, match="training text missing"):
+        inputs.corpus_files(Path("/nonexistent-stdlib"))
 
 
 # ------------------------------------------------------------------ building
@@ -86,19 +90,20 @@ def test_training_text_is_fixed_stdlib_files():
 @pytest.fixture(scope="module")
 def small_build(tmp_path_factory) -> tuple[Path, dict]:
     d = tmp_path_factory.mktemp("tiny")
-    spec = tm.PRESETS["tiny-llama-small"]
-    facts = tm.build(spec, d / "a.gguf")
+    spec = specs.PRESETS["tiny-llama-small"]
+    facts = write.build(spec, d / "a.gguf")
     return d / "a.gguf", facts
 
 
 def test_build_is_byte_identical_twice_and_in_a_fresh_process(small_build, tmp_path):
     first, facts = small_build
-    tm.build(tm.PRESETS["tiny-llama-small"], tmp_path / "b.gguf")
+    write.build(specs.PRESETS["tiny-llama-small"], tmp_path / "b.gguf")
     assert sha(first) == sha(tmp_path / "b.gguf") == facts["sha256"]
     # A fresh interpreter with another hash seed and thread count must agree too.
     code = (
-        "import sys; from pathlib import Path; from labkit.tinymodel import build as tm; "
-        "print(tm.build(tm.PRESETS['tiny-llama-small'], Path(sys.argv[1]))['sha256'])"
+        "import sys; from pathlib import Path; from labkit.tinymodel.spec import PRESETS; "
+        "from labkit.tinymodel.write import build; "
+        "print(build(PRESETS['tiny-llama-small'], Path(sys.argv[1]))['sha256'])"
     )
     env = {
         **os.environ,
@@ -120,8 +125,8 @@ def test_build_is_byte_identical_twice_and_in_a_fresh_process(small_build, tmp_p
 
 def test_seed_changes_the_weights_not_the_tokenizer(small_build, tmp_path):
     first, _ = small_build
-    other = dataclasses.replace(tm.PRESETS["tiny-llama-small"], seed=1)
-    tm.build(other, tmp_path / "s1.gguf")
+    other = dataclasses.replace(specs.PRESETS["tiny-llama-small"], seed=1)
+    write.build(other, tmp_path / "s1.gguf")
     a, b = gguf.GGUFReader(first), gguf.GGUFReader(tmp_path / "s1.gguf")
     assert sha(first) != sha(tmp_path / "s1.gguf")
     ta = {t.name: t for t in a.tensors}
@@ -138,7 +143,7 @@ def field_value(reader, key):
 def test_gguf_metadata_tensors_and_bias(small_build):
     path, facts = small_build
     r = gguf.GGUFReader(path)
-    spec = tm.PRESETS["tiny-llama-small"]
+    spec = specs.PRESETS["tiny-llama-small"]
     assert field_value(r, "general.architecture") == "llama"
     assert field_value(r, "tokenizer.ggml.model") == "gpt2"
     assert field_value(r, "tokenizer.ggml.pre") == "gpt-2"
@@ -147,7 +152,7 @@ def test_gguf_metadata_tensors_and_bias(small_build):
     assert field_value(r, "tokenizer.ggml.eos_token_id") == 2
     assert field_value(r, "tokenizer.ggml.add_bos_token") is False
     tokens = field_value(r, "tokenizer.ggml.tokens")
-    assert len(tokens) == spec.vocab and tokens[:3] == list(tm.SPECIALS)
+    assert len(tokens) == spec.vocab and tokens[:3] == list(specs.SPECIALS)
     merges = field_value(r, "tokenizer.ggml.merges")
     assert len(merges) == facts["merges"] > 1000 and all(m.count(" ") == 1 for m in merges[:50])
     assert len(r.tensors) == 3 + 9 * spec.layers == facts["tensors"]
@@ -158,23 +163,23 @@ def test_gguf_metadata_tensors_and_bias(small_build):
             t[f"blk.{n}.ffn_down.weight"][0] == 0
         ).all()
     out = t["output.weight"]
-    supp = tm.suppressed(tokens)
+    supp = tokenizer.suppressed(tokens)
     for i in (0, 1, 2) + tuple(i for i, s in enumerate(supp) if s)[:20]:
-        assert out[i, 0] == tm.SUPPRESS_BIAS and (out[i, 1:] == 0).all()
+        assert out[i, 0] == specs.SUPPRESS_BIAS and (out[i, 1:] == 0).all()
     normal = [i for i, s in enumerate(supp) if not s]
     assert len(normal) > spec.vocab // 2 and (out[normal, 0] == 0).all() and (out[normal[0], 1:] != 0).any()
 
 
 def test_ensure_builds_once_into_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_CACHE", str(tmp_path / "cache"))
-    spec = dataclasses.replace(tm.PRESETS["tiny-llama-small"], seed=7)
-    path = tm.ensure(spec, log=None)
+    spec = dataclasses.replace(specs.PRESETS["tiny-llama-small"], seed=7)
+    path = cache.ensure(spec, log=None)
     assert path.parent == tmp_path / "cache" / "models" and path.name.startswith("tiny-llama-small-")
-    facts = tm.facts(path)
+    facts = cache.facts(path)
     assert facts["sha256"] == sha(path) and facts["spec"]["seed"] == 7
     mtime = path.stat().st_mtime_ns
-    assert tm.ensure(spec, log=None) == path and path.stat().st_mtime_ns == mtime  # cache hit, no rebuild
-    assert tm.ensure(dataclasses.replace(spec, seed=8), log=None) != path  # other params, other key
+    assert cache.ensure(spec, log=None) == path and path.stat().st_mtime_ns == mtime  # cache hit, no rebuild
+    assert cache.ensure(dataclasses.replace(spec, seed=8), log=None) != path  # other params, other key
     assert sorted(p.suffix for p in path.parent.iterdir()) == [".gguf", ".gguf", ".json", ".json"]
 
 
@@ -184,17 +189,17 @@ def test_materialize_points_a_plan_at_the_built_model(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
     plan = load_plan("tiny-llamacpp", size="small")
     assert plan.model.repo == "labkit/tiny-llama-small" and plan.model.path is None
-    shown = tm.materialize(plan, build=False)  # what `labkit show` prints: the path, nothing built yet
+    shown = cache.materialize(plan, build=False)  # what `labkit show` prints: the path, nothing built yet
     assert shown.model_path.startswith(str(tmp_path)) and not list(tmp_path.rglob("*.gguf"))
-    ready = tm.materialize(plan, log=None)
+    ready = cache.materialize(plan, log=None)
     assert ready.model_path == shown.model_path
-    assert ready.model_path == str(tm.ensure("tiny-llama-small", log=None))
+    assert ready.model_path == str(cache.ensure("tiny-llama-small", log=None))
     assert ready.model_path.startswith(str(tmp_path)) and Path(ready.model_path).is_file()
     sim = load_plan("sim")
-    assert tm.materialize(sim, log=None) is sim  # labkit/sim-dsv41 is not a built model
+    assert cache.materialize(sim, log=None) is sim  # labkit/sim-dsv41 is not a built model
     remote = dataclasses.replace(plan, cluster=dataclasses.replace(plan.cluster, nodes=("dgx5", "dgx6")))
-    with pytest.raises(tm.ModelBuildError, match="built on this machine only"):
-        tm.materialize(remote, log=None)
+    with pytest.raises(specs.ModelBuildError, match="built on this machine only"):
+        cache.materialize(remote, log=None)
 
 
 def test_cli_builds_once_and_names_bad_presets(tmp_path):

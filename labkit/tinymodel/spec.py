@@ -11,6 +11,8 @@ from labkit.errors import LabkitError
 from labkit.recipe import BUILT_MODEL_PREFIX
 
 BUILDER_VERSION = 1
+HF_WRITER_VERSION = 1  # labkit.tinymodel.hf: bump when the HF files' bytes change
+FORMATS = ("gguf", "hf")  # one GGUF file (llama.cpp); an HF model directory (vLLM, SGLang)
 REPO_PREFIX = BUILT_MODEL_PREFIX  # recipes name a built model as model.repo = "labkit/<preset>"
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # ids 0, 1, 2
 BOS_ID, EOS_ID, PAD_ID = 0, 2, 0

@@ -31,8 +31,9 @@ def piece_bytes(token: str, inverse: dict[str, int] | None = None) -> bytes:
     return bytes(inverse[c] for c in token)
 
 
-def train_tokenizer(texts: list[str], vocab: int) -> tuple[list[str], list[str]]:
-    """(tokens by id, merges as 'a b' strings) of a byte-level BPE trained on `texts`."""
+def train(texts: list[str], vocab: int):
+    """The trained byte-level BPE (a `tokenizers.Tokenizer`), checked: `vocab` contiguous ids, the specials
+    first and marked special. `.to_str()` is the HF `tokenizer.json`; `tokens_and_merges` gives the GGUF side."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -51,11 +52,26 @@ def train_tokenizer(texts: list[str], vocab: int) -> tuple[list[str], list[str]]
             f"tokenizer training gave {len(by_id)} tokens, not {vocab} contiguous ids "
             "(training text too small?)"
         )
-    tokens = [by_id[i] for i in range(vocab)]
-    if tokens[:3] != list(SPECIALS):
-        raise ModelBuildError(f"special tokens did not get ids 0-2: {tokens[:3]}")
+    if [by_id[i] for i in range(len(SPECIALS))] != list(SPECIALS):
+        raise ModelBuildError(f"special tokens did not get ids 0-2: {[by_id[i] for i in range(3)]}")
+    added = {a["content"]: a["special"] for a in json.loads(tok.to_str())["added_tokens"]}
+    if added != {s: True for s in SPECIALS}:
+        raise ModelBuildError(f"the specials are not exactly the special added tokens: {added}")
+    return tok
+
+
+def tokens_and_merges(tok) -> tuple[list[str], list[str]]:
+    """(tokens by id, merges as 'a b' strings) of a trained tokenizer (some `tokenizers` versions
+    serialise merges as pairs)."""
+    by_id = {i: t for t, i in tok.get_vocab().items()}
+    tokens = [by_id[i] for i in range(len(by_id))]
     merges = [m if isinstance(m, str) else " ".join(m) for m in json.loads(tok.to_str())["model"]["merges"]]
     return tokens, merges
+
+
+def train_tokenizer(texts: list[str], vocab: int) -> tuple[list[str], list[str]]:
+    """(tokens by id, merges as 'a b' strings) of a byte-level BPE trained on `texts` (the GGUF side)."""
+    return tokens_and_merges(train(texts, vocab))
 
 
 def suppressed(tokens: list[str], allow_lt: bool = False) -> list[bool]:

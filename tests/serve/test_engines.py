@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -152,6 +153,8 @@ def test_sim_launch_and_flavor():
 
 
 # ---------------------------------------------------------------------------------------------- boot logs
+
+FIXTURES = Path(__file__).resolve().parents[1] / "support" / "fixtures"
 
 VLLM_NEW = """\
 INFO 10-23 10:00:00 [startup.py:38] vLLM server version 0.33.0, serving model /m
@@ -348,3 +351,48 @@ def test_show_prints_every_node_command():
     for node in ("dgx5", "dgx6", "dgx7", "dgx8"):
         assert f"[{node}] docker run -d --name " in out
     assert out.count("--headless") == 3
+
+
+def test_vllm_facts_cpu_wording_from_a_real_log():
+    """vLLM 0.32's CPU build says "CPU KV cache size", names its version only on the engine-core line and has no
+    "Model loading took" (a real boot log of the tiny model, recorded on this kind of machine)."""
+    text = (FIXTURES / "vllm-0.32-cpu" / "boot-ngram.log").read_text()
+    log, f = parse(Vllm(), text)
+    assert log.fatal is None
+    assert f.engine_version == "0.32.0"
+    assert (f.kv_pool_tokens, f.kv_pool_context, f.max_concurrency) == (524_288, 16_384, 32.0)
+    assert f.lines["kv_tokens"].endswith(
+        "CPU KV cache size: 524,288 tokens, Maximum concurrency for 16,384 tokens per request: 32.00x"
+    )
+    assert f.weights_seconds == 0.0 and f.model_init_seconds == 0.10914
+    assert f.engine_init_seconds == 26.34
+    assert f.spec_tokens == 4
+    assert f.load_seconds is None  # the CPU runner prints no "Model loading took"
+    assert "ready" in f.lines
+
+
+def test_a_local_process_vllm_lane_runs_the_vllm_beside_labkits_interpreter(tmp_path):
+    """A local process lane runs the `vllm` of labkit's own environment (it need not be on PATH); a node or a
+    container runs `vllm` from its PATH."""
+    import sys
+
+    from labkit.serve import lane_commands
+
+    plan = load_plan("tiny-vllm")
+    plan = dataclasses.replace(plan, model=dataclasses.replace(plan.model, path=str(tmp_path)))
+    (cmd,) = lane_commands(plan).values()
+    beside = str(Path(sys.executable).parent / "vllm")
+    assert f"{shlex.quote(beside)} serve {shlex.quote(str(tmp_path))} --port 18670" in cmd
+    assert Vllm().launch(plan, NODES[:1])[0].argv[:2] == ("vllm", "serve")
+
+
+def test_a_long_matched_line_is_kept_as_its_start_and_the_match():
+    """vLLM's engine-core line (several KB of config) is stored as an excerpt that still shows what matched."""
+    text = (FIXTURES / "vllm-0.32-cpu" / "boot-ngram.log").read_text()
+    long_line = next(line for line in text.splitlines() if "Initializing a V1 LLM engine" in line)
+    assert len(long_line) > 3000
+    _, f = parse(Vllm(), text)
+    kept = f.lines["spec_tokens"]
+    assert len(kept) < 450 and kept.startswith(long_line[:100])
+    assert "num_spec_tokens=4" in kept and kept.endswith(" …")
+    assert f.lines["ready"] == "INFO:     Application startup complete."  # short lines stay whole

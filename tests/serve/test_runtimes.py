@@ -43,3 +43,51 @@ def test_process_that_exits_is_dead_not_alive(local_env):
     assert host.run(rt.alive_command("n")).stdout.strip() == "dead"
     assert host.run(rt.stop_command("n")).ok
     assert host.run(rt.alive_command("n")).stdout.strip() == "absent"
+
+
+def _group_and_session(pid: int) -> tuple[int, int]:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[2]), int(fields[3])  # pgrp, session
+
+
+def _start_sleeper(rt, host):
+    launch = NodeLaunch("n", 0, ("sleep", "60"), (), True)
+    r = host.run(rt.start_command(launch, None, []))
+    assert r.ok, r.stderr
+    return int(r.stdout.strip())
+
+
+def test_engine_gets_its_own_group_in_the_callers_session(local_env):
+    """Its own process group (one kill reaches all of it) but not its own session: a new session is a new
+    scheduler autogroup, which starved vLLM CPU's API server against a client in another session."""
+    import os
+
+    rt, host = ProcessRuntime("labkit-rt-group", stop_grace=0.5), LocalHost()
+    pid = _start_sleeper(rt, host)
+    try:
+        assert _group_and_session(pid) == (pid, os.getsid(0))
+        assert open(f"/proc/{pid}/cmdline").read().split("\0")[0] == "sleep"  # perl exec'd the engine
+    finally:
+        assert host.run(rt.stop_command("n")).ok
+    assert local_env.processes() == []
+
+
+def test_without_perl_the_engine_gets_its_own_session(local_env, tmp_path, monkeypatch):
+    """The fallback where perl is missing: setsid (a new session), still one group and a correct pid file."""
+    import os
+    import shutil
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for d in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for tool in os.listdir(d) if os.path.isdir(d) else ():
+            if not tool.startswith("perl") and not (bin_dir / tool).exists() and shutil.which(tool, path=d):
+                (bin_dir / tool).symlink_to(os.path.join(d, tool))
+    rt, host = ProcessRuntime("labkit-rt-noperl", stop_grace=0.5), LocalHost()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    pid = _start_sleeper(rt, host)
+    try:
+        assert _group_and_session(pid) == (pid, pid)
+    finally:
+        assert host.run(rt.stop_command("n")).ok
+    assert local_env.processes() == []

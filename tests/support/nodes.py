@@ -3,7 +3,8 @@
 Each node is an `sshd -D` on its own loopback address (one free port shared by all), started inside a private
 mount namespace with its own small tmpfs at `disk_path` when `unshare` works (else without a private disk).
 Every command a node runs sees (via sshd's SetEnv):
-    PATH                 the shim dir first: a recording `docker` shim and `python`/`python3` = this interpreter
+    PATH                 the shim dir first: a recording `docker` shim, `python`/`python3` = this interpreter and
+                         `vllm` = the vllm command beside it (when `make env-vllm` installed one)
     LABKIT_TEST_NODE     dgx5 ... dgx8
     LABKIT_STATE_DIR     a per-node state dir (the process runtime's pid/log files)
     LABKIT_SHIM_STATE    where the docker shim keeps containers and its call log
@@ -123,6 +124,10 @@ class Cluster:
             p = self.shim_dir / name
             p.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
             p.chmod(0o755)
+        vllm = Path(sys.executable).parent / "vllm"
+        if vllm.exists():  # a node's PATH has vllm, as on a real node with vLLM installed
+            (self.shim_dir / "vllm").write_text(f'#!/bin/sh\nexec {vllm} "$@"\n')
+            (self.shim_dir / "vllm").chmod(0o755)
 
     def _config(self, addr: str) -> Path:
         node = NODE_NAMES[addr]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from labkit.nodes import LocalHost
 from labkit.serve import NodeLaunch, ProcessRuntime
@@ -46,7 +47,7 @@ def test_process_that_exits_is_dead_not_alive(local_env):
 
 
 def _group_and_session(pid: int) -> tuple[int, int]:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[2]), int(fields[3])  # pgrp, session
 
 
@@ -66,7 +67,7 @@ def test_engine_gets_its_own_group_in_the_callers_session(local_env):
     pid = _start_sleeper(rt, host)
     try:
         assert _group_and_session(pid) == (pid, os.getsid(0))
-        assert open(f"/proc/{pid}/cmdline").read().split("\0")[0] == "sleep"  # perl exec'd the engine
+        assert Path(f"/proc/{pid}/cmdline").read_text().split("\0")[0] == "sleep"  # perl exec'd the engine
     finally:
         assert host.run(rt.stop_command("n")).ok
     assert local_env.processes() == []

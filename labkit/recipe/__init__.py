@@ -1,14 +1,18 @@
 """Step 1, resolve: `recipes/<name>/recipe.toml` in, a validated `LanePlan` out.
 
 Schema checks name the file and key path; variants are applied before the plan is frozen; lookup finds a
-recipe by folder name or alias. Modules: plan (the frozen dataclasses), schema (the generic validator),
-fields (the recipe format), load (reading + validating, Recipe, resolve), variants (overlays), lookup
-(finding recipes), describe (the plan as text).
+recipe by folder name or alias. Modules: plan (the frozen dataclasses), launch (the fabric and docker
+options), schema (the generic validator), names (node, user and image names), fields (the recipe format),
+rules (cross-key rules), load (reading + validating, Recipe, resolve), variants (overlays), lookup (finding
+recipes), override (`with_nodes`), describe (the plan as text).
 """
 
 from labkit.recipe.describe import describe_plan
+from labkit.recipe.launch import COMPILE_CACHE_ROOT, BindMount, DockerOptions, FabricSpec
 from labkit.recipe.load import Recipe, load_recipe, resolve
 from labkit.recipe.lookup import find_recipe, list_recipes, load_plan, recipes_dir, repo_root
+from labkit.recipe.names import image_reference, node_name, user_name
+from labkit.recipe.override import with_nodes
 from labkit.recipe.plan import (
     BUILT_MODEL_PREFIX,
     VIEW_MOUNT,
@@ -27,10 +31,14 @@ from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml
 
 __all__ = [
     "BUILT_MODEL_PREFIX",
+    "COMPILE_CACHE_ROOT",
     "VIEW_MOUNT",
+    "BindMount",
     "ClusterSpec",
     "DecodePlan",
+    "DockerOptions",
     "EngineSpec",
+    "FabricSpec",
     "Invalid",
     "LanePlan",
     "MeasurePlan",
@@ -43,12 +51,16 @@ __all__ = [
     "describe_plan",
     "file_name",
     "find_recipe",
+    "image_reference",
     "list_recipes",
     "load_plan",
     "load_recipe",
+    "node_name",
     "read_toml",
     "recipes_dir",
     "repo_root",
     "resolve",
     "shell_command",
+    "user_name",
+    "with_nodes",
 ]

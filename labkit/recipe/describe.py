@@ -11,6 +11,7 @@ from labkit.units import format_size
 def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str:
     """The plan as aligned `key: value` lines; `commands` maps node -> the exact command it would run."""
     e, c, m = plan.engine, plan.cluster, plan.measure
+    client = c.head_address or c.head
     variants = ", ".join(f"{a}={n}" for a, n in plan.variants) or "(none)"
     par = e.parallel
     rows = [
@@ -43,10 +44,24 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
         ("engine args", shell_command(e.argv()) or "-"),
         ("engine env", " ".join(f"{k}={v}" for k, v in e.env) or "-"),
         ("nodes", ", ".join(c.nodes) + (f"  (user {c.user})" if c.user else "")),
+        ("gpus per node", str(c.gpus_per_node)),
+        (
+            "client",
+            f"http://{f'[{client}]' if ':' in client else client}:{e.port}"
+            + ("  (cluster.head_address)" if c.head_address else "  (the head's management name)"),
+        ),
+        *fabric_rows(plan),
         ("shared cache", c.shared_cache or "-"),
+        *docker_rows(plan),
     ]
     for host, container in plan.mounts():
         rows.append(("mount", f"{host} -> {container}"))
+    for bind in e.docker.mounts:
+        rows.append(
+            ("mount", f"{bind.host} -> {bind.container}" + ("  (read-only)" if bind.read_only else ""))
+        )
+    for host, container in plan.compile_cache_mounts:
+        rows.append(("mount", f"{host} -> {container}  (compile cache)"))
     for st in plan.staging:
         rows.append(
             (
@@ -73,3 +88,41 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
         for node, command in commands.items():
             lines.append(f"  [{node}] {command}")
     return "\n".join(lines)
+
+
+def fabric_rows(plan: LanePlan) -> list[tuple[str, str]]:
+    """The fabric: interface and HCAs, then each node's address (given, or detected at boot)."""
+    fabric = plan.cluster.fabric
+    if fabric is None:
+        return [("fabric", "- (no [cluster.fabric])")]
+    hcas = ", ".join(fabric.hcas) if fabric.hcas else "none (no RDMA)"
+    rows = [("fabric", f"interface {fabric.interface}, HCAs {hcas}")]
+    for node in plan.cluster.nodes:
+        rows.append(("fabric address", f"{node}: {fabric.address(node) or 'detected at boot'}"))
+    return rows
+
+
+def docker_rows(plan: LanePlan) -> list[tuple[str, str]]:
+    """The docker options a docker lane adds (nothing for the process runtime)."""
+    if plan.engine.runtime != "docker":
+        return []
+    d = plan.engine.docker
+    parts = []
+    if d.privileged is not None:
+        parts.append("privileged" if d.privileged else "not privileged")
+    parts += [f"device {x}" for x in d.devices] + [f"cap-add {x}" for x in d.cap_add]
+    parts += [f"ulimit {name}={value}" for name, value in d.ulimits]
+    if d.shm_size:
+        parts.append(f"shm-size {d.shm_size}")
+    parts.append("compile cache " + ("on" if d.compile_cache else "off"))
+    rows = [("docker", ", ".join(parts))]
+    if plan.rdma_access:
+        rows.append(
+            (
+                "rdma",
+                "privileged container"
+                if d.privileged
+                else "device /dev/infiniband, cap-add IPC_LOCK, ulimit memlock=-1:-1 (the fabric names HCAs)",
+            )
+        )
+    return rows

@@ -9,12 +9,31 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import labkit.recipe.names as names
 import labkit.recipe.schema as s
 from labkit.recipe.plan import VIEW_MOUNT
 
 ENGINE_KINDS = ("vllm", "sglang", "llamacpp", "sim")
 RUNTIMES = ("docker", "process")
 STAGING_KINDS = ("local-view",)
+# `docker run --ulimit` names (docker's list, from setrlimit(2)).
+ULIMIT_NAMES = (
+    "core",
+    "cpu",
+    "data",
+    "fsize",
+    "locks",
+    "memlock",
+    "msgqueue",
+    "nice",
+    "nofile",
+    "nproc",
+    "rss",
+    "rtprio",
+    "rttime",
+    "sigpending",
+    "stack",
+)
 
 
 def _arg_value(value: Any, path: str) -> Any:
@@ -47,6 +66,93 @@ def _env(value: Any, path: str) -> dict:
     return out
 
 
+def _paths(parts: list[str], path: str, form: str, text: str) -> list[str]:
+    try:
+        return [s.absolute_path(p, path) for p in parts]
+    except s.Invalid as e:
+        raise s.Invalid(path, f'expected "{form}" with absolute paths, got {text!r} ({e.message})')
+
+
+def _device(value: Any, path: str) -> str:
+    """A `--device` value, "host[:container][:perms]" (perms from r, w, m)."""
+    text = s.string()(value, path)
+    parts = text.split(":")
+    perms = [parts.pop()] if len(parts) > 1 and re.fullmatch(r"[rwm]{1,3}", parts[-1]) else []
+    if len(parts) > 2:
+        raise s.Invalid(path, f'expected "host[:container][:perms]", got {text!r}')
+    return ":".join(_paths(parts, path, "host[:container][:perms]", text) + perms)
+
+
+def _capability(value: Any, path: str) -> str:
+    text = s.string()(value, path)
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", text):
+        raise s.Invalid(path, f"expected a capability name like 'IPC_LOCK', got {text!r}")
+    return text.upper()
+
+
+def _ulimit_value(value: Any, path: str) -> str:
+    """-1 (unlimited) or a count, or "soft:hard"; soft may not exceed hard."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        text = str(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise s.Invalid(path, 'expected an integer or "soft:hard"')
+    limits = text.split(":")
+    if len(limits) > 2 or not all(re.fullmatch(r"-1|[0-9]+", x) for x in limits):
+        raise s.Invalid(path, f'expected an integer >= -1 or "soft:hard" (-1 for unlimited), got {text!r}')
+    soft, hard = int(limits[0]), int(limits[-1])
+    if -1 not in (soft, hard) and soft > hard:
+        raise s.Invalid(path, f"the soft limit {soft} is above the hard limit {hard}")
+    return text
+
+
+def _ulimits(value: Any, path: str) -> dict:
+    out = s.mapping(_ulimit_value)(value, path)
+    for name in out:
+        if name not in ULIMIT_NAMES:
+            raise s.Invalid(
+                s.join(path, name),
+                f"unknown ulimit{s.suggest(name, ULIMIT_NAMES)}; known: {', '.join(ULIMIT_NAMES)}",
+            )
+    return out
+
+
+def _shm_size(value: Any, path: str) -> str:
+    """A `--shm-size` value as docker reads it: bytes, or a number with b/k/m/g (binary units: 16g = 16 GiB)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return str(value)
+    text = value if isinstance(value, str) else None
+    if text is None or not re.fullmatch(r"[0-9]+(?:\.[0-9]+)?(?:[bkmgtp]|[kmgtp]i?b)?", text, re.IGNORECASE):
+        raise s.Invalid(path, f"expected a size like '16g' or a number of bytes, got {value!r}")
+    return text
+
+
+def _bind_mount(value: Any, path: str) -> str:
+    """An extra bind mount, "host:container[:ro]" (":rw" is the default and dropped)."""
+    text = s.string()(value, path)
+    parts = text.split(":")
+    mode = parts.pop() if len(parts) == 3 and parts[-1] in ("ro", "rw") else "rw"
+    if len(parts) != 2:
+        raise s.Invalid(path, f'expected "host:container[:ro]", got {text!r}')
+    host, container = _paths(parts, path, "host:container[:ro]", text)
+    return f"{host}:{container}" + (":ro" if mode == "ro" else "")
+
+
+def docker_fields() -> dict[str, s.Field]:
+    """[engine.docker]: extra `docker run` options (the docker runtime only)."""
+    F = s.Field
+    return {
+        "privileged": F(s.boolean),
+        "devices": F(s.array(_device, unique=True), default=list),
+        "cap_add": F(s.array(_capability, unique=True), default=list),
+        "ulimits": F(_ulimits, default=dict),
+        "shm_size": F(_shm_size),
+        "mounts": F(s.array(_bind_mount, unique=True), default=list),
+        "compile_cache": F(s.boolean, default=False),
+    }
+
+
 def _lane() -> dict[str, s.Field]:
     """[lane]: how the lane is named and listed, and the defaults `--spec` fills in."""
     F = s.Field
@@ -76,7 +182,7 @@ def _engine(partial: bool) -> dict[str, s.Field]:
     parallel = {k: F(s.integer(1), default=1) for k in ("tp", "pp", "dp", "ep")}
     engine = {
         "kind": F(s.choice(*ENGINE_KINDS), required=True),
-        "image": F(s.string()),
+        "image": F(names.image_reference),
         "runtime": F(s.choice(*RUNTIMES)),
         "port": F(s.integer(1, 65535), default=8000),
         "version": F(s.string()),
@@ -85,22 +191,32 @@ def _engine(partial: bool) -> dict[str, s.Field]:
         "args": F(_args, default=dict),
         "env": F(_env, default=dict),
         "boot_timeout": F(s.number(1.0), default=1800.0),
+        "docker": F(s.table(docker_fields(), partial=partial), default=dict),
     }
     if partial:
         engine["remove_args"] = F(s.array(s.string(), unique=True))
     return engine
 
 
-def _cluster() -> dict[str, s.Field]:
-    """[cluster]: the nodes and how to reach them."""
+def _cluster(partial: bool) -> dict[str, s.Field]:
+    """[cluster]: the nodes and how to reach them; the names in `nodes` are the SSH and client addresses,
+    `head_address` overrides only the client/readiness address, and [cluster.fabric] is what the engines'
+    own traffic (rendezvous included) uses."""
     F = s.Field
+    fabric = {
+        "interface": F(names.interface_name, required=True),
+        "hcas": F(s.array(names.hca_name, unique=True), default=list),
+        "addresses": F(s.mapping(names.ip_address), default=dict),
+    }
     return {
-        "nodes": F(s.array(s.string(), nonempty=True, unique=True), default=lambda: ["localhost"]),
-        "user": F(s.string()),
+        "nodes": F(s.array(names.node_name, nonempty=True, unique=True), default=lambda: ["localhost"]),
+        "user": F(names.user_name),
         "ssh_port": F(s.integer(1, 65535), default=22),
         "shared_cache": F(s.absolute_path),
-        "head_address": F(s.string()),
+        "head_address": F(names.node_name),
         "connect_timeout": F(s.number(0.1), default=10.0),
+        "gpus_per_node": F(s.integer(1), default=1),
+        "fabric": F(s.table(fabric, partial=partial)),
     }
 
 
@@ -149,7 +265,7 @@ def recipe_fields(partial: bool) -> dict[str, s.Field]:
         "lane": F(T(_lane()), default=dict),
         "model": F(T(_model()), required=True),
         "engine": F(T(_engine(partial)), required=True),
-        "cluster": F(T(_cluster()), default=dict),
+        "cluster": F(T(_cluster(partial)), default=dict),
         "staging": F(s.array(s.table(_staging())), default=list),
         "measure": F(T(_measure(partial)), default=dict),
     }
@@ -164,8 +280,8 @@ def _overlay_fields() -> dict[str, s.Field]:
 
 def _variants(value: Any, path: str) -> dict:
     axes = s.mapping(s.mapping(s.table(_overlay_fields(), partial=True)))(value, path)
-    for axis, names in axes.items():
-        if not names:
+    for axis, variants in axes.items():
+        if not variants:
             raise s.Invalid(s.join(path, axis), "an axis needs at least one variant")
     return axes
 

@@ -16,7 +16,8 @@ import labkit.recipe.schema as s
 from labkit.errors import RecipeError
 from labkit.recipe.fields import top_fields
 from labkit.recipe.plan import LanePlan, build_plan
-from labkit.recipe.variants import check_defaults, check_whole, default_variant, merge, pick
+from labkit.recipe.rules import check_whole
+from labkit.recipe.variants import check_defaults, default_variant, merge, pick
 
 RECIPE_FILE = "recipe.toml"
 

@@ -19,6 +19,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from labkit.recipe.launch import DockerOptions, FabricSpec, compile_cache_mounts, docker_options, fabric_spec
+
 VIEW_MOUNT = "/root/.cache/hf-view"
 BUILT_MODEL_PREFIX = "labkit/"  # model.repo = "labkit/<preset>": a model labkit builds (docs/tinymodel.md)
 
@@ -56,6 +58,7 @@ class EngineSpec:
     args: tuple[tuple[str, tuple[str, ...]], ...]  # (flag, values); () is a bare flag
     env: tuple[tuple[str, str], ...]
     boot_timeout: float
+    docker: DockerOptions = DockerOptions()
 
     def argv(self) -> list[str]:
         out: list[str] = []
@@ -75,8 +78,12 @@ class ClusterSpec:
     user: str | None
     ssh_port: int
     shared_cache: str | None
-    head_address: str | None
+    head_address: (
+        str | None
+    )  # the client/readiness address only; the rendezvous uses the head's fabric address
     connect_timeout: float
+    gpus_per_node: int = 1
+    fabric: FabricSpec | None = None
 
     @property
     def head(self) -> str:
@@ -190,8 +197,25 @@ class LanePlan:
     def served_name(self) -> str:
         return self.model.served_name or self.model.repo
 
+    @property
+    def rdma_access(self) -> bool:
+        """The container needs the RoCE devices: the fabric names HCAs and the runtime is docker. The docker
+        runtime then adds /dev/infiniband, IPC_LOCK and an unlimited memlock, unless it runs privileged."""
+        fabric = self.cluster.fabric
+        return self.engine.runtime == "docker" and fabric is not None and fabric.rdma
+
+    @property
+    def compile_cache_mounts(self) -> tuple[tuple[str, str], ...]:
+        """(host, container) bind mounts of the persistent compile/JIT caches, when engine.docker.compile_cache
+        is on and the runtime is docker. Each host path starts with a literal `$HOME` for the node's shell to
+        expand (`$HOME/.cache/labkit/compile/<kind>/<cache>`), so it must not be single-quoted."""
+        if self.engine.runtime != "docker" or not self.engine.docker.compile_cache:
+            return ()
+        return compile_cache_mounts(self.engine.kind)
+
     def mounts(self) -> list[tuple[str, str]]:
-        """(host path, container path) bind mounts for the docker runtime."""
+        """(host path, container path) bind mounts for the docker runtime (the model's; the compile caches and
+        engine.docker.mounts are kept apart, in `compile_cache_mounts` and `engine.docker.mounts`)."""
         out = []
         if self.cluster.shared_cache:
             out.append((self.cluster.shared_cache, self.cluster.shared_cache))
@@ -215,6 +239,8 @@ class LanePlan:
             "recipe_hash": self.recipe_hash,
             "model_path": self.model_path,
             "mounts": [list(m) for m in self.mounts()],
+            "compile_cache_mounts": [list(m) for m in self.compile_cache_mounts],
+            "rdma_access": self.rdma_access,
             "engine_argv": self.engine.argv(),
             "resolved": self.resolved,
         }
@@ -247,6 +273,15 @@ def render_args(args: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(out)
 
 
+def _blob(name: str, choices: dict[str, str], merged: dict) -> str:
+    return json.dumps({"recipe": name, "variants": choices, "lane": merged}, sort_keys=True, default=str)
+
+
+def recipe_hash(name: str, choices: dict[str, str], merged: dict) -> str:
+    """The hash of a resolved lane: recipe name, variant choice and the merged table (`LanePlan.resolved`)."""
+    return hashlib.sha256(_blob(name, choices, merged).encode()).hexdigest()[:12]
+
+
 def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> LanePlan:
     """The LanePlan of a merged, checked recipe table; `shown` is the file as error messages name it."""
     e, c, m = merged["engine"], merged["cluster"], merged["measure"]
@@ -268,6 +303,7 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         args=render_args(e["args"]),
         env=tuple(e["env"].items()),
         boot_timeout=e["boot_timeout"],
+        docker=docker_options(e["docker"]),
     )
     cluster = ClusterSpec(
         tuple(c["nodes"]),
@@ -276,6 +312,8 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         c["shared_cache"],
         c["head_address"],
         c["connect_timeout"],
+        c["gpus_per_node"],
+        fabric_spec(c["fabric"]),
     )
     staging = tuple(
         StagingSpec(
@@ -297,7 +335,7 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         PrefillPlan(tuple(p["prompt_tokens"]), p["repeats"]),
         m["timeout"],
     )
-    blob = json.dumps({"recipe": name, "variants": choices, "lane": merged}, sort_keys=True, default=str)
+    blob = _blob(name, choices, merged)
     lane = merged["lane"]
     return LanePlan(
         recipe=name,
@@ -311,6 +349,6 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         cluster=cluster,
         staging=staging,
         measure=measure,
-        recipe_hash=hashlib.sha256(blob.encode()).hexdigest()[:12],
+        recipe_hash=recipe_hash(name, choices, merged),
         resolved=json.loads(blob)["lane"],
     )

@@ -1,7 +1,8 @@
 """Variants: which overlay each axis picks, and the base recipe with those overlays applied.
 
 A variant is a partial recipe under `[variants.<axis>.<name>]`; overlays apply in the recipe's axis order,
-engine args flag by flag (`remove_args` drops flags), `staging` as a whole, other tables key by key.
+engine args flag by flag (`remove_args` drops flags), `staging` as a whole, other tables key by key (arrays
+such as `engine.docker.mounts` are replaced whole).
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def _merge_engine(engine: dict, overlay: dict, where: str) -> None:
                 del engine["args"][flag]
         elif key in ("env", "parallel"):
             engine[key].update(copy.deepcopy(value))
+        elif key == "docker":
+            _deep_update(engine["docker"], value)
         else:
             engine[key] = copy.deepcopy(value)
 
@@ -99,25 +102,3 @@ def _deep_update(base: dict, overlay: dict) -> None:
             _deep_update(base[key], value)
         else:
             base[key] = copy.deepcopy(value)
-
-
-def check_whole(merged: dict) -> None:
-    """Cross-key rules that hold only for a complete lane (after overlays)."""
-    engine, cluster = merged["engine"], merged["cluster"]
-    runtime = engine.get("runtime") or ("process" if engine["kind"] in ("sim", "llamacpp") else "docker")
-    if runtime == "docker" and not engine.get("image"):
-        raise s.Invalid("engine.image", "required when engine.runtime is docker")
-    par = engine["parallel"]
-    world = par["tp"] * par["pp"]
-    nodes = len(cluster["nodes"])
-    if engine["kind"] in ("vllm", "sglang") and nodes > 1 and world % nodes:
-        raise s.Invalid("engine.parallel", f"tp*pp = {world} is not divisible by the {nodes} nodes")
-    cache = cluster.get("shared_cache")
-    for i, entry in enumerate(merged["staging"]):
-        if cache and (entry["dst"] == cache or entry["dst"].startswith(cache.rstrip("/") + "/")):
-            raise s.Invalid(
-                f"staging[{i}].dst",
-                f"{entry['dst']} is inside the shared cache {cache}; the view must live on node-local disk",
-            )
-        if not cache:
-            raise s.Invalid("cluster.shared_cache", "required when the recipe has [[staging]] entries")

@@ -72,13 +72,15 @@ class Lane:
         )
         #: time.monotonic() when the start commands were issued (boot_seconds counts from here)
         self.started_at = 0.0
+        #: fabric addresses detected at the last start (nodes the recipe gives no `cluster.fabric.addresses` for)
+        self.fabric_addresses: dict[str, str] = {}
         #: seconds per lifecycle step of the last start/down (check, start, ready, down), for benchmarks and records
         self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ pure views
 
     def launches(self) -> list[NodeLaunch]:
-        return launches(self.plan, self.group.hosts)
+        return launches(self.plan, self.group.hosts, self.fabric_addresses)
 
     def commands(self) -> dict[str, str]:
         return lane_commands(self.plan, self.group.hosts)

@@ -16,6 +16,7 @@ from labkit.errors import LabkitError
 from labkit.nodes import Host
 from labkit.recipe import repo_root
 from labkit.serve.engines import BootFacts, NodeLaunch, NodeSpec, engine_for
+from labkit.serve.fabric import node_addresses
 from labkit.serve.runtimes import runtime_for
 
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -38,11 +39,18 @@ class Endpoint:
         return self.base_url.removesuffix("/v1")
 
 
-def node_specs(plan, hosts: list[Host] | None = None) -> list[NodeSpec]:
-    """Nodes as the engine sees them: name plus the address peers and clients use (recipe names as given)."""
+def node_specs(
+    plan, hosts: list[Host] | None = None, detected: dict[str, str] | None = None
+) -> list[NodeSpec]:
+    """Nodes as the engines see them: name plus the address peers use, which is the node's fabric address when
+    the lane declares a fabric (recipe, else `detected` at boot, else a placeholder for `labkit show`) and
+    its management address otherwise."""
     if hosts is None:
-        return [NodeSpec(n, "127.0.0.1" if n == "localhost" else n) for n in plan.cluster.nodes]
-    return [NodeSpec(h.name, h.address) for h in hosts]
+        names = [(n, "127.0.0.1" if n == "localhost" else n) for n in plan.cluster.nodes]
+    else:
+        names = [(h.name, h.address) for h in hosts]
+    fabric = node_addresses(plan, [n for n, _ in names], detected)
+    return [NodeSpec(n, fabric.get(n) or address, address) for n, address in names]
 
 
 def python_for(plan, hosts: list[Host] | None = None) -> str:
@@ -51,9 +59,11 @@ def python_for(plan, hosts: list[Host] | None = None) -> str:
     return sys.executable if local and plan.engine.runtime == "process" else "python3"
 
 
-def launches(plan, hosts: list[Host] | None = None) -> list[NodeLaunch]:
+def launches(
+    plan, hosts: list[Host] | None = None, detected: dict[str, str] | None = None
+) -> list[NodeLaunch]:
     python = python_for(plan, hosts)
-    out = engine_for(plan).launch(plan, node_specs(plan, hosts), python=python)
+    out = engine_for(plan).launch(plan, node_specs(plan, hosts, detected), python=python)
     if plan.engine.kind == "sim" and python == sys.executable:
         # A local simulator runs this checkout's labkit even when it is not pip-installed.
         root = str(repo_root())

@@ -104,6 +104,10 @@ def _cut(offset: int, tail: int | None) -> str:
 
 @dataclass(frozen=True)
 class DockerRuntime(Runtime):
+    options: object | None = None  # the recipe's engine.docker (labkit.recipe DockerOptions)
+    rdma: bool = False  # LanePlan.rdma_access: give the container the RoCE devices
+    cache_mounts: tuple[tuple[str, str], ...] = ()  # LanePlan.compile_cache_mounts (host side starts "$HOME")
+
     kind = "docker"
 
     def start_command(self, launch: NodeLaunch, image: str | None, mounts: list[tuple[str, str]]) -> str:
@@ -127,12 +131,14 @@ class DockerRuntime(Runtime):
             "host",
             "--gpus",
             "all",
+            *docker_option_args(self.options, self.rdma),
         ]
         for host_path, container_path in mounts:
             argv += ["-v", f"{host_path}:{container_path}"]
         for key, value in launch.env:
             argv += ["-e", f"{key}={value}"]
-        return shlex.join([*argv, image, *launch.argv])
+        caches, made = home_mounts(self.cache_mounts)
+        return made + shlex.join(argv) + caches + " " + shlex.join([image, *launch.argv])
 
     def alive_command(self, node: str) -> str:
         n = shlex.quote(self.name(node))
@@ -239,7 +245,56 @@ class ProcessRuntime(Runtime):
         )
 
 
+def docker_option_args(options, rdma: bool) -> list[str]:
+    """`docker run` options from engine.docker, plus RoCE access when the lane's fabric has HCAs and the
+    container is not privileged anyway: /dev/infiniband, IPC_LOCK and an unlimited memlock, as the DGX Spark
+    launchers give it (docs/engines.md, "Fabric addresses and environment")."""
+    out: list[str] = []
+    privileged = bool(options is not None and options.privileged)
+    if privileged:
+        out.append("--privileged")
+    devices = list(options.devices) if options is not None else []
+    caps = list(options.cap_add) if options is not None else []
+    ulimits = dict(options.ulimits) if options is not None else {}
+    if rdma and not privileged:
+        devices += [] if any(d.split(":")[0] == "/dev/infiniband" for d in devices) else ["/dev/infiniband"]
+        caps += [] if "IPC_LOCK" in caps else ["IPC_LOCK"]
+        ulimits.setdefault("memlock", "-1:-1")
+    for d in devices:
+        out += ["--device", d]
+    for c in caps:
+        out += ["--cap-add", c]
+    for name, value in ulimits.items():
+        out += ["--ulimit", f"{name}={value}"]
+    if options is not None and options.shm_size:
+        out += ["--shm-size", options.shm_size]
+    for m in options.mounts if options is not None else ():
+        out += ["-v", m.volume]
+    return out
+
+
+def home_mounts(pairs: tuple[tuple[str, str], ...]) -> tuple[str, str]:
+    """(' -v "$HOME"/rest:container ...', 'mkdir -p "$HOME"/rest ... && ') for host paths that start with a
+    literal $HOME, expanded by the node's shell; the rest of each path is quoted."""
+    if not pairs:
+        return "", ""
+    volumes, dirs = [], []
+    for host, container in pairs:
+        rest = host.removeprefix("$HOME")
+        if rest == host:
+            raise ValueError(f"compile cache path {host!r} does not start with $HOME")
+        volumes.append(f' -v "$HOME"{shlex.quote(rest + ":" + container)}')
+        dirs.append(f'"$HOME"{shlex.quote(rest)}')
+    return "".join(volumes), "mkdir -p " + " ".join(dirs) + " && "
+
+
 def runtime_for(plan, stop_grace: float = 10.0) -> Runtime:
     if plan.engine.runtime == "docker":
-        return DockerRuntime(plan.lane_id, stop_grace)
+        return DockerRuntime(
+            plan.lane_id,
+            stop_grace,
+            options=plan.engine.docker,
+            rdma=plan.rdma_access,
+            cache_mounts=plan.compile_cache_mounts,
+        )
     return ProcessRuntime(plan.lane_id, stop_grace)

@@ -233,7 +233,7 @@ BROKEN = [
         VIEW.format(dst="/home/m", local='"a.safetensors"')
         .replace('nodes = ["a", "b"]', 'nodes = ["a", "b", "c"]')
         .replace("parallel = {tp = 2}", "parallel = {tp = 4}"),
-        r"engine\.parallel: tp\*pp = 4 is not divisible by the 3 nodes",
+        r"engine\.parallel: tp\*pp\*dp = 4\*1\*1 = 4 ranks, but 3 nodes x 1 GPU per node \(cluster\.gpus_per_node\) = 3",
     ),
 ]
 

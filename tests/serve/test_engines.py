@@ -67,14 +67,48 @@ def test_vllm_ray_variant():
     head, *workers = Vllm().launch(plan, NODES)
     assert head.argv[:2] == ("bash", "-c")
     script = head.argv[2]
-    assert script.startswith("ray start --head --node-ip-address=10.0.0.5 --port=6379 && exec vllm serve ")
-    serve = shlex.split(script.split("&& exec ", 1)[1])
+    assert script.startswith("ray start --head --node-ip-address=10.0.0.5 --port=6379 || exit 1; ")
+    # the head waits until `ray status` lists all four nodes before serving
+    assert 'grep -c " node_")" -ge 4 ]' in script and "fewer than 4 nodes joined" in script
+    serve = shlex.split(script.split("; exec ", 1)[1])
     assert flags(serve)["--distributed-executor-backend"] == "ray"
     assert "--nnodes" not in serve
-    for w in workers:
+    for w, node in zip(workers, NODES[1:], strict=True):
         assert w.argv[:3] == ("ray", "start", "--block")
         assert "--address=10.0.0.5:6379" in w.argv
-        assert dict(w.env)["VLLM_HOST_IP"] == dict(w.env)["RAY_NODE_IP_ADDRESS"]
+        env = dict(w.env)
+        assert (
+            env["VLLM_HOST_IP"]
+            == env["RAY_NODE_IP_ADDRESS"]
+            == env["RAY_OVERRIDE_NODE_IP_ADDRESS"]
+            == node.address
+        )
+
+
+def test_ray_head_waits_for_every_node_for_real(tmp_path):
+    """The head script with a `ray` stand-in on PATH: serving starts only once `ray status` lists 2 nodes."""
+    import os
+    import subprocess
+
+    from labkit.serve.engines.vllm import ray_head_script
+
+    calls = tmp_path / "calls"
+    ray = tmp_path / "ray"
+    # `ray status` lists one more active node per call, as workers join
+    ray.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {calls}\n'
+        'if [ "$1" = status ]; then n=$(grep -c status ' + str(calls) + "); "
+        'echo "Active:"; i=0; while [ $i -lt $n ]; do echo " 1 node_$i"; i=$((i+1)); done; fi\n'
+    )
+    ray.chmod(0o755)
+    script = ray_head_script("10.0.0.5", 2, ["echo", "serving"])
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
+    out = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-2:] == ["ray: 2 nodes joined", "serving"]
+    assert calls.read_text().splitlines()[0].startswith("start --head --node-ip-address=10.0.0.5")
+    assert calls.read_text().count("status") == 2
 
 
 def test_sglang_multinode_flags():
@@ -350,7 +384,10 @@ def test_show_prints_every_node_command():
         assert main(["show", "dsv41"]) == 0
     out = buf.getvalue()
     for node in ("dgx5", "dgx6", "dgx7", "dgx8"):
-        assert f"[{node}] docker run -d --name " in out
+        assert (
+            f"[{node}] mkdir -p " in out
+            and " docker run -d --name labkit-dsv41-flash-1017-4x-vllm032-" in out
+        )
     assert out.count("--headless") == 3
 
 

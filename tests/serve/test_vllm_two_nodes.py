@@ -22,16 +22,25 @@ def test_tp2_over_two_nodes_boots_serves_and_leaves_nothing(cluster, tmp_path, t
     head, worker = cluster.addresses[:2]
     plan = two_node_recipe(tmp_path / "lane", free_port(), (head, worker), cluster.port, cluster.user, model)
     lane = Lane(plan, ssh=cluster.ssh_options(), run_dir=tmp_path / "run", poll=0.2, stop_grace=10)
-    launches = {ln.node: ln for ln in lane.launches()}
-    for rank, node in enumerate((head, worker)):
-        argv, env = list(launches[node].argv), dict(launches[node].env)
-        assert argv[:2] == ["vllm", "serve"] and env["VLLM_HOST_IP"] == node
-        assert argv[argv.index("--tensor-parallel-size") + 1] == "2"
-        assert argv[argv.index("--nnodes") + 1] == "2" and argv[argv.index("--node-rank") + 1] == str(rank)
-        assert argv[argv.index("--master-addr") + 1] == head
-        assert ("--headless" in argv) == (rank == 1)
     try:
         with lane.up() as ep:
+            # the fabric addresses were detected on the nodes (their `ip` shim) and used for the rendezvous
+            assert ep.boot.fabric[worker] == {
+                "interface": "lo",
+                "address": worker,
+                "source": "detected at boot",
+            }
+            launches = {ln.node: ln for ln in lane.launches()}
+            for rank, node in enumerate((head, worker)):
+                argv, env = list(launches[node].argv), dict(launches[node].env)
+                assert argv[:2] == ["vllm", "serve"] and env["VLLM_HOST_IP"] == node
+                assert env["GLOO_SOCKET_IFNAME"] == "lo"
+                assert argv[argv.index("--tensor-parallel-size") + 1] == "2"
+                assert argv[argv.index("--nnodes") + 1] == "2" and argv[argv.index("--node-rank") + 1] == str(
+                    rank
+                )
+                assert argv[argv.index("--master-addr") + 1] == head
+                assert ("--headless" in argv) == (rank == 1)
             assert ep.base_url == f"http://{head}:{plan.engine.port}/v1"
             assert set(lane.status().values()) == {"alive"}
             assert ep.boot.engine_version.startswith("0.32") and ep.boot.kv_pool_tokens > 0

@@ -19,6 +19,7 @@ def sim_recipe(
     ssh_port: int = 22,
     user: str | None = None,
     flavor: str | None = None,
+    extra: str = "",
 ):
     """Write recipe.toml (+ sim.toml with simulator settings such as faults) into `folder`; return its LanePlan."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -56,7 +57,8 @@ def sim_recipe(
     ]
     if user:
         lines.append(f'user = "{user}"')
-    (folder / "recipe.toml").write_text("\n".join(lines) + "\n")
+    # `extra`: more TOML at the end, e.g. "[cluster.fabric]\ninterface = ..." or "[engine.docker]\n..."
+    (folder / "recipe.toml").write_text("\n".join(lines) + "\n" + extra)
     return load_recipe(folder).resolve()
 
 

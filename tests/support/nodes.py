@@ -3,7 +3,7 @@
 Each node is an `sshd -D` on its own loopback address (one free port shared by all), started inside a private
 mount namespace with its own small tmpfs at `disk_path` when `unshare` works (else without a private disk).
 Every command a node runs sees (via sshd's SetEnv):
-    PATH                 the shim dir first: a recording `docker` shim, `python`/`python3` = this interpreter and
+    PATH                 the shim dir first: a recording `docker` shim, an `ip` shim (tests/support/ip_shim.py), `python`/`python3` = this interpreter and
                          `vllm` = the vllm command beside it (when `make env-vllm` installed one)
     LABKIT_TEST_NODE     dgx5 ... dgx8
     LABKIT_STATE_DIR     a per-node state dir (the process runtime's pid/log files)
@@ -120,6 +120,11 @@ class Cluster:
         docker = self.shim_dir / "docker"
         docker.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "docker_shim.py").read_text())
         docker.chmod(0o755)
+        ip = (
+            self.shim_dir / "ip"
+        )  # iproute2 as on a Spark: "lo" and a fabric port "cx7" (tests/support/ip_shim.py)
+        ip.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "ip_shim.py").read_text())
+        ip.chmod(0o755)
         for name in ("python", "python3"):
             p = self.shim_dir / name
             p.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
@@ -240,6 +245,15 @@ class Cluster:
             f.write_text(str(seconds))
         else:
             f.unlink(missing_ok=True)
+
+    def set_interfaces(self, addr: str, interfaces: dict | None) -> None:
+        """Change what the node's `ip` shim reports (see tests/support/ip_shim.py); None restores the default."""
+        d = self.shim_state / NODE_NAMES[addr]
+        d.mkdir(parents=True, exist_ok=True)
+        if interfaces is None:
+            (d / "ip.json").unlink(missing_ok=True)
+        else:
+            (d / "ip.json").write_text(json.dumps(interfaces))
 
     def break_node(self, addr: str, line: str | None) -> None:
         """Make the node's next containers print `line` and exit 1 (None repairs it)."""

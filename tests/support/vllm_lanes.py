@@ -93,8 +93,10 @@ def isolated(root: Path):
 def two_node_recipe(
     folder: Path, port: int, nodes: tuple[str, str], ssh_port: int, user: str, model_dir: Path
 ):
-    """tiny-vllm as vLLM native multi-node: TP2 over two sshd nodes, process runtime on each, gloo on `lo`
-    (the nodes are loopback addresses of this machine). Written as a recipe file, so it is validated like one."""
+    """tiny-vllm as vLLM native multi-node: TP2 over two sshd nodes, process runtime on each. The fabric is `lo`
+    (the nodes are loopback addresses of this machine): labkit detects each node's address on it at boot (the
+    nodes' `ip` shim answers 127.0.0.2, .3) and sets GLOO_SOCKET_IFNAME and the rest from it. Written as a
+    recipe file, so it is validated like one."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = [
         "[lane]",
@@ -117,12 +119,13 @@ def two_node_recipe(
         "[engine.env]",
         "HF_HUB_OFFLINE = 1",
         "VLLM_CPU_KVCACHE_SPACE = 1",
-        'GLOO_SOCKET_IFNAME = "lo"',
         "[cluster]",
         f"nodes = {json.dumps(list(nodes))}",
         f"ssh_port = {ssh_port}",
         f'user = "{user}"',
         "connect_timeout = 5",
+        "[cluster.fabric]",
+        'interface = "lo"',
         "[measure]",
         "decode = { concurrency = [1, 2], turns = 2, output_tokens = 64, warmup = 1 }",
         "prefill = { prompt_tokens = [1024], repeats = 1 }",

@@ -11,16 +11,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.serve.fabric import fabric_env
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """A node as the engine sees it: its name (for containers, logs) and the address peers use."""
+    """A node as the engine sees it: its name (for containers, logs), the address peers use (its fabric address
+    when the lane declares a fabric) and the address clients and SSH use (its management address)."""
 
     name: str
     address: str
+    client: str = ""  # management address; "" = the same as `address`
+
+    @property
+    def client_address(self) -> str:
+        return self.client or self.address
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,7 @@ class BootFacts:
         None  # vLLM "Initializing model took" (building the model, before weights)
     )
     spec_tokens: int | None = None  # K, as the engine reports its speculative config (vLLM engine-core line)
+    fabric: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> interface, address, source
     lines: dict[str, str] = field(default_factory=dict)  # pattern name -> first raw matched line (head)
     phases: list[BootPhase] = field(default_factory=list)
 
@@ -236,9 +244,14 @@ def single_node(plan, nodes: list[NodeSpec], kind: str) -> None:
         )
 
 
-def env_tuple(plan, extra: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    """Recipe env first, then per-node values (which win); order kept for readable commands."""
-    merged = dict(plan.engine.env)
+def env_tuple(
+    plan, extra: dict[str, str], defaults: dict[str, str] | None = None
+) -> tuple[tuple[str, str], ...]:
+    """Derived defaults first (the fabric's NCCL/GLOO/TP settings, an engine's own), then the recipe env (which
+    wins over them), then per-node values (which win over all); order kept for readable commands."""
+    merged = fabric_env(plan)
+    merged.update(defaults or {})
+    merged.update(plan.engine.env)
     merged.update(extra)
     return tuple(merged.items())
 

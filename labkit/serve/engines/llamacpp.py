@@ -47,7 +47,7 @@ class LlamaCpp(Engine):
             "--model",
             plan.model_path,
             "--host",
-            nodes[0].address,
+            nodes[0].client_address,
             "--port",
             str(plan.engine.port),
         ]

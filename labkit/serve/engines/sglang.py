@@ -18,6 +18,9 @@ from labkit.serve.engines.base import (
 )
 
 DIST_INIT_PORT = 20000
+# SGLang stops a TP group whose ranks' free memory differs by more than 10 % before the weights load; on
+# unified-memory nodes (DGX Spark) free memory differs node to node, so it is off unless the recipe says.
+SGLANG_DEFAULT_ENV = {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "0"}
 
 
 class Sglang(Engine):
@@ -69,7 +72,7 @@ class Sglang(Engine):
     def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         e = plan.engine
         par = e.parallel
-        head = plan.cluster.head_address or nodes[0].address
+        head = nodes[0].address  # the head's fabric address (cluster.head_address is the client's)
         base = [
             "python3",
             "-m",
@@ -105,7 +108,7 @@ class Sglang(Engine):
                     node.name,
                     rank,
                     tuple(base + extra),
-                    env_tuple(plan, {"SGLANG_HOST_IP": node.address}),
+                    env_tuple(plan, {"SGLANG_HOST_IP": node.address}, SGLANG_DEFAULT_ENV),
                     serves_http=rank == 0,
                 )
             )

@@ -40,7 +40,7 @@ class Sim(Engine):
                 "-m",
                 "labkit.sim",
                 "--host",
-                node.address,
+                node.client_address,
                 "--port",
                 str(plan.engine.port),
                 "--model-name",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 
 from labkit.serve.engines.base import (
     BootFacts,
@@ -19,6 +20,7 @@ from labkit.serve.engines.base import (
 
 MASTER_PORT = 29501
 RAY_PORT = 6379
+RAY_JOIN_WAIT = 120  # seconds the Ray head waits for every node to join
 
 
 class Vllm(Engine):
@@ -98,7 +100,7 @@ class Vllm(Engine):
     def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         if plan.engine.multinode == "ray" and len(nodes) > 1:
             return self._launch_ray(plan, nodes)
-        head = plan.cluster.head_address or nodes[0].address
+        head = nodes[0].address  # the head's fabric address (cluster.head_address is the client's)
         command = vllm_command(python)
         out = []
         for rank, node in enumerate(nodes):
@@ -130,20 +132,22 @@ class Vllm(Engine):
         return out
 
     def _launch_ray(self, plan, nodes: list[NodeSpec]) -> list[NodeLaunch]:
-        """Ray: every node joins a Ray cluster; the head then runs `vllm serve` with the ray backend."""
-        import shlex
-
-        head = plan.cluster.head_address or nodes[0].address
+        """Ray: every node joins a Ray cluster on its fabric address; the head waits until `ray status` lists
+        every node (RAY_JOIN_WAIT s at most), then runs `vllm serve` with the ray backend."""
+        head = nodes[0].address
         serve = self.serve_argv(plan, ["--distributed-executor-backend", "ray"])
         out = []
         for rank, node in enumerate(nodes):
-            env = env_tuple(plan, {"VLLM_HOST_IP": node.address, "RAY_NODE_IP_ADDRESS": node.address})
+            env = env_tuple(
+                plan,
+                {
+                    "VLLM_HOST_IP": node.address,
+                    "RAY_NODE_IP_ADDRESS": node.address,
+                    "RAY_OVERRIDE_NODE_IP_ADDRESS": node.address,
+                },
+            )
             if rank == 0:
-                script = (
-                    f"ray start --head --node-ip-address={shlex.quote(node.address)} --port={RAY_PORT} "
-                    f"&& exec {shlex.join(serve)}"
-                )
-                argv: tuple[str, ...] = ("bash", "-c", script)
+                argv: tuple[str, ...] = ("bash", "-c", ray_head_script(node.address, len(nodes), serve))
             else:
                 argv = (
                     "ray",
@@ -154,6 +158,18 @@ class Vllm(Engine):
                 )
             out.append(NodeLaunch(node.name, rank, argv, env, serves_http=rank == 0))
         return out
+
+
+def ray_head_script(address: str, nodes: int, serve: list[str]) -> str:
+    """Start the Ray head, wait until `ray status` counts `nodes` active nodes (each is a " node_<id>" line),
+    then exec vllm serve; a cluster that does not fill within RAY_JOIN_WAIT s fails with a line saying so."""
+    steps = RAY_JOIN_WAIT // 2
+    return (
+        f"ray start --head --node-ip-address={shlex.quote(address)} --port={RAY_PORT} || exit 1; i=0; "
+        f'until [ "$(ray status 2>/dev/null | grep -c " node_")" -ge {int(nodes)} ]; do i=$((i+1)); '
+        f'if [ $i -gt {steps} ]; then echo "ray: fewer than {int(nodes)} nodes joined within {RAY_JOIN_WAIT} s" >&2; '
+        f'exit 1; fi; sleep 2; done; echo "ray: {int(nodes)} nodes joined"; exec {shlex.join(serve)}'
+    )
 
 
 def vllm_command(python: str) -> str:

@@ -1,0 +1,109 @@
+"""How a lane's engines reach each other and what their containers get: `[cluster.fabric]` and
+`[engine.docker]` as frozen plan parts, and the persistent compile-cache mounts.
+
+The fabric is the network the engines talk over (the DGX Spark's ConnectX-7 port): its interface for
+NCCL/GLOO/TP sockets, its RoCE devices for NCCL_IB_HCA, and optionally each node's address on it. A node
+without a listed address gets it detected at boot by the serve step. The management name in
+`cluster.nodes` stays the SSH and client address; the rendezvous uses the head's fabric address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Host side of the compile caches: a literal `$HOME` the node's shell expands (so the runtime must leave it
+# outside single quotes), then only [a-z./] characters; one folder per engine kind and cache.
+COMPILE_CACHE_ROOT = "$HOME/.cache/labkit/compile"
+# (name, container path): the JIT and compile caches eugr's spark-vllm-docker keeps between boots.
+COMPILE_CACHES = (
+    ("vllm", "/root/.cache/vllm"),  # torch.compile artefacts and vLLM's own caches
+    ("flashinfer", "/root/.cache/flashinfer"),  # FlashInfer JIT kernels
+    ("triton", "/root/.triton"),  # Triton kernel cache
+    ("tilelang", "/root/.tilelang"),  # TileLang kernel cache
+)
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    """`[cluster.fabric]`: the interface and RoCE HCAs the engines' traffic uses, and known node addresses."""
+
+    interface: str  # netdev for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / TP_SOCKET_IFNAME
+    hcas: tuple[str, ...] = ()  # NCCL_IB_HCA (both RoCE twins of the port on a Spark); () = no RDMA
+    addresses: tuple[tuple[str, str], ...] = ()  # (node, numeric IP); a node not listed is detected at boot
+
+    def address(self, node: str) -> str | None:
+        """The node's fabric address from the recipe, None when it is to be detected at boot."""
+        return dict(self.addresses).get(node)
+
+    @property
+    def rdma(self) -> bool:
+        return bool(self.hcas)
+
+    def for_nodes(self, nodes: tuple[str, ...]) -> FabricSpec:
+        """The same fabric with addresses kept only for `nodes` (after a nodes override)."""
+        return FabricSpec(self.interface, self.hcas, tuple((n, a) for n, a in self.addresses if n in nodes))
+
+
+@dataclass(frozen=True)
+class BindMount:
+    """One `engine.docker.mounts` entry, "host:container[:ro]"."""
+
+    host: str
+    container: str
+    read_only: bool = False
+
+    @property
+    def volume(self) -> str:
+        """The value of `docker run -v`."""
+        return f"{self.host}:{self.container}" + (":ro" if self.read_only else "")
+
+
+@dataclass(frozen=True)
+class DockerOptions:
+    """`[engine.docker]`: extra `docker run` options; the defaults add nothing."""
+
+    privileged: bool | None = None  # None: not privileged, and RDMA access is given device by device
+    devices: tuple[str, ...] = ()  # --device values, "host[:container][:perms]"
+    cap_add: tuple[str, ...] = ()  # --cap-add values, upper case
+    ulimits: tuple[tuple[str, str], ...] = ()  # (name, "soft:hard" or "n") for --ulimit name=value
+    shm_size: str | None = None  # --shm-size value as docker reads it ("16g": binary units)
+    mounts: tuple[BindMount, ...] = ()  # extra bind mounts
+    compile_cache: bool = (
+        False  # mount persistent per-node compile/JIT caches (LanePlan.compile_cache_mounts)
+    )
+
+    def ulimit(self, name: str) -> str | None:
+        return dict(self.ulimits).get(name)
+
+
+def fabric_spec(table: dict | None) -> FabricSpec | None:
+    """The FabricSpec of a checked `cluster.fabric` table (None when the recipe has none)."""
+    if table is None:
+        return None
+    return FabricSpec(
+        interface=table["interface"],
+        hcas=tuple(table["hcas"]),
+        addresses=tuple(table["addresses"].items()),
+    )
+
+
+def docker_options(table: dict) -> DockerOptions:
+    """The DockerOptions of a checked `engine.docker` table."""
+    mounts = []
+    for text in table["mounts"]:
+        host, container, *mode = text.split(":")
+        mounts.append(BindMount(host, container, mode == ["ro"]))
+    return DockerOptions(
+        privileged=table["privileged"],
+        devices=tuple(table["devices"]),
+        cap_add=tuple(table["cap_add"]),
+        ulimits=tuple(table["ulimits"].items()),
+        shm_size=table["shm_size"],
+        mounts=tuple(mounts),
+        compile_cache=table["compile_cache"],
+    )
+
+
+def compile_cache_mounts(kind: str) -> tuple[tuple[str, str], ...]:
+    """(host, container) pairs of the compile caches for an engine kind; the host side starts with `$HOME`."""
+    return tuple((f"{COMPILE_CACHE_ROOT}/{kind}/{name}", container) for name, container in COMPILE_CACHES)

@@ -1,0 +1,57 @@
+"""Overrides of a resolved plan, checked as the recipe's own values are: `with_nodes` puts a lane on other
+nodes (the notebook's `nodes` parameter, `labkit.lab.plan(nodes=...)`).
+
+A plan is frozen, so an override returns a new one. Its `resolved` table and `recipe_hash` record the
+override, so a run folder says which nodes ran; the lane id stays the recipe's and variant's.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Sequence
+
+import labkit.recipe.names as names
+import labkit.recipe.schema as s
+from labkit.errors import RecipeError
+from labkit.recipe.plan import LanePlan, recipe_hash
+from labkit.recipe.rules import parallel_problem, world_size
+
+
+def with_nodes(plan: LanePlan, nodes: str | Sequence[str]) -> LanePlan:
+    """`plan` on `nodes` ("dgx5,dgx6" or a list; the first is the head).
+
+    Each name must be a host name or IP address, without duplicates, and the lane's parallelism must still
+    fill nodes × `cluster.gpus_per_node` (tp·pp·dp = 4 is refused on three one-GPU nodes). Fabric addresses
+    are kept for the nodes still in the lane; the others are detected at boot. A RecipeError names the
+    recipe file, the key and the override.
+    """
+    given = nodes.split(",") if isinstance(nodes, str) else list(nodes)
+    items = [n.strip() if isinstance(n, str) else n for n in given]
+    items = [n for n in items if n != ""]
+    shown = ", ".join(str(n) for n in items) or "(no nodes)"
+    where = f" (nodes override: {shown})"
+    c = plan.cluster
+    try:
+        checked = tuple(s.array(names.node_name, nonempty=True, unique=True)(items, "cluster.nodes"))
+        world = world_size(plan.engine.kind, dataclasses.asdict(plan.engine.parallel), dict(plan.engine.args))
+        problem = parallel_problem(plan.engine.kind, world, len(checked), c.gpus_per_node)
+        if problem:
+            raise s.Invalid("cluster.nodes", problem)
+    except s.Invalid as e:
+        raise RecipeError(plan.file, e.key, e.message + where)
+    fabric = c.fabric.for_nodes(checked) if c.fabric else None
+    resolved = copy.deepcopy(plan.resolved)
+    if resolved:
+        cluster = resolved["cluster"]
+        cluster["nodes"] = list(checked)
+        if cluster.get("fabric"):
+            cluster["fabric"]["addresses"] = {
+                n: a for n, a in cluster["fabric"]["addresses"].items() if n in checked
+            }
+    return dataclasses.replace(
+        plan,
+        cluster=dataclasses.replace(c, nodes=checked, fabric=fabric),
+        resolved=resolved,
+        recipe_hash=recipe_hash(plan.recipe, dict(plan.variants), resolved) if resolved else plan.recipe_hash,
+    )

@@ -1,0 +1,133 @@
+"""Cross-key rules that hold only for a complete lane (after overlays), and the parallelism rule a nodes
+override is checked against again (`labkit.recipe.override`).
+
+Parallelism: a multi-node vLLM or SGLang lane needs tp·pp·dp = nodes × `cluster.gpus_per_node` (one on a
+GB10 DGX Spark). Expert parallelism does not count: vLLM's EP reuses the TP×DP ranks and SGLang's
+`--ep-size` divides `--tp`, which is the total. SGLang's `--enable-dp-attention` runs its DP groups inside
+TP, so there dp does not count either. Recipe args that set a size win over `engine.parallel`, as they do
+in the engine adapters (docs/engines.md, "Multi-node launch flags").
+"""
+
+from __future__ import annotations
+
+import labkit.recipe.schema as s
+from labkit.recipe.fields import docker_fields
+from labkit.recipe.launch import compile_cache_mounts
+from labkit.recipe.plan import render_args
+
+# Flags that set the sizes on the command line, per engine kind.
+PARALLEL_FLAGS = {
+    "vllm": {
+        "tp": ("--tensor-parallel-size", "-tp"),
+        "pp": ("--pipeline-parallel-size", "-pp"),
+        "dp": ("--data-parallel-size", "-dp"),
+    },
+    "sglang": {
+        "tp": ("--tp", "--tp-size", "--tensor-parallel-size"),
+        "pp": ("--pp-size", "--pipeline-parallel-size"),
+        "dp": ("--dp-size", "--dp", "--data-parallel-size"),
+    },
+}
+MULTINODE_KINDS = tuple(PARALLEL_FLAGS)
+
+
+def world_size(kind: str, sizes: dict[str, int], args: dict[str, tuple[str, ...]]) -> tuple[int, str]:
+    """(GPUs the lane needs, how that was counted), from engine.parallel and the rendered args."""
+    counted = {}
+    for axis in ("tp", "pp", "dp"):
+        counted[axis] = sizes[axis]
+        for flag in PARALLEL_FLAGS.get(kind, {}).get(axis, ()):
+            values = args.get(flag)
+            if values and values[0].isdigit():
+                counted[axis] = int(values[0])
+    if kind == "sglang" and "--enable-dp-attention" in args:
+        del counted["dp"]  # DP attention splits the TP ranks, it does not add GPUs
+    names = "*".join(counted)
+    world = 1
+    for size in counted.values():
+        world *= size
+    return world, f"{names} = {'*'.join(map(str, counted.values()))} = {world}"
+
+
+def parallel_problem(kind: str, world: tuple[int, str], nodes: int, gpus_per_node: int) -> str | None:
+    """Why this parallelism cannot run on `nodes` nodes (None when it can, or when the rule does not apply)."""
+    if kind not in MULTINODE_KINDS or nodes < 2:
+        return None
+    size, how = world
+    if size == nodes * gpus_per_node:
+        return None
+    gpus = f"{gpus_per_node} GPU{'s' if gpus_per_node > 1 else ''}"
+    return (
+        f"{how} ranks, but {nodes} nodes x {gpus} per node (cluster.gpus_per_node) = "
+        f"{nodes * gpus_per_node} GPUs; the lane needs one rank per GPU"
+    )
+
+
+def check_whole(merged: dict) -> None:
+    """Cross-key rules that hold only for a complete lane (after overlays)."""
+    engine, cluster = merged["engine"], merged["cluster"]
+    runtime = engine.get("runtime") or ("process" if engine["kind"] in ("sim", "llamacpp") else "docker")
+    if runtime == "docker" and not engine.get("image"):
+        raise s.Invalid("engine.image", "required when engine.runtime is docker")
+    if runtime != "docker" and engine["docker"] != s.table(docker_fields())({}, "engine.docker"):
+        raise s.Invalid("engine.docker", f"only the docker runtime uses it, and engine.runtime is {runtime}")
+    args = dict(render_args(engine["args"]))
+    world = world_size(engine["kind"], engine["parallel"], args)
+    problem = parallel_problem(engine["kind"], world, len(cluster["nodes"]), cluster["gpus_per_node"])
+    if problem:
+        raise s.Invalid("engine.parallel", problem)
+    _check_fabric(cluster)
+    _check_staging(merged)
+    if runtime == "docker":
+        _check_mounts(merged)
+
+
+def _check_fabric(cluster: dict) -> None:
+    fabric = cluster.get("fabric")
+    seen: dict[str, str] = {}
+    for node, address in (fabric or {}).get("addresses", {}).items():
+        if node not in cluster["nodes"]:
+            raise s.Invalid(
+                f"cluster.fabric.addresses.{node}",
+                f"{node!r} is not one of cluster.nodes{s.suggest(node, cluster['nodes'])}: "
+                f"{', '.join(cluster['nodes'])}",
+            )
+        if address in seen:
+            raise s.Invalid(f"cluster.fabric.addresses.{node}", f"{address} is {seen[address]}'s address too")
+        seen[address] = node
+
+
+def _check_staging(merged: dict) -> None:
+    cache = merged["cluster"].get("shared_cache")
+    for i, entry in enumerate(merged["staging"]):
+        if cache and (entry["dst"] == cache or entry["dst"].startswith(cache.rstrip("/") + "/")):
+            raise s.Invalid(
+                f"staging[{i}].dst",
+                f"{entry['dst']} is inside the shared cache {cache}; the view must live on node-local disk",
+            )
+        if not cache:
+            raise s.Invalid("cluster.shared_cache", "required when the recipe has [[staging]] entries")
+
+
+def _check_mounts(merged: dict) -> None:
+    """engine.docker.mounts must not land on a container path the plan already mounts (docker refuses)."""
+    engine, model = merged["engine"], merged["model"]
+    taken = {}
+    if merged["cluster"].get("shared_cache"):
+        taken[merged["cluster"]["shared_cache"]] = "the shared cache"
+    if model.get("path"):
+        taken[model["path"]] = "model.path"
+    views = [e for e in merged["staging"] if e["kind"] == "local-view" and e["repo"] == model["repo"]]
+    if views:
+        taken[views[0]["mount"]] = "the staged view"
+    if engine["docker"]["compile_cache"]:
+        for _, container in compile_cache_mounts(engine["kind"]):
+            taken[container] = "a compile cache (engine.docker.compile_cache)"
+    for i, text in enumerate(engine["docker"]["mounts"]):
+        container = text.split(":")[1]
+        if container in taken:
+            raise s.Invalid(
+                f"engine.docker.mounts[{i}]",
+                f"{container} is already mounted in the container ({taken[container]})",
+            )
+        taken[container] = f"engine.docker.mounts[{i}]"

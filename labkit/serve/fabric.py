@@ -1,0 +1,77 @@
+"""The fabric a lane's engines talk over (`[cluster.fabric]`), as data: each node's fabric address, the command
+that detects one on a node and its parser, and the NCCL/GLOO/TP/UCX environment the interface implies.
+
+The management name (cluster.nodes) stays the SSH and client address; engines get the fabric address as
+`*_HOST_IP` and in their rendezvous flags (docs/engines.md, "Fabric addresses and environment"). Pure: the
+lane's start runs `detect_command` on the nodes (labkit.serve.start).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import shlex
+
+from labkit.errors import LabkitError
+
+# `ip -o -4 addr show dev IF` prints one line per IPv4 address: "3: enp1s0f1np1    inet 192.168.177.11/24 brd ..."
+INET = re.compile(r"\sinet\s+(\d{1,3}(?:\.\d{1,3}){3})/\d+")
+
+
+def placeholder(node: str, interface: str) -> str:
+    """What `labkit show` prints where a node's fabric address goes until the boot detects it."""
+    return f"<{node} {interface} address, detected at boot>"
+
+
+def is_placeholder(address: str) -> bool:
+    return address.startswith("<") and address.endswith(", detected at boot>")
+
+
+def detect_command(interface: str) -> str:
+    """The node-side command whose output `parse_address` reads (iproute2, present on every DGX OS node)."""
+    return f"ip -o -4 addr show dev {shlex.quote(interface)}"
+
+
+def parse_address(node: str, interface: str, stdout: str, stderr: str = "", ok: bool = True) -> str:
+    """The first IPv4 address of `interface` in `ip -o -4 addr show` output; LabkitError naming the node if none."""
+    m = INET.search(stdout)
+    if ok and m:
+        address = m.group(1)
+        ipaddress.ip_address(address)  # 999.1.1.1 is not an address
+        return address
+    why = stderr.strip() or "no IPv4 address on it"
+    raise LabkitError(f"{node}: cannot detect the fabric address of {interface}: {why}")
+
+
+def node_addresses(plan, names: list[str], detected: dict[str, str] | None = None) -> dict[str, str | None]:
+    """{node: fabric address} from the recipe, else from the boot's detection, else a placeholder; {} when the
+    lane declares no fabric (peers then use the management addresses)."""
+    fabric = plan.cluster.fabric
+    if fabric is None:
+        return {}
+    detected = detected or {}
+    return {n: fabric.address(n) or detected.get(n) or placeholder(n, fabric.interface) for n in names}
+
+
+def undetected(plan, names: list[str]) -> list[str]:
+    """Nodes whose fabric address the recipe does not give (the boot detects them)."""
+    fabric = plan.cluster.fabric
+    return [] if fabric is None else [n for n in names if not fabric.address(n)]
+
+
+def fabric_env(plan) -> dict[str, str]:
+    """The communication libraries pointed at the fabric interface (and its RoCE HCAs); recipe env wins."""
+    fabric = plan.cluster.fabric
+    if fabric is None:
+        return {}
+    iface = fabric.interface
+    env = {
+        "NCCL_SOCKET_IFNAME": iface,
+        "GLOO_SOCKET_IFNAME": iface,
+        "TP_SOCKET_IFNAME": iface,
+        "UCX_NET_DEVICES": iface,
+        "NCCL_IGNORE_CPU_AFFINITY": "1",
+    }
+    if fabric.rdma:
+        env.update({"NCCL_IB_HCA": ",".join(fabric.hcas), "NCCL_IB_DISABLE": "0"})
+    return env

@@ -23,7 +23,7 @@ from typing import Any
 
 from labkit import settings
 from labkit.errors import LabkitError
-from labkit.recipe import LanePlan, find_recipe, load_recipe
+from labkit.recipe import LanePlan, find_recipe, load_recipe, with_nodes
 
 
 @dataclass
@@ -62,9 +62,8 @@ def plan(
             continue
         choices[axis] = value
     lane = rec.resolve(choices)
-    if nodes:
-        names = tuple(n.strip() for n in (nodes.split(",") if isinstance(nodes, str) else nodes) if n.strip())
-        lane = dataclasses.replace(lane, cluster=dataclasses.replace(lane.cluster, nodes=names))
+    if nodes:  # names and tp*pp*dp = nodes x gpus_per_node checked again (labkit.recipe.with_nodes)
+        lane = with_nodes(lane, nodes)
     if runs:
         lane = dataclasses.replace(lane, measure=dataclasses.replace(lane.measure, runs=int(runs)))
     return lane
@@ -88,18 +87,10 @@ def describe(lane: LanePlan) -> str:
 
 def spec_k(lane: LanePlan) -> int | None:
     """K (draft tokens per step) when the recipe states it; None lets the measurement read it from /metrics."""
-    import json
+    from labkit.measure import configured_k
 
-    cfg = lane.engine.arg("--speculative-config")
-    if cfg:
-        try:
-            return int(json.loads(cfg[0])["num_speculative_tokens"])
-        except (ValueError, KeyError, TypeError):
-            return None
-    steps = lane.engine.arg("--speculative-num-draft-tokens")
-    if steps:
-        return int(steps[0]) - 1
-    return None
+    found = configured_k(lane.engine)
+    return found[0] if found else None
 
 
 def measure(
@@ -127,7 +118,7 @@ def measure(
 def _measure_on(
     lane: LanePlan, group: Any, results: str | Path | None, full_verify: bool, progress: bool
 ) -> LaneRun:
-    from labkit.measure import NodeNfsProbe, run_bench
+    from labkit.measure import NodeNfsProbe, configured_k, run_bench
     from labkit.nodes import check_reachable, ending_as_interrupt
     from labkit.serve import Lane
     from labkit.stage import check_view, stage
@@ -165,6 +156,7 @@ def _measure_on(
             first.update(boot=boot)
             probes = [NodeNfsProbe(h) for h in group.hosts]
             once = dataclasses.replace(lane.measure, runs=1)  # each repetition is its own run folder
+            k_found = configured_k(lane.engine)  # K from the recipe, with where it came from
             for i in range(lane.measure.runs):
                 run = (
                     first
@@ -184,7 +176,8 @@ def _measure_on(
                         lane=lane.label,
                         recipe_hash=lane.recipe_hash,
                         variant=lane.variant_id,
-                        spec_k=spec_k(lane),
+                        spec_k=k_found[0] if k_found else None,
+                        spec_k_source=k_found[1] if k_found else "",
                         run_id=run.run_id,
                         on_partial=lambda partial, run=run: write_records(run, partial),
                     )

@@ -53,10 +53,11 @@ def override_plan(plan: MeasurePlan, args: Any) -> MeasurePlan:
 
 def bench_cli(args: Any) -> int:
     """`labkit bench`: resolve the target, measure, print the lab-note table, write the JSON file."""
-    from labkit.measure import LocalNfsProbe, default_plan, render, run_bench
+    from labkit.measure import LocalNfsProbe, configured_k, default_plan, render, run_bench
 
     target = args.target
     recipe_hash = variant = None
+    k_found = None  # a bare URL: K from /metrics
     lane = ""
     if (
         "://" in target
@@ -74,6 +75,7 @@ def bench_cli(args: Any) -> int:
         plan, lane = lane_plan.measure, lane_plan.lane_id
         recipe_hash, variant = lane_plan.recipe_hash, lane_plan.variant_id
         url = args.url or f"http://127.0.0.1:{lane_plan.engine.port}"
+        k_found = configured_k(lane_plan.engine)  # the recipe's K, as `labkit run` measures it
     plan = override_plan(plan, args)
     probes = [LocalNfsProbe()] if args.nfs else []
     result = run_bench(
@@ -89,6 +91,8 @@ def bench_cli(args: Any) -> int:
         prefill=args.prefill,
         save_to=args.json,
         io_hooks=probes,
+        spec_k=k_found[0] if k_found else None,
+        spec_k_source=k_found[1] if k_found else "",
     )
     title = f"{result.provenance['model']} @ {result.provenance['endpoint']}"
     print(render(result.summary, title=title), flush=True)

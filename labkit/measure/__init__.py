@@ -13,6 +13,7 @@ from labkit.measure.io_probe import (
     nfs_read_delta,
     parse_mountstats,
 )
+from labkit.measure.metrics import configured_k
 from labkit.measure.recording import make_group, make_record
 from labkit.measure.records import BenchResult, GroupRecord, RequestRecord, RunSummary
 from labkit.measure.runner import Bench, default_plan, run_bench, run_bench_async
@@ -43,6 +44,7 @@ __all__ = [
     "StreamClient",
     "StreamRequest",
     "StreamResult",
+    "configured_k",
     "cumulative_tokens",
     "decode_tps",
     "decode_window",

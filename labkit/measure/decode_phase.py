@@ -1,6 +1,8 @@
 """The decode phase of a Bench's plan: cold turn, warmups, c1 turns and cK lockstep groups, between two
 /metrics scrapes whose counter deltas give the window's speculative acceptance.
 
+/metrics is also scraped between the requests (never inside one): each c1 turn and each cK group has its own
+window, and its records carry what the engine's counters say about it (`server_window`, `server_ttft_s`).
 The functions take the `Bench` being run (labkit/measure/runner.py) and add to its records, groups, notes and
 pooled acceptance.
 """
@@ -11,13 +13,30 @@ import asyncio
 
 from labkit.measure import prompts as pr
 from labkit.measure.recording import make_group
+from labkit.measure.records import RequestRecord
 from labkit.measure.scrapes import (
     flush_for_acceptance,
     pool_acceptance,
     served_before,
+    server_view,
     window_acceptance,
 )
 from labkit.measure.sse import StreamResult
+
+
+class _Windows:
+    """The scrapes between the decode phase's requests: each one closes a request's window and opens the
+    next, so consecutive windows share a scrape and none is taken while a request runs."""
+
+    def __init__(self, bench, run: int, before):
+        self.bench, self.run, self.last, self.n = bench, run, before, 0
+
+    async def close(self, recs: list[RequestRecord]) -> dict | None:
+        self.n += 1
+        now = await self.bench.scrape(f"decode.{self.run}.{self.n}")
+        view = server_view(recs, self.last, now)
+        self.last = now  # None once /metrics failed: no later window (nor the acceptance) has an end
+        return view
 
 
 async def measure_decode(bench, run: int) -> None:
@@ -27,23 +46,34 @@ async def measure_decode(bench, run: int) -> None:
     before = await bench.scrape(f"decode.before.{run}")
     flushed = await flush_for_acceptance(bench.c, before, bench.notes)
     n_before = len(bench.records)
+    windows = _Windows(bench, run, before)
     if _cold_turn(bench, run, before):
         res, n = await _one(bench, N)
-        bench.record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)
+        await windows.close([bench.record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)])
     for i in range(d.warmup):
         res, n = await _one(bench, N)
-        bench.record(res, phase="warmup", requested=N, turn=i, nonce=n)
+        await windows.close([bench.record(res, phase="warmup", requested=N, turn=i, nonce=n)])
     for k in d.concurrency:
         for turn in range(1, d.turns + 1):
             if k == 1:
                 res, n = await _one(bench, N)
-                bench.record(res, phase="decode", requested=N, turn=turn, nonce=n)
+                await windows.close([bench.record(res, phase="decode", requested=N, turn=turn, nonce=n)])
             else:
-                await _lockstep_group(bench, k, turn, N)
-    after = await bench.scrape(f"decode.after.{run}")
-    n_window = sum(1 for r in bench.records[n_before:] if r.http_status == 200 and r.finish_reason)
+                await _lockstep_group(bench, k, turn, N, windows)
+    after = windows.last if windows.n else await bench.scrape(f"decode.after.{run}")
+    window = bench.records[n_before:]
+    n_window = sum(1 for r in window if r.http_status == 200 and r.finish_reason)
+    counted = [r for r in window if r.ok and r.chunk_n]
     acc = await window_acceptance(
-        bench.c, before, after, spec_k=bench.spec_k, n_window=n_window, flushed=flushed, notes=bench.notes
+        bench.c,
+        before,
+        after,
+        spec_k=bench.spec_k,
+        spec_k_source=bench.spec_k_source,
+        n_window=n_window,
+        flushed=flushed,
+        notes=bench.notes,
+        stream=(sum(r.output_tokens or 0 for r in counted), sum(r.chunks for r in counted)),
     )
     if acc is not None:
         bench.acceptance = pool_acceptance(bench.acceptance, acc)
@@ -69,7 +99,7 @@ async def _one(bench, max_tokens: int, prompt_nonce: str | None = None) -> tuple
     return await bench.c.stream(bench.stream_request(pr.decode_prompt(n), max_tokens, forced=True)), n
 
 
-async def _lockstep_group(bench, k: int, turn: int, N: int) -> None:
+async def _lockstep_group(bench, k: int, turn: int, N: int, windows: _Windows) -> None:
     """`k` streams sent together, kept as `k` records and one GroupRecord of their aggregate estimators."""
     nonces = [pr.nonce() for _ in range(k)]
     reqs = [bench.stream_request(pr.decode_prompt(x), N, forced=True) for x in nonces]
@@ -89,4 +119,6 @@ async def _lockstep_group(bench, k: int, turn: int, N: int) -> None:
         )
         for s, r in enumerate(results)
     ]
-    bench.groups.append(make_group(recs, k, index, run_id=bench.run_id, rep=bench.rep))
+    group = make_group(recs, k, index, run_id=bench.run_id, rep=bench.rep)
+    group.server_window = await windows.close(recs)
+    bench.groups.append(group)

@@ -1,5 +1,6 @@
-"""The prefill phase of a Bench's plan: per target length, prompts fitted to it in server tokens, a warmup,
-then the samples at c1 with max_tokens=1, each between two /metrics scrapes (its prefix-cache hits).
+"""The prefill phase of a Bench's plan: per target length, prompts fitted to it in server tokens (to the token
+when the server counts them), a warmup, then the samples at c1 with max_tokens=1, each between two /metrics
+scrapes (its prefix-cache hits and the engine's own view of it).
 
 The functions take the `Bench` being run (labkit/measure/runner.py): they set its prompt-length counter and
 RTT, and add to its records and prefix-cache window.
@@ -8,7 +9,7 @@ RTT, and add to its records and prefix-cache window.
 from __future__ import annotations
 
 from labkit.measure import prompts as pr
-from labkit.measure.scrapes import prefix_cache_sample
+from labkit.measure.scrapes import prefix_cache_sample, server_view
 from labkit.measure.tokencount import make_counter
 
 
@@ -31,7 +32,8 @@ async def _fit_counter(bench) -> None:
 
 async def _sample(bench, run: int, target: int, i: int, warm: int) -> None:
     """Request `i` at `target` prompt tokens (the first `warm` are warmups, kept out of the cache window)."""
-    prompt, counted, n = await pr.fit_prompt(target, bench.counter)
+    exact = bench.counter_kind.startswith("server ")  # the server's own count: fit to the token
+    prompt, counted, n = await pr.fit_prompt(target, bench.counter, exact=exact)
     key = f"prefill.{target}.{run}.{i}"
     before = await bench.scrape(key + ".before")
     res = await bench.c.stream(bench.stream_request(prompt, 1, forced=True))
@@ -48,6 +50,7 @@ async def _sample(bench, run: int, target: int, i: int, warm: int) -> None:
         prompt_target=target,
         counted=counted,
     )
+    server_view([rec], before, after)
     pc = prefix_cache_sample(rec, before, after)
     if pc is not None and i >= warm:
         bench.pc_window.append(pc)

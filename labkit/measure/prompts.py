@@ -199,8 +199,10 @@ async def fit_prompt(
     tolerance: float = LENGTH_TOLERANCE,
     words_per_token: float = 0.75,
     max_steps: int = 12,
+    exact: bool = False,
 ) -> tuple[str, int, str]:
-    """A unique prompt whose server token count is within `tolerance` of `target`.
+    """A unique prompt whose server token count is within `tolerance` of `target`, or exactly `target` when
+    `exact` (the counter is the server's own, e.g. /tokenize) and a few pad pieces get it there.
 
     `count` returns the server's token count for a prompt (as the request will send it, template included).
     Secant steps on the word count converge in 2-4 counts; returns (prompt, tokens, nonce). Raises ValueError
@@ -217,27 +219,72 @@ async def fit_prompt(
         err = abs(n - target)
         if best is None or err < best[0]:
             best = (err, prompt, n)
-        if err <= max(tolerance * target / 4, 0.5):  # aim well inside the bound; server counts can jitter
-            break
-        # tokens per word from the two closest measurements (or this one), then step.
-        rate = n / words
-        others = [w for w in seen if w != words]
-        if others:
-            w2 = min(others, key=lambda w: abs(w - words))
-            if seen[w2] != n:
-                rate = (n - seen[w2]) / (words - w2) if words != w2 else rate
-        rate = rate if rate > 0 else n / words
-        new = max(1, words + round((target - n) / rate))
-        if new == words:
-            new = words + (1 if n < target else -1)
-        if new < 1 or new in seen:
+        near = max(tolerance * target / 4, 0.5)  # aim well inside the bound; server counts can jitter
+        if err <= near and not exact or any(target - near <= c <= target for c in seen.values()):
+            break  # exact: a prompt just under the target, to be padded to it
+        new = _next_words(words, n, target, seen)
+        if new is None:
             break
         words = new
     assert best is not None
+    if exact and best[0]:
+        fitted = await _pad_exact(target, await _under(target, nonce_, seen, count), count)
+        if fitted is not None:
+            return fitted[0], fitted[1], nonce_
     err, prompt, n = best
     if err > tolerance * target:
         raise ValueError(f"could not fit a prompt to {target} tokens (closest: {n})")
     return prompt, n, nonce_
+
+
+def _next_words(words: int, n: int, target: int, seen: dict[int, int]) -> int | None:
+    """The next word count: a secant step through the two closest measurements (None: nothing new to try)."""
+    rate = n / words
+    others = [w for w in seen if w != words]
+    if others:
+        w2 = min(others, key=lambda w: abs(w - words))
+        if seen[w2] != n:
+            rate = (n - seen[w2]) / (words - w2) if words != w2 else rate
+    rate = rate if rate > 0 else n / words
+    new = max(1, words + round((target - n) / rate))
+    if new == words:
+        new = words + (1 if n < target else -1)
+    return None if new < 1 or new in seen else new
+
+
+PADS = (" a", ".", "\n", " x")  # pieces of about one token each in most tokenizers; every pad is counted
+
+
+async def _under(target: int, nonce_: str, seen: dict[int, int], count: Counter) -> tuple[str, int] | None:
+    """The longest measured prompt at or under `target`, else one measured a few words shorter."""
+    under = [w for w, n in seen.items() if n <= target]
+    if under:
+        w = max(under, key=lambda w: seen[w])
+        return prefill_prompt(nonce_, w), seen[w]
+    w = min(seen)
+    w = max(1, w - int((seen[w] - target) * w / seen[w]) - 2)
+    prompt = prefill_prompt(nonce_, w)
+    n = await count(prompt)
+    return (prompt, n) if n <= target else None
+
+
+async def _pad_exact(target: int, base: tuple[str, int] | None, count: Counter) -> tuple[str, int] | None:
+    """`base` (at or under target) with pad pieces appended until the server count is exactly `target`;
+    None when no piece gets there in a few counts."""
+    if base is None:
+        return None
+    prompt, n = base
+    if n == target:
+        return prompt, n
+    for piece in PADS:
+        k, tried = target - n, set()
+        while k > 0 and k not in tried and len(tried) < 3:
+            tried.add(k)
+            got = await count(prompt + piece * k)
+            if got == target:
+                return prompt + piece * k, got
+            k += target - got
+    return None
 
 
 _PIECES = re.compile(r"\w+|[^\w\s]")

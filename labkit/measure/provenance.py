@@ -99,6 +99,8 @@ def provenance(
             "agg": AGG_WINDOW,
             "prefill": PREFILL_WINDOW,
             "acceptance": "counter deltas between /metrics scrapes around the decode phase",
+            "server": "engine /metrics deltas between the scrapes around each c1 turn, cK group and prefill "
+            "sample (the records' server_window)",
         },
         "plan": dataclasses.asdict(plan),
         "cold_expected": cold_expected,

@@ -28,6 +28,9 @@ BURST_SHARE = (
     0.5  # a stream whose decode tokens came mostly in back-to-back reads has no usable decode timing
 )
 BURST_FLAG = "burst-read"
+# The client sees only when bytes arrived: a server that held its output and a reader that fell behind look
+# the same from here (docs/measurement.md, "Burst reads and the server's view").
+BURST_BLAME = "labkit cannot tell whether the server or the client held them"
 
 
 def make_record(
@@ -162,13 +165,14 @@ def _decode_rate(rec: RequestRecord, res: StreamResult, flags: list[str]) -> Non
     rec.decode_tps = decode_tps(res.output_tokens, w.n_first, w.t_start, res.t_last)
     if w.window_tokens <= 0 and len(res.chunk_t) > 1:
         flags.append(
-            f"{BURST_FLAG} (all {res.output_tokens} tokens reached the client in one burst: no decode window)"
+            f"{BURST_FLAG} (all {res.output_tokens} tokens reached the client in one burst: no decode "
+            f"window; {BURST_BLAME})"
         )
     elif w.window_tokens > 0 and w.burst_share > BURST_SHARE:
         flags.append(
             f"{BURST_FLAG} ({w.burst_tokens} of {w.window_tokens} decode tokens reached the client "
-            f"in back-to-back reads < {BURST_GAP_NS // 1000} us apart: it fell behind the stream, so "
-            "their stamps say when they were read, not when they arrived; excluded from decode)"
+            f"in back-to-back reads < {BURST_GAP_NS // 1000} us apart, so their stamps say when they "
+            f"were read, not when they were generated; {BURST_BLAME}; excluded from decode)"
         )
 
 
@@ -201,7 +205,12 @@ def make_group(
         g.ok, g.note = False, f"{len(bad)} of {k} streams failed"
         return g
     g.burst_streams = sum(BURST_FLAG in r.flags for r in recs)
-    burst_note = f"{g.burst_streams} stream(s) burst-read: agg excluded" if g.burst_streams else ""
+    burst_note = (
+        f"{g.burst_streams} stream(s) burst-read: agg excluded, and the client's stamps cannot say whether "
+        "the engine overlapped the streams"
+        if g.burst_streams
+        else ""
+    )
     if any(not r.chunk_n for r in recs):
         est = group_aggregate([first_arrival_merged(r.chunk_t, [1] * len(r.chunk_t)) for r in recs])
         firsts = [r.t_first for r in recs if r.t_first is not None]
@@ -213,16 +222,13 @@ def make_group(
         g.note = "; ".join(
             filter(None, ["no per-chunk token counts: span estimator only (n_first assumed 1)", burst_note])
         )
-        g.serialised = est.serialised
+        g.serialised = est.serialised and not g.burst_streams
         return g
     est = group_aggregate([first_arrival_merged(r.chunk_t, r.chunk_n) for r in recs])
     g.agg_tps, g.window_tps, g.span_tps, g.overlap = est.agg_tps, est.window_tps, est.span_tps, est.overlap
-    g.window_start, g.window_end, g.window_tokens, g.serialised = (
-        est.window_start,
-        est.window_end,
-        est.window_tokens,
-        est.serialised,
-    )
+    g.window_start, g.window_end, g.window_tokens = est.window_start, est.window_end, est.window_tokens
+    # Burst-read stamps are read times: no overlap (or its absence) can be read off them.
+    g.serialised = est.serialised and not g.burst_streams
     serial = "streams did not overlap: the engine serialised them; not a concurrency measurement"
-    g.note = "; ".join(filter(None, [serial if est.serialised else "", burst_note]))
+    g.note = "; ".join(filter(None, [serial if g.serialised else "", burst_note]))
     return g

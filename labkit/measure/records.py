@@ -16,11 +16,15 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
     prefill_<P>          median prefill t/s at a target prompt length P (tokens), unique prompts, RTT-corrected
     prefill_<P>_raw      the same without the RTT correction (P / TTFT)
     prefill_<P>_ttft     median TTFT (seconds) of those samples
-    ttft_c1              median TTFT (seconds) of warm c1 decode turns
+    ttft_c1              median TTFT (seconds) of warm c1 decode turns, as the client saw it
+    ttft_c1_server       median of the engine's own TTFT (its /metrics) over the same turns
     accept_per_draft     mean accepted draft tokens per drafting step (a-bar, bonus token excluded)
-    accept_k             K, draft tokens proposed per step
-    accept_length        1 + accepted/drafts (tau, bonus token included)
-    accept_rate          accepted / draft tokens proposed (alpha = a-bar / K)
+    accept_k             K, the configured draft tokens per step (an integer; method says where from)
+    accept_length        tau: tokens per request per engine step, bonus included (method says how counted)
+    accept_length_stream tokens per token-bearing SSE chunk of the same requests (tau as the client saw it)
+    accept_proposed_per_draft  mean draft tokens proposed per drafting step (<= K)
+    accept_drafted_share share of decode steps in which the drafter proposed anything
+    accept_rate          accepted / draft tokens proposed (alpha)
     accept_pos_<i>       accepted at draft position i per drafting step
     prefix_cache_hit_ratio   prefix-cache hits / queries over the prefill phase (should be ~0)
     kv_pool_tokens       KV cache capacity in tokens at boot
@@ -81,6 +85,7 @@ class RequestRecord:
     ttft_s: float | None = None  # t_first - t_send (labkit's TTFT)
     ttfr_s: float | None = None  # t_chunk1 - t_send (what vllm bench calls TTFT)
     ttft_content_s: float | None = None
+    server_ttft_s: float | None = None  # the engine's own TTFT for this request's window (server_window)
     rtt_s: float | None = None  # network round trip measured before the phase (cheap GET)
     decode_tps: float | None = (
         None  # (N - n_first) / (t_last - first arrival's last stamp); timing.decode_window
@@ -96,6 +101,9 @@ class RequestRecord:
     nonce: str = ""  # the prompt's leading nonce (unique per request)
     response_id: str = ""  # the server's completion id (matches engine logs / the simulator's ground truth)
     usage: dict | None = None  # the raw final usage object
+    # what the engine's /metrics say about this request's scrape window (one request at c1, the group at cK):
+    # requests, mean ttft_s/queue_s/prefill_s/decode_s/e2e_s, generation_tokens, request_steps, engine_steps
+    server_window: dict | None = None
     chunk_t: list[int] = field(default_factory=list)  # arrival stamp of every token-bearing chunk
     chunk_n: list[int] = field(default_factory=list)  # tokens in that chunk (empty when unknown)
 
@@ -134,6 +142,7 @@ class GroupRecord:
         0  # streams flagged burst-read: their stamps do not show arrival times (agg excluded)
     )
     note: str = ""
+    server_window: dict | None = None  # the engine's /metrics over the group (see RequestRecord)
 
     def to_row(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -69,8 +69,9 @@ class Bench:
         io_hooks: Sequence[iop.IOProbe],
         progress: bool,
         lane: str,
-        spec_k: float | None,
+        spec_k: int | None,
         run_id: str,
+        spec_k_source: str = "",
     ):
         self.c, self.plan, self.model, self.api = client, plan, model, api
         self.cold_expected, self.io_hooks, self.lane, self.spec_k, self.run_id = (
@@ -80,6 +81,7 @@ class Bench:
             spec_k,
             run_id,
         )
+        self.spec_k_source = spec_k_source or ("given by the caller" if spec_k is not None else "")
         self.records: list[RequestRecord] = []
         self.groups: list[GroupRecord] = []
         self.scrapes: dict[str, str] = {}
@@ -287,7 +289,8 @@ async def run_bench_async(
     lane: str = "",
     recipe_hash: str | None = None,
     variant: str | None = None,
-    spec_k: float | None = None,
+    spec_k: int | None = None,
+    spec_k_source: str = "",
     run_id: str | None = None,
     decode: bool = True,
     prefill: bool = True,
@@ -296,6 +299,9 @@ async def run_bench_async(
     on_partial: Callable[[BenchResult], None] | None = None,
 ) -> BenchResult:
     """Measure the endpoint at `url` (server root or .../v1) with `plan` (a recipe's MeasurePlan).
+
+    `spec_k`: the engine's configured draft tokens per step, and `spec_k_source` where it came from (e.g.
+    `configured_k(lane.engine)`); without it K is read from /metrics where the engine exports it.
 
     `transport`: "direct" (default) or "sdk", see labkit/measure/client.py. `on_partial(result)` is called with
     what was measured when the run is interrupted or fails halfway (provenance partial=True), before re-raising."""
@@ -311,6 +317,7 @@ async def run_bench_async(
             progress=progress,
             lane=lane,
             spec_k=spec_k,
+            spec_k_source=spec_k_source,
             run_id=run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"),
         )
         return await bench.run(

@@ -53,19 +53,24 @@ async def window_acceptance(
     before: mx.Samples | None,
     after: mx.Samples | None,
     *,
-    spec_k: float | None,
+    spec_k: int | None,
+    spec_k_source: str = "",
     n_window: int,
     flushed: bool,
     notes: list[str],
+    stream: tuple[int, int] = (0, 0),
 ) -> mx.Acceptance | None:
     """Acceptance of the decode window: counter deltas between the scrapes, else (after a successful flush)
     /server_info's. `n_window`: requests answered inside the window (SGLang's deltas include their
-    prefill)."""
+    prefill). `stream`: (tokens, token-bearing chunks) of the window's streams with per-chunk counts, τ as
+    the client saw it, and τ itself when the engine exports no per-step counts."""
     acc = None
     if before is not None and after is not None:
         try:
             sglang = mx.total(after, *mx.S_VERIFY) is not None
-            acc = mx.spec_acceptance(before, after, spec_k, n_requests=n_window if sglang else None)
+            acc = mx.spec_acceptance(
+                before, after, spec_k, n_requests=n_window if sglang else None, k_source=spec_k_source
+            )
         except mx.CounterReset as e:
             notes.append(f"acceptance invalid: {e}")
     if acc is None and flushed:
@@ -74,7 +79,16 @@ async def window_acceptance(
             acc = mx.server_info_acceptance(json.loads(text)) if status == 200 else None
         except (EndpointError, ValueError):
             acc = None
+    if acc is not None and stream[1]:
+        acc.stream_tokens, acc.stream_chunks = float(stream[0]), float(stream[1])
+        if acc.steps is None:
+            acc.tokens, acc.steps = acc.stream_tokens, acc.stream_chunks
+            acc.tau_method = mx.STREAM_TAU + " (the engine exports no per-step counts)"
     return acc
+
+
+def _add(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
 
 
 def pool_acceptance(pooled: mx.Acceptance | None, acc: mx.Acceptance) -> mx.Acceptance:
@@ -89,7 +103,31 @@ def pool_acceptance(pooled: mx.Acceptance | None, acc: mx.Acceptance) -> mx.Acce
     ]
     a.drafts += acc.drafts
     a.draft_tokens = (a.draft_tokens or 0) + (acc.draft_tokens or 0) or None
+    for name in ("tokens", "steps", "decode_steps", "stream_tokens", "stream_chunks"):
+        setattr(a, name, _add(getattr(a, name), getattr(acc, name)))
+    if acc.tau_method != a.tau_method:
+        a.tokens = a.steps = None  # runs counted τ differently: no pooled figure
     return a
+
+
+def server_view(
+    recs: list[RequestRecord], before: mx.Samples | None, after: mx.Samples | None
+) -> dict[str, float] | None:
+    """The engine's own counters over one window of requests (a c1 turn, a cK group, a prefill sample), kept
+    on each of its records: `server_window`, and `server_ttft_s` (the window's mean when it held several
+    requests). None when a scrape is missing, the engine has no such counters, or it restarted."""
+    if before is None or after is None:
+        return None
+    try:
+        view = mx.server_window(before, after)
+    except mx.CounterReset:
+        return None
+    if view is None:
+        return None
+    for rec in recs:
+        rec.server_window = dict(view)
+        rec.server_ttft_s = view.get("ttft_s")
+    return view
 
 
 def prefix_cache_sample(

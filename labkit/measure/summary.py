@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from labkit.measure import io_probe as iop
 from labkit.measure import metrics as mx
-from labkit.measure.recording import BURST_FLAG
+from labkit.measure.recording import BURST_BLAME, BURST_FLAG
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
 from labkit.measure.timing import BURST_GAP_NS, median
 from labkit.recipe import MeasurePlan
@@ -25,6 +25,12 @@ AGG_WINDOW = (
     "chunk's tokens spread over the gap since its stream's previous chunk; also stored: whole chunks "
     "in W / |W|, and span = sum(N - n_first) / (max t_last - min t_first)"
 )
+SERVER_TTFT = (
+    "Δvllm:time_to_first_token_seconds_sum / Δ_count between the scrapes around each turn (from the "
+    "request's arrival at the engine's API server to its first token: no network, no client)"
+)
+PROPOSED = "mean draft tokens proposed per drafting step (≤ K: ngram proposes fewer without a match)"
+DRAFTED = "the share of decode steps (per request) in which the drafter proposed anything"
 PREFILL_WINDOW = (
     "prefill: (P - C) / (t_first - t_send - RTT), t_first = first token-bearing chunk (not the role "
     "prelude), P = usage.prompt_tokens; raw = P / TTFT"
@@ -87,10 +93,7 @@ def _decode_measures(s: RunSummary, ok: list[RequestRecord], groups: Sequence[Gr
     dec_all = [r for r in ok if r.phase == "decode"]
     dec = [r for r in dec_all if BURST_FLAG not in r.flags]
     if len(dec) < len(dec_all):
-        s.notes.append(
-            f"decode: {len(dec_all) - len(dec)} burst-read sample(s) excluded (the client fell "
-            "behind the stream; see the records' flags)"
-        )
+        s.notes.append(burst_note([r for r in dec_all if BURST_FLAG in r.flags]))
     _put(
         s,
         "decode_c1",
@@ -110,6 +113,12 @@ def _decode_measures(s: RunSummary, ok: list[RequestRecord], groups: Sequence[Gr
         [r.ttft_s for r in dec_all if r.concurrency == 1 and not r.cold],
         "median t_first - t_send of warm c1 decode turns, seconds",
     )
+    _put(
+        s,
+        "ttft_c1_server",
+        [r.server_ttft_s for r in dec_all if r.concurrency == 1 and not r.cold],
+        f"median of the engine's own TTFT over the same turns: {SERVER_TTFT}",
+    )
     for k in sorted({g.concurrency for g in groups}):
         gs = [g for g in groups if g.concurrency == k and g.ok]
         _put(
@@ -124,9 +133,17 @@ def _decode_measures(s: RunSummary, ok: list[RequestRecord], groups: Sequence[Gr
             [g.span_tps for g in gs if not g.burst_streams],
             f"span estimator, {k} streams",
         )
-        _put(s, f"decode_c{k}_overlap", [g.overlap for g in gs], "|steady window| / span")
+        _put(
+            s,
+            f"decode_c{k}_overlap",
+            [g.overlap for g in gs if not g.burst_streams],
+            "|steady window| / span (groups with burst-read streams excluded)",
+        )
         if any(g.serialised for g in gs):
             s.notes.append(f"c{k}: {sum(g.serialised for g in gs)} group(s) ran serialised (no overlap)")
+        burst = [g for g in gs if g.burst_streams]
+        if burst:
+            s.notes.append(group_burst_note(k, burst))
 
 
 def _prefill_measures(
@@ -149,14 +166,70 @@ def _prefill_measures(
 
 
 def _acceptance_measures(s: RunSummary, a: mx.Acceptance) -> None:
-    s.measures.update(accept_per_draft=a.per_draft, accept_length=a.length, accept_k=a.k, accept_rate=a.rate)
+    window = " over the decode window (cold, warmup, c1, cK)"
+    figures = {
+        "accept_per_draft": (a.per_draft, f"{a.method}; ā = ΔA/ΔD, accepted per drafting step{window}"),
+        "accept_k": (a.k, f"K: {a.k_source}"),
+        "accept_length": (a.length, f"τ = {a.tau_method}{window}"),
+        "accept_length_stream": (a.length_stream, f"{mx.STREAM_TAU}{window}"),
+        "accept_proposed_per_draft": (a.proposed_per_draft, f"ΔT/ΔD: {PROPOSED}{window}"),
+        "accept_drafted_share": (a.drafted_share, f"ΔD / Δinter_token_latency_seconds_count: {DRAFTED}"),
+        "accept_rate": (a.rate, f"α = ΔA/ΔT (else ā/K){window}"),
+    }
+    for key, (value, how) in figures.items():
+        if value is not None:
+            s.measures[key], s.method[key] = value, how
     for i, v in enumerate(a.per_pos):
         s.measures[f"accept_pos_{i}"] = v
-    for key in ("accept_per_draft", "accept_length", "accept_k", "accept_rate"):
-        s.method[key] = a.method + " over the decode window (cold, warmup, c1, cK)"
     s.counters.update(spec_accepted=a.accepted, spec_drafts=a.drafts)
-    if a.draft_tokens is not None:
-        s.counters["spec_draft_tokens"] = a.draft_tokens
+    for key, value in (
+        ("spec_draft_tokens", a.draft_tokens),
+        ("spec_tokens", a.tokens),
+        ("spec_steps", a.steps),
+        ("stream_tokens", a.stream_tokens),
+        ("stream_chunks", a.stream_chunks),
+    ):
+        if value is not None:
+            s.counters[key] = value
+
+
+def group_burst_note(k: int, burst: Sequence[GroupRecord]) -> str:
+    """cK groups with burst-read streams: no client-side figure, and how far the engine batched them."""
+    text = f"c{k}: {len(burst)} group(s) with burst-read streams: no aggregate, span or overlap from them"
+    views = [g.server_window or {} for g in burst]
+    shared = median(
+        [
+            v["request_steps"] / v["engine_steps"]
+            for v in views
+            if v.get("engine_steps") and v.get("request_steps")
+        ]
+    )
+    if shared is not None:
+        text += (
+            f"; the engine's /metrics: {shared:.2f} request steps per engine step (median; {k} = the "
+            "streams shared every step, 1 = one after the other)"
+        )
+    return text
+
+
+def burst_note(burst: Sequence[RequestRecord]) -> str:
+    """Why burst-read samples are out of decode, and what the engine's own counters saw for their windows."""
+    text = (
+        f"decode: {len(burst)} burst-read sample(s) excluded: their tokens reached the client in bursts, and "
+        f"{BURST_BLAME} (see the records' flags)"
+    )
+    seen = [r for r in burst if r.server_ttft_s is not None and r.ttft_s is not None]
+    if seen:
+        srv = median([r.server_ttft_s for r in seen])
+        cli = median([r.ttft_s for r in seen])
+        decode = median([(r.server_window or {}).get("decode_s") for r in seen])
+        text += (
+            f"; the engine's /metrics for those windows: first token after {srv * 1e3:.1f} ms (median; "
+            f"the client's TTFT {cli * 1e3:.1f} ms)"
+        )
+        if decode is not None:
+            text += f", decode {decode * 1e3:.1f} ms"
+    return text
 
 
 def nfs_summary(s: RunSummary, io: dict[str, dict[str, float]]) -> None:

@@ -3,7 +3,8 @@
     decode c1              29.7 t/s (20.0 on the first, cold turn)
     decode c2 (aggregate)  45.6 t/s
     prefill (4,096 prompt) 750 t/s
-    acceptance             4.79 of 5 accepted per step (τ 5.79 incl. bonus, α 95.8%)
+    acceptance             4.79 of 5   accepted per drafting step (ā, bonus excluded); τ 5.61 tokens per
+                                       engine step (engine counters, incl. bonus); α 95.8%
 
 The third column gives n, the min–max range (en dash, equal decimals) and how the number was obtained, so a
 value is never shown without its sample size.
@@ -43,11 +44,16 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
     """(measure, value, detail) rows in the lab note's order."""
     m = s.measures
     out: list[tuple[str, str, str]] = []
-    if "decode_c1" in m or "decode_c1_cold" in m:
-        value = f"{fmt_rate(m.get('decode_c1'))} t/s"
+    if "decode_c1" in m or "decode_c1_cold" in m or "ttft_c1" in m:
+        value = f"{fmt_rate(m.get('decode_c1'))} t/s" if "decode_c1" in m else "— (see notes)"
         if m.get("decode_c1_cold") is not None:
             value += f" ({fmt_rate(m['decode_c1_cold'])} on the first, cold turn)"
-        out.append(("decode c1", value, _spread(s, "decode_c1")))
+        detail = _spread(s, "decode_c1")
+        if m.get("ttft_c1") is not None:
+            detail += f"{', ' if detail else ''}TTFT {m['ttft_c1'] * 1e3:.1f} ms"
+            if m.get("ttft_c1_server") is not None:
+                detail += f" (engine's own: {m['ttft_c1_server'] * 1e3:.1f} ms)"
+        out.append(("decode c1", value, detail))
     ks = sorted({int(k) for k in re.findall(r"decode_c(\d+)_(?:agg|span)", " ".join(m))})
     for k in ks:
         agg = m.get(f"decode_c{k}_agg")
@@ -72,23 +78,7 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
             detail += f", TTFT {ttft:.2f} s"
         out.append((f"prefill ({t:,} prompt)", f"{fmt_rate(m[f'prefill_{t}'])} t/s", detail))
     if m.get("accept_per_draft") is not None:
-        k = m.get("accept_k")
-        k_txt = f"{k:g}" if k is not None else "?"
-        if k is not None and abs(k - round(k)) < 1e-9:
-            k_txt = str(round(k))
-        rate = m.get("accept_rate")
-        detail = f"τ {m['accept_length']:.2f} (K={k_txt}, incl. bonus)"
-        if rate is not None:
-            detail += f", α {rate * 100:.1f}%"
-        pos = [
-            m[key]
-            for key in sorted(
-                (x for x in m if x.startswith("accept_pos_")), key=lambda x: int(x.rsplit("_", 1)[1])
-            )
-        ]
-        if pos:
-            detail += ", per position " + " ".join(f"{p:.2f}" for p in pos)
-        out.append(("acceptance", f"{m['accept_per_draft']:.2f} of {k_txt}", detail))
+        out.append(acceptance_row(s))
     if m.get("prefix_cache_hit_ratio") is not None:
         out.append(
             ("prefix-cache hits (prefill)", f"{m['prefix_cache_hit_ratio'] * 100:.1f}%", "unique prompts: ~0")
@@ -99,6 +89,46 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
         out.append(("shared-NFS reads", format_size(m["nfs_read_bytes"]), "Δserverreadbytes, whole run"))
     out.append(("requests", f"{s.n_ok} ok, {s.n_failed} failed", "failed ones are excluded above"))
     return out
+
+
+def k_text(k: float | None) -> str | None:
+    """K as an integer; None when unknown or not a whole number (a legacy figure inferred from counters)."""
+    if k is None or abs(k - round(k)) > 1e-9:
+        return None
+    return str(round(k))
+
+
+def acceptance_row(s: RunSummary) -> tuple[str, str, str]:
+    """'2.78 of 4', then τ per engine step (and per SSE chunk), proposed per draft, the drafted share, α,
+    per-position rates and where K came from (docs/measurement.md, "Speculative acceptance conventions")."""
+    m = s.measures
+    k = k_text(m.get("accept_k"))
+    value = f"{m['accept_per_draft']:.2f}" + (f" of {k}" if k else "")
+    parts = ["accepted per drafting step (ā, bonus excluded)"]
+    tau, stream = m.get("accept_length"), m.get("accept_length_stream")
+    if tau is not None:
+        how = "SSE chunks" if "SSE chunk" in s.method.get("accept_length", "") else "engine counters"
+        parts.append(f"τ {tau:.2f} tokens per engine step ({how}, incl. bonus)")
+        if stream is not None and how != "SSE chunks":
+            parts[-1] += f", {stream:.2f} per SSE chunk"
+    proposed, share = m.get("accept_proposed_per_draft"), m.get("accept_drafted_share")
+    if proposed is not None:
+        parts.append(f"{proposed:.2f} proposed per draft")
+    if share is not None:
+        parts.append(f"drafts in {share * 100:.0f}% of decode steps")
+    if m.get("accept_rate") is not None:
+        parts.append(f"α {m['accept_rate'] * 100:.1f}%")
+    pos = [
+        m[key]
+        for key in sorted(
+            (x for x in m if x.startswith("accept_pos_")), key=lambda x: int(x.rsplit("_", 1)[1])
+        )
+    ]
+    if pos:
+        parts.append("per position " + " ".join(f"{p:.2f}" for p in pos))
+    if k and s.method.get("accept_k"):
+        parts.append(s.method["accept_k"])
+    return "acceptance", value, "; ".join(parts)
 
 
 def render(s: RunSummary, title: str = "measure") -> str:

@@ -64,14 +64,14 @@ def fmt_with_cold(main: Stat | None, cold: Stat | None, decimals: int = 1, thous
 
 
 def fmt_acceptance(accepted: Stat | None, k: Stat | None, decimals: int = 2) -> str:
-    """'4.79 of 5': accepted drafts per step of K (bonus excluded), K as an integer when it is one."""
+    """'4.79 of 5': accepted drafts per step of K (bonus excluded). K is the configured integer; a K that is
+    not a whole number (older runs inferred it as proposed per draft) is not K, so only '4.79' is shown."""
     if accepted is None or accepted.empty:
         return MISSING
     text = fmt_stat(accepted, decimals, thousands=False)
-    if k is None or k.empty or k.median is None:
+    if k is None or k.empty or k.median is None or not float(k.median).is_integer():
         return text
-    kk = k.median
-    return f"{text} of {int(kk) if float(kk).is_integer() else fmt_number(kk, 1, False)}"
+    return f"{text} of {int(k.median)}"
 
 
 def fmt_kv(tokens: Stat | None, context: Stat | None) -> str:

@@ -1,5 +1,6 @@
 """`labkit bench` end to end: the lab-note table on stdout, records in a JSON file, clear errors."""
 
+import os
 import subprocess
 import sys
 
@@ -88,6 +89,39 @@ def test_bench_recipe_uses_its_plan_against_url(tmp_path):
     assert "acceptance" in p.stdout and "of 5" in p.stdout and "incl. bonus" in p.stdout
     back = BenchResult.load(tmp_path / "r.json")
     assert back.provenance["variant"] == "spec-dspark" and back.provenance["recipe_hash"]
+    # the sim recipe states no K: it is the count of the engine's per-position series
+    assert (
+        back.summary.measures["accept_k"] == 5 and "5 per-position series" in back.summary.method["accept_k"]
+    )
+
+
+def test_bench_recipe_takes_k_from_its_speculative_config(tmp_path):
+    """`labkit bench <recipe>` passes the recipe's num_speculative_tokens as K, and the method says so."""
+    import shutil
+
+    from labkit.recipe import repo_root
+
+    recipes = tmp_path / "recipes"
+    shutil.copytree(repo_root() / "recipes" / "sim", recipes / "sim")
+    toml = recipes / "sim" / "recipe.toml"
+    toml.write_text(
+        toml.read_text()
+        + 'engine.args."--speculative-config" = { method = "dspark", num_speculative_tokens = 5 }\n'
+    )
+    with SimOracle(preset="dsv41-stock-dspark", sets={"decode_tps": 300}) as sim:
+        p = subprocess.run(
+            [sys.executable, "-m", "labkit", "bench", "sim", "--spec", "dspark", "--url", sim.url]
+            + ["--turns", "1", "--output-tokens", "20", "--concurrency", "1", "--no-prefill", "-q"]
+            + ["--json", str(tmp_path / "r.json")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "LABKIT_RECIPES": str(recipes)},
+        )
+    assert p.returncode == 0, p.stderr
+    back = BenchResult.load(tmp_path / "r.json")
+    assert back.summary.method["accept_k"] == "K: recipe --speculative-config num_speculative_tokens"
+    assert " of 5" in p.stdout
 
 
 def test_bench_errors_are_clear():

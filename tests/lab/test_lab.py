@@ -284,3 +284,13 @@ def test_a_lane_already_up_is_refused_before_its_view_is_restaged(tmp_path, monk
     finally:
         kept.down()
         kept.close()
+
+
+def test_a_nodes_override_is_validated_like_the_recipe():
+    """TP4 on three one-GPU nodes is refused (it used to yield --nnodes 3), and so is a name that is no host."""
+    with pytest.raises(LabkitError, match=r"nodes override: dgx5, dgx6, dgx7"):
+        lab.plan("dsv41", nodes="dgx5,dgx6,dgx7")
+    with pytest.raises(LabkitError, match="cluster.nodes"):
+        lab.plan("dsv41", nodes="dgx5;id,dgx6,dgx7,dgx8")
+    ok = lab.plan("dsv41", nodes="dgx1,dgx2,dgx3,dgx4")
+    assert ok.cluster.nodes == ("dgx1", "dgx2", "dgx3", "dgx4")

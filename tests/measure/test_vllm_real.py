@@ -1,0 +1,145 @@
+"""labkit's measurement against a real vLLM (the CPU build) serving labkit's tiny llama with ngram speculation
+(K = 4): K from the engine, τ per engine step, a deliberate prefix-cache hit, /tokenize-sized prompts, bursts.
+
+One server for the whole module (a CPU boot takes ~50 s on 2 cores). The expected figures are worked out
+here from the server's own /metrics and streams, with a parser of this file, not labkit's. No assertion is
+about speed. Facts: docs/measurement.md, "Speculative acceptance conventions".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import urllib.request
+
+import pytest
+
+from labkit import sim
+from labkit.measure import render, run_bench
+from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
+from tests.support.vllm import serve, tiny_hf_model, vllm_available
+
+pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
+
+NGRAM = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}'
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vllm-real")
+    model = tiny_hf_model(root / "models")
+    port = sim.free_port(18670, 18699)
+    with serve(model, port, "--speculative-config", NGRAM, log_path=root / "vllm.log") as u:
+        yield u
+
+
+def plan(*, decode=(), prompts=(), turns=3, n=128, warmup=1, repeats=1, api="chat") -> MeasurePlan:
+    return MeasurePlan(
+        api=api,
+        runs=1,
+        decode=DecodePlan(concurrency=tuple(decode) or (1,), turns=turns, output_tokens=n, warmup=warmup),
+        prefill=PrefillPlan(prompt_tokens=tuple(prompts), repeats=repeats),
+        timeout=120.0,
+    )
+
+
+def counters(url: str) -> dict[str, float]:
+    """Every sample of /metrics summed over its labels, by metric name (this test's own parser)."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=30).read().decode()
+    out: dict[str, float] = {}
+    for m in re.finditer(r"^([a-z_:]+)(?:\{[^}]*\})? ([0-9.e+-]+)$", text, re.M):
+        out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
+    return out
+
+
+@pytest.fixture(scope="module")
+def decode_run(url):
+    """One decode window (warmup, 3 c1 turns, 3 c2 groups), with the server's counters around it."""
+    before = counters(url)
+    res = run_bench(url, plan(decode=(1, 2), turns=3), progress=False, cold_expected=False, prefill=False)
+    after = counters(url)
+    return res, {k: after[k] - before.get(k, 0.0) for k in after}
+
+
+def test_acceptance_is_x_of_4_with_k_from_the_engine(decode_run):
+    res, _ = decode_run
+    m, method = res.summary.measures, res.summary.method
+    assert m["accept_k"] == 4 and "4 per-position series" in method["accept_k"]
+    text = render(res.summary)
+    assert re.search(r"\d\.\d\d of 4\b", text), text
+    assert m["accept_proposed_per_draft"] <= 4 and 0 < m["accept_drafted_share"] <= 1
+
+
+def test_tau_is_tokens_per_engine_step_as_the_stream_shows_it(decode_run):
+    res, d = decode_run
+    m = res.summary.measures
+    steps = d["vllm:time_to_first_token_seconds_count"] + d["vllm:inter_token_latency_seconds_count"]
+    assert m["accept_length"] == pytest.approx(d["vllm:generation_tokens_total"] / steps)
+    window = [r for r in res.records if r.phase in ("warmup", "decode")]
+    assert sum(r.output_tokens for r in window) == d["vllm:generation_tokens_total"]
+    # one SSE chunk per engine step per request (a merge could only make chunks fewer)
+    chunks = sum(r.chunks for r in window)
+    assert chunks <= steps and m["accept_length_stream"] == pytest.approx(
+        sum(r.output_tokens for r in window) / chunks
+    )
+    # every request-step yields 1 + its accepted drafts, so τ can never reach 1 + ā while some steps draft nothing
+    assert m["accept_length"] <= 1 + m["accept_per_draft"]
+
+
+def test_every_turn_carries_the_engines_own_ttft_and_bursts_blame_no_side(decode_run):
+    res, _ = decode_run
+    decode = [r for r in res.records if r.phase in ("warmup", "decode")]
+    assert all(r.server_ttft_s is not None and r.server_window["generation_tokens"] > 0 for r in decode)
+    assert {r.server_window["requests"] for r in decode if r.concurrency == 1} == {1}
+    assert {r.server_window["requests"] for r in decode if r.concurrency == 2} == {2}
+    assert "ttft_c1_server" in res.summary.measures
+    for r in decode:
+        if "burst-read" in r.flags:
+            assert "cannot tell whether the server or the client held them" in r.flags
+    assert not any("fell behind" in n for n in res.summary.notes)
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_prompts_sized_with_tokenize_are_exact(url, api):
+    res = run_bench(url, plan(prompts=(512, 2048), warmup=0, api=api), progress=False, decode=False)
+    assert res.provenance["prompt_length_counter"] == "server /tokenize"
+    pre = [r for r in res.records if r.phase == "prefill"]
+    assert len(pre) == 2 and all(r.ok and r.prompt_tokens_source == "usage" for r in pre)
+    assert [(r.prompt_target, r.prompt_tokens) for r in pre] == [(512, 512), (2048, 2048)]
+    assert not any("prefix-cache-hit" in r.flags for r in pre)  # fresh nonces: nothing shared
+
+
+def test_a_prompt_repeated_on_purpose_is_a_prefix_cache_hit(url, monkeypatch):
+    from labkit.measure import prompts as pr
+
+    same = pr.nonce()
+    monkeypatch.setattr(pr, "nonce", lambda: same)  # every prefill prompt identical
+    res = run_bench(url, plan(prompts=(1024,), warmup=1, repeats=1), progress=False, decode=False)
+    first, second = [r for r in res.records if r.prompt_target == 1024]
+    assert first.phase == "warmup" and "prefix-cache-hit" not in first.flags
+    assert second.phase == "prefill" and "prefix-cache-hit" in second.flags
+    assert res.summary.measures["prefix_cache_hit_ratio"] > 0.5 and "prefill_1024" not in res.summary.measures
+
+
+def test_the_lab_path_takes_k_from_the_recipe(url):
+    from labkit.measure import configured_k
+
+    @dataclasses.dataclass
+    class Engine:
+        args: dict
+
+        def arg(self, flag):
+            return self.args.get(flag)
+
+    k, source = configured_k(Engine({"--speculative-config": (NGRAM,)}))
+    res = run_bench(
+        url,
+        plan(turns=2, warmup=0),
+        progress=False,
+        cold_expected=False,
+        prefill=False,
+        spec_k=k,
+        spec_k_source=source,
+    )
+    assert res.summary.measures["accept_k"] == 4
+    assert res.summary.method["accept_k"] == "K: recipe --speculative-config num_speculative_tokens"

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from labkit import settings
+from labkit.errors import LabkitError
 from labkit.nodes.base import Command, CommandTimeout, Host, HostError, Result, Unreachable, as_command
+from labkit.recipe import Invalid, user_name
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,13 @@ class SshOptions:
         """The LABKIT_SSH_* settings of this process, or of `env` when given."""
         s = settings.current() if env is None else settings.Settings.from_env(env)
         key = s.ssh_key
+        if s.ssh_user:  # it reaches ssh's argv like a recipe's cluster.user, so it is checked like one
+            try:
+                user_name(s.ssh_user, "LABKIT_SSH_USER")
+            except Invalid as e:
+                raise LabkitError(f"LABKIT_SSH_USER: {e.message}")
+        if s.ssh_port and not (s.ssh_port.isdigit() and 0 < int(s.ssh_port) < 65536):
+            raise LabkitError(f"LABKIT_SSH_PORT: expected a port number 1-65535, got {s.ssh_port!r}")
         return cls(
             user=s.ssh_user,
             port=int(s.ssh_port) if s.ssh_port else None,

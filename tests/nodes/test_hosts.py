@@ -236,3 +236,20 @@ def test_ctrl_c_while_waiting_on_nodes_returns_at_once_and_names_calls_still_run
     assert calls.pending() == ["slow"]  # still running: a command sent to a node cannot be recalled
     assert calls.wait(10) and calls.pending() == []
     assert calls.results("working") == {"quick": 0, "slow": 0}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"LABKIT_SSH_USER": "root@evil -p 22"}, "LABKIT_SSH_USER: expected a user name"),
+        ({"LABKIT_SSH_USER": "-oProxyCommand=x"}, "LABKIT_SSH_USER: expected a user name"),
+        ({"LABKIT_SSH_PORT": "22; id"}, "LABKIT_SSH_PORT: expected a port number"),
+    ],
+)
+def test_ssh_settings_from_the_environment_are_checked_like_recipe_values(env, message):
+    from labkit.errors import LabkitError
+    from labkit.nodes import SshOptions
+
+    with pytest.raises(LabkitError, match=message):
+        SshOptions.from_env(env)
+    assert SshOptions.from_env({"LABKIT_SSH_USER": "kilork", "LABKIT_SSH_PORT": "2222"}).port == 2222

@@ -49,13 +49,15 @@ bench: env
 	$(BIN)/labkit report
 
 test: test-setup
-	@status=0; ( set -ex; \
-	  $(BIN)/ruff check labkit tests benchmarks; \
-	  $(BIN)/ruff format --check labkit tests benchmarks; \
-	  $(BIN)/nbstripout --verify notebooks/*.ipynb; \
-	  $(BIN)/python -m pytest -q; \
-	  $(BIN)/labkit report --check ) || status=$$?; \
-	cat $(VENV)/.test-skips; exit $$status
+	@status=0; \
+	{ $(BIN)/ruff check labkit tests benchmarks \
+	  && $(BIN)/ruff format --check labkit tests benchmarks \
+	  && $(BIN)/nbstripout --verify notebooks/*.ipynb \
+	  && $(BIN)/python -m pytest -q \
+	  && $(BIN)/labkit report --check; } || status=$$?; \
+	cat $(VENV)/.test-skips; \
+	if [ $$status -ne 0 ]; then echo "make test: FAILED (exit $$status)"; fi; \
+	exit $$status
 
 # Regenerate results/TABLES.md and results/plots/ from the stored runs.
 report: env

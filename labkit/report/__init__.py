@@ -2,7 +2,7 @@
 and plots out. Always regenerated from the run folders, never edited by hand.
 
 specs.py reads tables.toml; format.py turns numbers into cell strings; stats.py reduces a lane's runs to a
-Stat (shared by tables and plots); tables.py builds and renders tables; plots.py draws figures;
+Stat (shared by tables and plots) and to RunStats (n, median, mean, 95 % interval, CV); tables.py builds and renders tables; plots.py draws figures;
 action.py is the `labkit report` action (write, or check for drift).
 """
 
@@ -11,8 +11,11 @@ from labkit.report.format import (
     EM_DASH,
     EN_DASH,
     MISSING,
+    PLUS_MINUS,
     Stat,
     fmt_acceptance,
+    fmt_few,
+    fmt_interval,
     fmt_kv,
     fmt_nfs,
     fmt_number,
@@ -22,6 +25,7 @@ from labkit.report.format import (
 )
 from labkit.report.plots import latest_runs_with_requests, measure_bars, prefill_by_length, tokens_over_time
 from labkit.report.specs import (
+    INTERVALS,
     TABLES_SPEC,
     ColumnSpec,
     ReportError,
@@ -31,7 +35,17 @@ from labkit.report.specs import (
     load_spec,
     spec_path,
 )
-from labkit.report.stats import prefill_points
+from labkit.report.stats import (
+    MIN_INTERVAL_RUNS,
+    RunStats,
+    boot_of,
+    prefill_points,
+    run_stats,
+    run_values,
+    t_cdf,
+    t_ppf,
+    unit_of,
+)
 from labkit.report.tables import (
     Lane,
     Table,
@@ -47,7 +61,10 @@ from labkit.report.tables import (
 __all__ = [
     "EM_DASH",
     "EN_DASH",
+    "INTERVALS",
+    "MIN_INTERVAL_RUNS",
     "MISSING",
+    "PLUS_MINUS",
     "TABLES_FILE",
     "TABLES_SPEC",
     "ColumnSpec",
@@ -55,16 +72,20 @@ __all__ = [
     "Report",
     "ReportError",
     "RowSpec",
+    "RunStats",
     "Stat",
     "Table",
     "TableSpec",
     "as_list",
+    "boot_of",
     "build_table",
     "build_tables",
     "cell",
     "check",
     "default_spec_file",
     "fmt_acceptance",
+    "fmt_few",
+    "fmt_interval",
     "fmt_kv",
     "fmt_nfs",
     "fmt_number",
@@ -78,8 +99,13 @@ __all__ = [
     "prefill_by_length",
     "prefill_points",
     "render_document",
+    "run_stats",
+    "run_values",
     "spec_path",
+    "t_cdf",
+    "t_ppf",
     "to_markdown",
     "to_styler",
     "tokens_over_time",
+    "unit_of",
 ]

@@ -2,7 +2,9 @@
 
 Formatting rules (docs/measurement.md, "Run statistics and table formatting"): median, min–max across runs with an en dash (U+2013), both ends
 with the same decimals, collapsed to one value when equal; "~" for approximate figures; "(x cold)" for
-the cold turn; "—" where a lane has no figure; "(sim)" on simulated lanes (stats.sim_title).
+the cold turn; "—" where a lane has no figure; "(sim)" on simulated lanes (stats.sim_title). Interval
+forms ("49.1 ± 1.2", "49.1 [47.9, 50.3]", and "n=2" where there are too few runs for one):
+docs/measurement.md, "Intervals over runs".
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 EN_DASH = "\u2013"
+PLUS_MINUS = "\u00b1"
 EM_DASH = "\u2014"  # "not measured"
 MISSING = EM_DASH
 
@@ -53,9 +56,37 @@ def fmt_stat(stat: Stat | None, decimals: int = 1, thousands: bool = True) -> st
     return ("~" + text) if stat.approx else text
 
 
+def fmt_interval(
+    mean: float,
+    lo: float,
+    hi: float,
+    form: str,
+    decimals: int = 1,
+    thousands: bool = True,
+    approx: bool = False,
+) -> str:
+    """'49.1 ± 1.2' (form "pm": mean ± half the interval) or '49.1 [47.9, 50.3]' (form "ci")."""
+    m = fmt_number(mean, decimals, thousands)
+    if form == "pm":
+        text = f"{m} {PLUS_MINUS} {fmt_number((hi - lo) / 2, decimals, thousands)}"
+    else:
+        text = f"{m} [{fmt_number(lo, decimals, thousands)}, {fmt_number(hi, decimals, thousands)}]"
+    return ("~" + text) if approx else text
+
+
+def fmt_few(stat: Stat | None, decimals: int = 1, thousands: bool = True) -> str:
+    """'49.1 (47.8–50.7) n=2': the range form with its run count, where an interval row has too few runs."""
+    text = fmt_stat(stat, decimals, thousands)
+    return text if stat is None or stat.empty else f"{text} n={stat.n}"
+
+
 def fmt_with_cold(main: Stat | None, cold: Stat | None, decimals: int = 1, thousands: bool = True) -> str:
     """'52.9 (25.5 cold)': the cold turn beside the warm figure (its own range if runs differ)."""
-    text = fmt_stat(main, decimals, thousands)
+    return with_cold(fmt_stat(main, decimals, thousands), cold, decimals, thousands)
+
+
+def with_cold(text: str, cold: Stat | None, decimals: int = 1, thousands: bool = True) -> str:
+    """A finished cell with the cold turn added as '(25.5 cold)', or unchanged without a cold figure."""
     if cold is None or cold.empty:
         return text
     if cold.median is not None and cold.lo is not None:

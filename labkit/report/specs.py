@@ -12,6 +12,9 @@ from labkit.recipe import read_toml
 
 TABLES_SPEC = "tables.toml"
 FORMATS = ("number", "acceptance", "kv", "nfs", "runs")
+# Cell forms of number rows: "range" (median and min–max, the default), "pm" ("49.1 ± 1.2"), "ci"
+# ("49.1 [47.9, 50.3]"); docs/measurement.md, "Intervals over runs".
+INTERVALS = ("range", "pm", "ci")
 
 
 class ReportError(LabkitError):
@@ -35,6 +38,7 @@ class RowSpec:
     decimals: int = 1
     thousands: bool = True
     per: str = "completion"
+    interval: str = ""  # "": the table's form; else one of INTERVALS (number rows only)
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,11 @@ class TableSpec:
     drop_empty_rows: bool = False
     empty: str = "No runs."
     notes: tuple[str, ...] = ()
+    interval: str = "range"  # the cell form of number rows that do not choose one (INTERVALS)
+
+    def interval_of(self, row: RowSpec) -> str:
+        """The cell form of one row: its own interval, else the table's; only number rows have one."""
+        return (row.interval or self.interval) if row.format == "number" else "range"
 
 
 def default_spec_file() -> Path:
@@ -102,13 +111,22 @@ def _column_specs(cols: object) -> tuple[ColumnSpec, ...] | None:
     raise ValueError('columns must be a list of {title, recipe, variant} or "auto"')
 
 
+def _interval(value: object, what: str) -> str:
+    if value not in INTERVALS:
+        raise ValueError(f"{what}: interval {value!r} is not one of {', '.join(INTERVALS)}")
+    return str(value)
+
+
 def _row_spec(r: dict) -> RowSpec:
-    _known(r, {"label", "format", "measure", "cold", "decimals", "thousands", "per"}, "row")
+    _known(r, {"label", "format", "measure", "cold", "decimals", "thousands", "per", "interval"}, "row")
     fmt = r.get("format", "number")
     if fmt not in FORMATS:
         raise ValueError(f"row {r.get('label')!r}: format {fmt!r} is not one of {', '.join(FORMATS)}")
     if fmt == "number" and not r.get("measure"):
         raise ValueError(f"row {r.get('label')!r}: a number row needs a measure")
+    interval = _interval(r["interval"], f"row {r.get('label')!r}") if "interval" in r else ""
+    if interval and fmt != "number":
+        raise ValueError(f"row {r.get('label')!r}: interval is for number rows, not format {fmt!r}")
     return RowSpec(
         label=str(r["label"]),
         format=fmt,
@@ -117,13 +135,26 @@ def _row_spec(r: dict) -> RowSpec:
         decimals=int(r.get("decimals", 2 if fmt == "acceptance" else 1)),
         thousands=bool(r.get("thousands", True)),
         per=str(r.get("per", "completion")),
+        interval=interval,
     )
 
 
 def _table_spec(t: dict) -> TableSpec:
     _known(
         t,
-        {"id", "title", "columns", "rows", "corner", "lanes", "source", "drop_empty_rows", "empty", "notes"},
+        {
+            "id",
+            "title",
+            "columns",
+            "rows",
+            "corner",
+            "lanes",
+            "source",
+            "drop_empty_rows",
+            "empty",
+            "notes",
+            "interval",
+        },
         "table",
     )
     if "id" not in t or "rows" not in t or "columns" not in t:
@@ -144,4 +175,5 @@ def _table_spec(t: dict) -> TableSpec:
         drop_empty_rows=bool(t.get("drop_empty_rows", False)),
         empty=str(t.get("empty", "No runs.")),
         notes=tuple(str(n) for n in t.get("notes", [])),
+        interval=_interval(t.get("interval", "range"), "table"),
     )

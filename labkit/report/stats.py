@@ -1,13 +1,19 @@
-"""The statistics tables and plots share: one lane's runs of one measure reduced to a Stat, lane titles.
+"""The statistics tables and plots share: one lane's runs of one measure reduced to a Stat, lane titles,
+and the statistics over runs (RunStats: n, median, mean, 95 % Student-t interval, CV) with their unit.
 
 Both the tables and the plots read the long-form measures frame (labkit.store.MEASURE_COLUMNS); computing
-the median and range in one place keeps a plot's bar and the table's cell the same number.
+the median and range in one place keeps a plot's bar and the table's cell the same number. The interval
+formulas, the fewer-than-3-runs rule and the units (boots, runs on one boot, runs) are written out in
+docs/measurement.md, "Intervals over runs".
 """
 
 from __future__ import annotations
 
 import math
 import re
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from labkit.measure import median
@@ -57,3 +63,135 @@ def prefill_points(measures: Any) -> list[tuple[str, int, Stat]]:
                 if found is not None:
                     out.append((f"{title} [{variant}]{suffix}", int(m.group(1)), found))
     return out
+
+
+MIN_INTERVAL_RUNS = 3  # an interval is never computed (or shown) from fewer run values
+CONFIDENCE = 0.95
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta function (modified Lentz method)."""
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 100_000):
+        m2 = 2 * m
+        for num in (
+            m * (b - m) * x / ((qam + m2) * (a + m2)),
+            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
+        ):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < eps:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) for a, b > 0 and 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with df degrees of freedom: 1 - I_{df/(df+t²)}(df/2, 1/2) / 2 for t >= 0."""
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_ppf(p: float, df: float) -> float:
+    """The p-quantile of Student's t with df > 0 degrees of freedom (t_ppf(0.975, 4) = 2.776), found by
+    bisecting t_cdf to 1e-12; beyond df = 1e7 the normal quantile (the two differ by < 1e-7 there)."""
+    if not 0.0 < p < 1.0 or not df > 0:
+        raise ValueError(f"t_ppf needs 0 < p < 1 and df > 0 (got p={p}, df={df})")
+    if p < 0.5:
+        return -t_ppf(1.0 - p, df)
+    if df > 1e7:
+        return statistics.NormalDist().inv_cdf(p)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+    while hi - lo > 1e-12 * max(1.0, hi):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """One measure over runs: n run values, their median and mean, a 95 % Student-t interval on the mean
+    (lo, hi; None below MIN_INTERVAL_RUNS values), CV = s/mean (None below 2 values or for a zero mean),
+    `method` saying how the interval was obtained and `unit` what one value is (boots, runs on one boot,
+    runs). docs/measurement.md, "Intervals over runs"."""
+
+    n: int
+    median: float | None
+    mean: float | None
+    lo: float | None
+    hi: float | None
+    cv: float | None
+    method: str
+    unit: str = "runs"
+
+    @property
+    def half_width(self) -> float | None:
+        return None if self.lo is None or self.hi is None else (self.hi - self.lo) / 2.0
+
+
+def run_stats(values: Sequence[float], unit: str = "runs") -> RunStats:
+    """RunStats of per-run values (one value per run; NaN and None dropped): the interval is
+    mean ± t(0.975, n−1)·s/√n with s the sample standard deviation, only for n >= 3."""
+    vals = [float(v) for v in values if v is not None and not math.isnan(v)]
+    n = len(vals)
+    if n == 0:
+        return RunStats(0, None, None, None, None, None, "no run values", unit)
+    mean = statistics.fmean(vals)
+    s = statistics.stdev(vals) if n >= 2 else None
+    cv = s / abs(mean) if s is not None and mean != 0 else None
+    if n < MIN_INTERVAL_RUNS:
+        method = f"no interval: {n} run value{'s' if n > 1 else ''}, fewer than {MIN_INTERVAL_RUNS}"
+        return RunStats(n, median(vals), mean, None, None, cv, method, unit)
+    half = t_ppf(0.5 + CONFIDENCE / 2.0, n - 1) * s / math.sqrt(n)
+    method = f"Student-t on {n} run means, 95 %"
+    return RunStats(n, median(vals), mean, mean - half, mean + half, cv, method, unit)
+
+
+def run_values(part: Any, measure: str) -> list[float]:
+    """The per-run values of `measure` in one lane's rows of the measures frame (recorded ranges, which have
+    no value, are left out), in run order."""
+    rows = part[part["measure"] == measure].sort_values("run")
+    return [v for v in rows["value"].tolist() if not math.isnan(v)]
+
+
+def boot_of(doc: Mapping[str, Any]) -> str | None:
+    """Which boot a stored run ran on, from its run.json: its own run id when it booted its lane (the caller
+    said so: provenance.cold_expected), the booting run's id when it ran on a kept lane (boot_run), and None
+    when the run does not say (a run against an existing endpoint, a recorded figure)."""
+    if doc.get("boot_run"):
+        return str(doc["boot_run"])
+    if (doc.get("provenance") or {}).get("cold_expected") is True:
+        return str(doc.get("run_id"))
+    return None
+
+
+def unit_of(runs: Sequence[str], boots: Mapping[str, str | None] | None) -> str:
+    """What one value of these runs is: "boots" (every run booted its lane), "runs on one boot", "runs on
+    k boots", or "runs" when any run does not say which boot it ran on."""
+    keys = [(boots or {}).get(r) for r in runs]
+    if not keys or any(k is None for k in keys):
+        return "runs"
+    if keys == list(runs):
+        return "boots"
+    distinct = len(set(keys))
+    return "runs on one boot" if distinct == 1 else f"runs on {distinct} boots"

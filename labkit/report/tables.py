@@ -2,17 +2,30 @@
 
 Pure builders: the long-form measures DataFrame (labkit.store) -> a Table whose cells are finished
 strings -> Markdown (tabulate with number parsing off, so "007" or "1e3" are never re-read) or a styled
-pandas table for notebooks. Table definitions come from specs.py, the cell strings from format.py.
+pandas table for notebooks. Table definitions come from specs.py, the cell strings from format.py; rows
+in an interval form (docs/measurement.md, "Intervals over runs") take their numbers from stats.run_stats.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.report.format import MISSING, fmt_acceptance, fmt_kv, fmt_nfs, fmt_with_cold
+from labkit.report.format import (
+    MISSING,
+    Stat,
+    fmt_acceptance,
+    fmt_few,
+    fmt_interval,
+    fmt_kv,
+    fmt_nfs,
+    fmt_with_cold,
+    with_cold,
+)
 from labkit.report.specs import RowSpec, TableSpec
-from labkit.report.stats import sim_title, stat
+from labkit.report.stats import MIN_INTERVAL_RUNS, run_stats, run_values, sim_title, stat, unit_of
 
 
 @dataclass
@@ -23,6 +36,7 @@ class Lane:
     source: str | None
     simulated: bool
     runs: int
+    unit: str = "runs"  # what one run value is: boots, runs on one boot, runs (stats.unit_of)
 
 
 @dataclass
@@ -95,14 +109,15 @@ def _expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
             n = len(prefix)
             for key in sorted(keys, key=lambda k, n=n: int(k[n:])):
                 label = row.label.replace("{P}", f"{int(key[n:]):,}")
-                out.append(RowSpec(label, row.format, key, row.cold, row.decimals, row.thousands, row.per))
+                out.append(dataclasses.replace(row, label=label, measure=key))
         else:
             out.append(row)
     return out
 
 
-def cell(row: RowSpec, part: Any, lane: Lane) -> str:
-    """The display string of one row for one lane."""
+def cell(row: RowSpec, part: Any, lane: Lane, form: str = "range") -> str:
+    """The display string of one row for one lane; `form` "pm" or "ci" shows a number row's 95 % interval
+    (from at least MIN_INTERVAL_RUNS run values, else the range form with its n)."""
     if row.format == "runs":
         return str(lane.runs) if lane.runs else MISSING
     if row.format == "acceptance":
@@ -114,23 +129,56 @@ def cell(row: RowSpec, part: Any, lane: Lane) -> str:
     if row.format == "nfs":
         return fmt_nfs(stat(part, row.measure or "nfs_read_bytes_per_completion"), row.per)
     cold = stat(part, row.cold) if row.cold else None
-    return fmt_with_cold(stat(part, row.measure), cold, row.decimals, row.thousands)
+    main = stat(part, row.measure)
+    if form == "range":
+        return fmt_with_cold(main, cold, row.decimals, row.thousands)
+    rs = run_stats(run_values(part, row.measure), lane.unit)
+    if rs.lo is None or rs.hi is None or rs.mean is None:
+        few = None if main is None else Stat(main.median, main.lo, main.hi, main.approx, rs.n or main.n)
+        text = fmt_few(few, row.decimals, row.thousands)
+    else:
+        approx = main is not None and main.approx
+        text = fmt_interval(rs.mean, rs.lo, rs.hi, form, row.decimals, row.thousands, approx)
+    return with_cold(text, cold, row.decimals, row.thousands)
 
 
-def build_table(spec: TableSpec, measures: Any) -> Table:
-    """Table of display strings for one spec from the long-form measures frame."""
+def interval_note(lanes: list[Lane], forms: set[str]) -> str:
+    """The note under a table with interval rows: what the interval is, over which unit per lane, and the
+    fewer-than-3-runs rule."""
+    shape = " or ".join(
+        s for f, s in (("pm", "mean \u00b1 half-width"), ("ci", "mean [low, high]")) if f in forms
+    )
+    units = "; ".join(f"{lane.title}: {lane.unit}" for lane in lanes if lane.runs)
+    unknown = any(lane.unit == "runs" for lane in lanes if lane.runs)
+    return (
+        f"Intervals: {shape}, a 95 % Student-t interval on the run values (mean \u00b1 t(0.975, n\u22121)"
+        f"\u00b7s/\u221an), one value per run; what the runs are: {units or 'no runs'}. "
+        + ("(runs: the stored runs do not say which boot they ran on.) " if unknown else "")
+        + f"From fewer than {MIN_INTERVAL_RUNS} runs no interval is shown: the cell keeps the median "
+        "(min\u2013max) form with its run count (n=2)."
+    )
+
+
+def build_table(spec: TableSpec, measures: Any, boots: Mapping[str, str | None] | None = None) -> Table:
+    """Table of display strings for one spec from the long-form measures frame; `boots` (run id -> the
+    boot it ran on, stats.boot_of) names the unit of interval rows, "runs" without it."""
     import pandas as pd
 
     groups = _lane_groups(measures, spec)
+    for lane, part in groups:
+        lane.unit = unit_of(sorted(part["run"].unique()), boots) if len(part) else "runs"
     rows = _expand_rows(spec.rows, measures)
     grid: dict[str, list[str]] = {}
-    labels = []
+    labels, forms = [], set()
     for row in rows:
-        values = [cell(row, part, lane) for lane, part in groups]
+        form = spec.interval_of(row)
+        values = [cell(row, part, lane, form) for lane, part in groups]
         if spec.drop_empty_rows and (not groups or all(v == MISSING for v in values)):
             continue
         labels.append(row.label)
         grid[row.label] = values
+        if form != "range":
+            forms.add(form)
     titles = [lane.title for lane, _ in groups]
     frame = pd.DataFrame(
         [grid[label] for label in labels],
@@ -146,7 +194,7 @@ def build_table(spec: TableSpec, measures: Any) -> Table:
         title=spec.title,
         frame=frame,
         lanes=[lane for lane, _ in groups],
-        notes=list(spec.notes),
+        notes=list(spec.notes) + ([interval_note([lane for lane, _ in groups], forms)] if forms else []),
         empty=spec.empty,
     )
 
@@ -161,13 +209,18 @@ def as_list(value: str | list[str] | tuple[str, ...] | None) -> list[str] | None
 
 
 def build_tables(
-    measures: Any, specs: list[TableSpec], only: list[str] | None = None, recipes: list[str] | None = None
+    measures: Any,
+    specs: list[TableSpec],
+    only: list[str] | None = None,
+    recipes: list[str] | None = None,
+    boots: Mapping[str, str | None] | None = None,
 ) -> list[Table]:
-    """All tables (or those whose id is in `only`), optionally restricted to runs of some recipes."""
+    """All tables (or those whose id is in `only`), optionally restricted to runs of some recipes; `boots`
+    as for build_table."""
     recipes, only = as_list(recipes), as_list(only)
     if recipes:
         measures = measures[measures["recipe"].isin(recipes)]
-    return [build_table(spec, measures) for spec in specs if not only or spec.id in only]
+    return [build_table(spec, measures, boots) for spec in specs if not only or spec.id in only]
 
 
 def to_markdown(table: Table) -> str:

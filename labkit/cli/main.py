@@ -10,6 +10,7 @@ from typing import Any
 
 from labkit import __version__
 from labkit.cli.bench import add_bench
+from labkit.cli.doctor import add_doctor
 from labkit.cli.recipes import add_check, add_recipes, add_show
 from labkit.cli.report import add_import_note, add_report
 from labkit.cli.run import add_run
@@ -27,6 +28,7 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     add_down,
     add_status,
     add_logs,
+    add_doctor,
     add_stage,
     add_bench,
     add_tiny_model,

@@ -53,15 +53,9 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
         *fabric_rows(plan),
         ("shared cache", c.shared_cache or "-"),
         *docker_rows(plan),
+        *preboot_rows(plan),
+        *mount_rows(plan),
     ]
-    for host, container in plan.mounts():
-        rows.append(("mount", f"{host} -> {container}"))
-    for bind in e.docker.mounts:
-        rows.append(
-            ("mount", f"{bind.host} -> {bind.container}" + ("  (read-only)" if bind.read_only else ""))
-        )
-    for host, container in plan.compile_cache_mounts:
-        rows.append(("mount", f"{host} -> {container}  (compile cache)"))
     for st in plan.staging:
         rows.append(
             (
@@ -100,6 +94,29 @@ def fabric_rows(plan: LanePlan) -> list[tuple[str, str]]:
     for node in plan.cluster.nodes:
         rows.append(("fabric address", f"{node}: {fabric.address(node) or 'detected at boot'}"))
     return rows
+
+
+def mount_rows(plan: LanePlan) -> list[tuple[str, str]]:
+    """The container's bind mounts: the model's, engine.docker.mounts, the compile caches."""
+    rows = [("mount", f"{host} -> {container}") for host, container in plan.mounts()]
+    for bind in plan.engine.docker.mounts:
+        rows.append(
+            ("mount", f"{bind.host} -> {bind.container}" + ("  (read-only)" if bind.read_only else ""))
+        )
+    for host, container in plan.compile_cache_mounts:
+        rows.append(("mount", f"{host} -> {container}  (compile cache)"))
+    return rows
+
+
+def preboot_rows(plan: LanePlan) -> list[tuple[str, str]]:
+    """What the start checks and does on every node before boot beyond the fixed checks (image, fabric, RDMA,
+    memory, GPU; docs/engines.md, "Pre-boot checks and labkit doctor")."""
+    minimum = plan.cluster.min_free_memory
+    parts = [
+        "min free memory " + (format_size(minimum) if minimum is not None else "none"),
+        "page cache " + ("dropped (engine.drop_caches)" if plan.engine.drop_caches else "kept"),
+    ]
+    return [("pre-boot", ", ".join(parts))]
 
 
 def docker_rows(plan: LanePlan) -> list[tuple[str, str]]:

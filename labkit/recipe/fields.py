@@ -191,6 +191,7 @@ def _engine(partial: bool) -> dict[str, s.Field]:
         "args": F(_args, default=dict),
         "env": F(_env, default=dict),
         "boot_timeout": F(s.number(1.0), default=1800.0),
+        "drop_caches": F(s.boolean, default=False),  # drop the page cache on every node before boot
         "docker": F(s.table(docker_fields(), partial=partial), default=dict),
     }
     if partial:
@@ -216,6 +217,7 @@ def _cluster(partial: bool) -> dict[str, s.Field]:
         "head_address": F(names.node_name),
         "connect_timeout": F(s.number(0.1), default=10.0),
         "gpus_per_node": F(s.integer(1), default=1),
+        "min_free_memory": F(s.size),  # MemAvailable every node needs before boot ("100G"); none by default
         "fabric": F(s.table(fabric, partial=partial)),
     }
 

@@ -59,6 +59,7 @@ class EngineSpec:
     env: tuple[tuple[str, str], ...]
     boot_timeout: float
     docker: DockerOptions = DockerOptions()
+    drop_caches: bool = False  # drop every node's page cache before boot (best effort, sudo -n)
 
     def argv(self) -> list[str]:
         out: list[str] = []
@@ -84,6 +85,7 @@ class ClusterSpec:
     connect_timeout: float
     gpus_per_node: int = 1
     fabric: FabricSpec | None = None
+    min_free_memory: int | None = None  # bytes of MemAvailable each node needs before boot; None: no minimum
 
     @property
     def head(self) -> str:
@@ -304,6 +306,7 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         env=tuple(e["env"].items()),
         boot_timeout=e["boot_timeout"],
         docker=docker_options(e["docker"]),
+        drop_caches=e["drop_caches"],
     )
     cluster = ClusterSpec(
         tuple(c["nodes"]),
@@ -314,6 +317,7 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         c["connect_timeout"],
         c["gpus_per_node"],
         fabric_spec(c["fabric"]),
+        c["min_free_memory"],
     )
     staging = tuple(
         StagingSpec(

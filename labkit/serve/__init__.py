@@ -3,10 +3,13 @@ every node and verifies it.
 
 `engines/` are pure builders of each node's command plus boot-log parsers; `runtimes` run them as docker
 containers or processes; `fabric` gives each node its fabric address and the NCCL/GLOO/TP env; `plan` computes each node's command and pins the model revision; `lane` composes
-`start`, `watch` (the boot to readiness) and `teardown`; `errors` say which node failed and why. The plan
-comes in with a labkit-built model already materialized (labkit.tinymodel, by the caller).
+`start`, `watch` (the boot to readiness) and `teardown`; `errors` say which node failed and why. The pre-boot
+checks (image, fabric, RDMA, memory, GPU, page cache) are pure in `preflight`, `holders`, `enginehelp` and
+`verdict`, run by `checks`, which also runs `labkit doctor` (`doctor`). The plan comes in with a labkit-built
+model already materialized (labkit.tinymodel, by the caller).
 """
 
+from labkit.serve.checks import Preflight, doctor, preflight
 from labkit.serve.engines import (
     BootFacts,
     BootLog,
@@ -19,17 +22,23 @@ from labkit.serve.engines import (
     Vllm,
     engine_for,
 )
-from labkit.serve.errors import BootError, BootTimeout, LaneBusy, LaneFailed
+from labkit.serve.errors import BootError, BootTimeout, LaneBusy, LaneFailed, PreflightFailed
 from labkit.serve.fabric import fabric_env, node_addresses, parse_address
 from labkit.serve.lane import Lane
 from labkit.serve.plan import Endpoint, lane_commands, launches, pin_revision
 from labkit.serve.runtimes import DockerRuntime, ProcessRuntime
+from labkit.serve.verdict import FAIL, OK, SKIP, WARN, Check, check_table, node_tables
 
 __all__ = [
+    "FAIL",
+    "OK",
+    "SKIP",
+    "WARN",
     "BootError",
     "BootFacts",
     "BootLog",
     "BootTimeout",
+    "Check",
     "DockerRuntime",
     "Endpoint",
     "Engine",
@@ -39,15 +48,21 @@ __all__ = [
     "LlamaCpp",
     "NodeLaunch",
     "NodeSpec",
+    "Preflight",
+    "PreflightFailed",
     "ProcessRuntime",
     "Sglang",
     "Sim",
     "Vllm",
+    "check_table",
+    "doctor",
     "engine_for",
     "fabric_env",
     "lane_commands",
     "launches",
     "node_addresses",
+    "node_tables",
     "parse_address",
     "pin_revision",
+    "preflight",
 ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from labkit.errors import LabkitError
+from labkit.errors import LabkitError, NodeError
+from labkit.serve.verdict import check_table, failures
 
 LOG_TAIL_LINES = 40
 
@@ -42,3 +43,18 @@ class LaneFailed(LabkitError):
 
 class LaneBusy(LabkitError):
     """Something of this lane is already present on a node; nothing was started."""
+
+
+class PreflightFailed(NodeError):
+    """A pre-boot check failed on one or more nodes; nothing was started. The message is the table of the failed
+    checks (node, check, status, result); `checks` holds every check, `failures` {node: what failed}."""
+
+    def __init__(self, lane_id: str, checks):
+        self.checks = list(checks)
+        failed = failures(self.checks)
+        super().__init__(f"pre-boot checks of lane {lane_id} (nothing was started)", failed)
+        table = check_table([c for c in self.checks if c.failed])
+        self.args = (
+            f"pre-boot checks of lane {lane_id} failed on {', '.join(failed)} (nothing was started):\n"
+            + "\n".join("  " + line for line in table.splitlines()),
+        )

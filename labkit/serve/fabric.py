@@ -43,6 +43,19 @@ def parse_address(node: str, interface: str, stdout: str, stderr: str = "", ok: 
     raise LabkitError(f"{node}: cannot detect the fabric address of {interface}: {why}")
 
 
+def all_addresses(stdout: str) -> list[str]:
+    """Every IPv4 address in `ip -o -4 addr show` output, in the order listed."""
+    return [a for a in INET.findall(stdout) if _valid(a)]
+
+
+def _valid(address: str) -> bool:
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return True
+
+
 def node_addresses(plan, names: list[str], detected: dict[str, str] | None = None) -> dict[str, str | None]:
     """{node: fabric address} from the recipe, else from the boot's detection, else a placeholder; {} when the
     lane declares no fabric (peers then use the management addresses)."""

@@ -74,6 +74,8 @@ class Lane:
         self.started_at = 0.0
         #: fabric addresses detected at the last start (nodes the recipe gives no `cluster.fabric.addresses` for)
         self.fabric_addresses: dict[str, str] = {}
+        #: the pre-boot checks of the last start (labkit.serve.checks.Preflight), None before one ran
+        self.preflight = None
         #: seconds per lifecycle step of the last start/down (check, start, ready, down), for benchmarks and records
         self.timings: dict[str, float] = {}
 

@@ -1,5 +1,6 @@
-"""The lane's start: check the nodes, pin the model revision, refuse a lane already present, start every
-node in parallel, watch the boot to readiness; on any failure (Ctrl-C included) remove everything.
+"""The lane's start: check the nodes, pin the model revision, refuse a lane already present, run the pre-boot
+checks (labkit.serve.checks: image, fabric, RDMA, memory, GPU; pull, page cache), start every node in
+parallel, watch the boot to readiness; on any failure (Ctrl-C included) remove everything.
 
 The functions take the `Lane` (labkit.serve.lane) they start; its plan is already materialized by the caller.
 """
@@ -10,10 +11,13 @@ import json
 import time
 
 from labkit.errors import LabkitError
-from labkit.nodes import Host, check_reachable, each_node, ending_as_interrupt, ignoring_interrupts
-from labkit.serve.fabric import detect_command, is_placeholder, parse_address, undetected
+from labkit.nodes import Host, check_reachable, ending_as_interrupt, ignoring_interrupts
+from labkit.serve.checks import preflight
+from labkit.serve.errors import PreflightFailed
+from labkit.serve.fabric import is_placeholder
 from labkit.serve.plan import Endpoint, pin_revision
 from labkit.serve.teardown import remove_after_failed_start
+from labkit.serve.verdict import OK, WARN
 from labkit.serve.watch import node_watches, wait_ready
 
 
@@ -34,8 +38,8 @@ def start(lane) -> Endpoint:
     check_reachable(lane.group)
     lane.timings = {"check": time.monotonic() - t}
     lane.plan = pin_revision(lane.plan, lane.group.head)
-    lane.fabric_addresses = detect_fabric(lane)
     lane.refuse_if_present()
+    run_preflight(lane)
     lane.say(
         f"lane {lane.lane_id}: starting {lane.plan.engine.kind} on {len(lane.group)} node(s) "
         f"({', '.join(lane.group.names)})"
@@ -65,28 +69,41 @@ def start(lane) -> Endpoint:
         lane.run_dir,
     )
     facts.fabric = fabric_facts(lane)
+    if lane.preflight is not None:
+        facts.images = lane.preflight.facts("image")
+        facts.memory = lane.preflight.facts("memory")
+        facts.preflight = [c.to_dict() for c in lane.preflight.checks]
     if lane.run_dir:
         (lane.run_dir / "boot.json").write_text(json.dumps(facts.to_dict(), indent=2) + "\n")
     lane.say(f"lane {lane.lane_id}: ready at {endpoint.base_url} after {facts.boot_seconds:.1f} s")
     return endpoint
 
 
-def detect_fabric(lane) -> dict[str, str]:
-    """{node: fabric address} read on every node the recipe gives none for (`ip -o -4 addr show dev IF`), all
-    at once, before anything starts; one NodeError naming every node without an address on the interface."""
-    missing = set(undetected(lane.plan, lane.group.names))
-    if not missing:
-        return {}
-    iface = lane.plan.cluster.fabric.interface
-
-    def one(h: Host) -> str:
-        r = h.run(detect_command(iface), timeout=30)
-        return parse_address(h.name, iface, r.stdout, r.stderr, r.ok)
-
-    hosts = [h for h in lane.group.hosts if h.name in missing]
-    found = each_node(hosts, one, f"fabric address detection on {iface} (nothing was started)")
-    lane.say("fabric " + iface + ": " + ", ".join(f"{n} {a} (detected)" for n, a in sorted(found.items())))
-    return found
+def run_preflight(lane) -> None:
+    """The pre-boot checks on every node at once (labkit.serve.checks.preflight): an absent image is pulled
+    first, outside the boot timer; PreflightFailed with the table of failed checks when one fails (nothing
+    started). Sets `lane.preflight` and the fabric addresses detected on the interface."""
+    t = time.monotonic()
+    report = preflight(lane)
+    lane.preflight = report
+    lane.timings["preflight"] = time.monotonic() - t
+    if report.pull_seconds:
+        lane.timings["pull"] = report.pull_seconds
+    if report.failed:
+        raise PreflightFailed(lane.lane_id, report.checks)
+    lane.fabric_addresses = report.addresses
+    fabric = lane.plan.cluster.fabric
+    if report.addresses and fabric is not None:
+        found = ", ".join(f"{n} {a} (detected)" for n, a in sorted(report.addresses.items()))
+        lane.say(f"fabric {fabric.interface}: {found}")
+    warned = [c for c in report.checks if c.status == WARN]
+    lane.say(
+        f"pre-boot checks: {sum(c.status == OK for c in report.checks)} passed on {len(lane.group)} node(s)"
+        + (f", {len(warned)} warning(s)" if warned else "")
+        + f" ({report.seconds:.1f} s)"
+    )
+    for c in warned:
+        lane.say(f"  warning: {c.node}: {c.check}: {c.result}")
 
 
 def fabric_facts(lane) -> dict[str, dict[str, str]]:

@@ -290,3 +290,23 @@ def test_show_describes_fabric_and_docker(tmp_path):
     assert "mount           /data/prompts -> /prompts  (read-only)" in text
     text = describe_plan(load_plan("sim"))
     assert re.search(r"^fabric +- \(no \[cluster\.fabric\]\)$", text, re.M) and "docker " not in text
+
+
+def test_pre_boot_keys_parse_default_and_refuse_bad_values(tmp_path):
+    """cluster.min_free_memory (a size, no minimum by default) and engine.drop_caches (false by default, a
+    variant may turn it on), as the pre-boot checks read them (docs/engines.md, "Pre-boot checks and labkit
+    doctor")."""
+    plan = plan_of(tmp_path)
+    assert plan.cluster.min_free_memory is None and plan.engine.drop_caches is False
+    assert re.search(r"^pre-boot +min free memory none, page cache kept$", describe_plan(plan), re.M)
+    extra = (
+        'min_free_memory = "100G"\n[variants.cache.keep]\n[variants.cache.drop]\nengine.drop_caches = true\n'
+    )
+    plan = plan_of(tmp_path, extra, cache="drop")
+    assert plan.cluster.min_free_memory == 100 * 10**9 and plan.engine.drop_caches is True
+    assert "min free memory 100.0 GB, page cache dropped (engine.drop_caches)" in describe_plan(plan)
+    assert plan_of(tmp_path, extra, cache="keep").engine.drop_caches is False
+    e = refused(tmp_path, 'min_free_memory = "lots"\n')
+    assert e.key == "cluster.min_free_memory" and "expected a size like '10G'" in e.message
+    e = refused(tmp_path, '[variants.cache.drop]\nengine.drop_caches = "yes"\n')
+    assert e.key.endswith("engine.drop_caches") and "expected true or false" in e.message

@@ -2,7 +2,9 @@
 # in the real tool's one-line (-o) format. Each node has "lo" with its own loopback address (127.0.0.2 for dgx5,
 # ...) and "cx7", a fabric port 10.10.0.<5..8>/24, state UP. A test changes a node's interfaces by writing
 # $LABKIT_SHIM_STATE/<node>/ip.json: {"cx7": {"address": "10.10.0.9/24", "state": "DOWN"}, "lo": null}
-# (null: the device does not exist; "address": null: up without an IPv4 address).
+# (null: the device does not exist; "address": null: up without an IPv4 address). States as `ip -o link` shows
+# them: "UP"; "DOWN" (set down: flags <BROADCAST,MULTICAST>); "NO-CARRIER" (up but no link: state DOWN, flags
+# <NO-CARRIER,BROADCAST,MULTICAST,UP>). As on Linux, a down interface keeps its IPv4 address in `ip addr`.
 import json
 import os
 import sys
@@ -40,13 +42,18 @@ def main(args: list[str]) -> int:
         return 1
     i = dev["index"]
     if words[0] == "link":
-        flags = "<BROADCAST,MULTICAST,UP,LOWER_UP>" if dev["state"] != "DOWN" else "<BROADCAST,MULTICAST>"
+        state = dev["state"]
+        flags = {
+            "DOWN": "<BROADCAST,MULTICAST>",
+            "NO-CARRIER": "<NO-CARRIER,BROADCAST,MULTICAST,UP>",
+        }.get(state, "<LOOPBACK,UP,LOWER_UP>" if name == "lo" else "<BROADCAST,MULTICAST,UP,LOWER_UP>")
+        state = "DOWN" if state == "NO-CARRIER" else state
         print(
-            f"{i}: {name}: {flags} mtu 9000 qdisc mq state {dev['state']} mode DEFAULT group default qlen 1000\\"
+            f"{i}: {name}: {flags} mtu 9000 qdisc mq state {state} mode DEFAULT group default qlen 1000\\"
             "    link/ether 4c:bb:47:2c:1a:0e brd ff:ff:ff:ff:ff:ff"
         )
         return 0
-    if dev.get("address") and dev["state"] != "DOWN":
+    if dev.get("address"):
         scope = "host" if name == "lo" else "global"
         print(
             f"{i}: {name}    inet {dev['address']} scope {scope} {name}\\       valid_lft forever preferred_lft forever"

@@ -20,8 +20,15 @@ def sim_recipe(
     user: str | None = None,
     flavor: str | None = None,
     extra: str = "",
+    engine: str = "",
+    cluster: str = "",
+    image: str = "labkit/sim:shim",
+    args: str = "",
 ):
-    """Write recipe.toml (+ sim.toml with simulator settings such as faults) into `folder`; return its LanePlan."""
+    """Write recipe.toml (+ sim.toml with simulator settings such as faults) into `folder`; return its LanePlan.
+
+    `engine`, `args` and `cluster` are more TOML lines for [engine], [engine.args] and [cluster] (e.g.
+    "drop_caches = true", '"--presett" = "test"', 'min_free_memory = "100T"'); `extra` is appended at the end."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "sim.toml"
     config.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in (settings or {}).items()))
@@ -37,12 +44,14 @@ def sim_recipe(
         f'runtime = "{runtime}"',
         f"port = {port}",
         f"boot_timeout = {boot_timeout}",
+        *engine.splitlines(),
     ]
     if runtime == "docker":
-        lines.append('image = "labkit/sim:shim"')
+        lines.append(f'image = "{image}"')
     lines += ["[engine.args]", '"--preset" = "test"', f'"--config" = "{config}"']
     if flavor:
         lines.append(f'"--flavor" = "{flavor}"')
+    lines += args.splitlines()
     # a short measurement plan, so tests that measure through these lanes stay quick
     lines += [
         "[measure]",
@@ -54,6 +63,7 @@ def sim_recipe(
         f"nodes = {json.dumps(list(nodes))}",
         f"ssh_port = {ssh_port}",
         "connect_timeout = 3",
+        *cluster.splitlines(),
     ]
     if user:
         lines.append(f'user = "{user}"')

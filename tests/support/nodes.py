@@ -3,7 +3,8 @@
 Each node is an `sshd -D` on its own loopback address (one free port shared by all), started inside a private
 mount namespace with its own small tmpfs at `disk_path` when `unshare` works (else without a private disk).
 Every command a node runs sees (via sshd's SetEnv):
-    PATH                 the shim dir first: a recording `docker` shim, an `ip` shim (tests/support/ip_shim.py), `python`/`python3` = this interpreter and
+    PATH                 the shim dir first: a recording `docker` shim, `ip`, `nvidia-smi` and `ibdev2netdev` shims
+                         (tests/support/*_shim.py), `python`/`python3` = this interpreter and
                          `vllm` = the vllm command beside it (when `make env-vllm` installed one)
     LABKIT_TEST_NODE     dgx5 ... dgx8
     LABKIT_STATE_DIR     a per-node state dir (the process runtime's pid/log files)
@@ -33,6 +34,21 @@ SSHD = "/usr/sbin/sshd"
 ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
 NODE_NAMES = {a: f"dgx{5 + i}" for i, a in enumerate(ADDRESSES)}
 REPO = Path(__file__).resolve().parents[2]
+SHIMS = {
+    "docker": "docker_shim.py",
+    "ip": "ip_shim.py",
+    "nvidia-smi": "nvidia_smi_shim.py",
+    "ibdev2netdev": "ibdev2netdev_shim.py",
+}
+# Per-node files the shims read (tests/support/*_shim.py), removed by Cluster.reset_shims().
+NODE_SHIM_FILES = (
+    "ip.json",
+    "images.json",
+    "foreign.json",
+    "pull_fail",
+    "nvidia-smi.json",
+    "ibdev2netdev.txt",
+)
 
 
 def sshd_available() -> str | None:
@@ -117,14 +133,11 @@ class Cluster:
 
     def _write_shim(self) -> None:
         self.shim_dir.mkdir(exist_ok=True)
-        docker = self.shim_dir / "docker"
-        docker.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "docker_shim.py").read_text())
-        docker.chmod(0o755)
-        ip = (
-            self.shim_dir / "ip"
-        )  # iproute2 as on a Spark: "lo" and a fabric port "cx7" (tests/support/ip_shim.py)
-        ip.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "ip_shim.py").read_text())
-        ip.chmod(0o755)
+        # docker; iproute2 as on a Spark ("lo" and a fabric port "cx7"); the GB10's nvidia-smi; the RoCE listing
+        for name, source in SHIMS.items():
+            shim = self.shim_dir / name
+            shim.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / source).read_text())
+            shim.chmod(0o755)
         for name in ("python", "python3"):
             p = self.shim_dir / name
             p.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
@@ -254,6 +267,43 @@ class Cluster:
             (d / "ip.json").unlink(missing_ok=True)
         else:
             (d / "ip.json").write_text(json.dumps(interfaces))
+
+    def _node_file(self, addr: str, name: str, text: str | None) -> None:
+        d = self.shim_state / NODE_NAMES[addr]
+        d.mkdir(parents=True, exist_ok=True)
+        if text is None:
+            (d / name).unlink(missing_ok=True)
+        else:
+            (d / name).write_text(text)
+
+    def set_images(self, addr: str, images: dict | None) -> None:
+        """{image: ID or None (absent)} for the node's docker shim; images not listed are present (None restores)."""
+        self._node_file(addr, "images.json", None if images is None else json.dumps(images))
+
+    def plant_containers(self, addr: str, containers: list[dict] | None) -> None:
+        """Running containers of someone else on the node ([{"name", "image", "labels"}]; None removes them)."""
+        self._node_file(addr, "foreign.json", None if containers is None else json.dumps(containers))
+
+    def set_gpu_apps(self, addr: str, apps: list[dict] | None) -> None:
+        """Compute processes the node's nvidia-smi lists ([{"pid", "process_name", "used_memory"}])."""
+        self._node_file(addr, "nvidia-smi.json", None if apps is None else json.dumps({"apps": apps}))
+
+    def set_rdma(self, addr: str, text: str | None) -> None:
+        """What the node's ibdev2netdev prints (None: the Spark's two RoCE twins, "" no device)."""
+        self._node_file(addr, "ibdev2netdev.txt", text)
+
+    def set_pull(self, addr: str, fail: str | None = None, delay: float = 0) -> None:
+        """Make `docker pull` fail on the node with `fail` (None: succeed); `delay`: seconds every pull takes."""
+        self._node_file(addr, "pull_fail", fail)
+        f = self.shim_state / "pull_delay"
+        f.write_text(str(delay)) if delay else f.unlink(missing_ok=True)
+
+    def reset_shims(self) -> None:
+        """Every node's shims back to their defaults (interfaces, images, containers, GPU, RDMA, pulls)."""
+        for addr in self.addresses:
+            for name in NODE_SHIM_FILES:
+                self._node_file(addr, name, None)
+        (self.shim_state / "pull_delay").unlink(missing_ok=True)
 
     def break_node(self, addr: str, line: str | None) -> None:
         """Make the node's next containers print `line` and exit 1 (None repairs it)."""

@@ -88,6 +88,11 @@ class BootFacts:
     )
     spec_tokens: int | None = None  # K, as the engine reports its speculative config (vLLM engine-core line)
     fabric: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> interface, address, source
+    images: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> image, id, repo_digests, pulled
+    memory: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> /proc/meminfo bytes before boot
+    preflight: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # every pre-boot check (node, check, status, ...)
     lines: dict[str, str] = field(default_factory=dict)  # pattern name -> first raw matched line (head)
     phases: list[BootPhase] = field(default_factory=list)
 
@@ -182,6 +187,12 @@ class Engine:
     patterns: tuple[BootPattern, ...] = ()
     fatal: tuple[tuple[re.Pattern, str], ...] = FATAL_COMMON
     ready_pattern: str | None = None  # the BootPattern name that says "ready" in the log
+    help_flag = "--help"  # what makes the serving command list every flag it takes (`labkit doctor`)
+    package = ""  # the Python package holding the engine's code (`labkit doctor --probe` searches it)
+
+    def command(self, python: str = "python3") -> tuple[str, ...]:
+        """The serving program before its flags, as the launches start it (e.g. `vllm serve`)."""
+        raise NotImplementedError
 
     def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         raise NotImplementedError

@@ -19,6 +19,7 @@ from labkit.serve.engines.base import (
 class LlamaCpp(Engine):
     kind = "llamacpp"
     ready_pattern = "ready"
+    package = "llama_cpp"
     patterns = (
         pattern("load_start", r"llama_model_loader: loaded meta data", "reading GGUF"),
         pattern("n_ctx", r"n_ctx\s+=\s+(\d+)", "context sized"),
@@ -34,6 +35,9 @@ class LlamaCpp(Engine):
         elif name == "kv_tokens":
             facts.kv_pool_tokens = int(m.group(2))
 
+    def command(self, python: str = "python3") -> tuple[str, ...]:
+        return (python, "-m", "llama_cpp.server")
+
     def probes(self, plan) -> list[Probe]:
         # No /health; /v1/models takes the model lock, so it is polled only during boot.
         return [Probe("/v1/models")]
@@ -41,9 +45,7 @@ class LlamaCpp(Engine):
     def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         single_node(plan, nodes, self.kind)
         argv = [
-            python,
-            "-m",
-            "llama_cpp.server",
+            *self.command(python),
             "--model",
             plan.model_path,
             "--host",

@@ -26,6 +26,7 @@ SGLANG_DEFAULT_ENV = {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "0"}
 class Sglang(Engine):
     kind = "sglang"
     ready_pattern = "ready"
+    package = "sglang"
     patterns = (
         pattern("weights_start", r"Load weight begin", "loading weights"),
         pattern(
@@ -65,6 +66,9 @@ class Sglang(Engine):
         elif name == "graphs":
             facts.graph_capture_seconds = number(m.group(1))
 
+    def command(self, python: str = "python3") -> tuple[str, ...]:
+        return ("python3", "-m", "sglang.launch_server")
+
     def probes(self, plan) -> list[Probe]:
         # /health turns 200 only after warmup (>= 0.5); it runs a 1-token generation, so poll it only at boot.
         return [Probe("/health"), Probe("/v1/models")]
@@ -74,9 +78,7 @@ class Sglang(Engine):
         par = e.parallel
         head = nodes[0].address  # the head's fabric address (cluster.head_address is the client's)
         base = [
-            "python3",
-            "-m",
-            "sglang.launch_server",
+            *self.command(python),
             "--model-path",
             plan.model_path,
             "--host",

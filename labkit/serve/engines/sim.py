@@ -13,6 +13,7 @@ class Sim(Engine):
     """Every node runs one simulator bound to its own address; only the head's is used as the endpoint."""
 
     kind = "sim"
+    package = "labkit.sim"
 
     def __init__(self, flavor: str = "vllm"):
         self.flavor = flavor
@@ -29,6 +30,9 @@ class Sim(Engine):
     def apply(self, facts: BootFacts, name: str, m: re.Match) -> None:
         self.inner.apply(facts, name, m)
 
+    def command(self, python: str = "python3") -> tuple[str, ...]:
+        return (python, "-m", "labkit.sim")
+
     def probes(self, plan) -> list[Probe]:
         return [Probe("/health"), Probe("/v1/models")]
 
@@ -36,9 +40,7 @@ class Sim(Engine):
         out = []
         for rank, node in enumerate(nodes):
             argv = [
-                python,
-                "-m",
-                "labkit.sim",
+                *self.command(python),
                 "--host",
                 node.client_address,
                 "--port",

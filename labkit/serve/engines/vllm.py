@@ -26,6 +26,8 @@ RAY_JOIN_WAIT = 120  # seconds the Ray head waits for every node to join
 class Vllm(Engine):
     kind = "vllm"
     ready_pattern = "ready"
+    help_flag = "--help=all"  # plain --help lists only the option groups
+    package = "vllm"
     patterns = (
         pattern("version", r"vLLM (?:API )?server version ([^\s,]+)", "vLLM version"),
         pattern("engine_version", r"Initializing a V1 LLM engine \(v([^)\s]+)\)", "engine core starting"),
@@ -77,6 +79,9 @@ class Vllm(Engine):
             facts.graph_capture_seconds = number(m.group(1))
         elif name == "engine_init":
             facts.engine_init_seconds = number(m.group(1))
+
+    def command(self, python: str = "python3") -> tuple[str, ...]:
+        return (vllm_command(python), "serve")
 
     def serve_argv(self, plan, extra: list[str], command: str = "vllm") -> list[str]:
         """`vllm serve MODEL` with the lane's parallelism and args; recipe args win over derived flags."""

@@ -1,0 +1,54 @@
+"""`labkit doctor`: the lane's pre-boot checks as a report, plus its flags against the engine's own --help and
+probes of the engine's code, without starting anything (docs/engines.md, "Pre-boot checks and labkit doctor").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from labkit.cli.common import add_lane_command, plan_from_args
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """A table per node; exit 1 when any check failed. The page cache is never dropped here."""
+    from labkit.serve import Lane, doctor, node_tables
+
+    lane = Lane(plan_from_args(args), progress=sys.stderr)
+    try:
+        checks = doctor(lane, probes=args.probe, pull=args.pull)
+    finally:
+        lane.close()
+    failed = [c for c in checks if c.failed]
+    if args.json:
+        doc = {"lane_id": lane.lane_id, "ok": not failed, "checks": [c.to_dict() for c in checks]}
+        print(json.dumps(doc, indent=2))
+        return 1 if failed else 0
+    print(node_tables(checks, lane.group.head.name))
+    print()
+    nodes = sorted({c.node for c in failed}, key=lane.group.names.index)
+    kept = "; the page cache was left alone (a start drops it)" if lane.plan.engine.drop_caches else ""
+    if failed:
+        print(f"doctor: {len(failed)} check(s) failed on {', '.join(nodes)}; nothing was started{kept}")
+    else:
+        print(f"doctor: no check failed on {len(lane.group)} node(s); nothing was started{kept}")
+    return 1 if failed else 0
+
+
+def add_doctor(sub) -> None:
+    p = add_lane_command(
+        sub,
+        "doctor",
+        "check a lane's nodes, image and engine flags before booting it (starts nothing)",
+        cmd_doctor,
+    )
+    p.add_argument(
+        "--probe",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a string (e.g. an environment variable) to look for in the engine's code in the image; repeatable",
+    )
+    p.add_argument("--pull", action="store_true", help="pull the image where it is missing (as `up` would)")
+    p.add_argument("--json", action="store_true", help="every check as JSON")

@@ -269,7 +269,8 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
 
     data, measures = _measures(done, results)
     _, specs = report.load_spec(report.spec_path(data.root))
-    return report.build_tables(measures, specs, only=["measured"])
+    boots = {rid: report.boot_of(doc) for rid, doc in data.docs.items()}  # the unit of interval rows
+    return report.build_tables(measures, specs, only=["measured"], boots=boots)
 
 
 def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:

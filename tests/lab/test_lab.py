@@ -294,3 +294,22 @@ def test_a_nodes_override_is_validated_like_the_recipe():
         lab.plan("dsv41", nodes="dgx5;id,dgx6,dgx7,dgx8")
     ok = lab.plan("dsv41", nodes="dgx1,dgx2,dgx3,dgx4")
     assert ok.cluster.nodes == ("dgx1", "dgx2", "dgx3", "dgx4")
+
+
+def test_lab_tables_label_interval_rows_by_boot_like_labkit_report(tmp_path):
+    """The notebook's tables (lab.tables) get the stored boot facts as `labkit report` does: three runs on one
+    boot are "runs on one boot", not the "runs" of a record that does not say."""
+    from tests.report.test_intervals import TABLES, store_run
+
+    root = tmp_path / "results"
+    dirs = [store_run(root, "20261201T000001Z-aaaaa1", {"decode_c1": 48.0}, cold=True)]
+    for i, v in ((2, 52.0), (3, 50.0)):
+        dirs.append(store_run(root, f"20261201T00000{i}Z-aaaaa{i}", {"decode_c1": v}, boot_run=dirs[0].name))
+    (root / "tables.toml").write_text(
+        TABLES.format(interval='interval = "pm"').replace('id = "m"', 'id = "measured"')
+    )
+    done = lab.LaneRun(plan=lab.plan("sim"), run_dirs=dirs)
+    [table] = lab.tables(done, root)
+    [lane] = table.lanes
+    assert lane.unit == "runs on one boot"
+    assert "runs on one boot" in table.notes[0]

@@ -255,6 +255,9 @@ def _next_words(words: int, n: int, target: int, seen: dict[int, int]) -> int | 
 PADS = (" a", ".", "\n", " x")  # pieces of about one token each in most tokenizers; every pad is counted
 
 
+PAD_TRIES = 6  # server counts per pad piece before the next piece is tried
+
+
 async def _under(target: int, nonce_: str, seen: dict[int, int], count: Counter) -> tuple[str, int] | None:
     """The longest measured prompt at or under `target`, else one measured a few words shorter."""
     under = [w for w, n in seen.items() if n <= target]
@@ -278,12 +281,16 @@ async def _pad_exact(target: int, base: tuple[str, int] | None, count: Counter) 
         return prompt, n
     for piece in PADS:
         k, tried = target - n, set()
-        while k > 0 and k not in tried and len(tried) < 3:
+        while k > 0 and k not in tried and len(tried) < PAD_TRIES:
             tried.add(k)
             got = await count(prompt + piece * k)
             if got == target:
                 return prompt + piece * k, got
-            k += target - got
+            # Newton on the piece count: a piece may be worth less (or more) than one token, and pieces merge
+            rate = (got - n) / k
+            k = round((target - n) / rate) if rate > 0 else k + target - got
+            if k in tried:
+                k += 1 if got < target else -1
     return None
 
 

@@ -181,6 +181,19 @@ def test_fit_prompt_with_the_servers_own_count_lands_on_the_token():
     assert abs(loose - 2048) <= 0.01 * 2048  # without `exact`, the ±1% fit as before
 
 
+@pytest.mark.parametrize("nonce", ["16dc492d760f", "93e79bf74e1e", "fa341ef2b824", "6a7f9632cbd6"])
+def test_exact_fit_when_a_pad_piece_is_worth_a_third_of_a_token(nonce):
+    """These prompts ended 13-24 tokens under 12,600 with a one-byte pad worth 1/3 token: the pad count was
+    corrected by the missing tokens, not scaled by what a piece is worth, and ran out of tries (CI, session 4)."""
+    from labkit.measure import prompts as pr
+
+    async def count(prompt):
+        return 9 + len(prompt.encode()) // 3
+
+    prompt, n, _ = asyncio.run(pr.fit_prompt(12600, count, nonce, exact=True))
+    assert n == 12600 == asyncio.run(count(prompt))
+
+
 def test_fit_prompt_impossible_target():
     from labkit.measure import prompts as pr
 

@@ -288,9 +288,9 @@ def main() -> int:
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args()
     args.rounds = args.rounds or (3 if args.quick else 10)
-    from tests.support.vllm_lanes import vllm_missing
+    from tests.support.vllm import vllm_available
 
-    if (why := vllm_missing()) is not None:
+    if (why := vllm_available()) is not None:
         print(why, file=sys.stderr)
         return 2
     start, load0 = time.monotonic(), os.getloadavg()

@@ -18,7 +18,7 @@ from labkit.serve import FAIL, OK, SKIP, WARN, launches
 from labkit.serve.enginehelp import canonical, flag_checks, help_flags, lane_flags, probe_checks, probe_script
 from tests.support.lanes import sim_recipe
 from tests.support.serving import labkit_cli
-from tests.support.vllm_lanes import vllm_missing
+from tests.support.vllm import vllm_available
 
 IMAGE = "labkit/sim:shim"
 SPARK_FABRIC = '[cluster.fabric]\ninterface = "cx7"\nhcas = ["rocep1s0f1", "roceP2p1s0f1"]\n'
@@ -161,8 +161,8 @@ PROBES = ("VLLM_CPU_KVCACHE_SPACE", "B12X_W4A16_MXFP4_PREFILL_MIN_TOKENS")
 @pytest.fixture(scope="module")
 def vllm_doctor(cluster, tmp_path_factory):
     """One `labkit doctor --json` of a vLLM lane (its --help takes 5-15 s): (exit code, rows, stdout, stderr)."""
-    if vllm_missing():
-        pytest.skip(vllm_missing())
+    if vllm_available():
+        pytest.skip(vllm_available())
     cluster.reset_shims()
     cluster.clear_calls()
     folder = tmp_path_factory.mktemp("doctor-vllm")

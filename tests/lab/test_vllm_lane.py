@@ -23,9 +23,10 @@ import pytest
 from labkit.measure import render, run_bench
 from labkit.recipe import load_plan
 from labkit.serve import Lane
-from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan, vllm_missing
+from tests.support.vllm import vllm_available
+from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan
 
-pytestmark = pytest.mark.skipif(vllm_missing() is not None, reason=vllm_missing() or "")
+pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
 
 
 @pytest.fixture(scope="module")

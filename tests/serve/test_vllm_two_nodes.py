@@ -10,9 +10,10 @@ import pytest
 from labkit import tinymodel
 from labkit.measure import run_bench
 from labkit.serve import Lane
-from tests.support.vllm_lanes import free_port, two_node_recipe, vllm_missing
+from tests.support.vllm import vllm_available
+from tests.support.vllm_lanes import free_port, two_node_recipe
 
-pytestmark = pytest.mark.skipif(vllm_missing() is not None, reason=vllm_missing() or "")
+pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
 
 
 def test_tp2_over_two_nodes_boots_serves_and_leaves_nothing(cluster, tmp_path, tmp_path_factory):

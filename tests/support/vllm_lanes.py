@@ -18,14 +18,8 @@ import pytest
 from labkit import sim, tinymodel
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_plan, load_recipe
 from tests.support.nodes import kill_processes, session_processes
-from tests.support.vllm import vllm_available
 
 PORTS = (18600, 18660)  # this lane's test ports (the recipe's own 18670 stays free for users)
-
-
-def vllm_missing() -> str | None:
-    """None when vLLM can run here, else the reason its tests skip (tests.support.vllm.vllm_available)."""
-    return vllm_available()
 
 
 def free_port() -> int:

@@ -72,7 +72,7 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
             f"{d.warmup} warmup",
         ),
         ("prefill", f"{', '.join(map(str, p.prompt_tokens))} prompt tokens x {p.repeats}, unique prompts"),
-        ("runs", f"{m.runs} ({m.api} API, {m.timeout:g} s request timeout)"),
+        ("runs", f"{m.runs} ({m.api} API, {m.timeout:g} s request timeout)" + _target(m)),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
@@ -143,3 +143,11 @@ def docker_rows(plan: LanePlan) -> list[tuple[str, str]]:
             )
         )
     return rows
+
+
+def _target(m) -> str:
+    """What measure.target_ci adds to the run count, in the plan's words."""
+    if m.target_ci is None:
+        return ""
+    names = ", ".join(m.ci_measures())
+    return f"; more, up to {m.ci_run_cap()}, until the 95 % CI of {names} is within ±{m.target_ci * 100:g} %"

@@ -252,6 +252,9 @@ def _measure(partial: bool) -> dict[str, s.Field]:
     return {
         "api": F(s.choice("chat", "completions"), default="chat"),
         "runs": F(s.integer(1), default=1),
+        "target_ci": F(s.number(0.0)),  # stop repeating once every target measure's 95 % CI is ±this
+        "max_runs": F(s.integer(1)),  # cap on repetitions under target_ci (default TARGET_MAX_RUNS)
+        "target_measures": F(s.array(s.string(), unique=True)),  # default: the plan's headline measures
         "decode": F(s.table(decode, partial=partial), default=dict),
         "prefill": F(s.table(prefill, partial=partial), default=dict),
         "timeout": F(s.number(1.0), default=600.0),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from labkit.recipe.launch import DockerOptions, FabricSpec, compile_cache_mounts, docker_options, fabric_spec
 
 VIEW_MOUNT = "/root/.cache/hf-view"
+TARGET_MAX_RUNS = 10  # measure.max_runs when target_ci is set without it
 BUILT_MODEL_PREFIX = "labkit/"  # model.repo = "labkit/<preset>": a model labkit builds (docs/tinymodel.md)
 
 
@@ -128,6 +129,26 @@ class MeasurePlan:
     decode: DecodePlan
     prefill: PrefillPlan
     timeout: float
+    target_ci: float | None = None  # relative half-width of the 95 % interval to repeat until
+    max_runs: int | None = None  # cap on repetitions when target_ci is set
+    target_measures: tuple[str, ...] = ()  # the measures target_ci applies to; () = the headline ones
+
+    def headline_measures(self) -> tuple[str, ...]:
+        """decode_c1, decode_c<K>_agg and prefill_<P>: the figures a lane is judged by, in plan order."""
+        out = [f"decode_c{k}" if k == 1 else f"decode_c{k}_agg" for k in self.decode.concurrency]
+        if self.decode.turns < 1:
+            out = []
+        return tuple(out + [f"prefill_{p}" for p in self.prefill.prompt_tokens])
+
+    def ci_measures(self) -> tuple[str, ...]:
+        """The measures `target_ci` is checked on."""
+        return self.target_measures or self.headline_measures()
+
+    def ci_run_cap(self) -> int:
+        """How many repetitions at most: `runs` without target_ci, else max_runs (default TARGET_MAX_RUNS)."""
+        if self.target_ci is None:
+            return self.runs
+        return self.max_runs if self.max_runs is not None else max(self.runs, TARGET_MAX_RUNS)
 
 
 @dataclass(frozen=True)
@@ -338,6 +359,9 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         DecodePlan(tuple(d["concurrency"]), d["turns"], d["output_tokens"], d["warmup"]),
         PrefillPlan(tuple(p["prompt_tokens"]), p["repeats"]),
         m["timeout"],
+        m["target_ci"],
+        m["max_runs"],
+        tuple(m["target_measures"] or ()),
     )
     blob = _blob(name, choices, merged)
     lane = merged["lane"]

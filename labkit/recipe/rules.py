@@ -78,8 +78,46 @@ def check_whole(merged: dict) -> None:
         raise s.Invalid("engine.parallel", problem)
     _check_fabric(cluster)
     _check_staging(merged)
+    _check_target(merged["measure"])
     if runtime == "docker":
         _check_mounts(merged)
+
+
+def _check_target(measure: dict) -> None:
+    """measure.target_ci needs room for an interval (3 runs) under its cap; the cap needs a target."""
+    target, cap, runs = measure.get("target_ci"), measure.get("max_runs"), measure["runs"]
+    if target is None:
+        for key in ("max_runs", "target_measures"):
+            if measure.get(key):
+                raise s.Invalid(f"measure.{key}", "only used with measure.target_ci, which is not set")
+        return
+    if not 0.0 < target < 1.0:
+        raise s.Invalid("measure.target_ci", f"a relative half-width such as 0.02 (±2 %), got {target}")
+    for i, name in enumerate(measure.get("target_measures") or ()):
+        problem = _unknown_measure(name, measure)
+        if problem:
+            raise s.Invalid(f"measure.target_measures[{i}]", problem)
+    if cap is not None and cap < max(runs, 3):
+        raise s.Invalid(
+            "measure.max_runs",
+            f"{cap} is below measure.runs ({runs}) or below 3, the fewest runs an interval is computed from",
+        )
+
+
+_PER_RUN = {"ttft_c1", "accept_length", "accept_rate", "accept_per_draft", "prefix_cache_hit_ratio"}
+
+
+def _unknown_measure(name: str, measure: dict) -> str | None:
+    """Why a target measure can never be measured by this plan (None when it can)."""
+    conc, lengths = measure["decode"]["concurrency"], measure["prefill"]["prompt_tokens"]
+    known = set(_PER_RUN)
+    for k in conc:
+        known |= {f"decode_c{k}"} if k == 1 else {f"decode_c{k}_{x}" for x in ("agg", "span")}
+    for n in lengths:
+        known |= {f"prefill_{n}", f"prefill_{n}_raw", f"prefill_{n}_ttft"}
+    if name in known:
+        return None
+    return f"{name!r} is not a measure this plan produces{s.suggest(name, sorted(known))}"
 
 
 def _check_fabric(cluster: dict) -> None:

@@ -3,6 +3,7 @@ and plots out. Always regenerated from the run folders, never edited by hand.
 
 specs.py reads tables.toml; format.py turns numbers into cell strings; stats.py reduces a lane's runs to a
 Stat (shared by tables and plots) and to RunStats (n, median, mean, 95 % interval, CV); tables.py builds and renders tables; plots.py draws figures;
+text.py shows tables as text in a terminal (TableView: text there, styled HTML in Jupyter);
 action.py is the `labkit report` action (write, or check for drift).
 """
 
@@ -47,26 +48,34 @@ from labkit.report.stats import (
     unit_of,
 )
 from labkit.report.tables import (
+    FLAG_MARK,
     Lane,
     Table,
     as_list,
     build_table,
     build_tables,
     cell,
+    flags_of,
     render_document,
     to_markdown,
     to_styler,
 )
+from labkit.report.target import TargetCheck, check_target
+from labkit.report.text import TABLE_MIME, TableView, to_text
 
 __all__ = [
+    "TargetCheck",
+    "check_target",
     "EM_DASH",
     "EN_DASH",
+    "FLAG_MARK",
     "INTERVALS",
     "MIN_INTERVAL_RUNS",
     "MISSING",
     "PLUS_MINUS",
     "TABLES_FILE",
     "TABLES_SPEC",
+    "TABLE_MIME",
     "ColumnSpec",
     "Lane",
     "Report",
@@ -76,6 +85,7 @@ __all__ = [
     "Stat",
     "Table",
     "TableSpec",
+    "TableView",
     "as_list",
     "boot_of",
     "build_table",
@@ -83,6 +93,7 @@ __all__ = [
     "cell",
     "check",
     "default_spec_file",
+    "flags_of",
     "fmt_acceptance",
     "fmt_few",
     "fmt_interval",
@@ -106,6 +117,7 @@ __all__ = [
     "t_ppf",
     "to_markdown",
     "to_styler",
+    "to_text",
     "tokens_over_time",
     "unit_of",
 ]

@@ -24,11 +24,13 @@ def sim_recipe(
     cluster: str = "",
     image: str = "labkit/sim:shim",
     args: str = "",
+    measure: str = "",
 ):
     """Write recipe.toml (+ sim.toml with simulator settings such as faults) into `folder`; return its LanePlan.
 
     `engine`, `args` and `cluster` are more TOML lines for [engine], [engine.args] and [cluster] (e.g.
-    "drop_caches = true", '"--presett" = "test"', 'min_free_memory = "100T"'); `extra` is appended at the end."""
+    "drop_caches = true", '"--presett" = "test"', 'min_free_memory = "100T"'); `measure` more [measure] lines
+    ("target_ci = 0.05"); `extra` is appended at the end."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "sim.toml"
     config.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in (settings or {}).items()))
@@ -57,6 +59,7 @@ def sim_recipe(
         "[measure]",
         "decode = { concurrency = [1], turns = 2, output_tokens = 16, warmup = 0 }",
         "prefill = { prompt_tokens = [512], repeats = 1 }",
+        *measure.splitlines(),
     ]
     lines += [
         "[cluster]",

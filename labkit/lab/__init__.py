@@ -1,0 +1,39 @@
+"""Step 8, lab: one lane end to end, the way the bench notebook and `make bench` run it:
+
+    plan = lab.plan("dsv41", spec="dspark")      # recipe.toml --resolve--> LanePlan
+    print(lab.describe(plan))                    # dry run: the plan and each node's exact command
+    done = lab.measure(plan)                     # --stage--> view --up--> endpoint --measure--> records
+                                                 # --store--> results/<recipe>/<variant>/<run-id>/
+    lab.tables(done)                             # --report--> tables, regenerated from the stored files
+
+Teardown always happens: `measure` boots inside `Lane.up()`, whose exit removes and verifies the lane on
+every node whatever happened in between. Every repetition (`measure.runs`) is its own run folder, so tables
+show the median and min–max across runs; only the first after boot carries the cold turn.
+
+The steps: resolve.py (recipe to plan), runs.py (stage, boot, measure, store, teardown), show.py (tables
+and figures from the stored files), papermill.py (the executed notebook's copy).
+"""
+
+from __future__ import annotations
+
+from labkit.lab.papermill import attach_executed_notebook, papermill_output_path
+from labkit.lab.resolve import commands, describe, plan, spec_k
+from labkit.lab.runs import LaneRun, materialize_model, measure, store_result, write_records
+from labkit.lab.show import figures, save_figures, tables
+
+__all__ = [
+    "LaneRun",
+    "attach_executed_notebook",
+    "commands",
+    "describe",
+    "figures",
+    "materialize_model",
+    "measure",
+    "papermill_output_path",
+    "plan",
+    "save_figures",
+    "spec_k",
+    "store_result",
+    "tables",
+    "write_records",
+]

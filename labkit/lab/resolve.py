@@ -1,0 +1,59 @@
+"""Recipe to plan for the notebook API: resolve with variants and overrides, show the commands."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from labkit.recipe import LanePlan, find_recipe, load_recipe, with_nodes
+
+
+def plan(
+    recipe: str = "sim",
+    spec: str | None = None,
+    staging: str | None = None,
+    *,
+    nodes: str | list[str] | None = None,
+    runs: int | None = None,
+    variants: dict[str, str] | None = None,
+) -> LanePlan:
+    """Resolve a recipe with variants and optional overrides (nodes, runs) into a LanePlan.
+
+    `spec`/`staging` given as None or "none" on a recipe without that axis are ignored, so one notebook
+    default works for every recipe; any other value on a missing axis is an error naming the recipe.
+    """
+    rec = load_recipe(find_recipe(recipe))
+    choices = dict(variants or {})
+    for axis, value in (("spec", spec), ("staging", staging)):
+        if value is None or (value == "none" and axis not in rec.axes):
+            continue
+        choices[axis] = value
+    lane = rec.resolve(choices)
+    if nodes:  # names and tp*pp*dp = nodes x gpus_per_node checked again (labkit.recipe.with_nodes)
+        lane = with_nodes(lane, nodes)
+    if runs:
+        lane = dataclasses.replace(lane, measure=dataclasses.replace(lane.measure, runs=int(runs)))
+    return lane
+
+
+def commands(lane: LanePlan) -> dict[str, str]:
+    """{node: the exact command it would run}, pointing at where a labkit-built model will be (nothing is
+    built or contacted); the plan itself stays as resolved."""
+    from labkit import tinymodel
+    from labkit.serve import lane_commands
+
+    return lane_commands(tinymodel.materialize(lane, build=False))
+
+
+def describe(lane: LanePlan) -> str:
+    """The resolved plan and the exact command each node would run (nothing is contacted)."""
+    from labkit.recipe import describe_plan
+
+    return describe_plan(lane, commands(lane))
+
+
+def spec_k(lane: LanePlan) -> int | None:
+    """K (draft tokens per step) when the recipe states it; None lets the measurement read it from /metrics."""
+    from labkit.measure import configured_k
+
+    found = configured_k(lane.engine)
+    return found[0] if found else None

@@ -1,0 +1,233 @@
+"""The measured lane: stage, boot, measure each repetition into its own run folder, tear down (always).
+
+Every repetition (`measure.runs`) is its own run folder, so tables show the median and spread across runs;
+only the first after boot carries the cold turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit.errors import LabkitError
+from labkit.recipe import LanePlan
+
+
+@dataclass
+class LaneRun:
+    """What `measure` did: the plan, the run folders it stored, and what boot and staging revealed."""
+
+    plan: LanePlan
+    run_dirs: list[Path] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)  # labkit.measure.BenchResult per run
+    boot: Any = None  # labkit.serve.BootFacts
+    staging: Any = None  # labkit.stage.StageReport
+    target: Any = None  # labkit.report.TargetCheck after the last run, when measure.target_ci is set
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [p.name for p in self.run_dirs]
+
+
+def measure(
+    lane: LanePlan,
+    *,
+    results: str | Path | None = None,
+    ssh: Any = None,
+    full_verify: bool = False,
+    progress: bool = True,
+) -> LaneRun:
+    """Stage, boot, measure `lane.measure.runs` times, store each run, tear down. Returns what was stored.
+
+    Unreachable nodes fail before anything is created or started. A failure after the first run folder
+    exists marks that run failed (not half-written); finished runs stay complete.
+    """
+    from labkit.nodes import SshOptions, hosts_for_plan
+
+    group = hosts_for_plan(lane, ssh if ssh is not None else SshOptions.from_env())
+    try:  # one SSH connection per node serves check, stage, boot, polling and teardown; closed at the end
+        return _measure_on(lane, group, results, full_verify, progress)
+    finally:
+        group.close()
+
+
+def _measure_on(
+    lane: LanePlan, group: Any, results: str | Path | None, full_verify: bool, progress: bool
+) -> LaneRun:
+    from labkit.measure import NodeNfsProbe
+    from labkit.nodes import check_reachable, ending_as_interrupt
+    from labkit.serve import Lane
+    from labkit.stage import check_view, stage
+    from labkit.store import ResultsStore
+
+    check_reachable(group)
+    served = Lane(lane, group=group, progress=sys.stderr if progress else None)
+    served.refuse_if_present()  # before staging, and before a run folder exists: a busy lane changes nothing
+    store = ResultsStore(results)
+    done = LaneRun(lane)
+    provenance = {
+        "recipe_file": lane.file,
+        "variants": dict(lane.variants),
+        "recipe_hash": lane.recipe_hash,
+        "command": shlex.join(sys.argv),
+    }
+    first = store.new_run(lane, provenance=provenance)
+    done.run_dirs.append(first.path)
+    _announce(first.path)
+    with first:  # a failure before the first run finished marks it failed, with the reason
+        if lane.staging:
+            with ending_as_interrupt():  # SIGTERM/SIGHUP stop the node copies like Ctrl-C does
+                done.staging = stage(lane, group.hosts, full=full_verify, progress=progress)
+                first.write_text("staging.json", _json(done.staging.to_dict()))
+                check_view(lane, group.hosts)
+        # Lane writes boot.json and logs/<node>.log into the first run folder as the boot goes.
+        served.run_dir = first.path
+        with (
+            ending_as_interrupt()
+        ):  # as inside Lane.up: SIGTERM/SIGHUP during a build mark the run interrupted
+            materialize_model(served)
+        with served.up() as endpoint:
+            done.boot = endpoint.boot
+            first.update(boot=endpoint.boot.to_dict())
+            _repeat(
+                lane,
+                endpoint,
+                store,
+                first,
+                done,
+                provenance,
+                [NodeNfsProbe(h) for h in group.hosts],
+                progress,
+            )
+    return done
+
+
+def _repeat(
+    lane: LanePlan,
+    endpoint: Any,
+    store: Any,
+    first: Any,
+    done: LaneRun,
+    provenance: dict,
+    probes: list,
+    progress: bool,
+) -> None:
+    """`measure.runs` repetitions on the booted lane, each its own run folder (the first is `first`); with
+    `measure.target_ci`, more until every target measure's interval is that tight or `max_runs` is reached.
+    Each run records where the target stood after it (docs/measurement.md, "Repeating until the interval
+    is tight")."""
+    from labkit.measure import configured_k, run_bench
+    from labkit.report import check_target
+
+    boot = endpoint.boot.to_dict()
+    once = dataclasses.replace(lane.measure, runs=1)  # each repetition is its own run folder
+    k_found = configured_k(lane.engine)  # K from the recipe, with where it came from
+    m = lane.measure
+    values: dict[str, list[float | None]] = {name: [] for name in m.ci_measures()}
+    cap = m.ci_run_cap()
+    for i in range(cap):
+        run = (
+            first if i == 0 else store.new_run(lane, provenance=provenance, boot=boot, boot_run=first.run_id)
+        )
+        if i:
+            done.run_dirs.append(run.path)
+        with run:
+            result = run_bench(
+                endpoint.base_url,
+                once,
+                model=endpoint.model,
+                cold_expected=(i == 0),
+                io_hooks=probes,
+                progress=progress,
+                lane=lane.label,
+                recipe_hash=lane.recipe_hash,
+                variant=lane.variant_id,
+                spec_k=k_found[0] if k_found else None,
+                spec_k_source=k_found[1] if k_found else "",
+                run_id=run.run_id,
+                on_partial=lambda partial, run=run: write_records(run, partial),
+            )
+            done.results.append(result)
+            if result.summary.n_ok == 0:  # a folder of failures is not a result: keep it, failed
+                write_records(run, result)
+                raise LabkitError(
+                    f"run {run.run_id}: no request succeeded "
+                    f"({result.summary.n_failed} failed): " + "; ".join(result.summary.notes)[:400]
+                )
+            if m.target_ci is not None:
+                for name, vals in values.items():
+                    vals.append(result.summary.measures.get(name))
+                done.target = check_target(values, m.target_ci, i + 1)
+                run.update(target=done.target.to_dict())
+                if progress:
+                    print(done.target.line(cap), file=sys.stderr, flush=True)
+            store_result(run, result, boot)
+        if done.target is not None and done.target.reached and i + 1 >= m.runs:
+            break
+
+
+def materialize_model(served: Any) -> None:
+    """Point a Lane that is about to start at the labkit-built model its recipe names ("labkit/tiny-llama"),
+    building it on first use (serve never builds models); any other lane is left as it is. Used by `measure`
+    and `labkit up` just before Lane.start, which checks the nodes again (such a lane is local: a cached
+    build costs a file check); the build's progress goes where the lane's does."""
+    from labkit import tinymodel
+
+    served.plan = tinymodel.materialize(served.plan, log=served.progress)
+
+
+def store_result(run: Any, result: Any, boot: dict) -> None:
+    """Write one BenchResult into its run folder and finish it; boot's KV pool facts join the summary."""
+    write_records(run, result)
+    summary = result.summary
+    for key in ("kv_pool_tokens", "kv_pool_context"):
+        if boot.get(key) is not None and summary.measures.get(key) is None:
+            summary.measures[key] = boot[key]
+            summary.method[key] = "engine boot log"
+    run.finish(summary, boot=boot, provenance=result.provenance)
+
+
+def write_records(run: Any, result: Any) -> None:
+    """The raw files of a BenchResult (requests, groups, scrapes, I/O deltas) into a still-open run folder.
+    Also used for a run that fails halfway: its folder is then marked failed, with what it measured."""
+    run.write_requests(result.records)
+    if result.groups:
+        run.write_text("groups.csv", _csv([g.to_row() for g in result.groups]))
+    if result.scrapes:
+        run.write_text("metrics.json", _json(result.scrapes))
+    if result.io:
+        run.write_text("io.json", _json(result.io))
+    if result.provenance.get("partial"):
+        run.update(partial={"requests": len(result.records), "error": result.provenance.get("error")})
+
+
+def _csv(rows: list[dict]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _json(data: Any) -> str:
+    import json
+
+    return json.dumps(data, indent=1, default=str) + "\n"
+
+
+def _announce(path: Path) -> None:
+    """Tell a notebook runner which run folder this is (so it can copy the executed notebook there)."""
+    try:
+        from labkit.notebooks import record
+
+        if "ipykernel" in sys.modules:
+            record("run_dir", str(path))
+    except Exception:  # noqa: BLE001 - outside a kernel there is nobody to tell
+        pass

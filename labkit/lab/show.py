@@ -1,0 +1,60 @@
+"""Tables and figures of the runs a LaneRun stored, always rebuilt from the stored files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from labkit.lab.runs import LaneRun
+
+
+def _measures(done: LaneRun, results: str | Path | None) -> tuple[Any, Any]:
+    """(stored results, their measures rows for just these runs): what tables and figures are built from."""
+    from labkit.store import load_results
+
+    data = load_results(results)
+    return data, data.measures[data.measures["run"].isin(done.run_ids)]
+
+
+def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
+    """The measured-lanes table(s) for just these runs, built from the stored files like `labkit report`."""
+    from labkit import report
+
+    data, measures = _measures(done, results)
+    _, specs = report.load_spec(report.spec_path(data.root))
+    boots = {rid: report.boot_of(doc) for rid, doc in data.docs.items()}  # the unit of interval rows
+    return report.build_tables(measures, specs, only=["measured"], boots=boots)
+
+
+def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:
+    """The bench notebook's plots for these runs, from the stored files: measures as bars, prefill by
+    prompt length, and the first run's tokens over time."""
+    from labkit import report as plots
+
+    data, measures = _measures(done, results)
+    return {
+        "bars": plots.measure_bars(measures),
+        "prefill": plots.prefill_by_length(measures),
+        "tokens": plots.tokens_over_time(data.requests(done.run_ids[:1]), done.run_ids[0]),
+    }
+
+
+def save_figures(done: LaneRun, figs: dict[str, Any], out: str | Path | None = None) -> list[Path]:
+    """PNG of each figure: into `out` when given, else added to the first run folder (atomically, listed in
+    its run.json, never replacing a file)."""
+    import io
+
+    from labkit.store import attach_bytes
+
+    paths = []
+    for name, fig in figs.items():
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        if out is not None:
+            target = Path(out) / f"{name}.png"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(buf.getvalue())
+            paths.append(target)
+        else:
+            paths.append(attach_bytes(done.run_dirs[0], f"{name}.png", buf.getvalue()))
+    return paths

@@ -52,6 +52,23 @@ def read_records(notebook: str | os.PathLike) -> dict[str, Any]:
     return out
 
 
+def shown_tables(notebook: str | os.PathLike) -> list[str]:
+    """The text of every table an executed notebook displayed as a report.TableView, in order: what
+    `labkit run` prints when papermill did not log the cell outputs (on a terminal it shows only its bar)."""
+    import nbformat
+
+    from labkit.report import TABLE_MIME
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    return [
+        "".join(o["data"].get("text/plain", ""))
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if TABLE_MIME in o.get("data", {})
+    ]
+
+
 def notebooks_dir() -> Path:
     from labkit.recipe import repo_root
 

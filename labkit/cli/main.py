@@ -10,6 +10,7 @@ from typing import Any
 
 from labkit import __version__
 from labkit.cli.bench import add_bench
+from labkit.cli.compare import add_compare
 from labkit.cli.doctor import add_doctor
 from labkit.cli.recipes import add_check, add_recipes, add_show
 from labkit.cli.report import add_import_note, add_report
@@ -34,6 +35,7 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     add_tiny_model,
     add_check,
     add_report,
+    add_compare,
     add_import_note,
     add_run,
     add_sim,

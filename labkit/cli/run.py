@@ -1,4 +1,5 @@
-"""`labkit run`: execute a notebook template with papermill (labkit.notebooks does the work)."""
+"""`labkit run`: execute a notebook template with papermill (labkit.notebooks does the work) and show its
+tables as text in the terminal (docs/measurement.md, "Tables in the terminal")."""
 
 from __future__ import annotations
 
@@ -9,16 +10,24 @@ import sys
 def cmd_run(args: argparse.Namespace) -> int:
     import logging
 
-    from labkit.notebooks import execute, guess_value
+    from labkit.notebooks import execute, guess_value, shown_tables
 
     params = {}
     for name, value in args.param:
         params[name] = guess_value(value)
     for name, value in args.raw_param:
         params[name] = value
-    if not sys.stderr.isatty():
+    # Not on a terminal, papermill logs every cell output (text/plain, so tables as text) to stderr as the
+    # cells run. On a terminal it shows a progress bar instead, so the tables are printed once it is done.
+    logged = not sys.stderr.isatty()
+    if logged:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
-    out = execute(args.notebook, params, args.output, execution_timeout=args.execution_timeout)
+    out = execute(
+        args.notebook, params, args.output, log_output=logged, execution_timeout=args.execution_timeout
+    )
+    if not logged:
+        for text in shown_tables(out):
+            print(text, end="\n\n")
     print(f"executed notebook: {out}")
     return 0
 

@@ -11,11 +11,12 @@ every node whatever happened in between. Every repetition (`measure.runs`) is it
 show the median and min–max across runs; only the first after boot carries the cold turn.
 
 The steps: resolve.py (recipe to plan), runs.py (stage, boot, measure, store, teardown), show.py (tables
-and figures from the stored files), papermill.py (the executed notebook's copy).
+and figures from the stored files), compare.py (stored lanes compared), papermill.py (the executed notebook's copy).
 """
 
 from __future__ import annotations
 
+from labkit.lab.compare import compare
 from labkit.lab.papermill import attach_executed_notebook, papermill_output_path
 from labkit.lab.resolve import commands, describe, plan, spec_k
 from labkit.lab.runs import LaneRun, materialize_model, measure, store_result, write_records
@@ -25,6 +26,7 @@ __all__ = [
     "LaneRun",
     "attach_executed_notebook",
     "commands",
+    "compare",
     "describe",
     "figures",
     "materialize_model",

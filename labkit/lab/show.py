@@ -23,7 +23,8 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
     data, measures = _measures(done, results)
     _, specs = report.load_spec(report.spec_path(data.root))
     boots = {rid: report.boot_of(doc) for rid, doc in data.docs.items()}  # the unit of interval rows
-    return report.build_tables(measures, specs, only=["measured"], boots=boots)
+    flags = {rid: report.flags_of(doc) for rid, doc in data.docs.items()}  # evidence flags beside figures
+    return report.build_tables(measures, specs, only=["measured"], boots=boots, flags=flags)
 
 
 def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:

@@ -27,9 +27,10 @@ from labkit.recipe.plan import (
     StagingSpec,
     shell_command,
 )
-from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml
+from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml, suggest
 
 __all__ = [
+    "suggest",
     "BUILT_MODEL_PREFIX",
     "COMPILE_CACHE_ROOT",
     "VIEW_MOUNT",

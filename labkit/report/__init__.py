@@ -8,6 +8,19 @@ action.py is the `labkit report` action (write, or check for drift).
 """
 
 from labkit.report.action import TABLES_FILE, Report, check, generate
+from labkit.report.compare import (
+    DEFAULT_MARGIN,
+    MeasureComparison,
+    compare_values,
+    direction,
+    paired,
+    tost_p,
+    welch,
+)
+from labkit.report.compare_text import Shown as ShownComparison
+from labkit.report.compare_text import to_frame as compare_frame
+from labkit.report.compare_text import to_text as compare_text
+from labkit.report.comparison import CompareError, Comparison, Side, compare_sides, select
 from labkit.report.format import (
     EM_DASH,
     EN_DASH,
@@ -24,6 +37,7 @@ from labkit.report.format import (
     fmt_stat,
     fmt_with_cold,
 )
+from labkit.report.gate import Gate, GateItem, gate
 from labkit.report.plots import latest_runs_with_requests, measure_bars, prefill_by_length, tokens_over_time
 from labkit.report.specs import (
     INTERVALS,
@@ -64,6 +78,24 @@ from labkit.report.target import TargetCheck, check_target
 from labkit.report.text import TABLE_MIME, TableView, to_text
 
 __all__ = [
+    "DEFAULT_MARGIN",
+    "CompareError",
+    "Comparison",
+    "Gate",
+    "GateItem",
+    "MeasureComparison",
+    "ShownComparison",
+    "Side",
+    "compare_frame",
+    "compare_sides",
+    "compare_text",
+    "compare_values",
+    "direction",
+    "gate",
+    "paired",
+    "select",
+    "tost_p",
+    "welch",
     "TargetCheck",
     "check_target",
     "EM_DASH",

@@ -14,7 +14,7 @@ from pathlib import Path
 from labkit.report.plots import save_all
 from labkit.report.specs import load_spec, spec_path
 from labkit.report.stats import boot_of
-from labkit.report.tables import Table, build_tables, render_document
+from labkit.report.tables import Table, build_tables, flags_of, render_document
 
 TABLES_FILE = "TABLES.md"
 
@@ -43,7 +43,8 @@ def generate(
     data = load_results(results)
     title, specs = load_spec(spec_path(data.root, spec))
     boots = {rid: boot_of(doc) for rid, doc in data.docs.items()}  # the unit of interval rows
-    tables = build_tables(data.measures, specs, recipes=recipes, boots=boots)
+    flags = {rid: flags_of(doc) for rid, doc in data.docs.items()}  # evidence flags beside the figures
+    tables = build_tables(data.measures, specs, recipes=recipes, boots=boots, flags=flags)
     markdown = render_document(title, tables)
     target = Path(out) if out else data.root / TABLES_FILE
     made: list[Path] = []

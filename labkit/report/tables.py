@@ -4,6 +4,8 @@ Pure builders: the long-form measures DataFrame (labkit.store) -> a Table whose 
 strings -> Markdown (tabulate with number parsing off, so "007" or "1e3" are never re-read) or a styled
 pandas table for notebooks. Table definitions come from specs.py, the cell strings from format.py; rows
 in an interval form (docs/measurement.md, "Intervals over runs") take their numbers from stats.run_stats.
+Runs whose summary carries evidence flags get FLAG_MARK beside the figures of the flagged window and a note
+naming run, flag and message (docs/measurement.md, "Tables in the terminal").
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ from labkit.report.format import (
 )
 from labkit.report.specs import RowSpec, TableSpec
 from labkit.report.stats import MIN_INTERVAL_RUNS, run_stats, run_values, sim_title, stat, unit_of
+
+FLAG_MARK = "\u2020"  # "†" beside a figure one of whose runs carries an evidence flag
+WINDOWS = ("decode", "prefill")  # flag windows that cover only their own measures (decode, prefill_4096, ...)
+WINDOW_EXTRA = {"decode": ("accept_",)}  # acceptance comes from the decode window's counters
+DEFAULT_MEASURES = {
+    "acceptance": "accept_per_draft",
+    "kv": "kv_pool_tokens",
+    "nfs": "nfs_read_bytes_per_completion",
+}
 
 
 @dataclass
@@ -159,22 +170,76 @@ def interval_note(lanes: list[Lane], forms: set[str]) -> str:
     )
 
 
-def build_table(spec: TableSpec, measures: Any, boots: Mapping[str, str | None] | None = None) -> Table:
+def flags_of(doc: Mapping[str, Any]) -> list[dict]:
+    """The evidence flags a stored run's summary carries ({code, window, message} each); none in older runs."""
+    flags = (doc.get("summary") or {}).get("flags") or []
+    return [dict(f) for f in flags if isinstance(f, Mapping)]
+
+
+def whole_run(window: str | None) -> bool:
+    """A flag whose window is no decode or prefill window (none, "run", "boot", ...) covers the whole lane."""
+    return not window or not window.startswith(WINDOWS)
+
+
+def in_window(measure: str, window: str | None) -> bool:
+    """Whether a measure was taken in a flag's window: "decode" covers decode_* (and accept_*, the decode
+    window's acceptance), "prefill_4096" covers prefill_4096 and prefill_4096_*, not prefill_40960."""
+    if whole_run(window):
+        return False
+    prefixes = (f"{window}_", *WINDOW_EXTRA.get(window, ()))
+    return measure == window or measure.startswith(prefixes)
+
+
+def _flag_marks(row: RowSpec, lane_flags: list[tuple[str, dict]]) -> list[int]:
+    """Indexes of the lane's (run, flag) pairs that cover this row."""
+    measures = [m for m in (row.measure or DEFAULT_MEASURES.get(row.format, ""), row.cold) if m]
+    return [
+        i
+        for i, (_, flag) in enumerate(lane_flags)
+        if whole_run(flag.get("window")) or any(in_window(m, flag.get("window")) for m in measures)
+    ]
+
+
+def flag_note(lane: Lane, run: str, flag: Mapping[str, Any]) -> str:
+    """The note under a table for one flag of one run, keyed by FLAG_MARK."""
+    window = flag.get("window") or "whole run"
+    message = str(flag.get("message") or "").strip()
+    return f"{FLAG_MARK} {lane.title}, run {run}, {window}: {flag.get('code', 'flag')}" + (
+        f": {message}" if message else "."
+    )
+
+
+def build_table(
+    spec: TableSpec,
+    measures: Any,
+    boots: Mapping[str, str | None] | None = None,
+    flags: Mapping[str, list[dict] | None] | None = None,
+) -> Table:
     """Table of display strings for one spec from the long-form measures frame; `boots` (run id -> the
-    boot it ran on, stats.boot_of) names the unit of interval rows, "runs" without it."""
+    boot it ran on, stats.boot_of) names the unit of interval rows, "runs" without it; `flags` (run id ->
+    its summary's evidence flags, flags_of) marks the figures they cover and adds a note per flag."""
     import pandas as pd
 
     groups = _lane_groups(measures, spec)
+    lane_flags = []  # per lane: (run id, flag) of each flag its runs carry
     for lane, part in groups:
-        lane.unit = unit_of(sorted(part["run"].unique()), boots) if len(part) else "runs"
+        runs = sorted(part["run"].unique()) if len(part) else []
+        lane.unit = unit_of(runs, boots) if runs else "runs"
+        lane_flags.append(
+            [(r, f) for r in runs for f in (flags or {}).get(r) or [] if isinstance(f, Mapping)]
+        )
     rows = _expand_rows(spec.rows, measures)
     grid: dict[str, list[str]] = {}
-    labels, forms = [], set()
+    labels, forms, used = [], set(), [set() for _ in groups]
     for row in rows:
         form = spec.interval_of(row)
         values = [cell(row, part, lane, form) for lane, part in groups]
         if spec.drop_empty_rows and (not groups or all(v == MISSING for v in values)):
             continue
+        for i, hits in enumerate(_flag_marks(row, pairs) for pairs in lane_flags):
+            if hits and values[i] != MISSING:
+                values[i] = f"{values[i]} {FLAG_MARK}"
+                used[i].update(hits)
         labels.append(row.label)
         grid[row.label] = values
         if form != "range":
@@ -189,14 +254,11 @@ def build_table(spec: TableSpec, measures: Any, boots: Mapping[str, str | None] 
     if spec.lanes == "rows":
         frame = frame.T
         frame.index.name = spec.corner
-    return Table(
-        id=spec.id,
-        title=spec.title,
-        frame=frame,
-        lanes=[lane for lane, _ in groups],
-        notes=list(spec.notes) + ([interval_note([lane for lane, _ in groups], forms)] if forms else []),
-        empty=spec.empty,
-    )
+    lanes = [lane for lane, _ in groups]
+    notes = list(spec.notes) + ([interval_note(lanes, forms)] if forms else [])
+    for lane, pairs, hit in zip(lanes, lane_flags, used, strict=True):
+        notes += [flag_note(lane, *pairs[i]) for i in sorted(hit)]
+    return Table(id=spec.id, title=spec.title, frame=frame, lanes=lanes, notes=notes, empty=spec.empty)
 
 
 def as_list(value: str | list[str] | tuple[str, ...] | None) -> list[str] | None:
@@ -214,13 +276,14 @@ def build_tables(
     only: list[str] | None = None,
     recipes: list[str] | None = None,
     boots: Mapping[str, str | None] | None = None,
+    flags: Mapping[str, list[dict] | None] | None = None,
 ) -> list[Table]:
     """All tables (or those whose id is in `only`), optionally restricted to runs of some recipes; `boots`
-    as for build_table."""
+    and `flags` as for build_table."""
     recipes, only = as_list(recipes), as_list(only)
     if recipes:
         measures = measures[measures["recipe"].isin(recipes)]
-    return [build_table(spec, measures, boots) for spec in specs if not only or spec.id in only]
+    return [build_table(spec, measures, boots, flags) for spec in specs if not only or spec.id in only]
 
 
 def to_markdown(table: Table) -> str:
@@ -239,12 +302,16 @@ def to_markdown(table: Table) -> str:
         lines.append(
             tabulate(body, headers=headers, tablefmt="pipe", disable_numparse=True, colalign=colalign)
         )
-        sources = sorted({lane.source or "any" for lane in table.lanes})
-        n = sum(lane.runs for lane in table.lanes)
-        lines += ["", f"Runs: {n} ({', '.join(sources)})."]
+        lines += ["", runs_line(table)]
     for note in table.notes:
         lines += ["", note]
     return "\n".join(lines) + "\n"
+
+
+def runs_line(table: Table) -> str:
+    """'Runs: 2 (measured).': how many runs the table's lanes hold, and of which sources."""
+    sources = sorted({lane.source or "any" for lane in table.lanes})
+    return f"Runs: {sum(lane.runs for lane in table.lanes)} ({', '.join(sources)})."
 
 
 def render_document(title: str, tables: list[Table]) -> str:

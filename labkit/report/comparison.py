@@ -1,0 +1,252 @@
+"""Two lanes (or run sets) of stored runs compared measure by measure, behind the comparability gate.
+
+Selection: `RECIPE`, `RECIPE/VARIANT_ID`, `RECIPE@axis=name,...` or comma-separated run ids, read from the
+loaded results. Per measure, the run values of each side go to labkit.report.compare; runs that carry only
+recorded ranges (lab-note figures) get a range statement instead of a test. docs/compare.md, "Selecting
+runs" and "Recorded ranges".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from labkit.errors import LabkitError
+from labkit.recipe import find_recipe, load_recipe, suggest
+from labkit.report.compare import DEFAULT_MARGIN, SLOWER, MeasureComparison, compare_values, direction
+from labkit.report.gate import Gate, axis_keys, gate
+from labkit.report.stats import boot_of, unit_of
+from labkit.store import measure_rows
+
+HEADLINE = re.compile(r"^(decode_c\d+(_agg)?|prefill_\d+|ttft_c1|accept_length)$")
+
+
+class CompareError(LabkitError):
+    """A selection that names no runs, or a comparison the gate blocks."""
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: how it was asked for, its complete runs (run.json dicts) and their unit."""
+
+    selector: str
+    title: str
+    docs: tuple[dict, ...]
+    unit: str
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [d["run_id"] for d in self.docs]
+
+
+@dataclass(frozen=True)
+class RangeRow:
+    """A measure where a side has recorded ranges only: min–max per side and how they lie, never a test."""
+
+    measure: str
+    a: tuple[float, float] | None
+    b: tuple[float, float] | None
+    relation: str
+
+
+@dataclass
+class Comparison:
+    a: Side
+    b: Side
+    gate: Gate
+    forced: bool
+    margin: float
+    rows: list[MeasureComparison] = field(default_factory=list)
+    ranges: list[RangeRow] = field(default_factory=list)
+    paired: bool = False
+    pairing: str = ""
+
+    def regressions(self, pct: float) -> list[MeasureComparison]:
+        """Measures where B is significantly slower than A by more than `pct` percent."""
+        return [r for r in self.rows if r.verdict == SLOWER and r.rel is not None and abs(r.rel) * 100 > pct]
+
+    def to_dict(self) -> dict:
+        side = lambda s: {"selector": s.selector, "title": s.title, "runs": s.run_ids, "unit": s.unit}  # noqa: E731
+        return {
+            "a": side(self.a),
+            "b": side(self.b),
+            "gate": self.gate.to_dict(),
+            "forced": self.forced,
+            "margin": self.margin,
+            "pairing": self.pairing,
+            "measures": [r.to_dict() for r in self.rows],
+            "recorded_ranges": [
+                {"measure": r.measure, "a": r.a, "b": r.b, "relation": r.relation} for r in self.ranges
+            ],
+        }
+
+
+def _complete(data: Any) -> dict[str, dict]:
+    ok = set(data.runs[data.runs["status"] == "complete"]["run"]) if len(data.runs) else set()
+    return {rid: doc for rid, doc in data.docs.items() if rid in ok}
+
+
+def _recipe_name(name: str, present: set[str]) -> str:
+    if name in present:
+        return name
+    try:  # an alias ("prod", "default") names the recipe folder the runs are stored under
+        return load_recipe(find_recipe(name)).name
+    except LabkitError:
+        raise CompareError(
+            f"no stored runs of recipe {name!r}{suggest(name, present)}; have: {', '.join(sorted(present))}"
+        )
+
+
+def select(data: Any, selector: str) -> Side:
+    """The complete runs a selector names; CompareError naming what exists when it names none or several lanes."""
+    docs = _complete(data)
+    present = {d.get("recipe", "") for d in docs.values()}
+    if "/" not in selector and "@" not in selector and all(p in docs for p in selector.split(",")):
+        picked = [docs[r] for r in selector.split(",")]
+        return _side(selector, picked, "runs " + selector)
+    if "/" not in selector and "@" not in selector and re.match(r"^\d{8}T", selector):
+        missing = [r for r in selector.split(",") if r not in docs]
+        raise CompareError(f"no complete run {missing[0]!r}{suggest(missing[0], docs)}")
+    recipe, _, rest = selector.partition("@") if "@" in selector else selector.partition("/")
+    recipe = _recipe_name(recipe, present)
+    picked = [d for d in docs.values() if d.get("recipe") == recipe]
+    if "@" in selector:
+        want = dict(kv.split("=", 1) for kv in rest.split(",") if "=" in kv)
+        picked = [d for d in picked if all((d.get("variants") or {}).get(k) == v for k, v in want.items())]
+    elif rest:
+        picked = [d for d in picked if d.get("variant_id") == rest]
+    variants = sorted({d.get("variant_id", "") for d in picked})
+    if not picked:
+        have = sorted({d.get("variant_id", "") for d in docs.values() if d.get("recipe") == recipe})
+        raise CompareError(
+            f"{selector!r}: no complete runs; {recipe} has variants: {', '.join(have) or 'none'}"
+        )
+    if len(variants) > 1:
+        raise CompareError(
+            f"{selector!r} names runs of {len(variants)} lanes; pick one: "
+            + ", ".join(f"{recipe}/{v}" for v in variants)
+        )
+    return _side(selector, picked, f"{recipe}/{variants[0]}")
+
+
+def _side(selector: str, picked: Sequence[dict], title: str) -> Side:
+    picked = sorted(picked, key=lambda d: d["run_id"])
+    label = picked[-1].get("label") or ""
+    boots = {d["run_id"]: boot_of(d) for d in picked}
+    unit = unit_of([d["run_id"] for d in picked], boots)
+    if all(d.get("source") == "recorded" for d in picked):
+        unit = "recorded figures"
+    return Side(selector, f"{title} ({label})" if label else title, tuple(picked), unit)
+
+
+def _expected_keys(a: Side, b: Side) -> list[str] | None:
+    """Recipe key prefixes set by the variant axes on which the two sides differ (same recipe only)."""
+    ra, rb = {d.get("recipe") for d in a.docs}, {d.get("recipe") for d in b.docs}
+    if len(ra | rb) != 1:
+        return None
+    try:
+        rec = load_recipe(find_recipe(next(iter(ra))))
+    except LabkitError:
+        return None
+    va, vb = a.docs[0].get("variants") or {}, b.docs[0].get("variants") or {}
+    overlays = {}
+    for axis in sorted(set(va) | set(vb)):
+        for side, choice in (("a", va.get(axis)), ("b", vb.get(axis))):
+            if va.get(axis) != vb.get(axis) and choice in rec.data["variants"].get(axis, {}):
+                overlays[f"{axis}/{choice}/{side}"] = rec.data["variants"][axis][choice]
+    return axis_keys(overlays)
+
+
+def _values(side: Side) -> dict[str, list[tuple[float, float, float]]]:
+    """{measure: [(value, min, max) per run]} from the stored run docs."""
+    out: dict[str, list[tuple[float, float, float]]] = {}
+    for doc in side.docs:
+        for row in measure_rows(doc):
+            out.setdefault(row["measure"], []).append((row["value"], row["min"], row["max"]))
+    return out
+
+
+def _pairing(a: Side, b: Side) -> tuple[bool, str, list[str]]:
+    """Paired when every run on both sides names its prompt seed and the two sides ran the same seeds."""
+    sa = [(d.get("provenance") or {}).get("prompt_seed") for d in a.docs]
+    sb = [(d.get("provenance") or {}).get("prompt_seed") for d in b.docs]
+    if None in sa or None in sb:
+        return False, "Welch (independent runs): not every run used a shared prompt seed", []
+    if sorted(sa) != sorted(sb) or len(set(sa)) != len(sa):
+        return False, "Welch (independent runs): the two sides ran different prompt seeds", []
+    return True, f"paired on {len(sa)} shared prompt seeds", sorted(sa)
+
+
+def _range_of(vals: Sequence[tuple[float, float, float]]) -> tuple[float, float] | None:
+    lo = [x for _, x, _ in vals if not math.isnan(x)]
+    hi = [x for _, _, x in vals if not math.isnan(x)]
+    return (min(lo), max(hi)) if lo and hi else None
+
+
+def _relation(measure: str, a: tuple[float, float] | None, b: tuple[float, float] | None) -> str:
+    if a is None or b is None:
+        return "one side has no figure"
+    if b[0] > a[1] or b[1] < a[0]:
+        where = "above" if b[0] > a[1] else "below"
+        way = {"higher": " (faster)", "lower": " (slower)"}.get(direction(measure), "")
+        if where == "below" and way:
+            way = " (slower)" if direction(measure) == "higher" else " (faster)"
+        return f"B's range lies entirely {where} A's{way}; no test: no run values behind a recorded range"
+    return "the ranges overlap; no test: no run values behind a recorded range"
+
+
+def compare_sides(
+    a: Side,
+    b: Side,
+    *,
+    measures: Sequence[str] | None = None,
+    margin: float = DEFAULT_MARGIN,
+    force: bool = False,
+) -> Comparison:
+    """The comparison of B against A. CompareError when the gate blocks and `force` is not given, naming
+    each blocking fact with both sides' values."""
+    g = gate(a.docs, b.docs, _expected_keys(a, b))
+    if g.blocked and not force:
+        why = "; ".join(i.line() for i in g.items if i.blocking)
+        raise CompareError(f"not comparable: {why}. Pass --force (force=True) to compare anyway")
+    out = Comparison(a, b, g, forced=bool(g.blocked), margin=margin)
+    va, vb = _values(a), _values(b)
+    names = (
+        list(measures)
+        if measures
+        else sorted((m for m in set(va) & set(vb) if HEADLINE.match(m)), key=_order)
+    )
+    for m in names:
+        if m not in va and m not in vb:
+            known = sorted(set(va) | set(vb))
+            raise CompareError(f"measure {m!r} is in neither side's runs{suggest(m, known)}")
+    out.paired, out.pairing, seeds = _pairing(a, b)
+    for m in names:
+        xa, xb = va.get(m, []), vb.get(m, [])
+        values_a = [v for v, _, _ in xa if not math.isnan(v)]
+        values_b = [v for v, _, _ in xb if not math.isnan(v)]
+        if len(values_a) < len(xa) or len(values_b) < len(xb) or not values_a or not values_b:
+            ra, rb = _range_of(xa), _range_of(xb)
+            out.ranges.append(RangeRow(m, ra, rb, _relation(m, ra, rb)))
+            continue
+        if out.paired:
+            values_a, values_b = _by_seed(a, m, seeds), _by_seed(b, m, seeds)
+        out.rows.append(compare_values(m, values_a, values_b, pairs=out.paired, margin=margin))
+    return out
+
+
+def _order(measure: str) -> tuple:
+    """decode before prefill, numbers in numeric order (prefill_4096 before prefill_12600)."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", measure))
+
+
+def _by_seed(side: Side, measure: str, seeds: Sequence[str]) -> list[float | None]:
+    by = {(d.get("provenance") or {}).get("prompt_seed"): d for d in side.docs}
+    out: list[float | None] = []
+    for seed in seeds:
+        v = ((by[seed].get("summary") or {}).get("measures") or {}).get(measure)
+        out.append(None if v is None else float(v))
+    return out

@@ -1,0 +1,187 @@
+"""The comparability gate: what differs between two sets of stored runs besides what was meant to differ.
+
+Pure: run.json dicts in, a Gate out. Each fact (simulated or real, source, engine image, engine version,
+labkit version, measurement plan, prompt set, recipe content) is read from every run of both sides; a fact
+that differs between the sides, or within one side, is listed. Simulated against real and different
+measurement plans make the comparison meaningless, so they block it unless forced. Recipe keys that the
+varied variant axes set are expected and said so. docs/compare.md, "The comparability gate".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# measure keys that say how often to repeat, not what one run measures
+REPETITION_KEYS = ("runs", "target_ci", "max_runs", "target_measures", "seed")
+BLOCKING = ("simulated", "measurement plan")
+# resolved keys that are not recipe content: the measure table is its own fact, labels only name the lane
+NOT_CONTENT = ("measure.", "lane.label", "lane.description", "lane.aliases")
+
+
+@dataclass(frozen=True)
+class GateItem:
+    """One fact that is not the same everywhere: its values on each side, whether it blocks, and a note."""
+
+    fact: str
+    a: tuple[str, ...]
+    b: tuple[str, ...]
+    blocking: bool = False
+    note: str = ""
+
+    def line(self) -> str:
+        a, b = ", ".join(self.a) or "—", ", ".join(self.b) or "—"
+        tail = f" ({self.note})" if self.note else ""
+        return f"{self.fact}: A {a} | B {b}{tail}"
+
+
+@dataclass
+class Gate:
+    """Every listed difference; `blocked` names the blocking facts (empty: the comparison may go ahead)."""
+
+    items: list[GateItem] = field(default_factory=list)
+
+    @property
+    def blocked(self) -> list[str]:
+        return [i.fact for i in self.items if i.blocking]
+
+    def to_dict(self) -> dict:
+        return {
+            "blocked": self.blocked,
+            "items": [
+                {"fact": i.fact, "a": list(i.a), "b": list(i.b), "blocking": i.blocking, "note": i.note}
+                for i in self.items
+            ],
+        }
+
+
+def _resolved(doc: Mapping[str, Any]) -> dict:
+    return dict((doc.get("plan") or {}).get("resolved") or {})
+
+
+def measure_plan(doc: Mapping[str, Any]) -> str:
+    """What one run measured (api, decode and prefill sweeps, timeout), without the repetition settings."""
+    m = dict(_resolved(doc).get("measure") or (doc.get("provenance") or {}).get("plan") or {})
+    for key in REPETITION_KEYS:
+        m.pop(key, None)
+    return json.dumps(m, sort_keys=True) if m else "not recorded"
+
+
+def images(doc: Mapping[str, Any]) -> str:
+    """The image ID every node ran (from the pre-boot checks), else the recipe's image name, else none."""
+    found = sorted(
+        {str(f.get("id")) for f in ((doc.get("boot") or {}).get("images") or {}).values() if f.get("id")}
+    )
+    if found:
+        return "+".join(found)
+    image = (_resolved(doc).get("engine") or {}).get("image")
+    return f"{image} (tag; no image ID recorded)" if image else "none (process runtime)"
+
+
+def prompt_set(doc: Mapping[str, Any]) -> str:
+    prov = doc.get("provenance") or {}
+    seed = prov.get("prompt_seed")
+    return f"seed {prov.get('prompt_seed_base', seed)}" if seed is not None else "fresh random prompts"
+
+
+FACTS = {
+    "simulated": lambda d: "simulated" if d.get("simulated") else "real",
+    "source": lambda d: str(d.get("source") or "measured"),
+    "engine image": images,
+    "engine version": lambda d: str((d.get("provenance") or {}).get("engine_version") or "not recorded"),
+    "labkit version": lambda d: str(d.get("labkit_version") or "not recorded"),
+    "measurement plan": measure_plan,
+    "prompt set": prompt_set,
+}
+
+
+def plan_difference(a: str, b: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Two measurement plans (measure_plan's JSON) as just the keys that differ: ("decode.turns=4", ...)."""
+    if "not recorded" in (a, b):
+        return (a,), (b,)
+    fa, fb = flatten(json.loads(a)), flatten(json.loads(b))
+    keys = sorted(k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k))
+    return tuple(f"{k}={fa.get(k, '—')}" for k in keys), tuple(f"{k}={fb.get(k, '—')}" for k in keys)
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, str]:
+    """{"engine.args.--x": "value", ...}: nested tables as dotted keys, every leaf as JSON text."""
+    if isinstance(data, dict) and data:
+        out: dict[str, str] = {}
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: json.dumps(data, sort_keys=True, default=str)} if prefix else {}
+
+
+def _values(docs: Sequence[Mapping[str, Any]], fact) -> tuple[str, ...]:
+    return tuple(sorted({fact(d) for d in docs}))
+
+
+def recipe_differences(
+    a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], expected: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
+    """(differing resolved recipe keys outside `expected`, those inside it) between the first run of each side;
+    `expected` holds key prefixes the varied axes set. The measure table is the gate's own fact."""
+    fa = {k: v for k, v in flatten(_resolved(a[0])).items() if not k.startswith(NOT_CONTENT)}
+    fb = {k: v for k, v in flatten(_resolved(b[0])).items() if not k.startswith(NOT_CONTENT)}
+    null = json.dumps(None)
+    keys = sorted(k for k in set(fa) | set(fb) if fa.get(k, null) != fb.get(k, null))
+    inside = [k for k in keys if any(k == p or k.startswith(p + ".") for p in expected)]
+    return [k for k in keys if k not in inside], inside
+
+
+def gate(
+    a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], expected: Sequence[str] | None = None
+) -> Gate:
+    """The gate between run sets A and B (both non-empty). `expected`: recipe key prefixes the varied axes
+    set (None when unknown, e.g. the recipe file is gone: every recipe difference is then just listed)."""
+    g = Gate()
+    for name, fact in FACTS.items():
+        va, vb = _values(a, fact), _values(b, fact)
+        if va == vb and len(va) == 1:
+            continue
+        mixed = [side for side, v in (("A", va), ("B", vb)) if len(v) > 1]
+        note = f"{' and '.join(mixed)} mix{'es' if len(mixed) == 1 else ''} values" if mixed else ""
+        blocking = name in BLOCKING and va != vb
+        if name == "measurement plan" and not mixed:
+            va, vb = plan_difference(va[0], vb[0])
+        g.items.append(GateItem(name, va, vb, blocking=blocking, note=note))
+    outside, inside = recipe_differences(a, b, expected or ())
+    if outside:
+        note = "keys that differ" if expected is None else "keys that differ besides the varied axes"
+        more = f" and {len(outside) - 12} more" if len(outside) > 12 else ""
+        g.items.append(GateItem("recipe content", (), (), note=f"{note}: " + ", ".join(outside[:12]) + more))
+    if inside:
+        g.items.append(GateItem("varied axes", (), (), note="expected: " + ", ".join(inside[:12])))
+    for side, docs in (("A", a), ("B", b)):
+        for doc in docs:
+            for flag in (doc.get("summary") or {}).get("flags") or ():
+                g.items.append(
+                    GateItem(
+                        f"run flag ({side} {doc.get('run_id')})",
+                        (),
+                        (),
+                        note=f"{flag.get('code')} in {flag.get('window')}: {flag.get('message')}",
+                    )
+                )
+    return g
+
+
+def axis_keys(overlays: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The recipe key prefixes a set of variant overlays sets ({variant name: overlay table}); label and
+    description only name the lane."""
+    keys: set[str] = set()
+    for overlay in overlays.values():
+        for top, value in overlay.items():
+            if top in ("label", "description"):
+                continue
+            if top == "staging" or not isinstance(value, dict):
+                keys.add(top)
+                continue
+            for key in flatten(value, top):  # an engine arg or env var is one key, whatever its value's shape
+                parts = key.split(".")
+                keys.add(".".join(parts[:3]) if parts[:2] in (["engine", "args"], ["engine", "env"]) else key)
+    return sorted(keys)

@@ -1,0 +1,205 @@
+"""labkit compare: the statistics against scipy's values (computed once, written here: scipy is not a
+dependency), the verdict rules, the comparability gate, run selection and the CLI on stored runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from labkit import report as rp
+from labkit.cli.main import main
+from labkit.store import ResultsStore
+from tests.support.results import requests_for, sim_plan
+
+A = [50.1, 49.8, 50.3, 49.9, 50.0]
+B = [51.6, 51.4, 51.9, 51.5, 51.7]
+
+
+def test_welch_matches_scipy():
+    # scipy.stats.ttest_ind(B, A, equal_var=False): t 13.151918984428644, p 1.0631402418817503e-06, df 8.0,
+    # confidence_interval(0.95) = (1.3194624890333553, 1.8805375109666618)
+    r = rp.compare_values("decode_c1", A, B)
+    assert r.test == "Welch t, 5 vs 5 runs"
+    assert r.df == pytest.approx(8.0) and r.p == pytest.approx(1.0631402418817503e-06, rel=1e-6)
+    assert r.lo == pytest.approx(1.3194624890333553, rel=1e-9) and r.hi == pytest.approx(1.8805375109666618)
+    assert r.verdict == rp.compare.FASTER and r.rel == pytest.approx(1.60 / 50.02)
+
+
+def test_paired_matches_scipy():
+    # scipy.stats.ttest_rel(B, A): p 9.131480382512278e-07, CI (1.5122010966914918, 1.687798903308511)
+    r = rp.compare_values("decode_c1", A, B, pairs=True)
+    assert r.test == "paired t on 5 pairs" and r.df == 4
+    assert r.p == pytest.approx(9.131480382512278e-07, rel=1e-6)
+    assert (r.lo, r.hi) == (pytest.approx(1.5122010966914918), pytest.approx(1.687798903308511))
+
+
+def test_unequal_sizes_and_tost_match_scipy():
+    a2, b2 = [10.0, 10.4, 9.7, 10.2, 9.9, 10.1], [10.05, 10.3, 9.9, 10.1, 10.0]
+    # ttest_ind(b2, a2, equal_var=False): p 0.8708427396614229, df 8.378705022747118; TOST at ±5 % of
+    # mean(a2) from scipy.stats.t.sf/cdf with that df: 0.0016866931456379938
+    r = rp.compare_values("decode_c1", a2, b2, margin=0.05)
+    assert r.df == pytest.approx(8.378705022747118) and r.p == pytest.approx(0.8708427396614229)
+    assert r.tost_p == pytest.approx(0.0016866931456379938, rel=1e-6)
+    assert r.verdict == "equivalent within ±5 %"
+    # the same runs with a 0.5 % margin cannot be shown equivalent: no detectable difference
+    assert rp.compare_values("decode_c1", a2, b2, margin=0.005).verdict == rp.compare.NO_DIFFERENCE
+
+
+def test_direction_turns_the_verdict_for_times():
+    assert rp.direction("ttft_c1") == "lower" and rp.direction("prefill_4096_ttft") == "lower"
+    assert rp.direction("decode_c2_agg") == "higher" and rp.direction("accept_length") == ""
+    assert rp.compare_values("ttft_c1", A, B).verdict == rp.compare.SLOWER  # higher TTFT is slower
+    assert rp.compare_values("accept_length", A, B).verdict == "higher"
+    assert rp.compare_values("decode_c1", B, A).verdict == rp.compare.SLOWER
+
+
+def test_too_few_runs_no_values_and_zero_spread():
+    few = rp.compare_values("decode_c1", [50.0, 51.0], [52.0, 53.0, 54.0])
+    assert few.verdict == rp.compare.TOO_FEW and few.p is None and few.lo is None and "needs 3 on each side" in few.why
+    assert rp.compare_values("decode_c1", [None, None], [1.0]).verdict == rp.compare.NO_VALUES
+    same = rp.compare_values("decode_c1", [50.0] * 3, [50.0] * 3)
+    assert same.p == 1.0 and same.verdict.startswith("equivalent")
+    apart = rp.compare_values("decode_c1", [50.0] * 3, [51.0] * 3)
+    assert apart.p == 0.0 and apart.verdict == rp.compare.FASTER
+    with pytest.raises(ValueError, match="equal counts"):
+        rp.compare_values("decode_c1", [1.0, 2.0, 3.0], [1.0, 2.0], pairs=True)
+
+
+# --- the gate ---------------------------------------------------------------------------------------------
+
+
+def _doc(**over):
+    plan = sim_plan().to_dict()
+    doc = {
+        "run_id": over.pop("run_id", "r1"),
+        "simulated": True,
+        "source": "measured",
+        "labkit_version": "0.1.0",
+        "provenance": {"engine_version": "0.33.0"},
+        "plan": plan,
+        "boot": {},
+        "summary": {"measures": {}},
+    }
+    doc.update(over)
+    return doc
+
+
+def test_gate_lists_differences_and_blocks_sim_against_real():
+    a = [_doc()]
+    b = [_doc(run_id="r2", simulated=False, provenance={"engine_version": "0.34.0"}, labkit_version="0.2.0")]
+    g = rp.gate(a, b, [])
+    facts = {i.fact: i for i in g.items}
+    assert set(facts) == {"simulated", "engine version", "labkit version"}
+    assert g.blocked == ["simulated"]
+    assert facts["engine version"].a == ("0.33.0",) and facts["engine version"].b == ("0.34.0",)
+    assert rp.gate(a, [_doc(run_id="r3")], []).items == []
+
+
+def test_gate_names_plan_keys_mixed_sides_recipe_keys_and_flags():
+    a = [_doc()]
+    other = sim_plan().to_dict()
+    other["resolved"]["measure"]["decode"]["turns"] = 9
+    other["resolved"]["engine"]["args"]["--preset"] = "other"
+    b = [
+        _doc(run_id="r2", plan=other),
+        _doc(run_id="r3", plan=other, provenance={"engine_version": "0.34.0"}),
+        _doc(
+            run_id="r4",
+            plan=other,
+            summary={"flags": [{"code": "foreign-traffic", "window": "decode", "message": "3 foreign"}]},
+        ),
+    ]
+    g = rp.gate(a, b, expected=None)
+    facts = {i.fact: i for i in g.items}
+    assert facts["measurement plan"].a == ("decode.turns=4",) and facts["measurement plan"].b == (
+        "decode.turns=9",
+    )
+    assert g.blocked == ["measurement plan"]
+    assert facts["engine version"].note == "B mixes values"
+    assert "engine.args.--preset" in facts["recipe content"].note
+    assert "foreign-traffic in decode: 3 foreign" in facts["run flag (B r4)"].note
+    expected = rp.gate(a, b, expected=["engine.args.--preset"])
+    assert "recipe content" not in {i.fact for i in expected.items}
+    assert "engine.args.--preset" in {i.fact: i for i in expected.items}["varied axes"].note
+
+
+def test_repetition_settings_are_not_the_measurement_plan():
+    other = sim_plan().to_dict()
+    other["resolved"]["measure"].update(runs=7, target_ci=0.02, max_runs=12)
+    assert rp.gate([_doc()], [_doc(run_id="r2", plan=other)], []).items == []
+
+
+# --- stored runs, selection and the CLI ---------------------------------------------------------------------
+
+
+def _store(root, run_id, decode, spec="none", seed=None, prefill=600.0):
+    prov = {"cold_expected": True, "engine_version": "0.33.0+labkit.sim"}
+    if seed is not None:
+        prov["prompt_seed"] = seed
+    with ResultsStore(root).new_run(sim_plan(spec), run_id=run_id) as run:
+        run.write_requests(requests_for(run.run_id, tps=decode))
+        run.finish({"measures": {"decode_c1": decode, "prefill_4096": prefill}, "n_ok": 4}, provenance=prov)
+
+
+@pytest.fixture()
+def stored(tmp_path):
+    root = tmp_path / "results"
+    for i, (x, y) in enumerate(zip(A, B, strict=True)):
+        _store(root, f"20261201T00000{i}Z-aaaaa{i}", x, seed=f"7/{i}")
+        _store(root, f"20261201T00001{i}Z-bbbbb{i}", y, spec="dspark", seed=f"7/{i}", prefill=600.0 + i)
+    return root
+
+
+def test_selectors(stored):
+    from labkit.store import load_results
+
+    data = load_results(stored)
+    assert rp.select(data, "sim/spec-none").run_ids == [f"20261201T00000{i}Z-aaaaa{i}" for i in range(5)]
+    assert rp.select(data, "sim@spec=dspark").unit == "boots"
+    assert rp.select(data, "20261201T000001Z-aaaaa1,20261201T000002Z-aaaaa2").run_ids[1].endswith("aaaaa2")
+    with pytest.raises(rp.CompareError, match="2 lanes; pick one: sim/spec-dspark, sim/spec-none"):
+        rp.select(data, "sim")
+    with pytest.raises(rp.CompareError, match="no complete run '20261201T000001Z-aaaaa9'.*aaaaa1"):
+        rp.select(data, "20261201T000001Z-aaaaa9")
+    with pytest.raises(rp.CompareError, match="sim has variants: spec-dspark, spec-none"):
+        rp.select(data, "sim/spec-eagle")
+    with pytest.raises(rp.CompareError, match="no stored runs of recipe 'simm'.*did you mean 'sim'"):
+        rp.select(data, "simm/spec-none")
+
+
+def test_cli_text_json_pairing_and_regression(stored, capsys):
+    args = ["compare", "sim@spec=none", "sim@spec=dspark", "--results", str(stored)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "paired on 5 shared prompt seeds" in out and "| decode_c1" in out and "faster" in out
+    assert "varied axes" in out and "engine.args.--preset" in out
+    assert main([*args, "--json", "--measure", "decode_c1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [m["measure"] for m in doc["measures"]] == ["decode_c1"]
+    assert doc["measures"][0]["test"] == "paired t on 5 pairs" and doc["gate"]["blocked"] == []
+    # swapped, B is the slower lane: a 3 % slowdown fails a 2 % regression gate and passes a 5 % one
+    swapped = ["compare", "sim@spec=dspark", "sim@spec=none", "--results", str(stored)]
+    assert main([*swapped, "--fail-on-regression", "2"]) == 1
+    assert "regression: decode_c1 -3.10 %" in capsys.readouterr().err
+    assert main([*swapped, "--fail-on-regression", "5"]) == 0
+
+
+def test_cli_refuses_sim_against_real_unless_forced(stored, capsys):
+    plan = {**sim_plan().to_dict(), "recipe": "real-lane", "variant_id": "default"}
+    with ResultsStore(stored).new_run(plan, run_id="20261201T000100Z-ccccc1", simulated=False) as run:
+        run.finish({"measures": {"decode_c1": 50.0}, "n_ok": 1}, provenance={"engine_version": "0.33.0"})
+    args = ["compare", "sim@spec=none", "20261201T000100Z-ccccc1", "--results", str(stored)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "not comparable: simulated: A simulated | B real" in err and "--force" in err
+    assert main([*args, "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "FORCED past: simulated" in out and "too few runs" in out
+
+
+def test_unknown_measure_is_named(stored):
+    with pytest.raises(rp.CompareError, match="'decode_c3' is in neither side's runs.*decode_c1"):
+        from labkit import lab
+
+        lab.compare("sim@spec=none", "sim@spec=dspark", measures=["decode_c3"], results=stored)

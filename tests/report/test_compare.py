@@ -56,7 +56,12 @@ def test_direction_turns_the_verdict_for_times():
 
 def test_too_few_runs_no_values_and_zero_spread():
     few = rp.compare_values("decode_c1", [50.0, 51.0], [52.0, 53.0, 54.0])
-    assert few.verdict == rp.compare.TOO_FEW and few.p is None and few.lo is None and "needs 3 on each side" in few.why
+    assert (
+        few.verdict == rp.compare.TOO_FEW
+        and few.p is None
+        and few.lo is None
+        and "needs 3 on each side" in few.why
+    )
     assert rp.compare_values("decode_c1", [None, None], [1.0]).verdict == rp.compare.NO_VALUES
     same = rp.compare_values("decode_c1", [50.0] * 3, [50.0] * 3)
     assert same.p == 1.0 and same.verdict.startswith("equivalent")

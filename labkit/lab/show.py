@@ -22,9 +22,7 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
 
     data, measures = _measures(done, results)
     _, specs = report.load_spec(report.spec_path(data.root))
-    boots = {rid: report.boot_of(doc) for rid, doc in data.docs.items()}  # the unit of interval rows
-    flags = {rid: report.flags_of(doc) for rid, doc in data.docs.items()}  # evidence flags beside figures
-    return report.build_tables(measures, specs, only=["measured"], boots=boots, flags=flags)
+    return report.stored_tables(data, specs, measures=measures, only=["measured"])
 
 
 def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:

@@ -7,7 +7,7 @@ text.py shows tables as text in a terminal (TableView: text there, styled HTML i
 action.py is the `labkit report` action (write, or check for drift).
 """
 
-from labkit.report.action import TABLES_FILE, Report, check, generate
+from labkit.report.action import TABLES_FILE, Report, check, generate, stored_tables
 from labkit.report.compare import (
     DEFAULT_MARGIN,
     MeasureComparison,
@@ -78,6 +78,7 @@ from labkit.report.target import TargetCheck, check_target
 from labkit.report.text import TABLE_MIME, TableView, to_text
 
 __all__ = [
+    "stored_tables",
     "DEFAULT_MARGIN",
     "CompareError",
     "Comparison",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from labkit.report.plots import save_all
 from labkit.report.specs import load_spec, spec_path
@@ -28,6 +29,22 @@ class Report:
     skipped: list[tuple[str, str]]
 
 
+def stored_tables(
+    data: Any,
+    specs: list,
+    *,
+    measures: Any = None,
+    only: list[str] | None = None,
+    recipes: list[str] | None = None,
+) -> list[Table]:
+    """The tables of loaded results (`measures`: a subset of data.measures, default all), with what the run
+    folders say beside the figures: each run's boot (the unit of interval rows) and its evidence flags."""
+    boots = {rid: boot_of(doc) for rid, doc in data.docs.items()}
+    flags = {rid: flags_of(doc) for rid, doc in data.docs.items()}
+    rows = data.measures if measures is None else measures
+    return build_tables(rows, specs, only=only, recipes=recipes, boots=boots, flags=flags)
+
+
 def generate(
     results: str | Path | None = None,
     spec: str | Path | None = None,
@@ -42,9 +59,7 @@ def generate(
 
     data = load_results(results)
     title, specs = load_spec(spec_path(data.root, spec))
-    boots = {rid: boot_of(doc) for rid, doc in data.docs.items()}  # the unit of interval rows
-    flags = {rid: flags_of(doc) for rid, doc in data.docs.items()}  # evidence flags beside the figures
-    tables = build_tables(data.measures, specs, recipes=recipes, boots=boots, flags=flags)
+    tables = stored_tables(data, specs, recipes=recipes)
     markdown = render_document(title, tables)
     target = Path(out) if out else data.root / TABLES_FILE
     made: list[Path] = []

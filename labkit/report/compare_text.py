@@ -58,7 +58,9 @@ def rows(c: Comparison) -> list[dict[str, Any]]:
 
 
 def _range(x: tuple[float, float] | None) -> str:
-    return "—" if x is None else f"{_num(x[0])}–{_num(x[1])}"
+    if x is None:
+        return "—"
+    return _num(x[0]) if x[0] == x[1] else f"{_num(x[0])}–{_num(x[1])}"
 
 
 def _range_rows(ranges: list[RangeRow]) -> list[dict[str, str]]:

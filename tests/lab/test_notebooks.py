@@ -210,3 +210,35 @@ def test_executed_notebook_is_copied_into_the_recorded_run(tmp_path):
     assert "mini.ipynb" in read_run(run_dir)["files"] and read_run(run_dir)["status"] == "complete"
     with pytest.raises(ResultsError, match="never overwritten"):
         attach_file(run_dir, out, "mini.ipynb")
+
+
+def test_compare_notebook_compares_two_lanes_and_shows_the_worked_example(tmp_path):
+    res = tmp_path / "results"
+    shutil.copytree(REPO / "results", res, ignore=shutil.ignore_patterns("plots", "TABLES.md", "sim"))
+    for none, dspark in ((30.0, 50.0), (30.3, 50.4), (29.8, 49.7)):
+        make_sim_run(res, {"decode_c1": none, "decode_c2_agg": 45.0}, spec="none")
+        make_sim_run(res, {"decode_c1": dspark, "decode_c2_agg": 45.0}, spec="dspark")
+    executed = nbk.execute(
+        "compare",
+        {
+            "results_dir": str(res),
+            "plots": False,
+            "compare_a": "sim@spec=none",
+            "compare_b": "sim/spec-dspark",
+        },
+        tmp_path / "nb" / "compare-out.ipynb",
+        progress=False,
+        log_output=False,
+    )
+    nb = nbformat.read(executed, as_version=4)
+    text = "".join(
+        "".join(o.get("data", {}).get("text/plain", "")) + "".join(o.get("text", ""))
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+    )
+    assert "A: sim/spec-none" in text and "Welch t, 3 vs 3 runs" in text
+    assert "decode_c1: faster" in text and "decode_c2_agg: equivalent within ±2 %" in text
+    # the worked example: the lab note's recorded figures get a range statement, never a test
+    assert "A: dsv41-flash-1017-4x-sglang-ep2/spec-dspark" in text
+    assert "B's range lies entirely above A's (faster); no test" in text

@@ -1,6 +1,10 @@
 """The decode phase of a Bench's plan: cold turn, warmups, c1 turns and cK lockstep groups, between two
 /metrics scrapes whose counter deltas give the window's speculative acceptance.
 
+Every scrape pair is also handed to the run's evidence log as the `decode` window (gauges, finished against
+sent, cache hits, counter resets: docs/measurement.md, "Per-run evidence"); a counter that went backwards
+anywhere in the window leaves it without acceptance.
+
 /metrics is also scraped between the requests (never inside one): each c1 turn and each cK group has its own
 window, and its records carry what the engine's counters say about it (`server_window`, `server_ttft_s`).
 The functions take the `Bench` being run (labkit/measure/runner.py) and add to its records, groups, notes and
@@ -34,6 +38,7 @@ class _Windows:
     async def close(self, recs: list[RequestRecord]) -> dict | None:
         self.n += 1
         now = await self.bench.scrape(f"decode.{self.run}.{self.n}")
+        self.bench.evidence.pair("decode", self.run, self.last, now, len(recs))
         view = server_view(recs, self.last, now)
         self.last = now  # None once /metrics failed: no later window (nor the acceptance) has an end
         return view
@@ -61,7 +66,13 @@ async def measure_decode(bench, run: int) -> None:
             else:
                 await _lockstep_group(bench, k, turn, N, windows)
     after = windows.last if windows.n else await bench.scrape(f"decode.after.{run}")
+    if not windows.n:
+        bench.evidence.pair("decode", run, before, after, 0)
     window = bench.records[n_before:]
+    reset = bench.evidence.reset_in("decode", run)
+    if reset:  # a restart inside the window: its counter deltas describe two engines
+        bench.notes.append(f"acceptance invalid: decode window: {reset}")
+        return
     n_window = sum(1 for r in window if r.http_status == 200 and r.finish_reason)
     counted = [r for r in window if r.ok and r.chunk_n]
     acc = await window_acceptance(

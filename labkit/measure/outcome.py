@@ -42,6 +42,7 @@ def bench_result(
         rtt_ns=bench.rtt_ns,
         counter_kind=bench.counter_kind,
         io=io,
+        windows=bench.evidence.windows,
     )
     prov = provenance(
         bench.c,

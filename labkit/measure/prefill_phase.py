@@ -3,13 +3,14 @@ when the server counts them), a warmup, then the samples at c1 with max_tokens=1
 scrapes (its prefix-cache hits and the engine's own view of it).
 
 The functions take the `Bench` being run (labkit/measure/runner.py): they set its prompt-length counter and
-RTT, and add to its records and prefix-cache window.
+RTT, and add to its records, prefix-cache window and evidence log (window `prefill_<P>`; docs/measurement.md,
+"Per-run evidence").
 """
 
 from __future__ import annotations
 
 from labkit.measure import prompts as pr
-from labkit.measure.scrapes import prefix_cache_sample, server_view
+from labkit.measure.scrapes import COUNTER_RESET, prefix_cache_sample, server_view
 from labkit.measure.tokencount import make_counter
 
 
@@ -50,6 +51,10 @@ async def _sample(bench, run: int, target: int, i: int, warm: int) -> None:
         prompt_target=target,
         counted=counted,
     )
+    reset = bench.evidence.pair(f"prefill_{target}", run, before, after, 1)
+    if reset:
+        rec.flags = "; ".join(filter(None, [rec.flags, f"{COUNTER_RESET} ({reset})"]))
+        return  # a restart inside the sample: no cache delta, no engine view, and no prefill figure
     server_view([rec], before, after)
     pc = prefix_cache_sample(rec, before, after)
     if pc is not None and i >= warm:

@@ -164,6 +164,12 @@ class RunSummary:
     samples: dict[str, list[float]] = field(default_factory=dict)  # measure -> raw samples (n = len)
     counters: dict[str, float] = field(default_factory=dict)  # raw counter deltas (spec, prefix cache, io)
     notes: list[str] = field(default_factory=list)
+    # what the engine's /metrics say about each window (docs/measurement.md, "Per-run evidence"): window name
+    # ("decode", "prefill_<P>") -> running/waiting gauges at its start and end, finished vs sent, cache hits
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # findings that explain noise: [{"code": "foreign-traffic" | "counter-reset" | "busy-at-start" |
+    # "prefix-cache-hit", "window": "decode" | "prefill_<P>", "message": one sentence with the numbers}]
+    flags: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -39,6 +39,7 @@ from labkit.measure.prefill_phase import measure_prefill
 from labkit.measure.provenance import engine_version
 from labkit.measure.recording import make_record
 from labkit.measure.records import BenchResult, GroupRecord, RequestRecord
+from labkit.measure.scrapes import EvidenceLog
 from labkit.measure.sse import StreamResult
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 
@@ -95,6 +96,7 @@ class Bench:
         self.progress = progress
         self.acceptance: mx.Acceptance | None = None
         self.pc_window: list[tuple[float, float]] = []
+        self.evidence = EvidenceLog()  # what /metrics say about each window (labkit/measure/scrapes.py)
         self.engine_info: dict[str, Any] = {}
         self.rep = 0  # current repetition of the plan
 

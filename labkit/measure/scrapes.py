@@ -3,11 +3,18 @@
 Speculative acceptance of the decode window (counter deltas, or SGLang's /server_info after a cache flush when
 it exports no spec counters), pooled over repeated runs; prefix-cache hits of each prefill sample; whether the
 engine served requests before the run (then the first one is not cold). The formulas are in metrics.py.
+
+`EvidenceLog` keeps each window's evidence (docs/measurement.md, "Per-run evidence"): the phases hand it every
+pair of consecutive scrapes around labkit's requests, all taken while labkit had nothing in flight, with the
+number of requests sent between them. Per window it keeps the running/waiting gauges at the first and last
+scrape, requests finished against requests sent, prefix-cache hits, and every watched counter that went
+backwards. A metric the engine does not export stays absent, never 0.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 from labkit.measure import metrics as mx
 from labkit.measure.client import EndpointError, StreamClient
@@ -20,6 +27,10 @@ SERVED_COUNTERS = (
     "vllm:request_success",
     "sglang:e2e_request_latency_seconds_count",
 )
+
+
+# a record whose window saw a counter go backwards (the engine restarted): kept, left out of the summary
+COUNTER_RESET = "counter-reset"
 
 
 def served_before(before: mx.Samples) -> float | None:
@@ -140,10 +151,156 @@ def prefix_cache_sample(
     try:
         pc = mx.prefix_cache(before, after)
     except mx.CounterReset as e:
-        rec.flags = "; ".join(filter(None, [rec.flags, str(e)]))
+        rec.flags = "; ".join(filter(None, [rec.flags, f"{COUNTER_RESET} ({e})"]))
         return None
     if pc is not None:
         hits, _ = pc
         if hits > CACHE_HIT_TOLERANCE and "prefix-cache-hit" not in rec.flags:
             rec.flags = "; ".join(filter(None, [rec.flags, f"prefix-cache-hit ({hits:g} hit tokens)"]))
     return pc
+
+
+# (name in the engine's /metrics, whether the engine sets it at the scrape (live) or when it logs a batch)
+RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
+WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
+# vLLM updates its gauges every engine step; SGLang only when it logs a prefill or decode batch, so an idle
+# SGLang keeps showing its last batch: only vLLM's gauges can say someone else is on the engine.
+LIVE_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+
+# counters whose decrease means the engine restarted (each a name group, summed over labels)
+WATCHED = (
+    SERVED_COUNTERS,
+    mx.V_GEN,
+    mx.S_GEN,
+    mx.V_PC_QUERIES,
+    mx.V_PC_HITS,
+    mx.S_PROMPT,
+    mx.S_CACHED,
+    mx.V_TTFT_COUNT,
+    mx.V_ITL_COUNT,
+    mx.V_DRAFTS,
+    mx.V_ACCEPTED,
+    mx.S_VERIFY,
+)
+
+
+def gauges(samples: mx.Samples | None) -> dict[str, float]:
+    """{"running": n, "waiting": n} from one scrape; a gauge the engine does not export is left out."""
+    out: dict[str, float] = {}
+    if samples is None:
+        return out
+    for key, names in (("running", RUNNING), ("waiting", WAITING)):
+        value = mx.total(samples, *names)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def live_gauges(samples: mx.Samples) -> bool:
+    """True when the gauges describe the engine at the moment of the scrape (vLLM), not its last batch."""
+    return any(name in samples for name in LIVE_GAUGES)
+
+
+def counter_resets(before: mx.Samples, after: mx.Samples) -> list[tuple[str, float, float]]:
+    """(counter, before, after) of every watched counter that went backwards between the two scrapes."""
+    out = []
+    for names in WATCHED:
+        b, a = mx.total(before, *names), mx.total(after, *names)
+        if b is not None and a is not None and a < b:
+            name = next(n for n in names if n in after)
+            out.append((name, b, a))
+    return out
+
+
+@dataclass
+class WindowEvidence:
+    """One window of one repetition, as the scrape pairs fed to it describe it (docs/measurement.md,
+    "Per-run evidence")."""
+
+    name: str
+    rep: int
+    sent: int = 0  # labkit's requests in the window
+    sent_valid: int = 0  # ... in the pairs whose counters are valid (no reset) and exported
+    finished: float | None = None  # the engine's finished requests over those pairs
+    finished_by: str = ""  # the counter they were read from
+    hits: float | None = None  # prefix-cache hit tokens over the valid pairs
+    queries: float | None = None
+    hit_pairs: int = 0  # pairs with more than the tolerance of hit tokens per request
+    pairs: int = 0
+    start: dict[str, float] = field(default_factory=dict)
+    end: dict[str, float] = field(default_factory=dict)
+    live: bool = False  # the engine's gauges are set at the scrape (vLLM)
+    scrapes: int = 0  # scrapes seen (all taken while labkit had nothing in flight)
+    busy: int = 0  # ... of them with running or waiting > 0
+    resets: list[tuple[str, float, float]] = field(default_factory=list)
+    last: object = None  # the last scrape seen (consecutive pairs share one)
+
+    def see(self, samples: mx.Samples) -> None:
+        """One scrape's gauges (a scrape shared by two consecutive pairs counts once)."""
+        if samples is self.last:
+            return
+        g = gauges(samples)
+        if self.scrapes == 0:
+            self.start, self.live = g, live_gauges(samples)
+        self.scrapes += 1
+        self.busy += bool(g.get("running") or g.get("waiting"))
+        self.end, self.last = g, samples
+
+    def pair(self, before: mx.Samples, after: mx.Samples, sent: int) -> list[tuple[str, float, float]]:
+        """One pair's counters; a pair with a counter that went backwards adds its resets and nothing else."""
+        self.pairs += 1
+        resets = counter_resets(before, after)
+        if resets:
+            self.resets += resets
+            return resets
+        done = mx.total(after, *SERVED_COUNTERS)
+        if done is not None:
+            self.finished_by = next(n for n in SERVED_COUNTERS if n in after)
+            self.finished = (self.finished or 0.0) + done - (mx.total(before, *SERVED_COUNTERS) or 0.0)
+            self.sent_valid += sent
+        pc = mx.prefix_cache(before, after)
+        if pc is not None:
+            self.hits, self.queries = (self.hits or 0.0) + pc[0], (self.queries or 0.0) + pc[1]
+            self.hit_pairs += pc[0] > CACHE_HIT_TOLERANCE * max(sent, 1)
+        return []
+
+
+class EvidenceLog:
+    """The evidence of every window of one run, fed by the phases; summary.py pools it and words its flags."""
+
+    def __init__(self) -> None:
+        self.windows: list[WindowEvidence] = []
+
+    def _window(self, name: str, rep: int) -> WindowEvidence:
+        for w in self.windows:
+            if w.name == name and w.rep == rep:
+                return w
+        self.windows.append(WindowEvidence(name, rep))
+        return self.windows[-1]
+
+    def pair(
+        self, window: str, rep: int, before: mx.Samples | None, after: mx.Samples | None, sent: int
+    ) -> str | None:
+        """Two consecutive scrapes of `window` with `sent` labkit requests between them. Returns a message
+        when a watched counter went backwards between them (the pair's counters are then not used)."""
+        w = self._window(window, rep)
+        w.sent += sent
+        for samples in (before, after):
+            if samples is not None:
+                w.see(samples)
+        if before is None or after is None:
+            return None
+        resets = w.pair(before, after, sent)
+        return reset_message(resets) if resets else None
+
+    def reset_in(self, window: str, rep: int) -> str | None:
+        """The counter-reset message of a window, None when its counters never went backwards."""
+        w = self._window(window, rep)
+        return reset_message(w.resets) if w.resets else None
+
+
+def reset_message(resets: list[tuple[str, float, float]]) -> str:
+    """Which counter went backwards, from what to what (the first of them)."""
+    name, b, a = resets[0]
+    more = f" (and {len(resets) - 1} more counter(s))" if len(resets) > 1 else ""
+    return f"counter {name} went backwards from {b:g} to {a:g}{more}: the engine restarted inside the window"

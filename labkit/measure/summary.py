@@ -1,5 +1,6 @@
 """Records in, RunSummary out: the named measures (labkit/measure/records.py), each with its samples, range
-and method, plus the run's counters (acceptance, prefix cache, NFS) and notes on what was excluded and why.
+and method, plus the run's counters (acceptance, prefix cache, NFS), notes on what was excluded and why, and
+each window's evidence with the flags it raises (docs/measurement.md, "Per-run evidence").
 
 Pure: everything the summary says comes from the records and the counter deltas passed in.
 """
@@ -10,8 +11,9 @@ from collections.abc import Sequence
 
 from labkit.measure import io_probe as iop
 from labkit.measure import metrics as mx
-from labkit.measure.recording import BURST_BLAME, BURST_FLAG
+from labkit.measure.recording import BURST_BLAME, BURST_FLAG, CACHE_HIT_TOLERANCE
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
+from labkit.measure.scrapes import WindowEvidence, reset_message
 from labkit.measure.timing import BURST_GAP_NS, median
 from labkit.recipe import MeasurePlan
 
@@ -31,6 +33,8 @@ SERVER_TTFT = (
 )
 PROPOSED = "mean draft tokens proposed per drafting step (≤ K: ngram proposes fewer without a match)"
 DRAFTED = "the share of decode steps (per request) in which the drafter proposed anything"
+# a prefill sample with one of these flags is left out of the medians (a restart: a sample of another boot)
+PREFILL_EXCLUDED = ("prefix-cache-hit", "prompt-length-off", "counter-reset")
 PREFILL_WINDOW = (
     "prefill: (P - C) / (t_first - t_send - RTT), t_first = first token-bearing chunk (not the role "
     "prelude), P = usage.prompt_tokens; raw = P / TTFT"
@@ -48,10 +52,12 @@ def summarize(
     rtt_ns: int = 0,
     counter_kind: str = "",
     io: dict[str, dict[str, float]] | None = None,
+    windows: Sequence[WindowEvidence] = (),
 ) -> RunSummary:
     """The RunSummary of one run. `pc_window`: (hits, queries) prefix-cache deltas of the prefill samples;
-    `notes`: the run's own notes, put before the summary's."""
-    s = RunSummary()
+    `notes`: the run's own notes, put before the summary's; `windows`: what the engine's /metrics said about
+    each window, pooled into `evidence` and worded as `flags` (docs/measurement.md, "Per-run evidence")."""
+    s = RunSummary(evidence=pooled_evidence(windows), flags=evidence_flags(windows))
     ok = [r for r in records if r.ok]
     s.n_ok, s.n_failed = len(ok), len(records) - len(ok)
     sources = sorted({r.output_tokens_source for r in ok if r.output_tokens_source})
@@ -152,7 +158,7 @@ def _prefill_measures(
     pre = [r for r in ok if r.phase == "prefill"]
     for target in targets:
         rows = [r for r in pre if r.prompt_target == target]
-        clean = [r for r in rows if "prefix-cache-hit" not in r.flags and "prompt-length-off" not in r.flags]
+        clean = [r for r in rows if not any(f in r.flags for f in PREFILL_EXCLUDED)]
         if len(clean) < len(rows):
             s.notes.append(f"prefill_{target}: {len(rows) - len(clean)} flagged sample(s) excluded")
         _put(
@@ -251,3 +257,83 @@ def nfs_summary(s: RunSummary, io: dict[str, dict[str, float]]) -> None:
     s.method["nfs_read_bytes"] = f"Δserverreadbytes of the NFS mounts on {', '.join(seen)}, whole run"
     if s.n_ok:
         s.measures["nfs_read_bytes_per_completion"] = nfs / s.n_ok
+
+
+def pooled_evidence(windows: Sequence[WindowEvidence]) -> dict[str, dict]:
+    """Per window name, pooled over repetitions: see docs/measurement.md, "Per-run evidence"."""
+    out: dict[str, dict] = {}
+    for name in dict.fromkeys(w.name for w in windows):
+        ws = [w for w in windows if w.name == name]
+        e: dict = {"sent": sum(w.sent for w in ws), "scrapes": sum(w.scrapes for w in ws)}
+        for key, value in ws[0].start.items():
+            e[f"{key}_start"] = value
+        for key, value in ws[-1].end.items():
+            e[f"{key}_end"] = value
+        if any(w.start or w.end for w in ws):
+            e["busy_scrapes"] = sum(w.busy for w in ws)
+        for key, attr in (
+            ("finished", "finished"),
+            ("prefix_cache_hits", "hits"),
+            ("prefix_cache_queries", "queries"),
+        ):
+            values = [getattr(w, attr) for w in ws]
+            if all(v is not None for v in values) and not any(w.resets for w in ws):
+                e[key] = sum(values)
+        if any(w.resets for w in ws):
+            e["counter_resets"] = [
+                {"counter": c, "before": b, "after": a} for w in ws for c, b, a in w.resets
+            ]
+        out[name] = e
+    return out
+
+
+def evidence_flags(windows: Sequence[WindowEvidence]) -> list[dict[str, str]]:
+    """One flag per finding and window repetition: {"code", "window", "message"}."""
+    many = len({w.rep for w in windows}) > 1
+    out = []
+    for w in windows:
+        where = f"{w.name} (repetition {w.rep + 1})" if many else w.name
+        for code, message in window_findings(w):
+            out.append({"code": code, "window": w.name, "message": f"{where}: {message}"})
+    return out
+
+
+def window_findings(w: WindowEvidence) -> list[tuple[str, str]]:
+    """(code, message) of what one window's evidence shows: docs/measurement.md, "Per-run evidence"."""
+    found = []
+    if w.resets:
+        found.append(
+            (
+                "counter-reset",
+                reset_message(w.resets)
+                + ", so its counter-derived figures (acceptance, prefix-cache hits, the "
+                "engine's view, the foreign-traffic check) are invalid and its timed requests span two boots",
+            )
+        )
+    if w.finished is not None and w.finished > w.sent_valid:
+        found.append(
+            (
+                "foreign-traffic",
+                f"the engine finished {w.finished:g} requests while labkit sent {w.sent_valid}: "
+                f"{w.finished - w.sent_valid:g} came from another client (Δ{w.finished_by} summed over labels)",
+            )
+        )
+    if w.live and (w.start.get("running") or w.start.get("waiting")):
+        found.append(
+            (
+                "busy-at-start",
+                f"the engine showed {w.start.get('running', 0):g} running and {w.start.get('waiting', 0):g} "
+                "waiting requests when the window opened, with none of labkit's in flight: someone else was "
+                "using it",
+            )
+        )
+    if w.hits is not None and w.hit_pairs:
+        found.append(
+            (
+                "prefix-cache-hit",
+                f"{w.hit_pairs} of its {w.pairs} request windows hit the prefix cache for more than "
+                f"{CACHE_HIT_TOLERANCE} tokens per request ({w.hits:g} of {w.queries:g} prompt tokens "
+                "cached): its prompts were not new to the engine",
+            )
+        )
+    return found

@@ -11,7 +11,7 @@ Command line (stable; the serving layer launches exactly this form as a backgrou
     labkit sim ...        (same flags)
 
 Precedence: preset < --config file (TOML/JSON, flat keys, optionally under [sim]) < --set < --flavor/--host/
---port/--model-name. Unknown or ill-typed keys exit 1 with the key named. `--port 0` picks a free port (printed
+--port/--model-name. One --set takes one or several KEY=VALUE (a recipe's engine.args "--set" may be a list). Unknown or ill-typed keys exit 1 with the key named. `--port 0` picks a free port (printed
 in the `Starting vLLM server on http://H:P` / `Uvicorn running on http://H:P` line). `--list` prints all keys.
 Keys and meanings: labkit/sim/config.py (SimConfig). Presets: `dsv41-stock`, `dsv41-stock-dspark`, `test`.
 
@@ -38,20 +38,31 @@ of the uncached prompt tokens, a repeated prefix is served from chained 16-token
 start of a prompt defeats the cache, one at the end does not). Tokenizer: labkit/sim/tokenizer.py (one token per
 word or punctuation mark, words split every 8 characters, chat template adds 3 per message + 3).
 
-Ground truth: GET /sim/requests[?since=N] -> {"clock", "boot", "now", "config", "requests": [...]}, one entry per
+Ground truth: GET /sim/requests[?since=N] -> {"clock", "boot", "now", "running", "waiting", "config", "requests":
+[...]}, running/waiting being the gauges' values at "now" (the same as /metrics exports), one entry per
 generation request with index (1-based since boot), id, endpoint, stream, cold, prompt_tokens, cached_tokens,
 max_tokens, target_tokens, eos_at, completion_tokens, steps (decode steps after the prefill token), drafts,
 draft_tokens, accepted, accepted_per_pos, chunks, t_arrival, t_prefill_start, t_prefill_end (scheduled),
 t_first / t_last (actual write times of the first and last token), t_first_target / t_last_target, max_lateness,
 finish_reason, status (running|finished|aborted|stalled|exited), true_decode_tps = (N-1)/(t_last-t_first) and
-true_prefill_tps = (prompt-cached)/(prefill time). With record_chunks=true also emissions:
+true_prefill_tps = (prompt-cached)/(prefill time), rate_factor (its decode rate is decode_tps x this; 1 unless
+decode_noise) and scheduled_decode_tps = (N-1)/(t_last_target-t_first_target). With record_chunks=true also
+emissions:
 [[target, actual, tokens], ...]. Times are time.perf_counter() seconds = CLOCK_MONOTONIC on Linux, directly
 comparable with a client's perf_counter on the same host.
+
+Noise: decode_noise=s gives each generation request its own decode-rate factor f ~ N(1, s) (floored at 0.1),
+drawn from a stream seeded by (seed, request number): reproducible, mean rate unchanged, relative SD s.
+
+Gauges: vllm:num_requests_running / vllm:num_requests_waiting and sglang:num_running_reqs /
+sglang:num_queue_reqs are exact at the scrape: waiting = admitted, prefill not started; running = the others.
 
 Faults (request numbers count generation requests since boot, from 1):
 - fault_boot_crash="LINE": prints LINE as an ERROR during weight loading, then `EngineCore failed to start.`,
   exits 1 without ever listening.
 - fault_http500_request=n: the n-th request gets HTTP 500 (OpenAI error body); it still takes number n.
+- fault_restart_request=n: before request n every counter starts again from zero and the prefix cache is empty,
+  as /metrics shows an engine that restarted (the process, its port and the ground truth stay).
 - fault_exit_request=n, fault_exit_after_tokens=M: once the chunk reaching M tokens of request n is sent (with
   spec decoding a chunk may overshoot M), logs an ERROR line and the process exits with status 3 (the stream ends
   without [DONE]).

@@ -15,10 +15,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--set",
         dest="sets",
-        action="append",
+        action="extend",
+        nargs="+",
         default=[],
         metavar="KEY=VALUE",
-        help="one setting, repeatable (applied after --config); see `python -m labkit.sim --list`",
+        help="settings, one or several per --set, repeatable (applied after --config); a recipe's "
+        'engine.args "--set" = ["decode_noise=0.01", "seed=3"] passes several; see `python -m labkit.sim --list`',
     )
     p.add_argument("--flavor", choices=FLAVORS, help="API, metrics and log style to imitate (default vllm)")
     p.add_argument("--host", help="listen address (default 127.0.0.1)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import random
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,9 @@ class SimConfig:
     prefill_tps: float = 5000.0
     prefill_chunk_tokens: int = 0  # 0: a prefill blocks other streams' decode steps until it ends
     decode_tps: float = 50.0  # per stream at c1, mean tokens/s (spec steps included)
+    # relative SD of each generation request's decode rate: its steps run at rate x f, f ~ N(1, decode_noise)
+    # from a stream seeded by (seed, request number), floored at 0.1; 0 = every request at the same rate
+    decode_noise: float = 0.0
     batch_beta: float = 0.0  # step_time(b) = step_time(1) * (1 + beta*(b-1))
     cold_requests: int = 1  # the first N generation requests after boot are "cold"
     cold_decode_tps: float = 0.0  # 0: cold requests decode at decode_tps
@@ -89,6 +93,7 @@ class SimConfig:
         0  # ... when the chunk reaching fault_hold_until tokens is ready (0 = the last chunk)
     )
     fault_hold_until: int = 0
+    fault_restart_request: int = 0  # counters start again from zero before request n, as after a restart
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -105,10 +110,18 @@ class SimConfig:
     def mean_accepted(self) -> float:
         return sum(self.spec_accept) if self.spec_on else 0.0
 
-    def step_time(self, batch: int, cold: bool) -> float:
-        """Seconds per decode step for one stream when `batch` streams decode together."""
-        rate = self.cold_decode_tps if cold and self.cold_decode_tps > 0 else self.decode_tps
+    def step_time(self, batch: int, cold: bool, factor: float = 1.0) -> float:
+        """Seconds per decode step for one stream when `batch` streams decode together; `factor` is the
+        request's rate factor (`rate_factor`)."""
+        rate = (self.cold_decode_tps if cold and self.cold_decode_tps > 0 else self.decode_tps) * factor
         return (1.0 + self.mean_accepted) / rate * (1.0 + self.batch_beta * (max(batch, 1) - 1))
+
+    def rate_factor(self, index: int) -> float:
+        """Generation request `index`'s decode-rate factor, 1 without decode_noise. Drawn from a stream of its
+        own (seed, index), so it is reproducible and leaves the EOS and acceptance draws as they were."""
+        if self.decode_noise <= 0:
+            return 1.0
+        return max(0.1, random.Random(f"decode_noise/{self.seed}/{index}").gauss(1.0, self.decode_noise))
 
     def prefill_rate(self, cold: bool) -> float:
         return self.cold_prefill_tps if cold and self.cold_prefill_tps > 0 else self.prefill_tps
@@ -128,6 +141,7 @@ class SimConfig:
             "cold_decode_tps",
             "cold_prefill_tps",
             "batch_beta",
+            "decode_noise",
             "eos_mean_tokens",
             "boot_weights_s",
             "boot_init_s",
@@ -164,6 +178,7 @@ class SimConfig:
             "fault_hold_request",
             "fault_hold_from",
             "fault_hold_until",
+            "fault_restart_request",
             "cold_requests",
             "prefill_chunk_tokens",
         ):

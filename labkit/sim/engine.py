@@ -8,7 +8,8 @@ wake-up time, so sleep jitter does not accumulate):
 - prefill: starts at max(arrival, end of the previous prefill) (one prefill at a time, like one GPU);
   lasts (prompt_tokens - cached_tokens) / prefill_tps. The first token is emitted when it ends.
 - decode step k: target_k = target_{k-1} + step_time(b), b = requests currently decoding (read when the
-  step is scheduled), step_time(b) = (1 + E[accepted]) / decode_tps * (1 + batch_beta * (b - 1)).
+  step is scheduled), step_time(b) = (1 + E[accepted]) / (decode_tps * f) * (1 + batch_beta * (b - 1)), with
+  f the request's rate factor (1, or drawn once per request with decode_noise: SimConfig.rate_factor).
   A step due inside another request's prefill waits for it (prefill_chunk_tokens = 0) or is stretched by one
   chunk's time (prefill_chunk_tokens / prefill_tps), as chunked prefill shares the forward pass.
 - speculative step: one uniform draw u; position i is accepted iff u < spec_accept[i] (rates non-increasing,
@@ -116,6 +117,7 @@ class RequestTruth:
     t_arrival: float
     t_prefill_start: float
     t_prefill_end: float  # scheduled first-token time
+    rate_factor: float = 1.0  # its decode rate is decode_tps x this (SimConfig.decode_noise)
     completion_tokens: int = 0
     steps: int = 0  # decode steps after the prefill token (SGLang verify calls)
     drafts: int = 0
@@ -142,6 +144,9 @@ class RequestTruth:
         )
         dt = self.t_prefill_end - self.t_prefill_start
         d["true_prefill_tps"] = (self.prompt_tokens - self.cached_tokens) / dt if dt > 0 else None
+        d["scheduled_decode_tps"] = (  # (N-1) over the scheduled span: the rate meant, free of write jitter
+            (n - 1) / (self.t_last_target - self.t_first_target) if n > 1 and self.t_last_target else None
+        )
         return d
 
 
@@ -194,6 +199,12 @@ class Engine:
             self._cache.move_to_end(h)
         while len(self._cache) > self._cache_cap:
             self._cache.popitem(last=False)
+
+    def restart(self) -> None:
+        """Counters from zero and an empty prefix cache, as a restarted engine shows them (the restart fault);
+        requests in flight and the ground truth stay."""
+        self.c = Counters(spec_accepted_per_pos=[0] * self.cfg.spec_k)
+        self._cache.clear()
 
     def flush_cache(self) -> bool:
         """Drop the prefix cache and zero the since-flush acceptance (SGLang: only when idle)."""
@@ -252,6 +263,7 @@ class Engine:
             t_arrival=now,
             t_prefill_start=start,
             t_prefill_end=end,
+            rate_factor=cfg.rate_factor(index),
             accepted_per_pos=[0] * (cfg.spec_k if cfg.spec_on else 0),
         )
         if cfg.record_chunks:
@@ -273,7 +285,7 @@ class Engine:
     def next_target(self, rec: RequestTruth, prev_target: float) -> float:
         """Absolute time of this request's next decode step."""
         cfg = self.cfg
-        t = prev_target + cfg.step_time(self.decoding, rec.cold)
+        t = prev_target + cfg.step_time(self.decoding, rec.cold, rec.rate_factor)
         for start, end, index in self._prefills:
             if index != rec.index and start < t < end:
                 if cfg.prefill_chunk_tokens:

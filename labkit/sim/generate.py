@@ -2,7 +2,8 @@
 
 The schedule is absolute (labkit.sim.engine): each step waits for its target time with a select()-based loop
 timer (microsecond resolution), or yields once when behind. Each engine step is one SSE event; faults (HTTP
-500, exit, stall, held chunks) act here, at the request numbers and token counts the config names.
+500, exit, stall, held chunks, counter restart) act here, at the request numbers and token counts the config
+names.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ async def generate(conn, req: openai.GenRequest, keep: bool) -> None:
     """Answer one generation request on `conn` (a labkit.sim.connection.HttpConn)."""
     cfg, eng = conn.app.cfg, conn.app.engine
     number = eng.n_requests + 1
+    if number == cfg.fault_restart_request:
+        eng.restart()
+        conn.app.log.line(
+            f"simulated fault: engine counters reset before request {number} (a restart)", "WARNING"
+        )
     if number == cfg.fault_http500_request:
         eng.n_requests += 1  # the failed request still takes its number
         err = openai.ApiError(500, f"simulated fault: HTTP 500 on request {number}", "InternalServerError")

@@ -3,6 +3,8 @@
 vLLM: counters carry labels model_name and engine="0", token counters move per step (live), and every
 counter also has a `<name>_created` sample as prometheus_client writes it. SGLang: token counters and
 spec_verify_calls_total move at request finish; spec gauges describe the last finished request.
+Both flavours export the running and waiting gauges (`request_states`) with their values at the scrape; a real
+SGLang sets them only when it logs a batch (docs/engines.md, "Metrics labkit reads").
 """
 
 from __future__ import annotations
@@ -56,6 +58,15 @@ def _num(v: float) -> str:
     return repr(float(v))
 
 
+def request_states(engine: Engine, now: float | None = None) -> tuple[int, int]:
+    """(running, waiting) at `now`: waiting = admitted, its prefill not started yet (one prefill at a time);
+    running = the other unfinished requests (prefilling or decoding), as a scheduler counts them."""
+    now = engine.clock() if now is None else now
+    live = [r for r in engine.records if r.status == "running"]
+    waiting = sum(1 for r in live if r.t_prefill_start > now)
+    return len(live) - waiting, waiting
+
+
 def render(engine: Engine, wall_boot: float) -> str:
     """The /metrics body for the engine's flavour."""
     return render_vllm(engine, wall_boot) if engine.cfg.flavor == "vllm" else render_sglang(engine)
@@ -64,12 +75,9 @@ def render(engine: Engine, wall_boot: float) -> str:
 def render_vllm(engine: Engine, wall_boot: float) -> str:
     cfg, c = engine.cfg, engine.c
     out = _Out(f'engine="0",model_name="{cfg.model_name}"', created=wall_boot)
-    out.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", engine.decoding)
-    out.gauge(
-        "vllm:num_requests_waiting",
-        "Number of requests waiting to be processed.",
-        engine.running - engine.decoding,
-    )
+    running, waiting = request_states(engine)
+    out.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", running)
+    out.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting)
     out.gauge(
         "vllm:kv_cache_usage_perc",
         "KV-cache usage. 1 means 100 percent usage.",
@@ -149,7 +157,9 @@ def render_sglang(engine: Engine) -> str:
             ('mode="decode"', c.generation_tokens),
         ],
     )
-    out.gauge("sglang:num_running_reqs", "The number of running requests.", engine.running)
+    running, waiting = request_states(engine)
+    out.gauge("sglang:num_running_reqs", "The number of running requests.", running)
+    out.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", waiting)
     out.gauge(
         "sglang:token_usage", "The token usage.", min(1.0, len(engine._cache) / max(1, engine._cache_cap))
     )

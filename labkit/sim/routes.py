@@ -15,7 +15,7 @@ from labkit.sim import openai
 from labkit.sim.boot import BootLog
 from labkit.sim.config import SimConfig
 from labkit.sim.engine import Engine
-from labkit.sim.metrics import render
+from labkit.sim.metrics import render, request_states
 
 
 class App:
@@ -63,6 +63,8 @@ class App:
         if path == "/sim/requests" and method == "GET":
             since = int(parse_qs(query).get("since", ["0"])[0])
             recs = [r.to_dict() for r in eng.records if r.index > since]
+            now = time.perf_counter()
+            running, waiting = request_states(eng, now)
             return (
                 200,
                 js,
@@ -70,7 +72,9 @@ class App:
                     {
                         "clock": "time.perf_counter (CLOCK_MONOTONIC)",
                         "boot": eng.t_boot,
-                        "now": time.perf_counter(),
+                        "now": now,
+                        "running": running,
+                        "waiting": waiting,
                         "config": asdict(cfg),
                         "requests": recs,
                     }

@@ -1,0 +1,63 @@
+"""labkit compare on simulated lanes with known truths: lanes 3 % apart under 1 % per-request noise are told
+apart at n = 5, the same lane measured on two boots is not, and the verdict comes from stored runs only."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit import lab
+from labkit.report import compare as cmp
+from tests.support.lanes import sim_recipe
+
+PORTS = {"slow": 18783, "fast": 18784}
+# four 32-token c1 turns per run: run values vary by about 1 % (the per-request noise plus timing jitter)
+PLAN = "runs = 5\ndecode = { concurrency = [1], turns = 4, output_tokens = 32, warmup = 0 }"
+
+
+@pytest.fixture()
+def lanes(tmp_path, monkeypatch):
+    root = tmp_path / "recipes"
+    for name, tps, seed in (("slow", 100.0, 11), ("fast", 103.0, 21)):
+        sim_recipe(
+            root / name, port=PORTS[name], settings={"decode_tps": tps, "decode_noise": 0.01, "seed": seed}
+        )
+        _plan(root / name)
+    monkeypatch.setenv("LABKIT_RECIPES", str(root))
+    return tmp_path / "results"
+
+
+def _plan(folder):
+    """The test lanes' short decode plan replaced by PLAN (sim_recipe writes [measure] first)."""
+    toml = folder / "recipe.toml"
+    old = "decode = { concurrency = [1], turns = 2, output_tokens = 16, warmup = 0 }"
+    assert old in toml.read_text()
+    toml.write_text(toml.read_text().replace(old, PLAN))
+
+
+def _verdict(c, measure="decode_c1"):
+    return {r.measure: r for r in c.rows}[measure]
+
+
+def test_three_percent_apart_is_faster_and_the_same_lane_twice_is_not(lanes, monkeypatch, tmp_path):
+    slow = lab.measure(lab.plan("slow"), results=lanes, progress=False)
+    fast = lab.measure(lab.plan("fast"), results=lanes, progress=False)
+    assert len(slow.run_ids) == len(fast.run_ids) == 5
+
+    c = lab.compare("slow", "fast", measures=["decode_c1"], results=lanes)
+    r = _verdict(c)
+    assert r.test == "Welch t, 5 vs 5 runs" and r.verdict == cmp.FASTER
+    assert r.rel_lo < 0.03 < r.rel_hi  # the interval covers the true 3 %
+    assert c.a.unit == "runs on one boot" and not c.gate.blocked
+
+    # the slow lane again, on a second boot with other noise draws: no verdict of faster or slower
+    sim_recipe(
+        tmp_path / "recipes" / "slow",
+        port=PORTS["slow"],
+        settings={"decode_tps": 100.0, "decode_noise": 0.01, "seed": 12},
+    )
+    _plan(tmp_path / "recipes" / "slow")
+    again = lab.measure(lab.plan("slow"), results=lanes, progress=False)
+    same = lab.compare(",".join(slow.run_ids), ",".join(again.run_ids), measures=["decode_c1"], results=lanes)
+    r = _verdict(same)
+    assert r.verdict == cmp.NO_DIFFERENCE or r.verdict.startswith(cmp.EQUIVALENT), r
+    assert r.rel_lo < 0 < r.rel_hi

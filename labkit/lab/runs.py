@@ -150,6 +150,7 @@ def _repeat(
                 spec_k_source=k_found[1] if k_found else "",
                 run_id=run.run_id,
                 on_partial=lambda partial, run=run: write_records(run, partial),
+                prompt_seed=None if m.seed is None else f"{m.seed}/{i}",
             )
             done.results.append(result)
             if result.summary.n_ok == 0:  # a folder of failures is not a result: keep it, failed

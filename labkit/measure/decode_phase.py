@@ -53,15 +53,15 @@ async def measure_decode(bench, run: int) -> None:
     n_before = len(bench.records)
     windows = _Windows(bench, run, before)
     if _cold_turn(bench, run, before):
-        res, n = await _one(bench, N)
+        res, n = await _one(bench, N, "cold")
         await windows.close([bench.record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)])
     for i in range(d.warmup):
-        res, n = await _one(bench, N)
+        res, n = await _one(bench, N, f"warmup.{i}")
         await windows.close([bench.record(res, phase="warmup", requested=N, turn=i, nonce=n)])
     for k in d.concurrency:
         for turn in range(1, d.turns + 1):
             if k == 1:
-                res, n = await _one(bench, N)
+                res, n = await _one(bench, N, f"c1.{turn}")
                 await windows.close([bench.record(res, phase="decode", requested=N, turn=turn, nonce=n)])
             else:
                 await _lockstep_group(bench, k, turn, N, windows)
@@ -104,16 +104,19 @@ def _cold_turn(bench, run: int, before) -> bool:
     return cold
 
 
-async def _one(bench, max_tokens: int, prompt_nonce: str | None = None) -> tuple[StreamResult, str]:
-    """One forced-length decode request with a fresh (or the given) nonce; the result and that nonce."""
-    n = prompt_nonce or pr.nonce()
-    return await bench.c.stream(bench.stream_request(pr.decode_prompt(n), max_tokens, forced=True)), n
+async def _one(bench, max_tokens: int, place: str) -> tuple[StreamResult, str]:
+    """One forced-length decode request with a fresh nonce, its text from the run's prompt seed and its
+    `place` in the run when the run has one; the result and that nonce."""
+    n = pr.nonce()
+    prompt = pr.decode_prompt(n, bench.text_seed(place))
+    return await bench.c.stream(bench.stream_request(prompt, max_tokens, forced=True)), n
 
 
 async def _lockstep_group(bench, k: int, turn: int, N: int, windows: _Windows) -> None:
     """`k` streams sent together, kept as `k` records and one GroupRecord of their aggregate estimators."""
     nonces = [pr.nonce() for _ in range(k)]
-    reqs = [bench.stream_request(pr.decode_prompt(x), N, forced=True) for x in nonces]
+    texts = [pr.decode_prompt(x, bench.text_seed(f"c{k}.{turn}.{s}")) for s, x in enumerate(nonces)]
+    reqs = [bench.stream_request(text, N, forced=True) for text in texts]
     # Lockstep: every stream is created before the first await, so all are sent together.
     results = await asyncio.gather(*(bench.c.stream(r) for r in reqs))
     index = len(bench.groups)

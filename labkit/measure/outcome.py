@@ -64,6 +64,12 @@ def bench_result(
         io_hooks=bench.io_hooks,
     )
     prov["partial"] = False
+    prov["prompt_seed"] = bench.prompt_seed
+    prov["prompt_texts"] = (
+        "seeded by prompt_seed, repetition and place in the plan; a fresh nonce first"
+        if bench.prompt_seed is not None
+        else "seeded by each prompt's own fresh nonce"
+    )
     return BenchResult(bench.records, bench.groups, summary, prov, bench.scrapes, io)
 
 

@@ -34,7 +34,8 @@ async def _fit_counter(bench) -> None:
 async def _sample(bench, run: int, target: int, i: int, warm: int) -> None:
     """Request `i` at `target` prompt tokens (the first `warm` are warmups, kept out of the cache window)."""
     exact = bench.counter_kind.startswith("server ")  # the server's own count: fit to the token
-    prompt, counted, n = await pr.fit_prompt(target, bench.counter, exact=exact)
+    seed = bench.text_seed(f"prefill.{target}.{i}")
+    prompt, counted, n = await pr.fit_prompt(target, bench.counter, exact=exact, seed=seed)
     key = f"prefill.{target}.{run}.{i}"
     before = await bench.scrape(key + ".before")
     res = await bench.c.stream(bench.stream_request(prompt, 1, forced=True))

@@ -172,18 +172,20 @@ def prose(seed: str | int, n_sentences: int) -> str:
     return "\n\n".join(paragraphs)
 
 
-def decode_prompt(nonce_: str) -> str:
-    """A short natural prompt for decode runs; the nonce comes first."""
-    rng = random.Random(nonce_)
+def decode_prompt(nonce_: str, seed: str | None = None) -> str:
+    """A short natural prompt for decode runs; the nonce comes first. Its text is drawn from `seed` when given
+    (a shared prompt seed: the same text in another run or lane), else from the nonce."""
+    rng = random.Random(nonce_ if seed is None else seed)
     return (
         f"[{nonce_}] Write a long, detailed story about {rng.choice(_TOPICS)}, "
         f"told by {rng.choice(_SUBJECTS)}. Describe the place, the people and the weather."
     )
 
 
-def prefill_prompt(nonce_: str, n_words: int) -> str:
-    """The prefill prompt: nonce, a one-line instruction, then about `n_words` words of fresh prose."""
-    words = prose(nonce_, max(1, n_words // 8 + 2)).split(" ")
+def prefill_prompt(nonce_: str, n_words: int, seed: str | None = None) -> str:
+    """The prefill prompt: nonce, a one-line instruction, then about `n_words` words of prose drawn from
+    `seed` when given, else from the nonce."""
+    words = prose(nonce_ if seed is None else seed, max(1, n_words // 8 + 2)).split(" ")
     body = " ".join(words[: max(1, n_words)])
     return f"[{nonce_}] Read these notes and summarise them in one sentence.\n\n{body}"
 
@@ -200,6 +202,7 @@ async def fit_prompt(
     words_per_token: float = 0.75,
     max_steps: int = 12,
     exact: bool = False,
+    seed: str | None = None,
 ) -> tuple[str, int, str]:
     """A unique prompt whose server token count is within `tolerance` of `target`, or exactly `target` when
     `exact` (the counter is the server's own, e.g. /tokenize) and a few pad pieces get it there.
@@ -213,7 +216,7 @@ async def fit_prompt(
     best: tuple[int, str, int] | None = None
     seen: dict[int, int] = {}
     for _ in range(max_steps):
-        prompt = prefill_prompt(nonce_, words)
+        prompt = prefill_prompt(nonce_, words, seed)
         n = await count(prompt)
         seen[words] = n
         err = abs(n - target)
@@ -228,7 +231,7 @@ async def fit_prompt(
         words = new
     assert best is not None
     if exact and best[0]:
-        fitted = await _pad_exact(target, await _under(target, nonce_, seen, count), count)
+        fitted = await _pad_exact(target, await _under(target, nonce_, seen, count, seed), count)
         if fitted is not None:
             return fitted[0], fitted[1], nonce_
     err, prompt, n = best
@@ -258,15 +261,17 @@ PADS = (" a", ".", "\n", " x")  # pieces of about one token each in most tokeniz
 PAD_TRIES = 6  # server counts per pad piece before the next piece is tried
 
 
-async def _under(target: int, nonce_: str, seen: dict[int, int], count: Counter) -> tuple[str, int] | None:
+async def _under(
+    target: int, nonce_: str, seen: dict[int, int], count: Counter, seed: str | None = None
+) -> tuple[str, int] | None:
     """The longest measured prompt at or under `target`, else one measured a few words shorter."""
     under = [w for w, n in seen.items() if n <= target]
     if under:
         w = max(under, key=lambda w: seen[w])
-        return prefill_prompt(nonce_, w), seen[w]
+        return prefill_prompt(nonce_, w, seed), seen[w]
     w = min(seen)
     w = max(1, w - int((seen[w] - target) * w / seen[w]) - 2)
-    prompt = prefill_prompt(nonce_, w)
+    prompt = prefill_prompt(nonce_, w, seed)
     n = await count(prompt)
     return (prompt, n) if n <= target else None
 

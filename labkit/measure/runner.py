@@ -73,6 +73,7 @@ class Bench:
         spec_k: int | None,
         run_id: str,
         spec_k_source: str = "",
+        prompt_seed: str | None = None,
     ):
         self.c, self.plan, self.model, self.api = client, plan, model, api
         self.cold_expected, self.io_hooks, self.lane, self.spec_k, self.run_id = (
@@ -99,6 +100,7 @@ class Bench:
         self.evidence = EvidenceLog()  # what /metrics say about each window (labkit/measure/scrapes.py)
         self.engine_info: dict[str, Any] = {}
         self.rep = 0  # current repetition of the plan
+        self.prompt_seed = prompt_seed  # shared prompt texts across runs and lanes (docs/compare.md)
 
     # ---------------------------------------------------------------- shared by the phases
     async def scrape(self, key: str) -> mx.Samples | None:
@@ -117,6 +119,13 @@ class Bench:
             return None
         self.scrapes[key] = text
         return mx.parse_prometheus(text)
+
+    def text_seed(self, place: str) -> str | None:
+        """What a prompt's text is drawn from: the run's prompt seed, the repetition and the request's place
+        in the plan, so the same place gets the same text in every lane run with that seed (its nonce stays
+        fresh); None without a prompt seed (the text is then drawn from the nonce). docs/compare.md,
+        "Shared prompt seeds"."""
+        return None if self.prompt_seed is None else f"{self.prompt_seed}:{self.rep}:{place}"
 
     def stream_request(self, prompt: str, max_tokens: int, *, forced: bool) -> StreamRequest:
         """A greedy request with the plan's timeout; `forced` pins its length (min_tokens, ignore_eos)."""
@@ -299,11 +308,15 @@ async def run_bench_async(
     transport: str = "direct",
     save_to: str | Path | None = None,
     on_partial: Callable[[BenchResult], None] | None = None,
+    prompt_seed: str | None = None,
 ) -> BenchResult:
     """Measure the endpoint at `url` (server root or .../v1) with `plan` (a recipe's MeasurePlan).
 
     `spec_k`: the engine's configured draft tokens per step, and `spec_k_source` where it came from (e.g.
     `configured_k(lane.engine)`); without it K is read from /metrics where the engine exports it.
+
+    `prompt_seed`: draw prompt texts from it (not from each prompt's nonce), so two lanes run with the same
+    seed see the same texts, place by place, and can be paired (docs/compare.md, "Shared prompt seeds").
 
     `transport`: "direct" (default) or "sdk", see labkit/measure/client.py. `on_partial(result)` is called with
     what was measured when the run is interrupted or fails halfway (provenance partial=True), before re-raising."""
@@ -321,6 +334,7 @@ async def run_bench_async(
             spec_k=spec_k,
             spec_k_source=spec_k_source,
             run_id=run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"),
+            prompt_seed=prompt_seed,
         )
         return await bench.run(
             recipe_hash=recipe_hash,

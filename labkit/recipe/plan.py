@@ -132,6 +132,7 @@ class MeasurePlan:
     target_ci: float | None = None  # relative half-width of the 95 % interval to repeat until
     max_runs: int | None = None  # cap on repetitions when target_ci is set
     target_measures: tuple[str, ...] = ()  # the measures target_ci applies to; () = the headline ones
+    seed: int | None = None  # shared prompt seed: repetition i draws its prompt texts from "<seed>/<i>"
 
     def headline_measures(self) -> tuple[str, ...]:
         """decode_c1, decode_c<K>_agg and prefill_<P>: the figures a lane is judged by, in plan order."""
@@ -362,6 +363,7 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         m["target_ci"],
         m["max_runs"],
         tuple(m["target_measures"] or ()),
+        m["seed"],
     )
     blob = _blob(name, choices, merged)
     lane = merged["lane"]

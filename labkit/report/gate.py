@@ -83,7 +83,8 @@ def images(doc: Mapping[str, Any]) -> str:
 def prompt_set(doc: Mapping[str, Any]) -> str:
     prov = doc.get("provenance") or {}
     seed = prov.get("prompt_seed")
-    return f"seed {prov.get('prompt_seed_base', seed)}" if seed is not None else "fresh random prompts"
+    # "7/3" is repetition 3 of seed 7: every run of a lane has its own, the set is the seed before the slash
+    return f"seed {str(seed).split('/')[0]}" if seed is not None else "fresh random prompts"
 
 
 FACTS = {

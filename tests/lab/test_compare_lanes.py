@@ -61,3 +61,24 @@ def test_three_percent_apart_is_faster_and_the_same_lane_twice_is_not(lanes, mon
     r = _verdict(same)
     assert r.verdict == cmp.NO_DIFFERENCE or r.verdict.startswith(cmp.EQUIVALENT), r
     assert r.rel_lo < 0 < r.rel_hi
+
+
+def test_a_shared_prompt_seed_pairs_the_runs_without_cache_hits(tmp_path, monkeypatch):
+    import json
+
+    root = tmp_path / "recipes"
+    for name, tps in (("slow", 100.0), ("fast", 103.0)):
+        sim_recipe(root / name, port=PORTS[name], settings={"decode_tps": tps}, measure="runs = 3\nseed = 7")
+    monkeypatch.setenv("LABKIT_RECIPES", str(root))
+    results = tmp_path / "results"
+    done = {n: lab.measure(lab.plan(n), results=results, progress=False) for n in ("slow", "fast")}
+    docs = {n: [json.loads((d / "run.json").read_text()) for d in done[n].run_dirs] for n in done}
+    assert [d["provenance"]["prompt_seed"] for d in docs["slow"]] == ["7/0", "7/1", "7/2"]
+    # same texts place by place, yet every prompt starts with its own nonce: the prefix cache never hits
+    for n in done:
+        assert all(not d["summary"]["flags"] for d in docs[n]), docs[n][0]["summary"]["flags"]
+        assert all(d["summary"]["measures"]["prefix_cache_hit_ratio"] == 0 for d in docs[n])
+    c = lab.compare("slow", "fast", measures=["decode_c1"], results=results)
+    assert c.pairing == "paired on 3 shared prompt seeds" and _verdict(c).test == "paired t on 3 pairs"
+    assert {i.fact for i in c.gate.items} >= {"recipe content"}
+    assert "prompt set" not in {i.fact for i in c.gate.items}  # both sides ran seed 7

@@ -35,6 +35,10 @@ PROPOSED = "mean draft tokens proposed per drafting step (≤ K: ngram proposes 
 DRAFTED = "the share of decode steps (per request) in which the drafter proposed anything"
 # a prefill sample with one of these flags is left out of the medians (a restart: a sample of another boot)
 PREFILL_EXCLUDED = ("prefix-cache-hit", "prompt-length-off", "counter-reset")
+INTERVALS_OVER_RUNS = (
+    "over runs (tables, labkit compare, measure.target_ci) this run's value of each measure is one sample: "
+    "a 95 % Student-t interval on run means from 3 runs on (no bootstrap); Welch or paired t between lanes"
+)
 PREFILL_WINDOW = (
     "prefill: (P - C) / (t_first - t_send - RTT), t_first = first token-bearing chunk (not the role "
     "prelude), P = usage.prompt_tokens; raw = P / TTFT"
@@ -58,6 +62,7 @@ def summarize(
     `notes`: the run's own notes, put before the summary's; `windows`: what the engine's /metrics said about
     each window, pooled into `evidence` and worded as `flags` (docs/measurement.md, "Per-run evidence")."""
     s = RunSummary(evidence=pooled_evidence(windows), flags=evidence_flags(windows))
+    s.method["intervals"] = INTERVALS_OVER_RUNS
     ok = [r for r in records if r.ok]
     s.n_ok, s.n_failed = len(ok), len(records) - len(ok)
     sources = sorted({r.output_tokens_source for r in ok if r.output_tokens_source})

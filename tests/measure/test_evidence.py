@@ -235,6 +235,8 @@ def test_a_run_alone_on_the_engine_has_no_flags():
     assert (e["running_start"], e["waiting_start"], e["running_end"], e["waiting_end"]) == (0, 0, 0, 0)
     pre = s.evidence["prefill_300"]
     assert pre["sent"] == pre["finished"] == 2 and pre["prefix_cache_hits"] == 0  # warmup + sample
+    # how intervals over runs are made from this run's values is said in the run itself
+    assert "95 % Student-t interval on run means from 3 runs on (no bootstrap)" in s.method["intervals"]
 
 
 def test_a_restart_inside_the_decode_window_is_caught_and_drops_its_acceptance():

@@ -22,13 +22,25 @@ from labkit.nodes import CommandTimeout
 NODE_MODULES = tuple(Path(__file__).parent / "node" / f"{m}.py" for m in ("base", "probe", "build", "main"))
 
 
+# CPython 3.11 keeps the AST converter's recursion counter per interpreter, not per thread: two threads in
+# ast.parse at once (one paused mid-parse, e.g. by a finalizer that releases the GIL) end in "SystemError:
+# AST constructor recursion depth mismatch". Staging builds the script in one thread per node, so parsing
+# is serialised here (a CI run failed this way on one of four nodes).
+_PARSE_LOCK = threading.Lock()
+
+
+def _parse(text: str) -> ast.Module:
+    with _PARSE_LOCK:
+        return ast.parse(text)
+
+
 def join_node_script(sources: list[str]) -> str:
     """One stdlib-only script from the node modules' texts, in order: their `labkit.*` imports go (each name
     is defined above its use in the joined text) and `from __future__` stays only at the top."""
     parts = []
     for i, text in enumerate(sources):
         drop: set[int] = set()
-        for stmt in ast.parse(text).body:
+        for stmt in _parse(text).body:
             if isinstance(stmt, ast.ImportFrom) and (
                 (stmt.module or "").startswith("labkit.") or (i and stmt.module == "__future__")
             ):

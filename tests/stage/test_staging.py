@@ -780,3 +780,35 @@ def test_full_preflight_moves_the_raw_source_samples_once(world):
     preflight(plan, [Recording(h) for h in hosts], full=True)
     assert [bool(r["full"]) for r in sent] == [False, True]
     assert sent[0]["send_source"] == [] and sent[1]["send_source"] == list(LOCAL)
+
+
+def test_node_script_is_never_parsed_by_two_threads_at_once(monkeypatch):
+    """CPython 3.11's AST converter shares its recursion counter between threads: concurrent parses failed a
+    four-node stage with "AST constructor recursion depth mismatch". Each node's thread builds the script, so
+    the parse must be serialised; a parse that pauses (as a finalizer releasing the GIL can make it) shows it."""
+    import ast
+    import threading
+
+    from labkit.stage import node_script
+
+    inside, most, guard = [0], [0], threading.Lock()
+    real = ast.parse
+
+    def slow_parse(text, *args, **kwargs):
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.01)  # the pause in which another thread could enter
+        try:
+            return real(text, *args, **kwargs)
+        finally:
+            with guard:
+                inside[0] -= 1
+
+    monkeypatch.setattr(ast, "parse", slow_parse)
+    threads = [threading.Thread(target=node_script) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1

@@ -3,6 +3,8 @@ summary out, each figure with the method that produced it (token source, timer, 
 
 client (stamped streams) -> sse (parsed after the stream) -> recording (records) -> runner (`Bench`, the plan)
 -> summary (RunSummary) and provenance; summary_text renders the summary as the lab note's table.
+telemetry_run samples every node (nvidia-smi, /proc/meminfo) while a run measures; telemetry summarizes the
+samples per window with energy per token and health flags.
 """
 
 from labkit.measure.client import EndpointError, StreamClient, StreamRequest, split_base
@@ -20,6 +22,17 @@ from labkit.measure.runner import Bench, default_plan, run_bench, run_bench_asyn
 from labkit.measure.sse import SSEParser, StreamResult
 from labkit.measure.summary import nfs_summary, summarize
 from labkit.measure.summary_text import fmt_range, fmt_rate, render, rows
+from labkit.measure.telemetry import (
+    NodeSeries,
+    TelemetryRun,
+    health_flags,
+    healthy_clocks,
+    parse_node,
+    reason_names,
+    summarize_telemetry,
+    telemetry_windows,
+)
+from labkit.measure.telemetry_run import NodeTelemetry, sampler_script
 from labkit.measure.timing import (
     NS,
     cumulative_tokens,
@@ -38,12 +51,15 @@ __all__ = [
     "GroupRecord",
     "LocalNfsProbe",
     "NodeNfsProbe",
+    "NodeSeries",
+    "NodeTelemetry",
     "RequestRecord",
     "RunSummary",
     "SSEParser",
     "StreamClient",
     "StreamRequest",
     "StreamResult",
+    "TelemetryRun",
     "configured_k",
     "cumulative_tokens",
     "decode_tps",
@@ -52,6 +68,8 @@ __all__ = [
     "fmt_range",
     "fmt_rate",
     "group_aggregate",
+    "health_flags",
+    "healthy_clocks",
     "make_group",
     "make_record",
     "median",
@@ -59,11 +77,16 @@ __all__ = [
     "nfs_read_delta",
     "nfs_summary",
     "parse_mountstats",
+    "parse_node",
     "prefill_tps",
+    "reason_names",
     "render",
     "rows",
     "run_bench",
     "run_bench_async",
+    "sampler_script",
     "split_base",
     "summarize",
+    "summarize_telemetry",
+    "telemetry_windows",
 ]

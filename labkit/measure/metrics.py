@@ -11,42 +11,16 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-Samples = dict[str, list[tuple[dict[str, str], float]]]
-
-_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(?:\s+\S+)?\s*$")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# The text parser is labkit.serve's (the lane's boot reads /metrics too); re-exported as this module's API.
+from labkit.serve import Samples as Samples
+from labkit.serve import parse_prometheus as parse_prometheus
 
 
 class CounterReset(ValueError):
     """A counter went backwards between two scrapes: the engine restarted inside the window."""
-
-
-def _unescape(value: str) -> str:
-    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
-
-
-def parse_prometheus(text: str) -> Samples:
-    """{metric name: [(labels, value), ...]} from Prometheus text exposition; comments and junk lines skipped."""
-    out: Samples = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _LINE.match(line)
-        if not m:
-            continue
-        name, _, labels, value = m.groups()
-        try:
-            v = float(value)
-        except ValueError:
-            continue
-        lab = {k: _unescape(val) for k, val in _LABEL.findall(labels or "")}
-        out.setdefault(name, []).append((lab, v))
-    return out
 
 
 def total(samples: Samples, *names: str, where: dict[str, str] | None = None) -> float | None:

@@ -1,5 +1,6 @@
 """What a Bench's run hands back: its records, groups and scrapes with the summary and provenance as one
-BenchResult, the I/O probes' deltas over the run, and the partial result kept when a run stops halfway.
+BenchResult, the I/O probes' deltas over the run, the nodes' telemetry samples, and the partial result kept
+when a run stops halfway.
 
 The functions take the `Bench` that measured (labkit/measure/runner.py); a failing probe or partial-result
 hook costs its figure or a message on stderr, never the run's own outcome.
@@ -43,6 +44,7 @@ def bench_result(
         counter_kind=bench.counter_kind,
         io=io,
         windows=bench.evidence.windows,
+        telemetry=None if bench.telemetry is None else bench.telemetry.result(bench.t_origin),
     )
     prov = provenance(
         bench.c,
@@ -70,7 +72,8 @@ def bench_result(
         if bench.prompt_seed is not None
         else "seeded by each prompt's own fresh nonce"
     )
-    return BenchResult(bench.records, bench.groups, summary, prov, bench.scrapes, io)
+    samples = {} if bench.telemetry is None else bench.telemetry.csv(bench.t_origin)
+    return BenchResult(bench.records, bench.groups, summary, prov, bench.scrapes, io, samples)
 
 
 def keep_partial(

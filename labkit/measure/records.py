@@ -31,6 +31,9 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
     kv_pool_context      the context length the KV capacity refers to
     nfs_read_bytes       shared-NFS bytes read during the run (sum over nodes)
     nfs_read_bytes_per_completion   the same per completed request
+    energy_per_token_decode      J per output token over the decode window, all nodes' GPUs (nvidia-smi power)
+    energy_per_token_prefill_<P> J per prompt token over the prefill samples of target P
+    sm_clock_decode_median       MHz: the lowest node median of the SM clock over the decode window
 """
 
 from __future__ import annotations
@@ -170,6 +173,10 @@ class RunSummary:
     # findings that explain noise: [{"code": "foreign-traffic" | "counter-reset" | "busy-at-start" |
     # "prefix-cache-hit", "window": "decode" | "prefill_<P>", "message": one sentence with the numbers}]
     flags: list[dict[str, str]] = field(default_factory=list)
+    # what the nodes' samplers saw (docs/measurement.md, "Node telemetry"): "period_ms", "nodes" ({node: {"gpu":
+    # "nvidia-smi" | "not available: <reason>", "memory": ..., sample counts}}) and one entry per window
+    # ("decode", "prefill_<P>": seconds, tokens, energy_j, joules_per_token, "nodes": {node: figures})
+    telemetry: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -191,6 +198,9 @@ class BenchResult:
         default_factory=dict
     )  # "<phase>.<before|after>[.<i>]" -> raw /metrics text
     io: dict[str, dict[str, float]] = field(default_factory=dict)  # probe name -> counter deltas
+    # node -> the raw telemetry samples as CSV text, for the run folder's telemetry/<node>.csv (columns:
+    # labkit/measure/telemetry.py CSV_HEADER; docs/measurement.md, "Node telemetry"); empty without telemetry
+    telemetry: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -201,6 +211,7 @@ class BenchResult:
             "groups": [g.to_row() for g in self.groups],
             "io": self.io,
             "scrapes": self.scrapes,
+            "telemetry": self.telemetry,
         }
 
     @classmethod
@@ -212,6 +223,7 @@ class BenchResult:
             provenance=data.get("provenance", {}),
             scrapes=data.get("scrapes", {}),
             io=data.get("io", {}),
+            telemetry=data.get("telemetry", {}),
         )
 
     def save(self, path: str | Path) -> Path:

@@ -41,6 +41,8 @@ from labkit.measure.recording import make_record
 from labkit.measure.records import BenchResult, GroupRecord, RequestRecord
 from labkit.measure.scrapes import EvidenceLog
 from labkit.measure.sse import StreamResult
+from labkit.measure.telemetry_run import NodeTelemetry, as_telemetry
+from labkit.nodes import Host
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 
 
@@ -74,6 +76,7 @@ class Bench:
         run_id: str,
         spec_k_source: str = "",
         prompt_seed: str | None = None,
+        telemetry: NodeTelemetry | None = None,
     ):
         self.c, self.plan, self.model, self.api = client, plan, model, api
         self.cold_expected, self.io_hooks, self.lane, self.spec_k, self.run_id = (
@@ -101,6 +104,7 @@ class Bench:
         self.engine_info: dict[str, Any] = {}
         self.rep = 0  # current repetition of the plan
         self.prompt_seed = prompt_seed  # shared prompt texts across runs and lanes (docs/compare.md)
+        self.telemetry = telemetry  # node samplers while the plan runs (labkit/measure/telemetry_run.py)
 
     # ---------------------------------------------------------------- shared by the phases
     async def scrape(self, key: str) -> mx.Samples | None:
@@ -192,6 +196,8 @@ class Bench:
 
             self._bar = tqdm(total=total, desc="bench", unit="req", file=sys.stderr, leave=False)
         try:
+            if self.telemetry is not None:  # its lifetime on the nodes: the plan's timeout budget
+                self.telemetry.start(max_seconds=(total + 10) * self.plan.timeout)
             for run in range(self.plan.runs):
                 self.rep = run
                 if decode and self.plan.decode.turns > 0:
@@ -199,10 +205,12 @@ class Bench:
                 if prefill and self.plan.prefill.prompt_tokens:
                     await self.prefill(run)
         except BaseException as e:  # interrupted or crashed: keep what was measured, then re-raise
+            self.stop_telemetry()
             if self.records:
                 keep_partial(self, e, version, models, recipe_hash, variant, save_to, on_partial)
             raise
         finally:
+            self.stop_telemetry()
             if self._bar is not None:
                 self._bar.close()
         io = io_deltas(self, io_before)
@@ -210,6 +218,11 @@ class Bench:
         if save_to is not None:
             result.save(save_to)
         return result
+
+    def stop_telemetry(self) -> None:
+        """End the node samplers (idempotent): before the result is made, and whatever ended the run."""
+        if self.telemetry is not None:
+            self.telemetry.stop()
 
     def _planned(self, decode: bool, prefill: bool) -> int:
         d, p = self.plan.decode, self.plan.prefill
@@ -309,6 +322,7 @@ async def run_bench_async(
     save_to: str | Path | None = None,
     on_partial: Callable[[BenchResult], None] | None = None,
     prompt_seed: str | None = None,
+    telemetry: NodeTelemetry | Sequence[Host] | None = None,
 ) -> BenchResult:
     """Measure the endpoint at `url` (server root or .../v1) with `plan` (a recipe's MeasurePlan).
 
@@ -317,6 +331,10 @@ async def run_bench_async(
 
     `prompt_seed`: draw prompt texts from it (not from each prompt's nonce), so two lanes run with the same
     seed see the same texts, place by place, and can be paired (docs/compare.md, "Shared prompt seeds").
+
+    `telemetry`: hosts (or a NodeTelemetry, for its period and health-mark settings) to sample GPU power,
+    clocks and memory on while the plan runs, one long-lived command per node; the summary gets
+    `telemetry` and the result `telemetry` ({node: CSV}) (docs/measurement.md, "Node telemetry").
 
     `transport`: "direct" (default) or "sdk", see labkit/measure/client.py. `on_partial(result)` is called with
     what was measured when the run is interrupted or fails halfway (provenance partial=True), before re-raising."""
@@ -335,6 +353,7 @@ async def run_bench_async(
             spec_k_source=spec_k_source,
             run_id=run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"),
             prompt_seed=prompt_seed,
+            telemetry=as_telemetry(telemetry),
         )
         return await bench.run(
             recipe_hash=recipe_hash,

@@ -14,6 +14,7 @@ from labkit.measure import metrics as mx
 from labkit.measure.recording import BURST_BLAME, BURST_FLAG, CACHE_HIT_TOLERANCE
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
 from labkit.measure.scrapes import WindowEvidence, reset_message
+from labkit.measure.telemetry import TelemetryRun, summarize_telemetry
 from labkit.measure.timing import BURST_GAP_NS, median
 from labkit.recipe import MeasurePlan
 
@@ -57,10 +58,13 @@ def summarize(
     counter_kind: str = "",
     io: dict[str, dict[str, float]] | None = None,
     windows: Sequence[WindowEvidence] = (),
+    telemetry: TelemetryRun | None = None,
 ) -> RunSummary:
     """The RunSummary of one run. `pc_window`: (hits, queries) prefix-cache deltas of the prefill samples;
     `notes`: the run's own notes, put before the summary's; `windows`: what the engine's /metrics said about
-    each window, pooled into `evidence` and worded as `flags` (docs/measurement.md, "Per-run evidence")."""
+    each window, pooled into `evidence` and worded as `flags` (docs/measurement.md, "Per-run evidence");
+    `telemetry`: the nodes' samples, summarized per window with their health flags (docs/measurement.md,
+    "Node telemetry")."""
     s = RunSummary(evidence=pooled_evidence(windows), flags=evidence_flags(windows))
     s.method["intervals"] = INTERVALS_OVER_RUNS
     ok = [r for r in records if r.ok]
@@ -80,6 +84,12 @@ def summarize(
             s.method["prefix_cache_hit_ratio"] = "Δhits/Δqueries over prefill samples (unique prompts: ~0)"
     if io:
         nfs_summary(s, io)
+    if telemetry is not None:
+        s.telemetry, flags = summarize_telemetry(
+            telemetry, records, plan.prefill.prompt_tokens, PREFILL_EXCLUDED
+        )
+        s.flags += flags
+        telemetry_measures(s)
     if s.n_failed:
         s.notes.append(
             f"{s.n_failed} failed request(s) excluded: "
@@ -262,6 +272,43 @@ def nfs_summary(s: RunSummary, io: dict[str, dict[str, float]]) -> None:
     s.method["nfs_read_bytes"] = f"Δserverreadbytes of the NFS mounts on {', '.join(seen)}, whole run"
     if s.n_ok:
         s.measures["nfs_read_bytes_per_completion"] = nfs / s.n_ok
+
+
+ENERGY = (
+    "Σ over the nodes' GPUs of ∫ nvidia-smi power.draw dt (trapezoid over the samples on labkit's clock, the "
+    "power at the window's edges interpolated)"
+)
+
+
+def telemetry_measures(s: RunSummary) -> None:
+    """The headline telemetry figures from summary.telemetry: energy per token per window and the decode
+    window's lowest node SM-clock median, each with how it was computed."""
+    t = s.telemetry
+    nodes = sorted(n for n, v in t.get("nodes", {}).items() if v.get("gpu_samples"))
+    decode = t.get("decode", {})
+    if "joules_per_token" in decode:
+        s.measures["energy_per_token_decode"] = decode["joules_per_token"]
+        s.method["energy_per_token_decode"] = (
+            f"J per output token: {ENERGY} over the decode window (first to last decode request of each "
+            f"repetition), / the output tokens of the requests inside it; nodes {', '.join(nodes)}"
+        )
+    for name, win in t.items():
+        if name.startswith("prefill_") and "joules_per_token" in win:
+            key = f"energy_per_token_{name}"
+            s.measures[key] = win["joules_per_token"]
+            s.method[key] = (
+                f"J per prompt token: {ENERGY} over each clean sample's t_send..t_end, / the samples' "
+                f"prompt tokens less cached ones; nodes {', '.join(nodes)}"
+            )
+    medians = {
+        n: v["sm_clock_median_mhz"] for n, v in decode.get("nodes", {}).items() if "sm_clock_median_mhz" in v
+    }
+    if medians:
+        low = min(medians, key=medians.get)
+        s.measures["sm_clock_decode_median"] = medians[low]
+        s.method["sm_clock_decode_median"] = (
+            f"MHz: the lowest node median of nvidia-smi clocks.sm over the decode window's samples ({low})"
+        )
 
 
 def pooled_evidence(windows: Sequence[WindowEvidence]) -> dict[str, dict]:

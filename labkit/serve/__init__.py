@@ -5,8 +5,10 @@ every node and verifies it.
 containers or processes; `fabric` gives each node its fabric address and the NCCL/GLOO/TP env; `plan` computes each node's command and pins the model revision; `lane` composes
 `start`, `watch` (the boot to readiness) and `teardown`; `errors` say which node failed and why. The pre-boot
 checks (image, fabric, RDMA, memory, GPU, page cache) are pure in `preflight`, `holders`, `enginehelp` and
-`verdict`, run by `checks`, which also runs `labkit doctor` (`doctor`). The plan comes in with a labkit-built
-model already materialized (labkit.tinymodel, by the caller).
+`verdict`, run by `checks`, which also runs `labkit doctor` (`doctor`). Once ready, `readyfacts` reads memory
+on every node and the KV pool from the head's API; `kvsources` compares the pool's sources (pure; the bench
+reads a bare endpoint's pool through it too) and `prometheus` parses /metrics text (labkit.measure re-exports
+it). The plan comes in with a labkit-built model already materialized (labkit.tinymodel, by the caller).
 """
 
 from labkit.serve.checks import Preflight, doctor, preflight
@@ -24,8 +26,17 @@ from labkit.serve.engines import (
 )
 from labkit.serve.errors import BootError, BootTimeout, LaneBusy, LaneFailed, PreflightFailed
 from labkit.serve.fabric import fabric_env, node_addresses, parse_address
+from labkit.serve.kvsources import (
+    Fetched,
+    api_sources,
+    cache_config_source,
+    gauge_source,
+    kv_pool,
+    server_info_source,
+)
 from labkit.serve.lane import Lane
 from labkit.serve.plan import Endpoint, lane_commands, launches, pin_revision
+from labkit.serve.prometheus import Samples, parse_prometheus
 from labkit.serve.runtimes import DockerRuntime, ProcessRuntime
 from labkit.serve.verdict import FAIL, OK, SKIP, WARN, Check, check_table, node_tables
 
@@ -42,6 +53,7 @@ __all__ = [
     "DockerRuntime",
     "Endpoint",
     "Engine",
+    "Fetched",
     "Lane",
     "LaneBusy",
     "LaneFailed",
@@ -51,18 +63,25 @@ __all__ = [
     "Preflight",
     "PreflightFailed",
     "ProcessRuntime",
+    "Samples",
     "Sglang",
     "Sim",
     "Vllm",
+    "api_sources",
+    "cache_config_source",
     "check_table",
     "doctor",
     "engine_for",
     "fabric_env",
+    "gauge_source",
+    "kv_pool",
     "lane_commands",
     "launches",
     "node_addresses",
     "node_tables",
     "parse_address",
+    "parse_prometheus",
     "pin_revision",
     "preflight",
+    "server_info_source",
 ]

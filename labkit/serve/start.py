@@ -1,6 +1,7 @@
 """The lane's start: check the nodes, pin the model revision, refuse a lane already present, run the pre-boot
 checks (labkit.serve.checks: image, fabric, RDMA, memory, GPU; pull, page cache), start every node in
-parallel, watch the boot to readiness; on any failure (Ctrl-C included) remove everything.
+parallel, watch the boot to readiness, then read memory on every node and the KV pool from the API
+(labkit.serve.readyfacts); on any failure (Ctrl-C included) remove everything.
 
 The functions take the `Lane` (labkit.serve.lane) they start; its plan is already materialized by the caller.
 """
@@ -16,6 +17,7 @@ from labkit.serve.checks import preflight
 from labkit.serve.errors import PreflightFailed
 from labkit.serve.fabric import is_placeholder
 from labkit.serve.plan import Endpoint, pin_revision
+from labkit.serve.readyfacts import after_ready
 from labkit.serve.teardown import remove_after_failed_start
 from labkit.serve.verdict import OK, WARN
 from labkit.serve.watch import node_watches, wait_ready
@@ -53,6 +55,7 @@ def start(lane) -> Endpoint:
             lane.timings["start"] = lane.elapsed()
             facts = wait_ready(lane)
             lane.timings["ready"] = facts.boot_seconds or lane.elapsed()
+            after_ready(lane, facts)  # memory on every node, the KV pool from log and API (outside the timer)
     except BaseException as e:
         with ignoring_interrupts():
             if isinstance(e, KeyboardInterrupt):

@@ -57,6 +57,14 @@ drawn from a stream seeded by (seed, request number): reproducible, mean rate un
 Gauges: vllm:num_requests_running / vllm:num_requests_waiting and sglang:num_running_reqs /
 sglang:num_queue_reqs are exact at the scrape: waiting = admitted, prefill not started; running = the others.
 
+KV pool: vllm:cache_config_info carries block_size, num_gpu_blocks (kv_cache_tokens // block_size, or
+kv_gpu_blocks) and kv_cache_size_tokens = the logged kv_cache_tokens (left out with kv_tokens_label=false, as
+older builds do). kv_hybrid_block_size=b labels block_size b, as vLLM does for a hybrid layout (its smallest KV
+group's block size), so num_gpu_blocks x block_size is no longer the logged token count: DeepSeek-V4 as
+vllm-project/vllm#51163 shows it is kv_cache_tokens=1179770, kv_gpu_blocks=20377, kv_hybrid_block_size=4.
+SGLang flavour: sglang:max_total_num_tokens and /server_info max_total_num_tokens and
+internal_states[0].memory_usage.token_capacity, all kv_cache_tokens, as is the log's `#tokens:`.
+
 Faults (request numbers count generation requests since boot, from 1):
 - fault_boot_crash="LINE": prints LINE as an ERROR during weight loading, then `EngineCore failed to start.`,
   exits 1 without ever listening.

@@ -51,6 +51,12 @@ class SimConfig:
     max_model_len: int = 131072
     kv_cache_tokens: int = 1_000_000
     block_size: int = 16
+    # vLLM's cache_config_info: num_gpu_blocks (0: kv_cache_tokens // block_size); kv_cache_size_tokens shown
+    # (builds before it was added lack the label); a hybrid layout's block_size label (0: block_size): vLLM
+    # reports the smallest KV group's block size there, so num_gpu_blocks * block_size is no token count
+    kv_gpu_blocks: int = 0
+    kv_tokens_label: bool = True
+    kv_hybrid_block_size: int = 0
     prefix_caching: bool = True
     prompt_tokens_details: bool = (
         True  # vLLM needs --enable-prompt-tokens-details for this; the sim defaults on
@@ -181,6 +187,8 @@ class SimConfig:
             "fault_restart_request",
             "cold_requests",
             "prefill_chunk_tokens",
+            "kv_gpu_blocks",
+            "kv_hybrid_block_size",
         ):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")

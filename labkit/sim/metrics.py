@@ -9,6 +9,7 @@ SGLang sets them only when it logs a batch (docs/engines.md, "Metrics labkit rea
 
 from __future__ import annotations
 
+from labkit.sim.config import SimConfig
 from labkit.sim.engine import BUCKETS, Engine, Histogram
 
 
@@ -127,13 +128,25 @@ def render_vllm(engine: Engine, wall_boot: float) -> str:
         c.decode_time,
     )
     out.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", c.e2e)
-    blocks = cfg.kv_cache_tokens // cfg.block_size
-    info = (
-        f'block_size="{cfg.block_size}",cache_dtype="fp8",enable_prefix_caching="{cfg.prefix_caching}",'
-        f'num_gpu_blocks="{blocks}",kv_cache_size_tokens="{cfg.kv_cache_tokens}",simulated="true"'
+    out.gauge(
+        "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1, cache_config_labels(cfg)
     )
-    out.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1, info)
     return out.text()
+
+
+def cache_config_labels(cfg: SimConfig) -> str:
+    """vLLM's CacheConfig as labels: the pool's blocks, the block size (a hybrid layout's smallest group's, as
+    vLLM reports it), kv_cache_size_tokens (the logged figure) unless switched off, as a real build does."""
+    blocks = cfg.kv_gpu_blocks or cfg.kv_cache_tokens // cfg.block_size
+    labels = [
+        f'block_size="{cfg.kv_hybrid_block_size or cfg.block_size}"',
+        'cache_dtype="fp8"',
+        f'enable_prefix_caching="{cfg.prefix_caching}"',
+    ]
+    if cfg.kv_tokens_label:
+        labels.append(f'kv_cache_size_tokens="{cfg.kv_cache_tokens}"')
+    labels += [f'num_gpu_blocks="{blocks}"', 'simulated="true"']
+    return ",".join(labels)
 
 
 def render_sglang(engine: Engine) -> str:

@@ -90,6 +90,9 @@ class BootFacts:
     fabric: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> interface, address, source
     images: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> image, id, repo_digests, pulled
     memory: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> /proc/meminfo bytes before boot
+    # node -> MemAvailable/Cached before the start and after ready (labkit.serve.readyfacts.memory_facts)
+    memory_at_boot: dict[str, dict[str, Any]] = field(default_factory=dict)
+    kv_pool: dict[str, Any] = field(default_factory=dict)  # every KV pool source, compared (serve.kvsources)
     preflight: list[dict[str, Any]] = field(
         default_factory=list
     )  # every pre-boot check (node, check, status, ...)
@@ -189,6 +192,8 @@ class Engine:
     ready_pattern: str | None = None  # the BootPattern name that says "ready" in the log
     help_flag = "--help"  # what makes the serving command list every flag it takes (`labkit doctor`)
     package = ""  # the Python package holding the engine's code (`labkit doctor --probe` searches it)
+    # (pattern name, KV pool source) of the log lines stating the pool; kv_pool_tokens comes from the first found
+    kv_lines: tuple[tuple[str, str], ...] = (("kv_tokens", "log"),)
 
     def command(self, python: str = "python3") -> tuple[str, ...]:
         """The serving program before its flags, as the launches start it (e.g. `vllm serve`)."""
@@ -221,6 +226,22 @@ class Engine:
 
     def apply(self, facts: BootFacts, name: str, m: re.Match) -> None:
         """Copy one match's numbers into `facts` (per engine)."""
+
+    def kv_tokens(self, name: str, m: re.Match) -> int:
+        """The token count a KV pool line states (its first group, thousands separators removed)."""
+        return int(number(m.group(1)))
+
+    def kv_sources(self, facts: BootFacts) -> dict[str, dict[str, Any]]:
+        """The KV pool as the head's boot log states it: {source: {tokens, raw, line}} for each of `kv_lines`
+        found, `raw` the line as logged (labkit.serve.kvsources compares them with the API's figures)."""
+        regex = {p.name: p.regex for p in self.patterns}
+        out: dict[str, dict[str, Any]] = {}
+        for name, source in self.kv_lines:
+            raw = facts.lines.get(name)
+            m = regex[name].search(raw) if raw else None
+            if m:
+                out[source] = {"tokens": self.kv_tokens(name, m), "raw": raw, "line": name}
+        return out
 
 
 LINE_KEEP = (

@@ -35,6 +35,9 @@ class LlamaCpp(Engine):
         elif name == "kv_tokens":
             facts.kv_pool_tokens = int(m.group(2))
 
+    def kv_tokens(self, name: str, m: re.Match) -> int:
+        return int(m.group(2))  # "( 16384 cells, ...)": the size in MiB comes first
+
     def command(self, python: str = "python3") -> tuple[str, ...]:
         return (python, "-m", "llama_cpp.server")
 

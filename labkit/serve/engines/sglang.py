@@ -27,6 +27,8 @@ class Sglang(Engine):
     kind = "sglang"
     ready_pattern = "ready"
     package = "sglang"
+    # the scheduler's usable capacity first (kv_pool_tokens), then the pool's allocation line
+    kv_lines = (("capacity", "log"), ("kv_tokens", "log_allocated"))
     patterns = (
         pattern("weights_start", r"Load weight begin", "loading weights"),
         pattern(

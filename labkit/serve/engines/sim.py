@@ -21,6 +21,7 @@ class Sim(Engine):
         self.patterns = self.inner.patterns
         self.fatal = self.inner.fatal
         self.ready_pattern = self.inner.ready_pattern
+        self.kv_lines = self.inner.kv_lines
 
     @classmethod
     def for_plan(cls, plan) -> Sim:
@@ -29,6 +30,9 @@ class Sim(Engine):
 
     def apply(self, facts: BootFacts, name: str, m: re.Match) -> None:
         self.inner.apply(facts, name, m)
+
+    def kv_tokens(self, name: str, m: re.Match) -> int:
+        return self.inner.kv_tokens(name, m)
 
     def command(self, python: str = "python3") -> tuple[str, ...]:
         return (python, "-m", "labkit.sim")

@@ -187,13 +187,13 @@ def _verdict(measure: str, diff: float, p: float, tp: float | None, margin: floa
         if not way:
             return (
                 "higher" if up else "lower"
-            ), f"p = {p:.2g} < {ALPHA:g}; the measure has no speed direction"
+            ), f"p = {_g(p)} < {ALPHA:g}; the measure has no speed direction"
         better = up if way == "higher" else not up
-        return (FASTER if better else SLOWER), f"p = {p:.2g} < {ALPHA:g} ({way} is faster)"
+        return (FASTER if better else SLOWER), f"p = {_g(p)} < {ALPHA:g} ({way} is faster)"
     if tp is not None and tp < ALPHA:
-        return f"{EQUIVALENT} within ±{margin * 100:g} %", f"TOST p = {tp:.2g} < {ALPHA:g}, p = {p:.2g}"
-    return NO_DIFFERENCE, f"p = {p:.2g}; not shown equivalent within ±{margin * 100:g} % (TOST p = {_g(tp)})"
+        return f"{EQUIVALENT} within ±{margin * 100:g} %", f"TOST p = {_g(tp)} < {ALPHA:g}, p = {_g(p)}"
+    return NO_DIFFERENCE, f"p = {_g(p)}; not shown equivalent within ±{margin * 100:g} % (TOST p = {_g(tp)})"
 
 
 def _g(x: float | None) -> str:
-    return "—" if x is None else f"{x:.2g}"
+    return "—" if x is None else (f"{x:.2g}" if x >= 1e-15 else "<1e-15")

@@ -35,7 +35,9 @@ def _interval(r: MeasureComparison) -> str:
 
 
 def _p(p: float | None) -> str:
-    return "—" if p is None else (f"{p:.3f}" if p >= 0.001 else f"{p:.1e}")
+    if p is None:
+        return "—"
+    return f"{p:.3f}" if p >= 0.001 else (f"{p:.1e}" if p >= 1e-15 else "<1e-15")  # t_cdf's resolution
 
 
 def rows(c: Comparison) -> list[dict[str, Any]]:

@@ -2,9 +2,12 @@
 provenance, raw samples as CSV/JSON); loading reads every run folder back into tables for the report.
 
 files.py: where results live, atomic writes; records.py: requests.csv; runs.py: the run folder and
-ResultsStore; load.py: run folders back to DataFrames; recorded.py: lab-note figures imported as runs.
+ResultsStore; load.py: run folders back to DataFrames; recorded.py: lab-note figures imported as runs;
+baselines.py: per-node healthy SM-clock baselines under results/_baselines/.
 """
 
+from labkit.store.baselines import KEEP as KEEP_BASELINE_RUNS
+from labkit.store.baselines import read_baselines, update_baselines
 from labkit.store.files import (
     REQUESTS_FILE,
     RUN_FILE,
@@ -19,6 +22,9 @@ from labkit.store.recorded import RecordedError, import_figures, parse_figures
 from labkit.store.runs import ResultsStore, Run, attach_bytes, attach_file, new_run_id
 
 __all__ = [
+    "KEEP_BASELINE_RUNS",
+    "read_baselines",
+    "update_baselines",
     "MEASURE_COLUMNS",
     "REQUESTS_FILE",
     "RUN_COLUMNS",

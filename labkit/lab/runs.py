@@ -58,7 +58,6 @@ def measure(
 def _measure_on(
     lane: LanePlan, group: Any, results: str | Path | None, full_verify: bool, progress: bool
 ) -> LaneRun:
-    from labkit.measure import NodeNfsProbe
     from labkit.nodes import check_reachable, ending_as_interrupt
     from labkit.serve import Lane
     from labkit.stage import check_view, stage
@@ -100,7 +99,7 @@ def _measure_on(
                 first,
                 done,
                 provenance,
-                [NodeNfsProbe(h) for h in group.hosts],
+                list(group.hosts),
                 progress,
             )
     return done
@@ -113,15 +112,16 @@ def _repeat(
     first: Any,
     done: LaneRun,
     provenance: dict,
-    probes: list,
+    hosts: list,
     progress: bool,
 ) -> None:
     """`measure.runs` repetitions on the booted lane, each its own run folder (the first is `first`); with
     `measure.target_ci`, more until every target measure's interval is that tight or `max_runs` is reached.
     Each run records where the target stood after it (docs/measurement.md, "Repeating until the interval
     is tight")."""
-    from labkit.measure import configured_k, run_bench
+    from labkit.measure import NodeNfsProbe, configured_k, healthy_clocks, run_bench
     from labkit.report import check_target
+    from labkit.store import update_baselines
 
     boot = endpoint.boot.to_dict()
     once = dataclasses.replace(lane.measure, runs=1)  # each repetition is its own run folder
@@ -129,6 +129,7 @@ def _repeat(
     m = lane.measure
     values: dict[str, list[float | None]] = {name: [] for name in m.ci_measures()}
     cap = m.ci_run_cap()
+    probes = [NodeNfsProbe(h) for h in hosts]
     for i in range(cap):
         run = (
             first if i == 0 else store.new_run(lane, provenance=provenance, boot=boot, boot_run=first.run_id)
@@ -151,6 +152,7 @@ def _repeat(
                 run_id=run.run_id,
                 on_partial=lambda partial, run=run: write_records(run, partial),
                 prompt_seed=None if m.seed is None else f"{m.seed}/{i}",
+                telemetry=node_telemetry(lane, hosts, store.root),
             )
             done.results.append(result)
             if result.summary.n_ok == 0:  # a folder of failures is not a result: keep it, failed
@@ -167,8 +169,24 @@ def _repeat(
                 if progress:
                     print(done.target.line(cap), file=sys.stderr, flush=True)
             store_result(run, result, boot)
+            clocks = healthy_clocks(result.summary.telemetry or {})
+            if clocks:  # a healthy run moves each node's SM-clock baseline (labkit/store/baselines.py)
+                update_baselines(store.root, clocks, run.run_id)
         if done.target is not None and done.target.reached and i + 1 >= m.runs:
             break
+
+
+def node_telemetry(lane: LanePlan, hosts: list, root: Any) -> Any:
+    """One run's node samplers (None when measure.telemetry_period is 0), with each node's healthy SM-clock
+    baseline from the results folder (docs/measurement.md, "Node telemetry")."""
+    from labkit.measure import NodeTelemetry
+    from labkit.store import read_baselines
+
+    m = lane.measure
+    if not m.telemetry_period:
+        return None
+    baseline = read_baselines(root, [h.name for h in hosts])
+    return NodeTelemetry(hosts, period_s=m.telemetry_period, clock_baseline=baseline, clock_drop=m.clock_drop)
 
 
 def materialize_model(served: Any) -> None:
@@ -186,7 +204,7 @@ def store_result(run: Any, result: Any, boot: dict) -> None:
     write_records(run, result)
     summary = result.summary
     for key in ("kv_pool_tokens", "kv_pool_context"):
-        if boot.get(key) is not None and summary.measures.get(key) is None:
+        if boot.get(key) is not None:  # the boot log's figure wins over the API's (docs/engines.md)
             summary.measures[key] = boot[key]
             summary.method[key] = "engine boot log"
     run.finish(summary, boot=boot, provenance=result.provenance)
@@ -202,6 +220,8 @@ def write_records(run: Any, result: Any) -> None:
         run.write_text("metrics.json", _json(result.scrapes))
     if result.io:
         run.write_text("io.json", _json(result.io))
+    for node, text in sorted(result.telemetry.items()):
+        run.write_text(f"telemetry-{node}.csv", text)  # raw samples, docs/measurement.md "Node telemetry"
     if result.provenance.get("partial"):
         run.update(partial={"requests": len(result.records), "error": result.provenance.get("error")})
 

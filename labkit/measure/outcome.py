@@ -66,6 +66,14 @@ def bench_result(
         io_hooks=bench.io_hooks,
     )
     prov["partial"] = False
+    kv = bench.kv_pool
+    if kv:
+        prov["kv_pool"] = kv
+        if kv.get("tokens") is not None and summary.measures.get("kv_pool_tokens") is None:
+            summary.measures["kv_pool_tokens"] = kv["tokens"]
+            summary.method["kv_pool_tokens"] = (
+                f"engine API ({kv.get('chosen')}); docs/engines.md, KV pool sources"
+            )
     prov["prompt_seed"] = bench.prompt_seed
     prov["prompt_texts"] = (
         "seeded by prompt_seed, repetition and place in the plan; a fresh nonce first"

@@ -34,6 +34,7 @@ from labkit.measure import io_probe as iop
 from labkit.measure import metrics as mx
 from labkit.measure.client import EndpointError, StreamClient, StreamRequest
 from labkit.measure.decode_phase import measure_decode
+from labkit.measure.kvpool import read_kv_pool
 from labkit.measure.outcome import bench_result, io_deltas, keep_partial
 from labkit.measure.prefill_phase import measure_prefill
 from labkit.measure.provenance import engine_version
@@ -104,6 +105,7 @@ class Bench:
         self.engine_info: dict[str, Any] = {}
         self.rep = 0  # current repetition of the plan
         self.prompt_seed = prompt_seed  # shared prompt texts across runs and lanes (docs/compare.md)
+        self.kv_pool: dict[str, Any] = {}  # the KV pool from the engine's API, every source it offers
         self.telemetry = telemetry  # node samplers while the plan runs (labkit/measure/telemetry_run.py)
 
     # ---------------------------------------------------------------- shared by the phases
@@ -188,6 +190,7 @@ class Bench:
                 self.c.base + "/models", f"model {self.model!r} not served; have {', '.join(models)}"
             )
         version, self.engine_info = await engine_version(self.c)
+        self.kv_pool = await read_kv_pool(self.c)  # outside every window: two GETs (docs/engines.md)
         self.rtt_ns = await self.c.rtt_ns()
         io_before = {p.name: p.sample() for p in self.io_hooks}
         total = self._planned(decode, prefill)

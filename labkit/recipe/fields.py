@@ -255,6 +255,8 @@ def _measure(partial: bool) -> dict[str, s.Field]:
         "target_ci": F(s.number(0.0)),  # stop repeating once every target measure's 95 % CI is ±this
         "max_runs": F(s.integer(1)),  # cap on repetitions under target_ci (default TARGET_MAX_RUNS)
         "target_measures": F(s.array(s.string(), unique=True)),  # default: the plan's headline measures
+        "telemetry_period": F(s.number(0.0), default=1.0),  # s between node samples; 0: no node telemetry
+        "clock_drop": F(s.number(0.0), default=0.10),  # SM clock this far below the node baseline: low-clock
         "seed": F(s.integer(0)),  # shared prompt texts: run i draws them from "<seed>/<i>" (docs/compare.md)
         "decode": F(s.table(decode, partial=partial), default=dict),
         "prefill": F(s.table(prefill, partial=partial), default=dict),

@@ -133,6 +133,8 @@ class MeasurePlan:
     max_runs: int | None = None  # cap on repetitions when target_ci is set
     target_measures: tuple[str, ...] = ()  # the measures target_ci applies to; () = the headline ones
     seed: int | None = None  # shared prompt seed: repetition i draws its prompt texts from "<seed>/<i>"
+    telemetry_period: float = 1.0  # seconds between node telemetry samples; 0 = none (docs/measurement.md)
+    clock_drop: float = 0.10  # a window's SM clock this fraction below the node's baseline is flagged
 
     def headline_measures(self) -> tuple[str, ...]:
         """decode_c1, decode_c<K>_agg and prefill_<P>: the figures a lane is judged by, in plan order."""
@@ -364,6 +366,8 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         m["max_runs"],
         tuple(m["target_measures"] or ()),
         m["seed"],
+        m["telemetry_period"],
+        m["clock_drop"],
     )
     blob = _blob(name, choices, merged)
     lane = merged["lane"]

@@ -38,7 +38,13 @@ from labkit.report.format import (
     fmt_with_cold,
 )
 from labkit.report.gate import Gate, GateItem, gate
-from labkit.report.plots import latest_runs_with_requests, measure_bars, prefill_by_length, tokens_over_time
+from labkit.report.plots import (
+    latest_runs_with_requests,
+    measure_bars,
+    node_series,
+    prefill_by_length,
+    tokens_over_time,
+)
 from labkit.report.specs import (
     INTERVALS,
     TABLES_SPEC,
@@ -78,6 +84,7 @@ from labkit.report.target import TargetCheck, check_target
 from labkit.report.text import TABLE_MIME, TableView, to_text
 
 __all__ = [
+    "node_series",
     "stored_tables",
     "DEFAULT_MARGIN",
     "CompareError",

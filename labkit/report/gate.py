@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # measure keys that say how often to repeat, not what one run measures
-REPETITION_KEYS = ("runs", "target_ci", "max_runs", "target_measures", "seed")
+REPETITION_KEYS = (
+    "runs",
+    "target_ci",
+    "max_runs",
+    "target_measures",
+    "seed",
+    "telemetry_period",
+    "clock_drop",
+)
 BLOCKING = ("simulated", "measurement plan")
 # resolved keys that are not recipe content: the measure table is its own fact, labels only name the lane
 NOT_CONTENT = ("measure.", "lane.label", "lane.description", "lane.aliases")

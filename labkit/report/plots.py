@@ -1,7 +1,8 @@
 """Plots of stored runs (matplotlib Figures rendered with Agg, no pyplot): PNGs next to the tables, and figures for notebooks.
 
-Three views: per-measure bars (median) with min–max whiskers per lane; tokens over time per stream of a
-run (from requests.csv); prefill t/s by prompt length. Recorded ranges without a median are drawn as a
+Four views: per-measure bars (median) with min–max whiskers per lane; tokens over time per stream of a
+run (from requests.csv); prefill t/s by prompt length; each node's power and SM clock over a run (its
+telemetry CSVs). Recorded ranges without a median are drawn as a
 whisker with no bar, so a range is never passed off as a measured median.
 """
 
@@ -210,3 +211,60 @@ def save_all(results: Any, folder: str | Path) -> list[Path]:
         fig.savefig(path, dpi=100, metadata=_PNG_META)
         out.append(path)
     return out
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):  # "[N/A]", "[Not Supported]", empty
+        return None
+
+
+def node_series(csvs: dict[str, str], title: str = ""):
+    """Per node, GPU power and SM clock over the run (the nodes' telemetry CSVs, docs/measurement.md, "Node
+    telemetry"), drawn beside the tokens-over-time plot so a slow window can be laid against its node. Nodes
+    without GPU samples show MemAvailable instead, so the figure is never empty where memory was sampled."""
+    import csv
+    import io
+
+    fig = _figure(figsize=(8, 4.5))
+    power, clock = fig.subplots(2, 1, sharex=True)
+    drawn = 0
+    for node, text in sorted(csvs.items()):
+        rows = list(csv.DictReader(io.StringIO(text)))
+        gpu = [r for r in rows if r.get("source") == "nvidia-smi" and _num(r.get("t_ns")) is not None]
+        if gpu:
+            ts = [float(r["t_ns"]) / 1e9 for r in gpu]
+            for ax, key in ((power, "power_w"), (clock, "sm_clock_mhz")):
+                pts = [(t, _num(r.get(key))) for t, r in zip(ts, gpu, strict=True)]
+                ax.plot(
+                    [t for t, v in pts if v is not None],
+                    [v for _, v in pts if v is not None],
+                    lw=1,
+                    label=node,
+                )
+            drawn += 1
+            continue
+        mem = [
+            r for r in rows if r.get("source") == "meminfo" and _num(r.get("mem_available_kb")) is not None
+        ]
+        if mem:
+            ts = [float(r["t_ns"]) / 1e9 for r in mem]
+            power.plot(
+                ts,
+                [float(r["mem_available_kb"]) / 2**20 for r in mem],
+                lw=1,
+                ls="--",
+                label=f"{node} (no GPU)",
+            )
+            drawn += 1
+    power.set_ylabel("power (W)\nor MemAvailable (GiB, dashed)", fontsize=8)
+    clock.set_ylabel("SM clock (MHz)", fontsize=8)
+    clock.set_xlabel("seconds since the run started (labkit's clock)")
+    power.set_title(title or "node telemetry", fontsize=9)
+    if drawn:
+        power.legend(fontsize=6)
+    else:
+        power.text(0.5, 0.5, "no node telemetry", ha="center", va="center", transform=power.transAxes)
+    fig.subplots_adjust(left=0.12, right=0.98, top=0.93, bottom=0.11, hspace=0.12)
+    return fig

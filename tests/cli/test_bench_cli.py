@@ -38,6 +38,15 @@ def test_bench_url_prints_lab_note_shape_and_writes_json(tmp_path):
     assert "prefill (500 prompt)" in p.stdout
     back = BenchResult.load(out)
     assert back.summary.n_ok == len(back.records) and back.provenance["endpoint"].endswith("/v1")
+    # no boot log here: the KV pool comes from the API, every source kept (issue 16)
+    pool = back.provenance["kv_pool"]
+    assert (
+        pool["chosen"] == "cache_config_info.kv_cache_size_tokens" and "cache_config_info" in pool["sources"]
+    )
+    assert (
+        back.summary.measures["kv_pool_tokens"] == pool["tokens"]
+        and "engine API" in back.summary.method["kv_pool_tokens"]
+    )
 
 
 def test_bench_url_measures_no_cold_turn_unless_told_the_engine_was_just_booted(tmp_path):

@@ -139,31 +139,10 @@ def compare_values(
     mb = statistics.fmean(xb) if xb else None
     base = dict(measure=measure, n_a=len(xa), n_b=len(xb), mean_a=ma, mean_b=mb, margin=margin)
     if not xa or not xb:
-        return MeasureComparison(
-            **base,
-            diff=None,
-            lo=None,
-            hi=None,
-            test="none",
-            df=None,
-            p=None,
-            tost_p=None,
-            verdict=NO_VALUES,
-            why="a side has no run value of this measure",
-        )
+        return _no_test(base, None, NO_VALUES, "a side has no run value of this measure")
     if min(len(xa), len(xb)) < MIN_INTERVAL_RUNS:
-        return MeasureComparison(
-            **base,
-            diff=mb - ma,
-            lo=None,
-            hi=None,
-            test="none",
-            df=None,
-            p=None,
-            tost_p=None,
-            verdict=TOO_FEW,
-            why=f"{len(xa)} and {len(xb)} run values; a test needs {MIN_INTERVAL_RUNS} on each side",
-        )
+        why = f"{len(xa)} and {len(xb)} run values; a test needs {MIN_INTERVAL_RUNS} on each side"
+        return _no_test(base, mb - ma, TOO_FEW, why)
     diff, se, df = paired(xa, xb) if pairs else welch(xa, xb)
     test = f"paired t on {len(xa)} pairs" if pairs else f"Welch t, {len(xa)} vs {len(xb)} runs"
     if se == 0.0:
@@ -176,6 +155,22 @@ def compare_values(
     verdict, why = _verdict(measure, diff, p, tp, margin)
     return MeasureComparison(
         **base, diff=diff, lo=lo, hi=hi, test=test, df=df, p=p, tost_p=tp, verdict=verdict, why=why
+    )
+
+
+def _no_test(base: dict, diff: float | None, verdict: str, why: str) -> MeasureComparison:
+    """A comparison that cannot be tested: the means and the raw difference only."""
+    return MeasureComparison(
+        **base,
+        diff=diff,
+        lo=None,
+        hi=None,
+        test="none",
+        df=None,
+        p=None,
+        tost_p=None,
+        verdict=verdict,
+        why=why,
     )
 
 

@@ -286,23 +286,26 @@ def build_tables(
     return [build_table(spec, measures, boots, flags) for spec in specs if not only or spec.id in only]
 
 
-def to_markdown(table: Table) -> str:
-    """GitHub Markdown for one table; cells are already strings and are not re-parsed."""
+def grid(table: Table, tablefmt: str) -> str:
+    """The table's cells as a tabulate grid (measure column left, figures right); cells are already strings
+    and are not re-parsed. "pipe" for TABLES.md, "simple" for a terminal."""
     from tabulate import tabulate
 
+    data = table.frame.reset_index()
+    headers = [str(c) for c in data.columns]
+    body = [[str(v) for v in row] for row in data.itertuples(index=False)]
+    colalign = ("left",) + ("right",) * (len(headers) - 1)
+    return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True, colalign=colalign)
+
+
+def to_markdown(table: Table) -> str:
+    """GitHub Markdown for one table; cells are already strings and are not re-parsed."""
     lines = [f"## {table.title}", ""]
     frame = table.frame
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         lines.append(f"_{table.empty}_")
     else:
-        data = frame.reset_index()
-        headers = [str(c) for c in data.columns]
-        body = [[str(v) for v in row] for row in data.itertuples(index=False)]
-        colalign = ("left",) + ("right",) * (len(headers) - 1)
-        lines.append(
-            tabulate(body, headers=headers, tablefmt="pipe", disable_numparse=True, colalign=colalign)
-        )
-        lines += ["", runs_line(table)]
+        lines += [grid(table, "pipe"), "", runs_line(table)]
     for note in table.notes:
         lines += ["", note]
     return "\n".join(lines) + "\n"

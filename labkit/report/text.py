@@ -13,7 +13,7 @@ import html
 import textwrap
 from typing import Any
 
-from labkit.report.tables import Table, runs_line, to_styler
+from labkit.report.tables import Table, grid, runs_line, to_styler
 
 TABLE_MIME = "application/x-labkit-table+json"
 WIDTH = 100  # notes are wrapped to this many columns; the table itself is never wrapped
@@ -22,21 +22,12 @@ WIDTH = 100  # notes are wrapped to this many columns; the table itself is never
 def to_text(table: Table, width: int = WIDTH) -> str:
     """The table as plain text: title, aligned columns (lane titles as headers, figures right-aligned), the
     runs line, then each note wrapped to `width`. Cells are printed as built, never re-parsed."""
-    from tabulate import tabulate
-
     lines = [table.title, "=" * len(table.title), ""]
     frame = table.frame
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         lines.append(table.empty)
     else:
-        data = frame.reset_index()
-        headers = [str(c) for c in data.columns]
-        body = [[str(v) for v in row] for row in data.itertuples(index=False)]
-        colalign = ("left",) + ("right",) * (len(headers) - 1)
-        lines.append(
-            tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True, colalign=colalign)
-        )
-        lines += ["", runs_line(table)]
+        lines += [grid(table, "simple"), "", runs_line(table)]
     for note in table.notes:
         lines += ["", textwrap.fill(note, width, break_long_words=False, break_on_hyphens=False)]
     return "\n".join(lines)

@@ -6,9 +6,12 @@
 3. preflight on 4 nodes <= 1.5x one node (the four sshd test nodes when sshd is available, else local hosts),
    printed beside baselines without labkit from the same run: the preflight's exact node commands, `python3 -c
    pass` and `true`, over bare paramiko. Their ratios are what four "nodes" sharing this host's cores allow;
-   each 4-node figure also prints the floor the nodes' CPU use puts under it (benchmarks/fanout.py).
+   each 4-node figure also prints the floor the nodes' CPU use puts under it (benchmarks/fanout.py);
+4. fan-out (issue 17): a throttled NAS stand-in and four sshd nodes, the 4-node fan-out against the 1-node
+   time and the 4 independent copies, same run: target <= 1.3x (benchmarks/staging_fanout_speed.py).
 
 Usage: python benchmarks/staging_speed.py [--copy-mb 256] [--rounds 3] [--keep] [--skip-copy] [--user-rc]
+       [--skip-fanout] [--fanout-shard-mb 96] [--fanout-nas-mbps 40]
 Writes only to a temp folder (removed at the end unless --keep).
 """
 
@@ -28,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bare_ssh import BareSsh, fan_out  # noqa: E402
 from benchmarks.fanout import FanoutTiming, metered, time_pair  # noqa: E402
+from benchmarks.staging_fanout_speed import bench_fanout  # noqa: E402
 from labkit import stage as staging  # noqa: E402
 from labkit.nodes import LocalHost, as_command, each_node, host_for  # noqa: E402
 from tests.support.hf_cache import make_cache, plan_for  # noqa: E402
@@ -259,6 +263,9 @@ def main() -> int:
         "--user-rc", action="store_true", help="sshd nodes source ~/.bashrc per command (stock sshd)"
     )
     ap.add_argument("--skip-copy", action="store_true", help="only the view (verification, preflight) part")
+    ap.add_argument("--skip-fanout", action="store_true", help="without the fan-out case (4.)")
+    ap.add_argument("--fanout-shard-mb", type=int, default=96, help="MiB per shard in the fan-out case")
+    ap.add_argument("--fanout-nas-mbps", type=float, default=40.0, help="the fan-out case's NAS cap, MB/s")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="labkit-staging-bench-"))
     log(
@@ -269,6 +276,8 @@ def main() -> int:
         if not args.skip_copy:
             bench_copy(root, args.copy_mb, args.rounds)
         bench_view(root, args.repeats, args.user_rc)
+        if not args.skip_fanout:
+            bench_fanout(root / "fanout", args.fanout_shard_mb, args.fanout_nas_mbps, args.rounds)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

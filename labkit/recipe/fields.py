@@ -233,6 +233,8 @@ def _staging() -> dict[str, s.Field]:
         "local": F(s.array(s.file_name, nonempty=True, unique=True), required=True),
         "min_free": F(s.size, default=0),
         "mount": F(s.absolute_path, default=VIEW_MOUNT),
+        # how staging checks the copies: sampled blocks, or deep (whole-file SHA-256 vs the blob names)
+        "verify": F(s.choice("sampled", "deep"), default="sampled"),
     }
 
 
@@ -279,7 +281,9 @@ def recipe_fields(partial: bool) -> dict[str, s.Field]:
     }
 
 
-def _overlay_fields() -> dict[str, s.Field]:
+def overlay_fields() -> dict[str, s.Field]:
+    """A variant overlay's keys (also a sweep point's): the recipe's tables, partial, plus the lane's label
+    and description."""
     fields = {k: v for k, v in recipe_fields(partial=True).items() if k != "lane"}
     fields["label"] = s.Field(s.string())
     fields["description"] = s.Field(s.string(False))
@@ -287,7 +291,7 @@ def _overlay_fields() -> dict[str, s.Field]:
 
 
 def _variants(value: Any, path: str) -> dict:
-    axes = s.mapping(s.mapping(s.table(_overlay_fields(), partial=True)))(value, path)
+    axes = s.mapping(s.mapping(s.table(overlay_fields(), partial=True)))(value, path)
     for axis, variants in axes.items():
         if not variants:
             raise s.Invalid(s.join(path, axis), "an axis needs at least one variant")

@@ -106,6 +106,7 @@ class StagingSpec:
     local: tuple[str, ...]
     min_free: int
     mount: str
+    verify: str = "sampled"  # sampled | deep: how staging checks the copies (docs/staging.md)
 
 
 @dataclass(frozen=True)
@@ -352,6 +353,7 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
             tuple(st["local"]),
             st["min_free"],
             st["mount"],
+            st["verify"],
         )
         for st in merged["staging"]
     )

@@ -1,27 +1,33 @@
 """What one node needs, decided from its probe (pure: no I/O): which local files are verified, adopted or
 (re)copied, which links are made, which leftovers go. Whether every node has the space for it is
-labkit/stage/space.py.
+labkit/stage/space.py; the view's other names (hand-made copies, other people's files) labkit/stage/handmade.py;
+whole-file hashes labkit/stage/deep.py.
 
-Content checks: sizes always; sampled blocks (labkit/stage/node/base.py `sample_offsets`: 8 blocks of
-64 KiB per file - first, last, evenly spaced - or the whole file when smaller) read on the node and hashed
-here with xxh3_64; `full=True` also hashes whole files on the node (b2sum). A flip outside the sampled
-blocks is only found by `full`. The plan's staging entries are checked here too: staging refuses a bad plan
-even if the recipe layer was bypassed.
+Content checks: sizes always; the blob name of every snapshot entry (recorded in the manifest: a copy of
+another blob than the snapshot's, as after a new revision, is copied again, never adopted); sampled blocks
+(labkit/stage/node/base.py `sample_offsets`: 8 blocks of 64 KiB per file - first, last, evenly spaced - or
+the whole file when smaller) read on the node and hashed here with xxh3_64; `full=True` also hashes whole
+files on the node (b2sum); `deep=True` compares the SHA-256 of each copy with its blob name. A flip outside
+the sampled blocks is only found by `full` or `deep`. A file labkit did not make is never replaced or
+removed unless named in `replace_foreign` (docs/staging.md, "Hand-made trees and other people's files").
+The plan's staging entries are checked here too: staging refuses a bad plan even if the recipe layer was
+bypassed.
 """
 
 from __future__ import annotations
 
-import base64
 import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import xxhash
-
 from labkit.errors import LabkitError, RecipeError
 from labkit.recipe import Invalid, absolute_path, file_name
+from labkit.stage.deep import copy_expect, deep_problem, kept_record, sampled_text
+from labkit.stage.handmade import assess_others
 from labkit.stage.node import base as node_side
+from labkit.stage.sources import Source, sources_from
+from labkit.stage.viewstate import VERIFY_MODES, Actions, FileState, Scope
 
 MANIFEST_NAME = node_side.MANIFEST_NAME
 PARTIAL_PREFIX = node_side.PARTIAL_PREFIX
@@ -52,6 +58,8 @@ def check_entry(plan, index: int, spec) -> None:
             raise Invalid(f"{key}.revision", f"expected a branch, tag or commit name, got {spec.revision!r}")
         if spec.min_free < 0:
             raise Invalid(f"{key}.min_free", "must not be negative")
+        if spec.verify not in VERIFY_MODES:
+            raise Invalid(f"{key}.verify", f"expected one of {', '.join(VERIFY_MODES)}, got {spec.verify!r}")
         cache = plan.cluster.shared_cache
         if not cache:
             raise Invalid("cluster.shared_cache", "required to stage a local view")
@@ -69,18 +77,6 @@ def check_entry(plan, index: int, spec) -> None:
 def repo_cache_path(shared_cache: str, repo: str) -> str:
     """The repo's folder in an HF hub cache: <shared_cache>/models--org--name."""
     return f"{shared_cache.rstrip('/')}/models--{repo.replace('/', '--')}"
-
-
-@dataclass
-class FileState:
-    """One local file on one node: what the probe found and what happens to it."""
-
-    name: str
-    size: int
-    status: str  # verified | adopted | copy | repair
-    reason: str = ""
-    hashes: list[str] = field(default_factory=list)  # xxh3_64 of the sampled blocks (source)
-    full: str | None = None
 
 
 @dataclass
@@ -106,6 +102,9 @@ class NodeAssessment:
     warnings: list[str]
     manifest: dict | None
     sources_full: dict[str, str]
+    kept: dict[str, FileState] = field(default_factory=dict)  # hand-made copies at other names (handmade.py)
+    blobs: dict[str, str] = field(default_factory=dict)  # every snapshot file's blob name, by path
+    deep: bool = False
 
     @property
     def need(self) -> int:
@@ -120,76 +119,32 @@ class NodeAssessment:
         return bool(self.to_copy or self.to_link or self.to_remove)
 
 
-def sample_hashes(raw_b64: str, size: int, block: int, count: int) -> list[str]:
-    """xxh3_64 hex digest of each sampled block (the blocks come concatenated from the node)."""
-    raw = base64.b64decode(raw_b64)
-    offsets = node_side.sample_offsets(size, block, count)
-    lengths = node_side.block_lengths(size, offsets, block)
-    if sum(lengths) != len(raw):
-        raise LabkitError(f"sampled bytes: got {len(raw)}, expected {sum(lengths)} for a {size}-byte file")
-    out, pos = [], 0
-    for n in lengths:
-        out.append(xxhash.xxh3_64_hexdigest(raw[pos : pos + n]))
-        pos += n
-    return out
-
-
-@dataclass(frozen=True)
-class Source:
-    """One local file as found in the shared cache: size, xxh3_64 of each sampled block, digest of the raw
-    samples (to compare what each node read), whole-file hash in full mode."""
-
-    size: int
-    hashes: tuple[str, ...]
-    digest: str
-    full: str | None
-
-
-def sources_from(probes: list[dict], spec, block: int, count: int) -> dict[str, Source]:
-    """The source facts of each local file, from whichever probe carried its raw sampled blocks."""
-    out = {}
-    for name in spec.local:
-        for probe in probes:
-            src = probe["sources"].get(name)
-            if src is not None and "samples" in src:
-                out[name] = Source(
-                    src["size"],
-                    tuple(sample_hashes(src["samples"], src["size"], block, count)),
-                    src["digest"],
-                    src.get("full"),
-                )
-                break
-        else:
-            if all(name in p["sources"] for p in probes):
-                raise LabkitError(f"{probes[0]['node']}: no probe returned the sampled blocks of {name}")
-    return out
-
-
-@dataclass
-class _Actions:
-    """What one node's view needs, collected in probe order (the node script removes in list order)."""
-
-    to_copy: list[dict] = field(default_factory=list)
-    to_link: list[dict] = field(default_factory=list)
-    to_remove: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    reclaim: int = 0
-
-
 def assess(
-    probe: dict, spec, block: int, count: int, full: bool, sources: dict[str, Source] | None = None
+    probe: dict,
+    spec,
+    block: int,
+    count: int,
+    full: bool,
+    sources: dict[str, Source] | None = None,
+    *,
+    deep: bool = False,
+    replace_foreign: Any = (),
 ) -> NodeAssessment:
     """Decide what one node needs, from its probe (pure; raises LabkitError naming node and path).
 
-    `sources`: the source facts (from the probe that sent raw blocks; default: this probe)."""
+    `sources`: the source facts (from the probe that sent raw blocks; default: this probe). `deep`: the
+    probe carries whole-file hashes (deep.hash_view). `replace_foreign`: names of files labkit did not make
+    that the user allows it to replace; any other such file in the way is refused."""
     _refuse_unusable(probe, spec)
     if sources is None:
         sources = sources_from([probe], spec, block, count)
-    acts = _Actions()
-    files, sources_full = _assess_local(probe, spec, block, count, full, sources, acts)
-    links, links_ok = _assess_links(probe, spec, files, acts)
+    scope = Scope(probe, spec, block, count, full, deep, frozenset(replace_foreign))
+    acts = Actions()
+    files, sources_full = _assess_local(scope, sources, acts)
+    links, links_ok = assess_others(scope, acts)
     _assess_leftovers(probe, spec, acts)
+    if acts.refusals:
+        raise LabkitError(f"{probe['node']}: {acts.refusal()}")
     return NodeAssessment(
         probe["node"],
         probe["commit"],
@@ -210,7 +165,20 @@ def assess(
         acts.warnings,
         probe["manifest"],
         sources_full,
+        acts.kept,
+        snapshot_blobs(probe["entries"]),
+        deep,
     )
+
+
+def snapshot_blobs(entries: dict) -> dict[str, str]:
+    """{path below the snapshot: blob name} of every file in it that resolves into blobs/."""
+    out = {}
+    for name, e in entries.items():
+        for rel, f in (e.get("tree") or {}).items() if e["kind"] == "dir" else [(name, e)]:
+            if f.get("blob"):
+                out[rel] = f["blob"]
+    return dict(sorted(out.items()))
 
 
 def _refuse_unusable(probe: dict, spec) -> None:
@@ -232,98 +200,124 @@ def _refuse_unusable(probe: dict, spec) -> None:
 
 
 def _assess_local(
-    probe: dict, spec, block: int, count: int, full: bool, sources: dict[str, Source], acts: _Actions
+    scope: Scope, sources: dict[str, Source], acts: Actions
 ) -> tuple[dict[str, FileState], dict[str, str]]:
     """Each local file: its state in the view against the source; copies and repairs go into `acts`."""
-    node, snapshot = probe["node"], probe["snapshot"]
-    view, manifest = probe["view"], probe["manifest"]
-    old = (manifest or {}).get("files", {}) if (manifest or {}).get("commit") == probe["commit"] else {}
-    old = old if isinstance(old, dict) else {}  # a damaged manifest gives no prior entries, not a crash
+    probe, node, snapshot = scope.probe, scope.node, scope.probe["snapshot"]
     files: dict[str, FileState] = {}
     sources_full = {}
-    for name in spec.local:
+    for name in scope.spec.local:
         src, ref = probe["sources"][name], sources[name]
-        if src["size"] != ref.size or src["digest"] != ref.digest or (full and src.get("full") != ref.full):
+        if (
+            src["size"] != ref.size
+            or src["digest"] != ref.digest
+            or src.get("blob") != ref.blob
+            or (scope.full and src.get("full") != ref.full)
+        ):
             raise LabkitError(
                 f"{node}: {snapshot}/{name} reads differently here than on the other nodes "
-                "(size or sampled blocks); is the shared cache consistent?"
+                "(size, blob or sampled blocks); is the shared cache consistent?"
             )
-        size, hashes = ref.size, list(ref.hashes)
         if src.get("full"):
             sources_full[name] = src["full"]
-        have = view.get(name, {"state": "missing"})
+        have = scope.view(name)
         if have["state"] == "dir":
             raise LabkitError(
-                f"{node}: {spec.dst}/{name} is a directory where the view needs a copy; remove it by hand"
+                f"{node}: {scope.dst}/{name} is a directory where the view needs a copy; remove it by hand"
             )
-        status, reason = _file_status(have, size, hashes, src, old.get(name, {}), block, count, full)
-        if status in ("copy", "repair"):
-            acts.to_copy.append({"name": name, "src": f"{snapshot}/{name}", "size": size})
-        if status == "repair":
-            acts.problems.append(f"{node}: {spec.dst}/{name} {reason}: re-copying (never used as is)")
-            acts.to_remove.append(name)
-            acts.reclaim += have.get("alloc", 0)
-        files[name] = FileState(name, size, status, reason, hashes, src.get("full"))
+        f = FileState(name, ref.size, "copy", hashes=list(ref.hashes), full=src.get("full"), blob=ref.blob)
+        if have["state"] != "missing":
+            _judge_local(scope, f, have, acts)
+        if f.status in ("copy", "repair"):
+            item = {"name": name, "src": f"{snapshot}/{name}", "size": f.size}
+            acts.to_copy.append({**item, "expect": copy_expect(f.blob)} if scope.deep else item)
+        files[name] = f
     return files, sources_full
 
 
-def _file_status(
-    have: dict, size: int, hashes: list[str], src: dict, prev: dict, block: int, count: int, full: bool
-) -> tuple[str, str]:
-    """(status, reason) of one local file in the view (not a directory): copy, repair, verified or adopted."""
-    if have["state"] == "missing":
-        return "copy", ""
+def _judge_local(scope: Scope, f: FileState, have: dict, acts: Actions) -> None:
+    """Status of a local file present in the view: verified or adopted when it checks out; re-copied when it
+    is labkit's copy (or a link) and does not; a file of someone else's that does not is refused unless named."""
+    prev = scope.table("files").get(f.name)
+    prev = prev if isinstance(prev, dict) else None
+    problem = _content_problem(scope, f, have)
+    if problem is None and scope.deep:
+        problem = deep_problem(scope, f)
+    stale = _stale(scope, f, prev) if prev is not None else None
+    if problem is None and stale and not scope.deep:  # a deep hash equal to the blob's name outranks it
+        problem = stale
+    if problem is None:
+        usable = (
+            prev is not None
+            and not stale
+            and prev.get("size") == f.size
+            and prev.get("xxh3_64") == f.hashes
+            and prev.get("block") == scope.block
+            and prev.get("count") == scope.count
+            and (f.blob is not None or (scope.manifest or {}).get("commit") == scope.probe["commit"])
+        )
+        f.status, f.prev = ("verified", prev) if usable else ("adopted", {})
+        if not scope.deep:
+            f.deep = kept_record(prev, have, f.blob)
+            f.check = sampled_text(f.size, scope.block, scope.count, full=scope.full)
+        return
+    f.status, f.reason = "repair", problem
+    path = f"{scope.dst}/{f.name}"
+    if prev is None and have["state"] != "link":
+        if f.name not in scope.replace:
+            acts.refuse_foreign(scope, f.name, problem, "delete it to copy the snapshot's file there")
+            return
+        acts.replace_foreign(scope, f.name, have, problem, "deleted and copied again")
+    else:
+        acts.problems.append(f"{scope.node}: {path} {problem}: re-copying (never used as is)")
+        acts.reclaim += have.get("alloc", 0)
+    acts.to_remove.append(f.name)
+
+
+def _content_problem(scope: Scope, f: FileState, have: dict) -> str | None:
+    """What is wrong with a local file's copy by type, size, sampled blocks and (full mode) whole hash."""
     if have["state"] != "file":
-        return "repair", f"is a {have['state']}, not a copy"
-    if have["size"] != size:
-        return "repair", f"has {have['size']} bytes, the source {size} (truncated or different file)"
-    bad = [
-        off
-        for off, same in zip(node_side.sample_offsets(size, block, count), have["match"], strict=True)
-        if not same
-    ]
+        target = f" -> {have['target']}" if have["state"] == "link" else ""
+        return f"is a {have['state']}{target}, not a copy"
+    if have["size"] != f.size:
+        return f"has {have['size']} bytes, the source {f.size} (truncated or different file)"
+    offsets = node_side.sample_offsets(f.size, scope.block, scope.count)
+    bad = [off for off, same in zip(offsets, have["match"], strict=True) if not same]
     if bad:
-        return "repair", (
+        return (
             f"sampled block(s) at offset {', '.join(map(str, bad[:4]))}"
             f"{' ...' if len(bad) > 4 else ''} differ from the source"
         )
-    if full and have.get("full") != src.get("full"):
-        return "repair", "full hash differs from the source"
-    same = (
-        prev.get("size") == size
-        and prev.get("xxh3_64") == hashes
-        and prev.get("block") == block
-        and prev.get("count") == count
-    )
-    return ("verified" if same else "adopted"), ""
+    if scope.full and have.get("full") != scope.probe["sources"][f.name].get("full"):
+        return "full hash differs from the source"
+    return None
 
 
-def _assess_links(
-    probe: dict, spec, files: dict[str, FileState], acts: _Actions
-) -> tuple[dict[str, str], int]:
-    """Every other snapshot entry is an absolute link into the snapshot: ({name: target}, links already right)."""
-    node, snapshot, view = probe["node"], probe["snapshot"], probe["view"]
-    links, links_ok = {}, 0
-    for name in probe["entries"]:
-        if name in files:
-            continue
-        target = f"{snapshot}/{name}"
-        links[name] = target
-        have = view.get(name, {"state": "missing"})
-        if have["state"] == "link" and have["target"] == target:
-            links_ok += 1
-            continue
-        if have["state"] == "dir":
-            raise LabkitError(
-                f"{node}: {spec.dst}/{name} is a directory where the view needs a link; remove it by hand"
+def _stale(scope: Scope, f: FileState, prev: dict) -> str | None:
+    """Why the manifest says the view's copy is of another blob than the snapshot's (None: same blob, or no
+    blob names to go by). A manifest of an older labkit (no "blob") is read through its recorded source."""
+    if f.blob is None:
+        return None
+    commit = scope.probe["commit"]
+    if "blob" in prev:
+        was = prev["blob"]
+    elif (scope.manifest or {}).get("commit") == commit:
+        return None
+    else:
+        was = scope.probe.get("legacy_blobs", {}).get(f.name)
+        if was is None:
+            return (
+                f"was copied from {prev.get('source')} by an older labkit and which blob it is cannot be told "
+                f"any more; the snapshot's {f.name} (commit {commit}) is blob {f.blob}"
             )
-        if have["state"] == "file":
-            acts.reclaim += have.get("alloc", 0)
-        acts.to_link.append({"name": name, "target": target})
-    return links, links_ok
+    if was == f.blob:
+        return None
+    return (
+        f"is a copy of blob {was}; the snapshot's {f.name} (commit {commit}) is blob {f.blob}: a new revision"
+    )
 
 
-def _assess_leftovers(probe: dict, spec, acts: _Actions) -> None:
+def _assess_leftovers(probe: dict, spec, acts: Actions) -> None:
     """Partial copies go; of the entries not in the snapshot only labkit's own stale links go, the rest stay."""
     node = probe["node"]
     for p in probe["partials"]:

@@ -9,11 +9,13 @@ import json
 
 from labkit.errors import LabkitError
 from labkit.stage.assess import MANIFEST_NAME, NodeAssessment
+from labkit.stage.deep import as_record, copy_text, expected
 from labkit.stage.node import base as node_side
 from labkit.stage.reports import NodeReport
 from labkit.stage.transport import EventSink, HostLike, NodeJobs, Timeouts, call_node
+from labkit.stage.viewstate import FileState
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2  # 2: blob names of every file, hand-made copies kept ("kept"), deep hashes
 
 
 def build_node(
@@ -31,8 +33,9 @@ def build_node(
     jobs: NodeJobs,
 ) -> dict[str, dict]:
     """Make the changes `a` lists on the node (one build call); the counts go into `rep`. {name: copy}."""
-    # Full mode hashes each copy and its source whole after copying: the bytes are read 3 times.
-    work = sum(c["size"] for c in a.to_copy) * (3 if full else 1)
+    # Full mode hashes each copy and its source whole after copying: the bytes are read 3 times; deep mode
+    # hashes each copy once more (and its source, when it has no blob name).
+    work = sum(c["size"] * _reads(c, full) for c in a.to_copy)
     request = {
         "dst": spec.dst,
         "remove": a.to_remove,
@@ -56,23 +59,43 @@ def build_node(
     return copied
 
 
-def tally_files(rep: NodeReport, a: NodeAssessment, copied: dict[str, dict]) -> None:
-    """Count the view's links already right and its local files by what happened to them, into `rep`."""
+def _reads(item: dict, full: bool) -> int:
+    """How often one copy's bytes are read whole by a build: the copy, full mode's two hashes, deep's."""
+    expect = item.get("expect")
+    return 1 + (2 if full else 0) + (0 if not expect else 1 if expect.get("hex") else 2)
+
+
+def tally_files(
+    rep: NodeReport, a: NodeAssessment, copied: dict[str, dict], block: int, count: int, full: bool
+) -> None:
+    """Count the view's links already right and its local files by what happened to them, into `rep`, with
+    the check each file had (the staging record says it per file)."""
     rep.links_ok = len(a.links) - rep.linked
     for name, f in a.files.items():
         if name in copied:
             rep.copied += 1
-        elif f.status == "verified":
+            rep.verification[name] = copy_text(f, a.deep, block, count, full)
+            continue
+        if f.status == "verified":
             rep.verified += 1
         else:
             rep.adopted += 1
+        rep.verification[name] = f.check
+    rep.kept = len(a.kept)
+    rep.verification.update({rel: k.check for rel, k in sorted(a.kept.items())})
+
+
+def _state(f: FileState, now: str) -> dict:
+    """state and time of an entry the stage did not copy: a verified one keeps its own."""
+    if f.status == "verified":
+        return {"state": f.prev.get("state", "adopted"), "at": f.prev.get("at", now)}
+    return {"state": "adopted", "at": now}
 
 
 def build_manifest(
     spec, shared_cache: str, a: NodeAssessment, copied: dict[str, dict], block: int, count: int, now: str
 ) -> dict:
     """The manifest for one node's view (pure); unchanged entries keep their original state and time."""
-    old_files = (a.manifest or {}).get("files", {}) if (a.manifest or {}).get("commit") == a.commit else {}
     files = {}
     for name, f in a.files.items():
         entry = {
@@ -82,19 +105,27 @@ def build_manifest(
             "offsets": node_side.sample_offsets(f.size, block, count),
             "xxh3_64": f.hashes,
             "source": f"{a.snapshot}/{name}",
+            "blob": f.blob,
         }
         if name in copied:
             entry.update(state="copied", at=now)
             full = copied[name].get("full")
-        elif f.status == "verified":
-            entry.update(state=old_files[name].get("state", "adopted"), at=old_files[name].get("at", now))
-            full = f.full or old_files[name].get("full")
+            found = copied[name].get("deep")
+            deep = as_record(found, now) if found and expected(f.blob) else None
         else:
-            entry.update(state="adopted", at=now)
-            full = f.full
+            entry.update(_state(f, now))
+            full = f.full or f.prev.get("full")
+            deep = f.deep
         if full:
             entry["full"] = full
+        if deep:
+            entry["deep"] = deep
         files[name] = entry
+    kept = {}
+    for rel, f in sorted(a.kept.items()):
+        kept[rel] = {"size": f.size, "source": f"{a.snapshot}/{rel}", "blob": f.blob, **_state(f, now)}
+        if f.deep:
+            kept[rel]["deep"] = f.deep
     return {
         "format": MANIFEST_FORMAT,
         "kind": "local-view",
@@ -104,16 +135,18 @@ def build_manifest(
         "snapshot": a.snapshot,
         "shared_cache": shared_cache,
         "dst": spec.dst,
-        # the rule's text (an old path included) is part of every manifest: changing it rewrites them all
+        # the rule's text is part of every manifest: changing it rewrites them all (format 2 did, once)
         "sampling": {
             "block": block,
             "count": count,
             "hash": "xxh3_64",
             "rule": "first, last and evenly spaced blocks (whole file if size <= block*count); "
-            "see labkit/node/stage_node.py sample_offsets",
+            "see labkit/stage/node/base.py sample_offsets",
         },
         "files": files,
+        "kept": kept,
         "links": dict(sorted(a.links.items())),
+        "blobs": a.blobs,
     }
 
 

@@ -27,12 +27,16 @@ class NodeReport:
         0  # leftovers deleted this run (partial copies, stale links); a re-copied file counts as copied
     )
     links_ok: int = 0  # links already correct
+    kept: int = 0  # copies made by hand at names the view would link, checked and kept as they are
     bytes_copied: int = 0
     copy_seconds: float = 0.0
     seconds: float = 0.0  # whole stage on this node (probe, build, verify)
     repaired: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     methods: list[str] = field(default_factory=list)
+    # the check each file on the node's disk had, by path in the view: "sampled xxh3 8 blocks", "deep sha256",
+    # "deep sha256 (cached, size+mtime+ctime unchanged)", ... (labkit/stage/deep.py)
+    verification: dict[str, str] = field(default_factory=dict)
 
     @property
     def mb_per_s(self) -> float | None:
@@ -51,6 +55,7 @@ class ViewReport:
     preflight: list[dict]
     nodes: dict[str, NodeReport]
     manifest_written: dict[str, bool]
+    verify: str = "sampled"  # sampled | deep (--deep or staging.verify)
 
     @property
     def verification_only(self) -> bool:
@@ -90,6 +95,7 @@ class StageReport:
                     n.copied,
                     n.adopted,
                     n.verified,
+                    n.kept,
                     n.linked + n.links_ok,
                     n.removed,
                     format_size(n.bytes_copied),
@@ -109,6 +115,7 @@ class StageReport:
                         "copied",
                         "adopted",
                         "verified",
+                        "kept",
                         "links",
                         "removed",
                         "bytes copied",
@@ -119,12 +126,22 @@ class StageReport:
             )
             notes = [m for n in v.nodes.values() for m in n.repaired + n.warnings]
             parts += [f"  note: {m}" for m in notes]
+            parts += [f"  checked: {line}" for line in _checks(v)]
         parts.append(
             "verification only: nothing copied or changed"
             if self.verification_only
             else f"staged in {self.seconds:.1f} s"
         )
         return "\n".join(parts)
+
+
+def _checks(v: ViewReport) -> list[str]:
+    """How the files were checked, counted over the nodes: "deep sha256: 8 files", ..."""
+    counts: dict[str, int] = {}
+    for n in v.nodes.values():
+        for text in n.verification.values():
+            counts[text] = counts.get(text, 0) + 1
+    return [f"{text}: {k} file{'s' if k != 1 else ''}" for text, k in sorted(counts.items())]
 
 
 class CopyProgress:

@@ -7,18 +7,22 @@ directory at `dst`:
 
     <dst>/model-00047-of-00048.safetensors   real copy (verified)
     <dst>/config.json -> <shared_cache>/models--org--name/snapshots/<commit>/config.json   (absolute link)
-    <dst>/.labkit-view.json                  manifest: sizes, sampled-block hashes, source, commit, times
+    <dst>/.labkit-view.json                  manifest: sizes, blob names, sampled-block hashes, deep
+                                             hashes, source, commit, times
 
 Links are absolute so they resolve inside the container, where the shared cache is mounted at the same
 path (LanePlan.mounts()). Flow per run, every node in parallel:
-  1. probe (read-only): resolve the revision, list the snapshot, free bytes of dst's filesystem, state
-     and sampled blocks of the local files in the view and in the cache;
+  1. probe (read-only): resolve the revision, list the snapshot with each file's blob name, free bytes of
+     dst's filesystem, state and sampled blocks of the files in the view and in the cache; in deep mode
+     the whole-file hashes not on record yet;
   2. preflight: need = bytes of local files not present and valid + min_free vs free (+ reclaimable
      partial/invalid files); views on one filesystem add their copies and count the largest min_free once;
-     nodes resolving different commits, or any node short -> refused before anything changed anywhere;
+     nodes resolving different commits, any node short, or a file labkit did not make in the way (unless
+     named in `replace_foreign`) -> refused before anything changed anywhere (docs/staging.md);
   3. build (only where something is missing or wrong): remove stale/invalid entries, link, copy to a
      temp name, fsync, check, rename;
-  4. verify: probe again, every file must check out; write the manifest atomically if it changed.
+  4. verify: probe again and assess with the new manifest, every file must check out; write the manifest
+     atomically if it changed.
 A second run is step 1 only (plus a comparison): verification, seconds.
 Ctrl-C at any step ends the node-script processes on every node (NodeJobs: closing an SSH channel would
 leave them running), waits for them (at most 30 s) and is then raised; a copy cut short is removed, or
@@ -29,7 +33,8 @@ before boot; the engine gets `plan.model_path` (the view's container mount) and 
 view and the shared cache at its own path. (labkit.measure's `NodeNfsProbe` samples each node's NFS
 server-read bytes around a run.)
 
-The parts: `assess` (pure decisions from one probe), `space` (the space check), `build` (step 3 on one
+The parts: `assess`, `handmade` and `deep` (pure decisions from one probe: local files, the other names,
+whole-file hashes), `space` (the space check), `probing` (steps 1-2 on every node), `build` (step 3 on one
 node and the manifest), `transport` (the node-side call, timeouts, NodeJobs), `reports` (what is shown
 and returned); this module runs the steps.
 """
@@ -38,15 +43,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from labkit.errors import LabkitError, NodeError
+from labkit.errors import LabkitError
 from labkit.nodes import each_node
-from labkit.stage.assess import NodeAssessment, Source, assess, check_entry, repo_cache_path, sources_from
+from labkit.recipe import Invalid, file_name
+from labkit.stage.assess import NodeAssessment, assess, check_entry
 from labkit.stage.build import build_manifest, build_node, tally_files, write_manifest
 from labkit.stage.node import base as node_side
+from labkit.stage.probing import Checks, probe_and_assess, probe_node
 from labkit.stage.reports import CopyProgress, NodeReport, StageReport, ViewReport
+from labkit.stage.sources import Source
 from labkit.stage.space import check_space_grouped
 from labkit.stage.transport import DEFAULT_TIMEOUTS, HostLike, NodeJobs, Timeouts, call_node
 
@@ -59,46 +68,13 @@ def local_views(plan) -> list:
     return specs
 
 
-def probe_node(
-    h: HostLike,
-    plan,
-    spec,
-    block: int,
-    count: int,
-    full: bool,
-    send_source: Iterable[str] | None = None,
-    timeout: float | None = None,
-    jobs: NodeJobs | None = None,
-) -> dict:
-    """The node's read-only view of the cache and `spec.dst`, labelled with the host's name.
-
-    `send_source`: local files whose raw sampled source blocks this node returns (default: all)."""
-    request = {
-        "repo_cache": repo_cache_path(plan.cluster.shared_cache, spec.repo),
-        "revision": spec.revision,
-        "dst": spec.dst,
-        "local": list(spec.local),
-        "block": block,
-        "count": count,
-        "full": full,
-        "send_source": list(spec.local if send_source is None else send_source),
-    }
-    out = call_node(h, "probe", request, timeout=timeout, jobs=jobs)
-    out["hostname"], out["node"] = out.get("node"), h.name
-    return out
-
-
-def _full_bytes(probe: dict, spec) -> int:
-    """Bytes a full-mode probe hashes whole: each local file in the cache and its copy in the view."""
-    src = sum(e.get("size", 0) for n, e in probe["entries"].items() if n in spec.local)
-    return src + sum(v.get("size", 0) for n, v in probe["view"].items() if n in spec.local)
-
-
 def stage(
     plan,
     hosts: Iterable[HostLike],
     *,
     full: bool = False,
+    deep: bool = False,
+    replace_foreign: Iterable[str] = (),
     progress: bool = True,
     block: int = node_side.SAMPLE_BLOCK,
     count: int = node_side.SAMPLE_COUNT,
@@ -107,10 +83,14 @@ def stage(
 ) -> StageReport:
     """Build and verify every local-view staging entry of `plan` on every host; see the module doc.
 
-    `copy_rate`: cap each node's copy at this many bytes/s (tests: a copy slow enough to interrupt).
+    `deep`: every view verified deep (else each entry's `verify`, "sampled" by default).
+    `replace_foreign`: names of files labkit did not make that it may replace (else such a file in the
+    way is refused, naming it). `copy_rate`: cap each node's copy at this many bytes/s (tests: a copy slow
+    enough to interrupt).
 
     Raises StagingRefused (nothing changed) when a node lacks space, NodeError naming nodes whose probe,
-    build or verification failed or timed out, RecipeError for a plan whose staging paths are unsafe.
+    build or verification failed or timed out, or whose view holds files it may not replace, RecipeError for
+    a plan whose staging paths are unsafe.
     A Ctrl-C ends the node jobs on every node (a copy in flight is discarded, never left under its final
     name; the next stage redoes it) and is raised once they ended (NodeJobs, each_node).
     """
@@ -118,134 +98,87 @@ def stage(
     jobs = NodeJobs()
     hosts = list(hosts)
     specs = local_views(plan)
+    checks = _checks(specs, block, count, full, deep, replace_foreign)
     if not specs or not hosts:
         return StageReport([], 0.0)
 
     # 1+2: probe everything, refuse before any change.
-    assessed, sources = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts, jobs)
+    assessed, sources = probe_and_assess(plan, specs, hosts, checks, timeouts, jobs)
     preflights = [check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
     reports = []
     for i, spec in enumerate(specs):
-        reports.append(
-            _stage_view(
-                plan,
-                spec,
-                hosts,
-                assessed[i],
-                preflights[i],
-                sources[i],
-                full,
-                progress,
-                block,
-                count,
-                timeouts,
-                copy_rate,
-                jobs,
-            )
-        )
+        run = _ViewRun(plan, spec, i, hosts, sources[i], checks, progress, timeouts, copy_rate, jobs)
+        reports.append(run.stage(assessed[i], preflights[i]))
     return StageReport(reports, time.monotonic() - t0)
 
 
-def _probe_and_assess(
-    plan, specs, hosts: list[HostLike], block: int, count: int, full: bool, timeouts: Timeouts, jobs: NodeJobs
-) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
-    """Probe every node (in parallel, read-only) and assess each.
+def _checks(specs, block: int, count: int, full: bool, deep: bool, replace_foreign: Iterable[str]) -> Checks:
+    """The checks of one call; names to replace are checked here, before any node is touched."""
+    names = [replace_foreign] if isinstance(replace_foreign, str) else list(replace_foreign)
+    for name in names:
+        try:
+            file_name(name, "--replace-foreign")
+        except Invalid as e:
+            raise LabkitError(f"--replace-foreign {name!r}: {e.message} (a name in the view, no '/')")
+    modes = tuple(deep or spec.verify == "deep" for spec in specs)
+    return Checks(block, count, full, modes, frozenset(names))
 
-    The raw source blocks of local file j come from node j mod N only (spreading the transfer: fabric moves
-    stdout slowly), every node compares its own copy with the source it reads itself. Full mode probes
-    twice: sampled first (short timeout, gives the sizes), then with whole-file hashes, timed for their bytes."""
-    names = [h.name for h in hosts]
 
-    def probe_one(h: HostLike, spec) -> dict:
-        k = names.index(h.name)
-        send = [f for j, f in enumerate(spec.local) if j % len(names) == k]
-        # in full mode the first probe is only for the sizes: its raw samples would travel twice
-        probe = probe_node(
-            h,
-            plan,
-            spec,
-            block,
-            count,
-            False,
-            send_source=() if full else send,
-            timeout=timeouts.node,
-            jobs=jobs,
-        )
-        if not full:
-            return probe
-        return probe_node(
-            h,
-            plan,
-            spec,
-            block,
-            count,
-            True,
-            send_source=send,
-            timeout=timeouts.for_bytes(_full_bytes(probe, spec), base=timeouts.node),
-            jobs=jobs,
-        )
+@dataclass
+class _ViewRun:
+    """Steps 3-4 for one view (`index` in the plan's local views), every node in parallel: build where
+    something changes, verify, manifest."""
 
-    def probe_all(h: HostLike) -> list[dict]:
-        return [probe_one(h, spec) for spec in specs]
+    plan: Any
+    spec: Any
+    index: int
+    hosts: list[HostLike]
+    sources: dict[str, Source]
+    checks: Checks
+    progress: bool
+    timeouts: Timeouts
+    copy_rate: float | None
+    jobs: NodeJobs
 
-    what = "staging preflight (nothing was changed)"
-    probes = each_node(hosts, probe_all, what, jobs.stop, "the staging preflight")
-    for i, spec in enumerate(specs):
-        commits = {n: probes[n][i]["commit"] for n in names}
-        if len(set(commits.values())) > 1:
-            raise NodeError(
-                f"{what}: the nodes resolve {spec.repo}@{spec.revision} to different commits "
-                "(is the shared cache the same on every node?)",
-                {n: f"{spec.repo}@{spec.revision} is commit {c} here" for n, c in commits.items()},
+    @property
+    def deep(self) -> bool:
+        return self.checks.deep[self.index]
+
+    def stage(self, assessed: list[NodeAssessment], preflight: list[dict]) -> ViewReport:
+        spec = self.spec
+        node_of = {h.name: a for h, a in zip(self.hosts, assessed, strict=True)}
+        total = sum(c["size"] for a in assessed for c in a.to_copy)
+        bar = CopyProgress(total, enabled=self.progress)
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        try:
+            activity = f"the copy into {spec.dst}" if total else f"the staging of {spec.dst}"
+            done = each_node(
+                self.hosts,
+                lambda h: self.one(h, node_of[h.name], bar, now),
+                f"staging {spec.dst}",
+                self.jobs.stop,
+                activity,
+                say=bar.write,
             )
-    try:
-        sources = [
-            sources_from([probes[n][i] for n in names], spec, block, count) for i, spec in enumerate(specs)
-        ]
-    except LabkitError as e:
-        raise NodeError(what, {names[0]: str(e).removeprefix(names[0] + ": ")})
-    assessed: list[list[NodeAssessment]] = []
-    errors: dict[str, str] = {}
-    for i, spec in enumerate(specs):
-        row = []
-        for h in hosts:
-            try:
-                row.append(assess(probes[h.name][i], spec, block, count, full, sources[i]))
-            except LabkitError as e:
-                errors.setdefault(h.name, str(e).removeprefix(h.name + ": "))
-        assessed.append(row)
-    if errors:
-        raise NodeError(what, errors)
-    return assessed, sources
+        finally:
+            bar.close()
+        # One commit on every node: the preflight refused otherwise, and each node's verification kept it.
+        return ViewReport(
+            spec.dst,
+            spec.repo,
+            spec.revision,
+            assessed[0].commit,
+            self.checks.full,
+            preflight,
+            {n: r for n, (r, _) in done.items()},
+            {n: w for n, (_, w) in done.items()},
+            "deep" if self.deep else "sampled",
+        )
 
-
-def _stage_view(
-    plan,
-    spec,
-    hosts: list[HostLike],
-    assessed: list[NodeAssessment],
-    preflight: list[dict],
-    sources: dict[str, Source],
-    full: bool,
-    progress: bool,
-    block: int,
-    count: int,
-    timeouts: Timeouts,
-    copy_rate: float | None,
-    jobs: NodeJobs,
-) -> ViewReport:
-    """Steps 3-4 for one view, every node in parallel: build where something changes, verify, manifest."""
-    by_node = {a.node: a for a in assessed}
-    node_of = {h.name: by_node[a.node] for h, a in zip(hosts, assessed, strict=True)}
-    total = sum(c["size"] for a in assessed for c in a.to_copy)
-    bar = CopyProgress(total, enabled=progress)
-    shared_cache = plan.cluster.shared_cache
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-
-    def one(h: HostLike) -> tuple[NodeReport, bool]:
+    def one(self, h: HostLike, a: NodeAssessment, bar: CopyProgress, now: str) -> tuple[NodeReport, bool]:
         t0 = time.monotonic()
-        a = node_of[h.name]
+        c, spec = self.checks, self.spec
         rep = NodeReport(h.name, a.commit, repaired=list(a.problems), warnings=list(a.warnings))
         copied: dict[str, dict] = {}
         if a.changes:
@@ -254,83 +187,54 @@ def _stage_view(
                 spec,
                 a,
                 rep,
-                block=block,
-                count=count,
-                full=full,
-                copy_rate=copy_rate,
+                block=c.block,
+                count=c.count,
+                full=c.full,
+                copy_rate=self.copy_rate,
                 on_event=bar.sink(h.name),
-                timeouts=timeouts,
-                jobs=jobs,
+                timeouts=self.timeouts,
+                jobs=self.jobs,
             )
-            a = _verify_built(h, plan, spec, a, sources, block, count, timeouts, jobs)
-        tally_files(rep, a, copied)
-        manifest = build_manifest(spec, shared_cache, a, copied, block, count, now)
-        written = write_manifest(h, spec.dst, manifest, a.manifest, now, timeouts.node, jobs)
+        manifest = build_manifest(spec, self.plan.cluster.shared_cache, a, copied, c.block, c.count, now)
+        if a.changes:
+            self.verify_built(h, a, manifest)
+        tally_files(rep, a, copied, c.block, c.count, c.full)
+        written = write_manifest(h, spec.dst, manifest, a.manifest, now, self.timeouts.node, self.jobs)
         rep.seconds = time.monotonic() - t0
         return rep, written
 
-    try:
-        activity = f"the copy into {spec.dst}" if total else f"the staging of {spec.dst}"
-        done = each_node(hosts, one, f"staging {spec.dst}", jobs.stop, activity, say=bar.write)
-    finally:
-        bar.close()
-    # One commit on every node: the preflight refused otherwise, and each node's verification kept it.
-    return ViewReport(
-        spec.dst,
-        spec.repo,
-        spec.revision,
-        assessed[0].commit,
-        full,
-        preflight,
-        {n: r for n, (r, _) in done.items()},
-        {n: w for n, (_, w) in done.items()},
-    )
-
-
-def _verify_built(
-    h: HostLike,
-    plan,
-    spec,
-    a: NodeAssessment,
-    sources: dict[str, Source],
-    block: int,
-    count: int,
-    timeouts: Timeouts,
-    jobs: NodeJobs,
-) -> NodeAssessment:
-    """Probe the built view again and assess it exactly as a later run would: nothing may be left to do.
-
-    The result keeps the whole-file hashes and the old manifest of `a` (the manifest still to be replaced)."""
-    again = assess(
-        probe_node(h, plan, spec, block, count, False, send_source=(), timeout=timeouts.node, jobs=jobs),
-        spec,
-        block,
-        count,
-        False,
-        sources,
-    )
-    if again.changes or again.commit != a.commit:
-        raise LabkitError(
-            f"view {spec.dst} still incomplete after building: copy "
-            f"{[c['name'] for c in again.to_copy]}, link {[x['name'] for x in again.to_link]}, "
-            f"remove {again.to_remove}"
-        )
-    for name, f in again.files.items():
-        f.full = a.files[name].full
-    return replace(again, manifest=a.manifest)
+    def verify_built(self, h: HostLike, a: NodeAssessment, manifest: dict) -> None:
+        """Probe the built view again and assess it, with the manifest about to be written, exactly as a later
+        sampled run would: nothing may be left to do."""
+        c, spec = self.checks, self.spec
+        probe = probe_node(h, self.plan, spec, c.block, c.count, False, (), self.timeouts.node, self.jobs)
+        probe["manifest"] = manifest
+        again = assess(probe, spec, c.block, c.count, False, self.sources, replace_foreign=c.replace_foreign)
+        if again.changes or again.commit != a.commit:
+            raise LabkitError(
+                f"view {spec.dst} still incomplete after building: copy "
+                f"{[x['name'] for x in again.to_copy]}, link {[x['name'] for x in again.to_link]}, "
+                f"remove {again.to_remove}"
+            )
 
 
 def preflight(
-    plan, hosts: Iterable[HostLike], *, full: bool = False, timeouts: Timeouts = DEFAULT_TIMEOUTS
+    plan,
+    hosts: Iterable[HostLike],
+    *,
+    full: bool = False,
+    deep: bool = False,
+    replace_foreign: Iterable[str] = (),
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
 ) -> list[list[dict]]:
-    """Only steps 1-2: per view, the per-node space rows; raises StagingRefused like `stage`. Read-only."""
+    """Only steps 1-2: per view, the per-node space rows; raises like `stage` before any change. Read-only
+    (deep: the local copies are hashed, so a mismatch counts in the space they need)."""
     hosts = list(hosts)
     specs = local_views(plan)
-    block, count = node_side.SAMPLE_BLOCK, node_side.SAMPLE_COUNT
-
+    checks = _checks(specs, node_side.SAMPLE_BLOCK, node_side.SAMPLE_COUNT, full, deep, replace_foreign)
     if not specs or not hosts:
         return []
-    assessed, _ = _probe_and_assess(plan, specs, hosts, block, count, full, timeouts, NodeJobs())
+    assessed, _ = probe_and_assess(plan, specs, hosts, checks, timeouts, NodeJobs())
     return [check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
 

@@ -1,8 +1,10 @@
-"""Fixtures of the staging tests: the four sshd nodes (tests/conftest.py `cluster`), a fresh view path on each."""
+"""Fixtures of the staging tests: the four sshd nodes (tests/conftest.py `cluster`), a fresh view path on each;
+a small real filesystem on this machine."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 
 import pytest
@@ -20,3 +22,15 @@ def nodes(cluster):
     yield group, dst
     group.run(["rm", "-rf", os.path.dirname(dst), f"{cluster.disk_path}/ballast"], "cleanup", check=False)
     group.close()
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 4 MiB tmpfs mounted in a temp dir (root only)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.decode().strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)

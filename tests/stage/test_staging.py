@@ -353,16 +353,7 @@ def test_check_view_finds_broken_links(world):
 # ---- real small filesystem: refusal when short --------------------------------------------------------------
 
 
-@pytest.fixture
-def small_fs(tmp_path):
-    """A 4 MiB tmpfs mounted in a temp dir (root only)."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.decode().strip()}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False)
+# (small_fs, a 4 MiB tmpfs: tests/stage/conftest.py)
 
 
 def test_short_node_is_refused_with_nothing_changed(tmp_path, small_fs):
@@ -555,7 +546,7 @@ def test_copy_that_runs_out_of_space_leaves_no_partial(tmp_path, small_fs):
         "count": stage_node.SAMPLE_COUNT,
         "copy": [{"name": LOCAL[0], "src": f"{snap}/{LOCAL[0]}", "size": len(files[LOCAL[0]])}],
     }
-    with pytest.raises(LabkitError, match="n1: staging build: .*No space left"):
+    with pytest.raises(LabkitError, match="n1: staging build: .*no space left"):
         call_node(LocalNode("n1"), "build", request)
     assert list(dst.iterdir()) == []
 

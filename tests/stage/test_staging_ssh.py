@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -14,9 +16,25 @@ import pytest
 from labkit.errors import NodeError
 from labkit.nodes import host_for
 from labkit.stage import StagingRefused, Timeouts, check_view, sample_offsets, stage
-from tests.support.hf_cache import COMMIT, LOCAL, default_files, make_cache, plan_for, write_recipe
+from tests.support.hf_cache import (
+    COMMIT,
+    COMMIT2,
+    LOCAL,
+    blob_name,
+    default_files,
+    make_cache,
+    new_revision,
+    plan_for,
+    write_recipe,
+)
 from tests.support.nodes import ADDRESSES
-from tests.support.staging import LIST_VIEW, hanging_cache, remote_json
+from tests.support.staging import (
+    LIST_VIEW,
+    differ_between_samples,
+    gap_between_samples,
+    hanging_cache,
+    remote_json,
+)
 
 SHORT = "127.0.0.4"  # dgx7, the lab note's binding node
 
@@ -203,3 +221,91 @@ def test_nodes_resolving_different_commits_are_refused_before_any_change(nodes, 
         assert (COMMIT if i < 2 else other) in e.value.failures[addr]
     for h in group:
         assert h.run(["test", "-e", dst]).exit_code == 1, h.name
+
+
+# ---- issue 17: blob names, other people's files, deep verification ------------------------------------------
+
+
+def remote_sha256(host, path: str) -> str:
+    code = (
+        "import hashlib, json, sys; h = hashlib.sha256(); f = open(sys.argv[1], 'rb')\n"
+        "for b in iter(lambda: f.read(1 << 20), b''): h.update(b)\n"
+        "print(json.dumps(h.hexdigest()))"
+    )
+    r = host.run(["python3", "-c", code, path])
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_shard_with_a_new_blob_in_a_new_revision_is_copied_again_on_every_node(nodes, tmp_path):
+    """refs/main moves to a commit where one shard has the same size and sampled blocks but a new blob: every
+    node copies that shard again (never adopts its old bytes) and keeps the unchanged one."""
+    group, dst = nodes
+    cache = tmp_path / "nas" / "hub"
+    make_cache(cache)
+    plan = plan_for(tmp_path, cache, dst, list(ADDRESSES))
+    stage(plan, group, progress=False)
+    changed = differ_between_samples(default_files()[LOCAL[0]])
+    new_revision(cache, {LOCAL[0]: changed})
+    report = stage(plan, group, progress=False)
+    assert report.views[0].commit == COMMIT2
+    for h in group:
+        node = report.views[0].nodes[h.name]
+        assert (node.copied, node.verified, node.adopted) == (1, 1, 0), h.name
+        assert any(blob_name(changed) in r for r in node.repaired), node.repaired
+        assert remote_sha256(h, f"{dst}/{LOCAL[0]}") == blob_name(changed), h.name
+        manifest = remote_json(h, f"import json; print(open({dst + '/.labkit-view.json'!r}).read())")
+        assert manifest["files"][LOCAL[0]]["blob"] == blob_name(changed)
+    assert stage(plan, group, progress=False).verification_only
+
+
+def test_deep_catches_a_same_size_copy_whose_sampled_blocks_match_on_one_node(nodes, tmp_path):
+    """Bytes changed between the sampled blocks of one node's copy: the sampled stage cannot see it; --deep
+    names both hashes and re-copies there only; the next deep stage takes every hash from the manifest."""
+    group, dst = nodes
+    make_cache(tmp_path / "nas" / "hub")
+    plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
+    stage(plan, group, progress=False)
+    victim, name = group.hosts[2], LOCAL[1]
+    good = default_files()[name]
+    bad = differ_between_samples(good, 4096)
+    start, end = gap_between_samples(len(good))
+    mid = start + (end - start - 4096) // 2  # where differ_between_samples inverts its 4096 bytes
+    flip = (
+        "import sys; f = open(sys.argv[1], 'r+b'); f.seek(int(sys.argv[2])); b = f.read(4096); "
+        "f.seek(int(sys.argv[2])); f.write(bytes(x ^ 255 for x in b)); f.close()"
+    )
+    assert victim.run(["python3", "-c", flip, f"{dst}/{name}", str(mid)]).exit_code == 0
+    assert remote_sha256(victim, f"{dst}/{name}") == hashlib.sha256(bad).hexdigest()
+    assert stage(plan, group, progress=False).verification_only  # the sampled check's documented limit
+    report = stage(plan, group, progress=False, deep=True)
+    nodes_ = report.views[0].nodes
+    assert nodes_[victim.name].copied == 1
+    (note,) = nodes_[victim.name].repaired
+    assert hashlib.sha256(bad).hexdigest() in note and blob_name(good) in note and name in note
+    assert all(n.copied == 0 and n.verified == 2 for a, n in nodes_.items() if a != victim.name)
+    assert all(set(n.verification.values()) == {"deep sha256"} for n in nodes_.values())
+    assert remote_sha256(victim, f"{dst}/{name}") == blob_name(good)
+    again = stage(plan, group, progress=False, deep=True)
+    assert again.verification_only
+    cached = "deep sha256 (cached, size+mtime+ctime unchanged)"
+    assert all(set(n.verification.values()) == {cached} for n in again.views[0].nodes.values())
+
+
+def test_a_users_file_on_one_node_refuses_the_stage_before_any_node_changes(nodes, tmp_path):
+    group, dst = nodes
+    make_cache(tmp_path / "nas" / "hub")
+    plan = plan_for(tmp_path, tmp_path / "nas" / "hub", dst, list(ADDRESSES))
+    owner = group.hosts[1]
+    mine = 'mkdir -p "$1" && printf %s "$2" > "$1/config.json"'
+    assert owner.run(["sh", "-c", mine, "sh", dst, '{"edited": true}']).exit_code == 0
+    with pytest.raises(NodeError) as e:
+        stage(plan, group, progress=False)
+    assert set(e.value.failures) == {owner.name}
+    assert f"{dst}/config.json" in e.value.failures[owner.name]
+    assert "--replace-foreign config.json" in e.value.failures[owner.name]
+    for h in group:
+        if h is not owner:
+            assert h.run(["test", "-e", os.path.dirname(dst)]).exit_code == 1, h.name
+    listing = remote_json(owner, LIST_VIEW.format(dst=dst))
+    assert list(listing) == ["config.json"] and listing["config.json"]["link"] is None

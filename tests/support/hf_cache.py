@@ -12,6 +12,7 @@ from labkit.recipe import load_recipe
 
 REPO = "acme/Tiny-Engram"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+COMMIT2 = "89abcdef0123456789abcdef0123456789abcdef"  # a later revision (new_revision)
 LOCAL = ("model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors")
 
 
@@ -62,6 +63,17 @@ def make_cache(
     return snap
 
 
+def new_revision(root: Path, changed: dict[str, bytes], commit: str = COMMIT2, ref: str = "main") -> Path:
+    """A second commit in the same cache: the default files with `changed` replaced (their blobs are new, the
+    others shared), and refs/<ref> moved to it, as `huggingface-cli download` of a new revision leaves it."""
+    return make_cache(root, {**default_files(), **changed}, commit=commit, ref=ref)
+
+
+def blob_name(data: bytes) -> str:
+    """The name the hub cache gives the blob of `data` (its SHA-256)."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def write_recipe(
     folder: Path,
     cache: Path,
@@ -72,9 +84,11 @@ def write_recipe(
     revision: str | None = None,
     ssh_port: int = 22,
     repo: str = REPO,
+    verify: str | None = None,
 ) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     rev = f'revision = "{revision}"\n' if revision else ""
+    rev += f'verify = "{verify}"\n' if verify else ""
     local_list = ", ".join(f'"{n}"' for n in local)
     # [lane] and [measure] sub-tables are spelled out: recipe.py raises KeyError when they are absent
     # (nested defaults are not filled; reported to the lead).

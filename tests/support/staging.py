@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from labkit.stage import SAMPLE_BLOCK, sample_offsets
 from tests.support.hf_cache import LOCAL, make_cache
 
 
@@ -17,6 +18,24 @@ def hanging_cache(cache: Path) -> Path:
     blob.unlink()
     os.mkfifo(blob)
     return snap
+
+
+def gap_between_samples(size: int) -> tuple[int, int]:
+    """(start, end) of the bytes between the 4th and 5th sampled blocks of a `size`-byte file: a change there is
+    invisible to the sampled check (labkit.stage.sample_offsets)."""
+    offs = sample_offsets(size)
+    start, end = offs[3] + SAMPLE_BLOCK, offs[4]
+    assert end - start > 1024, f"a {size}-byte file has no gap between its sampled blocks"
+    return start, end
+
+
+def differ_between_samples(data: bytes, length: int = 64 * 1024) -> bytes:
+    """`data` with `length` bytes (at most the gap) inverted between two sampled blocks: same size, same
+    sampled blocks, other content (another blob)."""
+    start, end = gap_between_samples(len(data))
+    length = min(length, end - start)
+    mid = start + (end - start - length) // 2
+    return data[:mid] + bytes(b ^ 0xFF for b in data[mid : mid + length]) + data[mid + length :]
 
 
 def remote_json(host, code: str) -> dict:

@@ -13,7 +13,10 @@ sampled blocks of its copy with the same blocks of the source byte for byte; for
 (`send_source`) returns the raw source blocks (base64) and the controller hashes them with xxhash, which
 nodes do not have, for the manifest (raw bytes from one node per file: fabric moves stdout slowly). `full`
 mode hashes whole files here, with coreutils `b2sum` (BLAKE2b-512; hashlib's identical blake2b when
-b2sum is missing).
+b2sum is missing). DEEP verification (`file_hash`) reads a file whole with hashlib in 8 MiB reads and
+compares it with the name of the blob its snapshot link resolves to (`blob_of`): the hub names an LFS
+blob by its SHA-256 and a git blob by its git SHA-1, so no network and no second read of the NAS is needed
+(docs/staging.md, "Deep verification").
 
 Copies are written to `.labkit-partial.<name>` in the view, fsynced, checked against the source
 (size, sampled bytes, full digest in full mode) and only then renamed to the final name, so a killed
@@ -37,6 +40,8 @@ MANIFEST_NAME = ".labkit-view.json"
 SAMPLE_BLOCK = 64 * 1024  # bytes per sampled block
 SAMPLE_COUNT = 8  # blocks per file (first, last, 6 evenly spaced): 512 KiB read per file
 COPY_CHUNK = 256 * 1024 * 1024  # per copy_file_range call; progress lines between calls
+HASH_CHUNK = 8 * 1024 * 1024  # per read when hashing whole files (large reads: near sha256sum speed)
+HEX = frozenset("0123456789abcdef")
 PROGRESS_EVERY = 0.5  # seconds between progress lines
 
 
@@ -103,6 +108,52 @@ def full_digest(path: str) -> str:
     return "blake2b-512:" + h.hexdigest()
 
 
+def blob_of(path: str, blobs: str) -> object:
+    """The name of the blob `path` (a snapshot entry) resolves to in `blobs` (the repo's blobs/ folder, real
+    path), or None when it is not a link into it (a plain file in the snapshot, a hand-made cache)."""
+    if not os.path.islink(path):
+        return None
+    real = os.path.realpath(path)
+    return os.path.basename(real) if os.path.dirname(real) == blobs else None
+
+
+def hash_algo(blob: object) -> object:
+    """How a blob name is made: 64 hex digits are an LFS object's SHA-256, 40 a git blob's SHA-1 (of
+    "blob <size>\\0" and the bytes); None for any other name."""
+    if not isinstance(blob, str) or not set(blob) <= HEX:
+        return None
+    return {64: "sha256", 40: "git-sha1"}.get(len(blob))
+
+
+def file_hash(path: str, algo: str) -> dict:
+    """{"algo", "hex", "size", "mtime_ns", "ctime_ns"} of the whole file, read in HASH_CHUNK pieces into one
+    buffer (hashlib releases the GIL and sees no copies). A file that changes while it is read is a Fail."""
+    if algo not in ("sha256", "git-sha1"):
+        raise Fail(f"unknown hash {algo!r}; expected sha256 or git-sha1")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            raise Fail(f"{path} is not a regular file")
+        h = hashlib.sha256() if algo == "sha256" else hashlib.sha1(b"blob %d\0" % before.st_size)
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        buf = bytearray(HASH_CHUNK)
+        view = memoryview(buf)
+        with open(fd, "rb", buffering=0, closefd=False) as f:
+            n = f.readinto(buf)
+            while n:
+                h.update(view[:n])
+                n = f.readinto(buf)
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    stamp = (before.st_size, before.st_mtime_ns, before.st_ctime_ns)
+    if stamp != (after.st_size, after.st_mtime_ns, after.st_ctime_ns):
+        raise Fail(f"{path} changed while it was hashed")
+    return {"algo": algo, "hex": h.hexdigest(), "size": stamp[0], "mtime_ns": stamp[1], "ctime_ns": stamp[2]}
+
+
 def emit(event: str, **fields) -> None:
     fields["event"] = event
     sys.stdout.write(json.dumps(fields) + "\n")
@@ -147,8 +198,14 @@ def entry_state(path: str) -> dict:
         return {"state": "missing"}
     if stat.S_ISLNK(st.st_mode):
         return {"state": "link", "target": os.readlink(path), "resolves": os.path.exists(path)}
-    if stat.S_ISREG(st.st_mode):
-        return {"state": "file", "size": st.st_size, "alloc": st.st_blocks * 512}
+    if stat.S_ISREG(st.st_mode):  # mtime and ctime: a deep hash on record holds while they stay
+        return {
+            "state": "file",
+            "size": st.st_size,
+            "alloc": st.st_blocks * 512,
+            "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns,
+        }
     if stat.S_ISDIR(st.st_mode):
         return {"state": "dir"}
     return {"state": "other"}

@@ -1,5 +1,6 @@
 """Node ops `write` (atomically replace a small file in the view) and `check` (broken links before
-launch), and the entry point that dispatches OP REQUEST_JSON to an op; last in the joined script."""
+launch), and the entry point that dispatches OP REQUEST_JSON to an op (`probe` and `hash`: probe.py,
+`build`: build.py); last in the joined script."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 from labkit.stage.node.base import PARTIAL_PREFIX, Fail, absolute, bare_name, emit, fsync_dir
 from labkit.stage.node.build import build
-from labkit.stage.node.probe import probe
+from labkit.stage.node.probe import hash_files, probe
 
 
 def write(req: dict) -> dict:
@@ -48,7 +49,7 @@ def check(req: dict) -> dict:
     }
 
 
-OPS = {"probe": probe, "build": build, "write": write, "check": check}
+OPS = {"probe": probe, "hash": hash_files, "build": build, "write": write, "check": check}
 
 
 def main(argv: list) -> int:

@@ -1,0 +1,153 @@
+"""The fan-out plan (labkit/stage/fanout.py), pure: chains, where the NAS reads go, fallback order, requests."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from labkit.errors import LabkitError
+from labkit.stage import FanoutFile, needs_from, plan_fanout
+from labkit.stage.fanout import NAS, partial_name, pull_request, serve_request
+from labkit.stage.fanout_run import PEER_SCRIPT, peer_command
+
+NODES = ("dgx5", "dgx6", "dgx7", "dgx8")
+A = FanoutFile(
+    "model-00047-of-00048.safetensors", 101_500_000_000, "/nas/snap/model-00047-of-00048.safetensors"
+)
+B = FanoutFile(
+    "model-00048-of-00048.safetensors", 101_400_000_000, "/nas/snap/model-00048-of-00048.safetensors"
+)
+
+
+def test_each_shard_is_read_from_the_nas_once_by_a_different_node():
+    plan = plan_fanout({n: [A, B] for n in NODES})
+    assert plan.nas_reads() == {A.name: ["dgx5"], B.name: ["dgx6"]}
+    assert plan.describe() == [
+        f"{A.name}: nas -> dgx5 -> dgx6 -> dgx7 -> dgx8",
+        f"{B.name}: nas -> dgx6 -> dgx7 -> dgx8 -> dgx5",
+    ]
+    for node in NODES:  # every node receives each file once and sends it at most once
+        assert [c.file for c in plan.receiving(node)] == [A, B]
+        assert set(plan.serving(node).values()) <= {1}
+    assert plan.serving("dgx8") == {B.name: 1} and plan.serving("dgx5") == {A.name: 1}
+    assert plan.total_bytes == 4 * (A.size + B.size)
+
+
+def test_fallbacks_are_the_nodes_ahead_nearest_first_then_the_nas():
+    chain = plan_fanout({n: [A] for n in NODES}).chains[0]
+    assert chain.sources("dgx5") == (None,)
+    assert chain.sources("dgx6") == ("dgx5", None)
+    assert chain.sources("dgx8") == ("dgx7", "dgx6", "dgx5", None)
+
+
+def test_more_shards_than_nodes_spread_the_nas_bytes():
+    files = [FanoutFile(f"s{i}", size, f"/nas/s{i}") for i, size in enumerate((90, 80, 70, 60, 50, 40))]
+    plan = plan_fanout({n: files for n in NODES[:3]})
+    by_reader: dict[str, int] = {}
+    for name, readers in plan.nas_reads().items():
+        assert len(readers) == 1
+        by_reader[readers[0]] = by_reader.get(readers[0], 0) + next(f.size for f in files if f.name == name)
+    assert by_reader == {"dgx5": 130, "dgx6": 130, "dgx7": 130}  # largest first, to the least loaded
+
+
+def test_a_node_holding_a_verified_copy_heads_the_chain_instead_of_the_nas():
+    plan = plan_fanout({"dgx5": [], "dgx6": [A], "dgx7": [A]}, holders={A.name: ["dgx5"]})
+    (chain,) = plan.chains
+    assert chain.head == "dgx5" and chain.receivers == ("dgx6", "dgx7")
+    assert plan.nas_reads() == {A.name: []}
+    assert chain.sources("dgx7") == ("dgx6", "dgx5", None)
+    assert plan.serving("dgx5") == {A.name: 1} and plan.serving("dgx7") == {}
+
+
+def test_without_fanout_every_node_reads_the_nas_itself():
+    plan = plan_fanout({n: [A, B] for n in NODES}, fanout=False)
+    assert plan.nas_reads() == {A.name: list(NODES), B.name: list(NODES)}
+    assert all(plan.serving(n) == {} for n in NODES)
+
+
+def test_nodes_that_disagree_about_a_file_or_a_bad_digest_are_refused():
+    other = FanoutFile(A.name, A.size + 1, A.src)
+    with pytest.raises(LabkitError, match="differs from the other nodes"):
+        plan_fanout({"dgx5": [A], "dgx6": [other]})
+    with pytest.raises(LabkitError, match="64 lower-case hex"):
+        plan_fanout({"dgx5": [FanoutFile("x", 1, "/nas/x", "ABC")]})
+
+
+def test_requests_name_growing_copies_sources_and_temp_names():
+    plan = plan_fanout({n: [A] for n in NODES})
+    common = {"run": "r1", "token": "t" * 32, "stall": 5.0}
+    serve = serve_request(plan, "dgx6", "/v", bind="10.0.0.6", lifetime=60, idle=9, **common)
+    tmp = partial_name(A.name, "r1")
+    assert tmp.startswith(".labkit-partial.") and tmp.endswith(".r1")
+    assert serve["files"] == [{"name": A.name, "size": A.size, "path": f"/v/{tmp}", "final": f"/v/{A.name}"}]
+    assert serve["expect"] == {A.name: 1} and serve["bind"] == "10.0.0.6" and serve["flip"] == {}
+    assert serve_request(plan, "dgx8", "/v", bind="x", lifetime=60, idle=9, **common) is None
+    endpoints = {"dgx5": ("10.0.0.5", 4001), "dgx7": ("10.0.0.7", 4003)}  # dgx6's server did not start
+    pull = pull_request(plan, "dgx8", "/v", endpoints=endpoints, **common)
+    (f,) = pull["files"]
+    assert [s["label"] for s in f["sources"]] == ["dgx7", "dgx5", NAS]
+    assert f["sources"][-1] == {"kind": "file", "label": NAS, "path": A.src}
+    assert f["partial"] == tmp and f["blob"] == A.src and f["sha256"] is None
+    nas = {"address": "127.0.0.1", "port": 9, "token": "n"}
+    via = pull_request(plan, "dgx5", "/v", endpoints=endpoints, nas=nas, **common)
+    assert via["files"][0]["sources"] == [{"kind": "peer", "label": NAS, **nas}]
+
+
+def test_the_peer_command_is_quoted_and_carries_no_token():
+    cmd = peer_command("serve", ["labkit-stage-job=abc"])
+    argv = shlex.split(cmd)
+    assert argv[:4] == ["python3", "-I", "-S", "-c"] and argv[5:] == ["serve", "-"]
+    assert argv[4] == "# labkit-stage-job=abc\n" + PEER_SCRIPT.read_text()
+
+
+def test_needs_from_assessments():
+    class F:
+        def __init__(self, status):
+            self.status = status
+
+    class Assessed:
+        def __init__(self, node, to_copy, files):
+            self.node, self.to_copy, self.files = node, to_copy, files
+
+    copy = {"name": A.name, "src": A.src, "size": A.size}
+    needs, holders = needs_from(
+        [
+            Assessed("dgx5", [], {A.name: F("verified")}),
+            Assessed("dgx6", [copy], {A.name: F("repair")}),
+            Assessed("dgx7", [copy], {A.name: F("copy")}),
+        ]
+    )
+    assert needs == {"dgx5": [], "dgx6": [A], "dgx7": [A]} and holders == {A.name: ["dgx5"]}
+
+
+def test_bind_addresses_come_from_the_recipe_the_node_or_the_name():
+    from types import SimpleNamespace
+
+    from labkit.nodes import Result
+    from labkit.recipe import FabricSpec
+    from labkit.stage import fabric_binds
+
+    class Node:
+        def __init__(self, name, ip_output):
+            self.name, self.ip_output, self.ran = name, ip_output, []
+
+        def run(self, cmd, timeout=None, stdin=None):
+            self.ran.append(cmd)
+            return Result(self.name, str(cmd), self.ip_output, "", 0 if self.ip_output else 1)
+
+    fabric = FabricSpec("enp1s0f1np1", addresses=(("dgx5", "192.168.177.11"),))
+    plan = SimpleNamespace(cluster=SimpleNamespace(fabric=fabric))
+    known, seen = (
+        Node("dgx5", ""),
+        Node("dgx6", "3: enp1s0f1np1    inet 192.168.177.12/24 brd 192.168.177.255\n"),
+    )
+    assert fabric_binds(plan, [known, seen]) == {"dgx5": "192.168.177.11", "dgx6": "192.168.177.12"}
+    assert known.ran == [] and seen.ran == [["ip", "-o", "-4", "addr", "show", "dev", "enp1s0f1np1"]]
+    with pytest.raises(LabkitError, match="dgx7: no IPv4 address on the fabric interface"):
+        fabric_binds(plan, [Node("dgx7", "")])
+    no_fabric = SimpleNamespace(cluster=SimpleNamespace(fabric=None))
+    assert fabric_binds(no_fabric, [Node("127.0.0.3", ""), Node("localhost", "")]) == {
+        "127.0.0.3": "127.0.0.3",
+        "localhost": "127.0.0.1",
+    }

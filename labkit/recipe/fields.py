@@ -235,6 +235,9 @@ def _staging() -> dict[str, s.Field]:
         "mount": F(s.absolute_path, default=VIEW_MOUNT),
         # how staging checks the copies: sampled blocks, or deep (whole-file SHA-256 vs the blob names)
         "verify": F(s.choice("sampled", "deep"), default="sampled"),
+        # read each hot shard from the NAS once and pass it node to node (docs/fanout.md); absent: on when
+        # the lane has more than one node
+        "fanout": F(s.boolean),
     }
 
 

@@ -107,6 +107,7 @@ class StagingSpec:
     min_free: int
     mount: str
     verify: str = "sampled"  # sampled | deep: how staging checks the copies (docs/staging.md)
+    fanout: bool | None = None  # None: on when the lane has more than one node (docs/fanout.md)
 
 
 @dataclass(frozen=True)
@@ -354,6 +355,7 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
             st["min_free"],
             st["mount"],
             st["verify"],
+            st.get("fanout"),
         )
         for st in merged["staging"]
     )

@@ -6,10 +6,12 @@ written only when it changed (a second run then touches nothing).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from labkit.errors import LabkitError
 from labkit.stage.assess import MANIFEST_NAME, NodeAssessment
 from labkit.stage.deep import as_record, copy_text, expected
+from labkit.stage.fanout import NAS
 from labkit.stage.node import base as node_side
 from labkit.stage.reports import NodeReport
 from labkit.stage.transport import EventSink, HostLike, NodeJobs, Timeouts, call_node
@@ -31,15 +33,18 @@ def build_node(
     on_event: EventSink,
     timeouts: Timeouts,
     jobs: NodeJobs,
+    copy: bool = True,
 ) -> dict[str, dict]:
-    """Make the changes `a` lists on the node (one build call); the counts go into `rep`. {name: copy}."""
+    """Make the changes `a` lists on the node (one build call); the counts go into `rep`. {name: copy}.
+    `copy=False`: only the removals and links (a fan-out delivers the copies)."""
     # Full mode hashes each copy and its source whole after copying: the bytes are read 3 times; deep mode
     # hashes each copy once more (and its source, when it has no blob name).
-    work = sum(c["size"] * _reads(c, full) for c in a.to_copy)
+    to_copy = a.to_copy if copy else []
+    work = sum(c["size"] * _reads(c, full) for c in to_copy)
     request = {
         "dst": spec.dst,
         "remove": a.to_remove,
-        "copy": a.to_copy,
+        "copy": to_copy,
         "link": a.to_link,
         "block": block,
         "count": count,
@@ -52,11 +57,45 @@ def build_node(
         raise LabkitError("; ".join(built["errors"]))
     copied = {c["name"]: c for c in built["copied"]}
     rep.linked = built["linked"]
-    rep.removed = sum(1 for name in built["removed"] if name not in copied)
+    copying = {c["name"] for c in a.to_copy}
+    rep.removed = sum(1 for name in built["removed"] if name not in copying)
     rep.bytes_copied = sum(c["bytes"] for c in built["copied"])
     rep.copy_seconds = sum(c["seconds"] for c in built["copied"])
     rep.methods = sorted({c["method"] for c in built["copied"]})
+    rep.sources.update({name: NAS for name in copied})
     return copied
+
+
+def received_copies(rep: NodeReport, a: NodeAssessment, fetched: Mapping, view: dict, deep: bool) -> dict:
+    """The files a fan-out delivered to this node ({name: Fetched}) as build's copy entries, their sources,
+    fallbacks, bytes and seconds into `rep` (docs/fanout.md, "Running it"). In deep mode a file whose SHA-256,
+    checked on receipt, is its blob name gets that as its deep record, with the final file's times from
+    `view` (the probe after the fan-out)."""
+    copied = {}
+    for name, f in fetched.items():
+        entry = {"name": name, "bytes": f.bytes, "seconds": f.seconds, "method": "fan-out", "full": None}
+        st = view.get(name, {})
+        if deep and f.sha256 == a.files[name].blob and st.get("state") == "file":
+            times = {k: st[k] for k in ("size", "mtime_ns", "ctime_ns")}
+            entry["deep"] = {"algo": "sha256", "hex": f.sha256, **times}
+        copied[name] = entry
+        rep.sources[name] = f.source
+        rep.warnings += [f"{name}: {t}; received from {f.source} instead" for t in f.tried]
+    rep.bytes_copied += sum(f.bytes for f in fetched.values())
+    rep.copy_seconds += sum(f.seconds for f in fetched.values())
+    rep.methods = sorted({*rep.methods, *(["fan-out"] if fetched else [])})
+    return copied
+
+
+def node_warnings(warnings: list[str], nodes: list[str]) -> dict[str, list[str]]:
+    """A fan-out's warnings by node: one that begins "<node>:" is that node's, any other every node's."""
+    out: dict[str, list[str]] = {n: [] for n in nodes}
+    for w in warnings:
+        head = w.split(":", 1)[0]
+        for n in nodes:
+            if head == n or head not in out:
+                out[n].append(w)
+    return out
 
 
 def _reads(item: dict, full: bool) -> int:

@@ -129,9 +129,10 @@ def plan_fanout(
 def needs_from(assessed: Sequence) -> tuple[dict[str, list[FanoutFile]], dict[str, list[str]]]:
     """From one view's `NodeAssessment`s (their node, to_copy and files): ({node: files to copy}, {file: nodes
     holding a verified or adopted copy}), the arguments of `plan_fanout`. A holder's copy is checked by every
-    receiver (sha256) before use; a to_copy entry's "sha256" (its blob name), when present, is the digest."""
+    receiver (sha256) before use; a to_copy entry's "sha256", else the file's blob name when it is a SHA-256, is
+    the digest."""
     needs = {
-        a.node: [FanoutFile(c["name"], c["size"], c["src"], c.get("sha256")) for c in a.to_copy]
+        a.node: [FanoutFile(c["name"], c["size"], c["src"], _digest(a, c)) for c in a.to_copy]
         for a in assessed
     }
     holders: dict[str, list[str]] = {}
@@ -141,6 +142,13 @@ def needs_from(assessed: Sequence) -> tuple[dict[str, list[FanoutFile]], dict[st
             if name not in copying and f.status in ("verified", "adopted"):
                 holders.setdefault(name, []).append(a.node)
     return needs, holders
+
+
+def _digest(a, item: dict) -> str | None:
+    """The SHA-256 a copy must have: the to_copy entry's "sha256", else the file's blob name when it is one."""
+    f = getattr(a, "files", {}).get(item["name"])
+    blob = getattr(f, "blob", None)
+    return item.get("sha256") or (blob if isinstance(blob, str) and _SHA256.fullmatch(blob) else None)
 
 
 def partial_name(name: str, run: str) -> str:

@@ -37,6 +37,9 @@ class NodeReport:
     # the check each file on the node's disk had, by path in the view: "sampled xxh3 8 blocks", "deep sha256",
     # "deep sha256 (cached, size+mtime+ctime unchanged)", ... (labkit/stage/deep.py)
     verification: dict[str, str] = field(default_factory=dict)
+    # where each file copied in this stage came from: "nas" (the shared cache) or the peer node it was pulled
+    # from (docs/fanout.md)
+    sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def mb_per_s(self) -> float | None:
@@ -56,6 +59,9 @@ class ViewReport:
     nodes: dict[str, NodeReport]
     manifest_written: dict[str, bool]
     verify: str = "sampled"  # sampled | deep (--deep or staging.verify)
+    # a fan-out's chains ("name: nas -> n1 -> n2"), {file: nodes that read it from the NAS} and seconds; None
+    # when the copies were independent (docs/fanout.md)
+    fanout: dict | None = None
 
     @property
     def verification_only(self) -> bool:
@@ -151,6 +157,7 @@ class CopyProgress:
         self.total = total
         self._done: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
+        self._from: dict[str, str] = {}  # node -> "node<-source rate" of its latest fan-out progress
         self._bar = None
         if enabled and total > 0:
             from tqdm import tqdm
@@ -176,6 +183,29 @@ class CopyProgress:
                 self._done[key] = int(ev.get("done", 0))
                 if self._bar is not None and delta:
                     self._bar.update(delta)
+
+        return on_event
+
+    def peer_sink(self, node: str) -> EventSink:
+        """A fan-out's events of `node` (docs/fanout.md, "Protocol"): its pulls' progress counted as copies,
+        their source and rate shown beside the bar, each fallback a line; the servers' own events ignored."""
+        counted = self.sink(node)
+
+        def on_event(ev: dict) -> None:
+            if ev.get("role") == "server":
+                return
+            if ev.get("event") == "fallback":
+                self.write(
+                    f"labkit: {node} {ev.get('name')}: {ev.get('source')} failed at {ev.get('at')} bytes "
+                    f"({ev.get('why')}); trying the next source"
+                )
+            elif ev.get("event") == "progress":
+                counted(ev)
+                with self._lock:
+                    rate = float(ev.get("rate") or 0)
+                    self._from[node] = f"{node}<-{ev.get('source')} {rate / 1e6:.0f} MB/s"
+                    if self._bar is not None:
+                        self._bar.set_postfix_str(", ".join(v for _, v in sorted(self._from.items())))
 
         return on_event
 

@@ -20,7 +20,11 @@ path (LanePlan.mounts()). Flow per run, every node in parallel:
      nodes resolving different commits, any node short, or a file labkit did not make in the way (unless
      named in `replace_foreign`) -> refused before anything changed anywhere (docs/staging.md);
   3. build (only where something is missing or wrong): remove stale/invalid entries, link, copy to a
-     temp name, fsync, check, rename;
+     temp name, fsync, check, rename. With fan-out (the entry's `fanout`, on by default when the lane has
+     more than one node, and more than one node needing copies): removals and links on every node first,
+     then one `fan_out` delivering every copy, each shard read from the NAS once and passed node to node
+     over the fabric, verified (SHA-256 against the blob name) before its rename (docs/fanout.md,
+     "Running it");
   4. verify: probe again and assess with the new manifest, every file must check out; write the manifest
      atomically if it changed.
 A second run is step 1 only (plus a comparison): verification, seconds.
@@ -42,7 +46,7 @@ and returned); this module runs the steps.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -51,7 +55,16 @@ from labkit.errors import LabkitError
 from labkit.nodes import each_node
 from labkit.recipe import Invalid, file_name
 from labkit.stage.assess import NodeAssessment, assess, check_entry
-from labkit.stage.build import build_manifest, build_node, tally_files, write_manifest
+from labkit.stage.build import (
+    build_manifest,
+    build_node,
+    node_warnings,
+    received_copies,
+    tally_files,
+    write_manifest,
+)
+from labkit.stage.fanout import needs_from, plan_fanout
+from labkit.stage.fanout_run import Fetched, fabric_binds, fan_out
 from labkit.stage.node import base as node_side
 from labkit.stage.probing import Checks, probe_and_assess, probe_node
 from labkit.stage.reports import CopyProgress, NodeReport, StageReport, ViewReport
@@ -151,16 +164,13 @@ class _ViewRun:
         total = sum(c["size"] for a in assessed for c in a.to_copy)
         bar = CopyProgress(total, enabled=self.progress)
         now = datetime.now(UTC).isoformat(timespec="seconds")
+        fanout = None
         try:
-            activity = f"the copy into {spec.dst}" if total else f"the staging of {spec.dst}"
-            done = each_node(
-                self.hosts,
-                lambda h: self.one(h, node_of[h.name], bar, now),
-                f"staging {spec.dst}",
-                self.jobs.stop,
-                activity,
-                say=bar.write,
-            )
+            if self.fanning(assessed):
+                done, fanout = self.fanned(node_of, bar, now)
+            else:
+                activity = f"the copy into {spec.dst}" if total else f"the staging of {spec.dst}"
+                done = self.each(lambda h: self.one(h, node_of[h.name], bar, now), bar, activity)
         finally:
             bar.close()
         # One commit on every node: the preflight refused otherwise, and each node's verification kept it.
@@ -174,40 +184,113 @@ class _ViewRun:
             {n: r for n, (r, _) in done.items()},
             {n: w for n, (_, w) in done.items()},
             "deep" if self.deep else "sampled",
+            fanout,
+        )
+
+    def each(self, fn, bar: CopyProgress, activity: str) -> dict:
+        return each_node(self.hosts, fn, f"staging {self.spec.dst}", self.jobs.stop, activity, say=bar.write)
+
+    def fanning(self, assessed: list[NodeAssessment]) -> bool:
+        """Whether this view's copies go by fan-out (docs/fanout.md, "Running it"): the entry's `fanout`
+        (absent: on when the lane has more than one node), and more than one node needs copies. Not with
+        --full (every node reads its source whole for the hash anyway) nor with `copy_rate` (the build's
+        test-only cap of the independent copies)."""
+        on = self.spec.fanout if self.spec.fanout is not None else len(self.hosts) > 1
+        needing = sum(1 for a in assessed if a.to_copy)
+        return bool(on) and needing > 1 and not self.checks.full and not self.copy_rate
+
+    def fanned(self, node_of: dict[str, NodeAssessment], bar: CopyProgress, now: str) -> tuple[dict, dict]:
+        """Removals and links on every node, then one fan-out of every node's copies (each shard read from the
+        NAS once), then each node's verification, tally and manifest as after independent copies."""
+        t0, spec = time.monotonic(), self.spec
+        reps = self.each(lambda h: self.prepare(h, node_of[h.name], bar), bar, f"the staging of {spec.dst}")
+        plan = plan_fanout(*needs_from([node_of[h.name] for h in self.hosts]))
+        binds = fabric_binds(self.plan, self.hosts, timeout=self.timeouts.node)
+        report = fan_out(
+            self.hosts,
+            plan,
+            spec.dst,
+            binds=binds,
+            on_event=bar.peer_sink,
+            timeouts=self.timeouts,
+            jobs=self.jobs,
+        )
+        got: dict[str, dict[str, Fetched]] = {}
+        for f in report.files:
+            got.setdefault(f.node, {})[f.name] = f
+        for n, notes in node_warnings(report.warnings, list(reps)).items():
+            reps[n].warnings += notes
+        done = self.each(
+            lambda h: self.finish(h, node_of[h.name], reps[h.name], now, t0, got.get(h.name, {})),
+            bar,
+            f"the verification of {spec.dst}",
+        )
+        record = {"chains": plan.describe(), "nas_reads": report.nas_reads(), "seconds": report.seconds}
+        return done, record
+
+    def prepare(self, h: HostLike, a: NodeAssessment, bar: CopyProgress) -> NodeReport:
+        rep = NodeReport(h.name, a.commit, repaired=list(a.problems), warnings=list(a.warnings))
+        if a.to_link or a.to_remove:
+            self.build(h, a, rep, bar, copy=False)
+        return rep
+
+    def build(self, h: HostLike, a: NodeAssessment, rep: NodeReport, bar: CopyProgress, copy: bool) -> dict:
+        c = self.checks
+        return build_node(
+            h,
+            self.spec,
+            a,
+            rep,
+            block=c.block,
+            count=c.count,
+            full=c.full,
+            copy_rate=self.copy_rate,
+            on_event=bar.sink(h.name),
+            timeouts=self.timeouts,
+            jobs=self.jobs,
+            copy=copy,
         )
 
     def one(self, h: HostLike, a: NodeAssessment, bar: CopyProgress, now: str) -> tuple[NodeReport, bool]:
         t0 = time.monotonic()
-        c, spec = self.checks, self.spec
         rep = NodeReport(h.name, a.commit, repaired=list(a.problems), warnings=list(a.warnings))
-        copied: dict[str, dict] = {}
-        if a.changes:
-            copied = build_node(
-                h,
-                spec,
-                a,
-                rep,
-                block=c.block,
-                count=c.count,
-                full=c.full,
-                copy_rate=self.copy_rate,
-                on_event=bar.sink(h.name),
-                timeouts=self.timeouts,
-                jobs=self.jobs,
-            )
+        copied = self.build(h, a, rep, bar, copy=True) if a.changes else {}
+        return self.finish(h, a, rep, now, t0, copied=copied)
+
+    def finish(
+        self,
+        h: HostLike,
+        a: NodeAssessment,
+        rep: NodeReport,
+        now: str,
+        t0: float,
+        fetched: Mapping[str, Fetched] | None = None,
+        copied: dict[str, dict] | None = None,
+    ) -> tuple[NodeReport, bool]:
+        """Step 4 on one node after its build (`copied`) or fan-out (`fetched`): verify, tally, manifest."""
+        c, spec = self.checks, self.spec
+        probe = self.reprobe(h) if a.changes else None
+        if fetched:
+            copied = received_copies(rep, a, fetched, probe["view"], self.deep)
+        copied = copied or {}
         manifest = build_manifest(spec, self.plan.cluster.shared_cache, a, copied, c.block, c.count, now)
-        if a.changes:
-            self.verify_built(h, a, manifest)
+        if probe is not None:
+            self.verify_built(probe, a, manifest)
         tally_files(rep, a, copied, c.block, c.count, c.full)
+        for name, f in (fetched or {}).items():
+            rep.verification[name] += f" (on receipt from {f.source}: {f.verified})"
         written = write_manifest(h, spec.dst, manifest, a.manifest, now, self.timeouts.node, self.jobs)
         rep.seconds = time.monotonic() - t0
         return rep, written
 
-    def verify_built(self, h: HostLike, a: NodeAssessment, manifest: dict) -> None:
-        """Probe the built view again and assess it, with the manifest about to be written, exactly as a later
+    def reprobe(self, h: HostLike) -> dict:
+        c = self.checks
+        return probe_node(h, self.plan, self.spec, c.block, c.count, False, (), self.timeouts.node, self.jobs)
+
+    def verify_built(self, probe: dict, a: NodeAssessment, manifest: dict) -> None:
+        """Assess the built view's probe again with the manifest about to be written, exactly as a later
         sampled run would: nothing may be left to do."""
         c, spec = self.checks, self.spec
-        probe = probe_node(h, self.plan, spec, c.block, c.count, False, (), self.timeouts.node, self.jobs)
         probe["manifest"] = manifest
         again = assess(probe, spec, c.block, c.count, False, self.sources, replace_foreign=c.replace_foreign)
         if again.changes or again.commit != a.commit:

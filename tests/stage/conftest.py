@@ -1,5 +1,5 @@
 """Fixtures of the staging tests: the four sshd nodes (tests/conftest.py `cluster`), a fresh view path on each;
-a small real filesystem on this machine."""
+a small real filesystem on this machine; a one-node local-view world on this machine."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from labkit.nodes import HostGroup, host_for
+from tests.support.hf_cache import LocalNode, make_cache, plan_for
 from tests.support.nodes import ADDRESSES
 
 
@@ -34,3 +35,13 @@ def small_fs(tmp_path):
         pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.decode().strip()}")
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.fixture
+def world(tmp_path):
+    """(plan, snapshot, dst, [LocalNode]): a fake shared HF cache and a one-node local-view plan on it."""
+    cache = tmp_path / "nas" / "hub"
+    snap = make_cache(cache)
+    dst = tmp_path / "node-disk" / "views" / "tiny-local"
+    plan = plan_for(tmp_path, cache, str(dst), ["n1"])
+    return plan, snap, dst, [LocalNode("n1")]

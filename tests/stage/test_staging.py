@@ -30,19 +30,7 @@ from labkit.stage import (
 from labkit.stage.node import base as stage_node
 from tests.support.hf_cache import COMMIT, LOCAL, LocalNode, default_files, make_cache, plan_for, tree_state
 from tests.support.staging import hanging_cache
-
-
-@pytest.fixture
-def world(tmp_path):
-    cache = tmp_path / "nas" / "hub"
-    snap = make_cache(cache)
-    dst = tmp_path / "node-disk" / "views" / "tiny-local"
-    plan = plan_for(tmp_path, cache, str(dst), ["n1"])
-    return plan, snap, dst, [LocalNode("n1")]
-
-
-def run(plan, hosts, **kw):
-    return stage(plan, hosts, progress=False, **kw)
+from tests.support.staging import run_stage as run
 
 
 def test_sample_offsets_cover_first_last_and_small_files():

@@ -16,7 +16,7 @@ import pytest
 
 from labkit.errors import NodeError, RecipeError
 from labkit.recipe import load_recipe
-from labkit.stage import MANIFEST_NAME, stage
+from labkit.stage import MANIFEST_NAME
 from tests.support.hf_cache import (
     LOCAL,
     LocalNode,
@@ -28,23 +28,11 @@ from tests.support.hf_cache import (
     write_recipe,
 )
 from tests.support.staging import differ_between_samples
+from tests.support.staging import run_stage as run
 
 SAMPLED = "sampled xxh3 8 blocks"
 DEEP = "deep sha256"
 CACHED = "deep sha256 (cached, size+mtime+ctime unchanged)"
-
-
-@pytest.fixture
-def world(tmp_path):
-    cache = tmp_path / "nas" / "hub"
-    snap = make_cache(cache)
-    dst = tmp_path / "node-disk" / "views" / "tiny-local"
-    plan = plan_for(tmp_path, cache, str(dst), ["n1"])
-    return plan, snap, dst, [LocalNode("n1")]
-
-
-def run(plan, hosts, **kw):
-    return stage(plan, hosts, progress=False, **kw)
 
 
 def ops(host: LocalNode) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import LabkitError, NodeError
-from labkit.stage import MANIFEST_NAME, SAMPLE_COUNT, check_view, stage
+from labkit.stage import MANIFEST_NAME, SAMPLE_COUNT, check_view
 from tests.support.hf_cache import (
     COMMIT2,
     LOCAL,
@@ -30,21 +30,9 @@ from tests.support.hf_cache import (
     tree_state,
 )
 from tests.support.staging import differ_between_samples
+from tests.support.staging import run_stage as run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def world(tmp_path):
-    cache = tmp_path / "nas" / "hub"
-    snap = make_cache(cache)
-    dst = tmp_path / "node-disk" / "views" / "tiny-local"
-    plan = plan_for(tmp_path, cache, str(dst), ["n1"])
-    return plan, snap, dst, [LocalNode("n1")]
-
-
-def run(plan, hosts, **kw):
-    return stage(plan, hosts, progress=False, **kw)
 
 
 def manifest_of(dst: Path) -> dict:

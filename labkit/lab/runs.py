@@ -153,6 +153,7 @@ def _repeat(
                 on_partial=lambda partial, run=run: write_records(run, partial),
                 prompt_seed=None if m.seed is None else f"{m.seed}/{i}",
                 telemetry=node_telemetry(lane, hosts, store.root),
+                kv_pool=boot.get("kv_pool"),  # read at boot from the log and the API
             )
             done.results.append(result)
             if result.summary.n_ok == 0:  # a folder of failures is not a result: keep it, failed

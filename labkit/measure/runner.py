@@ -78,6 +78,7 @@ class Bench:
         spec_k_source: str = "",
         prompt_seed: str | None = None,
         telemetry: NodeTelemetry | None = None,
+        kv_pool: dict[str, Any] | None = None,
     ):
         self.c, self.plan, self.model, self.api = client, plan, model, api
         self.cold_expected, self.io_hooks, self.lane, self.spec_k, self.run_id = (
@@ -105,7 +106,8 @@ class Bench:
         self.engine_info: dict[str, Any] = {}
         self.rep = 0  # current repetition of the plan
         self.prompt_seed = prompt_seed  # shared prompt texts across runs and lanes (docs/compare.md)
-        self.kv_pool: dict[str, Any] = {}  # the KV pool from the engine's API, every source it offers
+        # the KV pool with every source the engine offers: a lane's boot facts, else read from the API in run()
+        self.kv_pool: dict[str, Any] = dict(kv_pool or {})
         self.telemetry = telemetry  # node samplers while the plan runs (labkit/measure/telemetry_run.py)
 
     # ---------------------------------------------------------------- shared by the phases
@@ -190,7 +192,8 @@ class Bench:
                 self.c.base + "/models", f"model {self.model!r} not served; have {', '.join(models)}"
             )
         version, self.engine_info = await engine_version(self.c)
-        self.kv_pool = await read_kv_pool(self.c)  # outside every window: two GETs (docs/engines.md)
+        if not self.kv_pool:  # outside every window: two GETs (docs/engines.md, "KV pool sources")
+            self.kv_pool = await read_kv_pool(self.c)
         self.rtt_ns = await self.c.rtt_ns()
         io_before = {p.name: p.sample() for p in self.io_hooks}
         total = self._planned(decode, prefill)
@@ -326,6 +329,7 @@ async def run_bench_async(
     on_partial: Callable[[BenchResult], None] | None = None,
     prompt_seed: str | None = None,
     telemetry: NodeTelemetry | Sequence[Host] | None = None,
+    kv_pool: dict[str, Any] | None = None,
 ) -> BenchResult:
     """Measure the endpoint at `url` (server root or .../v1) with `plan` (a recipe's MeasurePlan).
 
@@ -338,6 +342,8 @@ async def run_bench_async(
     `telemetry`: hosts (or a NodeTelemetry, for its period and health-mark settings) to sample GPU power,
     clocks and memory on while the plan runs, one long-lived command per node; the summary gets
     `telemetry` and the result `telemetry` ({node: CSV}) (docs/measurement.md, "Node telemetry").
+
+    `kv_pool`: the pool as the lane's boot already read it (BootFacts.kv_pool), so it is not read again.
 
     `transport`: "direct" (default) or "sdk", see labkit/measure/client.py. `on_partial(result)` is called with
     what was measured when the run is interrupted or fails halfway (provenance partial=True), before re-raising."""
@@ -357,6 +363,7 @@ async def run_bench_async(
             run_id=run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"),
             prompt_seed=prompt_seed,
             telemetry=as_telemetry(telemetry),
+            kv_pool=kv_pool,
         )
         return await bench.run(
             recipe_hash=recipe_hash,

@@ -10,7 +10,7 @@ from labkit.report import compare as cmp
 from tests.support.lanes import sim_recipe
 
 PORTS = {"slow": 18783, "fast": 18784}
-# four 32-token c1 turns per run: run values vary by about 1 % (the per-request noise plus timing jitter)
+# four 32-token c1 turns per run: 1 % per-request noise (sim decode_noise) plus the timing jitter
 PLAN = "runs = 5\ndecode = { concurrency = [1], turns = 4, output_tokens = 32, warmup = 0 }"
 
 

@@ -41,6 +41,7 @@ def test_a_sim_lane_here_records_memory_and_no_gpu_telemetry_once(tmp_path, monk
     pool = doc["boot"]["kv_pool"]
     assert pool["tokens"] == doc["summary"]["measures"]["kv_pool_tokens"] and not pool["disagree"]
     assert {"log", "cache_config_info"} <= set(pool["sources"])
+    assert doc["provenance"]["kv_pool"] == pool  # the boot's reading, not read again for every run
 
 
 def test_four_nodes_flag_the_low_clock_node_and_move_only_healthy_baselines(cluster, tmp_path):

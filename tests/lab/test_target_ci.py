@@ -3,6 +3,7 @@ or at measure.max_runs; each run records where the target stood; bad target sett
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -26,9 +27,10 @@ def _targets(done) -> list[dict]:
 
 
 def test_stops_once_the_interval_is_reached(tmp_path, monkeypatch, capsys):
-    plan = _plan(tmp_path, monkeypatch, "target_ci = 0.05\nmax_runs = 6")
-    assert plan.measure.ci_measures() == ("decode_c1", "prefill_512")
-    assert "up to 6, until the 95 % CI of decode_c1, prefill_512 is within ±5 %" in lab.describe(plan)
+    # decode only: a 512-token prefill lasts ~0.1 s, so its timing jitter can exceed 5 % on a busy machine
+    plan = _plan(tmp_path, monkeypatch, 'target_ci = 0.05\nmax_runs = 6\ntarget_measures = ["decode_c1"]')
+    assert dataclasses.replace(plan.measure, target_measures=()).ci_measures() == ("decode_c1", "prefill_512")
+    assert "up to 6, until the 95 % CI of decode_c1 is within ±5 %" in lab.describe(plan)
     done = lab.measure(plan, results=tmp_path / "results", progress=True)
     # the sim is steady to well under 5 %: the first interval (3 runs) is already inside the target
     assert len(done.run_dirs) == 3

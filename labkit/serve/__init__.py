@@ -5,7 +5,8 @@ every node and verifies it.
 containers or processes; `fabric` gives each node its fabric address and the NCCL/GLOO/TP env; `plan` computes each node's command and pins the model revision; `lane` composes
 `start`, `watch` (the boot to readiness) and `teardown`; `errors` say which node failed and why. The pre-boot
 checks (image, fabric, RDMA, memory, GPU, page cache) are pure in `preflight`, `holders`, `enginehelp` and
-`verdict`, run by `checks`, which also runs `labkit doctor` (`doctor`). Once ready, `readyfacts` reads memory
+`verdict`, run by `checks`, which also runs `labkit doctor` (`doctor`); `flagcheck` checks given flags (a
+sweep's) against the engine's own --help, else the adapter's known flags (`check_flags`). Once ready, `readyfacts` reads memory
 on every node and the KV pool from the head's API; `kvsources` compares the pool's sources (pure; the bench
 reads a bare endpoint's pool through it too) and `prometheus` parses /metrics text (labkit.measure re-exports
 it). The plan comes in with a labkit-built model already materialized (labkit.tinymodel, by the caller).
@@ -26,6 +27,7 @@ from labkit.serve.engines import (
 )
 from labkit.serve.errors import BootError, BootTimeout, LaneBusy, LaneFailed, PreflightFailed
 from labkit.serve.fabric import fabric_env, node_addresses, parse_address
+from labkit.serve.flagcheck import check_flags
 from labkit.serve.kvsources import (
     Fetched,
     api_sources,
@@ -69,6 +71,7 @@ __all__ = [
     "Vllm",
     "api_sources",
     "cache_config_source",
+    "check_flags",
     "check_table",
     "doctor",
     "engine_for",

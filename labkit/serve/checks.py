@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from labkit.nodes import Host, HostError
+from labkit.nodes import Host, HostError, Result
 from labkit.serve.enginehelp import flag_checks, help_argv, in_image, lane_flags, probe_checks, probe_command
 from labkit.serve.plan import python_for
 from labkit.serve.preflight import (
@@ -183,19 +183,28 @@ def head_problem(lane, checks: list[Check]) -> str:
     return ""
 
 
-def engine_flags(lane, head: Host) -> list[Check]:
-    """Every flag the lane sends (engine.args and labkit's own) looked up in the engine's --help output."""
+def ask_help(lane, head: Host) -> tuple[str, Result | None, str]:
+    """The engine's own --help run on the head (in the image for a docker lane): (the command as shown, its
+    Result or None, why it could not run). Shared by doctor and labkit.serve.flagcheck."""
     plan = lane.plan
-    python = python_for(plan, lane.group.hosts)
-    argv = help_argv(lane.engine, python)
+    argv = help_argv(lane.engine, python_for(plan, lane.group.hosts))
     shown = f"`{' '.join(argv)}`" + (f" in {plan.engine.image}" if plan.engine.runtime == "docker" else "")
     lane.say(f"asking {shown} on {head.name} for its flags")
     try:
-        r = head.run(in_image(plan, argv, gpus=True), timeout=HELP_TIMEOUT)
+        return shown, head.run(in_image(plan, argv, gpus=True), timeout=HELP_TIMEOUT), ""
     except HostError as e:
-        return [Check(head.name, "engine args", FAIL, f"{shown} could not run: {e.message}")]
-    flags = lane_flags(plan, lane.launches(), lane.engine.command(python))
-    return flag_checks(head.name, plan.engine.kind, shown, flags, r)
+        return shown, None, e.message
+
+
+def engine_flags(lane, head: Host) -> list[Check]:
+    """Every flag the lane sends (engine.args and labkit's own) looked up in the engine's --help output."""
+    shown, r, why = ask_help(lane, head)
+    if r is None:
+        return [Check(head.name, "engine args", FAIL, f"{shown} could not run: {why}")]
+    flags = lane_flags(
+        lane.plan, lane.launches(), lane.engine.command(python_for(lane.plan, lane.group.hosts))
+    )
+    return flag_checks(head.name, lane.plan.engine.kind, shown, flags, r)
 
 
 def engine_probes(lane, head: Host, names: list[str]) -> list[Check]:

@@ -79,25 +79,38 @@ def canonical(flag: str, kind: str) -> str:
     return name
 
 
+def help_problem(r: Result) -> str:
+    """Why a help command's Result is no list of flags ("" when it is one): its last line of output, or exit code."""
+    if r.ok and help_flags(r.stdout):
+        return ""
+    lines = (r.stderr.strip() or r.stdout.strip()).splitlines()
+    return lines[-1][:300] if lines else f"exit {r.exit_code}"
+
+
+def closest(name: str, known) -> str | None:
+    """The known flag closest to `name` (difflib, cutoff 0.6), None when none is close."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def flag_checks(node: str, kind: str, shown: str, flags: list[tuple[str, str]], r: Result) -> list[Check]:
     """One FAIL per flag the help does not list, with the closest listed one; one ok row when all are known."""
     known = help_flags(r.stdout)
-    if not r.ok or not known:
-        lines = (r.stderr.strip() or r.stdout.strip()).splitlines()
-        why = lines[-1][:300] if lines else f"exit {r.exit_code}"
+    why = help_problem(r)
+    if why:
         return [Check(node, "engine args", FAIL, f"{shown} listed no flags: {why}")]
     out = []
     for flag, origin in flags:
         name = canonical(flag, kind)
         if name in known:
             continue
-        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        close = closest(name, known)
         text = f"{flag} ({origin}) is not listed by {shown}"
-        text += f"; did you mean {close[0]}?" if close else ""
+        text += f"; did you mean {close}?" if close else ""
         longer = [k for k in known if k.startswith(name)]
         if len(longer) == 1:
             text += f" (argparse would take it as an abbreviation of {longer[0]}; write it out)"
-        facts = {"flag": flag, "origin": origin, "suggestion": close[0] if close else None}
+        facts = {"flag": flag, "origin": origin, "suggestion": close}
         out.append(Check(node, "engine args", FAIL, text, facts))
     if not out:
         text = f"all {len(flags)} flags of the lane are listed by {shown} ({len(known)} flags)"

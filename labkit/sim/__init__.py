@@ -7,11 +7,13 @@ labkit's own measurement-accuracy tests. Everything it produces is labelled simu
 Command line (stable; the serving layer launches exactly this form as a background process):
 
     python -m labkit.sim [--flavor vllm|sglang] [--preset NAME] [--config FILE] [--set KEY=VALUE ...]
-                         [--host H] [--port P] [--model-name N] [--list]
+                         [--decode-tps X ...] [--host H] [--port P] [--model-name N] [--list]
     labkit sim ...        (same flags)
 
 Precedence: preset < --config file (TOML/JSON, flat keys, optionally under [sim]) < --set < --flavor/--host/
---port/--model-name. One --set takes one or several KEY=VALUE (a recipe's engine.args "--set" may be a list). Unknown or ill-typed keys exit 1 with the key named. `--port 0` picks a free port (printed
+--port/--model-name. One --set takes one or several KEY=VALUE (a recipe's engine.args "--set" may be a list).
+Every setting also has its own flag (`--decode-tps 40` is `--set decode_tps=40`, in command-line order with
+the --set items), so a sweep can walk a setting as it walks an engine flag. Unknown or ill-typed keys exit 1 with the key named. `--port 0` picks a free port (printed
 in the `Starting vLLM server on http://H:P` / `Uvicorn running on http://H:P` line). `--list` prints all keys.
 Keys and meanings: labkit/sim/config.py (SimConfig). Presets: `dsv41-stock`, `dsv41-stock-dspark`, `test`.
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from labkit.sim.config import FLAVORS, PRESETS, build_config
+from labkit.sim.config import FIELDS, FLAVORS, PRESETS, SimConfig, SimConfigError, build_config, parse_value
+
+# Settings that have an explicit flag of their own (--host, --port, --model-name, --flavor, --preset), so they
+# get no per-setting flag: one spelling each.
+EXPLICIT = ("preset", "flavor", "host", "port", "model_name")
+METAVARS = {"int": "N", "float": "X", "bool": "BOOL", "str": "TEXT", "list[float]": "X,X,..."}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,6 +34,45 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--model-name", dest="model_name", help="served model name")
     p.add_argument("--list", action="store_true", help="print every setting with its resolved value and exit")
+    add_setting_flags(p)
+
+
+class SettingFlag(argparse.Action):
+    """`--decode-tps 40`: the same as `--set decode_tps=40`, kept in command-line order with the --set items
+    (the value is read at once, so a bad one is named by its flag)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        key = self.dest.removeprefix("setting_")
+        try:
+            parse_value(key, values)
+        except SimConfigError as e:
+            raise argparse.ArgumentError(self, str(e)) from None
+        namespace.sets = [*(getattr(namespace, "sets", None) or []), f"{key}={values}"]
+
+
+def setting_flag(key: str) -> str:
+    """The flag of setting `key` (decode_tps -> --decode-tps)."""
+    return "--" + key.replace("_", "-")
+
+
+def add_setting_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per setting of SimConfig (but EXPLICIT), in a "settings" group; help: its type and default."""
+    group = p.add_argument_group(
+        "settings", "each flag is one --set KEY=VALUE (applied in command-line order)"
+    )
+    defaults = SimConfig()
+    for key, f in FIELDS.items():
+        if key in EXPLICIT:
+            continue
+        default = getattr(defaults, key)
+        group.add_argument(
+            setting_flag(key),
+            dest=f"setting_{key}",
+            action=SettingFlag,
+            default=argparse.SUPPRESS,
+            metavar=METAVARS.get(str(f.type), "VALUE"),
+            help=f"{f.type}, default {default!r}".replace("%", "%%"),
+        )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -192,6 +192,9 @@ class Engine:
     ready_pattern: str | None = None  # the BootPattern name that says "ready" in the log
     help_flag = "--help"  # what makes the serving command list every flag it takes (`labkit doctor`)
     package = ""  # the Python package holding the engine's code (`labkit doctor --probe` searches it)
+    # Serving flags labkit knows the engine takes, checked against when the image's own --help cannot be asked
+    # (docs/engines.md, "Known flags and the sweep flag check"); empty: nothing known.
+    known_flags: frozenset[str] = frozenset()
     # (pattern name, KV pool source) of the log lines stating the pool; kv_pool_tokens comes from the first found
     kv_lines: tuple[tuple[str, str], ...] = (("kv_tokens", "log"),)
 

@@ -15,11 +15,34 @@ from labkit.serve.engines.base import (
     single_node,
 )
 
+# `python -m llama_cpp.server` (llama-cpp-python 0.3) flags commonly set or swept, each listed by its real
+# --help (0.3.36); with every flag launch() adds. These are llama-cpp-python's snake_case names, not the C++
+# llama-server's (--n_ctx, not -c/--ctx-size) (docs/engines.md, "Known flags and the sweep flag check").
+LLAMACPP_KNOWN_FLAGS = frozenset(
+    {
+        # context, batching and threads
+        "--n_ctx", "--n_batch", "--n_ubatch", "--n_threads", "--n_threads_batch", "--seed",
+        # offload and memory
+        "--n_gpu_layers", "--split_mode", "--main_gpu", "--tensor_split", "--offload_kqv", "--flash_attn",
+        "--use_mmap", "--use_mlock", "--type_k", "--type_v",
+        # rope
+        "--rope_scaling_type", "--rope_freq_base", "--rope_freq_scale",
+        # speculative decoding and caching
+        "--draft_model", "--draft_model_num_pred_tokens", "--cache", "--cache_type", "--cache_size",
+        # model and chat
+        "--model", "--model_alias", "--chat_format", "--hf_pretrained_model_name_or_path", "--lora_path",
+        "--verbose",
+        # server (labkit adds --model, --host, --port, --model_alias, --interrupt_requests: launch)
+        "--host", "--port", "--api_key", "--interrupt_requests", "--disable_ping_events", "--config_file",
+    }
+)  # fmt: skip
+
 
 class LlamaCpp(Engine):
     kind = "llamacpp"
     ready_pattern = "ready"
     package = "llama_cpp"
+    known_flags = LLAMACPP_KNOWN_FLAGS
     patterns = (
         pattern("load_start", r"llama_model_loader: loaded meta data", "reading GGUF"),
         pattern("n_ctx", r"n_ctx\s+=\s+(\d+)", "context sized"),

@@ -22,11 +22,49 @@ DIST_INIT_PORT = 20000
 # unified-memory nodes (DGX Spark) free memory differs node to node, so it is off unless the recipe says.
 SGLANG_DEFAULT_ENV = {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "0"}
 
+# `python3 -m sglang.launch_server` flags commonly set or swept, each in SGLang's server arguments
+# (docs/advanced_features/server_arguments.md, python/sglang/srt/server_args.py); with every flag launch()
+# adds (docs/engines.md, "Known flags and the sweep flag check"). `--tp`, `--dp` and `--ep`, which the launch
+# and SGLang's own docs use, reach --tp-size, --dp-size and --ep-size as argparse abbreviations or aliases.
+SGLANG_KNOWN_FLAGS = frozenset(
+    {
+        # memory and scheduling
+        "--mem-fraction-static", "--max-running-requests", "--max-queued-requests", "--max-total-tokens",
+        "--chunked-prefill-size", "--max-prefill-tokens", "--schedule-policy", "--schedule-conservativeness",
+        "--page-size", "--context-length", "--kv-cache-dtype", "--disable-radix-cache", "--enable-mixed-chunk",
+        "--num-continuous-decode-steps", "--disable-overlap-schedule", "--enable-hierarchical-cache",
+        "--cpu-offload-gb",
+        # CUDA graphs and compilation
+        "--cuda-graph-max-bs", "--cuda-graph-bs", "--disable-cuda-graph", "--disable-cuda-graph-padding",
+        "--enable-torch-compile", "--torch-compile-max-bs",
+        # kernels
+        "--attention-backend", "--prefill-attention-backend", "--decode-attention-backend",
+        "--sampling-backend", "--moe-runner-backend", "--moe-a2a-backend", "--deepep-mode",
+        # speculative decoding
+        "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
+        "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-attention-mode",
+        # parallelism and multi-node (labkit adds these: launch)
+        "--tp", "--tp-size", "--tensor-parallel-size", "--pp-size", "--pipeline-parallel-size",
+        "--dp", "--dp-size", "--data-parallel-size", "--ep", "--ep-size", "--expert-parallel-size",
+        "--enable-dp-attention", "--enable-dp-lm-head", "--enable-eplb", "--ep-num-redundant-experts",
+        "--moe-dense-tp-size", "--disable-custom-all-reduce", "--nnodes", "--node-rank", "--dist-init-addr",
+        "--nccl-init-addr",
+        # model and weights
+        "--model-path", "--model", "--tokenizer-path", "--load-format", "--trust-remote-code", "--dtype",
+        "--quantization", "--revision", "--random-seed", "--download-dir",
+        # API server
+        "--host", "--port", "--served-model-name", "--api-key", "--enable-metrics", "--enable-cache-report",
+        "--reasoning-parser", "--tool-call-parser", "--chat-template", "--skip-server-warmup", "--log-level",
+        "--watchdog-timeout",
+    }
+)  # fmt: skip
+
 
 class Sglang(Engine):
     kind = "sglang"
     ready_pattern = "ready"
     package = "sglang"
+    known_flags = SGLANG_KNOWN_FLAGS
     # the scheduler's usable capacity first (kv_pool_tokens), then the pool's allocation line
     kv_lines = (("capacity", "log"), ("kv_tokens", "log_allocated"))
     patterns = (

@@ -8,12 +8,33 @@ from labkit.serve.engines.base import BootFacts, Engine, NodeLaunch, NodeSpec, P
 from labkit.serve.engines.sglang import Sglang
 from labkit.serve.engines.vllm import Vllm
 
+# Every flag of `python -m labkit.sim --help`: its own options and one per setting (labkit.serve may not import
+# labkit.sim; tests/sim/test_setting_flags.py keeps this equal to the real help).
+# docs/engines.md, "Known flags and the sweep flag check".
+SIM_KNOWN_FLAGS = frozenset(
+    {
+        "-h", "--help", "--preset", "--config", "--set", "--flavor", "--host", "--port", "--model-name",
+        "--list",
+        # one per setting (labkit/sim/config.py, SimConfig)
+        "--model-path", "--engine-version", "--seed", "--max-model-len", "--kv-cache-tokens", "--block-size",
+        "--kv-gpu-blocks", "--kv-tokens-label", "--kv-hybrid-block-size", "--prefix-caching",
+        "--prompt-tokens-details", "--prefill-tps", "--prefill-chunk-tokens", "--decode-tps", "--decode-noise",
+        "--batch-beta", "--cold-requests", "--cold-decode-tps", "--cold-prefill-tps", "--eos-mean-tokens",
+        "--spec-method", "--spec-k", "--spec-accept", "--boot-weights-s", "--boot-init-s", "--weights-gib",
+        "--kv-log-form", "--record-chunks", "--sglang-warmup-s", "--fault-boot-crash",
+        "--fault-http500-request", "--fault-exit-request", "--fault-exit-after-tokens", "--fault-stall-request",
+        "--fault-stall-after-tokens", "--fault-hold-request", "--fault-hold-from", "--fault-hold-until",
+        "--fault-restart-request",
+    }
+)  # fmt: skip
+
 
 class Sim(Engine):
     """Every node runs one simulator bound to its own address; only the head's is used as the endpoint."""
 
     kind = "sim"
     package = "labkit.sim"
+    known_flags = SIM_KNOWN_FLAGS
 
     def __init__(self, flavor: str = "vllm"):
         self.flavor = flavor

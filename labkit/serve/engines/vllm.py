@@ -22,12 +22,44 @@ MASTER_PORT = 29501
 RAY_PORT = 6379
 RAY_JOIN_WAIT = 120  # seconds the Ray head waits for every node to join
 
+# `vllm serve` flags commonly set or swept, each listed by the real `vllm serve --help=all` of vLLM 0.32.0 and
+# in docs.vllm.ai's engine arguments; with every flag serve_argv and the launches add. Looked up after
+# canonical() (`--a_b` is `--a-b`, `--a.b` is `--a`); docs/engines.md, "Known flags and the sweep flag check".
+VLLM_KNOWN_FLAGS = frozenset(
+    {
+        # scheduler and memory
+        "--max-num-batched-tokens", "--max-num-seqs", "--gpu-memory-utilization", "--max-model-len",
+        "--kv-cache-dtype", "--kv-cache-memory-bytes", "--block-size", "--num-gpu-blocks-override",
+        "--enable-prefix-caching", "--no-enable-prefix-caching", "--prefix-caching-hash-algo",
+        "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--long-prefill-token-threshold",
+        "--scheduling-policy", "--async-scheduling", "--no-async-scheduling", "--cpu-offload-gb",
+        # speculative decoding, compilation and graphs
+        "--speculative-config", "--compilation-config", "-cc", "--enforce-eager", "--no-enforce-eager",
+        "--max-cudagraph-capture-size", "--attention-backend",
+        # parallelism and multi-node (labkit adds these: serve_argv, launch, _launch_ray)
+        "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp",
+        "--data-parallel-size-local", "--data-parallel-backend", "--enable-expert-parallel", "-ep",
+        "--enable-eplb", "--eplb-config", "--all2all-backend", "--decode-context-parallel-size", "-dcp",
+        "--distributed-executor-backend", "--disable-custom-all-reduce", "--nnodes", "--node-rank",
+        "--master-addr", "--master-port", "--headless", "--api-server-count",
+        # model and weights
+        "--quantization", "-q", "--dtype", "--load-format", "--safetensors-load-strategy", "--download-dir",
+        "--model-loader-extra-config", "--trust-remote-code", "--tokenizer", "--tokenizer-mode", "--revision",
+        "--hf-overrides", "--generation-config", "--seed", "--max-logprobs",
+        # API server
+        "--served-model-name", "--host", "--port", "--disable-log-stats", "--enable-prompt-tokens-details",
+        "--reasoning-parser", "--tool-call-parser", "--enable-auto-tool-choice", "--uvicorn-log-level",
+        "--enable-sleep-mode", "--kv-transfer-config", "--limit-mm-per-prompt",
+    }
+)  # fmt: skip
+
 
 class Vllm(Engine):
     kind = "vllm"
     ready_pattern = "ready"
     help_flag = "--help=all"  # plain --help lists only the option groups
     package = "vllm"
+    known_flags = VLLM_KNOWN_FLAGS
     patterns = (
         pattern("version", r"vLLM (?:API )?server version ([^\s,]+)", "vLLM version"),
         pattern("engine_version", r"Initializing a V1 LLM engine \(v([^)\s]+)\)", "engine core starting"),

@@ -18,6 +18,7 @@ from labkit.cli.run import add_run
 from labkit.cli.serve import add_down, add_logs, add_status, add_up
 from labkit.cli.sim import add_sim
 from labkit.cli.stage import add_stage
+from labkit.cli.sweep import add_sweep
 from labkit.cli.tinymodel import add_tiny_model
 from labkit.errors import LabkitError
 
@@ -36,6 +37,7 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     add_check,
     add_report,
     add_compare,
+    add_sweep,
     add_import_note,
     add_run,
     add_sim,

@@ -11,7 +11,8 @@ every node whatever happened in between. Every repetition (`measure.runs`) is it
 show the median and min–max across runs; only the first after boot carries the cold turn.
 
 The steps: resolve.py (recipe to plan), runs.py (stage, boot, measure, store, teardown), show.py (tables
-and figures from the stored files), compare.py (stored lanes compared), papermill.py (the executed notebook's copy).
+and figures from the stored files), compare.py (stored lanes compared), papermill.py (the executed notebook's copy),
+sweep.py (one key walked across values, a lane per point) and resume.py (which points a re-run skips).
 """
 
 from __future__ import annotations
@@ -19,10 +20,40 @@ from __future__ import annotations
 from labkit.lab.compare import compare
 from labkit.lab.papermill import attach_executed_notebook, papermill_output_path
 from labkit.lab.resolve import commands, describe, plan, spec_k
-from labkit.lab.runs import LaneRun, materialize_model, measure, store_result, write_records
+from labkit.lab.resume import SweepRefused
+from labkit.lab.runs import (
+    BootHooks,
+    LaneRun,
+    materialize_model,
+    measure,
+    measure_on_one_boot,
+    store_result,
+    write_records,
+)
 from labkit.lab.show import figures, save_figures, tables
+from labkit.lab.sweep import (
+    SweepPlan,
+    SweepRun,
+    describe_sweep,
+    save_sweep_figure,
+    sweep,
+    sweep_figure,
+    sweep_plan,
+    sweep_tables,
+)
 
 __all__ = [
+    "BootHooks",
+    "SweepPlan",
+    "SweepRefused",
+    "SweepRun",
+    "describe_sweep",
+    "measure_on_one_boot",
+    "save_sweep_figure",
+    "sweep",
+    "sweep_figure",
+    "sweep_plan",
+    "sweep_tables",
     "LaneRun",
     "attach_executed_notebook",
     "commands",

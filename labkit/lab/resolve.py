@@ -22,12 +22,22 @@ def plan(
     default works for every recipe; any other value on a missing axis is an error naming the recipe.
     """
     rec = load_recipe(find_recipe(recipe))
+    return overridden(rec.resolve(choices_for(rec, spec, staging, variants)), nodes, runs)
+
+
+def choices_for(rec, spec: str | None, staging: str | None, variants: dict[str, str] | None) -> dict:
+    """The variant choices `plan` resolves: `variants`, then spec and staging unless None (or "none" on a
+    recipe without that axis)."""
     choices = dict(variants or {})
     for axis, value in (("spec", spec), ("staging", staging)):
         if value is None or (value == "none" and axis not in rec.axes):
             continue
         choices[axis] = value
-    lane = rec.resolve(choices)
+    return choices
+
+
+def overridden(lane: LanePlan, nodes: str | list[str] | None, runs: int | None) -> LanePlan:
+    """The plan with other nodes and/or another number of runs, when given."""
     if nodes:  # names and tp*pp*dp = nodes x gpus_per_node checked again (labkit.recipe.with_nodes)
         lane = with_nodes(lane, nodes)
     if runs:

@@ -33,6 +33,17 @@ class LaneRun:
         return [p.name for p in self.run_dirs]
 
 
+@dataclass
+class BootHooks:
+    """What a sweep adds to a shared boot (all optional): `booted(boot)` after the lane is up and before any
+    request (raise to refuse the boot), `failed(plan, error)` when one point's runs fail (the next point on
+    the boot still runs; without it the error ends the boot), `measured(done)` after each point."""
+
+    booted: Any = None
+    failed: Any = None
+    measured: Any = None
+
+
 def measure(
     lane: LanePlan,
     *,
@@ -46,35 +57,61 @@ def measure(
     Unreachable nodes fail before anything is created or started. A failure after the first run folder
     exists marks that run failed (not half-written); finished runs stay complete.
     """
+    return measure_on_one_boot([lane], results=results, ssh=ssh, full_verify=full_verify, progress=progress)[
+        0
+    ]
+
+
+def measure_on_one_boot(
+    lanes: list[LanePlan],
+    *,
+    results: str | Path | None = None,
+    ssh: Any = None,
+    full_verify: bool = False,
+    progress: bool = True,
+    hooks: BootHooks | None = None,
+) -> list[LaneRun]:
+    """`measure` for several plans that differ only in request-side settings (measure.*): staged and booted
+    once as the first, then each plan's runs in order, each stored under its own variant id; one teardown."""
     from labkit.nodes import SshOptions, hosts_for_plan
 
-    group = hosts_for_plan(lane, ssh if ssh is not None else SshOptions.from_env())
+    group = hosts_for_plan(lanes[0], ssh if ssh is not None else SshOptions.from_env())
     try:  # one SSH connection per node serves check, stage, boot, polling and teardown; closed at the end
-        return _measure_on(lane, group, results, full_verify, progress)
+        return _measure_on(lanes, group, results, full_verify, progress, hooks or BootHooks())
     finally:
         group.close()
 
 
-def _measure_on(
-    lane: LanePlan, group: Any, results: str | Path | None, full_verify: bool, progress: bool
-) -> LaneRun:
-    from labkit.nodes import check_reachable, ending_as_interrupt
-    from labkit.serve import Lane
-    from labkit.stage import check_view, stage
-    from labkit.store import ResultsStore
-
-    check_reachable(group)
-    served = Lane(lane, group=group, progress=sys.stderr if progress else None)
-    served.refuse_if_present()  # before staging, and before a run folder exists: a busy lane changes nothing
-    store = ResultsStore(results)
-    done = LaneRun(lane)
-    provenance = {
+def _provenance(lane: LanePlan) -> dict:
+    return {
         "recipe_file": lane.file,
         "variants": dict(lane.variants),
         "recipe_hash": lane.recipe_hash,
         "command": shlex.join(sys.argv),
     }
-    first = store.new_run(lane, provenance=provenance)
+
+
+def _measure_on(
+    lanes: list[LanePlan],
+    group: Any,
+    results: str | Path | None,
+    full_verify: bool,
+    progress: bool,
+    hooks: Any,
+) -> list[LaneRun]:
+    from labkit.nodes import check_reachable, ending_as_interrupt
+    from labkit.serve import Lane
+    from labkit.stage import check_view, stage
+    from labkit.store import ResultsStore
+
+    lane = lanes[0]
+    check_reachable(group)
+    served = Lane(lane, group=group, progress=sys.stderr if progress else None)
+    served.refuse_if_present()  # before staging, and before a run folder exists: a busy lane changes nothing
+    store = ResultsStore(results)
+    dones = [LaneRun(p) for p in lanes]
+    done = dones[0]
+    first = store.new_run(lane, provenance=_provenance(lane))
     done.run_dirs.append(first.path)
     _announce(first.path)
     with first:  # a failure before the first run finished marks it failed, with the reason
@@ -90,19 +127,30 @@ def _measure_on(
         ):  # as inside Lane.up: SIGTERM/SIGHUP during a build mark the run interrupted
             materialize_model(served)
         with served.up() as endpoint:
-            done.boot = endpoint.boot
             first.update(boot=endpoint.boot.to_dict())
-            _repeat(
-                lane,
-                endpoint,
-                store,
-                first,
-                done,
-                provenance,
-                list(group.hosts),
-                progress,
-            )
-    return done
+            if hooks.booted:
+                hooks.booted(endpoint.boot)
+            for k, (plan, d) in enumerate(zip(lanes, dones, strict=True)):
+                d.boot, d.staging = endpoint.boot, done.staging
+                try:
+                    _repeat(
+                        plan,
+                        endpoint,
+                        store,
+                        first if k == 0 else None,
+                        d,
+                        list(group.hosts),
+                        progress,
+                        first.run_id,
+                    )
+                except LabkitError as e:
+                    if hooks.failed is None:
+                        raise
+                    hooks.failed(plan, e)
+                    continue
+                if hooks.measured:
+                    hooks.measured(d)
+    return dones
 
 
 def _repeat(
@@ -111,19 +159,20 @@ def _repeat(
     store: Any,
     first: Any,
     done: LaneRun,
-    provenance: dict,
     hosts: list,
     progress: bool,
+    boot_run: str,
 ) -> None:
-    """`measure.runs` repetitions on the booted lane, each its own run folder (the first is `first`); with
-    `measure.target_ci`, more until every target measure's interval is that tight or `max_runs` is reached.
-    Each run records where the target stood after it (docs/measurement.md, "Repeating until the interval
-    is tight")."""
+    """`measure.runs` repetitions on the booted lane, each its own run folder (the first is `first`, the
+    boot's own folder, or None for a later plan on a shared boot); with `measure.target_ci`, more until every
+    target measure's interval is that tight or `max_runs` is reached. Each run records where the target stood
+    after it (docs/measurement.md, "Repeating until the interval is tight")."""
     from labkit.measure import NodeNfsProbe, configured_k, healthy_clocks, run_bench
     from labkit.report import check_target
     from labkit.store import update_baselines
 
     boot = endpoint.boot.to_dict()
+    provenance = _provenance(lane)
     once = dataclasses.replace(lane.measure, runs=1)  # each repetition is its own run folder
     k_found = configured_k(lane.engine)  # K from the recipe, with where it came from
     m = lane.measure
@@ -132,16 +181,18 @@ def _repeat(
     probes = [NodeNfsProbe(h) for h in hosts]
     for i in range(cap):
         run = (
-            first if i == 0 else store.new_run(lane, provenance=provenance, boot=boot, boot_run=first.run_id)
+            first
+            if i == 0 and first is not None
+            else store.new_run(lane, provenance=provenance, boot=boot, boot_run=boot_run)
         )
-        if i:
+        if run is not first:
             done.run_dirs.append(run.path)
         with run:
             result = run_bench(
                 endpoint.base_url,
                 once,
                 model=endpoint.model,
-                cold_expected=(i == 0),
+                cold_expected=(i == 0 and first is not None),  # only the boot's first run meets a cold engine
                 io_hooks=probes,
                 progress=progress,
                 lane=lane.label,

@@ -28,8 +28,14 @@ from labkit.recipe.plan import (
     shell_command,
 )
 from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml, suggest
+from labkit.recipe.sweep import SweepAxis, expand, parse_over, resolve_point, short_name
 
 __all__ = [
+    "SweepAxis",
+    "expand",
+    "parse_over",
+    "resolve_point",
+    "short_name",
     "suggest",
     "BUILT_MODEL_PREFIX",
     "COMPILE_CACHE_ROOT",

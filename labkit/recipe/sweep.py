@@ -93,19 +93,29 @@ def parse_over(spec: str) -> SweepAxis:
         )
     key = _split_key(key_text.strip(), spec)
     values = tuple(_value(v.strip(), spec) for v in values_text.split(","))
-    if len(set(map(repr, values))) != len(values):
-        raise RecipeError("--over", spec, "a value is given twice")
     return SweepAxis(key, values, short_name(key), spec)
 
 
 def expand(axes: Sequence[SweepAxis], zipped: bool = False) -> list[tuple[tuple[SweepAxis, Any], ...]]:
-    """The points: every combination (a grid), or with `zipped` the i-th value of every axis together."""
+    """The points: every combination (a grid), or with `zipped` the i-th value of every axis together; a
+    point that comes twice is an error (a grid axis with a repeated value, or two equal zipped tuples)."""
     if zipped:
         counts = {len(a.values) for a in axes}
         if len(counts) > 1:
             raise RecipeError("--over", axes[0].text, "--zip needs the same number of values on every --over")
-        return [tuple((a, a.values[i]) for a in axes) for i in range(counts.pop() if counts else 0)]
-    return [tuple(zip(axes, combo, strict=True)) for combo in itertools.product(*(a.values for a in axes))]
+        points = [tuple((a, a.values[i]) for a in axes) for i in range(counts.pop() if counts else 0)]
+    else:
+        points = [
+            tuple(zip(axes, combo, strict=True)) for combo in itertools.product(*(a.values for a in axes))
+        ]
+    seen: set[str] = set()
+    for point in points:
+        key = repr([v for _, v in point])
+        if key in seen:
+            shown = ", ".join(f"{a.short}={v!r}" for a, v in point)
+            raise RecipeError("--over", point[0][0].text, f"the point {shown} comes twice")
+        seen.add(key)
+    return points
 
 
 def _nest(key: Sequence[str], value: Any) -> dict:

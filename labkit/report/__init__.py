@@ -3,6 +3,8 @@ and plots out. Always regenerated from the run folders, never edited by hand.
 
 specs.py reads tables.toml; format.py turns numbers into cell strings; stats.py reduces a lane's runs to a
 Stat (shared by tables and plots) and to RunStats (n, median, mean, 95 % interval, CV); tables.py builds and renders tables; plots.py draws figures;
+sweep.py builds a sweep's table from its record (a row per point) and plots.py its figure (docs/sweeps.md,
+"The sweep table and plot");
 text.py shows tables as text in a terminal (TableView: text there, styled HTML in Jupyter);
 action.py is the `labkit report` action (write, or check for drift).
 """
@@ -37,16 +39,21 @@ from labkit.report.format import (
     fmt_stat,
     fmt_with_cold,
 )
-from labkit.report.gate import Gate, GateItem, gate
+from labkit.report.gate import Gate, GateItem, gate, images
 from labkit.report.plots import (
     latest_runs_with_requests,
     measure_bars,
     node_series,
     prefill_by_length,
+    save_all,
+    sweep_figure,
+    sweep_measures,
+    sweep_series,
     tokens_over_time,
 )
 from labkit.report.specs import (
     INTERVALS,
+    SWEEPS_AUTO,
     TABLES_SPEC,
     ColumnSpec,
     ReportError,
@@ -67,6 +74,15 @@ from labkit.report.stats import (
     t_ppf,
     unit_of,
 )
+from labkit.report.sweep import (
+    NOT_MEASURED,
+    point_name,
+    point_rows,
+    select_sweeps,
+    sweep_table,
+    sweep_tables,
+    sweep_title,
+)
 from labkit.report.tables import (
     FLAG_MARK,
     Lane,
@@ -84,6 +100,18 @@ from labkit.report.target import TargetCheck, check_target
 from labkit.report.text import TABLE_MIME, TableView, to_text
 
 __all__ = [
+    "NOT_MEASURED",
+    "SWEEPS_AUTO",
+    "point_name",
+    "point_rows",
+    "save_all",
+    "select_sweeps",
+    "sweep_figure",
+    "sweep_measures",
+    "sweep_series",
+    "sweep_table",
+    "sweep_tables",
+    "sweep_title",
     "node_series",
     "stored_tables",
     "DEFAULT_MARGIN",
@@ -100,6 +128,7 @@ __all__ = [
     "compare_values",
     "direction",
     "gate",
+    "images",
     "paired",
     "select",
     "tost_p",

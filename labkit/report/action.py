@@ -1,4 +1,4 @@
-"""The `labkit report` action: every stored run in, results/TABLES.md and the plot PNGs out.
+"""The `labkit report` action: every stored run (and sweep record) in, results/TABLES.md and the plot PNGs out.
 
 `labkit report` writes TABLES.md (atomically) and the plots next to it; `labkit report --check` fails when
 the committed file no longer matches the data. Nothing here is formatted: the tables come finished from
@@ -15,7 +15,8 @@ from typing import Any
 from labkit.report.plots import save_all
 from labkit.report.specs import load_spec, spec_path
 from labkit.report.stats import boot_of
-from labkit.report.tables import Table, build_tables, flags_of, render_document
+from labkit.report.sweep import select_sweeps, sweep_table
+from labkit.report.tables import Table, as_list, build_table, flags_of, render_document
 
 TABLES_FILE = "TABLES.md"
 
@@ -36,13 +37,31 @@ def stored_tables(
     measures: Any = None,
     only: list[str] | None = None,
     recipes: list[str] | None = None,
+    sweeps: list | None = None,
 ) -> list[Table]:
-    """The tables of loaded results (`measures`: a subset of data.measures, default all), with what the run
-    folders say beside the figures: each run's boot (the unit of interval rows) and its evidence flags."""
+    """The tables of loaded results (`measures`: a subset of data.measures, default all), in spec order,
+    with what the run folders say beside the figures: each run's boot (the unit of interval rows) and its
+    evidence flags. Sweep tables read the sweep records (`sweeps`, default those stored under data.root);
+    docs/sweeps.md, "The sweep table and plot"."""
+    from labkit.store import load_sweeps
+
     boots = {rid: boot_of(doc) for rid, doc in data.docs.items()}
     flags = {rid: flags_of(doc) for rid, doc in data.docs.items()}
     rows = data.measures if measures is None else measures
-    return build_tables(rows, specs, only=only, recipes=recipes, boots=boots, flags=flags)
+    recipes, only = as_list(recipes), as_list(only)
+    if recipes:
+        rows = rows[rows["recipe"].isin(recipes)]
+    chosen = [spec for spec in specs if not only or spec.id in only]
+    if sweeps is None and any(spec.is_sweep for spec in chosen):
+        sweeps = load_sweeps(data.root)
+    tables: list[Table] = []
+    for spec in chosen:
+        if spec.is_sweep:  # a named sweep is checked against every record, then the recipes filter applies
+            picked = [r for r in select_sweeps(spec, sweeps or []) if not recipes or r.recipe in recipes]
+            tables += [sweep_table(spec, r, rows, boots, flags) for r in picked]
+        else:
+            tables.append(build_table(spec, rows, boots, flags))
+    return tables
 
 
 def generate(

@@ -1,25 +1,34 @@
 """Plots of stored runs (matplotlib Figures rendered with Agg, no pyplot): PNGs next to the tables, and figures for notebooks.
 
-Four views: per-measure bars (median) with min–max whiskers per lane; tokens over time per stream of a
+Five views: per-measure bars (median) with min–max whiskers per lane; tokens over time per stream of a
 run (from requests.csv); prefill t/s by prompt length; each node's power and SM clock over a run (its
-telemetry CSVs). Recorded ranges without a median are drawn as a
-whisker with no bar, so a range is never passed off as a measured median.
+telemetry CSVs); a sweep's measures against its first axis (docs/sweeps.md, "The sweep table and plot").
+Recorded ranges without a median are drawn as a whisker with no bar, so a range is never passed off as a
+measured median.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
-from labkit.report.stats import prefill_points, sim_title, stat
+from labkit.report.stats import prefill_points, run_stats, run_values, sim_title, stat
+from labkit.report.sweep import axis_header, point_rows, sweep_title, value_text
 
 BAR_MEASURES = (
     ("decode_c1", "decode c1 (t/s)"),
     ("decode_c2_agg", "decode c2 aggregate (t/s)"),
     ("prefill_4096", "prefill ~4K (t/s)"),
     ("prefill_12600", "prefill 12.6K (t/s)"),
+)
+# the headline measures a sweep plot shows by default, in this order (decode c1, aggregates, prefill lengths)
+SWEEP_MEASURES = (
+    re.compile(r"^decode_c1$"),
+    re.compile(r"^decode_c(\d+)_agg$"),
+    re.compile(r"^prefill_(\d+)$"),
 )
 # PNG metadata without the matplotlib version, so an unchanged plot is byte-identical across versions.
 _PNG_META = {"Software": None}
@@ -194,7 +203,10 @@ def latest_runs_with_requests(results: Any, limit: int = 4) -> list[str]:
 
 
 def save_all(results: Any, folder: str | Path) -> list[Path]:
-    """Write measures.png, prefill.png and tokens-<run>.png; returns the paths written."""
+    """Write measures.png, prefill.png, tokens-<recipe>-<variant>.png and sweep-<recipe>-<name>.png per sweep
+    record under the results' root; returns the paths written."""
+    from labkit.store import load_sweeps
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out = []
@@ -209,6 +221,11 @@ def save_all(results: Any, folder: str | Path) -> list[Path]:
         fig = tokens_over_time(results.requests([rid]), f"{doc.get('label', '')} — {rid}")
         path = folder / f"tokens-{doc.get('recipe', '')}-{doc.get('variant_id', '')}.png"
         fig.savefig(path, dpi=100, metadata=_PNG_META)
+        out.append(path)
+    root = getattr(results, "root", None)
+    for record in load_sweeps(root) if root is not None else []:
+        path = folder / f"sweep-{record.recipe}-{record.name}.png"
+        sweep_figure(record, results).savefig(path, dpi=100, metadata=_PNG_META)
         out.append(path)
     return out
 
@@ -267,4 +284,89 @@ def node_series(csvs: dict[str, str], title: str = ""):
     else:
         power.text(0.5, 0.5, "no node telemetry", ha="center", va="center", transform=power.transAxes)
     fig.subplots_adjust(left=0.12, right=0.98, top=0.93, bottom=0.11, hspace=0.12)
+    return fig
+
+
+def sweep_measures(present: Any) -> list[str]:
+    """The headline measures among `present`: decode_c1, then decode_c<N>_agg and prefill_<P> by N and P."""
+    out = []
+    for pattern in SWEEP_MEASURES:
+        hits = sorted(
+            (int((m.groups() or ("0",))[0]), m.string) for m in map(pattern.match, set(present)) if m
+        )
+        out += [key for _, key in hits]
+    return out
+
+
+def measure_title(key: str) -> str:
+    """'decode c2 aggregate (t/s)', 'prefill 4,096-token prompt (t/s)'; other keys as they are."""
+    if m := re.fullmatch(r"decode_c(\d+)(_agg)?", key):
+        return f"decode c{m.group(1)}{' aggregate' if m.group(2) else ''} (t/s)"
+    if m := re.fullmatch(r"prefill_(\d+)", key):
+        return f"prefill {int(m.group(1)):,}-token prompt (t/s)"
+    return key
+
+
+def sweep_point(part: Any, key: str) -> tuple[float, float, float] | None:
+    """(mean, low, high) of one point's run values: the 95 % Student-t interval from at least 3 runs, else
+    the min–max range (one run: low = high = the value); None without a value."""
+    values = run_values(part, key)
+    if not values:
+        return None
+    rs = run_stats(values)
+    return (rs.mean, rs.lo, rs.hi) if rs.lo is not None else (rs.mean, min(values), max(values))
+
+
+def sweep_series(record: Any, parts: list, key: str) -> tuple[dict[str, list], list[float], dict[str, float]]:
+    """({line label: [(x, mean, low, high)]}, x of each failed point, {first-axis value: x}) of one measure:
+    x is the first axis's value when all its values are numbers, else its position; a line per combination
+    of the other axes' values ("mean over runs" for a one-axis sweep)."""
+    first, rest = record.axes[0], record.axes[1:]
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in first.values)
+    pos = {value_text(v): (float(v) if numeric else float(i)) for i, v in enumerate(first.values)}
+    lines: dict[str, list] = {}
+    failed = []
+    for p, part in zip(record.points, parts, strict=True):
+        x = pos.get(value_text(p.values.get(first.short)))
+        label = ", ".join(f"{a.short}={value_text(p.values.get(a.short))}" for a in rest) or "mean over runs"
+        if x is not None and p.status == "failed":
+            failed.append(x)
+        elif x is not None and p.status in ("measured", "resumed") and (got := sweep_point(part, key)):
+            lines.setdefault(label, []).append((x, *got))
+    return {label: sorted(pts) for label, pts in lines.items()}, failed, pos
+
+
+def sweep_figure(record: Any, data: Any, measures: list[str] | None = None):
+    """One subplot per measure (default: the headline ones present) against the first axis, one line per
+    combination of the other axes: the mean of a point's runs with a 95 % interval (3+ runs) or min–max
+    whiskers, failed points an "x" at the bottom. docs/sweeps.md, "The sweep table and plot"."""
+    frame = getattr(data, "measures", data)  # Results or its measures frame
+    parts = [point_rows(record, p, frame) for p in record.points]
+    shown = [
+        part for p, part in zip(record.points, parts, strict=True) if p.status in ("measured", "resumed")
+    ]
+    keys = list(measures or sweep_measures({m for part in shown for m in part["measure"]}) or ["decode_c1"])
+    fig = _figure(figsize=(8, 2.8 * len(keys)))
+    for ax, key in zip(fig.subplots(len(keys), 1, squeeze=False)[:, 0], keys, strict=True):
+        lines, failed, pos = sweep_series(record, parts, key)
+        for label, pts in lines.items():
+            xs, ys, los, his = zip(*pts, strict=True)
+            (line,) = ax.plot(xs, ys, marker="o", lw=1, label=label)
+            bars = [(x, y, y - lo, hi - y) for x, y, lo, hi in pts if hi > lo]
+            if bars:
+                bx, by, down, up = zip(*bars, strict=True)
+                ax.errorbar(bx, by, yerr=[down, up], fmt="none", ecolor=line.get_color(), capsize=3, lw=1)
+        if failed:  # x in data, y in axes coordinates: at the bottom whatever the scale
+            ax.plot(failed, [0.03] * len(failed), "x", color="#c0392b", ms=8, mew=2, label="failed",
+                    transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip
+        ax.set_xticks(list(pos.values()), list(pos), fontsize=7)
+        ax.set_xlabel(axis_header(record.axes[0]), fontsize=8)
+        ax.set_title(measure_title(key), fontsize=9)
+        if lines or failed:
+            ax.legend(fontsize=6)
+        else:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    fig.suptitle(sweep_title(record, any(bool(part["simulated"].any()) for part in shown)), fontsize=9)
+    h = 2.8 * len(keys)
+    fig.subplots_adjust(left=0.1, right=0.97, top=1 - 0.55 / h, bottom=0.45 / h, hspace=0.6)
     return fig

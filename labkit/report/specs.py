@@ -1,10 +1,13 @@
 """Table definitions: results/tables.toml in, validated TableSpecs out (which lanes are columns, which
 measures are rows and how each row is formatted). Bad input raises ReportError naming the file and table.
+A sweep table (`sweeps = "auto"` or `sweep = "<recipe>/<name>"`) has no columns: its points are its rows
+and its row specs become its columns (docs/sweeps.md, "The sweep table and plot").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.errors import LabkitError
@@ -15,6 +18,8 @@ FORMATS = ("number", "acceptance", "kv", "nfs", "runs")
 # Cell forms of number rows: "range" (median and min–max, the default), "pm" ("49.1 ± 1.2"), "ci"
 # ("49.1 [47.9, 50.3]"); docs/measurement.md, "Intervals over runs".
 INTERVALS = ("range", "pm", "ci")
+SWEEPS_AUTO = "auto"  # `sweeps = "auto"`: one table per stored sweep record
+SWEEP_ONLY = {"columns", "lanes", "source"}  # keys a sweep table does not take (its points are its rows)
 
 
 class ReportError(LabkitError):
@@ -54,6 +59,12 @@ class TableSpec:
     empty: str = "No runs."
     notes: tuple[str, ...] = ()
     interval: str = "range"  # the cell form of number rows that do not choose one (INTERVALS)
+    sweep: str = ""  # "": not a sweep table; SWEEPS_AUTO: one table per sweep record; else "<recipe>/<name>"
+    where: str = field(default="", compare=False)  # "<file>: table[i]", for errors found when building
+
+    @property
+    def is_sweep(self) -> bool:
+        return bool(self.sweep)
 
     def interval_of(self, row: RowSpec) -> str:
         """The cell form of one row: its own interval, else the table's; only number rows have one."""
@@ -83,7 +94,7 @@ def load_spec(path: str | Path | None = None) -> tuple[str, list[TableSpec]]:
     for i, t in enumerate(data.get("table", [])):
         where = f"{file}: table[{i}]"
         try:
-            spec = _table_spec(t)
+            spec = dataclasses.replace(_table_spec(t), where=where)
         except (KeyError, TypeError, ValueError) as e:
             raise ReportError(f"{where}: {e}")
         if spec.id in seen:
@@ -154,12 +165,15 @@ def _table_spec(t: dict) -> TableSpec:
             "empty",
             "notes",
             "interval",
+            "sweeps",
+            "sweep",
         },
         "table",
     )
-    if "id" not in t or "rows" not in t or "columns" not in t:
-        raise ValueError("a table needs id, columns and rows")
-    columns = _column_specs(t["columns"])
+    sweep = _sweep_key(t)
+    if "id" not in t or "rows" not in t or ("columns" not in t and not sweep):
+        raise ValueError("a table needs id, columns and rows (a sweep table: id, sweeps or sweep, and rows)")
+    columns = None if sweep else _column_specs(t["columns"])
     rows = [_row_spec(r) for r in t["rows"]]
     lanes = t.get("lanes", "columns")
     if lanes not in ("columns", "rows"):
@@ -176,4 +190,26 @@ def _table_spec(t: dict) -> TableSpec:
         empty=str(t.get("empty", "No runs.")),
         notes=tuple(str(n) for n in t.get("notes", [])),
         interval=_interval(t.get("interval", "range"), "table"),
+        sweep=sweep,
     )
+
+
+def _sweep_key(t: dict) -> str:
+    """SWEEPS_AUTO for `sweeps = "auto"`, "<recipe>/<name>" for `sweep = ...`, "" for a lane table."""
+    if "sweeps" in t and "sweep" in t:
+        raise ValueError('a table takes sweeps = "auto" or sweep = "<recipe>/<name>", not both')
+    if "sweeps" in t and t["sweeps"] != SWEEPS_AUTO:
+        raise ValueError(
+            f'sweeps = {t["sweeps"]!r}: only "auto" (name one sweep with sweep = "<recipe>/<name>")'
+        )
+    if "sweep" in t:
+        value = t["sweep"]
+        parts = value.split("/") if isinstance(value, str) else []
+        if len(parts) != 2 or not all(p.strip() for p in parts):
+            raise ValueError(f'sweep = {value!r}: expected "<recipe>/<name>", as under results/_sweeps/')
+    if "sweeps" in t or "sweep" in t:
+        extra = sorted(SWEEP_ONLY & set(t))
+        if extra:
+            raise ValueError(f"a sweep table takes no {', '.join(extra)} (its points are its rows)")
+        return SWEEPS_AUTO if "sweeps" in t else str(t["sweep"])
+    return ""

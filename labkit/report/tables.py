@@ -109,7 +109,8 @@ def _lane_groups(measures: Any, spec: TableSpec) -> list[tuple[Lane, Any]]:
     return out
 
 
-def _expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
+def expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
+    """The row specs with each "prefill_*" row expanded to one row per matching measure present."""
     present = set(measures["measure"].unique()) if len(measures) else set()
     out = []
     for row in rows:
@@ -190,7 +191,7 @@ def in_window(measure: str, window: str | None) -> bool:
     return measure == window or measure.startswith(prefixes)
 
 
-def _flag_marks(row: RowSpec, lane_flags: list[tuple[str, dict]]) -> list[int]:
+def flag_marks(row: RowSpec, lane_flags: list[tuple[str, dict]]) -> list[int]:
     """Indexes of the lane's (run, flag) pairs that cover this row."""
     measures = [m for m in (row.measure or DEFAULT_MEASURES.get(row.format, ""), row.cold) if m]
     return [
@@ -228,7 +229,7 @@ def build_table(
         lane_flags.append(
             [(r, f) for r in runs for f in (flags or {}).get(r) or [] if isinstance(f, Mapping)]
         )
-    rows = _expand_rows(spec.rows, measures)
+    rows = expand_rows(spec.rows, measures)
     grid: dict[str, list[str]] = {}
     labels, forms, used = [], set(), [set() for _ in groups]
     for row in rows:
@@ -236,7 +237,7 @@ def build_table(
         values = [cell(row, part, lane, form) for lane, part in groups]
         if spec.drop_empty_rows and (not groups or all(v == MISSING for v in values)):
             continue
-        for i, hits in enumerate(_flag_marks(row, pairs) for pairs in lane_flags):
+        for i, hits in enumerate(flag_marks(row, pairs) for pairs in lane_flags):
             if hits and values[i] != MISSING:
                 values[i] = f"{values[i]} {FLAG_MARK}"
                 used[i].update(hits)
@@ -278,12 +279,17 @@ def build_tables(
     boots: Mapping[str, str | None] | None = None,
     flags: Mapping[str, list[dict] | None] | None = None,
 ) -> list[Table]:
-    """All tables (or those whose id is in `only`), optionally restricted to runs of some recipes; `boots`
-    and `flags` as for build_table."""
+    """All lane tables (or those whose id is in `only`), optionally restricted to runs of some recipes;
+    `boots` and `flags` as for build_table. Sweep tables need the sweep records: sweep.sweep_tables builds
+    them, action.stored_tables both kinds in spec order."""
     recipes, only = as_list(recipes), as_list(only)
     if recipes:
         measures = measures[measures["recipe"].isin(recipes)]
-    return [build_table(spec, measures, boots, flags) for spec in specs if not only or spec.id in only]
+    return [
+        build_table(spec, measures, boots, flags)
+        for spec in specs
+        if (not only or spec.id in only) and not spec.is_sweep
+    ]
 
 
 def grid(table: Table, tablefmt: str) -> str:

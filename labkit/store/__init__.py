@@ -3,7 +3,8 @@ provenance, raw samples as CSV/JSON); loading reads every run folder back into t
 
 files.py: where results live, atomic writes; records.py: requests.csv; runs.py: the run folder and
 ResultsStore; load.py: run folders back to DataFrames; recorded.py: lab-note figures imported as runs;
-baselines.py: per-node healthy SM-clock baselines under results/_baselines/.
+baselines.py: per-node healthy SM-clock baselines under results/_baselines/; sweeps.py: sweep records under
+results/_sweeps/ (which runs make each point of a sweep).
 """
 
 from labkit.store.baselines import KEEP as KEEP_BASELINE_RUNS
@@ -20,6 +21,15 @@ from labkit.store.files import (
 from labkit.store.load import MEASURE_COLUMNS, RUN_COLUMNS, Results, load_results, measure_rows, read_run
 from labkit.store.recorded import RecordedError, import_figures, parse_figures
 from labkit.store.runs import ResultsStore, Run, attach_bytes, attach_file, new_run_id
+from labkit.store.sweeps import (
+    SweepAxisRecord,
+    SweepPoint,
+    SweepRecord,
+    load_sweeps,
+    read_sweep,
+    sweep_path,
+    write_sweep,
+)
 
 __all__ = [
     "KEEP_BASELINE_RUNS",
@@ -46,4 +56,11 @@ __all__ = [
     "parse_figures",
     "read_run",
     "results_root",
+    "SweepAxisRecord",
+    "SweepPoint",
+    "SweepRecord",
+    "load_sweeps",
+    "read_sweep",
+    "sweep_path",
+    "write_sweep",
 ]

@@ -30,7 +30,6 @@ def test_parse_over_keys_values_and_short_names():
         ("engine.args.--x", "expected KEY=V1,V2"),
         ('engine.args."--x=1', "unclosed quote"),
         ("engine..x=1", "empty part"),
-        ("engine.args.x=1,1", "a value is given twice"),
         ("engine.args.x=a b", "is not a value"),
     ],
 )
@@ -46,6 +45,16 @@ def test_grid_and_zip():
     assert [tuple(v for _, v in p) for p in expand([a, b], zipped=True)] == [(1, 3), (2, 4)]
     with pytest.raises(RecipeError, match="--zip needs the same number"):
         expand([a, parse_over("engine.args.y=3,4,5")], zipped=True)
+
+
+def test_a_repeated_point_is_refused_but_a_zipped_axis_may_repeat_a_value():
+    with pytest.raises(RecipeError, match="the point x=1 comes twice") as err:
+        expand([parse_over("engine.args.x=1,1")])
+    assert "engine.args.x=1,1" in str(err.value)
+    a, b = parse_over('engine.args.x="",boom,""'), parse_over("engine.args.y=1,2,3")
+    assert [tuple(v for _, v in p) for p in expand([a, b], zipped=True)] == [("", 1), ("boom", 2), ("", 3)]
+    with pytest.raises(RecipeError, match="comes twice"):
+        expand([a, parse_over("engine.args.y=1,2,1")], zipped=True)
 
 
 def test_a_point_is_a_variant_with_its_own_id():

@@ -1,0 +1,305 @@
+"""`lab.sweep`: one recipe key (or several, as a grid or zipped) walked across values, each point booted,
+measured and torn down like any lane and stored as ordinary run folders, with a sweep record saying which
+runs make each point (docs/sweeps.md).
+
+Every point is resolved, and a swept engine flag checked against the engine's own --help, before the first
+boot, so a typo fails in seconds. Points that differ only in request-side settings (measure.*) share one
+boot. A re-run resumes: points stored with identical provenance are skipped (labkit/lab/resume.py). A point
+whose boot or runs fail is recorded with the reason and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit.errors import LabkitError, RecipeError
+from labkit.lab.resolve import choices_for, overridden
+from labkit.lab.resume import Resume, SweepRefused, boot_fingerprint, plan_resume
+from labkit.lab.runs import BootHooks, LaneRun, measure_on_one_boot
+from labkit.recipe import LanePlan, SweepAxis, expand, find_recipe, load_recipe, parse_over, resolve_point
+from labkit.store import (
+    SweepAxisRecord,
+    SweepPoint,
+    SweepRecord,
+    read_run,
+    results_root,
+    sweep_path,
+    write_sweep,
+)
+
+
+@dataclass
+class SweepRun:
+    """What `sweep` did: the record (as written), its file, every point's plan, and the lanes measured now."""
+
+    record: SweepRecord
+    path: Path
+    plans: dict[str, LanePlan]
+    lanes: dict[str, LaneRun] = field(default_factory=dict)
+    results: Path | None = None
+
+    @property
+    def failed(self) -> list[SweepPoint]:
+        return [p for p in self.record.points if p.status == "failed"]
+
+
+@dataclass
+class SweepPlan:
+    """A sweep resolved before anything boots: the record's name, its axes, and one plan per point."""
+
+    recipe: str
+    name: str
+    base_variants: dict[str, str]
+    axes: list[SweepAxis]
+    zipped: bool
+    points: list[tuple[tuple[SweepAxis, Any], ...]]
+    plans: list[LanePlan]
+
+    def new_record(self) -> SweepRecord:
+        axes = [SweepAxisRecord(list(a.key), a.dotted, a.short, list(a.values)) for a in self.axes]
+        points = [
+            SweepPoint(plan.variant_id, {a.short: v for a, v in point})
+            for point, plan in zip(self.points, self.plans, strict=True)
+        ]
+        return SweepRecord(self.name, self.recipe, self.base_variants, axes, self.zipped, points)
+
+    def boot_groups(self) -> list[list[int]]:
+        """Point indexes by boot: points whose non-measure values agree share one boot, in first-seen order."""
+        groups: dict[tuple, list[int]] = {}
+        for i, point in enumerate(self.points):
+            key = tuple((a.short, repr(v)) for a, v in point if a.key[0] != "measure")
+            groups.setdefault(key, []).append(i)
+        return list(groups.values())
+
+
+def sweep_plan(
+    recipe: str = "sim",
+    over: str | Sequence[str] = (),
+    *,
+    spec: str | None = None,
+    staging: str | None = None,
+    variants: dict[str, str] | None = None,
+    zipped: bool = False,
+    name: str | None = None,
+    nodes: str | list[str] | None = None,
+    runs: int | None = None,
+) -> SweepPlan:
+    """Every point resolved (RecipeError naming the recipe file and the `--over` key on a bad key or value)."""
+    rec = load_recipe(find_recipe(recipe))
+    specs = [over] if isinstance(over, str) else list(over)
+    if not specs:
+        raise RecipeError(
+            "--over", "", 'give at least one KEY=V1,V2,... (e.g. engine.args."--max-num-seqs"=4,8)'
+        )
+    axes = [parse_over(s) for s in specs]
+    if len({a.short for a in axes}) < len(axes):
+        raise RecipeError(
+            "--over", specs[0], "two swept keys share a short name: sweep them in separate runs"
+        )
+    choices = choices_for(rec, spec, staging, variants)
+    base = rec.resolve(choices)
+    points = expand(axes, zipped)
+    plans = [overridden(resolve_point(rec, choices, p), nodes, runs) for p in points]
+    ids = [p.variant_id for p in plans]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise RecipeError(
+            "--over",
+            specs[0],
+            f"two points get the variant id {twice[0]}: use values that differ in letters or digits",
+        )
+    label = name or f"{base.variant_id}_over_{'-'.join(a.short for a in axes)}"
+    return SweepPlan(rec.name, label, dict(base.variants), axes, zipped, points, plans)
+
+
+def check_swept_flags(sp: SweepPlan, plan: LanePlan, progress: bool) -> None:
+    """Swept engine flags against the engine's own --help on the head (else labkit's list of its known
+    flags), before any boot (docs/engines.md, "Known flags and the sweep flag check")."""
+    from labkit.serve import Lane, check_flags
+
+    flags = [(a.key[2], f"swept by --over {a.text}") for a in sp.axes if a.key[:2] == ("engine", "args")]
+    if not flags:
+        return
+    lane = Lane(plan, progress=sys.stderr if progress else None)
+    try:
+        checks = check_flags(lane, flags)
+    finally:
+        lane.close()
+    failed = [c for c in checks if c.failed]
+    if failed:
+        raise RecipeError(
+            plan.file, f"--over {flags[0][0]}", "; ".join(f"{c.node}: {c.result}" for c in failed)
+        )
+
+
+def _stored_docs(root: Path, record: SweepRecord) -> dict[str, dict]:
+    docs = {}
+    for point in record.points:
+        for run_id in point.runs:
+            path = root / record.recipe / point.variant_id / run_id
+            if (path / "run.json").is_file():
+                docs[run_id] = read_run(path)
+    return docs
+
+
+def _resume(sp: SweepPlan, root: Path, fresh: bool) -> tuple[SweepRecord, Resume]:
+    """The record this run writes (earlier points carried over when resumed) and what it may skip."""
+    from labkit.store import read_sweep
+
+    record = sp.new_record()
+    path = sweep_path(root, sp.recipe, sp.name)
+    if fresh or not path.is_file():
+        return record, Resume()
+    old = read_sweep(path)
+    resume = plan_resume(old.points, sp.plans, _stored_docs(root, old), f"{sp.recipe}/{sp.name}")
+    for point in record.points:
+        if point.variant_id in resume.done:
+            point.status, point.runs = "resumed", resume.done[point.variant_id]
+    return record, resume
+
+
+def _say(progress: bool, text: str) -> None:
+    if progress:
+        print(f"sweep: {text}", file=sys.stderr, flush=True)
+
+
+def sweep(
+    recipe: str = "sim",
+    over: str | Sequence[str] = (),
+    *,
+    spec: str | None = None,
+    staging: str | None = None,
+    variants: dict[str, str] | None = None,
+    zipped: bool = False,
+    fresh: bool = False,
+    name: str | None = None,
+    nodes: str | list[str] | None = None,
+    runs: int | None = None,
+    results: str | Path | None = None,
+    ssh: Any = None,
+    progress: bool = True,
+) -> SweepRun:
+    """Resolve every point, check swept flags, skip points already measured, then boot, measure and tear
+    down each remaining boot group in turn, rewriting the sweep record after every point."""
+    sp = sweep_plan(
+        recipe,
+        over,
+        spec=spec,
+        staging=staging,
+        variants=variants,
+        zipped=zipped,
+        name=name,
+        nodes=nodes,
+        runs=runs,
+    )
+    root = results_root(results)
+    record, resume = _resume(sp, root, fresh)
+    todo = [i for i, p in enumerate(record.points) if p.status != "resumed"]
+    if todo:
+        check_swept_flags(sp, sp.plans[todo[0]], progress)
+    out = SweepRun(record, write_sweep(root, record), {p.variant_id: p for p in sp.plans}, results=root)
+    groups = [[i for i in g if i in todo] for g in sp.boot_groups()]
+    groups = [g for g in groups if g]
+    _say(
+        progress,
+        f"{sp.recipe}/{sp.name}: {len(record.points)} point(s), {len(record.points) - len(todo)} already "
+        f"measured, {len(todo)} to measure on {len(groups)} boot(s)",
+    )
+    for n, group in enumerate(groups, 1):
+        _run_group(sp, out, resume, group, n, len(groups), results, ssh, progress)
+    return out
+
+
+def _run_group(
+    sp: SweepPlan, out: SweepRun, resume: Resume, group: list[int], n: int, total: int, results, ssh, progress
+) -> None:
+    """One boot: its points measured in order, each recorded as it ends; a boot failure fails them all."""
+    record, points = out.record, [out.record.points[i] for i in group]
+    shown = ", ".join(" ".join(f"{k}={v}" for k, v in p.values.items()) for p in points)
+    _say(progress, f"boot {n}/{total}: {shown}")
+
+    def measured(done: LaneRun) -> None:
+        point = record.point(done.plan.variant_id)
+        point.status, point.runs, point.reason = "measured", done.run_ids, ""
+        out.lanes[point.variant_id] = done
+        write_sweep(out.results, record)
+
+    def failed(plan: LanePlan, error: Exception) -> None:
+        point = record.point(plan.variant_id)
+        point.status, point.reason = "failed", str(error)[:500]
+        write_sweep(out.results, record)
+        _say(progress, f"{plan.variant_id} failed: {point.reason}")
+
+    def booted(boot: Any) -> None:  # before any request: the same engine as the points already stored
+        resume.check_boot(boot_fingerprint(sp.plans[group[0]], boot.to_dict()))
+
+    hooks = BootHooks(booted=booted, failed=failed, measured=measured)
+    try:
+        measure_on_one_boot(
+            [sp.plans[i] for i in group], results=results, ssh=ssh, progress=progress, hooks=hooks
+        )
+    except SweepRefused:
+        write_sweep(out.results, record)
+        raise
+    except LabkitError as e:  # the boot failed (or its teardown): every point not yet measured fails with it
+        for point in points:
+            if point.status == "pending":
+                point.status, point.reason = "failed", f"boot failed: {str(e)[:500]}"
+        write_sweep(out.results, record)
+        _say(progress, f"boot {n}/{total} failed: {str(e)[:300]}")
+    except BaseException:  # Ctrl-C: the lane was torn down; the record keeps what ended
+        write_sweep(out.results, record)
+        raise
+
+
+def describe_sweep(sp: SweepPlan) -> str:
+    """The resolved points and how they share boots (nothing is contacted)."""
+    lines = [
+        f"sweep {sp.recipe}/{sp.name}: "
+        + ("zipped " if sp.zipped else "grid ")
+        + " × ".join(a.dotted for a in sp.axes)
+    ]
+    for n, group in enumerate(sp.boot_groups(), 1):
+        lines.append(f"boot {n}:")
+        for i in group:
+            values = ", ".join(f"{a.dotted} = {v!r}" for a, v in sp.points[i])
+            lines.append(f"  {sp.plans[i].variant_id}: {values}")
+    return "\n".join(lines)
+
+
+def sweep_tables(sw: SweepRun) -> list[Any]:
+    """The sweep's table(s) from the stored files, as `labkit report` builds them (the "sweeps" tables of
+    tables.toml, for just this record)."""
+    from labkit import report
+    from labkit.store import load_results
+
+    data = load_results(sw.results)
+    _, specs = report.load_spec(report.spec_path(data.root))
+    chosen = [s for s in specs if s.is_sweep]
+    if not chosen:  # a results folder whose tables.toml has no sweep table: the checkout's
+        chosen = [s for s in report.load_spec(report.default_spec_file())[1] if s.is_sweep]
+    return report.stored_tables(data, chosen, sweeps=[sw.record])
+
+
+def sweep_figure(sw: SweepRun) -> Any:
+    """Each headline measure against the swept value, with intervals over runs, from the stored files."""
+    from labkit import report
+    from labkit.store import load_results
+
+    return report.sweep_figure(sw.record, load_results(sw.results))
+
+
+def save_sweep_figure(sw: SweepRun, out: str | Path | None = None) -> Path | None:
+    """The sweep plot as PNG: `out`, else `plots/sweep-<recipe>-<name>.png` beside TABLES.md (the file
+    `labkit report` rewrites); None when no point has a stored run."""
+    if not any(p.runs for p in sw.record.points):
+        return None
+    target = Path(out) if out else sw.results / "plots" / f"sweep-{sw.record.recipe}-{sw.record.name}.png"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig = sweep_figure(sw)
+    fig.savefig(target, format="png", dpi=100)
+    return target

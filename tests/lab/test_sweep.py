@@ -1,0 +1,183 @@
+"""labkit.lab.sweep on the simulator, whose settings are engine flags, so each point has a known truth: one
+lane stored per point, request-side points on one boot, resume by provenance, a failed point recorded while
+the rest run, and bad keys or flags refused before anything boots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from labkit import lab
+from labkit.cli.main import main
+from labkit.errors import RecipeError
+from labkit.store import load_results, read_sweep
+from tests.support.lanes import sim_recipe
+
+PORT = 18800
+DT = 'engine.args."--decode-tps"'
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+
+
+@pytest.fixture
+def recipes(tmp_path, monkeypatch):
+    root = tmp_path / "recipes"
+    sim_recipe(root / "fastsim", port=PORT)
+    monkeypatch.setenv("LABKIT_RECIPES", str(root))
+    return root
+
+
+def _run_dirs(results: Path) -> list[Path]:
+    return sorted(p.parent for p in results.glob("*/*/*/run.json"))
+
+
+def _decode_c1(results: Path) -> dict[str, float]:
+    m = load_results(results).measures
+    rows = m[m["measure"] == "decode_c1"]
+    return dict(zip(rows["variant"], rows["value"], strict=True))
+
+
+def test_three_points_store_three_lanes_at_their_true_speeds(recipes, tmp_path):
+    results = tmp_path / "results"
+    sw = lab.sweep("fastsim", f"{DT}=40,80,160", results=results, progress=False)
+    ids = [p.variant_id for p in sw.record.points]
+    assert ids == ["dt-40", "dt-80", "dt-160"]
+    assert [p.status for p in sw.record.points] == ["measured"] * 3
+    decode = _decode_c1(results)
+    for vid, truth in zip(ids, (40, 80, 160), strict=True):
+        assert decode[vid] == pytest.approx(truth, rel=0.03)  # the sim's decode rate is the swept flag
+    runs = [json.loads((d / "run.json").read_text()) for d in _run_dirs(results)]
+    assert len(runs) == 3 and all("boot_run" not in r for r in runs)  # three boots, each its own run folder
+    assert {r["plan"]["resolved"]["engine"]["args"]["--decode-tps"] for r in runs} == {40, 80, 160}
+    stored = read_sweep(sw.path)
+    assert stored.points == sw.record.points and stored.axes[0].dotted == DT
+    (table,) = lab.sweep_tables(sw)
+    assert table.frame.index.name == "--decode-tps" and list(table.frame.index) == ["40", "80", "160"]
+    assert table.frame.iloc[2, 0].startswith("15")  # decode c1 of the 160 t/s point, from its stored run
+    assert lab.save_sweep_figure(sw).is_file()
+
+
+def test_request_side_points_share_one_boot(recipes, tmp_path):
+    results = tmp_path / "results"
+    sw = lab.sweep("fastsim", "measure.decode.output_tokens=8,24", results=results, progress=False)
+    first, second = (sw.lanes[p.variant_id] for p in sw.record.points)
+    a = json.loads((first.run_dirs[0] / "run.json").read_text())
+    b = json.loads((second.run_dirs[0] / "run.json").read_text())
+    assert b["boot_run"] == a["run_id"]  # measured on the boot of the first point's run
+    assert (first.run_dirs[0] / "boot.json").is_file() and not (second.run_dirs[0] / "boot.json").exists()
+    assert b["plan"]["resolved"]["measure"]["decode"]["output_tokens"] == 24
+    assert a["summary"]["measures"]["decode_c1_cold"] > 0  # only the boot's first run meets a cold engine
+    assert b["summary"]["measures"].get("decode_c1_cold") is None
+    assert b["provenance"]["cold_expected"] is False and a["provenance"]["cold_expected"] is True
+
+
+def test_a_rerun_skips_points_with_identical_provenance(recipes, tmp_path):
+    results = tmp_path / "results"
+    lab.sweep("fastsim", f"{DT}=40,80", results=results, progress=False)
+    before = _run_dirs(results)
+    sw = lab.sweep("fastsim", f"{DT}=40,80,160", results=results, progress=False)
+    assert [p.status for p in sw.record.points] == ["resumed", "resumed", "measured"]
+    after = _run_dirs(results)
+    assert len(after) == len(before) + 1 and set(before) < set(after)
+    assert set(sw.lanes) == {"dt-160"}
+
+
+def test_a_changed_recipe_refuses_to_resume_until_fresh(recipes, tmp_path):
+    results = tmp_path / "results"
+    lab.sweep("fastsim", f"{DT}=40,80", results=results, progress=False)
+    before = _run_dirs(results)
+    file = recipes / "fastsim" / "recipe.toml"
+    file.write_text(file.read_text().replace("repeats = 1", "repeats = 2"))
+    with pytest.raises(lab.SweepRefused, match="recipe content") as err:
+        lab.sweep("fastsim", f"{DT}=40,80", results=results, progress=False)
+    assert "dt-40" in str(err.value) and "--fresh" in str(err.value)
+    assert _run_dirs(results) == before  # refused before anything booted
+    sw = lab.sweep("fastsim", f"{DT}=40,80", results=results, fresh=True, progress=False)
+    assert [p.status for p in sw.record.points] == ["measured", "measured"]
+    assert len(_run_dirs(results)) == len(before) + 2  # the old runs stay; the record lists the new ones
+    assert not set(sw.record.points[0].runs) & {d.name for d in before}
+
+
+def test_a_point_whose_boot_fails_is_recorded_and_the_rest_run(recipes, tmp_path):
+    results = tmp_path / "results"
+    over = [f"{DT}=40,80,160", f'engine.args."--fault-boot-crash"="","{OOM}",""']
+    sw = lab.sweep("fastsim", over, zipped=True, results=results, progress=False)
+    statuses = [p.status for p in sw.record.points]
+    assert statuses == ["measured", "failed", "measured"]
+    bad = sw.record.points[1]
+    assert bad.reason.startswith("boot failed") and "OutOfMemoryError" in bad.reason
+    assert read_sweep(sw.path).points[1].reason == bad.reason
+    failed = [json.loads((d / "run.json").read_text()) for d in _run_dirs(results)]
+    assert sorted(r["status"] for r in failed) == ["complete", "complete", "failed"]
+    # a re-run measures the failed point again and skips the others
+    sw2 = lab.sweep("fastsim", over, zipped=True, results=results, progress=False)
+    assert [p.status for p in sw2.record.points] == ["resumed", "failed", "resumed"]
+
+
+@pytest.mark.parametrize(
+    ("over", "says"),
+    [
+        ("engine.argz.x=1", "engine.argz"),
+        ("measure.decode.turns=2,-1", "measure.decode.turns"),
+        (f"{DT.replace('tps', 'tsp')}=40", "did you mean --decode-tps"),
+    ],
+)
+def test_a_bad_key_value_or_flag_fails_before_any_boot(recipes, tmp_path, over, says):
+    results = tmp_path / "results"
+    with pytest.raises(RecipeError, match=says) as err:
+        lab.sweep("fastsim", over, results=results, progress=False)
+    assert "recipe.toml" in str(err.value) or "--over" in str(err.value)
+    assert not results.exists() or _run_dirs(results) == []
+
+
+def test_cli_dry_run_lists_points_and_boots(recipes, capsys):
+    assert (
+        main(["sweep", "fastsim", "--over", f"{DT}=40,80", "--over", "measure.decode.turns=1,2", "--dry-run"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.count("boot ") == 2 and "dt-40_turns-1" in out and "dt-80_turns-2" in out
+
+
+def test_cli_sweep_prints_the_table_and_writes_the_plot(recipes, tmp_path, capsys):
+    results = tmp_path / "results"
+    code = main(["sweep", "fastsim", "--over", f"{DT}=40,80", "--results", str(results)])
+    out = capsys.readouterr().out
+    assert code == 0 and "--decode-tps" in out and "sweep record:" in out
+    plot = results / "plots" / "sweep-fastsim-default_over_dt.png"
+    assert plot.is_file() and f"plot: {plot}" in out
+    assert (results / "_sweeps" / "fastsim" / "default_over_dt.json").is_file()
+
+
+def test_cli_sweep_exits_1_naming_a_failed_point(recipes, tmp_path, capsys):
+    over = ["--over", f"{DT}=40,80", "--over", f'engine.args."--fault-boot-crash"="","{OOM}"', "--zip"]
+    code = main(["sweep", "fastsim", *over, "--results", str(tmp_path / "results")])
+    captured = capsys.readouterr()
+    assert code == 1 and "point dt-80_fbc-" in captured.err and "OutOfMemoryError" in captured.err
+    assert "failed" in captured.out  # the table shows the point, failed
+
+
+def test_sweep_notebook_runs_a_sweep_by_papermill(recipes, tmp_path):
+    import nbformat
+
+    from labkit import notebooks
+
+    results = tmp_path / "results"
+    params = {"recipe": "fastsim", "over": f"{DT}=40,80 ; measure.decode.turns=1", "results": str(results)}
+    out = notebooks.execute(
+        "sweep", params, tmp_path / "nb" / "sweep-out.ipynb", progress=False, log_output=False
+    )
+    record = read_sweep(results / "_sweeps" / "fastsim" / "default_over_dt-turns.json")
+    assert [p.variant_id for p in record.points] == ["dt-40_turns-1", "dt-80_turns-1"]
+    assert all(p.status == "measured" for p in record.points)
+    outputs = [
+        o
+        for c in nbformat.read(out, as_version=4).cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+    ]
+    html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
+    assert "--decode-tps" in html and "fastsim/default_over_dt-turns" in html
+    assert any("image/png" in o.get("data", {}) for o in outputs)
+    assert (results / "plots" / "sweep-fastsim-default_over_dt-turns.png").is_file()

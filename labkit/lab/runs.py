@@ -37,11 +37,13 @@ class LaneRun:
 class BootHooks:
     """What a sweep adds to a shared boot (all optional): `booted(boot)` after the lane is up and before any
     request (raise to refuse the boot), `failed(plan, error)` when one point's runs fail (the next point on
-    the boot still runs; without it the error ends the boot), `measured(done)` after each point."""
+    the boot still runs; without it the error ends the boot), `measured(done)` after each point, and
+    `provenance`, more facts for every run's provenance (the sweep's name and axes)."""
 
     booted: Any = None
     failed: Any = None
     measured: Any = None
+    provenance: dict = field(default_factory=dict)
 
 
 def measure(
@@ -82,12 +84,13 @@ def measure_on_one_boot(
         group.close()
 
 
-def _provenance(lane: LanePlan) -> dict:
+def _provenance(lane: LanePlan, extra: dict | None = None) -> dict:
     return {
         "recipe_file": lane.file,
         "variants": dict(lane.variants),
         "recipe_hash": lane.recipe_hash,
         "command": shlex.join(sys.argv),
+        **(extra or {}),
     }
 
 
@@ -111,7 +114,7 @@ def _measure_on(
     store = ResultsStore(results)
     dones = [LaneRun(p) for p in lanes]
     done = dones[0]
-    first = store.new_run(lane, provenance=_provenance(lane))
+    first = store.new_run(lane, provenance=_provenance(lane, hooks.provenance))
     done.run_dirs.append(first.path)
     _announce(first.path)
     with first:  # a failure before the first run finished marks it failed, with the reason
@@ -133,16 +136,9 @@ def _measure_on(
             for k, (plan, d) in enumerate(zip(lanes, dones, strict=True)):
                 d.boot, d.staging = endpoint.boot, done.staging
                 try:
-                    _repeat(
-                        plan,
-                        endpoint,
-                        store,
-                        first if k == 0 else None,
-                        d,
-                        list(group.hosts),
-                        progress,
-                        first.run_id,
-                    )
+                    first_run = first if k == 0 else None
+                    hosts = list(group.hosts)
+                    _repeat(plan, endpoint, store, first_run, d, hosts, progress, first.run_id, hooks)
                 except LabkitError as e:
                     if hooks.failed is None:
                         raise
@@ -162,6 +158,7 @@ def _repeat(
     hosts: list,
     progress: bool,
     boot_run: str,
+    hooks: Any,
 ) -> None:
     """`measure.runs` repetitions on the booted lane, each its own run folder (the first is `first`, the
     boot's own folder, or None for a later plan on a shared boot); with `measure.target_ci`, more until every
@@ -172,7 +169,7 @@ def _repeat(
     from labkit.store import update_baselines
 
     boot = endpoint.boot.to_dict()
-    provenance = _provenance(lane)
+    provenance = _provenance(lane, hooks.provenance)
     once = dataclasses.replace(lane.measure, runs=1)  # each repetition is its own run folder
     k_found = configured_k(lane.engine)  # K from the recipe, with where it came from
     m = lane.measure

@@ -237,7 +237,8 @@ def _run_group(
     def booted(boot: Any) -> None:  # before any request: the same engine as the points already stored
         resume.check_boot(boot_fingerprint(sp.plans[group[0]], boot.to_dict()))
 
-    hooks = BootHooks(booted=booted, failed=failed, measured=measured)
+    axes = {a.short: list(a.key) for a in sp.axes}  # lets the comparability gate expect the swept keys
+    hooks = BootHooks(booted, failed, measured, {"sweep": {"name": f"{sp.recipe}/{sp.name}", "axes": axes}})
     try:
         measure_on_one_boot(
             [sp.plans[i] for i in group], results=results, ssh=ssh, progress=progress, hooks=hooks

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,7 +157,20 @@ def _expected_keys(a: Side, b: Side) -> list[str] | None:
         for side, choice in (("a", va.get(axis)), ("b", vb.get(axis))):
             if va.get(axis) != vb.get(axis) and choice in rec.data["variants"].get(axis, {}):
                 overlays[f"{axis}/{choice}/{side}"] = rec.data["variants"][axis][choice]
-    return axis_keys(overlays)
+    return axis_keys(overlays) + swept_keys(a.docs + b.docs, va, vb)
+
+
+def swept_keys(docs: Sequence[Mapping[str, Any]], va: Mapping[str, Any], vb: Mapping[str, Any]) -> list[str]:
+    """The recipe keys of sweep axes (provenance.sweep.axes, {short name: key path}) on which the sides
+    differ: a sweep point's axis is not in the recipe file (docs/sweeps.md, "Points")."""
+    keys = set()
+    for doc in docs:
+        for short, key in (((doc.get("provenance") or {}).get("sweep") or {}).get("axes") or {}).items():
+            if va.get(short) != vb.get(short):
+                keys.add(
+                    ".".join(key[:3]) if key[:2] in (["engine", "args"], ["engine", "env"]) else ".".join(key)
+                )
+    return sorted(keys)
 
 
 def _values(side: Side) -> dict[str, list[tuple[float, float, float]]]:

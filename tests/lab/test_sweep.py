@@ -56,6 +56,14 @@ def test_three_points_store_three_lanes_at_their_true_speeds(recipes, tmp_path):
     assert table.frame.index.name == "--decode-tps" and list(table.frame.index) == ["40", "80", "160"]
     assert table.frame.iloc[2, 0].startswith("15")  # decode c1 of the 160 t/s point, from its stored run
     assert lab.save_sweep_figure(sw).is_file()
+    # points compare like lanes, and the gate expects the swept key to differ (it is not in the recipe file)
+    c = lab.compare("fastsim/dt-40", "fastsim/dt-160", results=results)
+    items = {i.fact: i for i in c.gate.items}
+    assert "recipe content" not in items and "engine.args.--decode-tps" in items["varied axes"].note
+    assert runs[0]["provenance"]["sweep"] == {
+        "name": "fastsim/default_over_dt",
+        "axes": {"dt": ["engine", "args", "--decode-tps"]},
+    }
 
 
 def test_request_side_points_share_one_boot(recipes, tmp_path):

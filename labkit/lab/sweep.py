@@ -116,17 +116,18 @@ def sweep_plan(
     return SweepPlan(rec.name, label, dict(base.variants), axes, zipped, points, plans)
 
 
-def check_swept_flags(sp: SweepPlan, plan: LanePlan, progress: bool) -> None:
-    """Swept engine flags against the engine's own --help on the head (else labkit's list of its known
-    flags), before any boot (docs/engines.md, "Known flags and the sweep flag check")."""
+def check_before_boot(sp: SweepPlan, plan: LanePlan, ssh: Any, progress: bool) -> None:
+    """The nodes reachable (NodeError naming each one that is not), then swept engine flags against the
+    engine's own --help on the head, else labkit's list of its known flags (docs/engines.md, "Known flags
+    and the sweep flag check"): both before any boot, so neither wastes one."""
+    from labkit.nodes import check_reachable
     from labkit.serve import Lane, check_flags
 
     flags = [(a.key[2], f"swept by --over {a.text}") for a in sp.axes if a.key[:2] == ("engine", "args")]
-    if not flags:
-        return
-    lane = Lane(plan, progress=sys.stderr if progress else None)
+    lane = Lane(plan, ssh=ssh, progress=sys.stderr if progress else None)
     try:
-        checks = check_flags(lane, flags)
+        check_reachable(lane.group)
+        checks = check_flags(lane, flags) if flags else []
     finally:
         lane.close()
     failed = [c for c in checks if c.failed]
@@ -200,7 +201,7 @@ def sweep(
     record, resume = _resume(sp, root, fresh)
     todo = [i for i, p in enumerate(record.points) if p.status != "resumed"]
     if todo:
-        check_swept_flags(sp, sp.plans[todo[0]], progress)
+        check_before_boot(sp, sp.plans[todo[0]], ssh, progress)
     out = SweepRun(record, write_sweep(root, record), {p.variant_id: p for p in sp.plans}, results=root)
     groups = [[i for i in g if i in todo] for g in sp.boot_groups()]
     groups = [g for g in groups if g]

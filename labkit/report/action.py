@@ -52,13 +52,19 @@ def stored_tables(
     if recipes:
         rows = rows[rows["recipe"].isin(recipes)]
     chosen = [spec for spec in specs if not only or spec.id in only]
-    if sweeps is None and any(spec.is_sweep for spec in chosen):
+    if sweeps is None and any(spec.is_sweep or not spec.sweep_points for spec in chosen):
         sweeps = load_sweeps(data.root)
+    points = {(r.recipe, p.variant_id) for r in sweeps or () for p in r.points}
     tables: list[Table] = []
     for spec in chosen:
         if spec.is_sweep:  # a named sweep is checked against every record, then the recipes filter applies
             picked = [r for r in select_sweeps(spec, sweeps or []) if not recipes or r.recipe in recipes]
             tables += [sweep_table(spec, r, rows, boots, flags) for r in picked]
+        elif spec.columns is None and not spec.sweep_points and points and len(rows):
+            lanes = list(
+                zip(rows["recipe"], rows["variant"], strict=True)
+            )  # sweep points have their own tables
+            tables.append(build_table(spec, rows[[lane not in points for lane in lanes]], boots, flags))
         else:
             tables.append(build_table(spec, rows, boots, flags))
     return tables

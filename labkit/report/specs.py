@@ -60,6 +60,7 @@ class TableSpec:
     notes: tuple[str, ...] = ()
     interval: str = "range"  # the cell form of number rows that do not choose one (INTERVALS)
     sweep: str = ""  # "": not a sweep table; SWEEPS_AUTO: one table per sweep record; else "<recipe>/<name>"
+    sweep_points: bool = True  # auto columns: false leaves out lanes that are points of a stored sweep
     where: str = field(default="", compare=False)  # "<file>: table[i]", for errors found when building
 
     @property
@@ -167,6 +168,7 @@ def _table_spec(t: dict) -> TableSpec:
             "interval",
             "sweeps",
             "sweep",
+            "sweep_points",
         },
         "table",
     )
@@ -191,6 +193,7 @@ def _table_spec(t: dict) -> TableSpec:
         notes=tuple(str(n) for n in t.get("notes", [])),
         interval=_interval(t.get("interval", "range"), "table"),
         sweep=sweep,
+        sweep_points=bool(t.get("sweep_points", True)),
     )
 
 

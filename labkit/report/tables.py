@@ -167,7 +167,7 @@ def interval_note(lanes: list[Lane], forms: set[str]) -> str:
         f"\u00b7s/\u221an), one value per run; what the runs are: {units or 'no runs'}. "
         + ("(runs: the stored runs do not say which boot they ran on.) " if unknown else "")
         + f"From fewer than {MIN_INTERVAL_RUNS} runs no interval is shown: the cell keeps the median "
-        "(min\u2013max) form with its run count (n=2)."
+        '(min\u2013max) form with its run count, e.g. "49.1 (47.8\u201350.7) n=2".'
     )
 
 

@@ -189,3 +189,15 @@ def test_sweep_notebook_runs_a_sweep_by_papermill(recipes, tmp_path):
     assert "--decode-tps" in html and "fastsim/default_over_dt-turns" in html
     assert any("image/png" in o.get("data", {}) for o in outputs)
     assert (results / "plots" / "sweep-fastsim-default_over_dt-turns.png").is_file()
+
+
+def test_unreachable_nodes_refuse_the_sweep_before_any_record_or_run(tmp_path, monkeypatch):
+    from labkit.errors import NodeError
+
+    root = tmp_path / "recipes"
+    sim_recipe(root / "farsim", port=PORT, nodes=("127.0.0.250",), ssh_port=1)  # nothing listens there
+    monkeypatch.setenv("LABKIT_RECIPES", str(root))
+    results = tmp_path / "results"
+    with pytest.raises(NodeError, match="127.0.0.250"):
+        lab.sweep("farsim", f"{DT}=40,80", results=results, progress=False)
+    assert not results.exists() or not any(results.rglob("*.json"))

@@ -319,3 +319,20 @@ def test_save_all_writes_a_png_per_sweep_record(root, tmp_path):
     bare = tmp_path / "bare"
     _run(bare, "spec-none", {"decode_c1": 50.0})
     assert not [p for p in rp.save_all(load_results(bare), tmp_path / "p2") if p.name.startswith("sweep-")]
+
+
+def test_an_auto_lane_table_may_leave_out_the_sweeps_points(root, tmp_path):
+    _mnbt_record(root)
+    _run(root, "spec-dspark", {"decode_c1": 70.0})  # an ordinary lane, in no sweep
+    with_points = _spec(tmp_path)
+    rep = rp.generate(root, with_points, write=False, plots=False)
+    (lanes,) = [t for t in rep.tables if t.id == "m"]
+    assert len(lanes.frame.columns) == 3  # spec-dspark and the two sweep points that have runs
+    without = tmp_path / "without.toml"
+    without.write_text(
+        with_points.read_text().replace('columns = "auto"', 'columns = "auto"\nsweep_points = false')
+    )
+    rep = rp.generate(root, without, write=False, plots=False)
+    (lanes,) = [t for t in rep.tables if t.id == "m"]
+    assert [lane.variant for lane in lanes.lanes] == ["spec-dspark"]
+    assert [t.id for t in rep.tables] == ["m", "sweeps:sim/mnbt"]  # the points are in their own table

@@ -116,6 +116,8 @@ def select(data: Any, selector: str) -> Side:
     if "@" in selector:
         want = dict(kv.split("=", 1) for kv in rest.split(",") if "=" in kv)
         picked = [d for d in picked if all((d.get("variants") or {}).get(k) == v for k, v in want.items())]
+        # a sweep point's axis is not the recipe's: the point is named only by a selector that names it
+        picked = [d for d in picked if set(swept_axes(d)) <= set(want)]
     elif rest:
         picked = [d for d in picked if d.get("variant_id") == rest]
     variants = sorted({d.get("variant_id", "") for d in picked})
@@ -160,12 +162,17 @@ def _expected_keys(a: Side, b: Side) -> list[str] | None:
     return axis_keys(overlays) + swept_keys(a.docs + b.docs, va, vb)
 
 
+def swept_axes(doc: Mapping[str, Any]) -> dict[str, list[str]]:
+    """{short name: key path} of the sweep a run belongs to (provenance.sweep.axes), {} for a plain lane."""
+    return dict((((doc.get("provenance") or {}).get("sweep") or {}).get("axes")) or {})
+
+
 def swept_keys(docs: Sequence[Mapping[str, Any]], va: Mapping[str, Any], vb: Mapping[str, Any]) -> list[str]:
     """The recipe keys of sweep axes (provenance.sweep.axes, {short name: key path}) on which the sides
     differ: a sweep point's axis is not in the recipe file (docs/sweeps.md, "Points")."""
     keys = set()
     for doc in docs:
-        for short, key in (((doc.get("provenance") or {}).get("sweep") or {}).get("axes") or {}).items():
+        for short, key in swept_axes(doc).items():
             if va.get(short) != vb.get(short):
                 keys.add(
                     ".".join(key[:3]) if key[:2] in (["engine", "args"], ["engine", "env"]) else ".".join(key)

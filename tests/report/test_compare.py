@@ -173,6 +173,22 @@ def test_selectors(stored):
         rp.select(data, "simm/spec-none")
 
 
+def test_an_axis_selector_leaves_out_sweep_points_unless_it_names_their_axis(stored):
+    from labkit.store import load_results
+
+    point = sim_plan("none").to_dict() | {
+        "variant_id": "spec-none_dt-20",
+        "variants": {"spec": "none", "dt": "20"},
+    }
+    sweep = {"name": "sim/spec-none_over_dt", "axes": {"dt": ["engine", "args", "--decode-tps"]}}
+    with ResultsStore(stored).new_run(point, run_id="20261201T000100Z-ccccc0") as run:
+        run.finish({"measures": {"decode_c1": 20.0}, "n_ok": 4}, provenance={"sweep": sweep})
+    data = load_results(stored)
+    assert rp.select(data, "sim@spec=none").title.startswith("sim/spec-none (")  # was: "runs of 2 lanes"
+    assert rp.select(data, "sim@dt=20").run_ids == ["20261201T000100Z-ccccc0"]
+    assert rp.select(data, "sim/spec-none_dt-20").run_ids == ["20261201T000100Z-ccccc0"]
+
+
 def test_cli_text_json_pairing_and_regression(stored, capsys):
     args = ["compare", "sim@spec=none", "sim@spec=dspark", "--results", str(stored)]
     assert main(args) == 0

@@ -71,14 +71,15 @@ def plan_resume(
     """The points of the stored record (`old_points`: SweepPoint) that this run may skip. A point counts as
     done when it was measured and every listed run is stored complete; SweepRefused names every point whose
     runs differ from now in recipe content or labkit version, or when the done points disagree among
-    themselves on the engine. `docs`: run id -> run.json of the runs the record lists."""
+    themselves on the engine. A point with fewer runs than its plan asks for now is measured again.
+    `docs`: run id -> run.json of the runs the record lists."""
     by_id = {p.variant_id: p for p in plans}
     out, problems = Resume(), []
     engines: dict[str, set[str]] = {k: set() for k in AFTER_BOOT}
     for point in old_points:
         plan = by_id.get(point.variant_id)
-        if plan is None or point.status not in ("measured", "resumed") or not point.runs:
-            continue
+        if plan is None or point.status not in ("measured", "resumed") or len(point.runs) < plan.measure.runs:
+            continue  # not measured, or with fewer runs than asked for now: measure it again
         stored = [docs.get(r) for r in point.runs]
         if any(d is None or d.get("status") != "complete" for d in stored):
             continue  # a listed run is gone or unfinished: measure the point again

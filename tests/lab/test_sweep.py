@@ -89,6 +89,9 @@ def test_a_rerun_skips_points_with_identical_provenance(recipes, tmp_path):
     after = _run_dirs(results)
     assert len(after) == len(before) + 1 and set(before) < set(after)
     assert set(sw.lanes) == {"dt-160"}
+    # more runs asked for than a point has: that point is measured again, with the new count
+    sw = lab.sweep("fastsim", f"{DT}=40", runs=2, results=results, progress=False)
+    assert [p.status for p in sw.record.points] == ["measured"] and len(sw.record.points[0].runs) == 2
 
 
 def test_a_changed_recipe_refuses_to_resume_until_fresh(recipes, tmp_path):

@@ -47,10 +47,13 @@ class Resume:
 
     done: dict[str, list[str]] = field(default_factory=dict)
     engine: dict[str, str] = field(default_factory=dict)
+    engine_swept: bool = False  # the sweep walks the engine itself (image, version): nothing to hold to
 
     def check_boot(self, now: Mapping[str, str]) -> None:
         """SweepRefused when the lane booted now runs another image or engine version than the points
         measured before it (stored, or earlier in this run); otherwise later boots are held to this one."""
+        if self.engine_swept:
+            return
         diffs = [
             f"{k} {self.engine[k]} (now {now.get(k)})"
             for k in AFTER_BOOT
@@ -66,7 +69,11 @@ class Resume:
 
 
 def plan_resume(
-    old_points: Sequence[Any], plans: Sequence[LanePlan], docs: Mapping[str, Mapping[str, Any]], label: str
+    old_points: Sequence[Any],
+    plans: Sequence[LanePlan],
+    docs: Mapping[str, Mapping[str, Any]],
+    label: str,
+    engine_swept: bool = False,
 ) -> Resume:
     """The points of the stored record (`old_points`: SweepPoint) that this run may skip. A point counts as
     done when it was measured and every listed run is stored complete; SweepRefused names every point whose
@@ -74,7 +81,7 @@ def plan_resume(
     themselves on the engine. A point with fewer runs than its plan asks for now is measured again.
     `docs`: run id -> run.json of the runs the record lists."""
     by_id = {p.variant_id: p for p in plans}
-    out, problems = Resume(), []
+    out, problems = Resume(engine_swept=engine_swept), []
     engines: dict[str, set[str]] = {k: set() for k in AFTER_BOOT}
     for point in old_points:
         plan = by_id.get(point.variant_id)
@@ -93,6 +100,8 @@ def plan_resume(
                 engines[k].add(fp[k])
         out.done[point.variant_id] = list(point.runs)
     for k, seen in engines.items():
+        if engine_swept:
+            break
         if len(seen) > 1:
             problems.append(f"the measured points mix {k}s: {', '.join(sorted(seen))}")
         elif seen:

@@ -36,12 +36,11 @@ class LaneRun:
 @dataclass
 class BootHooks:
     """What a sweep adds to a shared boot (all optional): `booted(boot)` after the lane is up and before any
-    request (raise to refuse the boot), `failed(plan, error)` when one point's runs fail (the next point on
-    the boot still runs; without it the error ends the boot), `measured(done)` after each point, and
-    `provenance`, more facts for every run's provenance (the sweep's name and axes)."""
+    request (raise to refuse the boot), `measured(done)` after each plan's runs, and `provenance`, more facts
+    for every run's provenance (the sweep's name and axes). A plan whose runs fail ends the boot: Lane.up's
+    exit then says whether the engine died, and the later plans are not measured on a broken engine."""
 
     booted: Any = None
-    failed: Any = None
     measured: Any = None
     provenance: dict = field(default_factory=dict)
 
@@ -135,15 +134,8 @@ def _measure_on(
                 hooks.booted(endpoint.boot)
             for k, (plan, d) in enumerate(zip(lanes, dones, strict=True)):
                 d.boot, d.staging = endpoint.boot, done.staging
-                try:
-                    first_run = first if k == 0 else None
-                    hosts = list(group.hosts)
-                    _repeat(plan, endpoint, store, first_run, d, hosts, progress, first.run_id, hooks)
-                except LabkitError as e:
-                    if hooks.failed is None:
-                        raise
-                    hooks.failed(plan, e)
-                    continue
+                first_run = first if k == 0 else None
+                _repeat(plan, endpoint, store, first_run, d, list(group.hosts), progress, first.run_id, hooks)
                 if hooks.measured:
                     hooks.measured(d)
     return dones

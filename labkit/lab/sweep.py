@@ -46,6 +46,14 @@ class SweepRun:
     def failed(self) -> list[SweepPoint]:
         return [p for p in self.record.points if p.status == "failed"]
 
+    def check(self) -> None:
+        """LabkitError naming every failed point (the notebook's last cell: a run with failures fails)."""
+        if self.failed:
+            raise LabkitError(
+                f"{len(self.failed)} of {len(self.record.points)} sweep points failed: "
+                + "; ".join(f"{p.variant_id}: {p.reason[:200]}" for p in self.failed)
+            )
+
 
 @dataclass
 class SweepPlan:
@@ -66,6 +74,14 @@ class SweepPlan:
             for point, plan in zip(self.points, self.plans, strict=True)
         ]
         return SweepRecord(self.name, self.recipe, self.base_variants, axes, self.zipped, points)
+
+    @property
+    def engine_swept(self) -> bool:
+        """Whether a swept key is the engine itself (its image, version or kind): then points differ in image
+        and engine version by design, and resume does not hold them to one."""
+        return any(
+            a.key[:2] in (("engine", "image"), ("engine", "version"), ("engine", "kind")) for a in self.axes
+        )
 
     def boot_groups(self) -> list[list[int]]:
         """Point indexes by boot: points whose non-measure values agree share one boot, in first-seen order."""
@@ -97,8 +113,11 @@ def sweep_plan(
         )
     axes = [parse_over(s) for s in specs]
     if len({a.short for a in axes}) < len(axes):
+        shared = next(a for a in axes if [b.short for b in axes].count(a.short) > 1)
         raise RecipeError(
-            "--over", specs[0], "two swept keys share a short name: sweep them in separate runs"
+            "--over",
+            shared.text,
+            f"two swept keys share the short name {shared.short!r}: name one, NAME:KEY=...",
         )
     choices = choices_for(rec, spec, staging, variants)
     base = rec.resolve(choices)
@@ -109,7 +128,7 @@ def sweep_plan(
     if twice:
         raise RecipeError(
             "--over",
-            specs[0],
+            " ".join(specs),
             f"two points get the variant id {twice[0]}: use values that differ in letters or digits",
         )
     label = name or f"{base.variant_id}_over_{'-'.join(a.short for a in axes)}"
@@ -132,18 +151,40 @@ def check_before_boot(sp: SweepPlan, plan: LanePlan, ssh: Any, progress: bool) -
         lane.close()
     failed = [c for c in checks if c.failed]
     if failed:
-        raise RecipeError(
-            plan.file, f"--over {flags[0][0]}", "; ".join(f"{c.node}: {c.result}" for c in failed)
-        )
+        named = [str(c.facts.get("flag")) for c in failed if c.facts.get("flag")] or [f for f, _ in flags]
+        text = "; ".join(f"{c.node}: {c.result}" for c in failed)
+        raise RecipeError(plan.file, f"--over {', '.join(named)}", text)
+
+
+def check_folders(sp: SweepPlan, root: Path) -> None:
+    """RecipeError when a point's results folder already holds runs of another key under the same short
+    name (two sweeps whose keys share initials would mix their lanes); NAME:KEY=... picks another name."""
+    for point, plan in zip(sp.points, sp.plans, strict=True):
+        for doc_file in sorted((root / sp.recipe / plan.variant_id).glob("*/run.json"))[:20]:
+            try:
+                prov = read_run(doc_file.parent).get("provenance") or {}
+            except LabkitError:
+                continue
+            axes = (prov.get("sweep") or {}).get("axes") or {}
+            for axis, _ in point:
+                theirs = axes.get(axis.short)
+                if theirs is not None and tuple(theirs) != axis.key:
+                    raise RecipeError(
+                        "--over",
+                        axis.text,
+                        f"{doc_file.parent.parent} holds a sweep over {'.'.join(theirs)} under the short name "
+                        f"{axis.short!r}; name this axis another way: 'NAME:{axis.dotted}=...'",
+                    )
 
 
 def _stored_docs(root: Path, record: SweepRecord) -> dict[str, dict]:
     docs = {}
     for point in record.points:
         for run_id in point.runs:
-            path = root / record.recipe / point.variant_id / run_id
-            if (path / "run.json").is_file():
-                docs[run_id] = read_run(path)
+            try:
+                docs[run_id] = read_run(root / record.recipe / point.variant_id / run_id)
+            except LabkitError:  # gone or unreadable: the point is measured again
+                continue
     return docs
 
 
@@ -154,12 +195,15 @@ def _resume(sp: SweepPlan, root: Path, fresh: bool) -> tuple[SweepRecord, Resume
     record = sp.new_record()
     path = sweep_path(root, sp.recipe, sp.name)
     if fresh or not path.is_file():
-        return record, Resume()
+        return record, Resume(engine_swept=sp.engine_swept)
     old = read_sweep(path)
-    resume = plan_resume(old.points, sp.plans, _stored_docs(root, old), f"{sp.recipe}/{sp.name}")
+    label = f"{sp.recipe}/{sp.name}"
+    resume = plan_resume(old.points, sp.plans, _stored_docs(root, old), label, sp.engine_swept)
     for point in record.points:
         if point.variant_id in resume.done:
             point.status, point.runs = "resumed", resume.done[point.variant_id]
+    ids = {p.variant_id for p in record.points}
+    record.points += [p for p in old.points if p.variant_id not in ids]  # kept, not lost to a typo in --over
     return record, resume
 
 
@@ -198,6 +242,7 @@ def sweep(
         runs=runs,
     )
     root = results_root(results)
+    check_folders(sp, root)  # before resume: two keys under one short name is the clearer refusal
     record, resume = _resume(sp, root, fresh)
     todo = [i for i, p in enumerate(record.points) if p.status != "resumed"]
     if todo:
@@ -229,17 +274,11 @@ def _run_group(
         out.lanes[point.variant_id] = done
         write_sweep(out.results, record)
 
-    def failed(plan: LanePlan, error: Exception) -> None:
-        point = record.point(plan.variant_id)
-        point.status, point.reason = "failed", str(error)[:500]
-        write_sweep(out.results, record)
-        _say(progress, f"{plan.variant_id} failed: {point.reason}")
-
     def booted(boot: Any) -> None:  # before any request: the same engine as the points already stored
         resume.check_boot(boot_fingerprint(sp.plans[group[0]], boot.to_dict()))
 
     axes = {a.short: list(a.key) for a in sp.axes}  # lets the comparability gate expect the swept keys
-    hooks = BootHooks(booted, failed, measured, {"sweep": {"name": f"{sp.recipe}/{sp.name}", "axes": axes}})
+    hooks = BootHooks(booted, measured, {"sweep": {"name": f"{sp.recipe}/{sp.name}", "axes": axes}})
     try:
         measure_on_one_boot(
             [sp.plans[i] for i in group], results=results, ssh=ssh, progress=progress, hooks=hooks
@@ -247,15 +286,43 @@ def _run_group(
     except SweepRefused:
         write_sweep(out.results, record)
         raise
-    except LabkitError as e:  # the boot failed (or its teardown): every point not yet measured fails with it
+    except LabkitError as e:  # the boot, or a point on it, failed: the lane is down, its open points fail
+        first = next((p for p in points if p.status == "pending"), None)
+        up = any(p.status == "measured" for p in points) or "no request succeeded" in str(e)
         for point in points:
-            if point.status == "pending":
-                point.status, point.reason = "failed", f"boot failed: {str(e)[:500]}"
+            if point.status != "pending":
+                continue
+            if point is first:
+                point.reason = ("" if up else "boot failed: ") + str(e)[:500]
+            else:
+                point.reason = f"not measured: point {first.variant_id} failed on their shared boot"
+            point.status = "failed"
         write_sweep(out.results, record)
         _say(progress, f"boot {n}/{total} failed: {str(e)[:300]}")
+        _stop_if_left(sp.plans[group[0]], ssh)
     except BaseException:  # Ctrl-C: the lane was torn down; the record keeps what ended
         write_sweep(out.results, record)
         raise
+
+
+def _stop_if_left(plan: LanePlan, ssh: Any) -> None:
+    """After a failed boot: if the lane is still on a node (its teardown failed), stop the sweep rather than
+    boot the next point beside it."""
+    from labkit.serve import Lane
+
+    lane = Lane(plan, ssh=ssh, progress=None)
+    try:
+        left = lane.leftovers()
+    except LabkitError:
+        return  # a node that cannot be asked: the next boot's own checks name it
+    finally:
+        lane.close()
+    if left:
+        raise LabkitError(
+            f"lane {lane.lane_id} is still on {', '.join(sorted(left))} after its point failed; the sweep stops "
+            "so no other point boots beside it: "
+            + "; ".join(f"{n}: {t[:200]}" for n, t in sorted(left.items()))
+        )
 
 
 def describe_sweep(sp: SweepPlan) -> str:
@@ -302,6 +369,7 @@ def save_sweep_figure(sw: SweepRun, out: str | Path | None = None) -> Path | Non
         return None
     target = Path(out) if out else sw.results / "plots" / f"sweep-{sw.record.recipe}-{sw.record.name}.png"
     target.parent.mkdir(parents=True, exist_ok=True)
-    fig = sweep_figure(sw)
-    fig.savefig(target, format="png", dpi=100)
+    from labkit import report
+
+    sweep_figure(sw).savefig(target, format="png", dpi=100, metadata=report.PNG_META)  # as `labkit report`
     return target

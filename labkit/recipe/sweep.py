@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import re
 import tomllib
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ from labkit.recipe.load import Recipe, resolve
 from labkit.recipe.plan import LanePlan
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
+_WORD = re.compile(r"[A-Za-z0-9_.:/+-]+")  # a bare string value: fp8, dsv41.stock, repo/image:tag
+_NAMED = re.compile(r"^([a-z0-9][a-z0-9-]*):(?!\s*\")(.+)$")  # "ee2:engine.args..." names the axis
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ def _value(text: str, spec: str) -> Any:
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
-        if _BARE.fullmatch(text):
+        if _WORD.fullmatch(text):
             return text
         raise RecipeError("--over", spec, f"{text!r} is not a value (quote strings with spaces)")
 
@@ -85,15 +88,28 @@ def short_name(key: Sequence[str]) -> str:
 
 
 def parse_over(spec: str) -> SweepAxis:
-    """`KEY=V1,V2,...` as a SweepAxis; RecipeError naming the spec on any problem."""
+    """`[NAME:]KEY=V1,V2,...` as a SweepAxis (NAME: the short name the variant ids use, instead of the
+    key's); RecipeError naming the spec on any problem."""
     key_text, sep, values_text = spec.partition("=")
     if not sep or not values_text.strip():
         raise RecipeError(
             "--over", spec, 'expected KEY=V1,V2,... (e.g. engine.args."--max-num-batched-tokens"=4096,8192)'
         )
-    key = _split_key(key_text.strip(), spec)
+    named = _NAMED.match(key_text.strip())
+    key = _split_key(named.group(2) if named else key_text.strip(), spec)
     values = tuple(_value(v.strip(), spec) for v in values_text.split(","))
-    return SweepAxis(key, values, short_name(key), spec)
+    for v in values:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise RecipeError("--over", spec, f"{v} is not a finite number")
+        if isinstance(v, bool) and key[:2] == ("engine", "args"):
+            raise RecipeError(
+                "--over",
+                spec,
+                "true/false under engine.args become a bare flag and no flag at all, so the false point would "
+                'measure the engine\'s default; sweep the flag\'s value as a string ("true","false") if it '
+                "takes one, or measure the two settings as separate variants",
+            )
+    return SweepAxis(key, values, named.group(1) if named else short_name(key), spec)
 
 
 def expand(axes: Sequence[SweepAxis], zipped: bool = False) -> list[tuple[tuple[SweepAxis, Any], ...]]:
@@ -126,7 +142,10 @@ def _nest(key: Sequence[str], value: Any) -> dict:
 
 
 def _name(value: Any) -> str:
+    """A value as the variant name of its point: 8192, 0.5, true, neg1 for -1, repo-image-tag."""
     text = str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and text.startswith("-"):
+        text = "neg" + text[1:]
     return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-") or "x"
 
 

@@ -41,6 +41,7 @@ from labkit.report.format import (
 )
 from labkit.report.gate import Gate, GateItem, gate, images
 from labkit.report.plots import (
+    PNG_META,
     latest_runs_with_requests,
     measure_bars,
     node_series,
@@ -100,6 +101,7 @@ from labkit.report.target import TargetCheck, check_target
 from labkit.report.text import TABLE_MIME, TableView, to_text
 
 __all__ = [
+    "PNG_META",
     "NOT_MEASURED",
     "SWEEPS_AUTO",
     "point_name",

@@ -31,7 +31,7 @@ SWEEP_MEASURES = (
     re.compile(r"^prefill_(\d+)$"),
 )
 # PNG metadata without the matplotlib version, so an unchanged plot is byte-identical across versions.
-_PNG_META = {"Software": None}
+PNG_META = {"Software": None}  # no matplotlib version in the file: same figure, same bytes
 
 
 def _figure(**kw: Any):
@@ -214,18 +214,18 @@ def save_all(results: Any, folder: str | Path) -> list[Path]:
         ("measures.png", measure_bars(results.measures)),
         ("prefill.png", prefill_by_length(results.measures)),
     ):
-        fig.savefig(folder / name, dpi=100, metadata=_PNG_META)
+        fig.savefig(folder / name, dpi=100, metadata=PNG_META)
         out.append(folder / name)
     for rid in latest_runs_with_requests(results):
         doc = results.docs[rid]
         fig = tokens_over_time(results.requests([rid]), f"{doc.get('label', '')} — {rid}")
         path = folder / f"tokens-{doc.get('recipe', '')}-{doc.get('variant_id', '')}.png"
-        fig.savefig(path, dpi=100, metadata=_PNG_META)
+        fig.savefig(path, dpi=100, metadata=PNG_META)
         out.append(path)
     root = getattr(results, "root", None)
     for record in load_sweeps(root) if root is not None else []:
         path = folder / f"sweep-{record.recipe}-{record.name}.png"
-        sweep_figure(record, results).savefig(path, dpi=100, metadata=_PNG_META)
+        sweep_figure(record, results).savefig(path, dpi=100, metadata=PNG_META)
         out.append(path)
     return out
 

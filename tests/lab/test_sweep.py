@@ -11,7 +11,7 @@ import pytest
 
 from labkit import lab
 from labkit.cli.main import main
-from labkit.errors import RecipeError
+from labkit.errors import LabkitError, RecipeError
 from labkit.store import load_results, read_sweep
 from tests.support.lanes import sim_recipe
 
@@ -54,7 +54,8 @@ def test_three_points_store_three_lanes_at_their_true_speeds(recipes, tmp_path):
     assert stored.points == sw.record.points and stored.axes[0].dotted == DT
     (table,) = lab.sweep_tables(sw)
     assert table.frame.index.name == "--decode-tps" and list(table.frame.index) == ["40", "80", "160"]
-    assert table.frame.iloc[2, 0].startswith("15")  # decode c1 of the 160 t/s point, from its stored run
+    c1 = float(table.frame.iloc[2, 0].split(" ")[0])  # "158.6 n=1 (...)": the 160 t/s point's stored run
+    assert c1 == pytest.approx(decode["dt-160"], abs=0.05)
     assert lab.save_sweep_figure(sw).is_file()
     # points compare like lanes, and the gate expects the swept key to differ (it is not in the recipe file)
     c = lab.compare("fastsim/dt-40", "fastsim/dt-160", results=results)
@@ -89,9 +90,15 @@ def test_a_rerun_skips_points_with_identical_provenance(recipes, tmp_path):
     after = _run_dirs(results)
     assert len(after) == len(before) + 1 and set(before) < set(after)
     assert set(sw.lanes) == {"dt-160"}
-    # more runs asked for than a point has: that point is measured again, with the new count
+    # more runs asked for than a point has: that point is measured again, with the new count; the points
+    # this --over leaves out stay in the record
     sw = lab.sweep("fastsim", f"{DT}=40", runs=2, results=results, progress=False)
-    assert [p.status for p in sw.record.points] == ["measured"] and len(sw.record.points[0].runs) == 2
+    assert [(p.variant_id, p.status) for p in sw.record.points] == [
+        ("dt-40", "measured"),
+        ("dt-80", "resumed"),
+        ("dt-160", "measured"),
+    ]
+    assert len(sw.record.points[0].runs) == 2 and read_sweep(sw.path).points == sw.record.points
 
 
 def test_a_changed_recipe_refuses_to_resume_until_fresh(recipes, tmp_path):
@@ -121,9 +128,42 @@ def test_a_point_whose_boot_fails_is_recorded_and_the_rest_run(recipes, tmp_path
     assert read_sweep(sw.path).points[1].reason == bad.reason
     failed = [json.loads((d / "run.json").read_text()) for d in _run_dirs(results)]
     assert sorted(r["status"] for r in failed) == ["complete", "complete", "failed"]
+    with pytest.raises(LabkitError, match="1 of 3 sweep points failed: dt-80_fbc-"):
+        sw.check()  # what the notebook's last cell calls
     # a re-run measures the failed point again and skips the others
     sw2 = lab.sweep("fastsim", over, zipped=True, results=results, progress=False)
     assert [p.status for p in sw2.record.points] == ["resumed", "failed", "resumed"]
+
+
+def test_a_point_failing_on_a_shared_boot_ends_that_boot(recipes, tmp_path):
+    results = tmp_path / "results"
+    # both points change only measure.*, so they share one boot; the first asks for more tokens than the
+    # sim's 8192-token context holds, so every request of it is refused (HTTP 400)
+    over = ["measure.decode.output_tokens=9000,16", "measure.prefill.prompt_tokens=[9000],[512]"]
+    sw = lab.sweep("fastsim", over, zipped=True, results=results, progress=False)
+    (bad, after) = sw.record.points
+    assert bad.status == "failed" and "no request succeeded" in bad.reason
+    assert (after.status, after.reason) == (
+        "failed",
+        f"not measured: point {bad.variant_id} failed on their shared boot",
+    )
+    assert not (results / "fastsim" / after.variant_id).exists()  # never run after its boot broke
+    assert [json.loads(p.read_text())["status"] for p in results.glob("*/*/*/run.json")] == ["failed"]
+
+
+def test_two_keys_with_one_short_name_never_share_a_lane_folder(recipes, tmp_path):
+    results = tmp_path / "results"
+    lab.sweep("fastsim", f"{DT}=40", results=results, progress=False)
+    before = _run_dirs(results)
+    with pytest.raises(
+        RecipeError, match="holds a sweep over engine.args.--decode-tps under the short name 'dt'"
+    ):
+        lab.sweep("fastsim", "engine.env.DT=40", results=results, progress=False)
+    assert _run_dirs(results) == before
+    sw = lab.sweep("fastsim", "envdt:engine.env.DT=40", results=results, progress=False)
+    assert [p.variant_id for p in sw.record.points] == ["envdt-40"]
+    with pytest.raises(RecipeError, match="share the short name 'dt'"):
+        lab.sweep("fastsim", [f"{DT}=40", "engine.env.DT=1"], results=results, progress=False)
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,9 @@ def test_two_points_boot_vllm_twice_and_store_both(tmp_path, monkeypatch):
         log = (folder / "logs" / "localhost.log").read_text()
         # vLLM's "non-default args" line: the engine itself took the swept value
         assert f"'max_num_batched_tokens': {value}" in log
-        boots.append(doc["boot"]["boot_seconds"])
-    assert len(boots) == 2 and read_sweep(sw.path).points == sw.record.points
+        assert (folder / "boot.json").is_file() and doc["boot"]["boot_seconds"] > 0
+        boots.append(doc["boot"]["engine_version"])
+    assert boots[0].startswith("0.32") and boots[0] == boots[1]  # two boots of one engine build
+    assert read_sweep(sw.path).points == sw.record.points
     (table,) = lab.sweep_tables(sw)
     assert list(table.frame.index) == ["512", "2048"]

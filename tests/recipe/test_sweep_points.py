@@ -81,3 +81,30 @@ def test_bad_points_fail_before_any_boot_naming_the_key(spec, key, says):
     with pytest.raises(RecipeError, match=says) as err:
         resolve_point(_sim(), {}, point)
     assert key in str(err.value) and "recipe.toml" in str(err.value)
+
+
+def test_a_named_axis_words_with_dots_and_negative_values():
+    a = parse_over('ee2:engine.args."--enable-eplb"="true","false"')
+    assert (a.short, a.key, a.values) == ("ee2", ("engine", "args", "--enable-eplb"), ("true", "false"))
+    assert parse_over("engine.image=repo/img:a,dsv41.stock").values == ("repo/img:a", "dsv41.stock")
+    (point,) = expand([parse_over("measure.decode.turns=-1")])
+    assert point[0][1] == -1
+    (p1, p2) = expand([parse_over('engine.args."--decode-tps"=-1,1')])
+    assert resolve_point(_sim(), {}, p1).variant_id != resolve_point(_sim(), {}, p2).variant_id
+    assert resolve_point(_sim(), {}, p1).variant_id.endswith("dt-neg1")
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        (
+            'engine.args."--enable-prefix-caching"=true,false',
+            "the false point would measure the engine's default",
+        ),
+        ('engine.args."--decode-tps"=nan', "not a finite number"),
+        ('engine.args."--decode-tps"=1e400', "not a finite number"),
+    ],
+)
+def test_values_that_would_measure_the_wrong_thing_are_refused(spec, says):
+    with pytest.raises(RecipeError, match=says):
+        parse_over(spec)

@@ -41,6 +41,15 @@ class SweepRun:
     plans: dict[str, LanePlan]
     lanes: dict[str, LaneRun] = field(default_factory=dict)
     results: Path | None = None
+    loaded: Any = field(default=None, repr=False)  # the stored results, read once after the sweep ended
+
+    def stored(self) -> Any:
+        """The results folder as labkit.store.Results, loaded on first use (table, figure and plot share it)."""
+        from labkit.store import load_results
+
+        if self.loaded is None:
+            self.loaded = load_results(self.results)
+        return self.loaded
 
     @property
     def failed(self) -> list[SweepPoint]:
@@ -344,9 +353,8 @@ def sweep_tables(sw: SweepRun) -> list[Any]:
     """The sweep's table(s) from the stored files, as `labkit report` builds them (the "sweeps" tables of
     tables.toml, for just this record)."""
     from labkit import report
-    from labkit.store import load_results
 
-    data = load_results(sw.results)
+    data = sw.stored()
     _, specs = report.load_spec(report.spec_path(data.root))
     chosen = [s for s in specs if s.is_sweep]
     if not chosen:  # a results folder whose tables.toml has no sweep table: the checkout's
@@ -357,19 +365,15 @@ def sweep_tables(sw: SweepRun) -> list[Any]:
 def sweep_figure(sw: SweepRun) -> Any:
     """Each headline measure against the swept value, with intervals over runs, from the stored files."""
     from labkit import report
-    from labkit.store import load_results
 
-    return report.sweep_figure(sw.record, load_results(sw.results))
+    return report.sweep_figure(sw.record, sw.stored())
 
 
 def save_sweep_figure(sw: SweepRun, out: str | Path | None = None) -> Path | None:
-    """The sweep plot as PNG: `out`, else `plots/sweep-<recipe>-<name>.png` beside TABLES.md (the file
-    `labkit report` rewrites); None when no point has a stored run."""
-    if not any(p.runs for p in sw.record.points):
-        return None
-    target = Path(out) if out else sw.results / "plots" / f"sweep-{sw.record.recipe}-{sw.record.name}.png"
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """The sweep plot as PNG: `out`, else the file `labkit report` rewrites beside TABLES.md
+    (plots/sweep-<recipe>-<name>.png); None when no point has a stored run."""
     from labkit import report
 
-    sweep_figure(sw).savefig(target, format="png", dpi=100, metadata=report.PNG_META)  # as `labkit report`
-    return target
+    if not any(p.runs for p in sw.record.points):
+        return None
+    return report.save_png(sweep_figure(sw), out or report.sweep_plot_path(sw.results / "plots", sw.record))

@@ -39,16 +39,17 @@ from labkit.report.format import (
     fmt_stat,
     fmt_with_cold,
 )
-from labkit.report.gate import Gate, GateItem, gate, images
+from labkit.report.gate import Gate, GateItem, gate, images, key_prefix
 from labkit.report.plots import (
-    PNG_META,
     latest_runs_with_requests,
     measure_bars,
     node_series,
     prefill_by_length,
     save_all,
+    save_png,
     sweep_figure,
     sweep_measures,
+    sweep_plot_path,
     sweep_series,
     tokens_over_time,
 )
@@ -101,14 +102,15 @@ from labkit.report.target import TargetCheck, check_target
 from labkit.report.text import TABLE_MIME, TableView, to_text
 
 __all__ = [
-    "PNG_META",
     "NOT_MEASURED",
     "SWEEPS_AUTO",
     "point_name",
     "point_rows",
     "save_all",
+    "save_png",
     "select_sweeps",
     "sweep_figure",
+    "sweep_plot_path",
     "sweep_measures",
     "sweep_series",
     "sweep_table",
@@ -131,6 +133,7 @@ __all__ = [
     "direction",
     "gate",
     "images",
+    "key_prefix",
     "paired",
     "select",
     "tost_p",

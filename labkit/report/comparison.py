@@ -17,7 +17,7 @@ from typing import Any
 from labkit.errors import LabkitError
 from labkit.recipe import find_recipe, load_recipe, suggest
 from labkit.report.compare import DEFAULT_MARGIN, SLOWER, MeasureComparison, compare_values, direction
-from labkit.report.gate import Gate, axis_keys, gate
+from labkit.report.gate import Gate, axis_keys, gate, key_prefix
 from labkit.report.stats import boot_of, unit_of
 from labkit.store import measure_rows
 
@@ -174,9 +174,7 @@ def swept_keys(docs: Sequence[Mapping[str, Any]], va: Mapping[str, Any], vb: Map
     for doc in docs:
         for short, key in swept_axes(doc).items():
             if va.get(short) != vb.get(short):
-                keys.add(
-                    ".".join(key[:3]) if key[:2] in (["engine", "args"], ["engine", "env"]) else ".".join(key)
-                )
+                keys.add(key_prefix(key))
     return sorted(keys)
 
 

@@ -190,7 +190,13 @@ def axis_keys(overlays: Mapping[str, Mapping[str, Any]]) -> list[str]:
             if top == "staging" or not isinstance(value, dict):
                 keys.add(top)
                 continue
-            for key in flatten(value, top):  # an engine arg or env var is one key, whatever its value's shape
-                parts = key.split(".")
-                keys.add(".".join(parts[:3]) if parts[:2] in (["engine", "args"], ["engine", "env"]) else key)
+            for key in flatten(value, top):
+                keys.add(key_prefix(key.split(".")))
     return sorted(keys)
+
+
+def key_prefix(parts: Sequence[str]) -> str:
+    """A recipe key as the gate compares it: an engine arg or env var is one key whatever its value's shape
+    (engine.args.--speculative-config, not its JSON fields)."""
+    parts = list(parts)
+    return ".".join(parts[:3] if parts[:2] in (["engine", "args"], ["engine", "env"]) else parts)

@@ -214,20 +214,28 @@ def save_all(results: Any, folder: str | Path) -> list[Path]:
         ("measures.png", measure_bars(results.measures)),
         ("prefill.png", prefill_by_length(results.measures)),
     ):
-        fig.savefig(folder / name, dpi=100, metadata=PNG_META)
-        out.append(folder / name)
+        out.append(save_png(fig, folder / name))
     for rid in latest_runs_with_requests(results):
         doc = results.docs[rid]
         fig = tokens_over_time(results.requests([rid]), f"{doc.get('label', '')} — {rid}")
-        path = folder / f"tokens-{doc.get('recipe', '')}-{doc.get('variant_id', '')}.png"
-        fig.savefig(path, dpi=100, metadata=PNG_META)
-        out.append(path)
+        out.append(save_png(fig, folder / f"tokens-{doc.get('recipe', '')}-{doc.get('variant_id', '')}.png"))
     root = getattr(results, "root", None)
     for record in load_sweeps(root) if root is not None else []:
-        path = folder / f"sweep-{record.recipe}-{record.name}.png"
-        sweep_figure(record, results).savefig(path, dpi=100, metadata=PNG_META)
-        out.append(path)
+        out.append(save_png(sweep_figure(record, results), sweep_plot_path(folder, record)))
     return out
+
+
+def save_png(fig: Any, path: str | Path) -> Path:
+    """A figure as the PNG `labkit report` writes (100 dpi, no matplotlib version, so same figure, same bytes)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=100, metadata=PNG_META)
+    return path
+
+
+def sweep_plot_path(folder: str | Path, record: Any) -> Path:
+    """Where a sweep's plot lives in a plots folder: sweep-<recipe>-<name>.png."""
+    return Path(folder) / f"sweep-{record.recipe}-{record.name}.png"
 
 
 def _num(text: str) -> float | None:

@@ -45,6 +45,9 @@ class Module:
     tree: ast.Module
     is_package: bool
     imports: list[tuple[str, list[str], int]] = field(default_factory=list)  # (module, names, line)
+    # imports inside `if TYPE_CHECKING:` blocks: annotations only, never run, so no edge for the cycle check;
+    # they still go one way and through the package's __init__
+    type_imports: list[tuple[str, list[str], int]] = field(default_factory=list)
 
 
 def rel(path: Path) -> Path:
@@ -71,30 +74,58 @@ def load_modules(root: Path = PKG) -> dict[str, Module]:
         name = ".".join(parts)
         mods[name] = Module(name, path, ast.parse(path.read_text(), str(path)), is_package)
     for m in mods.values():
+        typing_only = {id(n) for block in type_checking_blocks(m.tree) for n in ast.walk(block)}
         for node in ast.walk(m.tree):  # function-level imports count too
+            into = m.type_imports if id(node) in typing_only else m.imports
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 if node.module == "labkit" or node.module.startswith("labkit."):
-                    m.imports.append((node.module, [a.name for a in node.names], node.lineno))
+                    into.append((node.module, [a.name for a in node.names], node.lineno))
             elif isinstance(node, ast.Import):
                 for a in node.names:
                     if a.name == "labkit" or a.name.startswith("labkit."):
-                        m.imports.append((a.name, [], node.lineno))
+                        into.append((a.name, [], node.lineno))
     for m in mods.values():  # `from labkit import report` imports the module labkit.report
-        m.imports = [
-            item
-            for target, names, line in m.imports
-            for item in (
-                [(f"labkit.{n}", [], line) for n in names if f"labkit.{n}" in mods]
-                + (
-                    [(target, [n for n in names if f"labkit.{n}" not in mods], line)]
-                    if any(f"labkit.{n}" not in mods for n in names)
-                    else []
-                )
-                if target == "labkit"
-                else [(target, names, line)]
-            )
-        ]
+        m.imports = expand_package_imports(mods, m.imports)
+        m.type_imports = expand_package_imports(mods, m.type_imports)
     return mods
+
+
+def type_checking_blocks(tree: ast.Module) -> list[ast.If]:
+    """The bodies of `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`) statements, never run at import time."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            test = node.test
+            name = (
+                test.id
+                if isinstance(test, ast.Name)
+                else test.attr
+                if isinstance(test, ast.Attribute)
+                else ""
+            )
+            if name == "TYPE_CHECKING":
+                out.extend(node.body)
+    return out
+
+
+def expand_package_imports(
+    mods: dict[str, Module], imports: list[tuple[str, list[str], int]]
+) -> list[tuple[str, list[str], int]]:
+    """`from labkit import report` imports the module labkit.report; other imports stay as they are."""
+    return [
+        item
+        for target, names, line in imports
+        for item in (
+            [(f"labkit.{n}", [], line) for n in names if f"labkit.{n}" in mods]
+            + (
+                [(target, [n for n in names if f"labkit.{n}" not in mods], line)]
+                if any(f"labkit.{n}" not in mods for n in names)
+                else []
+            )
+            if target == "labkit"
+            else [(target, names, line)]
+        )
+    ]
 
 
 def edges(mods: dict[str, Module]) -> dict[str, set[str]]:
@@ -152,7 +183,7 @@ def upward_imports(mods: dict[str, Module]) -> list[str]:
     bad = []
     for m in mods.values():
         src = component(m.name)
-        for target, _, line in m.imports:
+        for target, _, line in m.imports + m.type_imports:
             dst = component(target)
             if dst == src or dst == "base":
                 continue
@@ -176,7 +207,7 @@ def cross_package_submodule_imports(mods: dict[str, Module]) -> list[str]:
     bad = []
     for m in mods.values():
         src = component(m.name)
-        for target, names, line in m.imports:
+        for target, names, line in m.imports + m.type_imports:
             dst = component(target)
             if dst in (src, "base"):
                 continue
@@ -309,6 +340,117 @@ def top_level_entries(root: Path = PKG) -> list[str]:
     return out
 
 
+def exported(m: Module) -> list[str] | None:
+    """A package's `__all__` as written (a literal list or tuple of strings), None without one."""
+    for node in m.tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            and isinstance(node.value, ast.List | ast.Tuple)
+        ):
+            return [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+    return None
+
+
+def export_order(name: str) -> tuple[int, str]:
+    """The order `__all__` is kept in (ruff's RUF022, isort style): CONSTANTS, then Classes, then functions."""
+    return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
+
+def unsorted_exports(mods: dict[str, Module]) -> list[str]:
+    bad = []
+    for m in mods.values():
+        names = exported(m)
+        if names is not None and names != sorted(names, key=export_order):
+            bad.append(f"{rel(m.path)}: __all__ is not sorted (constants, classes, functions; each A-Z)")
+    return bad
+
+
+def shadowing_exports(mods: dict[str, Module]) -> list[str]:
+    """An exported name that is also a submodule's name but bound to something else (`serve.preflight` the
+    function hiding `serve/preflight.py`): `labkit.serve.preflight` then means two things."""
+    bad = []
+    for m in mods.values():
+        for name in exported(m) or []:
+            sub = f"{m.name}.{name}"
+            if sub in mods and not binds_module(m, name, sub):
+                bad.append(f"{rel(m.path)}: exports {name!r}, which shadows the submodule {sub}")
+    return bad
+
+
+def binds_module(m: Module, name: str, sub: str) -> bool:
+    """True when the package binds `name` to the submodule itself (`from labkit.report import plots`)."""
+    parent, _, last = sub.rpartition(".")
+    for node in m.tree.body:
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module == parent
+            and any(a.name == last and (a.asname or a.name) == name for a in node.names)
+        ):
+            return True
+        if isinstance(node, ast.Import) and any(a.name == sub and a.asname == name for a in node.names):
+            return True
+    return False
+
+
+def names_used_from(pkg: str, tree: ast.Module) -> set[str]:
+    """Names `tree` takes from package `pkg`: `from pkg import x`, and `alias.x` where alias is pkg itself
+    (`from labkit import report`, `import labkit.report as r`, `labkit.report.x`)."""
+    parent, _, last = pkg.rpartition(".")
+    used: set[str] = set()
+    aliases = {pkg}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            if node.module == pkg:
+                used.update(a.name for a in node.names)
+            elif node.module == parent:
+                aliases.update(a.asname or a.name for a in node.names if a.name == last)
+        elif isinstance(node, ast.Import):
+            aliases.update(a.asname for a in node.names if a.name == pkg and a.asname)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and ast.unparse(node.value) in aliases:
+            used.add(node.attr)
+    return used
+
+
+def notebook_trees(root: Path = REPO / "notebooks") -> list[ast.Module]:
+    """Each notebook template's code cells as one module (cells share their imports), magics left out."""
+    import json
+
+    trees = []
+    for path in sorted(root.glob("*.ipynb")):
+        cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        lines = "\n".join("".join(c["source"]) for c in cells).splitlines()
+        trees.append(ast.parse("\n".join(x for x in lines if not x.lstrip().startswith(("%", "!")))))
+    return trees
+
+
+def unused_exports(mods: dict[str, Module], outside: list[ast.Module]) -> list[str]:
+    """Exported names no other labkit package and no notebook uses: they belong in the submodule (tests may
+    import submodules), not in the package's public surface."""
+    bad = []
+    for m in mods.values():
+        names = exported(m) if m.is_package else None
+        if not names:
+            continue
+        users = [o.tree for o in mods.values() if o.name != m.name and not o.name.startswith(m.name + ".")]
+        used = set().union(*(names_used_from(m.name, t) for t in users + outside))
+        bad.extend(
+            f"{rel(m.path)}: exports {n!r}, used by no other package or notebook"
+            for n in names
+            if n not in used
+        )
+    return bad
+
+
+def entry_points() -> list[ast.Module]:
+    """`[project.scripts]` as code, so the console script's target counts as used."""
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"].get("scripts", {})
+    return [ast.parse(f"from {t.split(':')[0]} import {t.split(':')[1]}") for t in scripts.values()]
+
+
 # ---- the checks ---------------------------------------------------------------------------------------------
 
 
@@ -413,6 +555,27 @@ def test_an_upward_import_and_a_private_import_are_found(tmp_path):
     up = upward_imports({k: m for k, m in mods.items()})
     assert any("measure imports cli" in b for b in up) and any("tinymodel is for" in b for b in up)
     assert any("_Parser" in b for b in private_imports(mods))
+
+
+def test_an_annotation_only_import_is_no_cycle_but_still_goes_one_way(tmp_path):
+    mods = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "serve/__init__.py": '"""s"""\nfrom labkit.serve.lane import Lane\n',
+            "serve/lane.py": "from labkit.serve.start import start\nclass Lane: ...\n",
+            "serve/start.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from labkit.serve.lane import Lane\n"
+                "    from labkit.lab import LaneRun\ndef start(lane: 'Lane') -> None: ...\n"
+            ),
+            "lab/__init__.py": '"""l"""\nclass LaneRun: ...\n',
+        },
+    )
+    assert cycles(edges(mods)) == []
+    assert any("serve imports lab" in b for b in upward_imports(mods))
+    mods["labkit.serve.start"].type_imports.clear()
+    mods["labkit.serve.start"].imports.append(("labkit.serve.lane", ["Lane"], 3))
+    assert cycles(edges(mods)) == [["labkit.serve.lane", "labkit.serve.start"]]
 
 
 def test_a_submodule_import_across_packages_and_an_environment_read_are_found(tmp_path):

@@ -40,7 +40,7 @@ class ParallelFlags:
         return flags
 
     @property
-    def all(self) -> frozenset[str]:
+    def all_flags(self) -> frozenset[str]:
         """Every flag of the table, for the check that the adapter knows them."""
         return frozenset(f for a in PARALLEL_AXES for f in self.axis(a)) | frozenset(self.dp_inside_tp)
 

@@ -50,7 +50,7 @@ def test_facts_and_adapters_agree():
         engine = engine_for(plan_of(kind))
         assert type(engine) is adapter
         assert engine.kind_facts is ENGINE_FACTS[kind]
-        assert ENGINE_FACTS[kind].parallel.all <= adapter.known_flags
+        assert ENGINE_FACTS[kind].parallel.all_flags <= adapter.known_flags
 
 
 def test_an_unknown_kind_is_an_error_not_a_default():

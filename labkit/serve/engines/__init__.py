@@ -44,7 +44,7 @@ def registry_problems(
             out.append(f"{kind}: adapter kind {adapter.kind!r}, facts kind {row.kind!r}")
         if not adapter.known_flags:
             out.append(f"{kind}: {adapter.__name__}.known_flags is empty")
-        unknown = sorted(row.parallel.all - adapter.known_flags)
+        unknown = sorted(row.parallel.all_flags - adapter.known_flags)
         if unknown:
             out.append(
                 f"{kind}: parallelism flags not in {adapter.__name__}.known_flags: {', '.join(unknown)}"

@@ -4,10 +4,12 @@ Schema checks name the file and key path; variants are applied before the plan i
 recipe by folder name or alias. Modules: plan (the frozen dataclasses), launch (the fabric and docker
 options), schema (the generic validator), names (node, user and image names), fields (the recipe format),
 rules (cross-key rules), load (reading + validating, Recipe, resolve), variants (overlays), lookup (finding
-recipes), override (`with_nodes`), describe (the plan as text).
+recipes), override (`with_nodes`), describe (the plan as text), enginefacts (the facts table of each engine
+kind).
 """
 
 from labkit.recipe.describe import describe_plan
+from labkit.recipe.enginefacts import ENGINE_FACTS, EngineFacts, engine_facts
 from labkit.recipe.launch import COMPILE_CACHE_ROOT, BindMount, DockerOptions, FabricSpec
 from labkit.recipe.load import Recipe, load_recipe, resolve
 from labkit.recipe.lookup import find_recipe, list_recipes, load_plan, recipes_dir, repo_root
@@ -39,11 +41,13 @@ __all__ = [
     "suggest",
     "BUILT_MODEL_PREFIX",
     "COMPILE_CACHE_ROOT",
+    "ENGINE_FACTS",
     "VIEW_MOUNT",
     "BindMount",
     "ClusterSpec",
     "DecodePlan",
     "DockerOptions",
+    "EngineFacts",
     "EngineSpec",
     "FabricSpec",
     "Invalid",
@@ -56,6 +60,7 @@ __all__ = [
     "StagingSpec",
     "absolute_path",
     "describe_plan",
+    "engine_facts",
     "file_name",
     "find_recipe",
     "image_reference",

@@ -11,9 +11,9 @@ from typing import Any
 
 import labkit.recipe.names as names
 import labkit.recipe.schema as s
+from labkit.recipe.enginefacts import ENGINE_KINDS
 from labkit.recipe.plan import VIEW_MOUNT
 
-ENGINE_KINDS = ("vllm", "sglang", "llamacpp", "sim")
 RUNTIMES = ("docker", "process")
 STAGING_KINDS = ("local-view",)
 # `docker run --ulimit` names (docker's list, from setrlimit(2)).

@@ -19,6 +19,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.launch import DockerOptions, FabricSpec, compile_cache_mounts, docker_options, fabric_spec
 
 VIEW_MOUNT = "/root/.cache/hf-view"
@@ -179,7 +180,7 @@ class LanePlan:
         """model.repo names a model labkit builds and no model.path is given yet (the simulator's
         "labkit/..." names are only the names it serves)."""
         return (
-            self.engine.kind != "sim"
+            engine_facts(self.engine.kind).model_format is not None
             and self.model.repo.startswith(BUILT_MODEL_PREFIX)
             and not self.model.path
         )
@@ -313,7 +314,7 @@ def recipe_hash(name: str, choices: dict[str, str], merged: dict) -> str:
 def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> LanePlan:
     """The LanePlan of a merged, checked recipe table; `shown` is the file as error messages name it."""
     e, c, m = merged["engine"], merged["cluster"], merged["measure"]
-    runtime = e["runtime"] or ("process" if e["kind"] in ("sim", "llamacpp") else "docker")
+    runtime = e["runtime"] or engine_facts(e["kind"]).runtime
     model = ModelSpec(
         merged["model"]["repo"],
         merged["model"]["revision"],

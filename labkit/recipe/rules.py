@@ -5,42 +5,30 @@ Parallelism: a multi-node vLLM or SGLang lane needs tp·pp·dp = nodes × `clust
 GB10 DGX Spark). Expert parallelism does not count: vLLM's EP reuses the TP×DP ranks and SGLang's
 `--ep-size` divides `--tp`, which is the total. SGLang's `--enable-dp-attention` runs its DP groups inside
 TP, so there dp does not count either. Recipe args that set a size win over `engine.parallel`, as they do
-in the engine adapters (docs/engines.md, "Multi-node launch flags").
+in the engine adapters (docs/engines.md, "Multi-node launch flags"). Which engines the rule holds for and
+their flags are rows of the engine facts table (labkit.recipe.enginefacts).
 """
 
 from __future__ import annotations
 
 import labkit.recipe.schema as s
+from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.fields import docker_fields
 from labkit.recipe.launch import compile_cache_mounts
 from labkit.recipe.plan import render_args
 
-# Flags that set the sizes on the command line, per engine kind.
-PARALLEL_FLAGS = {
-    "vllm": {
-        "tp": ("--tensor-parallel-size", "-tp"),
-        "pp": ("--pipeline-parallel-size", "-pp"),
-        "dp": ("--data-parallel-size", "-dp"),
-    },
-    "sglang": {
-        "tp": ("--tp", "--tp-size", "--tensor-parallel-size"),
-        "pp": ("--pp-size", "--pipeline-parallel-size"),
-        "dp": ("--dp-size", "--dp", "--data-parallel-size"),
-    },
-}
-MULTINODE_KINDS = tuple(PARALLEL_FLAGS)
-
 
 def world_size(kind: str, sizes: dict[str, int], args: dict[str, tuple[str, ...]]) -> tuple[int, str]:
     """(GPUs the lane needs, how that was counted), from engine.parallel and the rendered args."""
+    flags = engine_facts(kind).parallel
     counted = {}
     for axis in ("tp", "pp", "dp"):
         counted[axis] = sizes[axis]
-        for flag in PARALLEL_FLAGS.get(kind, {}).get(axis, ()):
+        for flag in flags.axis(axis):
             values = args.get(flag)
             if values and values[0].isdigit():
                 counted[axis] = int(values[0])
-    if kind == "sglang" and "--enable-dp-attention" in args:
+    if any(flag in args for flag in flags.dp_inside_tp):
         del counted["dp"]  # DP attention splits the TP ranks, it does not add GPUs
     names = "*".join(counted)
     world = 1
@@ -50,8 +38,9 @@ def world_size(kind: str, sizes: dict[str, int], args: dict[str, tuple[str, ...]
 
 
 def parallel_problem(kind: str, world: tuple[int, str], nodes: int, gpus_per_node: int) -> str | None:
-    """Why this parallelism cannot run on `nodes` nodes (None when it can, or when the rule does not apply)."""
-    if kind not in MULTINODE_KINDS or nodes < 2:
+    """Why this parallelism cannot run on `nodes` nodes (None when it can, or when the rule does not apply:
+    one node, or an engine whose nodes do not run one engine's ranks)."""
+    if engine_facts(kind).nodes != "ranks" or nodes < 2:
         return None
     size, how = world
     if size == nodes * gpus_per_node:
@@ -66,7 +55,7 @@ def parallel_problem(kind: str, world: tuple[int, str], nodes: int, gpus_per_nod
 def check_whole(merged: dict) -> None:
     """Cross-key rules that hold only for a complete lane (after overlays)."""
     engine, cluster = merged["engine"], merged["cluster"]
-    runtime = engine.get("runtime") or ("process" if engine["kind"] in ("sim", "llamacpp") else "docker")
+    runtime = engine.get("runtime") or engine_facts(engine["kind"]).runtime
     if runtime == "docker" and not engine.get("image"):
         raise s.Invalid("engine.image", "required when engine.runtime is docker")
     if runtime != "docker" and engine["docker"] != s.table(docker_fields())({}, "engine.docker"):

@@ -12,6 +12,7 @@ import re
 import shlex
 
 from labkit.nodes import Result
+from labkit.recipe import engine_facts
 from labkit.serve.verdict import FAIL, OK, WARN, Check
 
 # argparse help: an option line starts with a few spaces and a dash ("  --port PORT      Port number."); help
@@ -72,9 +73,10 @@ def lane_flags(plan, launches, prefix: tuple[str, ...]) -> list[tuple[str, str]]
 
 
 def canonical(flag: str, kind: str) -> str:
-    """The option string argparse looks up. vLLM reads `--a_b` as `--a-b` and `--a.b` as a key of `--a`'s JSON."""
+    """The option string argparse looks up. An engine with flexible flags (vLLM) reads `--a_b` as `--a-b` and
+    `--a.b` as a key of `--a`'s JSON (engine facts, flexible_flags)."""
     name = flag.split("=")[0]
-    if kind == "vllm" and name.startswith("--"):
+    if engine_facts(kind).flexible_flags and name.startswith("--"):
         name = "--" + name[2:].partition(".")[0].replace("_", "-")
     return name
 
@@ -147,7 +149,10 @@ def probe_command(plan, python: str, package: str, names: list[str]) -> str:
 
 def parse_probe(stdout: str) -> tuple[str | None, dict[str, tuple[int, list[str]]]]:
     """(package folder or None, {name: (grep exit code, files)})."""
-    folder, found, current, files = None, {}, None, []
+    folder: str | None = None
+    current: str | None = None
+    found: dict[str, tuple[int, list[str]]] = {}
+    files: list[str] = []
     for line in stdout.splitlines():
         if line.startswith("@@dir "):
             folder = line[len("@@dir ") :].strip()

@@ -14,13 +14,13 @@ import dataclasses
 from collections.abc import Sequence
 
 from labkit.nodes import Host, HostError
+from labkit.recipe import engine_facts
 from labkit.serve.checks import CHECK_TIMEOUT, ask_help
 from labkit.serve.enginehelp import canonical, closest, flag_checks, help_problem
 from labkit.serve.preflight import image_command, parse_image
 from labkit.serve.verdict import FAIL, OK, Check
 
 HELP, KNOWN = "help", "known flags"  # facts["source"]: what a flag was checked against
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama-cpp-python", "sim": "simulator"}
 PULL_HINT = "`labkit doctor --pull` lets the image's own --help be asked"
 
 
@@ -41,7 +41,7 @@ def check_flags(lane, flags: Sequence[tuple[str, str]]) -> list[Check]:
                 checks = flag_checks(head.name, lane.plan.engine.kind, shown, flags, r)
                 return [dataclasses.replace(c, facts={**c.facts, "source": HELP}) for c in checks]
             why = f"{shown} listed no flags: {problem}"
-    name = ENGINE_NAMES.get(lane.plan.engine.kind, lane.plan.engine.kind)
+    name = engine_facts(lane.plan.engine.kind).name
     lane.say(
         f"the engine's own --help was not used ({why}); checking against labkit's list of known {name} flags"
     )
@@ -71,7 +71,7 @@ def known_flag_checks(
 ) -> list[Check]:
     """One Check per flag against `known` (the adapter's list), each saying why the image's own --help was not
     used; a FAIL also says `hint` (how it could be asked)."""
-    name = ENGINE_NAMES.get(kind, kind)
+    name = engine_facts(kind).name
     out = []
     for flag, origin in flags:
         key = canonical(flag, kind)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from labkit.errors import LabkitError
 from labkit.nodes import Host
-from labkit.recipe import repo_root
 from labkit.serve.engines import BootFacts, NodeLaunch, NodeSpec, engine_for
 from labkit.serve.fabric import node_addresses
 from labkit.serve.runtimes import runtime_for
@@ -63,12 +62,7 @@ def launches(
     plan, hosts: list[Host] | None = None, detected: dict[str, str] | None = None
 ) -> list[NodeLaunch]:
     python = python_for(plan, hosts)
-    out = engine_for(plan).launch(plan, node_specs(plan, hosts, detected), python=python)
-    if plan.engine.kind == "sim" and python == sys.executable:
-        # A local simulator runs this checkout's labkit even when it is not pip-installed.
-        root = str(repo_root())
-        out = [dataclasses.replace(ln, env=ln.env + (("PYTHONPATH", root),)) for ln in out]
-    return out
+    return engine_for(plan).launch(plan, node_specs(plan, hosts, detected), python=python)
 
 
 def lane_commands(plan, hosts: list[Host] | None = None) -> dict[str, str]:

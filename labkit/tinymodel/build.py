@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import settings
+from labkit.recipe import LanePlan, engine_facts
 from labkit.tinymodel.hf import build_hf
 from labkit.tinymodel.inputs import cache_key, corpus, versions
 from labkit.tinymodel.spec import (
@@ -100,16 +101,17 @@ def facts(path: Path) -> dict[str, Any] | None:
     return json.loads(side.read_text()) if side.is_file() else None
 
 
-def model_format(plan) -> str:
-    """The format a plan's engine loads: "hf" for vLLM and SGLang, else "gguf" (llama.cpp)."""
-    return "hf" if plan.engine.kind in ("vllm", "sglang") else "gguf"
+def model_format(plan: LanePlan) -> str | None:
+    """The format a plan's engine loads (engine facts): "hf" for vLLM and SGLang, "gguf" for llama.cpp, None
+    for an engine that loads no weights (the simulator)."""
+    return engine_facts(plan.engine.kind).model_format
 
 
 def materialize(plan, root: Path | None = None, log=sys.stderr, build: bool = True):
     """The plan with model.path set to the built tiny model when model.repo names one; else unchanged.
 
     labkit.lab and the CLI call this before launching a lane, so the recipe needs no machine-specific path.
-    The format follows the engine (`model_format`): an HF directory for vLLM and SGLang, else a GGUF.
+    The format follows the engine (`model_format`): an HF directory for vLLM and SGLang, a GGUF for llama.cpp.
     `build=False` only computes where the model would be (for showing commands); without the packages
     that format needs the plan is then returned unchanged.
     """
@@ -121,6 +123,7 @@ def materialize(plan, root: Path | None = None, log=sys.stderr, build: bool = Tr
             'cluster.nodes = ["localhost"] or give model.path'
         )
     fmt = model_format(plan)
+    assert fmt is not None  # wants_built_model holds only for an engine that loads weights
     if build:
         path = ensure(plan.model.repo, root, log, fmt)
     else:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.recipe import EngineFacts, LanePlan, engine_facts
 from labkit.serve.fabric import fabric_env
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -184,7 +185,8 @@ class BootLog:
 
 
 class Engine:
-    """Base adapter. Subclasses set `kind`, `patterns`, `fatal`, `probes` and implement `launch`."""
+    """Base adapter. Subclasses set `kind`, `patterns`, `fatal`, `probes` and implement `launch`; what code
+    outside the adapter decides by kind is the kind's row of the engine facts table (`kind_facts`)."""
 
     kind = ""
     patterns: tuple[BootPattern, ...] = ()
@@ -197,6 +199,17 @@ class Engine:
     known_flags: frozenset[str] = frozenset()
     # (pattern name, KV pool source) of the log lines stating the pool; kv_pool_tokens comes from the first found
     kv_lines: tuple[tuple[str, str], ...] = (("kv_tokens", "log"),)
+
+    @classmethod
+    def for_plan(cls, plan: LanePlan) -> Engine:
+        """The adapter for a plan of this kind (the registry's constructor; one whose parsing depends on the
+        plan, as the simulator's flavor does, overrides it)."""
+        return cls()
+
+    @property
+    def kind_facts(self) -> EngineFacts:
+        """This kind's row of the engine facts table."""
+        return engine_facts(self.kind)
 
     def command(self, python: str = "python3") -> tuple[str, ...]:
         """The serving program before its flags, as the launches start it (e.g. `vllm serve`)."""
@@ -272,11 +285,28 @@ def model_flags_present(plan, *flags: str) -> bool:
     return any(plan.engine.arg(f) is not None for f in flags)
 
 
-def single_node(plan, nodes: list[NodeSpec], kind: str) -> None:
-    if len(nodes) != 1:
+def check_nodes(plan: LanePlan, nodes: list[NodeSpec], facts: EngineFacts) -> None:
+    """Refuse a node count the engine cannot run on (facts.nodes "one": exactly one node)."""
+    if facts.nodes == "one" and len(nodes) != 1:
         raise LabkitError(
-            f"{plan.file}: engine.kind {kind} runs on one node, but cluster.nodes has {len(nodes)}"
+            f"{plan.file}: engine.kind {facts.kind} runs on one node, but cluster.nodes has {len(nodes)}"
         )
+
+
+def parallel_flags(
+    plan: LanePlan, facts: EngineFacts, axes: tuple[str, ...] = ("tp", "pp", "dp", "ep")
+) -> list[str]:
+    """The parallelism flags labkit adds for engine.parallel, in `axes` order: an axis above 1 gets the first
+    of its flags (facts.parallel) and its size, or the flag alone when it is a switch; none when the recipe's
+    args already give one of that axis's flags (recipe args win)."""
+    par, table = plan.engine.parallel, facts.parallel
+    out: list[str] = []
+    for axis in axes:
+        flags, value = table.axis(axis), getattr(par, axis)
+        if not flags or value <= 1 or model_flags_present(plan, *flags):
+            continue
+        out += [flags[0]] if axis == "ep" and table.ep_switch else [flags[0], str(value)]
+    return out
 
 
 def env_tuple(
@@ -300,10 +330,11 @@ __all__ = [
     "NodeLaunch",
     "NodeSpec",
     "Probe",
+    "check_nodes",
     "env_tuple",
     "excerpt",
     "model_flags_present",
     "number",
+    "parallel_flags",
     "pattern",
-    "single_node",
 ]

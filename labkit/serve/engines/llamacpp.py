@@ -10,9 +10,9 @@ from labkit.serve.engines.base import (
     NodeLaunch,
     NodeSpec,
     Probe,
+    check_nodes,
     env_tuple,
     pattern,
-    single_node,
 )
 
 # `python -m llama_cpp.server` (llama-cpp-python 0.3) flags commonly set or swept, each listed by its real
@@ -69,7 +69,7 @@ class LlamaCpp(Engine):
         return [Probe("/v1/models")]
 
     def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
-        single_node(plan, nodes, self.kind)
+        check_nodes(plan, nodes, self.kind_facts)
         argv = [
             *self.command(python),
             "--model",

@@ -14,6 +14,7 @@ from labkit.serve.engines.base import (
     env_tuple,
     model_flags_present,
     number,
+    parallel_flags,
     pattern,
 )
 
@@ -115,7 +116,6 @@ class Sglang(Engine):
 
     def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         e = plan.engine
-        par = e.parallel
         head = nodes[0].address  # the head's fabric address (cluster.head_address is the client's)
         base = [
             *self.command(python),
@@ -126,15 +126,7 @@ class Sglang(Engine):
             "--port",
             str(e.port),
         ]
-        derived = [
-            ("--tp", par.tp, ("--tp-size", "--tensor-parallel-size")),
-            ("--pp-size", par.pp, ("--pipeline-parallel-size",)),
-            ("--dp-size", par.dp, ("--dp", "--data-parallel-size")),
-            ("--ep-size", par.ep, ("--ep", "--expert-parallel-size")),
-        ]
-        for flag, value, aliases in derived:
-            if value > 1 and not model_flags_present(plan, flag, *aliases):
-                base += [flag, str(value)]
+        base += parallel_flags(plan, self.kind_facts)
         if not model_flags_present(plan, "--served-model-name"):
             base += ["--served-model-name", plan.served_name]
         base += e.argv()

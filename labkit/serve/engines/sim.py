@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import sys
 
+from labkit.recipe import LanePlan, repo_root
 from labkit.serve.engines.base import BootFacts, Engine, NodeLaunch, NodeSpec, Probe, env_tuple
 from labkit.serve.engines.sglang import Sglang
 from labkit.serve.engines.vllm import Vllm
@@ -45,7 +47,7 @@ class Sim(Engine):
         self.kv_lines = self.inner.kv_lines
 
     @classmethod
-    def for_plan(cls, plan) -> Sim:
+    def for_plan(cls, plan: LanePlan) -> Sim:
         flavor = plan.engine.arg("--flavor")
         return cls(flavor[0] if flavor else "vllm")
 
@@ -62,6 +64,10 @@ class Sim(Engine):
         return [Probe("/health"), Probe("/v1/models")]
 
     def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
+        env = env_tuple(plan, {})
+        if python == sys.executable:
+            # A local simulator runs this checkout's labkit even when it is not pip-installed.
+            env += (("PYTHONPATH", str(repo_root())),)
         out = []
         for rank, node in enumerate(nodes):
             argv = [
@@ -74,5 +80,5 @@ class Sim(Engine):
                 plan.served_name,
                 *plan.engine.argv(),
             ]
-            out.append(NodeLaunch(node.name, rank, tuple(argv), env_tuple(plan, {}), serves_http=rank == 0))
+            out.append(NodeLaunch(node.name, rank, tuple(argv), env, serves_http=rank == 0))
         return out

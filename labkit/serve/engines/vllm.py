@@ -15,6 +15,7 @@ from labkit.serve.engines.base import (
     env_tuple,
     model_flags_present,
     number,
+    parallel_flags,
     pattern,
 )
 
@@ -118,18 +119,8 @@ class Vllm(Engine):
     def serve_argv(self, plan, extra: list[str], command: str = "vllm") -> list[str]:
         """`vllm serve MODEL` with the lane's parallelism and args; recipe args win over derived flags."""
         e = plan.engine
-        par = e.parallel
         argv = [command, "serve", plan.model_path, "--port", str(e.port)]
-        derived = [
-            ("--tensor-parallel-size", par.tp, ("-tp",)),
-            ("--pipeline-parallel-size", par.pp, ("-pp",)),
-            ("--data-parallel-size", par.dp, ("-dp",)),
-        ]
-        for flag, value, aliases in derived:
-            if value > 1 and not model_flags_present(plan, flag, *aliases):
-                argv += [flag, str(value)]
-        if par.ep > 1 and not model_flags_present(plan, "--enable-expert-parallel", "-ep"):
-            argv.append("--enable-expert-parallel")
+        argv += parallel_flags(plan, self.kind_facts)
         if not model_flags_present(plan, "--served-model-name"):
             argv += ["--served-model-name", plan.served_name]
         return argv + e.argv() + extra

@@ -34,7 +34,9 @@ BASE = {"labkit", "errors", "settings", "units", "progress"}
 # Side components: what they may import, and who may import them.
 SIDE_IMPORTS = {"sim": {"base"}, "tinymodel": {"base", "recipe"}}
 SIDE_USERS = {"notebooks", "lab", "cli"}
-EXEMPT_SIZE: set[str] = set()  # modules allowed over the limits (none today)
+# Modules allowed over the module line limit (their classes and functions still count): the node-side staging
+# script ships to the nodes as one file, sent as it reads, so it is one module (docs/staging.md, "The node script").
+EXEMPT_SIZE = {"labkit.stage.node.script"}
 MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 400, 250, 80
 
 
@@ -224,11 +226,9 @@ def private_imports(mods: dict[str, Module]) -> list[str]:
 def oversized(mods: dict[str, Module]) -> list[str]:
     bad = []
     for m in mods.values():
-        if m.name in EXEMPT_SIZE:
-            continue
         where = rel(m.path)
         lines = len(m.path.read_text().splitlines())
-        if lines > MAX_MODULE:
+        if lines > MAX_MODULE and m.name not in EXEMPT_SIZE:
             bad.append(f"{where}: {lines} lines (at most {MAX_MODULE})")
         for node in ast.walk(m.tree):
             size = (node.end_lineno or node.lineno) - node.lineno + 1 if hasattr(node, "end_lineno") else 0

@@ -34,7 +34,9 @@ BASE = {"labkit", "errors", "settings", "units", "progress"}
 # Side components: what they may import, and who may import them.
 SIDE_IMPORTS = {"sim": {"base"}, "tinymodel": {"base", "recipe"}}
 SIDE_USERS = {"notebooks", "lab", "cli"}
-EXEMPT_SIZE: set[str] = set()  # modules allowed over the limits (none today)
+# Modules allowed over the module line limit (their classes and functions still count): the node-side staging
+# script ships to the nodes as one file, sent as it reads, so it is one module (docs/staging.md, "The node script").
+EXEMPT_SIZE = {"labkit.stage.node.script"}
 MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 400, 250, 80
 
 
@@ -255,11 +257,9 @@ def private_imports(mods: dict[str, Module]) -> list[str]:
 def oversized(mods: dict[str, Module]) -> list[str]:
     bad = []
     for m in mods.values():
-        if m.name in EXEMPT_SIZE:
-            continue
         where = rel(m.path)
         lines = len(m.path.read_text().splitlines())
-        if lines > MAX_MODULE:
+        if lines > MAX_MODULE and m.name not in EXEMPT_SIZE:
             bad.append(f"{where}: {lines} lines (at most {MAX_MODULE})")
         for node in ast.walk(m.tree):
             size = (node.end_lineno or node.lineno) - node.lineno + 1 if hasattr(node, "end_lineno") else 0
@@ -300,14 +300,53 @@ REFERENCE_DOCS = (
 )
 
 
+# In a .toml comment: a path of this repo (a template such as results/<recipe>/ is checked up to its first
+# `<`), and a Markdown file beside the .toml (NOTE.md), optionally with a heading.
+REPO_PATH = re.compile(
+    r"(?<![\w./-])((?:labkit|docs|recipes|results|tests|benchmarks|notebooks|tools)/[\w./-]*)"
+)
+SIBLING_DOC = re.compile(r'(?<![\w./-])([\w-]+\.md)\b(?:, "([^"]+)")?')
+TOML_CODE = re.compile(r"""(?:[^"'#]|"(?:[^"\\]|\\.)*"|'[^']*')*""")  # a line up to its comment
+
+
+def toml_comment(line: str) -> str:
+    """The comment of one TOML line: the text after the first `#` outside a string (`"#x"` is a value)."""
+    code = TOML_CODE.match(line)
+    rest = line[code.end() :] if code else ""
+    return rest[1:] if rest.startswith("#") else ""
+
+
+def toml_citations(path: Path) -> list[str]:
+    """The repo paths and sibling docs a .toml file's comments cite that do not exist."""
+    bad = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        comment = toml_comment(line)
+        for hit in REPO_PATH.finditer(comment):
+            cited = hit.group(1).rstrip(".")
+            if not (REPO / cited).exists():
+                bad.append(f"{rel(path)}:{n}: cites {cited}, which does not exist")
+        for hit in SIBLING_DOC.finditer(comment):
+            doc = path.parent / hit.group(1)
+            if hit.group(1).removesuffix(".md") in REFERENCE_DOCS:
+                continue  # reported by outside_citations
+            if not doc.exists():
+                bad.append(f"{rel(path)}:{n}: cites {hit.group(1)}, which is not beside it")
+            elif hit.group(2) and f"## {hit.group(2)}\n" not in doc.read_text():
+                bad.append(f"{rel(path)}:{n}: cites a heading {hit.group(1)} does not have: {hit.group(2)}")
+    return bad
+
+
 def outside_citations(paths: list[Path]) -> list[str]:
     """Cited facts live in this repo's docs/: a bare reference file name (from outside the repo) is not
-    here, and a cited `docs/<file>.md, "<heading>"` must exist with that heading."""
+    here, and a cited `docs/<file>.md, "<heading>"` must exist with that heading; a .toml file's comments
+    also cite only paths that exist (`toml_citations`)."""
     bad = []
     bare = re.compile(rf"(?<![\w/])({'|'.join(map(re.escape, REFERENCE_DOCS))})\.md\b")
     cited = re.compile(r'\bdocs/([\w.-]+\.md)(?:, "([^"]+)")?')
     for path in paths:
         text = path.read_text()
+        if path.suffix == ".toml":
+            bad += toml_citations(path)
         for n, line in enumerate(text.splitlines(), 1):
             for hit in bare.finditer(line):
                 bad.append(f"{rel(path)}:{n}: cites {hit.group(0)} (point to docs/ of this repo)")
@@ -319,6 +358,25 @@ def outside_citations(paths: list[Path]) -> list[str]:
                     bad.append(
                         f"{rel(path)}:{n}: cites a heading docs/{hit.group(1)} does not have: {hit.group(2)}"
                     )
+    return bad
+
+
+# Packages whose docstring is being rewritten on another branch of issue 24; the merge empties this set.
+DOCSTRING_PENDING = {"labkit.measure"}
+
+
+def unnamed_modules(mods: dict[str, Module]) -> list[str]:
+    """Each package under labkit/ names every module and subpackage it holds in its docstring (as a word:
+    `plan`, `plan.py`, `node/`), so the docstring a reader starts from does not hide part of the package."""
+    bad = []
+    for m in mods.values():
+        if not m.is_package or m.name.count(".") != 1 or m.name in DOCSTRING_PENDING:
+            continue
+        doc = ast.get_docstring(m.tree) or ""
+        for child in sorted(mods):
+            parent, _, stem = child.rpartition(".")
+            if parent == m.name and stem != "__main__" and not re.search(rf"\b{re.escape(stem)}\b", doc):
+                bad.append(f"{rel(m.path)}: the docstring does not name {stem}")
     return bad
 
 
@@ -488,11 +546,18 @@ def test_every_package_says_what_comes_in_and_goes_out(mods):
     assert missing == []
 
 
+def test_every_package_docstring_names_its_modules(mods):
+    assert unnamed_modules(mods) == []
+
+
 def test_docstrings_cite_only_docs_in_this_repo():
     paths = (
         sorted(PKG.rglob("*.py"))
         + sorted((REPO / "benchmarks").glob("*.py"))
         + sorted((REPO / "tests").rglob("*.py"))
+        + sorted(PKG.rglob("*.toml"))
+        + sorted((REPO / "recipes").rglob("*.toml"))
+        + sorted((REPO / "results").rglob("*.toml"))
     )
     assert outside_citations([p for p in paths if p != Path(__file__)]) == []
 
@@ -605,6 +670,37 @@ def test_a_citation_outside_the_repo_or_of_a_missing_heading_is_found(tmp_path):
     cite.write_text('"""Formulas (measurement.md §2); windows (docs/measurement.md, "No such heading")."""\n')
     found = outside_citations([cite])
     assert len(found) == 2 and "measurement.md" in found[0] and "No such heading" in found[1]
+
+
+def test_a_bad_citation_in_a_toml_comment_is_found(tmp_path):
+    (tmp_path / "NOTE.md").write_text("# x\n\n## Caveats: what is unverified\n")
+    toml = tmp_path / "recipe.toml"
+    toml.write_text(
+        '# Keys: labkit/records.py; notes: NOTE.md, "Caveats"; see OTHER.md and docs/architecture.md.\n'
+        '[engine]\nrepo = "labkit/no-such-model"  # built by labkit/tinymodel/ (results/<recipe>/ too)\n'
+        'args = {"--x" = "# labkit/not-a-comment.py"}\n'
+    )
+    assert outside_citations([toml]) == [
+        f"{toml}:1: cites labkit/records.py, which does not exist",
+        f"{toml}:1: cites a heading NOTE.md does not have: Caveats",
+        f"{toml}:1: cites OTHER.md, which is not beside it",
+    ]
+
+
+def test_a_module_missing_from_its_package_docstring_is_found(tmp_path):
+    mods = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "store/__init__.py": '"""Modules: files (paths), runs (the run folder)."""\n',
+            "store/files.py": "",
+            "store/runs.py": "",
+            "store/sweeps.py": "",
+        },
+    )
+    assert unnamed_modules(mods) == [
+        f"{tmp_path / 'labkit/store/__init__.py'}: the docstring does not name sweeps"
+    ]
 
 
 def test_store_and_report_load_without_the_http_client():

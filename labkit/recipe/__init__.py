@@ -4,8 +4,8 @@ Schema checks name the file and key path; variants are applied before the plan i
 recipe by folder name or alias. Modules: plan (the frozen dataclasses), launch (the fabric and docker
 options), schema (the generic validator), names (node, user and image names), fields (the recipe format),
 rules (cross-key rules), load (reading + validating, Recipe, resolve), variants (overlays), lookup (finding
-recipes), override (`with_nodes`), describe (the plan as text), enginefacts (the facts table of each engine
-kind).
+recipes), override (`with_nodes`), describe (the plan as text), sweep (`--over` points, each resolved as a
+variant), enginefacts (the facts table of each engine kind).
 """
 
 from labkit.recipe.describe import describe_plan

@@ -83,10 +83,11 @@ Faults (request numbers count generation requests since boot, from 1):
   a client that fell behind would read them. Ground truth keeps the generation times (t_first / t_last are
   generation times, not write times).
 
-Modules: cli (flags) -> config (SimConfig, presets) -> server (listen, event loop) -> boot (boot log lines),
-connection (HTTP/1.1 parsing, one per client) -> routes (App: state and simple routes), generate (streamed and
-JSON generations, faults), wire (response framing); engine (schedule, cache, batching), metrics (/metrics),
-openai (request parsing, response shapes), tokenizer; process and oracle start it as a subprocess.
+Modules: cli (flags) -> config (SimConfig, presets) -> server (listen, event loop) -> boot (SimBootLog: boot
+log lines), connection (HTTP/1.1 parsing, one per client) -> routes (App: state and simple routes), generate
+(streamed and JSON generations, faults), wire (response framing); engine (SimEngine: schedule, cache,
+batching), metrics (/metrics), openai (request parsing, response shapes), tokenizer; process and oracle start
+it as a subprocess. The Sim prefixes keep them apart from labkit.serve's Engine adapters and BootLog reader.
 
 Decode-rate note: decode_tps is the mean rate of full steps. A client's (N-1)/(t_last-t_first) with spec decoding
 reads a little lower for short N because the last step is cut at max_tokens but still takes a full step

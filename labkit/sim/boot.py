@@ -13,7 +13,7 @@ from datetime import datetime
 from labkit.sim.config import SimConfig
 
 
-class BootLog:
+class SimBootLog:
     """Writes engine-style log lines to stderr, flushed per line so a tailing harness sees them live."""
 
     def __init__(self, cfg: SimConfig, stream=None):
@@ -34,7 +34,7 @@ class BootLog:
         self.stream.flush()
 
 
-def _boot_crash(cfg: SimConfig, log: BootLog) -> None:
+def _boot_crash(cfg: SimConfig, log: SimBootLog) -> None:
     """Fault: die during weight loading with the configured fatal line (exit status 1)."""
     time.sleep(cfg.boot_weights_s / 2)
     log.line(cfg.fault_boot_crash, "ERROR", "core.py:1010")
@@ -42,7 +42,7 @@ def _boot_crash(cfg: SimConfig, log: BootLog) -> None:
     sys.exit(1)
 
 
-def boot_vllm(cfg: SimConfig, log: BootLog) -> None:
+def boot_vllm(cfg: SimConfig, log: SimBootLog) -> None:
     """vLLM 0.33 boot lines with the configured delays; no socket exists during any of this."""
     log.line(
         f"vLLM server version {cfg.version}, serving model {cfg.model_path} "
@@ -84,7 +84,7 @@ def boot_vllm(cfg: SimConfig, log: BootLog) -> None:
     log.line("Supported tasks: ['generate']", where="entry.py:135")
 
 
-def boot_sglang_load(cfg: SimConfig, log: BootLog) -> None:
+def boot_sglang_load(cfg: SimConfig, log: SimBootLog) -> None:
     """SGLang lines up to the scheduler summary (HTTP comes up after this, before warmup)."""
     log.line(
         f"server_args=ServerArgs(model_path='{cfg.model_path}', served_model_name='{cfg.model_name}', "

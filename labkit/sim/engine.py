@@ -150,7 +150,7 @@ class RequestTruth:
         return d
 
 
-class Engine:
+class SimEngine:
     """Scheduling and accounting for all requests of one simulated server."""
 
     def __init__(self, cfg: SimConfig, clock: Callable[[], float] = time.perf_counter):

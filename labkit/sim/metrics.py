@@ -10,7 +10,7 @@ SGLang sets them only when it logs a batch (docs/engines.md, "Metrics labkit rea
 from __future__ import annotations
 
 from labkit.sim.config import SimConfig
-from labkit.sim.engine import BUCKETS, Engine, Histogram
+from labkit.sim.engine import BUCKETS, Histogram, SimEngine
 
 
 def _labels(base: str, extra: str = "") -> str:
@@ -59,7 +59,7 @@ def _num(v: float) -> str:
     return repr(float(v))
 
 
-def request_states(engine: Engine, now: float | None = None) -> tuple[int, int]:
+def request_states(engine: SimEngine, now: float | None = None) -> tuple[int, int]:
     """(running, waiting) at `now`: waiting = admitted, its prefill not started yet (one prefill at a time);
     running = the other unfinished requests (prefilling or decoding), as a scheduler counts them."""
     now = engine.clock() if now is None else now
@@ -68,12 +68,12 @@ def request_states(engine: Engine, now: float | None = None) -> tuple[int, int]:
     return len(live) - waiting, waiting
 
 
-def render(engine: Engine, wall_boot: float) -> str:
+def render(engine: SimEngine, wall_boot: float) -> str:
     """The /metrics body for the engine's flavour."""
     return render_vllm(engine, wall_boot) if engine.cfg.flavor == "vllm" else render_sglang(engine)
 
 
-def render_vllm(engine: Engine, wall_boot: float) -> str:
+def render_vllm(engine: SimEngine, wall_boot: float) -> str:
     cfg, c = engine.cfg, engine.c
     out = _Out(f'engine="0",model_name="{cfg.model_name}"', created=wall_boot)
     running, waiting = request_states(engine)
@@ -149,7 +149,7 @@ def cache_config_labels(cfg: SimConfig) -> str:
     return ",".join(labels)
 
 
-def render_sglang(engine: Engine) -> str:
+def render_sglang(engine: SimEngine) -> str:
     cfg, c = engine.cfg, engine.c
     out = _Out(f'model_name="{cfg.model_name}"', created=None)
     out.counter(
@@ -202,10 +202,10 @@ def render_sglang(engine: Engine) -> str:
     return out.text()
 
 
-def _compute(engine: Engine) -> int:
+def _compute(engine: SimEngine) -> int:
     """Prompt tokens actually prefilled by requests whose prefill has ended."""
     return sum(r.prompt_tokens - r.cached_tokens for r in engine.records if r.t_first is not None)
 
 
-def _cache_done(engine: Engine) -> int:
+def _cache_done(engine: SimEngine) -> int:
     return sum(r.cached_tokens for r in engine.records if r.t_first is not None)

@@ -12,19 +12,19 @@ from dataclasses import asdict
 from urllib.parse import parse_qs
 
 from labkit.sim import openai
-from labkit.sim.boot import BootLog
+from labkit.sim.boot import SimBootLog
 from labkit.sim.config import SimConfig
-from labkit.sim.engine import Engine
+from labkit.sim.engine import SimEngine
 from labkit.sim.metrics import render, request_states
 
 
 class App:
     """Server state shared by all connections: config, engine, readiness, fault counters."""
 
-    def __init__(self, cfg: SimConfig, log: BootLog):
+    def __init__(self, cfg: SimConfig, log: SimBootLog):
         self.cfg = cfg
         self.log = log
-        self.engine = Engine(cfg)
+        self.engine = SimEngine(cfg)
         self.wall_boot = time.time()
         self.created = int(self.wall_boot)
         self.ready = cfg.flavor == "vllm"

@@ -14,7 +14,7 @@ import signal
 import socket
 from collections.abc import Callable
 
-from labkit.sim.boot import BootLog, boot_sglang_load, boot_vllm
+from labkit.sim.boot import SimBootLog, boot_sglang_load, boot_vllm
 from labkit.sim.config import SimConfig
 from labkit.sim.connection import HttpConn
 from labkit.sim.routes import App
@@ -35,7 +35,7 @@ def _listen(cfg: SimConfig) -> socket.socket:
 
 def serve(cfg: SimConfig, on_ready: Callable[[int], None] | None = None) -> int:
     """Boot (log lines, delays, faults), then serve until SIGINT/SIGTERM. Returns the exit status."""
-    log = BootLog(cfg)
+    log = SimBootLog(cfg)
     if cfg.flavor == "vllm":
         boot_vllm(cfg, log)
     else:

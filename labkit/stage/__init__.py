@@ -4,9 +4,10 @@ hashes and, with deep verification, whole-file SHA-256s; docs/staging.md).
 
 Assessment is pure (`assess` for the local files, `handmade` for the view's other names, `deep` for whole-file
 hashes, `space` for the space check, over the terms of `viewstate` and the `sources`); the node side is a
-stdlib-only script sent over SSH (`node/`, joined into one script), called through `transport`; `probing` runs
+stdlib-only script sent over SSH as it reads (`node/script.py`), called through `transport`; `probing` runs
 the read-only steps, `run` the rest (build, verify; `build` does step 3 on one node and the manifest) and
-`reports` says what they did.
+`reports` says what they did. With copies for more than one node, `fanout` plans the node-to-node chains
+(docs/fanout.md) and `fanout_run` runs them with the fan-out's own node script (`node/peer.py`).
 """
 
 from labkit.stage.assess import (
@@ -20,19 +21,17 @@ from labkit.stage.assess import (
 from labkit.stage.build import build_manifest
 from labkit.stage.fanout import Chain, FanoutFile, FanoutPlan, needs_from, plan_fanout
 from labkit.stage.fanout_run import FanoutReport, Fetched, PeerTimeouts, fabric_binds, fan_out
-from labkit.stage.node.base import SAMPLE_BLOCK, SAMPLE_COUNT, block_lengths, sample_offsets
+from labkit.stage.node.script import SAMPLE_BLOCK, SAMPLE_COUNT, block_lengths, sample_offsets
 from labkit.stage.probing import probe_node
 from labkit.stage.reports import CopyProgress, NodeReport, StageReport, ViewReport
 from labkit.stage.run import check_view, local_views, preflight, stage
 from labkit.stage.sources import Source, sample_hashes, sources_from
 from labkit.stage.space import StagingRefused, check_space, preflight_rows, preflight_table
 from labkit.stage.transport import (
-    NODE_MODULES,
     HostLike,
     NodeJobs,
     Timeouts,
     call_node,
-    join_node_script,
     node_command,
     node_script,
     parse_node_output,
@@ -41,7 +40,6 @@ from labkit.stage.viewstate import VERIFY_MODES, FileState
 
 __all__ = [
     "MANIFEST_NAME",
-    "NODE_MODULES",
     "PARTIAL_PREFIX",
     "SAMPLE_BLOCK",
     "SAMPLE_COUNT",
@@ -74,7 +72,6 @@ __all__ = [
     "fan_out",
     "local_views",
     "needs_from",
-    "join_node_script",
     "node_command",
     "node_script",
     "parse_node_output",

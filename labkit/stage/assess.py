@@ -5,7 +5,7 @@ whole-file hashes labkit/stage/deep.py.
 
 Content checks: sizes always; the blob name of every snapshot entry (recorded in the manifest: a copy of
 another blob than the snapshot's, as after a new revision, is copied again, never adopted); sampled blocks
-(labkit/stage/node/base.py `sample_offsets`: 8 blocks of 64 KiB per file - first, last, evenly spaced - or
+(labkit/stage/node/script.py `sample_offsets`: 8 blocks of 64 KiB per file - first, last, evenly spaced - or
 the whole file when smaller) read on the node and hashed here with xxh3_64; `full=True` also hashes whole
 files on the node (b2sum); `deep=True` compares the SHA-256 of each copy with its blob name. A flip outside
 the sampled blocks is only found by `full` or `deep`. A file labkit did not make is never replaced or
@@ -25,7 +25,7 @@ from labkit.errors import LabkitError, RecipeError
 from labkit.recipe import Invalid, absolute_path, file_name
 from labkit.stage.deep import copy_expect, deep_problem, kept_record, sampled_text
 from labkit.stage.handmade import assess_others
-from labkit.stage.node import base as node_side
+from labkit.stage.node import script as node_side
 from labkit.stage.sources import Source, sources_from
 from labkit.stage.viewstate import VERIFY_MODES, Actions, FileState, Scope
 

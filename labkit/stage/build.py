@@ -12,7 +12,7 @@ from labkit.errors import LabkitError
 from labkit.stage.assess import MANIFEST_NAME, NodeAssessment
 from labkit.stage.deep import as_record, copy_text, expected
 from labkit.stage.fanout import NAS
-from labkit.stage.node import base as node_side
+from labkit.stage.node import script as node_side
 from labkit.stage.reports import NodeReport
 from labkit.stage.transport import EventSink, HostLike, NodeJobs, Timeouts, call_node
 from labkit.stage.viewstate import FileState
@@ -180,7 +180,7 @@ def build_manifest(
             "count": count,
             "hash": "xxh3_64",
             "rule": "first, last and evenly spaced blocks (whole file if size <= block*count); "
-            "see labkit/stage/node/base.py sample_offsets",
+            "see labkit/stage/node/script.py sample_offsets",
         },
         "files": files,
         "kept": kept,

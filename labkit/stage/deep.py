@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.stage.node import base as node_side
+from labkit.stage.node import script as node_side
 from labkit.stage.transport import HostLike, NodeJobs, Timeouts, call_node
 from labkit.stage.viewstate import FileState, Scope
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from labkit.errors import LabkitError
-from labkit.stage.node.base import PARTIAL_PREFIX
+from labkit.stage.node.script import PARTIAL_PREFIX
 
 NAS = "nas"  # the label of a read from the shared cache in requests, events and reports
 _SHA256 = re.compile(r"[0-9a-f]{64}")

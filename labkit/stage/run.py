@@ -65,7 +65,7 @@ from labkit.stage.build import (
 )
 from labkit.stage.fanout import needs_from, plan_fanout
 from labkit.stage.fanout_run import Fetched, fabric_binds, fan_out
-from labkit.stage.node import base as node_side
+from labkit.stage.node import script as node_side
 from labkit.stage.probing import Checks, probe_and_assess, probe_node
 from labkit.stage.reports import CopyProgress, NodeReport, StageReport, ViewReport
 from labkit.stage.sources import Source

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import xxhash
 
 from labkit.errors import LabkitError
-from labkit.stage.node import base as node_side
+from labkit.stage.node import script as node_side
 
 
 def sample_hashes(raw_b64: str, size: int, block: int, count: int) -> list[str]:

@@ -5,7 +5,6 @@ ends them on every node (`NodeJobs`).
 
 from __future__ import annotations
 
-import ast
 import json
 import shlex
 import threading
@@ -18,40 +17,13 @@ from typing import Any, Protocol
 from labkit.errors import LabkitError
 from labkit.nodes import CommandTimeout
 
-# The node side, joined in this order into the one script a node runs (docs/architecture.md, stage).
-NODE_MODULES = tuple(Path(__file__).parent / "node" / f"{m}.py" for m in ("base", "probe", "build", "main"))
-
-
-# CPython 3.11 keeps the AST converter's recursion counter per interpreter, not per thread: two threads in
-# ast.parse at once (one paused mid-parse, e.g. by a finalizer that releases the GIL) end in "SystemError:
-# AST constructor recursion depth mismatch". Staging builds the script in one thread per node, so parsing
-# is serialised here (a CI run failed this way on one of four nodes).
-_PARSE_LOCK = threading.Lock()
-
-
-def _parse(text: str) -> ast.Module:
-    with _PARSE_LOCK:
-        return ast.parse(text)
-
-
-def join_node_script(sources: list[str]) -> str:
-    """One stdlib-only script from the node modules' texts, in order: their `labkit.*` imports go (each name
-    is defined above its use in the joined text) and `from __future__` stays only at the top."""
-    parts = []
-    for i, text in enumerate(sources):
-        drop: set[int] = set()
-        for stmt in _parse(text).body:
-            if isinstance(stmt, ast.ImportFrom) and (
-                (stmt.module or "").startswith("labkit.") or (i and stmt.module == "__future__")
-            ):
-                drop.update(range(stmt.lineno - 1, stmt.end_lineno or stmt.lineno))
-        parts.append("".join(line for n, line in enumerate(text.splitlines(keepends=True)) if n not in drop))
-    return "\n".join(parts)
+# The one script every node op runs: this file, sent as it reads (docs/staging.md, "The node script").
+NODE_SCRIPT = Path(__file__).parent / "node" / "script.py"
 
 
 def node_script() -> str:
-    """The script every node op runs (read from this checkout each time, as the single file was)."""
-    return join_node_script([p.read_text(encoding="utf-8") for p in NODE_MODULES])
+    """The script every node op runs (read from this checkout each time)."""
+    return NODE_SCRIPT.read_text(encoding="utf-8")
 
 
 class HostLike(Protocol):

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from labkit.sim import SimConfigError, add_cli_arguments, build_config
-from labkit.sim.engine import Engine
+from labkit.sim.engine import SimEngine
 from labkit.sim.metrics import request_states
 from tests.support.sim import SimProc, chat, get_json, metric_sum, metrics, request, stream
 
@@ -30,7 +30,7 @@ class FakeClock:
 
 def _engine(*sets):
     clock = FakeClock()
-    return Engine(build_config("test", sets=list(sets)), clock), clock
+    return SimEngine(build_config("test", sets=list(sets)), clock), clock
 
 
 def _factors(*sets, n=4000):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from labkit.sim import PRESETS, SimConfigError, batch_beta, build_config, tokenizer
-from labkit.sim.engine import Engine
+from labkit.sim.engine import SimEngine
 
 # ---- config ------------------------------------------------------------------------------------
 
@@ -127,7 +127,7 @@ class FakeClock:
 
 def _engine(*sets):
     clock = FakeClock()
-    return Engine(build_config("test", sets=list(sets)), clock), clock
+    return SimEngine(build_config("test", sets=list(sets)), clock), clock
 
 
 def test_prefix_cache_nonce_first_vs_last():

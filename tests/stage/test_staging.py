@@ -27,7 +27,7 @@ from labkit.stage import (
     preflight_table,
     stage,
 )
-from labkit.stage.node import base as stage_node
+from labkit.stage.node import script as stage_node
 from tests.support.hf_cache import COMMIT, LOCAL, LocalNode, default_files, make_cache, plan_for, tree_state
 from tests.support.staging import hanging_cache
 from tests.support.staging import run_stage as run
@@ -699,36 +699,27 @@ def test_every_node_op_has_a_timeout_and_build_scales_with_the_bytes(world, full
 
 
 def test_node_script_is_stdlib_only():
-    """Nodes have python3 and nothing else: the joined script may import only the standard library, and
-    each node module only the standard library and the node modules joined before it."""
+    """Nodes have python3 and nothing else: the script may import only the standard library."""
     import ast
 
-    from labkit.stage import NODE_MODULES, node_script
+    from labkit.stage import node_script
 
     tree = ast.parse(node_script())
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert names and names <= set(sys.stdlib_module_names)
-    order = [f"labkit.stage.node.{p.stem}" for p in NODE_MODULES]
-    for i, path in enumerate(NODE_MODULES):
-        mods = {n.module for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom)}
-        assert {m for m in mods if m.startswith("labkit")} <= set(order[:i]), path.name
 
 
-def test_joining_the_node_modules_drops_only_their_labkit_imports():
-    from labkit.stage import join_node_script
+def test_a_node_runs_the_script_file_as_it_reads():
+    """What a node runs is the file a reader opens and the controller imports, byte for byte, after the
+    job's mark: nothing is joined or dropped on the way."""
+    from labkit.stage import node_script
 
-    first = '"""a"""\n\nfrom __future__ import annotations\n\nimport os\n\nX = 1\n'
-    second = (
-        '"""b"""\n\nfrom __future__ import annotations\n\nimport sys\n\n'
-        "from labkit.stage.node.base import (\n    X,\n)\n\nY = X + 1\n"
-    )
-    joined = join_node_script([first, second])
-    assert joined.count("from __future__") == 1 and "labkit" not in joined
-    assert "import os" in joined and "import sys" in joined
-    space: dict = {}
-    exec(compile(joined, "joined", "exec"), space)
-    assert space["Y"] == 2
+    text = Path(stage_node.__file__).read_text(encoding="utf-8")
+    assert node_script() == text
+    words = shlex.split(node_command("check", {"dst": "/v"}, mark="labkit-stage-job=abc"))
+    assert words[:4] == ["python3", "-I", "-S", "-c"] and words[5:] == ["check", '{"dst":"/v"}']
+    assert words[4] == "# labkit-stage-job=abc\n" + text
 
 
 def test_a_directory_in_the_way_is_refused_at_preflight(world):
@@ -763,31 +754,21 @@ def test_full_preflight_moves_the_raw_source_samples_once(world):
 
 def test_node_script_is_never_parsed_by_two_threads_at_once(monkeypatch):
     """CPython 3.11's AST converter shares its recursion counter between threads: concurrent parses failed a
-    four-node stage with "AST constructor recursion depth mismatch". Each node's thread builds the script, so
-    the parse must be serialised; a parse that pauses (as a finalizer releasing the GIL can make it) shows it."""
+    four-node stage with "AST constructor recursion depth mismatch" when the script was joined from modules by
+    parsing them. Each node's thread builds its command, so building it parses nothing at all."""
     import ast
     import threading
 
     from labkit.stage import node_script
 
-    inside, most, guard = [0], [0], threading.Lock()
-    real = ast.parse
+    def no_parse(*args, **kwargs):
+        raise AssertionError("node_script parsed Python")
 
-    def slow_parse(text, *args, **kwargs):
-        with guard:
-            inside[0] += 1
-            most[0] = max(most[0], inside[0])
-        time.sleep(0.01)  # the pause in which another thread could enter
-        try:
-            return real(text, *args, **kwargs)
-        finally:
-            with guard:
-                inside[0] -= 1
-
-    monkeypatch.setattr(ast, "parse", slow_parse)
-    threads = [threading.Thread(target=node_script) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert most[0] == 1
+    monkeypatch.setattr(ast, "parse", no_parse)
+    got: list[str] = []
+    threads = [threading.Thread(target=lambda: got.append(node_script())) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(got) == 4 and len(set(got)) == 1

@@ -188,7 +188,7 @@ def test_the_node_side_hashes_as_the_hub_names_blobs(tmp_path):
     import shutil
     import subprocess
 
-    from labkit.stage.node.base import file_hash, hash_algo
+    from labkit.stage.node.script import file_hash, hash_algo
 
     data = os.urandom(3 * 1024 * 1024 + 7)
     path = tmp_path / "f"

@@ -1,6 +1,7 @@
-"""The node side of staging: stdlib-only modules that run on the nodes as one joined script.
+"""The node side of staging: the scripts a node runs, each shipped as one stdlib-only file, as it reads.
 
-In: one op (probe, build, write, check) and its JSON request on the command line. Out: JSON lines on
-stdout. Nothing is imported here: each module is also importable on its own (tests, the controller's
-constants), and labkit.stage.transport joins their text for the node.
+In: an op and its JSON request. Out: JSON lines on stdout. `script.py` is the staging ops (probe, hash,
+build, write, check; labkit.stage.transport sends it), `peer.py` the fan-out's node-to-node copies
+(labkit.stage.fanout_run sends it). Nothing is imported here: each file is also importable on its own (tests,
+the controller's constants).
 """

@@ -1,7 +1,7 @@
 """Node-to-node fan-out of staging copies (docs/fanout.md, "Protocol"): `serve` offers this node's copies of
 named files over HTTP on one address, even while they are being written; `pull` fetches files from the first
 source that works, renaming each into place only after its SHA-256 checked out. STANDALONE, stdlib only, its
-own op (never joined into the node script): `python3 -I -S -c SCRIPT {serve|pull} -`, the request JSON on
+own op, apart from the node script (script.py): `python3 -I -S -c SCRIPT {serve|pull} -`, the request JSON on
 stdin (so the token is on no argv); JSON lines out like the node script's, one "result" or "error" last.
 A server exits at `lifetime` s whatever happens (SIGALRM's default action), so none outlives its controller.
 Test-only fault, off unless the request names it: serve's "flip": {name: offset} inverts that byte in all it

@@ -1,5 +1,5 @@
 """Two sets of run values of one measure compared: the difference B − A with its 95 % interval, a test, and a
-verdict (faster / slower / no detectable difference / equivalent within a margin).
+verdict: faster or slower (better or worse for energy), no detectable difference, or equivalent within a margin.
 
 Pure: numbers in, a MeasureComparison out. Welch's t on independent runs; a paired t when every run of A has
 a run of B on the same prompt set; equivalence by two one-sided tests (TOST) against ±margin of A's mean.

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from labkit.measures import headline, order_key, unit
+from labkit.measures import RATE, headline, order_key, unit
 from labkit.measures import label as measure_label
 from labkit.report.stats import prefill_points, run_stats, run_values, sim_title, stat
 from labkit.report.sweep import axis_header, point_rows, sweep_title, value_text
@@ -177,8 +177,8 @@ def prefill_by_length(measures: Any):
         ]
         ax.errorbar(xs, mids, yerr=err, marker="o", capsize=3, lw=1, label=name.replace("\n", " "))
     ax.set_xlabel("prompt tokens")
-    ax.set_ylabel("prefill t/s")
-    ax.set_title("prefill t/s by prompt length (median, min\u2013max)", fontsize=9)
+    ax.set_ylabel(f"prefill {RATE}")
+    ax.set_title(f"prefill {RATE} by prompt length (median, min\u2013max)", fontsize=9)
     if by_lane:
         ax.legend(fontsize=6)
     else:

@@ -30,7 +30,7 @@ RANKS = {
     "lab": 8,
     "cli": 9,
 }
-BASE = {"labkit", "errors", "settings", "units", "progress"}
+BASE = {"labkit", "errors", "settings", "units", "progress", "measures"}
 # Side components: what they may import, and who may import them.
 SIDE_IMPORTS = {"sim": {"base"}, "tinymodel": {"base", "recipe"}}
 SIDE_USERS = {"notebooks", "lab", "cli"}

@@ -23,7 +23,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         bad = c.regressions(args.fail_on_regression)
         for r in bad:
             print(
-                f"labkit: regression: {r.measure} {r.rel * 100:+.2f} % (B slower than A beyond "
+                f"labkit: regression: {r.measure} {r.rel * 100:+.2f} % (B {r.verdict} than A beyond "
                 f"{args.fail_on_regression:g} %, p = {r.p:.2g})",
                 file=sys.stderr,
             )

@@ -7,7 +7,8 @@
                                        engine step (engine counters, incl. bonus); α 95.8%
 
 The third column gives n, the min–max range (en dash, equal decimals) and how the number was obtained, so a
-value is never shown without its sample size.
+value is never shown without its sample size. Titles and units are the catalogue's (docs/measurement.md,
+"The measure catalogue"), the cK and prefill rows in the lab note's wording.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import re
 
 from labkit.measure.records import RunSummary
+from labkit.measures import RATE, title
 
 
 def fmt_rate(value: float | None) -> str:
@@ -45,7 +47,7 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
     m = s.measures
     out: list[tuple[str, str, str]] = []
     if "decode_c1" in m or "decode_c1_cold" in m or "ttft_c1" in m:
-        value = f"{fmt_rate(m.get('decode_c1'))} t/s" if "decode_c1" in m else "— (see notes)"
+        value = f"{fmt_rate(m.get('decode_c1'))} {RATE}" if "decode_c1" in m else "— (see notes)"
         if m.get("decode_c1_cold") is not None:
             value += f" ({fmt_rate(m['decode_c1_cold'])} on the first, cold turn)"
         detail = _spread(s, "decode_c1")
@@ -53,7 +55,7 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
             detail += f"{', ' if detail else ''}TTFT {m['ttft_c1'] * 1e3:.1f} ms"
             if m.get("ttft_c1_server") is not None:
                 detail += f" (engine's own: {m['ttft_c1_server'] * 1e3:.1f} ms)"
-        out.append(("decode c1", value, detail))
+        out.append((title("decode_c1"), value, detail))
     ks = sorted({int(k) for k in re.findall(r"decode_c(\d+)_(?:agg|span)", " ".join(m))})
     for k in ks:
         agg = m.get(f"decode_c{k}_agg")
@@ -67,26 +69,32 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
                 if overlap is not None and overlap <= 0
                 else "no aggregate (no per-chunk token counts, or burst-read streams; see notes)"
             )
-            out.append((f"decode c{k} (aggregate)", why, f"span {fmt_rate(m.get(f'decode_c{k}_span'))} t/s"))
+            out.append(
+                (f"decode c{k} (aggregate)", why, f"span {fmt_rate(m.get(f'decode_c{k}_span'))} {RATE}")
+            )
         else:
-            out.append((f"decode c{k} (aggregate)", f"{fmt_rate(agg)} t/s", detail))
+            out.append((f"decode c{k} (aggregate)", f"{fmt_rate(agg)} {RATE}", detail))
     targets = sorted({int(k) for k in re.findall(r"prefill_(\d+)(?:\s|$)", " ".join(m) + " ")})
     for t in targets:
         detail = _spread(s, f"prefill_{t}")
         ttft = m.get(f"prefill_{t}_ttft")
         if ttft is not None:
             detail += f", TTFT {ttft:.2f} s"
-        out.append((f"prefill ({t:,} prompt)", f"{fmt_rate(m[f'prefill_{t}'])} t/s", detail))
+        out.append((f"prefill ({t:,} prompt)", f"{fmt_rate(m[f'prefill_{t}'])} {RATE}", detail))
     if m.get("accept_per_draft") is not None:
         out.append(acceptance_row(s))
     if m.get("prefix_cache_hit_ratio") is not None:
         out.append(
-            ("prefix-cache hits (prefill)", f"{m['prefix_cache_hit_ratio'] * 100:.1f}%", "unique prompts: ~0")
+            (
+                title("prefix_cache_hit_ratio"),
+                f"{m['prefix_cache_hit_ratio'] * 100:.1f}%",
+                "unique prompts: ~0",
+            )
         )
     if m.get("nfs_read_bytes") is not None:
         from labkit.units import format_size
 
-        out.append(("shared-NFS reads", format_size(m["nfs_read_bytes"]), "Δserverreadbytes, whole run"))
+        out.append((title("nfs_read_bytes"), format_size(m["nfs_read_bytes"]), "Δserverreadbytes, whole run"))
     out.append(("requests", f"{s.n_ok} ok, {s.n_failed} failed", "failed ones are excluded above"))
     return out
 

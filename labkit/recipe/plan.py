@@ -19,6 +19,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from labkit.measures import decode_key, headline, prefill_key
 from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.launch import DockerOptions, FabricSpec, compile_cache_mounts, docker_options, fabric_spec
 
@@ -140,11 +141,10 @@ class MeasurePlan:
     clock_drop: float = 0.10  # a window's SM clock this fraction below the node's baseline is flagged
 
     def headline_measures(self) -> tuple[str, ...]:
-        """decode_c1, decode_c<K>_agg and prefill_<P>: the figures a lane is judged by, in plan order."""
-        out = [f"decode_c{k}" if k == 1 else f"decode_c{k}_agg" for k in self.decode.concurrency]
-        if self.decode.turns < 1:
-            out = []
-        return tuple(out + [f"prefill_{p}" for p in self.prefill.prompt_tokens])
+        """The catalogue's headline rates this plan measures, in plan order: decode_c1, decode_c<K>_agg and
+        prefill_<P> (docs/measurement.md, "The measure catalogue")."""
+        decode = [decode_key(k) for k in self.decode.concurrency] if self.decode.turns >= 1 else []
+        return tuple(headline(decode + [prefill_key(p) for p in self.prefill.prompt_tokens], rates_only=True))
 
     def ci_measures(self) -> tuple[str, ...]:
         """The measures `target_ci` is checked on."""

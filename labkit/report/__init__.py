@@ -89,7 +89,7 @@ from labkit.report.sweep import (
 )
 from labkit.report.tables import (
     FLAG_MARK,
-    Lane,
+    LaneColumn,
     Table,
     as_list,
     build_table,
@@ -153,7 +153,7 @@ __all__ = [
     "TABLES_SPEC",
     "TABLE_MIME",
     "ColumnSpec",
-    "Lane",
+    "LaneColumn",
     "Report",
     "ReportError",
     "RowSpec",

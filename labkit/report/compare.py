@@ -1,19 +1,20 @@
 """Two sets of run values of one measure compared: the difference B − A with its 95 % interval, a test, and a
-verdict (faster / slower / no detectable difference / equivalent within a margin).
+verdict: faster or slower (better or worse for energy), no detectable difference, or equivalent within a margin.
 
 Pure: numbers in, a MeasureComparison out. Welch's t on independent runs; a paired t when every run of A has
 a run of B on the same prompt set; equivalence by two one-sided tests (TOST) against ±margin of A's mean.
-Formulas, the verdict order and what "faster" means per measure: docs/compare.md, "Tests and verdicts".
+Formulas, the verdict order and what "faster" means per measure: docs/compare.md, "Tests and verdicts"; each
+measure's direction comes from the catalogue (docs/measurement.md, "The measure catalogue").
 """
 
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from labkit.measures import measure_info
 from labkit.report.stats import CONFIDENCE, MIN_INTERVAL_RUNS, t_cdf, t_ppf
 
 ALPHA = 1.0 - CONFIDENCE
@@ -26,18 +27,22 @@ FASTER, SLOWER, NO_DIFFERENCE, EQUIVALENT, TOO_FEW, NO_VALUES = (
     "too few runs",
     "no run values",
 )
-_LOWER_IS_BETTER = re.compile(r"(^ttft_|_ttft$|_s$|_seconds$)")
-_RATES = re.compile(r"^(decode_|prefill_)")
+BETTER, WORSE = "better", "worse"  # the verdicts of a measure with a direction that is no speed (energy)
+REGRESSIONS = (SLOWER, WORSE)  # the verdicts --fail-on-regression counts
 
 
 def direction(measure: str) -> str:
-    """ "higher" when a larger value is faster (token rates), "lower" for times (TTFT), "" when the measure
-    has no speed direction (acceptance, overlap, pool sizes): then the verdict says higher or lower."""
-    if _LOWER_IS_BETTER.search(measure):
-        return "lower"
-    if _RATES.match(measure) and not measure.endswith("_overlap"):
-        return "higher"
-    return ""
+    """ "higher" or "lower": the better side (a larger token rate, a smaller TTFT or energy per token); ""
+    when the measure has none (acceptance, overlap, pool sizes) or is not in the catalogue: then the
+    verdict says higher or lower."""
+    info = measure_info(measure)
+    return "" if info is None or info.direction == "none" else info.direction
+
+
+def verdict_words(measure: str) -> tuple[str, str]:
+    """(better, worse) as a verdict says them: faster/slower for rates and times, better/worse otherwise."""
+    info = measure_info(measure)
+    return (FASTER, SLOWER) if info is not None and info.speed else (BETTER, WORSE)
 
 
 @dataclass(frozen=True)
@@ -184,7 +189,8 @@ def _verdict(measure: str, diff: float, p: float, tp: float | None, margin: floa
                 "higher" if up else "lower"
             ), f"p = {_g(p)} < {ALPHA:g}; the measure has no speed direction"
         better = up if way == "higher" else not up
-        return (FASTER if better else SLOWER), f"p = {_g(p)} < {ALPHA:g} ({way} is faster)"
+        good, bad = verdict_words(measure)
+        return (good if better else bad), f"p = {_g(p)} < {ALPHA:g} ({way} is {good})"
     if tp is not None and tp < ALPHA:
         return f"{EQUIVALENT} within ±{margin * 100:g} %", f"TOST p = {_g(tp)} < {ALPHA:g}, p = {_g(p)}"
     return NO_DIFFERENCE, f"p = {_g(p)}; not shown equivalent within ±{margin * 100:g} % (TOST p = {_g(tp)})"

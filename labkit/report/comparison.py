@@ -3,7 +3,8 @@
 Selection: `RECIPE`, `RECIPE/VARIANT_ID`, `RECIPE@axis=name,...` or comma-separated run ids, read from the
 loaded results. Per measure, the run values of each side go to labkit.report.compare; runs that carry only
 recorded ranges (lab-note figures) get a range statement instead of a test. docs/compare.md, "Selecting
-runs" and "Recorded ranges".
+runs" and "Recorded ranges". The default measures are the catalogue's headline ones (docs/measurement.md,
+"The measure catalogue").
 """
 
 from __future__ import annotations
@@ -15,13 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.measures import headline
 from labkit.recipe import find_recipe, load_recipe, suggest
-from labkit.report.compare import DEFAULT_MARGIN, SLOWER, MeasureComparison, compare_values, direction
+from labkit.report.compare import (
+    DEFAULT_MARGIN,
+    REGRESSIONS,
+    MeasureComparison,
+    compare_values,
+    direction,
+    verdict_words,
+)
 from labkit.report.gate import Gate, axis_keys, gate, key_prefix
 from labkit.report.stats import boot_of, unit_of
 from labkit.store import measure_rows
-
-HEADLINE = re.compile(r"^(decode_c\d+(_agg)?|prefill_\d+|ttft_c1|accept_length)$")
 
 
 class CompareError(LabkitError):
@@ -65,8 +72,10 @@ class Comparison:
     pairing: str = ""
 
     def regressions(self, pct: float) -> list[MeasureComparison]:
-        """Measures where B is significantly slower than A by more than `pct` percent."""
-        return [r for r in self.rows if r.verdict == SLOWER and r.rel is not None and abs(r.rel) * 100 > pct]
+        """Measures where B is significantly slower (or worse: energy) than A by more than `pct` percent."""
+        return [
+            r for r in self.rows if r.verdict in REGRESSIONS and r.rel is not None and abs(r.rel) * 100 > pct
+        ]
 
     def to_dict(self) -> dict:
         side = lambda s: {"selector": s.selector, "title": s.title, "runs": s.run_ids, "unit": s.unit}  # noqa: E731
@@ -208,11 +217,10 @@ def _relation(measure: str, a: tuple[float, float] | None, b: tuple[float, float
     if a is None or b is None:
         return "one side has no figure"
     if b[0] > a[1] or b[1] < a[0]:
-        where = "above" if b[0] > a[1] else "below"
-        way = {"higher": " (faster)", "lower": " (slower)"}.get(direction(measure), "")
-        if where == "below" and way:
-            way = " (slower)" if direction(measure) == "higher" else " (faster)"
-        return f"B's range lies entirely {where} A's{way}; no test: no run values behind a recorded range"
+        above, way = b[0] > a[1], direction(measure)
+        good, bad = verdict_words(measure)
+        word = f" ({good if above == (way == 'higher') else bad})" if way else ""
+        return f"B's range lies entirely {'above' if above else 'below'} A's{word}; no test: no run values behind a recorded range"
     return "the ranges overlap; no test: no run values behind a recorded range"
 
 
@@ -232,11 +240,7 @@ def compare_sides(
         raise CompareError(f"not comparable: {why}. Pass --force (force=True) to compare anyway")
     out = Comparison(a, b, g, forced=bool(g.blocked), margin=margin)
     va, vb = _values(a), _values(b)
-    names = (
-        list(measures)
-        if measures
-        else sorted((m for m in set(va) & set(vb) if HEADLINE.match(m)), key=_order)
-    )
+    names = list(measures) if measures else sorted(headline(set(va) & set(vb)), key=_order)
     for m in names:
         if m not in va and m not in vb:
             known = sorted(set(va) | set(vb))

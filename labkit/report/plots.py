@@ -4,31 +4,28 @@ Five views: per-measure bars (median) with min–max whiskers per lane; tokens o
 run (from requests.csv); prefill t/s by prompt length; each node's power and SM clock over a run (its
 telemetry CSVs); a sweep's measures against its first axis (docs/sweeps.md, "The sweep table and plot").
 Recorded ranges without a median are drawn as a whisker with no bar, so a range is never passed off as a
-measured median.
+measured median. Measure titles, units and the headline set come from the catalogue (docs/measurement.md,
+"The measure catalogue").
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
+from labkit.measures import RATE, headline, order_key, unit
+from labkit.measures import label as measure_label
 from labkit.report.stats import prefill_points, run_stats, run_values, sim_title, stat
 from labkit.report.sweep import axis_header, point_rows, sweep_title, value_text
 
+# the lab note's four figures; its prompts go by their nicknames (~4K, 12.6K)
 BAR_MEASURES = (
-    ("decode_c1", "decode c1 (t/s)"),
-    ("decode_c2_agg", "decode c2 aggregate (t/s)"),
-    ("prefill_4096", "prefill ~4K (t/s)"),
-    ("prefill_12600", "prefill 12.6K (t/s)"),
-)
-# the headline measures a sweep plot shows by default, in this order (decode c1, aggregates, prefill lengths)
-SWEEP_MEASURES = (
-    re.compile(r"^decode_c1$"),
-    re.compile(r"^decode_c(\d+)_agg$"),
-    re.compile(r"^prefill_(\d+)$"),
+    ("decode_c1", measure_label("decode_c1")),
+    ("decode_c2_agg", measure_label("decode_c2_agg")),
+    ("prefill_4096", f"prefill ~4K ({unit('prefill_4096')})"),
+    ("prefill_12600", f"prefill 12.6K ({unit('prefill_12600')})"),
 )
 # PNG metadata without the matplotlib version, so an unchanged plot is byte-identical across versions.
 PNG_META = {"Software": None}  # no matplotlib version in the file: same figure, same bytes
@@ -180,8 +177,8 @@ def prefill_by_length(measures: Any):
         ]
         ax.errorbar(xs, mids, yerr=err, marker="o", capsize=3, lw=1, label=name.replace("\n", " "))
     ax.set_xlabel("prompt tokens")
-    ax.set_ylabel("prefill t/s")
-    ax.set_title("prefill t/s by prompt length (median, min\u2013max)", fontsize=9)
+    ax.set_ylabel(f"prefill {RATE}")
+    ax.set_title(f"prefill {RATE} by prompt length (median, min\u2013max)", fontsize=9)
     if by_lane:
         ax.legend(fontsize=6)
     else:
@@ -296,23 +293,9 @@ def node_series(csvs: dict[str, str], title: str = ""):
 
 
 def sweep_measures(present: Any) -> list[str]:
-    """The headline measures among `present`: decode_c1, then decode_c<N>_agg and prefill_<P> by N and P."""
-    out = []
-    for pattern in SWEEP_MEASURES:
-        hits = sorted(
-            (int((m.groups() or ("0",))[0]), m.string) for m in map(pattern.match, set(present)) if m
-        )
-        out += [key for _, key in hits]
-    return out
-
-
-def measure_title(key: str) -> str:
-    """'decode c2 aggregate (t/s)', 'prefill 4,096-token prompt (t/s)'; other keys as they are."""
-    if m := re.fullmatch(r"decode_c(\d+)(_agg)?", key):
-        return f"decode c{m.group(1)}{' aggregate' if m.group(2) else ''} (t/s)"
-    if m := re.fullmatch(r"prefill_(\d+)", key):
-        return f"prefill {int(m.group(1)):,}-token prompt (t/s)"
-    return key
+    """The headline rates among `present` a sweep plot shows by default: decode_c1, then decode_c<N>_agg and
+    prefill_<P> by N and P."""
+    return sorted(headline(set(present), rates_only=True), key=order_key)
 
 
 def sweep_point(part: Any, key: str) -> tuple[float, float, float] | None:
@@ -369,7 +352,7 @@ def sweep_figure(record: Any, data: Any, measures: list[str] | None = None):
                     transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip
         ax.set_xticks(list(pos.values()), list(pos), fontsize=7)
         ax.set_xlabel(axis_header(record.axes[0]), fontsize=8)
-        ax.set_title(measure_title(key), fontsize=9)
+        ax.set_title(measure_label(key), fontsize=9)  # 'decode c2 aggregate (t/s)'
         if lines or failed:
             ax.legend(fontsize=6)
         else:

@@ -18,7 +18,7 @@ from labkit.report.specs import SWEEPS_AUTO, ReportError, RowSpec, TableSpec
 from labkit.report.stats import sim_title, unit_of
 from labkit.report.tables import (
     FLAG_MARK,
-    Lane,
+    LaneColumn,
     Table,
     cell,
     expand_rows,
@@ -72,14 +72,14 @@ def point_rows(record: Any, point: Any, measures: Any) -> Any:
 
 def point_lanes(
     record: Any, measures: Any, boots: Mapping[str, str | None] | None = None
-) -> list[tuple[Lane, Any]]:
-    """(Lane, its rows) per point in record order; a failed or pending point's lane counts no runs."""
+) -> list[tuple[LaneColumn, Any]]:
+    """(LaneColumn, its rows) per point in record order; a failed or pending point's lane counts no runs."""
     out = []
     for point in record.points:
         part = point_rows(record, point, measures)
         shown = point.status in MEASURED
         runs = sorted(part["run"].unique()) if len(part) and shown else []
-        lane = Lane(
+        lane = LaneColumn(
             title=point_name(record, point),
             recipe=record.recipe,
             variant=point.variant_id,
@@ -92,7 +92,7 @@ def point_lanes(
     return out
 
 
-def point_notes(record: Any, lanes: Sequence[tuple[Lane, Any]]) -> list[str]:
+def point_notes(record: Any, lanes: Sequence[tuple[LaneColumn, Any]]) -> list[str]:
     """Why a point has no figures: its failure reason, not reached, or listed runs with no stored measures."""
     notes = []
     for point, (lane, part) in zip(record.points, lanes, strict=True):
@@ -115,7 +115,7 @@ def point_cells(
     spec: TableSpec,
     rows: list[RowSpec],
     point: Any,
-    lane: Lane,
+    lane: LaneColumn,
     part: Any,
     pairs: list[tuple[str, dict]],
 ) -> tuple[list[str], set[int]]:

@@ -40,7 +40,9 @@ DEFAULT_MEASURES = {
 
 
 @dataclass
-class Lane:
+class LaneColumn:
+    """One column of a lane table (a row with lanes = "rows", and a sweep point's row): whose runs, how many."""
+
     title: str
     recipe: str
     variant: str
@@ -57,7 +59,7 @@ class Table:
     id: str
     title: str
     frame: Any  # pandas.DataFrame of str
-    lanes: list[Lane] = field(default_factory=list)
+    lanes: list[LaneColumn] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     empty: str = ""
 
@@ -66,14 +68,14 @@ class Table:
         return [lane.title for lane in self.lanes if lane.simulated]
 
 
-def _lane_groups(measures: Any, spec: TableSpec) -> list[tuple[Lane, Any]]:
-    """(Lane, its rows of the measures frame) for each column of the table."""
+def _lane_groups(measures: Any, spec: TableSpec) -> list[tuple[LaneColumn, Any]]:
+    """(LaneColumn, its rows of the measures frame) for each column of the table."""
     out = []
     if spec.columns is None:
         df = measures if spec.source is None else measures[measures["source"] == spec.source]
         for (recipe, variant, simulated), part in df.groupby(["recipe", "variant", "simulated"], sort=True):
             latest = part.sort_values("run").iloc[-1]
-            lane = Lane(
+            lane = LaneColumn(
                 sim_title(str(latest["label"]) or recipe, bool(simulated)),
                 recipe,
                 variant,
@@ -95,7 +97,7 @@ def _lane_groups(measures: Any, spec: TableSpec) -> list[tuple[Lane, Any]]:
         simulated = bool(part["simulated"].any()) if len(part) else False
         out.append(
             (
-                Lane(
+                LaneColumn(
                     sim_title(col.title, simulated),
                     col.recipe,
                     col.variant,
@@ -127,7 +129,7 @@ def expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
     return out
 
 
-def cell(row: RowSpec, part: Any, lane: Lane, form: str = "range") -> str:
+def cell(row: RowSpec, part: Any, lane: LaneColumn, form: str = "range") -> str:
     """The display string of one row for one lane; `form` "pm" or "ci" shows a number row's 95 % interval
     (from at least MIN_INTERVAL_RUNS run values, else the range form with its n)."""
     if row.format == "runs":
@@ -154,7 +156,7 @@ def cell(row: RowSpec, part: Any, lane: Lane, form: str = "range") -> str:
     return with_cold(text, cold, row.decimals, row.thousands)
 
 
-def interval_note(lanes: list[Lane], forms: set[str]) -> str:
+def interval_note(lanes: list[LaneColumn], forms: set[str]) -> str:
     """The note under a table with interval rows: what the interval is, over which unit per lane, and the
     fewer-than-3-runs rule."""
     shape = " or ".join(
@@ -201,7 +203,7 @@ def flag_marks(row: RowSpec, lane_flags: list[tuple[str, dict]]) -> list[int]:
     ]
 
 
-def flag_note(lane: Lane, run: str, flag: Mapping[str, Any]) -> str:
+def flag_note(lane: LaneColumn, run: str, flag: Mapping[str, Any]) -> str:
     """The note under a table for one flag of one run, keyed by FLAG_MARK."""
     window = flag.get("window") or "whole run"
     message = str(flag.get("message") or "").strip()

@@ -54,6 +54,15 @@ def test_direction_turns_the_verdict_for_times():
     assert rp.compare_values("decode_c1", B, A).verdict == rp.compare.SLOWER
 
 
+def test_energy_per_token_is_better_when_lower():
+    a = [0.100, 0.101, 0.099, 0.100, 0.102]
+    b = [x * 1.5 for x in a]
+    assert rp.direction("energy_per_token_decode") == "lower"
+    rise = rp.compare_values("energy_per_token_decode", a, b)
+    assert rise.verdict == rp.compare.WORSE and "(lower is better)" in rise.why  # was "higher": no direction
+    assert rp.compare_values("energy_per_token_prefill_4096", b, a).verdict == rp.compare.BETTER
+
+
 def test_too_few_runs_no_values_and_zero_spread():
     few = rp.compare_values("decode_c1", [50.0, 51.0], [52.0, 53.0, 54.0])
     assert (
@@ -138,13 +147,14 @@ def test_repetition_settings_are_not_the_measurement_plan():
 # --- stored runs, selection and the CLI ---------------------------------------------------------------------
 
 
-def _store(root, run_id, decode, spec="none", seed=None, prefill=600.0):
+def _store(root, run_id, decode, spec="none", seed=None, prefill=600.0, **more):
     prov = {"cold_expected": True, "engine_version": "0.33.0+labkit.sim"}
     if seed is not None:
         prov["prompt_seed"] = seed
+    measures = {"decode_c1": decode, "prefill_4096": prefill, **more}
     with ResultsStore(root).new_run(sim_plan(spec), run_id=run_id) as run:
         run.write_requests(requests_for(run.run_id, tps=decode))
-        run.finish({"measures": {"decode_c1": decode, "prefill_4096": prefill}, "n_ok": 4}, provenance=prov)
+        run.finish({"measures": measures, "n_ok": 4}, provenance=prov)
 
 
 @pytest.fixture()
@@ -204,6 +214,28 @@ def test_cli_text_json_pairing_and_regression(stored, capsys):
     assert main([*swapped, "--fail-on-regression", "2"]) == 1
     assert "regression: decode_c1 -3.10 %" in capsys.readouterr().err
     assert main([*swapped, "--fail-on-regression", "5"]) == 0
+
+
+def test_cli_fails_the_regression_gate_on_a_50_percent_energy_rise(tmp_path, capsys):
+    root = tmp_path / "results"
+    for i in range(5):
+        joules = 0.100 + 0.001 * i
+        _store(root, f"20261201T00000{i}Z-aaaaa{i}", 50.0, seed=f"7/{i}", energy_per_token_decode=joules)
+        _store(
+            root,
+            f"20261201T00001{i}Z-bbbbb{i}",
+            50.0,
+            "dspark",
+            f"7/{i}",
+            energy_per_token_decode=joules * 1.5,
+        )
+    pick = ["--results", str(root), "--measure", "energy_per_token_decode", "--fail-on-regression", "10"]
+    assert main(["compare", "sim@spec=none", "sim@spec=dspark", *pick]) == 1
+    out, err = capsys.readouterr()
+    assert "| energy_per_token_decode" in out and "energy_per_token_decode: worse" in out
+    assert "regression: energy_per_token_decode +50.00 % (B worse than A beyond 10 %" in err
+    assert main(["compare", "sim@spec=dspark", "sim@spec=none", *pick]) == 0  # B uses less energy
+    assert "energy_per_token_decode: better" in capsys.readouterr().out
 
 
 def test_cli_refuses_sim_against_real_unless_forced(stored, capsys):

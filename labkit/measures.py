@@ -1,0 +1,149 @@
+"""The measure catalogue: every key a run summary holds, with its title, unit, direction and whether it is a
+headline measure, so the plan, the summary text, the tables, the plots and `labkit compare` read one list
+instead of keeping their own (docs/measurement.md, "The measure catalogue").
+
+Pure data and lookups, at the base of the tree: recipe, measure and report all import it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Direction = Literal["higher", "lower", "none"]
+# a key pattern's placeholders: <N> a concurrency, <P> a prompt length in tokens, <i> a draft position
+PLACEHOLDER = re.compile(r"<(N|P|i)>")
+RATE = "t/s"
+SPEED_UNITS = (RATE, "s")  # a rate or a time: its better side is the faster one
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One catalogue row. `key` is a summary key or a pattern of them ("decode_c<N>_agg"); `title` may use
+    the same placeholders; `direction` says which way is better ("none": neither, e.g. acceptance);
+    `headline`: a lane is judged by it."""
+
+    key: str
+    title: str
+    unit: str
+    direction: Direction
+    headline: bool = False
+
+    @property
+    def speed(self) -> bool:
+        """Whether better means faster (a token rate or a time), so a comparison says faster or slower."""
+        return self.direction != "none" and self.unit in SPEED_UNITS
+
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(PLACEHOLDER.sub(r"(\\d+)", re.escape(self.key)))
+
+
+# In display order: decode, prefill, TTFT, acceptance, caches, KV pool, NFS, node telemetry.
+CATALOGUE: tuple[Measure, ...] = (
+    Measure("decode_c1", "decode c1", RATE, "higher", headline=True),
+    Measure("decode_c1_cold", "decode c1, cold turn", RATE, "higher"),
+    Measure("decode_c<N>_agg", "decode c<N> aggregate", RATE, "higher", headline=True),
+    Measure("decode_c<N>_span", "decode c<N> span", RATE, "higher"),
+    Measure("decode_c<N>_overlap", "decode c<N> overlap", "ratio", "none"),
+    Measure("prefill_<P>", "prefill <P>-token prompt", RATE, "higher", headline=True),
+    Measure("prefill_<P>_raw", "prefill <P>-token prompt, raw", RATE, "higher"),
+    Measure("prefill_<P>_ttft", "TTFT of the <P>-token prompt", "s", "lower"),
+    Measure("ttft_c1", "TTFT c1", "s", "lower", headline=True),
+    Measure("ttft_c1_server", "TTFT c1, engine's own", "s", "lower"),
+    Measure("accept_per_draft", "accepted per drafting step", "tokens/step", "none"),
+    Measure("accept_k", "draft tokens per step (K)", "tokens", "none"),
+    Measure("accept_length", "acceptance length", "tokens/step", "none", headline=True),
+    Measure("accept_length_stream", "tokens per SSE chunk", "tokens/chunk", "none"),
+    Measure("accept_proposed_per_draft", "proposed per drafting step", "tokens/step", "none"),
+    Measure("accept_drafted_share", "share of decode steps drafted", "ratio", "none"),
+    Measure("accept_rate", "acceptance rate", "ratio", "none"),
+    Measure("accept_pos_<i>", "accepted at draft position <i>", "ratio", "none"),
+    Measure("prefix_cache_hit_ratio", "prefix-cache hits (prefill)", "ratio", "none"),
+    Measure("kv_pool_tokens", "KV pool", "tokens", "none"),
+    Measure("kv_pool_context", "KV pool context", "tokens", "none"),
+    Measure("nfs_read_bytes", "shared-NFS reads", "bytes", "none"),
+    Measure("nfs_read_bytes_per_completion", "shared-NFS reads per completion", "bytes", "none"),
+    Measure("energy_per_token_decode", "energy per output token (decode)", "J/tok", "lower"),
+    Measure("energy_per_token_prefill_<P>", "energy per prompt token (<P>-token prefill)", "J/tok", "lower"),
+    Measure("sm_clock_decode_median", "SM clock (decode, lowest node median)", "MHz", "none"),
+)
+
+
+def _match(key: str) -> tuple[int, Measure, re.Match[str]] | None:
+    for i, row in enumerate(CATALOGUE):
+        if hit := row.regex().fullmatch(key):
+            return i, row, hit
+    return None
+
+
+def measure_info(key: str) -> Measure | None:
+    """The catalogue row a summary key matches, None for a key the catalogue does not know."""
+    found = _match(key)
+    return found[1] if found else None
+
+
+def direction(key: str) -> Direction:
+    """Which way is better for this key; "none" for a key without one or not in the catalogue."""
+    row = measure_info(key)
+    return row.direction if row else "none"
+
+
+def is_headline(key: str, rates_only: bool = False) -> bool:
+    """A headline measure (a lane is judged by it); `rates_only`: only the token-rate ones (decode c1, the
+    cK aggregates, prefill), the figures a plan repeats for and a sweep plot shows."""
+    row = measure_info(key)
+    return row is not None and row.headline and (row.unit == RATE or not rates_only)
+
+
+def headline(keys: Iterable[str], rates_only: bool = False) -> list[str]:
+    """The headline measures among `keys`, in the order given."""
+    return [k for k in keys if is_headline(k, rates_only)]
+
+
+def order_key(key: str) -> tuple[int, int, str]:
+    """Catalogue order, then the key's number (c2 before c16, prefill_4096 before prefill_12600); unknown
+    keys last."""
+    found = _match(key)
+    if not found:
+        return len(CATALOGUE), 0, key
+    i, _, hit = found
+    return i, int(hit.group(1)) if hit.groups() else 0, key
+
+
+def title(key: str) -> str:
+    """The catalogue title with the key's number filled in ("decode c2 aggregate", "prefill 4,096-token
+    prompt"); the key itself when the catalogue does not know it."""
+    found = _match(key)
+    if not found:
+        return key
+    _, row, hit = found
+    numbers = iter(hit.groups())
+    return PLACEHOLDER.sub(lambda p: _number(p.group(1), next(numbers)), row.title)
+
+
+def _number(placeholder: str, digits: str) -> str:
+    return f"{int(digits):,}" if placeholder == "P" else digits
+
+
+def unit(key: str) -> str:
+    """The key's unit ("t/s", "s", "J/tok", ...); "" when the catalogue does not know it."""
+    row = measure_info(key)
+    return row.unit if row else ""
+
+
+def label(key: str) -> str:
+    """Title and unit, as a plot axis names a measure: "decode c2 aggregate (t/s)"; unknown keys as they are."""
+    row = measure_info(key)
+    return f"{title(key)} ({row.unit})" if row else key
+
+
+def decode_key(concurrency: int) -> str:
+    """The headline decode key at a concurrency: decode_c1 per request, decode_c<N>_agg for N streams."""
+    return "decode_c1" if concurrency == 1 else f"decode_c{concurrency}_agg"
+
+
+def prefill_key(prompt_tokens: int) -> str:
+    """The headline prefill key at a prompt length."""
+    return f"prefill_{prompt_tokens}"

@@ -1,0 +1,131 @@
+"""The measure catalogue (docs/measurement.md, "The measure catalogue"): every key a real sim lane's summary
+emits is a row of it, every row is complete, and the headline queries give what the plan, the sweep plot and
+`labkit compare` each relied on before the catalogue existed."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from labkit import lab, report
+from labkit.measure import RunSummary, nfs_summary
+from labkit.measures import (
+    CATALOGUE,
+    PLACEHOLDER,
+    direction,
+    headline,
+    is_headline,
+    label,
+    measure_info,
+    order_key,
+    title,
+    unit,
+)
+from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
+from tests.support.lanes import sim_recipe
+
+PORT = 18793
+SHIM = Path(__file__).resolve().parent / "support" / "nvidia_smi_shim.py"
+SPEC = {"spec_method": "mtp", "spec_k": 2, "spec_accept": [0.8, 0.5], "cold_requests": 1}
+# rows the sim lane here cannot emit: no NFS mount on this machine, no drafted-share counter in the simulator
+NOT_ON_THE_SIM_LANE = {"accept_drafted_share", "nfs_read_bytes", "nfs_read_bytes_per_completion"}
+# the headline rule each caller kept before the catalogue: labkit compare's default measures
+COMPARE_HEADLINE = re.compile(r"^(decode_c\d+(_agg)?|prefill_\d+|ttft_c1|accept_length)$")
+
+
+@dataclass(frozen=True)
+class SimRun:
+    keys: set[str]
+    plan_headline: tuple[str, ...]
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory) -> SimRun:
+    """One measured run of a sim lane with speculation, c1 and c2, a prefill length and node telemetry (the
+    nvidia-smi shim on PATH stands in for a GPU), as `labkit run bench` measures it."""
+    tmp = tmp_path_factory.mktemp("catalogue")
+    shim = tmp / "shim"
+    shim.mkdir()
+    (shim / "nvidia-smi").write_text(f'#!/bin/sh\nexec {sys.executable} {SHIM} "$@"\n')
+    (shim / "nvidia-smi").chmod(0o755)
+    folder = tmp / "recipes" / "catalogue-sim"
+    sim_recipe(folder, port=PORT, settings=SPEC, measure="telemetry_period = 0.2")
+    recipe = folder / "recipe.toml"
+    recipe.write_text(recipe.read_text().replace("concurrency = [1]", "concurrency = [1, 2]"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", f"{shim}:{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin")
+        mp.setenv("LABKIT_RECIPES", str(tmp / "recipes"))
+        plan = lab.plan("catalogue-sim")
+        done = lab.measure(plan, results=tmp / "results", progress=False)
+    doc = json.loads((done.run_dirs[0] / "run.json").read_text())
+    return SimRun(set(doc["summary"]["measures"]), plan.measure.headline_measures())
+
+
+def _nfs_keys() -> set[str]:
+    s = RunSummary(n_ok=4)
+    nfs_summary(s, {"n1-nfs": {"/nas:serverreadbytes": 5e6}})
+    return set(s.measures)
+
+
+def test_every_key_the_sim_lane_emits_matches_one_catalogue_row(sim_run):
+    keys = sim_run.keys | _nfs_keys()
+    assert {"decode_c1_cold", "decode_c2_agg", "accept_length", "energy_per_token_decode"} <= keys
+    assert sorted(k for k in keys if measure_info(k) is None) == []
+    for key in keys:  # one row each: no two patterns claim a key
+        assert [row.key for row in CATALOGUE if row.regex().fullmatch(key)] == [measure_info(key).key]
+    seen = {measure_info(k).key for k in keys}
+    assert {row.key for row in CATALOGUE} - seen == {"accept_drafted_share"}  # no row is left unused
+    assert {measure_info(k).key for k in sim_run.keys} >= {r.key for r in CATALOGUE} - NOT_ON_THE_SIM_LANE
+
+
+def test_every_row_has_a_title_a_unit_and_a_direction():
+    assert len({row.key for row in CATALOGUE}) == len(CATALOGUE)
+    for row in CATALOGUE:
+        assert row.title and row.unit and row.direction in ("higher", "lower", "none"), row
+        assert set(PLACEHOLDER.findall(row.title)) <= set(PLACEHOLDER.findall(row.key)), row
+    assert title("prefill_12600") == "prefill 12,600-token prompt" and unit("prefill_12600") == "t/s"
+    assert label("decode_c2_agg") == "decode c2 aggregate (t/s)" and label("decode_c1") == "decode c1 (t/s)"
+    assert title("accept_pos_3") == "accepted at draft position 3" and unit("sm_clock_decode_median") == "MHz"
+    assert label("not_a_measure") == title("not_a_measure") == "not_a_measure" and unit("not_a_measure") == ""
+
+
+def test_directions_energy_per_token_is_lower_is_better(sim_run):
+    energy = [k for k in sim_run.keys if k.startswith("energy_per_token_")]
+    assert energy and all(direction(k) == "lower" and unit(k) == "J/tok" for k in energy)
+    assert direction("decode_c2_span") == "higher" and direction("prefill_512_ttft") == "lower"
+    assert (
+        direction("decode_c2_overlap") == direction("accept_length") == direction("kv_pool_tokens") == "none"
+    )
+    assert direction("not_a_measure") == "none"
+    for key in sim_run.keys:  # labkit compare judges by the catalogue: "" is its word for none
+        assert report.direction(key) == ("" if direction(key) == "none" else direction(key))
+
+
+def test_headline_queries_give_what_each_caller_relied_on(sim_run):
+    keys = sim_run.keys
+    # labkit compare: every headline measure both sides have
+    assert set(headline(keys)) == {k for k in keys if COMPARE_HEADLINE.match(k)}
+    assert set(headline(keys)) == {"decode_c1", "decode_c2_agg", "prefill_512", "ttft_c1", "accept_length"}
+    # the plan (measure.target_ci's default measures): the headline rates, in plan order
+    assert sim_run.plan_headline == ("decode_c1", "decode_c2_agg", "prefill_512")
+    assert sorted(headline(keys, rates_only=True), key=order_key) == list(sim_run.plan_headline)
+    plan = MeasurePlan("chat", 1, DecodePlan((4, 1), 2, 8, 0), PrefillPlan((12600, 4096), 1), 10.0)
+    assert plan.headline_measures() == ("decode_c4_agg", "decode_c1", "prefill_12600", "prefill_4096")
+    no_decode = MeasurePlan("chat", 1, DecodePlan((1,), 0, 8, 0), PrefillPlan((4096,), 1), 10.0)
+    assert no_decode.headline_measures() == ("prefill_4096",)
+    # a sweep plot: decode c1, then the aggregates by N, then prefill by P
+    more = keys | {"decode_c16_agg", "prefill_12600", "prefill_4096", "decode_c16_span"}
+    assert report.sweep_measures(more) == [
+        "decode_c1",
+        "decode_c2_agg",
+        "decode_c16_agg",
+        "prefill_512",
+        "prefill_4096",
+        "prefill_12600",
+    ]
+    assert not is_headline("decode_c1_cold") and not is_headline("ttft_c1", rates_only=True)

@@ -1,7 +1,8 @@
 """Step 4, measure: an endpoint URL and a `MeasurePlan` in, per-request and per-group records plus a run
 summary out, each figure with the method that produced it (token source, timer, window).
 
-client (stamped streams) -> sse (parsed after the stream) -> recording (records) -> runner (`Bench`, the plan)
+client (stamped streams) -> sse (parsed after the stream) -> recording (records) -> runner (`Bench`, the plan,
+on session's `RunContext` and `RunLog`)
 -> summary (RunSummary) and provenance; summary_text renders the summary as the lab note's table.
 telemetry_run samples every node (nvidia-smi, /proc/meminfo) while a run measures; telemetry summarizes the
 samples per window with energy per token and health flags.
@@ -18,7 +19,7 @@ from labkit.measure.io_probe import (
 from labkit.measure.metrics import configured_k
 from labkit.measure.recording import make_group, make_record
 from labkit.measure.records import BenchResult, GroupRecord, RequestRecord, RunSummary
-from labkit.measure.runner import Bench, default_plan, run_bench, run_bench_async
+from labkit.measure.runner import Bench, BenchOptions, default_plan, run_bench, run_bench_async
 from labkit.measure.sse import SSEParser, StreamResult
 from labkit.measure.summary import nfs_summary, summarize
 from labkit.measure.summary_text import fmt_range, fmt_rate, render, rows
@@ -46,6 +47,7 @@ from labkit.measure.timing import (
 __all__ = [
     "NS",
     "Bench",
+    "BenchOptions",
     "BenchResult",
     "EndpointError",
     "GroupRecord",

@@ -35,6 +35,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 from tabulate import tabulate  # noqa: E402
 
 from labkit.measure import (  # noqa: E402
+    BenchOptions,
     group_aggregate,
     median,
     run_bench,  # noqa: E402
@@ -86,7 +87,9 @@ def decode_case(rate: float, spec: bool, turns: int, seconds: float, transport: 
     with SimOracle(sets=sets, ports=PORTS) as sim:
         cpu0 = time.process_time()
         res = run_bench(
-            sim.url, _plan(n, turns), progress=False, cold_expected=False, prefill=False, transport=transport
+            sim.url,
+            _plan(n, turns),
+            BenchOptions(progress=False, cold_expected=False, prefill=False, transport=transport),
         )
         cpu = time.process_time() - cpu0
         truth = {t["id"]: t for t in sim.truth()["requests"]}
@@ -139,10 +142,7 @@ def cpu_per_chunk(transport: str, long_n: int) -> tuple[float, float]:
             res = run_bench(
                 sim.url,
                 _plan(n, 2, conc=(1,), warmup=0),
-                progress=False,
-                cold_expected=False,
-                prefill=False,
-                transport=transport,
+                BenchOptions(progress=False, cold_expected=False, prefill=False, transport=transport),
             )
             out.append((time.process_time() - cpu0, sum(r.chunks for r in res.records), res))
         truth = {t["id"]: t for t in sim.truth()["requests"]}
@@ -157,9 +157,7 @@ def prefill_case(rate: float, lengths: tuple[int, ...], repeats: int) -> dict:
         res = run_bench(
             sim.url,
             _plan(2, 0, prompts=lengths, repeats=repeats, warmup=0),
-            progress=False,
-            cold_expected=False,
-            decode=False,
+            BenchOptions(progress=False, cold_expected=False, decode=False),
         )
         truth = {t["id"]: t for t in sim.truth()["requests"]}
     rows = {}

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tabulate import tabulate  # noqa: E402
 
 from labkit import tinymodel  # noqa: E402
+from labkit.measure import BenchOptions, run_bench  # noqa: E402
 from labkit.measure import prompts as pr  # noqa: E402
-from labkit.measure import run_bench  # noqa: E402
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_plan  # noqa: E402
 from labkit.serve import Lane  # noqa: E402
 from tests.support import llamacpp as oc  # noqa: E402
@@ -62,11 +62,11 @@ def labkit_round(
     url: str, model: str, turns: int, n: int, lengths: tuple[int, ...], out: dict[str, list[float]]
 ) -> None:
     dec = MeasurePlan("chat", 1, DecodePlan((1,), turns, n, 1), PrefillPlan((), 1), 120.0)
-    r = run_bench(url, dec, model=model, cold_expected=False, progress=False, prefill=False)
+    r = run_bench(url, dec, BenchOptions(model=model, cold_expected=False, progress=False, prefill=False))
     out["decode_c1"] += r.summary.samples["decode_c1"]
     if lengths:
         pre = MeasurePlan("chat", 1, DecodePlan((1,), 1, n, 0), PrefillPlan(lengths, 1), 120.0)
-        r = run_bench(url, pre, model=model, cold_expected=False, progress=False, decode=False)
+        r = run_bench(url, pre, BenchOptions(model=model, cold_expected=False, progress=False, decode=False))
         for target in lengths:
             out[f"prefill_{target}"] += r.summary.samples[f"prefill_{target}"]
 

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tabulate import tabulate  # noqa: E402
 
 from labkit import sim  # noqa: E402
+from labkit.measure import BenchOptions, run_bench  # noqa: E402
 from labkit.measure import metrics as mx  # noqa: E402
-from labkit.measure import run_bench  # noqa: E402
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan  # noqa: E402
 
 DECODE_GOAL, TTFT_GOAL_MS = 0.003, 1.0
@@ -103,7 +103,9 @@ def measured(ep, plan: MeasurePlan, decode: bool):
     """One labkit measurement between two scrapes: (records, summary measures, deltas), or why not (a dict)."""
     before = scrape(ep.root_url)
     kw = {"decode": decode, "prefill": not decode}
-    res = run_bench(ep.base_url, plan, model=ep.model, progress=False, cold_expected=False, **kw)
+    res = run_bench(
+        ep.base_url, plan, BenchOptions(model=ep.model, progress=False, cold_expected=False, **kw)
+    )
     d = deltas(before, scrape(ep.root_url))
     recs = res.records
     bad = [r.error or r.flags for r in recs if not r.ok or any(f in r.flags for f in EXCLUDING_FLAGS)]
@@ -225,7 +227,7 @@ def run(args, ep) -> dict[str, list[dict]]:
     k, n, p, rounds = args.requests, args.tokens, args.prompt, args.rounds
     say("untimed first use of both shapes (outside every window)")
     first = MeasurePlan("chat", 1, DecodePlan((1,), 1, n, 0), PrefillPlan((p,), 1), 120.0)
-    run_bench(ep.base_url, first, model=ep.model, progress=False, cold_expected=False)
+    run_bench(ep.base_url, first, BenchOptions(model=ep.model, progress=False, cold_expected=False))
     windows: dict[str, list[dict]] = {"decode": [], "prefill": []}
     for i in range(rounds):
         for w in ("decode", "prefill") if i % 2 == 0 else ("prefill", "decode"):

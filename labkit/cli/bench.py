@@ -53,7 +53,7 @@ def override_plan(plan: MeasurePlan, args: Any) -> MeasurePlan:
 
 def bench_cli(args: Any) -> int:
     """`labkit bench`: resolve the target, measure, print the lab-note table, write the JSON file."""
-    from labkit.measure import LocalNfsProbe, configured_k, default_plan, render, run_bench
+    from labkit.measure import BenchOptions, LocalNfsProbe, configured_k, default_plan, render, run_bench
 
     target = args.target
     recipe_hash = variant = None
@@ -81,18 +81,20 @@ def bench_cli(args: Any) -> int:
     result = run_bench(
         url,
         plan,
-        model=args.model,
-        cold_expected=args.cold,
-        progress=not args.quiet,
-        lane=lane,
-        recipe_hash=recipe_hash,
-        variant=variant,
-        decode=args.decode,
-        prefill=args.prefill,
-        save_to=args.json,
-        io_hooks=probes,
-        spec_k=k_found[0] if k_found else None,
-        spec_k_source=k_found[1] if k_found else "",
+        BenchOptions(
+            model=args.model,
+            cold_expected=args.cold,
+            progress=not args.quiet,
+            lane=lane,
+            recipe_hash=recipe_hash,
+            variant=variant,
+            decode=args.decode,
+            prefill=args.prefill,
+            save_to=args.json,
+            io_hooks=probes,
+            spec_k=k_found[0] if k_found else None,
+            spec_k_source=k_found[1] if k_found else "",
+        ),
     )
     title = f"{result.provenance['model']} @ {result.provenance['endpoint']}"
     print(render(result.summary, title=title), flush=True)

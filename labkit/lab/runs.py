@@ -7,6 +7,7 @@ only the first after boot carries the cold turn.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -156,7 +157,7 @@ def _repeat(
     boot's own folder, or None for a later plan on a shared boot); with `measure.target_ci`, more until every
     target measure's interval is that tight or `max_runs` is reached. Each run records where the target stood
     after it (docs/measurement.md, "Repeating until the interval is tight")."""
-    from labkit.measure import NodeNfsProbe, configured_k, healthy_clocks, run_bench
+    from labkit.measure import BenchOptions, NodeNfsProbe, configured_k, healthy_clocks, run_bench
     from labkit.report import check_target
     from labkit.store import update_baselines
 
@@ -180,20 +181,24 @@ def _repeat(
             result = run_bench(
                 endpoint.base_url,
                 once,
-                model=endpoint.model,
-                cold_expected=(i == 0 and first is not None),  # only the boot's first run meets a cold engine
-                io_hooks=probes,
-                progress=progress,
-                lane=lane.label,
-                recipe_hash=lane.recipe_hash,
-                variant=lane.variant_id,
-                spec_k=k_found[0] if k_found else None,
-                spec_k_source=k_found[1] if k_found else "",
-                run_id=run.run_id,
-                on_partial=lambda partial, run=run: write_records(run, partial),
-                prompt_seed=None if m.seed is None else f"{m.seed}/{i}",
-                telemetry=node_telemetry(lane, hosts, store.root),
-                kv_pool=boot.get("kv_pool"),  # read at boot from the log and the API
+                BenchOptions(
+                    model=endpoint.model,
+                    cold_expected=(
+                        i == 0 and first is not None
+                    ),  # only the boot's first run meets a cold engine
+                    io_hooks=probes,
+                    progress=progress,
+                    lane=lane.label,
+                    recipe_hash=lane.recipe_hash,
+                    variant=lane.variant_id,
+                    spec_k=k_found[0] if k_found else None,
+                    spec_k_source=k_found[1] if k_found else "",
+                    run_id=run.run_id,
+                    on_partial=functools.partial(write_records, run),
+                    prompt_seed=None if m.seed is None else f"{m.seed}/{i}",
+                    telemetry=node_telemetry(lane, hosts, store.root),
+                    kv_pool=boot.get("kv_pool"),
+                ),  # read at boot from the log and the API
             )
             done.results.append(result)
             if result.summary.n_ok == 0:  # a folder of failures is not a result: keep it, failed

@@ -7,24 +7,25 @@ anywhere in the window leaves it without acceptance.
 
 /metrics is also scraped between the requests (never inside one): each c1 turn and each cK group has its own
 window, and its records carry what the engine's counters say about it (`server_window`, `server_ttft_s`).
-The functions take the `Bench` being run (labkit/measure/runner.py) and add to its records, groups, notes and
-pooled acceptance.
+The functions take the `Session` being run (labkit/measure/session.py), add to its log's records, groups and
+notes, and return the window's acceptance for the caller to pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from labkit.measure import metrics as mx
 from labkit.measure import prompts as pr
 from labkit.measure.recording import make_group
 from labkit.measure.records import RequestRecord
 from labkit.measure.scrapes import (
     flush_for_acceptance,
-    pool_acceptance,
     served_before,
     server_view,
     window_acceptance,
 )
+from labkit.measure.session import Session
 from labkit.measure.sse import StreamResult
 
 
@@ -32,107 +33,108 @@ class _Windows:
     """The scrapes between the decode phase's requests: each one closes a request's window and opens the
     next, so consecutive windows share a scrape and none is taken while a request runs."""
 
-    def __init__(self, bench, run: int, before):
-        self.bench, self.run, self.last, self.n = bench, run, before, 0
+    def __init__(self, s: Session, run: int, before: mx.Samples | None) -> None:
+        self.s, self.run, self.last, self.n = s, run, before, 0
 
     async def close(self, recs: list[RequestRecord]) -> dict | None:
         self.n += 1
-        now = await self.bench.scrape(f"decode.{self.run}.{self.n}")
-        self.bench.evidence.pair("decode", self.run, self.last, now, len(recs))
+        now = await self.s.scrape(f"decode.{self.run}.{self.n}")
+        self.s.log.evidence.pair("decode", self.run, self.last, now, len(recs))
         view = server_view(recs, self.last, now)
         self.last = now  # None once /metrics failed: no later window (nor the acceptance) has an end
         return view
 
 
-async def measure_decode(bench, run: int) -> None:
-    """Cold turn, warmups, c1 turns and cK lockstep groups, between two /metrics scrapes."""
-    d = bench.plan.decode
+async def measure_decode(s: Session, run: int) -> mx.Acceptance | None:
+    """Cold turn, warmups, c1 turns and cK lockstep groups, between two /metrics scrapes; the window's
+    acceptance (None without counters, or when a counter reset inside it, noted)."""
+    ctx, log = s.ctx, s.log
+    d = ctx.plan.decode
     N = d.output_tokens
-    before = await bench.scrape(f"decode.before.{run}")
-    flushed = await flush_for_acceptance(bench.c, before, bench.notes)
-    n_before = len(bench.records)
-    windows = _Windows(bench, run, before)
-    if _cold_turn(bench, run, before):
-        res, n = await _one(bench, N, "cold")
-        await windows.close([bench.record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)])
+    before = await s.scrape(f"decode.before.{run}")
+    flushed = await flush_for_acceptance(ctx.client, before, log.notes)
+    n_before = len(log.records)
+    windows = _Windows(s, run, before)
+    if _cold_turn(s, run, before):
+        res, n = await _one(s, N, "cold")
+        await windows.close([s.record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)])
     for i in range(d.warmup):
-        res, n = await _one(bench, N, f"warmup.{i}")
-        await windows.close([bench.record(res, phase="warmup", requested=N, turn=i, nonce=n)])
+        res, n = await _one(s, N, f"warmup.{i}")
+        await windows.close([s.record(res, phase="warmup", requested=N, turn=i, nonce=n)])
     for k in d.concurrency:
         for turn in range(1, d.turns + 1):
             if k == 1:
-                res, n = await _one(bench, N, f"c1.{turn}")
-                await windows.close([bench.record(res, phase="decode", requested=N, turn=turn, nonce=n)])
+                res, n = await _one(s, N, f"c1.{turn}")
+                await windows.close([s.record(res, phase="decode", requested=N, turn=turn, nonce=n)])
             else:
-                await _lockstep_group(bench, k, turn, N, windows)
-    after = windows.last if windows.n else await bench.scrape(f"decode.after.{run}")
+                await _lockstep_group(s, k, turn, N, windows)
+    after = windows.last if windows.n else await s.scrape(f"decode.after.{run}")
     if not windows.n:
-        bench.evidence.pair("decode", run, before, after, 0)
-    window = bench.records[n_before:]
-    reset = bench.evidence.reset_in("decode", run)
+        log.evidence.pair("decode", run, before, after, 0)
+    window = log.records[n_before:]
+    reset = log.evidence.reset_in("decode", run)
     if reset:  # a restart inside the window: its counter deltas describe two engines
-        bench.notes.append(f"acceptance invalid: decode window: {reset}")
-        return
+        log.notes.append(f"acceptance invalid: decode window: {reset}")
+        return None
     n_window = sum(1 for r in window if r.http_status == 200 and r.finish_reason)
     counted = [r for r in window if r.ok and r.chunk_n]
-    acc = await window_acceptance(
-        bench.c,
+    return await window_acceptance(
+        ctx.client,
         before,
         after,
-        spec_k=bench.spec_k,
-        spec_k_source=bench.spec_k_source,
+        spec_k=ctx.spec_k,
+        spec_k_source=ctx.spec_k_source,
         n_window=n_window,
         flushed=flushed,
-        notes=bench.notes,
+        notes=log.notes,
         stream=(sum(r.output_tokens or 0 for r in counted), sum(r.chunks for r in counted)),
     )
-    if acc is not None:
-        bench.acceptance = pool_acceptance(bench.acceptance, acc)
 
 
-def _cold_turn(bench, run: int, before) -> bool:
+def _cold_turn(s: Session, run: int, before: mx.Samples | None) -> bool:
     """A cold turn is recorded only on the first repetition after a boot, and not when /metrics shows the
     engine already served requests (the turn would not be cold; noted)."""
-    cold = bench.cold_expected and run == 0
+    cold = s.ctx.cold_expected and run == 0
     if cold and before is not None:
         served = served_before(before)
         if served:
             cold = False
-            bench.notes.append(
+            s.log.notes.append(
                 f"cold turn not recorded: /metrics shows {served:g} requests served before the run"
             )
     return cold
 
 
-async def _one(bench, max_tokens: int, place: str) -> tuple[StreamResult, str]:
+async def _one(s: Session, max_tokens: int, place: str) -> tuple[StreamResult, str]:
     """One forced-length decode request with a fresh nonce, its text from the run's prompt seed and its
     `place` in the run when the run has one; the result and that nonce."""
     n = pr.nonce()
-    prompt = pr.decode_prompt(n, bench.text_seed(place))
-    return await bench.c.stream(bench.stream_request(prompt, max_tokens, forced=True)), n
+    prompt = pr.decode_prompt(n, s.text_seed(place))
+    return await s.ctx.client.stream(s.ctx.stream_request(prompt, max_tokens, forced=True)), n
 
 
-async def _lockstep_group(bench, k: int, turn: int, N: int, windows: _Windows) -> None:
+async def _lockstep_group(s: Session, k: int, turn: int, N: int, windows: _Windows) -> None:
     """`k` streams sent together, kept as `k` records and one GroupRecord of their aggregate estimators."""
     nonces = [pr.nonce() for _ in range(k)]
-    texts = [pr.decode_prompt(x, bench.text_seed(f"c{k}.{turn}.{s}")) for s, x in enumerate(nonces)]
-    reqs = [bench.stream_request(text, N, forced=True) for text in texts]
+    texts = [pr.decode_prompt(x, s.text_seed(f"c{k}.{turn}.{i}")) for i, x in enumerate(nonces)]
+    reqs = [s.ctx.stream_request(text, N, forced=True) for text in texts]
     # Lockstep: every stream is created before the first await, so all are sent together.
-    results = await asyncio.gather(*(bench.c.stream(r) for r in reqs))
-    index = len(bench.groups)
+    results = await asyncio.gather(*(s.ctx.client.stream(r) for r in reqs))
+    groups = s.log.groups
+    index = len(groups)
     recs = [
-        bench.record(
+        s.record(
             r,
             phase="decode",
             requested=N,
             concurrency=k,
             turn=turn,
-            stream=s,
-            nonce=nonces[s],
+            stream=i,
+            nonce=nonces[i],
             group=index,
         )
-        for s, r in enumerate(results)
+        for i, r in enumerate(results)
     ]
-    group = make_group(recs, k, index, run_id=bench.run_id, rep=bench.rep)
+    group = make_group(recs, k, index, run_id=s.ctx.run_id, rep=s.rep)
     group.server_window = await windows.close(recs)
-    bench.groups.append(group)
+    groups.append(group)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+
+from labkit.recipe import EngineSpec
 
 # The text parser is labkit.serve's (the lane's boot reads /metrics too); re-exported as this module's API.
 from labkit.serve import Samples as Samples
@@ -153,7 +154,7 @@ class Acceptance:
         return text + "".join(f"; {e}" for e in extra) + ")"
 
 
-def configured_k(engine: Any) -> tuple[int, str] | None:
+def configured_k(engine: EngineSpec) -> tuple[int, str] | None:
     """(K, source) from a recipe's engine args: vLLM `--speculative-config` JSON `num_speculative_tokens`, or
     SGLang `--speculative-num-draft-tokens` (the verify width, K + 1); None when the recipe states neither."""
     cfg = engine.arg("--speculative-config")

@@ -2,8 +2,8 @@
 BenchResult, the I/O probes' deltas over the run, the nodes' telemetry samples, and the partial result kept
 when a run stops halfway.
 
-The functions take the `Bench` that measured (labkit/measure/runner.py); a failing probe or partial-result
-hook costs its figure or a message on stderr, never the run's own outcome.
+The functions take the run's context and its log (labkit/measure/session.py); a failing probe or
+partial-result hook costs its figure or a message on stderr, never the run's own outcome.
 """
 
 from __future__ import annotations
@@ -15,58 +15,59 @@ from pathlib import Path
 from labkit.measure import io_probe as iop
 from labkit.measure.provenance import provenance
 from labkit.measure.records import BenchResult
+from labkit.measure.session import RunContext, RunLog
 from labkit.measure.summary import summarize
 
 
-def io_deltas(bench, before: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+def io_deltas(
+    ctx: RunContext, log: RunLog, before: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
     """Per probe, counters after - before; a probe that fails now costs its figure (noted), not the run."""
     out = {}
-    for p in bench.io_hooks:
+    for p in ctx.io_hooks:
         try:
             out[p.name] = iop.delta(before[p.name], p.sample())
         except Exception as e:
-            bench.notes.append(f"I/O probe {p.name} failed after the run: {e}"[:300])
+            log.notes.append(f"I/O probe {p.name} failed after the run: {e}"[:300])
     return out
 
 
-def bench_result(
-    bench, io: dict, version: str | None, models: list[str], recipe_hash: str | None, variant: str | None
-) -> BenchResult:
+def bench_result(ctx: RunContext, log: RunLog, io: dict[str, dict[str, float]]) -> BenchResult:
     """Everything measured so far, summarized and with its provenance (marked not partial)."""
     summary = summarize(
-        bench.records,
-        bench.groups,
-        bench.plan,
-        acceptance=bench.acceptance,
-        pc_window=bench.pc_window,
-        notes=bench.notes,
-        rtt_ns=bench.rtt_ns,
-        counter_kind=bench.counter_kind,
+        log.records,
+        log.groups,
+        ctx.plan,
+        acceptance=log.acceptance,
+        pc_window=log.pc_window,
+        notes=log.notes,
+        rtt_ns=log.rtt_ns,
+        counter_kind=log.counter_kind,
         io=io,
-        windows=bench.evidence.windows,
-        telemetry=None if bench.telemetry is None else bench.telemetry.result(bench.t_origin),
+        windows=log.evidence.windows,
+        telemetry=None if ctx.telemetry is None else ctx.telemetry.result(ctx.t_origin),
     )
     prov = provenance(
-        bench.c,
-        bench.plan,
-        bench.records,
-        version=version,
-        engine_info=bench.engine_info,
-        model=bench.model,
-        models=models,
-        lane=bench.lane,
-        recipe_hash=recipe_hash,
-        variant=variant,
-        run_id=bench.run_id,
-        api=bench.api,
-        counter_kind=bench.counter_kind,
-        t_origin=bench.t_origin,
-        rtt_ns=bench.rtt_ns,
-        cold_expected=bench.cold_expected,
-        io_hooks=bench.io_hooks,
+        ctx.client,
+        ctx.plan,
+        log.records,
+        version=log.version,
+        engine_info=log.engine_info,
+        model=ctx.model,
+        models=log.models,
+        lane=ctx.lane,
+        recipe_hash=ctx.recipe_hash,
+        variant=ctx.variant,
+        run_id=ctx.run_id,
+        api=ctx.api,
+        counter_kind=log.counter_kind,
+        t_origin=ctx.t_origin,
+        rtt_ns=log.rtt_ns,
+        cold_expected=ctx.cold_expected,
+        io_hooks=ctx.io_hooks,
     )
     prov["partial"] = False
-    kv = bench.kv_pool
+    kv = log.kv_pool
     if kv:
         prov["kv_pool"] = kv
         if kv.get("tokens") is not None and summary.measures.get("kv_pool_tokens") is None:
@@ -74,32 +75,29 @@ def bench_result(
             summary.method["kv_pool_tokens"] = (
                 f"engine API ({kv.get('chosen')}); docs/engines.md, KV pool sources"
             )
-    prov["prompt_seed"] = bench.prompt_seed
+    prov["prompt_seed"] = ctx.prompt_seed
     prov["prompt_texts"] = (
         "seeded by prompt_seed, repetition and place in the plan; a fresh nonce first"
-        if bench.prompt_seed is not None
+        if ctx.prompt_seed is not None
         else "seeded by each prompt's own fresh nonce"
     )
-    samples = {} if bench.telemetry is None else bench.telemetry.csv(bench.t_origin)
-    return BenchResult(bench.records, bench.groups, summary, prov, bench.scrapes, io, samples)
+    samples = {} if ctx.telemetry is None else ctx.telemetry.csv(ctx.t_origin)
+    return BenchResult(log.records, log.groups, summary, prov, log.scrapes, io, samples)
 
 
 def keep_partial(
-    bench,
+    ctx: RunContext,
+    log: RunLog,
     e: BaseException,
-    version: str | None,
-    models: list[str],
-    recipe_hash: str | None,
-    variant: str | None,
     save_to: str | Path | None,
     on_partial: Callable[[BenchResult], None] | None,
 ) -> None:
     """The result so far, marked partial with the error, saved to `save_to` and handed to `on_partial`."""
-    result = bench_result(bench, {}, version, models, recipe_hash, variant)
+    result = bench_result(ctx, log, {})
     result.provenance.update(partial=True, error=f"{type(e).__name__}: {e}"[:300])
     if save_to is not None:
         result.save(save_to)
-        print(f"labkit bench: partial results ({len(bench.records)} requests) in {save_to}", file=sys.stderr)
+        print(f"labkit bench: partial results ({len(log.records)} requests) in {save_to}", file=sys.stderr)
     if on_partial is not None:
         try:
             on_partial(result)

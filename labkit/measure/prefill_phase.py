@@ -2,48 +2,51 @@
 when the server counts them), a warmup, then the samples at c1 with max_tokens=1, each between two /metrics
 scrapes (its prefix-cache hits and the engine's own view of it).
 
-The functions take the `Bench` being run (labkit/measure/runner.py): they set its prompt-length counter and
-RTT, and add to its records, prefix-cache window and evidence log (window `prefill_<P>`; docs/measurement.md,
-"Per-run evidence").
+The functions take the `Session` being run (labkit/measure/session.py): they set its log's prompt-length
+counter and RTT, and add to its records, prefix-cache window and evidence log (window `prefill_<P>`;
+docs/measurement.md, "Per-run evidence"), sample by sample, so a run stopped halfway keeps what it measured.
 """
 
 from __future__ import annotations
 
 from labkit.measure import prompts as pr
 from labkit.measure.scrapes import COUNTER_RESET, prefix_cache_sample, server_view
+from labkit.measure.session import Session
 from labkit.measure.tokencount import make_counter
 
 
-async def measure_prefill(bench, run: int) -> None:
+async def measure_prefill(s: Session, run: int) -> None:
     """Per target length: fitted prompts, a warmup, then the samples, each between two /metrics scrapes."""
-    await _fit_counter(bench)
-    bench.rtt_ns = await bench.c.rtt_ns()
-    p = bench.plan.prefill
+    await _fit_counter(s)
+    s.log.rtt_ns = await s.ctx.client.rtt_ns()
+    p = s.ctx.plan.prefill
     for target in p.prompt_tokens:
-        warm = min(bench.plan.decode.warmup, 1)
+        warm = min(s.ctx.plan.decode.warmup, 1)
         for i in range(warm + p.repeats):
-            await _sample(bench, run, target, i, warm)
+            await _sample(s, run, target, i, warm)
 
 
-async def _fit_counter(bench) -> None:
+async def _fit_counter(s: Session) -> None:
     """Choose how prompt lengths are counted in server tokens (labkit/measure/tokencount.py)."""
-    if bench.counter is None:
-        bench.counter, bench.counter_kind = await make_counter(bench.c, bench.model or "", bench.api)
+    if s.log.counter is None:
+        s.log.counter, s.log.counter_kind = await make_counter(s.ctx.client, s.ctx.model or "", s.ctx.api)
 
 
-async def _sample(bench, run: int, target: int, i: int, warm: int) -> None:
+async def _sample(s: Session, run: int, target: int, i: int, warm: int) -> None:
     """Request `i` at `target` prompt tokens (the first `warm` are warmups, kept out of the cache window)."""
-    exact = bench.counter_kind.startswith("server ")  # the server's own count: fit to the token
-    seed = bench.text_seed(f"prefill.{target}.{i}")
-    prompt, counted, n = await pr.fit_prompt(target, bench.counter, exact=exact, seed=seed)
+    ctx, log = s.ctx, s.log
+    assert log.counter is not None  # set by _fit_counter
+    exact = log.counter_kind.startswith("server ")  # the server's own count: fit to the token
+    seed = s.text_seed(f"prefill.{target}.{i}")
+    prompt, counted, n = await pr.fit_prompt(target, log.counter, exact=exact, seed=seed)
     key = f"prefill.{target}.{run}.{i}"
-    before = await bench.scrape(key + ".before")
-    res = await bench.c.stream(bench.stream_request(prompt, 1, forced=True))
-    after = await bench.scrape(key + ".after")
-    learn = getattr(bench.counter, "add", None)
+    before = await s.scrape(key + ".before")
+    res = await ctx.client.stream(ctx.stream_request(prompt, 1, forced=True))
+    after = await s.scrape(key + ".after")
+    learn = getattr(log.counter, "add", None)
     if learn is not None and res.prompt_tokens is not None:
         learn(prompt, res.prompt_tokens)  # a fitted counter improves with every server count
-    rec = bench.record(
+    rec = s.record(
         res,
         phase="warmup" if i < warm else "prefill",
         requested=1,
@@ -52,11 +55,11 @@ async def _sample(bench, run: int, target: int, i: int, warm: int) -> None:
         prompt_target=target,
         counted=counted,
     )
-    reset = bench.evidence.pair(f"prefill_{target}", run, before, after, 1)
+    reset = log.evidence.pair(f"prefill_{target}", run, before, after, 1)
     if reset:
         rec.flags = "; ".join(filter(None, [rec.flags, f"{COUNTER_RESET} ({reset})"]))
         return  # a restart inside the sample: no cache delta, no engine view, and no prefill figure
     server_view([rec], before, after)
     pc = prefix_cache_sample(rec, before, after)
     if pc is not None and i >= warm:
-        bench.pc_window.append(pc)
+        log.pc_window.append(pc)

@@ -18,7 +18,7 @@ from labkit import __version__
 from labkit.measure import io_probe as iop
 from labkit.measure.client import EndpointError, StreamClient
 from labkit.measure.records import RequestRecord
-from labkit.measure.summary import AGG_WINDOW, DECODE_WINDOW, PREFILL_WINDOW
+from labkit.measure.summary_speed import AGG_WINDOW, DECODE_WINDOW, PREFILL_WINDOW
 from labkit.measure.timing import NS
 from labkit.recipe import MeasurePlan, repo_root
 

@@ -199,7 +199,7 @@ class BenchResult:
     )  # "<phase>.<before|after>[.<i>]" -> raw /metrics text
     io: dict[str, dict[str, float]] = field(default_factory=dict)  # probe name -> counter deltas
     # node -> the raw telemetry samples as CSV text, for the run folder's telemetry/<node>.csv (columns:
-    # labkit/measure/telemetry.py CSV_HEADER; docs/measurement.md, "Node telemetry"); empty without telemetry
+    # labkit/measure/telemetry_series.py CSV_HEADER; docs/measurement.md, "Node telemetry"); empty without telemetry
     telemetry: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

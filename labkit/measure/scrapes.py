@@ -266,7 +266,7 @@ class WindowEvidence:
 
 
 class EvidenceLog:
-    """The evidence of every window of one run, fed by the phases; summary.py pools it and words its flags."""
+    """The evidence of every window of one run, fed by the phases; summary_evidence.py pools it and words its flags."""
 
     def __init__(self) -> None:
         self.windows: list[WindowEvidence] = []

@@ -16,10 +16,10 @@ import shlex
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from labkit.errors import LabkitError
-from labkit.measure.telemetry import (
+from labkit.measure.telemetry_series import (
     GPU_QUERY,
     REASONS_FIELDS,
     NodeSeries,
@@ -185,7 +185,7 @@ class NodeTelemetry:
         pid = shlex.quote(self.bases[host.name] + ".pid")
         host.run(f"kill $(cat {pid} 2>/dev/null) 2>/dev/null; rm -f {pid}", timeout=15)
 
-    def _on_nodes(self, fn) -> None:
+    def _on_nodes(self, fn: Callable[[Host], object]) -> None:
         """fn(host) on every node whose sampler still runs, in parallel; a failure costs only that node."""
         alive = [h for h in self.hosts if self.threads[h.name].is_alive()]
         if alive:
@@ -200,7 +200,7 @@ class NodeTelemetry:
         self.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # ---------------------------------------------------------------- what was sampled

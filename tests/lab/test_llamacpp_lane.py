@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from labkit import tinymodel
-from labkit.measure import run_bench
+from labkit.measure import BenchOptions, run_bench
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_plan
 from labkit.serve import Lane
 from tests.support.llamacpp import free_port, have_llama_cpp
@@ -65,7 +65,9 @@ def test_lane_boots_measures_and_records_the_quirks(tmp_path, cache, local_env):
         assert ep.boot.kv_pool_context == 16384 and ep.boot.kv_pool_tokens == 16384
         assert "16384 cells" in ep.boot.lines["kv_tokens"] and "Uvicorn running" in ep.boot.lines["ready"]
         assert str(cache) in " ".join(lane.launches()[0].argv)  # served the built model from the cache
-        result = run_bench(ep.base_url, plan.measure, model=ep.model, progress=False, lane=plan.recipe)
+        result = run_bench(
+            ep.base_url, plan.measure, BenchOptions(model=ep.model, progress=False, lane=plan.recipe)
+        )
     assert lane.status() == {"localhost": "absent"} and local_env.processes() == []
 
     recs = result.records
@@ -109,7 +111,9 @@ def test_overlong_prompt_is_a_failed_record_with_a_reason(tmp_path, cache, local
     plan = tiny_plan(free_port(), prompt_tokens=(17000,), repeats=1, warmup=0)
     lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=5)
     with lane.up() as ep:
-        result = run_bench(ep.base_url, plan.measure, model=ep.model, progress=False, decode=False)
+        result = run_bench(
+            ep.base_url, plan.measure, BenchOptions(model=ep.model, progress=False, decode=False)
+        )
     (rec,) = [r for r in result.records if r.phase == "prefill"]
     assert rec.prompt_target == 17000 and not rec.ok and rec.http_status == 200
     assert rec.error.startswith("empty stream: HTTP 200 with no SSE events"), rec.error
@@ -128,7 +132,9 @@ def test_server_killed_mid_stream_gives_failed_records_not_numbers(tmp_path, cac
         pid = int(pid_file.read_text())  # the engine's own pid (the runtime execs it)
         killer = threading.Timer(1.5, os.kill, (pid, signal.SIGKILL))
         killer.start()
-        result = run_bench(ep.base_url, plan.measure, model=ep.model, progress=False, prefill=False)
+        result = run_bench(
+            ep.base_url, plan.measure, BenchOptions(model=ep.model, progress=False, prefill=False)
+        )
         killer.join()
     finally:
         lane.down()

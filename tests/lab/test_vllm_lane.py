@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit.measure import render, run_bench
+from labkit.measure import BenchOptions, render, run_bench
 from labkit.recipe import load_plan
 from labkit.serve import Lane
 from tests.support.vllm import vllm_available
@@ -61,7 +61,7 @@ def test_boot_facts_come_from_the_real_log(ngram):
 def test_measures_decode_c2_prefill_and_acceptance_of_4(ngram, tmp_path):
     plan = ngram.plan
     result = run_bench(
-        ngram.ep.base_url, plan.measure, model=ngram.ep.model, progress=False, lane=plan.recipe
+        ngram.ep.base_url, plan.measure, BenchOptions(model=ngram.ep.model, progress=False, lane=plan.recipe)
     )
     recs = result.records
     assert recs and all(r.ok for r in recs), [r.error for r in recs if not r.ok]
@@ -106,7 +106,9 @@ def test_engine_killed_mid_run_gives_failed_records_and_leaves_nothing(ngram):
     ).measure
     killer = threading.Timer(2.0, os.kill, (pgid, signal.SIGKILL))
     killer.start()
-    result = run_bench(ngram.ep.base_url, measure, model=ngram.ep.model, progress=False, prefill=False)
+    result = run_bench(
+        ngram.ep.base_url, measure, BenchOptions(model=ngram.ep.model, progress=False, prefill=False)
+    )
     killer.join()
     recs = result.records
     assert recs and not any(r.ok for r in recs)

@@ -11,7 +11,7 @@ import threading
 import time
 import urllib.request
 
-from labkit.measure import BenchResult, RunSummary, run_bench, summarize
+from labkit.measure import BenchOptions, BenchResult, RunSummary, run_bench, summarize
 from labkit.measure import metrics as mx
 from labkit.measure.scrapes import EvidenceLog
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
@@ -204,7 +204,7 @@ def test_another_client_during_the_decode_window_is_flagged(tmp_path):
 
         other = threading.Thread(target=chatter)
         other.start()
-        res = run_bench(sim.url, _plan(turns=30, n=40), progress=False, prefill=False)
+        res = run_bench(sim.url, _plan(turns=30, n=40), BenchOptions(progress=False, prefill=False))
         other.join(30)
         long.join(30)
     sent = len(res.records)
@@ -226,7 +226,7 @@ def test_another_client_during_the_decode_window_is_flagged(tmp_path):
 
 def test_a_run_alone_on_the_engine_has_no_flags():
     with SimProcess(["--preset", "test"]) as sim:
-        res = run_bench(sim.url, _plan(turns=3, prompts=(300,)), progress=False)
+        res = run_bench(sim.url, _plan(turns=3, prompts=(300,)), BenchOptions(progress=False))
     s = res.summary
     assert s.flags == []
     decode = [r for r in res.records if r.prompt_target == 0]
@@ -243,7 +243,7 @@ def test_a_restart_inside_the_decode_window_is_caught_and_drops_its_acceptance()
     # requests: cold 1, warmup 2, turns 3-5; the counters start again from zero before request 4
     sets = ["--set", "fault_restart_request=4", "spec_method=mtp", "spec_k=2", "spec_accept=[0.8,0.5]"]
     with SimProcess(["--preset", "test", *sets]) as sim:
-        res = run_bench(sim.url, _plan(turns=3), progress=False, prefill=False)
+        res = run_bench(sim.url, _plan(turns=3), BenchOptions(progress=False, prefill=False))
     s = res.summary
     (flag,) = [f for f in s.flags if f["code"] == "counter-reset"]
     assert flag["window"] == "decode"
@@ -263,7 +263,9 @@ def test_a_restart_inside_the_decode_window_is_caught_and_drops_its_acceptance()
 def test_a_restart_inside_a_prefill_sample_leaves_it_out():
     # requests: prefill warmup 1, samples 2 and 3; the counters start again from zero before request 3
     with SimProcess(["--preset", "test", "--set", "fault_restart_request=3"]) as sim:
-        res = run_bench(sim.url, _plan(turns=0, prompts=(300,), repeats=2), progress=False, decode=False)
+        res = run_bench(
+            sim.url, _plan(turns=0, prompts=(300,), repeats=2), BenchOptions(progress=False, decode=False)
+        )
     pre = [r for r in res.records if r.phase == "prefill"]
     assert [("counter-reset" in r.flags) for r in pre] == [False, True]
     assert len(res.summary.samples["prefill_300"]) == 1  # the sample of the new boot is not a prefill figure
@@ -277,7 +279,9 @@ def test_repeated_prompts_flag_the_prefill_window(monkeypatch):
 
     monkeypatch.setattr(pr, "nonce", lambda: "fixedfixed00")  # every prompt the same: the cache serves them
     with SimProcess(["--preset", "test"]) as sim:
-        res = run_bench(sim.url, _plan(turns=0, prompts=(400,), repeats=2), progress=False, decode=False)
+        res = run_bench(
+            sim.url, _plan(turns=0, prompts=(400,), repeats=2), BenchOptions(progress=False, decode=False)
+        )
     (flag,) = res.summary.flags
     assert (flag["code"], flag["window"]) == ("prefix-cache-hit", "prefill_400")
     assert "2 of its 3 request windows" in flag["message"]  # the warmup filled the cache
@@ -287,7 +291,7 @@ def test_repeated_prompts_flag_the_prefill_window(monkeypatch):
 
 def test_sglang_gauges_are_recorded_from_the_simulator():
     with SimProcess(["--preset", "test", "--set", "flavor=sglang"]) as sim:
-        res = run_bench(sim.url, _plan(turns=1), progress=False, prefill=False)
+        res = run_bench(sim.url, _plan(turns=1), BenchOptions(progress=False, prefill=False))
     e = res.summary.evidence["decode"]
     assert (e["running_start"], e["waiting_start"], e["running_end"], e["waiting_end"]) == (0, 0, 0, 0)
     assert e["finished"] == e["sent"] == len(res.records) and res.summary.flags == []

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from labkit.measure import prompts as pr
 from labkit.measure.runner import Bench
+from labkit.measure.session import RunContext
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 
 
@@ -23,8 +26,10 @@ def test_seeded_texts_repeat_and_nonces_stay_fresh():
 
 def test_text_seed_names_seed_repetition_and_place():
     plan = MeasurePlan("chat", 1, DecodePlan((1,), 1, 8, 0), PrefillPlan((), 1), 10.0)
-    kw = dict(model="m", api="chat", cold_expected=False, io_hooks=(), progress=False, lane="", spec_k=None)
-    bench = Bench(None, plan, run_id="r", prompt_seed="7/2", **kw)
+    ctx = RunContext(None, plan, model="m", api="chat", run_id="r", prompt_seed="7/2")  # type: ignore[arg-type]
+    bench = Bench(ctx, progress=False)
     bench.rep = 1
     assert bench.text_seed("c1.3") == "7/2:1:c1.3"
-    assert Bench(None, plan, run_id="r", **kw).text_seed("c1.3") is None
+    assert ctx.text_seed(1, "c1.3") == "7/2:1:c1.3"
+    unseeded = dataclasses.replace(ctx, prompt_seed=None)
+    assert Bench(unseeded, progress=False).text_seed("c1.3") is None

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.measure import BenchResult, render, run_bench
+from labkit.measure import BenchOptions, BenchResult, render, run_bench
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.sim import SimOracle
 
@@ -26,7 +26,7 @@ def _truth_by_id(sim):
 def test_cold_turn_detected_and_matches_truth(tmp_path):
     # windows of >= 0.3 s, so a scheduling hiccup on a busy host stays well inside the 5% tolerance
     with SimOracle(sets={"cold_requests": 1, "cold_decode_tps": 40, "decode_tps": 120}) as sim:
-        res = run_bench(sim.url, _plan(n=40, prompts=(300,)), progress=False)
+        res = run_bench(sim.url, _plan(n=40, prompts=(300,)), BenchOptions(progress=False))
         truth = _truth_by_id(sim)
     cold = [r for r in res.records if r.cold]
     assert len(cold) == 1 and cold[0].ok
@@ -51,16 +51,16 @@ def test_cold_turn_detected_and_matches_truth(tmp_path):
 
 def test_no_cold_turn_when_engine_already_served():
     with SimOracle(sets={"cold_requests": 1}) as sim:
-        run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False)
-        res = run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False, cold_expected=True)
+        run_bench(sim.url, _plan(turns=1, conc=(1,)), BenchOptions(progress=False))
+        res = run_bench(sim.url, _plan(turns=1, conc=(1,)), BenchOptions(progress=False, cold_expected=True))
     assert not any(r.cold for r in res.records)
     assert any("cold turn not recorded" in n for n in res.summary.notes)
 
 
 def test_no_cold_turn_when_an_sglang_engine_already_served():
     with SimOracle(sets={"flavor": "sglang"}) as sim:
-        run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False)
-        res = run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False, cold_expected=True)
+        run_bench(sim.url, _plan(turns=1, conc=(1,)), BenchOptions(progress=False))
+        res = run_bench(sim.url, _plan(turns=1, conc=(1,)), BenchOptions(progress=False, cold_expected=True))
     assert not any(r.cold for r in res.records)
     assert any("cold turn not recorded" in n for n in res.summary.notes)
 
@@ -68,7 +68,7 @@ def test_no_cold_turn_when_an_sglang_engine_already_served():
 def test_multi_token_chunks_counted_and_acceptance_equals_truth():
     sets = {"spec_method": "mtp", "spec_k": 3, "spec_accept": [0.9, 0.7, 0.5], "decode_tps": 150}
     with SimOracle(sets=sets) as sim:
-        res = run_bench(sim.url, _plan(n=60), progress=False)
+        res = run_bench(sim.url, _plan(n=60), BenchOptions(progress=False))
         truth = _truth_by_id(sim)
     decode = [r for r in res.records if r.phase in ("decode", "warmup")]
     assert all(r.ok and r.output_tokens == 60 and sum(r.chunk_n) == 60 for r in decode)
@@ -94,7 +94,7 @@ def test_multi_token_chunks_counted_and_acceptance_equals_truth():
 def test_every_decode_turn_and_group_carries_the_engines_own_window():
     """/metrics is scraped between the decode requests: each c1 turn and each cK group has its own window."""
     with SimOracle(sets={"decode_tps": 300}) as sim:
-        res = run_bench(sim.url, _plan(n=20), progress=False)
+        res = run_bench(sim.url, _plan(n=20), BenchOptions(progress=False))
     decode = [r for r in res.records if r.prompt_target == 0]
     assert decode and all(r.server_window and r.server_ttft_s is not None for r in decode)
     assert {r.server_window["requests"] for r in decode if r.concurrency == 1} == {1}
@@ -111,7 +111,9 @@ def test_reused_prompts_are_flagged_and_excluded(monkeypatch):
 
     monkeypatch.setattr(pr, "nonce", lambda: "samesame")  # every prompt identical: the prefix cache hits
     with SimOracle() as sim:
-        res = run_bench(sim.url, _plan(turns=0, prompts=(400,), repeats=2), progress=False, decode=False)
+        res = run_bench(
+            sim.url, _plan(turns=0, prompts=(400,), repeats=2), BenchOptions(progress=False, decode=False)
+        )
     pre = [r for r in res.records if r.phase == "prefill"]
     assert len(pre) == 2 and all("prefix-cache-hit" in r.flags for r in pre)
     assert "prefill_400" not in res.summary.measures
@@ -121,7 +123,9 @@ def test_reused_prompts_are_flagged_and_excluded(monkeypatch):
 
 def test_unique_prompts_hit_length_and_miss_cache():
     with SimOracle() as sim:
-        res = run_bench(sim.url, _plan(prompts=(1000, 3000), repeats=2), progress=False, decode=False)
+        res = run_bench(
+            sim.url, _plan(prompts=(1000, 3000), repeats=2), BenchOptions(progress=False, decode=False)
+        )
     pre = [r for r in res.records if r.phase == "prefill"]
     assert len(pre) == 4
     for r in pre:
@@ -135,7 +139,7 @@ def test_http_error_and_stalled_stream_are_failed_records():
     # generation request 3 gets HTTP 500; request 5 stalls after 4 tokens (the client's timeout ends it)
     sets = {"fault_http500_request": 3, "fault_stall_request": 5, "fault_stall_after_tokens": 4}
     with SimOracle(sets=sets) as sim:
-        res = run_bench(sim.url, _plan(turns=4, n=16, conc=(1,), timeout=2.0), progress=False)
+        res = run_bench(sim.url, _plan(turns=4, n=16, conc=(1,), timeout=2.0), BenchOptions(progress=False))
     failed = [r for r in res.records if not r.ok]
     assert len(failed) == 2 and res.summary.n_failed == 2
     assert any("HTTP 500" in r.error for r in failed) and any("timeout" in r.error for r in failed)
@@ -148,14 +152,14 @@ def test_chunks_that_reach_the_client_together_neither_inflate_nor_count_as_deco
     # behind reads them; request 5: everything after the first token arrives in one write at the end.
     sets = {"decode_tps": 100, "fault_hold_request": 4, "fault_hold_from": 0, "fault_hold_until": 20}
     with SimOracle(sets=sets) as sim:
-        res = run_bench(sim.url, _plan(turns=3, n=40, conc=(1,)), progress=False)
+        res = run_bench(sim.url, _plan(turns=3, n=40, conc=(1,)), BenchOptions(progress=False))
         truth = _truth_by_id(sim)
     held = next(r for r in res.records if truth[r.response_id]["index"] == 4)
     assert held.ok and held.n_first >= 20 and "burst-read" not in held.flags
     assert held.decode_tps == pytest.approx(truth[held.response_id]["true_decode_tps"], rel=0.05)  # not ~2x
     sets = {"decode_tps": 100, "fault_hold_request": 4, "fault_hold_from": 1, "fault_hold_until": 0}
     with SimOracle(sets=sets) as sim:
-        res = run_bench(sim.url, _plan(turns=3, n=40, conc=(1,)), progress=False)
+        res = run_bench(sim.url, _plan(turns=3, n=40, conc=(1,)), BenchOptions(progress=False))
         truth = _truth_by_id(sim)
     held = next(r for r in res.records if truth[r.response_id]["index"] == 4)
     assert held.ok and "burst-read (39 of 39" in held.flags
@@ -168,7 +172,7 @@ def test_chunks_that_reach_the_client_together_neither_inflate_nor_count_as_deco
 def test_engine_dying_mid_stream_is_a_failure_not_a_crash():
     sets = {"fault_exit_request": 2, "fault_exit_after_tokens": 5}
     with SimOracle(sets=sets) as sim:
-        res = run_bench(sim.url, _plan(turns=2, n=16, conc=(1,), timeout=5.0), progress=False)
+        res = run_bench(sim.url, _plan(turns=2, n=16, conc=(1,), timeout=5.0), BenchOptions(progress=False))
     assert res.records[0].ok
     assert not res.records[1].ok and res.records[1].error
     assert all(not r.ok for r in res.records[1:])
@@ -181,7 +185,7 @@ def test_sglang_flavor_acceptance(metrics, monkeypatch):
     from labkit.measure import Bench
 
     async def no_metrics(self, key):
-        self.has_metrics = False
+        self.log.has_metrics = False
         return None
 
     if not metrics:  # an SGLang launched without --enable-metrics
@@ -194,7 +198,7 @@ def test_sglang_flavor_acceptance(metrics, monkeypatch):
         "decode_tps": 400,
     }
     with SimOracle(sets=sets) as sim:
-        res = run_bench(sim.url, _plan(n=60, conc=(1,)), progress=False)
+        res = run_bench(sim.url, _plan(n=60, conc=(1,)), BenchOptions(progress=False))
         truth = _truth_by_id(sim)
     ts = [truth[r.response_id] for r in res.records]
     m = res.summary.measures
@@ -214,7 +218,9 @@ def test_other_transports_measure_the_same(transport, backend, monkeypatch):
         monkeypatch.setenv("LABKIT_HTTP", "httpx")
     monkeypatch.setenv("LABKIT_LOOP", "asyncio")  # and the standard event loop
     with SimOracle(sets={"decode_tps": 100}) as sim:
-        res = run_bench(sim.url, _plan(turns=2, n=40, conc=(1,)), progress=False, transport=transport)
+        res = run_bench(
+            sim.url, _plan(turns=2, n=40, conc=(1,)), BenchOptions(progress=False, transport=transport)
+        )
         truth = _truth_by_id(sim)
     assert res.provenance["http_backend"] == backend and res.provenance["transport"] == transport
     assert res.provenance["event_loop"] == "asyncio.unix_events"
@@ -232,7 +238,9 @@ def test_interrupted_run_keeps_partial_records(tmp_path, monkeypatch):
     monkeypatch.setattr(Bench, "prefill", boom)
     out = tmp_path / "partial.json"
     with SimOracle() as sim, pytest.raises(KeyboardInterrupt):
-        run_bench(sim.url, _plan(turns=1, conc=(1,), prompts=(200,)), progress=False, save_to=out)
+        run_bench(
+            sim.url, _plan(turns=1, conc=(1,), prompts=(200,)), BenchOptions(progress=False, save_to=out)
+        )
     back = BenchResult.load(out)
     assert back.provenance["partial"] and "KeyboardInterrupt" in back.provenance["error"]
     assert len(back.records) == 3 and all(r.ok for r in back.records)  # cold, warmup, one turn
@@ -242,7 +250,9 @@ def test_works_inside_a_running_event_loop():
     import asyncio
 
     async def notebook_cell(url):
-        return run_bench(url, _plan(turns=1, conc=(1,)), progress=False)  # sync call, loop already running
+        return run_bench(
+            url, _plan(turns=1, conc=(1,)), BenchOptions(progress=False)
+        )  # sync call, loop already running
 
     with SimOracle() as sim:
         res = asyncio.run(notebook_cell(sim.url))
@@ -261,7 +271,7 @@ def test_interrupt_inside_a_running_loop_stops_at_once_and_keeps_what_was_measur
     async def notebook_cell(url):
         main = threading.main_thread().ident
         threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT)).start()
-        return run_bench(url, _plan(turns=20, n=40, conc=(1,)), progress=False, save_to=out)
+        return run_bench(url, _plan(turns=20, n=40, conc=(1,)), BenchOptions(progress=False, save_to=out))
 
     with SimOracle(sets={"decode_tps": 100}) as sim:
         loop = asyncio.new_event_loop()  # like ipykernel: a running loop, SIGINT left to Python's handler
@@ -297,7 +307,9 @@ def test_prompt_sizing_without_a_tokenize_endpoint(engine, monkeypatch):
 
     monkeypatch.setattr(StreamClient, "post_json", post_json)
     with SimOracle() as sim:
-        res = run_bench(sim.url, _plan(prompts=(2000,), repeats=2), progress=False, decode=False)
+        res = run_bench(
+            sim.url, _plan(prompts=(2000,), repeats=2), BenchOptions(progress=False, decode=False)
+        )
     kind = res.provenance["prompt_length_counter"]
     assert ("extras" in kind) if engine == "llamacpp" else ("linear fit" in kind)
     pre = [r for r in res.records if r.phase == "prefill"]
@@ -337,8 +349,7 @@ def test_io_probe_deltas_and_completions_api(tmp_path):
         res = run_bench(
             sim.url,
             replace(_plan(turns=1, conc=(1,)), api="completions"),
-            progress=False,
-            io_hooks=[GrowingProbe(stats)],
+            BenchOptions(progress=False, io_hooks=[GrowingProbe(stats)]),
         )
     assert all(r.ok and r.api == "completions" for r in res.records)
     assert res.summary.measures["nfs_read_bytes"] == 258000
@@ -351,7 +362,7 @@ def test_repeated_plan_pools_samples_and_counters():
 
     sets = {"spec_method": "mtp", "spec_k": 2, "spec_accept": [0.8, 0.5], "decode_tps": 150}
     with SimOracle(sets=sets) as sim:
-        res = run_bench(sim.url, replace(_plan(turns=1, n=40), runs=2), progress=False)
+        res = run_bench(sim.url, replace(_plan(turns=1, n=40), runs=2), BenchOptions(progress=False))
         truth = _truth_by_id(sim)
     assert [g.group for g in res.groups] == [0, 1] and [g.rep for g in res.groups] == [0, 1]
     assert sum(r.cold for r in res.records) == 1 and next(r for r in res.records if r.cold).rep == 0
@@ -368,7 +379,9 @@ def test_no_nfs_mount_means_no_nfs_figure_not_zero(tmp_path):
     stats = tmp_path / "mountstats"
     stats.write_text("device /dev/sda1 mounted on / with fstype ext4\n")
     with SimOracle() as sim:
-        res = run_bench(sim.url, _plan(turns=1, conc=(1,)), progress=False, io_hooks=[LocalNfsProbe(stats)])
+        res = run_bench(
+            sim.url, _plan(turns=1, conc=(1,)), BenchOptions(progress=False, io_hooks=[LocalNfsProbe(stats)])
+        )
     assert "nfs_read_bytes" not in res.summary.measures
     assert "nfs_read_bytes_per_completion" not in res.summary.measures
     assert any(

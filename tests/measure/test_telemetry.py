@@ -20,7 +20,8 @@ from labkit.measure import (
     sampler_script,
     summarize,
 )
-from labkit.measure.telemetry import Window, integrate, node_csv, number, parse_gpu_row, window_summary
+from labkit.measure.telemetry_energy import Window, integrate, window_summary
+from labkit.measure.telemetry_series import node_csv, number, parse_gpu_row
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 
 S = 1_000_000_000

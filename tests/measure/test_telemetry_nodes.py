@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from labkit.measure import Bench, NodeTelemetry, healthy_clocks, run_bench
+from labkit.measure import Bench, BenchOptions, NodeTelemetry, healthy_clocks, run_bench
 from labkit.nodes import LocalHost
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.sim import SimProcess
@@ -76,7 +76,7 @@ def test_four_nodes_give_series_energy_per_token_and_flag_the_low_clock_and_thro
     sampler = NodeTelemetry(hosts, period_s=PERIOD, clock_baseline=baseline)
     try:
         with SimProcess(["--preset", "test"]) as sim:
-            res = run_bench(sim.url, PLAN, progress=False, telemetry=sampler)
+            res = run_bench(sim.url, PLAN, BenchOptions(progress=False, telemetry=sampler))
     finally:
         for h in hosts:
             h.close()
@@ -138,7 +138,7 @@ def test_a_cluster_without_nvidia_smi_records_not_available_once_per_node_and_st
     sampler = NodeTelemetry(hosts, period_s=PERIOD)
     try:
         with without_nvidia_smi(cluster), SimProcess(["--preset", "test"]) as sim:
-            res = run_bench(sim.url, PLAN, progress=False, telemetry=sampler)
+            res = run_bench(sim.url, PLAN, BenchOptions(progress=False, telemetry=sampler))
     finally:
         for h in hosts:
             h.close()
@@ -171,9 +171,7 @@ def test_a_run_that_fails_halfway_stops_every_sampler_and_keeps_the_samples(gpus
             run_bench(
                 sim.url,
                 PLAN,
-                progress=False,
-                telemetry=sampler,
-                on_partial=kept.append,
+                BenchOptions(progress=False, telemetry=sampler, on_partial=kept.append),
             )
     finally:
         for h in hosts:
@@ -242,7 +240,7 @@ def test_this_machine_without_nvidia_smi_records_not_available_once_and_samples_
     monkeypatch.setenv("PATH", ":".join(path))
     sampler = NodeTelemetry([LocalHost()], period_s=PERIOD)
     with SimProcess(["--preset", "test"]) as sim:
-        res = run_bench(sim.url, PLAN, progress=False, telemetry=sampler)
+        res = run_bench(sim.url, PLAN, BenchOptions(progress=False, telemetry=sampler))
     t = res.summary.telemetry
     assert t["nodes"]["localhost"]["gpu"] == "not available: nvidia-smi: command not found"
     assert (

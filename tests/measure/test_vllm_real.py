@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from labkit import sim
-from labkit.measure import render, run_bench
+from labkit.measure import BenchOptions, render, run_bench
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from tests.support.vllm import serve, tiny_hf_model, vllm_available
 
@@ -56,7 +56,9 @@ def counters(url: str) -> dict[str, float]:
 def decode_run(url):
     """One decode window (warmup, 3 c1 turns, 3 c2 groups), with the server's counters around it."""
     before = counters(url)
-    res = run_bench(url, plan(decode=(1, 2), turns=3), progress=False, cold_expected=False, prefill=False)
+    res = run_bench(
+        url, plan(decode=(1, 2), turns=3), BenchOptions(progress=False, cold_expected=False, prefill=False)
+    )
     after = counters(url)
     return res, {k: after[k] - before.get(k, 0.0) for k in after}
 
@@ -101,7 +103,9 @@ def test_every_turn_carries_the_engines_own_ttft_and_bursts_blame_no_side(decode
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_prompts_sized_with_tokenize_are_exact(url, api):
-    res = run_bench(url, plan(prompts=(512, 2048), warmup=0, api=api), progress=False, decode=False)
+    res = run_bench(
+        url, plan(prompts=(512, 2048), warmup=0, api=api), BenchOptions(progress=False, decode=False)
+    )
     assert res.provenance["prompt_length_counter"] == "server /tokenize"
     pre = [r for r in res.records if r.phase == "prefill"]
     assert len(pre) == 2 and all(r.ok and r.prompt_tokens_source == "usage" for r in pre)
@@ -114,7 +118,9 @@ def test_a_prompt_repeated_on_purpose_is_a_prefix_cache_hit(url, monkeypatch):
 
     same = pr.nonce()
     monkeypatch.setattr(pr, "nonce", lambda: same)  # every prefill prompt identical
-    res = run_bench(url, plan(prompts=(1024,), warmup=1, repeats=1), progress=False, decode=False)
+    res = run_bench(
+        url, plan(prompts=(1024,), warmup=1, repeats=1), BenchOptions(progress=False, decode=False)
+    )
     first, second = [r for r in res.records if r.prompt_target == 1024]
     assert first.phase == "warmup" and "prefix-cache-hit" not in first.flags
     assert second.phase == "prefill" and "prefix-cache-hit" in second.flags
@@ -135,11 +141,7 @@ def test_the_lab_path_takes_k_from_the_recipe(url):
     res = run_bench(
         url,
         plan(turns=2, warmup=0),
-        progress=False,
-        cold_expected=False,
-        prefill=False,
-        spec_k=k,
-        spec_k_source=source,
+        BenchOptions(progress=False, cold_expected=False, prefill=False, spec_k=k, spec_k_source=source),
     )
     assert res.summary.measures["accept_k"] == 4
     assert res.summary.method["accept_k"] == "K: recipe --speculative-config num_speculative_tokens"

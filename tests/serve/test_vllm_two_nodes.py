@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from labkit import tinymodel
-from labkit.measure import run_bench
+from labkit.measure import BenchOptions, run_bench
 from labkit.serve import Lane
 from tests.support.vllm import vllm_available
 from tests.support.vllm_lanes import free_port, two_node_recipe
@@ -45,7 +45,9 @@ def test_tp2_over_two_nodes_boots_serves_and_leaves_nothing(cluster, tmp_path, t
             assert ep.base_url == f"http://{head}:{plan.engine.port}/v1"
             assert set(lane.status().values()) == {"alive"}
             assert ep.boot.engine_version.startswith("0.32") and ep.boot.kv_pool_tokens > 0
-            result = run_bench(ep.base_url, plan.measure, model=ep.model, progress=False, lane=plan.recipe)
+            result = run_bench(
+                ep.base_url, plan.measure, BenchOptions(model=ep.model, progress=False, lane=plan.recipe)
+            )
             assert len(cluster.processes()) >= 2  # API server + engine on the head, worker on the other
         recs = result.records
         assert recs and all(r.ok for r in recs), [r.error for r in recs if not r.ok]

@@ -1,0 +1,144 @@
+"""The seam between a Bench and its phases: what every phase reads (`RunContext`, fixed for the run), what
+the phases accumulate (`RunLog`, handed whole to outcome.py), and `Session`, the steps every phase takes on
+them: a /metrics scrape, a request of the plan's shape, a record, a prompt's text seed.
+
+runner.py's `Bench` is the Session that runs the plan; decode_phase.py and prefill_phase.py take a Session.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from labkit.measure import io_probe as iop
+from labkit.measure import metrics as mx
+from labkit.measure import prompts as pr
+from labkit.measure.client import EndpointError, StreamClient, StreamRequest
+from labkit.measure.recording import make_record
+from labkit.measure.records import GroupRecord, RequestRecord
+from labkit.measure.scrapes import EvidenceLog
+from labkit.measure.sse import StreamResult
+from labkit.measure.telemetry_run import NodeTelemetry
+from labkit.recipe import MeasurePlan
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every phase reads: the open client, the plan, the request shape and the run-wide labels."""
+
+    client: StreamClient
+    plan: MeasurePlan
+    model: str | None  # the served model: given by the caller, else the first /models names (Bench.run)
+    api: str
+    run_id: str
+    lane: str = ""
+    recipe_hash: str | None = None
+    variant: str | None = None
+    cold_expected: bool = False  # the engine was just booted: the first repetition records a cold turn
+    spec_k: int | None = None  # the engine's configured draft tokens per step, None: read from /metrics
+    spec_k_source: str = ""
+    prompt_seed: str | None = None  # shared prompt texts across runs and lanes (docs/compare.md)
+    io_hooks: Sequence[iop.IOProbe] = ()
+    telemetry: NodeTelemetry | None = (
+        None  # node samplers while the plan runs (labkit/measure/telemetry_run.py)
+    )
+    t_origin: int = field(default_factory=time.perf_counter_ns)  # the records' stamps count from here
+
+    def text_seed(self, rep: int, place: str) -> str | None:
+        """What a prompt's text is drawn from: the run's prompt seed, the repetition and the request's place
+        in the plan, so the same place gets the same text in every lane run with that seed (its nonce stays
+        fresh); None without a prompt seed (the text is then drawn from the nonce). docs/compare.md,
+        "Shared prompt seeds"."""
+        return None if self.prompt_seed is None else f"{self.prompt_seed}:{rep}:{place}"
+
+    def stream_request(self, prompt: str, max_tokens: int, *, forced: bool) -> StreamRequest:
+        """A greedy request with the plan's timeout; `forced` pins its length (min_tokens, ignore_eos)."""
+        return StreamRequest(
+            prompt=prompt,
+            max_tokens=max_tokens,
+            api=self.api,
+            model=self.model or "",
+            min_tokens=max_tokens if forced else None,
+            ignore_eos=forced,
+            temperature=0.0,
+            timeout=self.plan.timeout,
+        )
+
+
+@dataclass
+class RunLog:
+    """What a run learned, in the order it was measured: what outcome.py turns into the BenchResult."""
+
+    records: list[RequestRecord] = field(default_factory=list)
+    groups: list[GroupRecord] = field(default_factory=list)
+    scrapes: dict[str, str] = field(default_factory=dict)  # raw /metrics text per scrape key
+    notes: list[str] = field(default_factory=list)
+    evidence: EvidenceLog = field(
+        default_factory=EvidenceLog
+    )  # /metrics per window (labkit/measure/scrapes.py)
+    acceptance: mx.Acceptance | None = None  # pooled over the repetitions' decode windows
+    pc_window: list[tuple[float, float]] = field(default_factory=list)  # (hits, queries) per prefill sample
+    # the KV pool with every source the engine offers: a lane's boot facts, else read from the API (Bench.run)
+    kv_pool: dict[str, Any] = field(default_factory=dict)
+    engine_info: dict[str, Any] = field(default_factory=dict)
+    version: str | None = None  # the engine's version string
+    models: list[str] = field(default_factory=list)  # what /models served
+    rtt_ns: int = 0
+    has_metrics: bool = True  # False once /metrics failed: no further scrapes
+    counter: pr.Counter | None = None  # prompt-length counter (labkit/measure/tokencount.py)
+    counter_kind: str = ""
+
+
+class Session:
+    """The steps every phase takes: scrape /metrics into the log, shape a request, keep its record."""
+
+    def __init__(self, ctx: RunContext, log: RunLog | None = None) -> None:
+        self.ctx = ctx
+        self.log = RunLog() if log is None else log
+        self.rep = 0  # current repetition of the plan
+        self.on_record: Callable[[RequestRecord], None] | None = None  # e.g. a progress bar's tick
+
+    async def scrape(self, key: str) -> mx.Samples | None:
+        """GET /metrics, kept under `key`; None (and no further tries) once the endpoint has none."""
+        log = self.log
+        if not log.has_metrics:
+            return None
+        try:
+            status, text = await self.ctx.client.get("/metrics")
+        except EndpointError:
+            status, text = 0, ""
+        if status != 200:
+            log.has_metrics = False
+            log.notes.append(
+                f"no /metrics (HTTP {status}): no counter-derived numbers (acceptance, cache hits)"
+            )
+            return None
+        log.scrapes[key] = text
+        return mx.parse_prometheus(text)
+
+    def text_seed(self, place: str) -> str | None:
+        """The prompt text seed of `place` in the current repetition (RunContext.text_seed)."""
+        return self.ctx.text_seed(self.rep, place)
+
+    def record(self, res: StreamResult, **labels: Any) -> RequestRecord:
+        """The stream as this run's RequestRecord, kept and ticked off. `labels` are make_record's
+        per-request keywords (phase, requested, concurrency, turn, stream, cold, nonce, group, ...); the
+        run-wide ones come from the context (labkit/measure/recording.py)."""
+        ctx, log = self.ctx, self.log
+        rec = make_record(
+            res,
+            t_origin=ctx.t_origin,
+            rtt_ns=log.rtt_ns,
+            rep=self.rep,
+            run_id=ctx.run_id,
+            lane=ctx.lane,
+            api=ctx.api,
+            counted_source="tokenize" if "tokenize" in log.counter_kind else "calibrated",
+            **labels,
+        )
+        log.records.append(rec)
+        if self.on_record is not None:
+            self.on_record(rec)
+        return rec

@@ -1,0 +1,93 @@
+"""A run's window evidence in its summary: what the engine's /metrics said about each window, pooled over the
+repetitions (`summary.evidence`), and the findings worded as flags (counter reset, foreign traffic, busy at
+start, prefix-cache hits): docs/measurement.md, "Per-run evidence".
+
+Pure: the evidence log's windows (labkit/measure/scrapes.py) in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from labkit.measure.recording import CACHE_HIT_TOLERANCE
+from labkit.measure.scrapes import WindowEvidence, reset_message
+
+
+def pooled_evidence(windows: Sequence[WindowEvidence]) -> dict[str, dict]:
+    """Per window name, pooled over repetitions: see docs/measurement.md, "Per-run evidence"."""
+    out: dict[str, dict] = {}
+    for name in dict.fromkeys(w.name for w in windows):
+        ws = [w for w in windows if w.name == name]
+        e: dict = {"sent": sum(w.sent for w in ws), "scrapes": sum(w.scrapes for w in ws)}
+        for key, value in ws[0].start.items():
+            e[f"{key}_start"] = value
+        for key, value in ws[-1].end.items():
+            e[f"{key}_end"] = value
+        if any(w.start or w.end for w in ws):
+            e["busy_scrapes"] = sum(w.busy for w in ws)
+        for key, attr in (
+            ("finished", "finished"),
+            ("prefix_cache_hits", "hits"),
+            ("prefix_cache_queries", "queries"),
+        ):
+            values = [getattr(w, attr) for w in ws]
+            if all(v is not None for v in values) and not any(w.resets for w in ws):
+                e[key] = sum(values)
+        if any(w.resets for w in ws):
+            e["counter_resets"] = [
+                {"counter": c, "before": b, "after": a} for w in ws for c, b, a in w.resets
+            ]
+        out[name] = e
+    return out
+
+
+def evidence_flags(windows: Sequence[WindowEvidence]) -> list[dict[str, str]]:
+    """One flag per finding and window repetition: {"code", "window", "message"}."""
+    many = len({w.rep for w in windows}) > 1
+    out = []
+    for w in windows:
+        where = f"{w.name} (repetition {w.rep + 1})" if many else w.name
+        for code, message in window_findings(w):
+            out.append({"code": code, "window": w.name, "message": f"{where}: {message}"})
+    return out
+
+
+def window_findings(w: WindowEvidence) -> list[tuple[str, str]]:
+    """(code, message) of what one window's evidence shows: docs/measurement.md, "Per-run evidence"."""
+    found = []
+    if w.resets:
+        found.append(
+            (
+                "counter-reset",
+                reset_message(w.resets)
+                + ", so its counter-derived figures (acceptance, prefix-cache hits, the "
+                "engine's view, the foreign-traffic check) are invalid and its timed requests span two boots",
+            )
+        )
+    if w.finished is not None and w.finished > w.sent_valid:
+        found.append(
+            (
+                "foreign-traffic",
+                f"the engine finished {w.finished:g} requests while labkit sent {w.sent_valid}: "
+                f"{w.finished - w.sent_valid:g} came from another client (Δ{w.finished_by} summed over labels)",
+            )
+        )
+    if w.live and (w.start.get("running") or w.start.get("waiting")):
+        found.append(
+            (
+                "busy-at-start",
+                f"the engine showed {w.start.get('running', 0):g} running and {w.start.get('waiting', 0):g} "
+                "waiting requests when the window opened, with none of labkit's in flight: someone else was "
+                "using it",
+            )
+        )
+    if w.hits is not None and w.hit_pairs:
+        found.append(
+            (
+                "prefix-cache-hit",
+                f"{w.hit_pairs} of its {w.pairs} request windows hit the prefix cache for more than "
+                f"{CACHE_HIT_TOLERANCE} tokens per request ({w.hits:g} of {w.queries:g} prompt tokens "
+                "cached): its prompts were not new to the engine",
+            )
+        )
+    return found

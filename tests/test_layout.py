@@ -361,16 +361,12 @@ def outside_citations(paths: list[Path]) -> list[str]:
     return bad
 
 
-# Packages whose docstring is being rewritten on another branch of issue 24; the merge empties this set.
-DOCSTRING_PENDING = {"labkit.measure"}
-
-
 def unnamed_modules(mods: dict[str, Module]) -> list[str]:
     """Each package under labkit/ names every module and subpackage it holds in its docstring (as a word:
     `plan`, `plan.py`, `node/`), so the docstring a reader starts from does not hide part of the package."""
     bad = []
     for m in mods.values():
-        if not m.is_package or m.name.count(".") != 1 or m.name in DOCSTRING_PENDING:
+        if not m.is_package or m.name.count(".") != 1:
             continue
         doc = ast.get_docstring(m.tree) or ""
         for child in sorted(mods):

@@ -1,5 +1,6 @@
-"""What a lane plan becomes on its nodes, computed without contacting them: each node's launch and exact
-start command, the model revision pinned to a commit, and the `Endpoint` a ready lane hands out.
+"""What a lane plan becomes on its nodes: each node's launch and exact start command, computed without
+contacting them (for `labkit show` too), and the `Endpoint` a ready lane hands out. One function contacts a
+node: `pin_revision` reads the model revision's ref in the shared cache on the head (one `cat`).
 
 The callers materialize a labkit-built model (labkit.tinymodel) into the plan before it gets here.
 """
@@ -10,7 +11,6 @@ import dataclasses
 import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from labkit.errors import LabkitError
 from labkit.nodes import Host
@@ -32,7 +32,6 @@ class Endpoint:
     head: str
     nodes: list[str]
     boot: BootFacts
-    run_dir: Path | None = None
 
     @property
     def root_url(self) -> str:

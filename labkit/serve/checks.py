@@ -71,7 +71,7 @@ def read_nodes(lane: LaneState) -> dict[str, Readings]:
     wanted = commands(lane.plan)
     outcomes = lane.group.begin(lambda h: read_node(h, wanted)).outcomes()
     return {
-        n: value if err is None else Readings(n, error=f"{type(err).__name__}: {err}")
+        n: value if value is not None else Readings(n, error=f"{type(err).__name__}: {err}")
         for n, (value, err) in outcomes.items()
     }
 
@@ -90,14 +90,14 @@ def pull_absent(lane: LaneState, readings: dict[str, Readings]) -> float:
     again; returns the seconds it took (0 when every node had it)."""
     image = lane.plan.engine.image
     absent = absent_image(readings)
-    if not absent:
+    if not absent or image is None:  # only a docker lane (it has an image) reads one
         return 0.0
     lane.say(
         f"image {image}: not on {', '.join(absent)}; pulling it there first (the boot timer has not started)"
     )
     t = time.monotonic()
 
-    def pull(h: Host):
+    def pull(h: Host) -> tuple[Result, Result]:
         def progress(line: str) -> None:
             if PULL_PROGRESS.search(line):
                 lane.say(f"  {h.name}: {line.strip()}")
@@ -107,7 +107,7 @@ def pull_absent(lane: LaneState, readings: dict[str, Readings]) -> float:
 
     hosts = [h for h in lane.group if h.name in absent]
     for node, (value, err) in lane.group.begin(pull, hosts).outcomes().items():
-        if err is not None:
+        if value is None:
             readings[node].pulled = err.message if isinstance(err, HostError) else str(err)
             continue
         r, after = value

@@ -69,7 +69,7 @@ def read_after_ready(lane: LaneState) -> dict[str, dict[str, int] | str]:
     """Every node's /proc/meminfo at once (one command each); a node that cannot answer gets its reason."""
     out: dict[str, dict[str, int] | str] = {}
     for node, (value, err) in lane.group.begin(read_meminfo).outcomes().items():
-        out[node] = value if err is None else f"{type(err).__name__}: {err}"
+        out[node] = value if value is not None else f"{type(err).__name__}: {err}"
     return out
 
 

@@ -31,6 +31,7 @@ from labkit.measure import BenchOptions, run_bench  # noqa: E402
 from labkit.measure import prompts as pr  # noqa: E402
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_plan  # noqa: E402
 from labkit.serve import Lane  # noqa: E402
+from labkit.store import RunFolderSink
 from tests.support import llamacpp as oc  # noqa: E402
 
 BOUND = 0.05
@@ -94,7 +95,7 @@ def main() -> int:
     plan = load_plan("tiny-llamacpp", size=args.size or ("small" if args.quick else "default"))
     plan = dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, port=oc.free_port()))
     plan = tinymodel.materialize(plan, log=sys.stderr)  # the recipe's model is one labkit builds
-    lane = Lane(plan, run_dir=tmp / "run", poll=0.1, stop_grace=5)
+    lane = Lane(plan, sink=RunFolderSink(tmp / "run"), poll=0.1, stop_grace=5)
     keys = ["decode_c1"] + [f"prefill_{t}" for t in lengths]
     got: dict[str, dict[str, list[float]]] = {
         "labkit": {k: [] for k in keys},

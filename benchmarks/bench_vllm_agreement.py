@@ -36,6 +36,7 @@ from labkit import sim  # noqa: E402
 from labkit.measure import BenchOptions, run_bench  # noqa: E402
 from labkit.measure import metrics as mx  # noqa: E402
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan  # noqa: E402
+from labkit.store import RunFolderSink
 
 DECODE_GOAL, TTFT_GOAL_MS = 0.003, 1.0
 PORTS = (18700, 18729)  # not the tests' (18600-18699): they may boot vLLM lanes meanwhile
@@ -242,7 +243,9 @@ def boot_and_run(args) -> tuple[dict, dict]:
     from tests.support.vllm_lanes import tiny_vllm_plan
 
     plan = tiny_vllm_plan(sim.free_port(*PORTS))  # the model is built into $LABKIT_CACHE
-    lane = Lane(plan, run_dir=Path(os.environ["LABKIT_STATE_DIR"]).parent / "run", poll=0.2, stop_grace=10)
+    lane = Lane(
+        plan, sink=RunFolderSink(Path(os.environ["LABKIT_STATE_DIR"]).parent / "run"), poll=0.2, stop_grace=10
+    )
     t0 = time.monotonic()
     say(f"booting tiny-vllm on port {plan.engine.port} (40-65 s on 2 cores)")
     with lane.up() as ep:

@@ -35,6 +35,7 @@ from benchmarks.bare_ssh import BareSsh, fan_out  # noqa: E402
 from benchmarks.fanout import Meter, Window, metered, time_pair  # noqa: E402
 from labkit.nodes import HostGroup, check_reachable, host_for  # noqa: E402
 from labkit.serve import Lane  # noqa: E402
+from labkit.store import RunFolderSink
 from tests.support.lanes import sim_recipe  # noqa: E402
 from tests.support.nodes import Cluster, kill_processes, sshd_available  # noqa: E402
 
@@ -80,7 +81,7 @@ def local_readiness(tmp: Path, reps: int) -> None:
     token = uuid.uuid4().hex
     os.environ["LABKIT_TEST_SESSION"] = token
     plan = sim_recipe(tmp / "bench-local", PORT, settings={"boot_weights_s": 1.0, "boot_init_s": 0.5})
-    lane = Lane(plan, run_dir=tmp / "run-local", progress=None)
+    lane = Lane(plan, sink=RunFolderSink(tmp / "run-local"), progress=None)
     try:
         show_latency("local, process runtime", [readiness_once(lane, "127.0.0.1", PORT) for _ in range(reps)])
     finally:
@@ -114,7 +115,7 @@ def cluster_checks(cluster: Cluster, tmp: Path, reps: int) -> None:
         user=cluster.user,
         settings={"boot_weights_s": 1.0, "boot_init_s": 0.5},
     )
-    lane = Lane(plan4, ssh=opts, run_dir=tmp / "run-4x", progress=None)
+    lane = Lane(plan4, ssh=opts, sink=RunFolderSink(tmp / "run-4x"), progress=None)
     try:
         show_latency(
             "4 sshd nodes, docker shim",

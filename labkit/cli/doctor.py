@@ -17,7 +17,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     lane = Lane(plan_from_args(args), progress=sys.stderr)
     try:
-        checks = doctor(lane, probes=args.probe, pull=args.pull)
+        checks = doctor(lane.state, probes=args.probe, pull=args.pull)
     finally:
         lane.close()
     failed = [c for c in checks if c.failed]

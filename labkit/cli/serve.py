@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from labkit.cli.common import add_lane_command, plan_from_args
 from labkit.errors import LabkitError
 from labkit.nodes import ending_as_interrupt
 
+if TYPE_CHECKING:
+    from labkit.serve import Lane
 
-def _lane(args: argparse.Namespace, **kwargs):
+
+def _lane(args: argparse.Namespace, **kwargs: Any) -> Lane:
     from labkit.serve import Lane
 
     return Lane(plan_from_args(args), **kwargs)
@@ -24,9 +28,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     import tempfile
 
     from labkit.lab import materialize_model
+    from labkit.store import RunFolderSink
 
     run_dir = args.logs or tempfile.mkdtemp(prefix="labkit-up-")
-    lane = _lane(args, run_dir=run_dir)
+    lane = _lane(args, sink=RunFolderSink(run_dir))
     if lane.plan.staging:  # the view must exist and verify before the engine is pointed at it
         from labkit.nodes import check_reachable
         from labkit.stage import check_view, stage

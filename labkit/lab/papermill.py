@@ -15,14 +15,14 @@ def attach_executed_notebook(done: LaneRun) -> Path | None:
     `labkit run` copies the finished notebook itself; under a bare papermill CLI the kernel finds the output
     path on its parent's command line. The copy holds every cell up to the one calling this.
     """
-    from labkit.store import attach_file
+    from labkit.store import NOTEBOOK_FILE, attach_file
 
     if not done.run_dirs or settings.current().batch:
         return None
     out = _papermill_output()
     if out is None or not out.is_file():
         return None
-    return attach_file(done.run_dirs[0], out, "bench.ipynb")
+    return attach_file(done.run_dirs[0], out, NOTEBOOK_FILE)
 
 
 def _papermill_output() -> Path | None:

@@ -105,7 +105,7 @@ def _measure_on(
     from labkit.nodes import check_reachable, ending_as_interrupt
     from labkit.serve import Lane
     from labkit.stage import check_view, stage
-    from labkit.store import ResultsStore
+    from labkit.store import ResultsStore, RunFolderSink, write_staging
 
     lane = lanes[0]
     check_reachable(group)
@@ -121,10 +121,10 @@ def _measure_on(
         if lane.staging:
             with ending_as_interrupt():  # SIGTERM/SIGHUP stop the node copies like Ctrl-C does
                 done.staging = stage(lane, group.hosts, full=full_verify, progress=progress)
-                first.write_text("staging.json", _json(done.staging.to_dict()))
+                write_staging(first, done.staging.to_dict())
                 check_view(lane, group.hosts)
-        # Lane writes boot.json and logs/<node>.log into the first run folder as the boot goes.
-        served.run_dir = first.path
+        # The lane's node logs and boot facts go into the first run folder as the boot goes.
+        served.sink = RunFolderSink(first.path)
         with (
             ending_as_interrupt()
         ):  # as inside Lane.up: SIGTERM/SIGHUP during a build mark the run interrupted
@@ -257,36 +257,11 @@ def store_result(run: Any, result: Any, boot: dict) -> None:
 
 
 def write_records(run: Any, result: Any) -> None:
-    """The raw files of a BenchResult (requests, groups, scrapes, I/O deltas) into a still-open run folder.
-    Also used for a run that fails halfway: its folder is then marked failed, with what it measured."""
-    run.write_requests(result.records)
-    if result.groups:
-        run.write_text("groups.csv", _csv([g.to_row() for g in result.groups]))
-    if result.scrapes:
-        run.write_text("metrics.json", _json(result.scrapes))
-    if result.io:
-        run.write_text("io.json", _json(result.io))
-    for node, text in sorted(result.telemetry.items()):
-        run.write_text(f"telemetry-{node}.csv", text)  # raw samples, docs/measurement.md "Node telemetry"
-    if result.provenance.get("partial"):
-        run.update(partial={"requests": len(result.records), "error": result.provenance.get("error")})
+    """The raw files of a BenchResult into a still-open run folder (labkit.store.write_result); also used for
+    a run that fails halfway: its folder is then marked failed, with what it measured."""
+    from labkit.store import write_result
 
-
-def _csv(rows: list[dict]) -> str:
-    import csv
-    import io
-
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
-def _json(data: Any) -> str:
-    import json
-
-    return json.dumps(data, indent=1, default=str) + "\n"
+    write_result(run, result)
 
 
 def _announce(path: Path) -> None:

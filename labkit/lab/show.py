@@ -36,10 +36,9 @@ def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:
         "prefill": plots.prefill_by_length(measures),
         "tokens": plots.tokens_over_time(data.requests(done.run_ids[:1]), done.run_ids[0]),
     }
-    first = done.run_dirs[0]
-    csvs = {
-        p.name[len("telemetry-") : -len(".csv")]: p.read_text() for p in sorted(first.glob("telemetry-*.csv"))
-    }
+    from labkit.store import read_telemetry
+
+    csvs = read_telemetry(done.run_dirs[0])
     if csvs:  # beside the tokens: what each node's GPU did in the same run
         figs["nodes"] = plots.node_series(csvs, f"{done.run_ids[0]}: node power and SM clock")
     return figs

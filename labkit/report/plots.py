@@ -246,14 +246,13 @@ def node_series(csvs: dict[str, str], title: str = ""):
     """Per node, GPU power and SM clock over the run (the nodes' telemetry CSVs, docs/measurement.md, "Node
     telemetry"), drawn beside the tokens-over-time plot so a slow window can be laid against its node. Nodes
     without GPU samples show MemAvailable instead, so the figure is never empty where memory was sampled."""
-    import csv
-    import io
+    from labkit.store import telemetry_rows
 
     fig = _figure(figsize=(8, 4.5))
     power, clock = fig.subplots(2, 1, sharex=True)
     drawn = 0
     for node, text in sorted(csvs.items()):
-        rows = list(csv.DictReader(io.StringIO(text)))
+        rows = telemetry_rows(text)
         gpu = [r for r in rows if r.get("source") == "nvidia-smi" and _num(r.get("t_ns")) is not None]
         if gpu:
             ts = [float(r["t_ns"]) / 1e9 for r in gpu]

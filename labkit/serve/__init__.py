@@ -2,8 +2,11 @@
 every node and verifies it.
 
 `engines/` are pure builders of each node's command plus boot-log parsers; `runtimes` run them as docker
-containers or processes; `fabric` gives each node its fabric address and the NCCL/GLOO/TP env; `plan` computes each node's command and pins the model revision; `lane` composes
-`start`, `watch` (the boot to readiness) and `teardown`; `errors` say which node failed and why. The pre-boot
+containers or processes; `fabric` gives each node its fabric address and the NCCL/GLOO/TP env; `plan` computes
+each node's command and pins the model revision (reading one ref on the head); `lane` composes `start`,
+`watch` (the boot to readiness), `teardown` and `observe` (status, logs), which share a `LaneState` and return
+what they learned (`state`); what a run folder keeps goes to the caller's `RunSink` (labkit.store writes it);
+`errors` say which node failed and why. The pre-boot
 checks (image, fabric, RDMA, memory, GPU, page cache) are pure in `preflight`, `holders`, `enginehelp` and
 `verdict`, run by `checks`, which also runs `labkit doctor` (`doctor`); `flagcheck` checks given flags (a
 sweep's) against the engine's own --help, else the adapter's known flags (`check_flags`). Once ready, `readyfacts` reads memory
@@ -40,6 +43,7 @@ from labkit.serve.lane import Lane
 from labkit.serve.plan import Endpoint, lane_commands, launches, pin_revision
 from labkit.serve.prometheus import Samples, parse_prometheus
 from labkit.serve.runtimes import DockerRuntime, ProcessRuntime
+from labkit.serve.state import LaneState, RunSink
 from labkit.serve.verdict import FAIL, OK, SKIP, WARN, Check, check_table, node_tables
 
 __all__ = [
@@ -59,12 +63,14 @@ __all__ = [
     "Lane",
     "LaneBusy",
     "LaneFailed",
+    "LaneState",
     "LlamaCpp",
     "NodeLaunch",
     "NodeSpec",
     "Preflight",
     "PreflightFailed",
     "ProcessRuntime",
+    "RunSink",
     "Samples",
     "Sglang",
     "Sim",

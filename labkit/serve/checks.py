@@ -2,8 +2,8 @@
 boot timer starts) and compared again, the page cache dropped; and `labkit doctor`, the same checks as a
 report plus the engine's own flags and probes asked of the image on the head node.
 
-The commands and parsers are pure, in labkit.serve.preflight, holders and enginehelp; these functions take
-the `Lane` (labkit.serve.lane) they check and run nothing but those commands: nothing is started.
+The commands and parsers are pure, in labkit.serve.preflight, holders and enginehelp; these functions read
+the lane's `LaneState` (labkit.serve.state) and run nothing but those commands: nothing is started.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from labkit.nodes import Host, HostError, Result
 from labkit.serve.enginehelp import flag_checks, help_argv, in_image, lane_flags, probe_checks, probe_command
-from labkit.serve.plan import python_for
+from labkit.serve.plan import launches, python_for
 from labkit.serve.preflight import (
     DROP_CACHES_COMMAND,
     PULL_PROGRESS,
@@ -28,6 +28,7 @@ from labkit.serve.preflight import (
     parse_meminfo,
     pull_command,
 )
+from labkit.serve.state import LaneState
 from labkit.serve.verdict import FAIL, SKIP, WARN, Check, ordered
 
 CHECK_TIMEOUT = 60.0  # seconds per check command on a node
@@ -65,12 +66,12 @@ def read_node(host: Host, wanted: dict[str, str]) -> Readings:
     return rd
 
 
-def read_nodes(lane) -> dict[str, Readings]:
+def read_nodes(lane: LaneState) -> dict[str, Readings]:
     """Every node's readings, all nodes at once (a Ctrl-C ends the wait; the commands only read)."""
     wanted = commands(lane.plan)
     outcomes = lane.group.begin(lambda h: read_node(h, wanted)).outcomes()
     return {
-        n: value if err is None else Readings(n, error=f"{type(err).__name__}: {err}")
+        n: value if value is not None else Readings(n, error=f"{type(err).__name__}: {err}")
         for n, (value, err) in outcomes.items()
     }
 
@@ -84,19 +85,19 @@ def absent_image(readings: dict[str, Readings]) -> list[str]:
     ]
 
 
-def pull_absent(lane, readings: dict[str, Readings]) -> float:
+def pull_absent(lane: LaneState, readings: dict[str, Readings]) -> float:
     """`docker pull` on the nodes that lack the image, with docker's status lines as progress, then its ID read
     again; returns the seconds it took (0 when every node had it)."""
     image = lane.plan.engine.image
     absent = absent_image(readings)
-    if not absent:
+    if not absent or image is None:  # only a docker lane (it has an image) reads one
         return 0.0
     lane.say(
         f"image {image}: not on {', '.join(absent)}; pulling it there first (the boot timer has not started)"
     )
     t = time.monotonic()
 
-    def pull(h: Host):
+    def pull(h: Host) -> tuple[Result, Result]:
         def progress(line: str) -> None:
             if PULL_PROGRESS.search(line):
                 lane.say(f"  {h.name}: {line.strip()}")
@@ -106,7 +107,7 @@ def pull_absent(lane, readings: dict[str, Readings]) -> float:
 
     hosts = [h for h in lane.group if h.name in absent]
     for node, (value, err) in lane.group.begin(pull, hosts).outcomes().items():
-        if err is not None:
+        if value is None:
             readings[node].pulled = err.message if isinstance(err, HostError) else str(err)
             continue
         r, after = value
@@ -120,7 +121,7 @@ def pull_absent(lane, readings: dict[str, Readings]) -> float:
     return seconds
 
 
-def drop_page_cache(lane, readings: dict[str, Readings]) -> list[Check]:
+def drop_page_cache(lane: LaneState, readings: dict[str, Readings]) -> list[Check]:
     """`sync; echo 3 > /proc/sys/vm/drop_caches` (sudo -n unless root) on every node; said per node when not."""
     outcomes = lane.group.begin(lambda h: h.run(DROP_CACHES_COMMAND, timeout=DROP_TIMEOUT)).outcomes()
     out = []
@@ -131,7 +132,7 @@ def drop_page_cache(lane, readings: dict[str, Readings]) -> list[Check]:
     return out
 
 
-def preflight(lane, pull: bool = True, drop: bool = True) -> Preflight:
+def preflight(lane: LaneState, pull: bool = True, drop: bool = True) -> Preflight:
     """Every check on every node. With `pull`, an absent image is pulled (only when nothing else failed, so a
     refused start does not wait for a pull first); without, its absence is a warning. With `drop` and
     engine.drop_caches, the page cache is dropped once every check passed."""
@@ -154,11 +155,10 @@ def preflight(lane, pull: bool = True, drop: bool = True) -> Preflight:
 # ---------------------------------------------------------------------------------------------- labkit doctor
 
 
-def doctor(lane, probes: list[str] | tuple[str, ...] = (), pull: bool = False) -> list[Check]:
+def doctor(lane: LaneState, probes: list[str] | tuple[str, ...] = (), pull: bool = False) -> list[Check]:
     """The pre-boot checks as a report (nothing started, the page cache left alone, the image pulled only with
     `pull`), plus on the head: the lane's flags against the engine's own --help and each probe."""
     report = preflight(lane, pull=pull, drop=False)
-    lane.fabric_addresses = report.addresses
     checks = list(report.checks)
     head = lane.group.head
     blocked = head_problem(lane, checks)
@@ -166,13 +166,13 @@ def doctor(lane, probes: list[str] | tuple[str, ...] = (), pull: bool = False) -
         checks.append(Check(head.name, "engine args", SKIP, f"not checked: {blocked}"))
         checks += [Check(head.name, "probe", SKIP, f"{n}: not checked: {blocked}") for n in probes]
     else:
-        checks += engine_flags(lane, head)
+        checks += engine_flags(lane, head, report.addresses)
         if probes:
             checks += engine_probes(lane, head, list(probes))
     return ordered(checks, lane.group.names)
 
 
-def head_problem(lane, checks: list[Check]) -> str:
+def head_problem(lane: LaneState, checks: list[Check]) -> str:
     """Why the head cannot run the engine's own CLI ("" when it can): unreachable, or the image not there."""
     head = lane.group.head.name
     for c in checks:
@@ -183,7 +183,7 @@ def head_problem(lane, checks: list[Check]) -> str:
     return ""
 
 
-def ask_help(lane, head: Host) -> tuple[str, Result | None, str]:
+def ask_help(lane: LaneState, head: Host) -> tuple[str, Result | None, str]:
     """The engine's own --help run on the head (in the image for a docker lane): (the command as shown, its
     Result or None, why it could not run). Shared by doctor and labkit.serve.flagcheck."""
     plan = lane.plan
@@ -196,18 +196,21 @@ def ask_help(lane, head: Host) -> tuple[str, Result | None, str]:
         return shown, None, e.message
 
 
-def engine_flags(lane, head: Host) -> list[Check]:
-    """Every flag the lane sends (engine.args and labkit's own) looked up in the engine's --help output."""
+def engine_flags(lane: LaneState, head: Host, detected: dict[str, str]) -> list[Check]:
+    """Every flag the lane sends (engine.args and labkit's own, with the fabric addresses `detected`) looked
+    up in the engine's --help output."""
     shown, r, why = ask_help(lane, head)
     if r is None:
         return [Check(head.name, "engine args", FAIL, f"{shown} could not run: {why}")]
     flags = lane_flags(
-        lane.plan, lane.launches(), lane.engine.command(python_for(lane.plan, lane.group.hosts))
+        lane.plan,
+        launches(lane.plan, lane.group.hosts, detected),
+        lane.engine.command(python_for(lane.plan, lane.group.hosts)),
     )
     return flag_checks(head.name, lane.plan.engine.kind, shown, flags, r)
 
 
-def engine_probes(lane, head: Host, names: list[str]) -> list[Check]:
+def engine_probes(lane: LaneState, head: Host, names: list[str]) -> list[Check]:
     """Whether the engine's package in the image (on the head) contains each name, one `grep -rl` each."""
     plan, package = lane.plan, lane.engine.package
     python = python_for(plan, lane.group.hosts)

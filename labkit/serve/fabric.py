@@ -13,6 +13,7 @@ import re
 import shlex
 
 from labkit.errors import LabkitError
+from labkit.recipe import LanePlan
 
 # `ip -o -4 addr show dev IF` prints one line per IPv4 address: "3: enp1s0f1np1    inet 192.168.177.11/24 brd ..."
 INET = re.compile(r"\sinet\s+(\d{1,3}(?:\.\d{1,3}){3})/\d+")
@@ -56,7 +57,9 @@ def _valid(address: str) -> bool:
     return True
 
 
-def node_addresses(plan, names: list[str], detected: dict[str, str] | None = None) -> dict[str, str | None]:
+def node_addresses(
+    plan: LanePlan, names: list[str], detected: dict[str, str] | None = None
+) -> dict[str, str | None]:
     """{node: fabric address} from the recipe, else from the boot's detection, else a placeholder; {} when the
     lane declares no fabric (peers then use the management addresses)."""
     fabric = plan.cluster.fabric
@@ -66,13 +69,13 @@ def node_addresses(plan, names: list[str], detected: dict[str, str] | None = Non
     return {n: fabric.address(n) or detected.get(n) or placeholder(n, fabric.interface) for n in names}
 
 
-def undetected(plan, names: list[str]) -> list[str]:
+def undetected(plan: LanePlan, names: list[str]) -> list[str]:
     """Nodes whose fabric address the recipe does not give (the boot detects them)."""
     fabric = plan.cluster.fabric
     return [] if fabric is None else [n for n in names if not fabric.address(n)]
 
 
-def fabric_env(plan) -> dict[str, str]:
+def fabric_env(plan: LanePlan) -> dict[str, str]:
     """The communication libraries pointed at the fabric interface (and its RoCE HCAs); recipe env wins."""
     fabric = plan.cluster.fabric
     if fabric is None:

@@ -1,5 +1,6 @@
-"""What a lane plan becomes on its nodes, computed without contacting them: each node's launch and exact
-start command, the model revision pinned to a commit, and the `Endpoint` a ready lane hands out.
+"""What a lane plan becomes on its nodes: each node's launch and exact start command, computed without
+contacting them (for `labkit show` too), and the `Endpoint` a ready lane hands out. One function contacts a
+node: `pin_revision` reads the model revision's ref in the shared cache on the head (one `cat`).
 
 The callers materialize a labkit-built model (labkit.tinymodel) into the plan before it gets here.
 """
@@ -10,10 +11,10 @@ import dataclasses
 import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from labkit.errors import LabkitError
 from labkit.nodes import Host
+from labkit.recipe import LanePlan
 from labkit.serve.engines import BootFacts, NodeLaunch, NodeSpec, engine_for
 from labkit.serve.fabric import node_addresses
 from labkit.serve.runtimes import runtime_for
@@ -31,7 +32,6 @@ class Endpoint:
     head: str
     nodes: list[str]
     boot: BootFacts
-    run_dir: Path | None = None
 
     @property
     def root_url(self) -> str:
@@ -39,7 +39,7 @@ class Endpoint:
 
 
 def node_specs(
-    plan, hosts: list[Host] | None = None, detected: dict[str, str] | None = None
+    plan: LanePlan, hosts: list[Host] | None = None, detected: dict[str, str] | None = None
 ) -> list[NodeSpec]:
     """Nodes as the engines see them: name plus the address peers use, which is the node's fabric address when
     the lane declares a fabric (recipe, else `detected` at boot, else a placeholder for `labkit show`) and
@@ -52,20 +52,20 @@ def node_specs(
     return [NodeSpec(n, fabric.get(n) or address, address) for n, address in names]
 
 
-def python_for(plan, hosts: list[Host] | None = None) -> str:
+def python_for(plan: LanePlan, hosts: list[Host] | None = None) -> str:
     """The interpreter for python-launched engines: this one on the local host, `python3` elsewhere."""
     local = hosts is not None and all(h.is_local for h in hosts) or (hosts is None and plan.cluster.is_local)
     return sys.executable if local and plan.engine.runtime == "process" else "python3"
 
 
 def launches(
-    plan, hosts: list[Host] | None = None, detected: dict[str, str] | None = None
+    plan: LanePlan, hosts: list[Host] | None = None, detected: dict[str, str] | None = None
 ) -> list[NodeLaunch]:
     python = python_for(plan, hosts)
     return engine_for(plan).launch(plan, node_specs(plan, hosts, detected), python=python)
 
 
-def lane_commands(plan, hosts: list[Host] | None = None) -> dict[str, str]:
+def lane_commands(plan: LanePlan, hosts: list[Host] | None = None) -> dict[str, str]:
     """{node: the exact shell command `up` runs there} — pure, for `labkit show` and dry runs."""
     runtime = runtime_for(plan)
     return {
@@ -73,7 +73,7 @@ def lane_commands(plan, hosts: list[Host] | None = None) -> dict[str, str]:
     }
 
 
-def pin_revision(plan, head: Host):
+def pin_revision(plan: LanePlan, head: Host) -> LanePlan:
     """The plan with its model revision pinned to a commit, read from refs/<name> on the head node.
 
     A lane served from the shared HF cache is given snapshots/<commit>; a branch name such as "main" has

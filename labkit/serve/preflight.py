@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from labkit.nodes import Result
+from labkit.recipe import LanePlan
 from labkit.serve.fabric import all_addresses, detect_command, undetected
 from labkit.serve.holders import CONTAINERS_COMMAND, GPU_APPS_COMMAND, GPU_INFO_COMMAND, gpu_check
 from labkit.serve.verdict import FAIL, OK, WARN, Check, ordered
@@ -31,7 +32,7 @@ class Readings:
     pulled: str | None = None
 
 
-def commands(plan) -> dict[str, str]:
+def commands(plan: LanePlan) -> dict[str, str]:
     """{reading: the shell command a node runs for it}, only what this lane's checks need."""
     out = {}
     if plan.engine.runtime == "docker" and plan.engine.image:
@@ -269,7 +270,11 @@ def drop_check(node: str, r: Result | None, before: dict[str, int], error: str =
 
 
 def evaluate(
-    plan, lane_id: str, readings: dict[str, Readings], head: str, absent: tuple[str, str] = (FAIL, "")
+    plan: LanePlan,
+    lane_id: str,
+    readings: dict[str, Readings],
+    head: str,
+    absent: tuple[str, str] = (FAIL, ""),
 ) -> list[Check]:
     """Every node's checks from its readings, ordered by node, then check (ORDER)."""
     out: list[Check] = []
@@ -289,13 +294,13 @@ def evaluate(
         out.append(memory_check(node, res["meminfo"], plan.cluster.min_free_memory))
         out.append(gpu_check(node, lane_id, res["containers"], res["gpu_apps"], res["gpu_info"], strict_gpu))
     images = {n: parse_image(rd.results["image"]) for n, rd in readings.items() if "image" in rd.results}
-    if images:
+    if images and plan.engine.image is not None:  # only a docker lane (it has an image) reads one
         pulled = {n: readings[n].pulled for n in images}
         out += image_checks(plan.engine.image, images, pulled, head, absent)
     return ordered(out, list(readings))
 
 
-def detected_addresses(plan, readings: dict[str, Readings]) -> dict[str, str]:
+def detected_addresses(plan: LanePlan, readings: dict[str, Readings]) -> dict[str, str]:
     """{node: its first IPv4 address on the fabric interface} for the nodes the recipe gives none for."""
     out = {}
     for node in undetected(plan, list(readings)):

@@ -17,9 +17,11 @@ import urllib.request
 from typing import Any
 
 from labkit.nodes import Host, HostError
+from labkit.serve.checks import Preflight
 from labkit.serve.engines import BootFacts
 from labkit.serve.kvsources import Fetched, api_sources, kv_pool
 from labkit.serve.preflight import MEMINFO_COMMAND, parse_meminfo
+from labkit.serve.state import LaneState
 from labkit.units import format_size
 
 MEMINFO_TIMEOUT = 30.0  # seconds for one node's /proc/meminfo after ready
@@ -31,7 +33,7 @@ PREBOOT = "pre-boot check"
 Before = dict[str, tuple[dict[str, int], str] | str]
 
 
-def before_start(preflight) -> Before:
+def before_start(preflight: Preflight | None) -> Before:
     """Each node's memory just before the start, from the pre-boot checks (labkit.serve.checks.Preflight): the
     reading after the page-cache drop where the start dropped it, else the memory check's."""
     if preflight is None:
@@ -63,11 +65,11 @@ def read_meminfo(host: Host) -> dict[str, int] | str:
     return info if "MemAvailable" in info else "no MemAvailable in /proc/meminfo"
 
 
-def read_after_ready(lane) -> dict[str, dict[str, int] | str]:
+def read_after_ready(lane: LaneState) -> dict[str, dict[str, int] | str]:
     """Every node's /proc/meminfo at once (one command each); a node that cannot answer gets its reason."""
     out: dict[str, dict[str, int] | str] = {}
     for node, (value, err) in lane.group.begin(read_meminfo).outcomes().items():
-        out[node] = value if err is None else f"{type(err).__name__}: {err}"
+        out[node] = value if value is not None else f"{type(err).__name__}: {err}"
     return out
 
 
@@ -112,7 +114,7 @@ def http_text(url: str, timeout: float = HTTP_TIMEOUT) -> Fetched:
         return None, f"{type(e).__name__}: {getattr(e, 'reason', e)}"
 
 
-def kv_pool_at_boot(lane, facts: BootFacts) -> dict[str, Any]:
+def kv_pool_at_boot(lane: LaneState, facts: BootFacts) -> dict[str, Any]:
     """The KV pool from the head's boot log and from its API, compared (labkit.serve.kvsources.kv_pool)."""
     sources, absent = api_sources(
         http_text(lane.root_url + "/metrics"), http_text(lane.root_url + "/server_info")
@@ -123,11 +125,10 @@ def kv_pool_at_boot(lane, facts: BootFacts) -> dict[str, Any]:
     return kv_pool({**log, **sources}, absent)
 
 
-def after_ready(lane, facts: BootFacts) -> None:
-    """Memory on every node and the KV pool, into `facts` (memory_at_boot, kv_pool), each said once."""
-    facts.memory_at_boot = memory_facts(
-        before_start(lane.preflight), read_after_ready(lane), lane.group.names
-    )
+def after_ready(lane: LaneState, preflight: Preflight | None, facts: BootFacts) -> None:
+    """Memory on every node (before: from `preflight`) and the KV pool, into `facts` (memory_at_boot,
+    kv_pool), each said once."""
+    facts.memory_at_boot = memory_facts(before_start(preflight), read_after_ready(lane), lane.group.names)
     facts.kv_pool = kv_pool_at_boot(lane, facts)
     for node, m in facts.memory_at_boot.items():
         lane.say(f"  memory {node}: {memory_line(m)}")

@@ -16,6 +16,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from labkit.recipe import LanePlan
 from labkit.serve.engines.base import NodeLaunch
 
 LABEL = "labkit.lane"
@@ -288,7 +289,7 @@ def home_mounts(pairs: tuple[tuple[str, str], ...]) -> tuple[str, str]:
     return "".join(volumes), "mkdir -p " + " ".join(dirs) + " && "
 
 
-def runtime_for(plan, stop_grace: float = 10.0) -> Runtime:
+def runtime_for(plan: LanePlan, stop_grace: float = 10.0) -> Runtime:
     if plan.engine.runtime == "docker":
         return DockerRuntime(
             plan.lane_id,

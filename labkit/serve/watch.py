@@ -5,8 +5,9 @@ checks every node's liveness and new log text (one SSH round trip per node, in p
 never delays noticing readiness. Boot-log lines are shown as progress and kept as facts; a known fatal line
 or a dead node ends the boot at once with that node's log tail in the error.
 
-The functions take the `Lane` being started (labkit.serve.lane) and keep their per-node state in
-`lane.watched`, which the teardown takes over (see teardown.capture_logs).
+The functions read the lane's `LaneState` and keep their per-node state in `Started.watched`
+(labkit.serve.state), which the teardown takes over (see teardown.capture_logs); new log text goes to the
+state's run sink.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
 
 from labkit.nodes import ENDING_SIGNALS, Host, HostError, interrupts_noted, map_nodes
-from labkit.serve.engines import BootFacts, BootLog, BootPhase, NodeLaunch
+from labkit.serve.engines import BootFacts, BootPhase, NodeLaunch
 from labkit.serve.errors import BootError, BootTimeout, log_tail
 from labkit.serve.runtimes import ABSENT, ALIVE
+from labkit.serve.state import LaneState, NodeWatch, Started
 
 SEP = "\n--labkit-log--\n"
 INTERRUPTS = (signal.SIGINT, *ENDING_SIGNALS)  # Ctrl-C, SIGTERM, SIGHUP: what may cut a wait short
@@ -30,24 +31,7 @@ WATCH_END_WAIT = (
 )
 
 
-@dataclass
-class NodeWatch:
-    """One node during boot: its launch, its log parser, how far its log was read, and what it showed."""
-
-    host: Host
-    launch: NodeLaunch
-    log: BootLog
-    offset: int = 0
-    state: str = ABSENT
-    text_tail: list[str] = field(default_factory=list)
-    phases: list[BootPhase] = field(default_factory=list)
-    # Held while a poll fetches from `offset` and records the text, so teardown's log capture never fetches
-    # the same text as a poll; `closed` once teardown has taken the node's log over (later polls skip it).
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    closed: bool = False
-
-
-def node_watches(lane, by_node: dict[str, NodeLaunch]) -> dict[str, NodeWatch]:
+def node_watches(lane: LaneState, by_node: dict[str, NodeLaunch]) -> dict[str, NodeWatch]:
     """A fresh NodeWatch per node of the lane, the head's log parsed as the head's."""
     return {
         h.name: NodeWatch(h, by_node[h.name], lane.engine.boot_log(h.name, h is lane.group.head))
@@ -55,7 +39,7 @@ def node_watches(lane, by_node: dict[str, NodeLaunch]) -> dict[str, NodeWatch]:
     }
 
 
-def wait_ready(lane) -> BootFacts:
+def wait_ready(lane: LaneState, started: Started) -> BootFacts:
     """Probe the head every `lane.poll` s here; a watcher thread checks nodes and logs every `lane.node_poll` s.
 
     The node round trips (SSH) run beside the probe loop, so a slow node never delays noticing readiness.
@@ -73,7 +57,7 @@ def wait_ready(lane) -> BootFacts:
             while not stop.is_set():
                 t = time.monotonic()
                 try:
-                    poll_nodes(lane)
+                    poll_nodes(lane, started)
                 except BaseException as e:  # handed to the main loop
                     problem.append(e)
                     return
@@ -88,17 +72,17 @@ def wait_ready(lane) -> BootFacts:
             if problem:
                 raise problem[0]
             if http_status(lane.root_url + probes[0].path, timeout=1.0) == probes[0].status:
-                noticed = lane.elapsed()
+                noticed = started.elapsed()
                 if all(http_status(lane.root_url + p.path) == p.status for p in probes[1:]):
                     stop.set()
                     finished.wait()
                     if problem:
                         raise problem[0]
-                    poll_nodes(lane)  # the lines up to readiness, and every node still alive
-                    return boot_facts(lane, noticed)
-            now = lane.elapsed()
+                    poll_nodes(lane, started)  # the lines up to readiness, and every node still alive
+                    return boot_facts(lane, started, noticed)
+            now = started.elapsed()
             if now > timeout:
-                head = lane.watched[lane.group.head.name]
+                head = started.watched[lane.group.head.name]
                 raise BootTimeout(
                     lane.lane_id,
                     head.host.name,
@@ -111,10 +95,10 @@ def wait_ready(lane) -> BootFacts:
                     lane.say(f"[{now:6.1f}s] still booting ...")
             time.sleep(lane.poll)
     finally:
-        end_watch(lane, stop, finished)
+        end_watch(lane, started, stop, finished)
 
 
-def end_watch(lane, stop: threading.Event, finished: threading.Event) -> None:
+def end_watch(lane: LaneState, started: Started, stop: threading.Event, finished: threading.Event) -> None:
     """Stop the boot watcher and wait for its node polls in flight: at most WATCH_END_WAIT s, and saying so.
 
     A poll can take up to its 60 s timeout on a slow node. A further Ctrl-C (SIGTERM, SIGHUP) ends the wait;
@@ -124,7 +108,7 @@ def end_watch(lane, stop: threading.Event, finished: threading.Event) -> None:
     with interrupts_noted(INTERRUPTS) as noted:
         if finished.wait(0.5):
             return
-        busy = [n for n, w in lane.watched.items() if w.lock.locked()]
+        busy = [n for n, w in started.watched.items() if w.lock.locked()]
         lane.say(
             f"ending the boot watch: waiting up to {WATCH_END_WAIT:g} s for its poll of "
             f"{', '.join(busy) or 'the nodes'} to return (Ctrl-C again stops waiting)"
@@ -134,11 +118,11 @@ def end_watch(lane, stop: threading.Event, finished: threading.Event) -> None:
             pass
 
 
-def poll_nodes(lane) -> None:
+def poll_nodes(lane: LaneState, started: Started) -> None:
     """One round trip per node: liveness, then new log text; raise BootError on a fatal line or a dead node."""
 
     def poll(h: Host) -> str | None:
-        w = lane.watched[h.name]
+        w = started.watched[h.name]
         with w.lock:
             if w.closed:
                 return None
@@ -148,13 +132,13 @@ def poll_nodes(lane) -> None:
             r = h.run(cmd, timeout=60)
             state, _, text = r.stdout.partition(SEP)
             w.state = state.strip()
-            record(lane, w, text)  # an OSError here (run folder) is raised as is, below
+            record(lane, started, w, text)  # an OSError here (the sink's run folder) is raised as is, below
             return w.state
 
     outcomes = map_nodes(poll, lane.group.hosts)
     problems: list[BootError] = []
     for name, (state, err) in outcomes.items():
-        w = lane.watched[name]
+        w = started.watched[name]
         if err is not None:
             if not isinstance(err, HostError):
                 raise err
@@ -180,16 +164,15 @@ def poll_nodes(lane) -> None:
         raise problems[0]
 
 
-def record(lane, w: NodeWatch, text: str) -> None:
-    """New log text of a node: saved to the run folder, parsed, and its boot lines shown as progress."""
+def record(lane: LaneState, started: Started, w: NodeWatch, text: str) -> None:
+    """New log text of a node: handed to the run sink, parsed, and its boot lines shown as progress."""
     if not text:
         return
     w.offset += len(text.encode())
     w.text_tail = (w.text_tail + [text])[-50:]
-    if lane.run_dir:
-        with open(lane.run_dir / "logs" / f"{w.host.name}.log", "a", encoding="utf-8") as f:
-            f.write(text)
-    at = lane.elapsed()  # when labkit saw the line (node polls are ~1 s apart), not the engine's stamp
+    if lane.sink is not None:
+        lane.sink.node_log(w.host.name, text)
+    at = started.elapsed()  # when labkit saw the line (node polls are ~1 s apart), not the engine's stamp
     shown: dict[str, list[str]] = {}
     for pat, line in w.log.feed(text):
         w.phases.append(BootPhase(round(at, 3), w.host.name, pat.name, line))
@@ -199,12 +182,12 @@ def record(lane, w: NodeWatch, text: str) -> None:
         lane.say(f"[{at:6.1f}s] {who}{', '.join(labels)}: {line.strip()[:160]}")
 
 
-def boot_facts(lane, noticed: float) -> BootFacts:
+def boot_facts(lane: LaneState, started: Started, noticed: float) -> BootFacts:
     """The head's boot facts, with every node's phases in the order labkit saw them."""
-    head = lane.watched[lane.group.head.name]
+    head = started.watched[lane.group.head.name]
     facts = lane.engine.facts(head.log.matches)
     facts.boot_seconds = round(noticed, 3)
-    for w in lane.watched.values():
+    for w in started.watched.values():
         facts.phases += w.phases
     facts.phases.sort(key=lambda p: p.at)
     return facts

@@ -20,8 +20,28 @@ from labkit import settings
 from labkit.errors import LabkitError
 
 RUN_SCHEMA_VERSION = 1
+# The names in a run folder (docs/architecture.md, "The run folder"): only store code writes or reads them.
 RUN_FILE = "run.json"
 REQUESTS_FILE = "requests.csv"
+GROUPS_FILE = "groups.csv"
+SCRAPES_FILE = "metrics.json"  # the raw /metrics scrapes around the windows
+IO_FILE = "io.json"
+STAGING_FILE = "staging.json"
+BOOT_FILE = "boot.json"
+LOGS_DIR = "logs"  # logs/<node>.log, each node's engine log as the lane saw it
+ENGINE_LOG_FILE = "engine.log"
+NOTEBOOK_FILE = "bench.ipynb"  # the executed bench notebook's copy
+TELEMETRY_PREFIX, TELEMETRY_SUFFIX = "telemetry-", ".csv"  # telemetry-<node>.csv, a node's raw samples
+
+
+def node_log_name(node: str) -> str:
+    """logs/<node>.log, relative to the run folder."""
+    return f"{LOGS_DIR}/{node}.log"
+
+
+def telemetry_name(node: str) -> str:
+    """telemetry-<node>.csv."""
+    return TELEMETRY_PREFIX + node + TELEMETRY_SUFFIX
 
 
 class ResultsError(LabkitError):

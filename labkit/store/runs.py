@@ -22,6 +22,7 @@ from typing import Any
 from labkit import __version__
 from labkit.measure import RequestRecord, RunSummary
 from labkit.store.files import (
+    ENGINE_LOG_FILE,
     REQUESTS_FILE,
     RUN_FILE,
     RUN_SCHEMA_VERSION,
@@ -99,7 +100,7 @@ class Run:
         self._save()
         return out
 
-    def write_log_tail(self, text: str, name: str = "engine.log", max_lines: int = 2000) -> Path:
+    def write_log_tail(self, text: str, name: str = ENGINE_LOG_FILE, max_lines: int = 2000) -> Path:
         lines = text.splitlines()[-max_lines:]
         return self.write_text(name, "\n".join(lines) + ("\n" if lines else ""))
 
@@ -157,7 +158,7 @@ class Run:
         self.closed = True
 
     def _list_present_files(self) -> None:
-        """Files others wrote into the folder (the lane's boot.json and logs/<node>.log) join the list, so
+        """Files written beside run.json (the lane's boot.json and logs/<node>.log) join the list, so
         run.json names everything the run folder holds."""
         for f in sorted(self.path.rglob("*")):
             if f.is_file() and not f.name.endswith(".tmp"):

@@ -19,6 +19,7 @@ from labkit import tinymodel
 from labkit.measure import BenchOptions, run_bench
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_plan
 from labkit.serve import Lane
+from labkit.store import RunFolderSink
 from tests.support.llamacpp import free_port, have_llama_cpp
 
 pytestmark = pytest.mark.skipif(
@@ -58,7 +59,7 @@ def cache(tmp_path_factory, monkeypatch):
 
 def test_lane_boots_measures_and_records_the_quirks(tmp_path, cache, local_env):
     plan = tiny_plan(free_port(), prompt_tokens=(4096, 12600), repeats=1)  # the recipe's lengths
-    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=5)
+    lane = Lane(plan, sink=RunFolderSink(tmp_path / "run"), poll=0.1, stop_grace=5)
     with lane.up() as ep:
         assert ep.model == "tiny" and ep.base_url.endswith(f":{plan.engine.port}/v1")
         # Boot facts from the llama.cpp log: n_ctx and the KV cache cells, raw lines kept.
@@ -109,7 +110,7 @@ def test_lane_boots_measures_and_records_the_quirks(tmp_path, cache, local_env):
 def test_overlong_prompt_is_a_failed_record_with_a_reason(tmp_path, cache, local_env):
     """A prompt over n_ctx: llama-cpp-python answers 200 with an empty body; labkit must not count it."""
     plan = tiny_plan(free_port(), prompt_tokens=(17000,), repeats=1, warmup=0)
-    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=5)
+    lane = Lane(plan, sink=RunFolderSink(tmp_path / "run"), poll=0.1, stop_grace=5)
     with lane.up() as ep:
         result = run_bench(
             ep.base_url, plan.measure, BenchOptions(model=ep.model, progress=False, decode=False)
@@ -125,7 +126,7 @@ def test_overlong_prompt_is_a_failed_record_with_a_reason(tmp_path, cache, local
 def test_server_killed_mid_stream_gives_failed_records_not_numbers(tmp_path, cache, local_env):
     # 8000 tokens take seconds even on a fast CPU: the kill lands inside the first (cold) stream.
     plan = tiny_plan(free_port(), concurrency=(1,), turns=3, output_tokens=8000, warmup=0, timeout=30.0)
-    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=5)
+    lane = Lane(plan, sink=RunFolderSink(tmp_path / "run"), poll=0.1, stop_grace=5)
     ep = lane.start()
     try:
         pid_file = Path(os.environ["LABKIT_STATE_DIR"]) / "lanes" / plan.lane_id / "localhost.pid"

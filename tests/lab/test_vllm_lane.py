@@ -23,6 +23,7 @@ import pytest
 from labkit.measure import BenchOptions, render, run_bench
 from labkit.recipe import load_plan
 from labkit.serve import Lane
+from labkit.store import RunFolderSink
 from tests.support.vllm import vllm_available
 from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan
 
@@ -35,7 +36,7 @@ def ngram(tmp_path_factory):
     root = tmp_path_factory.mktemp("vllm-ngram")
     with isolated(root) as env:
         plan = tiny_vllm_plan(free_port(), spec="ngram")
-        lane = Lane(plan, run_dir=root / "run", poll=0.2, stop_grace=10)
+        lane = Lane(plan, sink=RunFolderSink(root / "run"), poll=0.2, stop_grace=10)
         with lane.up() as ep:
             yield SimpleNamespace(plan=plan, lane=lane, ep=ep, env=env, root=root)
         assert lane.status() == {"localhost": "absent"} and lane.leftovers() == {}
@@ -123,7 +124,7 @@ def test_engine_killed_mid_run_gives_failed_records_and_leaves_nothing(ngram):
 def test_ctrl_c_during_boot_leaves_nothing(tmp_path, local_env, monkeypatch, tmp_path_factory):
     monkeypatch.setenv("LABKIT_CACHE", str(tmp_path_factory.getbasetemp() / "labkit-cache"))
     plan = tiny_vllm_plan(free_port())
-    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.2, stop_grace=10)
+    lane = Lane(plan, sink=RunFolderSink(tmp_path / "run"), poll=0.2, stop_grace=10)
     saved_log = tmp_path / "run" / "logs" / "localhost.log"
 
     def ctrl_c_once_the_engine_loads() -> None:

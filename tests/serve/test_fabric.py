@@ -13,6 +13,7 @@ import pytest
 from labkit.errors import LabkitError, NodeError
 from labkit.recipe import load_plan
 from labkit.serve import Lane, lane_commands, launches, node_addresses, parse_address
+from labkit.store import RunFolderSink
 from tests.support.lanes import sim_recipe
 from tests.support.serving import assert_clean_cluster, served_plan
 
@@ -127,7 +128,11 @@ def test_cluster_lane_detects_fabric_addresses_at_boot(cluster, tmp_path):
         extra=FABRIC_TOML,
     )
     lane = Lane(
-        served_plan(plan), ssh=cluster.ssh_options(), run_dir=tmp_path / "run", poll=0.1, stop_grace=3
+        served_plan(plan),
+        ssh=cluster.ssh_options(),
+        sink=RunFolderSink(tmp_path / "run"),
+        poll=0.1,
+        stop_grace=3,
     )
     try:
         with lane.up() as ep:
@@ -161,7 +166,11 @@ def test_a_node_without_the_fabric_interface_stops_the_start_before_anything_run
         extra=FABRIC_TOML,
     )
     lane = Lane(
-        served_plan(plan), ssh=cluster.ssh_options(), run_dir=tmp_path / "run", poll=0.1, stop_grace=3
+        served_plan(plan),
+        ssh=cluster.ssh_options(),
+        sink=RunFolderSink(tmp_path / "run"),
+        poll=0.1,
+        stop_grace=3,
     )
     try:
         with pytest.raises(NodeError) as e:

@@ -12,6 +12,7 @@ import pytest
 from labkit.measure import StreamClient
 from labkit.measure.kvpool import read_kv_pool
 from labkit.serve import Lane
+from labkit.store import RunFolderSink
 from tests.support.vllm import vllm_available
 from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan
 
@@ -25,7 +26,12 @@ async def by_url(url: str) -> dict:
 
 def test_a_real_vllm_boot_keeps_its_log_line_and_cache_config_info_in_agreement(tmp_path):
     with isolated(tmp_path) as env:
-        lane = Lane(tiny_vllm_plan(free_port()), run_dir=tmp_path / "run", poll=0.2, progress=io.StringIO())
+        lane = Lane(
+            tiny_vllm_plan(free_port()),
+            sink=RunFolderSink(tmp_path / "run"),
+            poll=0.2,
+            progress=io.StringIO(),
+        )
         with lane.up() as ep:
             pool, memory = ep.boot.kv_pool, ep.boot.memory_at_boot
             bare = asyncio.run(by_url(ep.base_url))

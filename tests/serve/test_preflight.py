@@ -24,6 +24,7 @@ from labkit.serve.preflight import (
     parse_meminfo,
     rdma_check,
 )
+from labkit.store import RunFolderSink
 from tests.support.lanes import sim_recipe
 from tests.support.serving import assert_clean_cluster, served_plan
 
@@ -185,7 +186,7 @@ def lane_on(fake, tmp_path, port, **kw) -> Lane:
         **kw,
     )
     return Lane(
-        served_plan(plan), ssh=fake.ssh_options(), run_dir=tmp_path / "run", poll=0.1, stop_grace=3,
+        served_plan(plan), ssh=fake.ssh_options(), sink=RunFolderSink(tmp_path / "run"), poll=0.1, stop_grace=3,
         progress=io.StringIO(),
     )  # fmt: skip
 

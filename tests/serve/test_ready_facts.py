@@ -11,6 +11,7 @@ import json
 from labkit.nodes import HostError, LocalHost
 from labkit.serve import Check, Lane, Preflight
 from labkit.serve.readyfacts import AFTER_DROP, PREBOOT, before_start, memory_facts, read_meminfo
+from labkit.store import RunFolderSink
 from tests.support.lanes import sim_recipe
 from tests.support.serving import assert_clean_cluster, cluster_lane, served_plan
 
@@ -20,7 +21,7 @@ MEMORY_KEYS = {"MemTotal", "MemFree", "MemAvailable", "Cached"}
 
 def local_lane(tmp_path, port, **kw) -> Lane:
     plan = served_plan(sim_recipe(tmp_path / kw.pop("name", "lane"), port, **kw))
-    return Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=3, progress=io.StringIO())
+    return Lane(plan, sink=RunFolderSink(tmp_path / "run"), poll=0.1, stop_grace=3, progress=io.StringIO())
 
 
 def boot_json(tmp_path) -> dict:

@@ -15,6 +15,7 @@ import pytest
 
 from labkit.errors import NodeError
 from labkit.serve import BootError, BootTimeout, Lane, LaneBusy, LaneFailed
+from labkit.store import RunFolderSink
 from tests.support.lanes import chat, sim_recipe
 from tests.support.serving import assert_clean_cluster, cluster_lane, labkit_cli, served_plan
 
@@ -23,7 +24,7 @@ CRASH_LINE = "Installed InstantTensor does not expose the metadata layout this l
 
 def local_lane(tmp_path, port, **kw):
     plan = served_plan(sim_recipe(tmp_path / kw.pop("name", "lane-local"), port, **kw))
-    return Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
+    return Lane(plan, sink=RunFolderSink(tmp_path / "run"), poll=0.1, stop_grace=3)
 
 
 def assert_clean_local(lane: Lane, local_env) -> None:

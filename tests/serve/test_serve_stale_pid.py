@@ -17,6 +17,7 @@ import pytest
 
 from labkit.nodes import LocalHost
 from labkit.serve import Lane, NodeLaunch, ProcessRuntime
+from labkit.store import RunFolderSink
 from tests.support.lanes import chat, sim_recipe
 from tests.support.serving import served_plan
 
@@ -101,7 +102,7 @@ def test_reboot_makes_a_pid_file_stale(local_env):
 
 def test_lane_with_stale_pid_file_is_absent_and_boots(tmp_path, local_env, unrelated):
     plan = served_plan(sim_recipe(tmp_path / "lane-stale", 18341))
-    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=1)
+    lane = Lane(plan, sink=RunFolderSink(tmp_path / "run"), poll=0.1, stop_grace=1)
     stale_pid_file(lane.runtime, "localhost", local_env.state_dir, unrelated.pid)
     assert lane.status() == {"localhost": "absent"}
     assert lane.leftovers() == {}

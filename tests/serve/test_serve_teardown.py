@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import pytest
 
 from labkit.serve import Lane
+from labkit.store import RunFolderSink
 from tests.support.lanes import sim_recipe
 from tests.support.nodes import NODE_NAMES, REPO
 from tests.support.serving import assert_clean_cluster, cluster_lane, labkit_cli, served_plan
@@ -57,12 +58,12 @@ def remove_leftovers(lane: Lane) -> None:
     """After a test that failed before the fix: take away whatever it left, so later tests start clean."""
     for injected in ("capture_logs", "dead_node_report", "start_all", "status"):
         vars(lane).pop(injected, None)
-    with_logs = lane.run_dir
-    lane.run_dir = None
+    with_logs = lane.sink
+    lane.sink = None
     try:
         lane.down()
     finally:
-        lane.run_dir = with_logs
+        lane.sink = with_logs
 
 
 def test_unwritable_log_file_does_not_skip_removal(cluster, tmp_path):
@@ -115,7 +116,7 @@ def test_ctrl_c_during_dead_node_report_still_removes_everything(cluster, tmp_pa
 def test_no_dead_node_report_after_ctrl_c(tmp_path, local_env):
     """Ctrl-C inside the block goes straight to removal: no status/log round trips first, no LaneFailed."""
     plan = served_plan(sim_recipe(tmp_path / "lane-kbint", 18335))
-    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
+    lane = Lane(plan, sink=RunFolderSink(tmp_path / "run"), poll=0.1, stop_grace=3)
     asked: list[str] = []
     status = lane.status
     lane.status = lambda: asked.append("status") or status()
@@ -128,13 +129,14 @@ def test_no_dead_node_report_after_ctrl_c(tmp_path, local_env):
 def test_broken_run_folder_during_boot_still_removes_everything(cluster, tmp_path):
     """The boot watcher cannot write node logs (run folder replaced by a file): the boot fails, nothing is left."""
     lane = cluster_lane(cluster, tmp_path, 18336, name="lane-badfolder", settings={"boot_weights_s": 2})
-    lane.run_dir.mkdir(parents=True, exist_ok=True)
+    folder = tmp_path / "run"
+    folder.mkdir(parents=True, exist_ok=True)
     real_start_all = lane.start_all
 
     def start_then_break_folder():
         real_start_all()
-        shutil.rmtree(lane.run_dir / "logs")
-        (lane.run_dir / "logs").write_text("not a folder")
+        shutil.rmtree(folder / "logs")
+        (folder / "logs").write_text("not a folder")
 
     lane.start_all = start_then_break_folder
     with cleaned(lane):
@@ -227,7 +229,7 @@ def until_starts_returned(issued: dict, delay: float) -> None:
 
 def test_ctrl_c_while_local_start_is_in_flight_leaves_nothing(tmp_path, local_env, local_docker):
     plan = served_plan(sim_recipe(tmp_path / "lane-local-docker", 18337, runtime="docker"))
-    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, stop_grace=3)
+    lane = Lane(plan, sink=RunFolderSink(tmp_path / "run"), poll=0.1, stop_grace=3)
 
     def set_delay(seconds: float) -> None:
         f = local_docker / "delay"
@@ -301,7 +303,7 @@ def test_ctrl_c_while_a_node_poll_is_slow_says_so_and_saves_no_log_text_twice(tm
     60 s timeout): labkit says what it waits for, a second Ctrl-C ends that wait, and the teardown's log capture
     and the late poll never both save the same text."""
     plan = served_plan(sim_recipe(tmp_path / "lane-slowpoll", 18342, settings={"boot_weights_s": 60}))
-    lane = Lane(plan, run_dir=tmp_path / "run", poll=0.1, node_poll=0.2, stop_grace=3)
+    lane = Lane(plan, sink=RunFolderSink(tmp_path / "run"), poll=0.1, node_poll=0.2, stop_grace=3)
     lane.progress = io.StringIO()
     mark = "INFO a line the slow poll fetches"
     engine_log = local_env.state_dir / "lanes" / lane.lane_id / "localhost.log"

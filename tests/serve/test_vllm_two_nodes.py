@@ -10,6 +10,7 @@ import pytest
 from labkit import tinymodel
 from labkit.measure import BenchOptions, run_bench
 from labkit.serve import Lane
+from labkit.store import RunFolderSink
 from tests.support.vllm import vllm_available
 from tests.support.vllm_lanes import free_port, two_node_recipe
 
@@ -22,7 +23,9 @@ def test_tp2_over_two_nodes_boots_serves_and_leaves_nothing(cluster, tmp_path, t
     )
     head, worker = cluster.addresses[:2]
     plan = two_node_recipe(tmp_path / "lane", free_port(), (head, worker), cluster.port, cluster.user, model)
-    lane = Lane(plan, ssh=cluster.ssh_options(), run_dir=tmp_path / "run", poll=0.2, stop_grace=10)
+    lane = Lane(
+        plan, ssh=cluster.ssh_options(), sink=RunFolderSink(tmp_path / "run"), poll=0.2, stop_grace=10
+    )
     try:
         with lane.up() as ep:
             # the fabric addresses were detected on the nodes (their `ip` shim) and used for the rendezvous

@@ -9,6 +9,7 @@ import sys
 
 from labkit import tinymodel
 from labkit.serve import Lane
+from labkit.store import RunFolderSink
 from tests.support.lanes import sim_recipe
 from tests.support.nodes import REPO
 
@@ -31,7 +32,11 @@ def cluster_lane(cluster, tmp_path, port, nodes=None, **kw) -> Lane:
         **kw,
     )
     return Lane(
-        served_plan(plan), ssh=cluster.ssh_options(), run_dir=tmp_path / "run", poll=0.1, stop_grace=3
+        served_plan(plan),
+        ssh=cluster.ssh_options(),
+        sink=RunFolderSink(tmp_path / "run"),
+        poll=0.1,
+        stop_grace=3,
     )
 
 

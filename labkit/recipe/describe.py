@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from labkit.recipe.plan import LanePlan, shell_command
+from labkit.recipe.plan import LanePlan
+from labkit.recipe.specs import shell_command
 from labkit.units import format_size
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import labkit.recipe.names as names
 import labkit.recipe.schema as s
 from labkit.recipe.enginefacts import ENGINE_KINDS
-from labkit.recipe.plan import VIEW_MOUNT
+from labkit.recipe.staging import VIEW_MOUNT
 
 RUNTIMES = ("docker", "process")
 STAGING_KINDS = ("local-view",)

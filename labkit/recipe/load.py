@@ -14,8 +14,9 @@ from pathlib import Path
 
 import labkit.recipe.schema as s
 from labkit.errors import RecipeError
+from labkit.recipe.build import build_plan
 from labkit.recipe.fields import top_fields
-from labkit.recipe.plan import LanePlan, build_plan
+from labkit.recipe.plan import LanePlan
 from labkit.recipe.rules import check_whole
 from labkit.recipe.variants import check_defaults, default_variant, merge, pick
 

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import labkit.recipe.names as names
 import labkit.recipe.schema as s
 from labkit.errors import RecipeError
-from labkit.recipe.plan import LanePlan, recipe_hash
+from labkit.recipe.build import recipe_hash
+from labkit.recipe.plan import LanePlan
 from labkit.recipe.rules import parallel_problem, world_size
 
 

@@ -12,10 +12,10 @@ their flags are rows of the engine facts table (labkit.recipe.enginefacts).
 from __future__ import annotations
 
 import labkit.recipe.schema as s
+from labkit.recipe.build import render_args
 from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.fields import docker_fields
 from labkit.recipe.launch import compile_cache_mounts
-from labkit.recipe.plan import render_args
 
 
 def world_size(kind: str, sizes: dict[str, int], args: dict[str, tuple[str, ...]]) -> tuple[int, str]:

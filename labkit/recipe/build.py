@@ -1,0 +1,129 @@
+"""How a merged, checked recipe table becomes one `LanePlan`, and the hash that names what it resolved to.
+
+Engine args are a TOML table keyed by flag, so variants can add, replace or remove single flags:
+    "--kv-cache-dtype" = "fp8"            -> --kv-cache-dtype fp8
+    "--enforce-eager" = true              -> --enforce-eager        (false: flag omitted)
+    "--speculative-config" = {method = "dspark", num_speculative_tokens = 5}
+                                          -> --speculative-config '{"method":"dspark","num_speculative_tokens":5}'
+    "--cuda-graph-sizes" = [1, 2, 4]      -> --cuda-graph-sizes 1 2 4
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from labkit.recipe.enginefacts import engine_facts
+from labkit.recipe.launch import docker_options, fabric_spec
+from labkit.recipe.measureplan import DecodePlan, MeasurePlan, PrefillPlan
+from labkit.recipe.plan import LanePlan
+from labkit.recipe.specs import ClusterSpec, EngineSpec, ModelSpec, Parallel
+from labkit.recipe.staging import StagingSpec
+
+
+def render_args(args: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The engine args table as (flag, values) pairs, rendered as the module docstring shows."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for flag, value in args.items():
+        if value is False:
+            continue
+        if value is True:
+            out.append((flag, ()))
+        elif isinstance(value, dict):
+            out.append((flag, (json.dumps(value, separators=(",", ":")),)))
+        elif isinstance(value, list):
+            out.append((flag, tuple(str(v) for v in value)))
+        else:
+            out.append((flag, (str(value),)))
+    return tuple(out)
+
+
+def _blob(name: str, choices: dict[str, str], merged: dict) -> str:
+    return json.dumps({"recipe": name, "variants": choices, "lane": merged}, sort_keys=True, default=str)
+
+
+def recipe_hash(name: str, choices: dict[str, str], merged: dict) -> str:
+    """The hash of a resolved lane: recipe name, variant choice and the merged table (`LanePlan.resolved`)."""
+    return hashlib.sha256(_blob(name, choices, merged).encode()).hexdigest()[:12]
+
+
+def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> LanePlan:
+    """The LanePlan of a merged, checked recipe table; `shown` is the file as error messages name it."""
+    e, c, m = merged["engine"], merged["cluster"], merged["measure"]
+    runtime = e["runtime"] or engine_facts(e["kind"]).runtime
+    model = ModelSpec(
+        merged["model"]["repo"],
+        merged["model"]["revision"],
+        merged["model"]["path"],
+        merged["model"]["served_name"],
+    )
+    engine = EngineSpec(
+        kind=e["kind"],
+        image=e["image"],
+        runtime=runtime,
+        port=e["port"],
+        version=e["version"],
+        multinode=e["multinode"],
+        parallel=Parallel(**e["parallel"]),
+        args=render_args(e["args"]),
+        env=tuple(e["env"].items()),
+        boot_timeout=e["boot_timeout"],
+        docker=docker_options(e["docker"]),
+        drop_caches=e["drop_caches"],
+    )
+    cluster = ClusterSpec(
+        tuple(c["nodes"]),
+        c["user"],
+        c["ssh_port"],
+        c["shared_cache"],
+        c["head_address"],
+        c["connect_timeout"],
+        c["gpus_per_node"],
+        fabric_spec(c["fabric"]),
+        c["min_free_memory"],
+    )
+    staging = tuple(
+        StagingSpec(
+            st["kind"],
+            st["repo"],
+            st["revision"] or model.revision,
+            st["dst"],
+            tuple(st["local"]),
+            st["min_free"],
+            st["mount"],
+            st["verify"],
+            st.get("fanout"),
+        )
+        for st in merged["staging"]
+    )
+    d, p = m["decode"], m["prefill"]
+    measure = MeasurePlan(
+        m["api"],
+        m["runs"],
+        DecodePlan(tuple(d["concurrency"]), d["turns"], d["output_tokens"], d["warmup"]),
+        PrefillPlan(tuple(p["prompt_tokens"]), p["repeats"]),
+        m["timeout"],
+        m["target_ci"],
+        m["max_runs"],
+        tuple(m["target_measures"] or ()),
+        m["seed"],
+        m["telemetry_period"],
+        m["clock_drop"],
+    )
+    blob = _blob(name, choices, merged)
+    lane = merged["lane"]
+    return LanePlan(
+        recipe=name,
+        file=shown,
+        variants=tuple(choices.items()),
+        label=lane["label"] or name,
+        description=lane["description"],
+        simulated=lane["simulated"],
+        model=model,
+        engine=engine,
+        cluster=cluster,
+        staging=staging,
+        measure=measure,
+        recipe_hash=recipe_hash(name, choices, merged),
+        resolved=json.loads(blob)["lane"],
+    )

@@ -1,0 +1,54 @@
+"""What a lane measures: the decode and prefill shapes, the repetitions, and the measures a target CI covers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labkit.measures import decode_key, headline, prefill_key
+
+TARGET_MAX_RUNS = 10  # measure.max_runs when target_ci is set without it
+
+
+@dataclass(frozen=True)
+class DecodePlan:
+    concurrency: tuple[int, ...]
+    turns: int
+    output_tokens: int
+    warmup: int
+
+
+@dataclass(frozen=True)
+class PrefillPlan:
+    prompt_tokens: tuple[int, ...]
+    repeats: int
+
+
+@dataclass(frozen=True)
+class MeasurePlan:
+    api: str
+    runs: int
+    decode: DecodePlan
+    prefill: PrefillPlan
+    timeout: float
+    target_ci: float | None = None  # relative half-width of the 95 % interval to repeat until
+    max_runs: int | None = None  # cap on repetitions when target_ci is set
+    target_measures: tuple[str, ...] = ()  # the measures target_ci applies to; () = the headline ones
+    seed: int | None = None  # shared prompt seed: repetition i draws its prompt texts from "<seed>/<i>"
+    telemetry_period: float = 1.0  # seconds between node telemetry samples; 0 = none (docs/measurement.md)
+    clock_drop: float = 0.10  # a window's SM clock this fraction below the node's baseline is flagged
+
+    def headline_measures(self) -> tuple[str, ...]:
+        """The catalogue's headline rates this plan measures, in plan order: decode_c1, decode_c<K>_agg and
+        prefill_<P> (docs/measurement.md, "The measure catalogue")."""
+        decode = [decode_key(k) for k in self.decode.concurrency] if self.decode.turns >= 1 else []
+        return tuple(headline(decode + [prefill_key(p) for p in self.prefill.prompt_tokens], rates_only=True))
+
+    def ci_measures(self) -> tuple[str, ...]:
+        """The measures `target_ci` is checked on."""
+        return self.target_measures or self.headline_measures()
+
+    def ci_run_cap(self) -> int:
+        """How many repetitions at most: `runs` without target_ci, else max_runs (default TARGET_MAX_RUNS)."""
+        if self.target_ci is None:
+            return self.runs
+        return self.max_runs if self.max_runs is not None else max(self.runs, TARGET_MAX_RUNS)

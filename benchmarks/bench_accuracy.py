@@ -34,14 +34,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 from tabulate import tabulate  # noqa: E402
 
-from labkit.measure import (  # noqa: E402
-    BenchOptions,
-    group_aggregate,
-    median,
-    run_bench,  # noqa: E402
-)
+from labkit.measure import BenchOptions, median, run_bench  # noqa: E402
+from labkit.measure.timing import group_aggregate  # noqa: E402
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan  # noqa: E402
-from labkit.sim import SimOracle  # noqa: E402
+from labkit.sim.oracle import SimOracle  # noqa: E402
 
 DECODE_BOUND, PREFILL_BOUND, ACCEPT_BOUND, CPU_TARGET_US = 0.01, 0.02, 0.01, 50.0
 SPEC = {"spec_method": "mtp", "spec_k": 3, "spec_accept": [0.85, 0.7, 0.5]}
@@ -49,7 +45,7 @@ PORTS = (18240, 18279)
 
 
 def _has_chunk_truth() -> bool:
-    from labkit.sim import FIELDS
+    from labkit.sim.config import FIELDS
 
     return "record_chunks" in FIELDS
 

@@ -29,7 +29,8 @@ from tabulate import tabulate  # noqa: E402
 from labkit import tinymodel  # noqa: E402
 from labkit.measure import BenchOptions, run_bench  # noqa: E402
 from labkit.measure import prompts as pr  # noqa: E402
-from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_plan  # noqa: E402
+from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
+from labkit.recipe.lookup import load_plan
 from labkit.serve import Lane  # noqa: E402
 from labkit.store import RunFolderSink
 from tests.support import llamacpp as oc  # noqa: E402

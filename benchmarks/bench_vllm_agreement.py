@@ -242,7 +242,7 @@ def boot_and_run(args) -> tuple[dict, dict]:
     from labkit.serve import Lane
     from tests.support.vllm_lanes import tiny_vllm_plan
 
-    plan = tiny_vllm_plan(sim.free_port(*PORTS))  # the model is built into $LABKIT_CACHE
+    plan = tiny_vllm_plan(sim.oracle.free_port(*PORTS))  # the model is built into $LABKIT_CACHE
     lane = Lane(
         plan, sink=RunFolderSink(Path(os.environ["LABKIT_STATE_DIR"]).parent / "run"), poll=0.2, stop_grace=10
     )

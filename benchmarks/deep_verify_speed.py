@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labkit import stage as staging  # noqa: E402
-from labkit.nodes import LocalHost  # noqa: E402
+from labkit.nodes.local import LocalHost
 from tests.support.hf_cache import make_cache, plan_for  # noqa: E402
 
 CHUNK = 16 * 1024 * 1024
@@ -89,7 +89,7 @@ def main() -> int:
         want = {n: os.path.basename(os.path.realpath(snap / n)) for n in names}
 
         def labkit_hash() -> None:
-            got = staging.call_node(host, "hash", request)["files"]
+            got = staging.transport.call_node(host, "hash", request)["files"]
             assert {n: got[n]["hex"] for n in names} == want, "labkit's hash differs from the blob names"
 
         def coreutils() -> None:

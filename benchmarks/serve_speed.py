@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bare_ssh import BareSsh, fan_out  # noqa: E402
 from benchmarks.fanout import Meter, Window, metered, time_pair  # noqa: E402
-from labkit.nodes import HostGroup, check_reachable, host_for  # noqa: E402
+from labkit.nodes import HostGroup, check_reachable
+from labkit.nodes.group import host_for
 from labkit.serve import Lane  # noqa: E402
 from labkit.store import RunFolderSink
 from tests.support.lanes import sim_recipe  # noqa: E402

@@ -32,9 +32,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fanout import Meter  # noqa: E402
-from labkit.nodes import host_for  # noqa: E402
-from labkit.stage import FanoutFile, PeerTimeouts, fan_out, plan_fanout  # noqa: E402
-from labkit.stage.fanout_run import PEER_SCRIPT  # noqa: E402
+from labkit.nodes.group import host_for
+from labkit.stage.fanout import FanoutFile, plan_fanout
+from labkit.stage.fanout_run import (
+    PEER_SCRIPT,  # noqa: E402
+    PeerTimeouts,
+    fan_out,
+)
 from tests.support.hf_cache import make_cache  # noqa: E402
 
 DISK = "/srv/labkit-fanout-bench-disk"

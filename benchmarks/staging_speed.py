@@ -33,7 +33,10 @@ from benchmarks.bare_ssh import BareSsh, fan_out  # noqa: E402
 from benchmarks.fanout import FanoutTiming, metered, time_pair  # noqa: E402
 from benchmarks.staging_fanout_speed import bench_fanout  # noqa: E402
 from labkit import stage as staging  # noqa: E402
-from labkit.nodes import LocalHost, as_command, each_node, host_for  # noqa: E402
+from labkit.nodes import each_node
+from labkit.nodes.base import as_command
+from labkit.nodes.group import host_for
+from labkit.nodes.local import LocalHost
 from tests.support.hf_cache import make_cache, plan_for  # noqa: E402
 
 REAL_LOCAL = ("model-00047-of-00048.safetensors", "model-00048-of-00048.safetensors")

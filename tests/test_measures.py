@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from labkit import lab, report
-from labkit.measure import RunSummary, nfs_summary
+from labkit.measure import RunSummary
+from labkit.measure.summary_counters import nfs_summary
 from labkit.measures import (
     CATALOGUE,
     PLACEHOLDER,
@@ -103,7 +104,7 @@ def test_directions_energy_per_token_is_lower_is_better(sim_run):
     )
     assert direction("not_a_measure") == "none"
     for key in sim_run.keys:  # labkit compare judges by the catalogue: "" is its word for none
-        assert report.direction(key) == ("" if direction(key) == "none" else direction(key))
+        assert report.compare.direction(key) == ("" if direction(key) == "none" else direction(key))
 
 
 def test_headline_queries_give_what_each_caller_relied_on(sim_run):
@@ -120,7 +121,7 @@ def test_headline_queries_give_what_each_caller_relied_on(sim_run):
     assert no_decode.headline_measures() == ("prefill_4096",)
     # a sweep plot: decode c1, then the aggregates by N, then prefill by P
     more = keys | {"decode_c16_agg", "prefill_12600", "prefill_4096", "decode_c16_span"}
-    assert report.sweep_measures(more) == [
+    assert report.plots.sweep_measures(more) == [
         "decode_c1",
         "decode_c2_agg",
         "decode_c16_agg",

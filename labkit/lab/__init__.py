@@ -11,29 +11,18 @@ every node whatever happened in between. Every repetition (`measure.runs`) is it
 show the median and min–max across runs; only the first after boot carries the cold turn.
 
 The steps: resolve.py (recipe to plan), runs.py (stage, boot, measure, store, teardown), show.py (tables
-and figures from the stored files), compare.py (stored lanes compared), papermill.py (the executed notebook's copy),
-sweep.py (one key walked across values, a lane per point) and resume.py (which points a re-run skips).
+and figures from the stored files), compare_lanes.py (stored lanes compared), papermill.py (the executed notebook's copy),
+sweep_run.py (one key walked across values, a lane per point) and resume.py (which points a re-run skips).
 """
 
 from __future__ import annotations
 
-from labkit.lab.compare import compare
-from labkit.lab.papermill import attach_executed_notebook, papermill_output_path
-from labkit.lab.resolve import commands, describe, plan, spec_k
-from labkit.lab.resume import SweepRefused
-from labkit.lab.runs import (
-    BootHooks,
-    LaneRun,
-    materialize_model,
-    measure,
-    measure_on_one_boot,
-    store_result,
-    write_records,
-)
+from labkit.lab.compare_lanes import compare
+from labkit.lab.papermill import attach_executed_notebook
+from labkit.lab.resolve import commands, describe, plan
+from labkit.lab.runs import materialize_model, measure
 from labkit.lab.show import figures, save_figures, tables
-from labkit.lab.sweep import (
-    SweepPlan,
-    SweepRun,
+from labkit.lab.sweep_run import (
     describe_sweep,
     save_sweep_figure,
     sweep,
@@ -43,30 +32,20 @@ from labkit.lab.sweep import (
 )
 
 __all__ = [
-    "BootHooks",
-    "SweepPlan",
-    "SweepRefused",
-    "SweepRun",
+    "attach_executed_notebook",
+    "commands",
+    "compare",
+    "describe",
     "describe_sweep",
-    "measure_on_one_boot",
+    "figures",
+    "materialize_model",
+    "measure",
+    "plan",
+    "save_figures",
     "save_sweep_figure",
     "sweep",
     "sweep_figure",
     "sweep_plan",
     "sweep_tables",
-    "LaneRun",
-    "attach_executed_notebook",
-    "commands",
-    "compare",
-    "describe",
-    "figures",
-    "materialize_model",
-    "measure",
-    "papermill_output_path",
-    "plan",
-    "save_figures",
-    "spec_k",
-    "store_result",
     "tables",
-    "write_records",
 ]

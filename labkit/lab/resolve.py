@@ -36,34 +36,34 @@ def choices_for(rec, spec: str | None, staging: str | None, variants: dict[str, 
     return choices
 
 
-def overridden(lane: LanePlan, nodes: str | list[str] | None, runs: int | None) -> LanePlan:
+def overridden(plan: LanePlan, nodes: str | list[str] | None, runs: int | None) -> LanePlan:
     """The plan with other nodes and/or another number of runs, when given."""
     if nodes:  # names and tp*pp*dp = nodes x gpus_per_node checked again (labkit.recipe.with_nodes)
-        lane = with_nodes(lane, nodes)
+        plan = with_nodes(plan, nodes)
     if runs:
-        lane = dataclasses.replace(lane, measure=dataclasses.replace(lane.measure, runs=int(runs)))
-    return lane
+        plan = dataclasses.replace(plan, measure=dataclasses.replace(plan.measure, runs=int(runs)))
+    return plan
 
 
-def commands(lane: LanePlan) -> dict[str, str]:
+def commands(plan: LanePlan) -> dict[str, str]:
     """{node: the exact command it would run}, pointing at where a labkit-built model will be (nothing is
     built or contacted); the plan itself stays as resolved."""
     from labkit import tinymodel
     from labkit.serve import lane_commands
 
-    return lane_commands(tinymodel.materialize(lane, build=False))
+    return lane_commands(tinymodel.materialize(plan, build=False))
 
 
-def describe(lane: LanePlan) -> str:
+def describe(plan: LanePlan) -> str:
     """The resolved plan and the exact command each node would run (nothing is contacted)."""
     from labkit.recipe import describe_plan
 
-    return describe_plan(lane, commands(lane))
+    return describe_plan(plan, commands(plan))
 
 
-def spec_k(lane: LanePlan) -> int | None:
+def spec_k(plan: LanePlan) -> int | None:
     """K (draft tokens per step) when the recipe states it; None lets the measurement read it from /metrics."""
     from labkit.measure import configured_k
 
-    found = configured_k(lane.engine)
+    found = configured_k(plan.engine)
     return found[0] if found else None

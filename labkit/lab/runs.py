@@ -47,25 +47,25 @@ class BootHooks:
 
 
 def measure(
-    lane: LanePlan,
+    plan: LanePlan,
     *,
     results: str | Path | None = None,
     ssh: Any = None,
     full_verify: bool = False,
     progress: bool = True,
 ) -> LaneRun:
-    """Stage, boot, measure `lane.measure.runs` times, store each run, tear down. Returns what was stored.
+    """Stage, boot, measure `plan.measure.runs` times, store each run, tear down. Returns what was stored.
 
     Unreachable nodes fail before anything is created or started. A failure after the first run folder
     exists marks that run failed (not half-written); finished runs stay complete.
     """
-    return measure_on_one_boot([lane], results=results, ssh=ssh, full_verify=full_verify, progress=progress)[
+    return measure_on_one_boot([plan], results=results, ssh=ssh, full_verify=full_verify, progress=progress)[
         0
     ]
 
 
 def measure_on_one_boot(
-    lanes: list[LanePlan],
+    plans: list[LanePlan],
     *,
     results: str | Path | None = None,
     ssh: Any = None,
@@ -77,25 +77,25 @@ def measure_on_one_boot(
     once as the first, then each plan's runs in order, each stored under its own variant id; one teardown."""
     from labkit.nodes import SshOptions, hosts_for_plan
 
-    group = hosts_for_plan(lanes[0], ssh if ssh is not None else SshOptions.from_env())
+    group = hosts_for_plan(plans[0], ssh if ssh is not None else SshOptions.from_env())
     try:  # one SSH connection per node serves check, stage, boot, polling and teardown; closed at the end
-        return _measure_on(lanes, group, results, full_verify, progress, hooks or BootHooks())
+        return _measure_on(plans, group, results, full_verify, progress, hooks or BootHooks())
     finally:
         group.close()
 
 
-def _provenance(lane: LanePlan, extra: dict | None = None) -> dict:
+def _provenance(plan: LanePlan, extra: dict | None = None) -> dict:
     return {
-        "recipe_file": lane.file,
-        "variants": dict(lane.variants),
-        "recipe_hash": lane.recipe_hash,
+        "recipe_file": plan.file,
+        "variants": dict(plan.variants),
+        "recipe_hash": plan.recipe_hash,
         "command": shlex.join(sys.argv),
         **(extra or {}),
     }
 
 
 def _measure_on(
-    lanes: list[LanePlan],
+    plans: list[LanePlan],
     group: Any,
     results: str | Path | None,
     full_verify: bool,
@@ -107,22 +107,22 @@ def _measure_on(
     from labkit.stage import check_view, stage
     from labkit.store import ResultsStore, RunFolderSink, write_staging
 
-    lane = lanes[0]
+    plan = plans[0]
     check_reachable(group)
-    served = Lane(lane, group=group, progress=sys.stderr if progress else None)
+    served = Lane(plan, group=group, progress=sys.stderr if progress else None)
     served.refuse_if_present()  # before staging, and before a run folder exists: a busy lane changes nothing
     store = ResultsStore(results)
-    dones = [LaneRun(p) for p in lanes]
+    dones = [LaneRun(p) for p in plans]
     done = dones[0]
-    first = store.new_run(lane, provenance=_provenance(lane, hooks.provenance))
+    first = store.new_run(plan, provenance=_provenance(plan, hooks.provenance))
     done.run_dirs.append(first.path)
     _announce(first.path)
     with first:  # a failure before the first run finished marks it failed, with the reason
-        if lane.staging:
+        if plan.staging:
             with ending_as_interrupt():  # SIGTERM/SIGHUP stop the node copies like Ctrl-C does
-                done.staging = stage(lane, group.hosts, full=full_verify, progress=progress)
+                done.staging = stage(plan, group.hosts, full=full_verify, progress=progress)
                 write_staging(first, done.staging.to_dict())
-                check_view(lane, group.hosts)
+                check_view(plan, group.hosts)
         # The lane's node logs and boot facts go into the first run folder as the boot goes.
         served.sink = RunFolderSink(first.path)
         with (
@@ -133,17 +133,17 @@ def _measure_on(
             first.update(boot=endpoint.boot.to_dict())
             if hooks.booted:
                 hooks.booted(endpoint.boot)
-            for k, (plan, d) in enumerate(zip(lanes, dones, strict=True)):
+            for k, (each, d) in enumerate(zip(plans, dones, strict=True)):
                 d.boot, d.staging = endpoint.boot, done.staging
                 first_run = first if k == 0 else None
-                _repeat(plan, endpoint, store, first_run, d, list(group.hosts), progress, first.run_id, hooks)
+                _repeat(each, endpoint, store, first_run, d, list(group.hosts), progress, first.run_id, hooks)
                 if hooks.measured:
                     hooks.measured(d)
     return dones
 
 
 def _repeat(
-    lane: LanePlan,
+    plan: LanePlan,
     endpoint: Any,
     store: Any,
     first: Any,
@@ -162,10 +162,10 @@ def _repeat(
     from labkit.store import update_baselines
 
     boot = endpoint.boot.to_dict()
-    provenance = _provenance(lane, hooks.provenance)
-    once = dataclasses.replace(lane.measure, runs=1)  # each repetition is its own run folder
-    k_found = configured_k(lane.engine)  # K from the recipe, with where it came from
-    m = lane.measure
+    provenance = _provenance(plan, hooks.provenance)
+    once = dataclasses.replace(plan.measure, runs=1)  # each repetition is its own run folder
+    k_found = configured_k(plan.engine)  # K from the recipe, with where it came from
+    m = plan.measure
     values: dict[str, list[float | None]] = {name: [] for name in m.ci_measures()}
     cap = m.ci_run_cap()
     probes = [NodeNfsProbe(h) for h in hosts]
@@ -173,7 +173,7 @@ def _repeat(
         run = (
             first
             if i == 0 and first is not None
-            else store.new_run(lane, provenance=provenance, boot=boot, boot_run=boot_run)
+            else store.new_run(plan, provenance=provenance, boot=boot, boot_run=boot_run)
         )
         if run is not first:
             done.run_dirs.append(run.path)
@@ -188,15 +188,15 @@ def _repeat(
                     ),  # only the boot's first run meets a cold engine
                     io_hooks=probes,
                     progress=progress,
-                    lane=lane.label,
-                    recipe_hash=lane.recipe_hash,
-                    variant=lane.variant_id,
+                    lane=plan.label,
+                    recipe_hash=plan.recipe_hash,
+                    variant=plan.variant_id,
                     spec_k=k_found[0] if k_found else None,
                     spec_k_source=k_found[1] if k_found else "",
                     run_id=run.run_id,
                     on_partial=functools.partial(write_records, run),
                     prompt_seed=None if m.seed is None else f"{m.seed}/{i}",
-                    telemetry=node_telemetry(lane, hosts, store.root),
+                    telemetry=node_telemetry(plan, hosts, store.root),
                     kv_pool=boot.get("kv_pool"),
                 ),  # read at boot from the log and the API
             )
@@ -222,13 +222,13 @@ def _repeat(
             break
 
 
-def node_telemetry(lane: LanePlan, hosts: list, root: Any) -> Any:
+def node_telemetry(plan: LanePlan, hosts: list, root: Any) -> Any:
     """One run's node samplers (None when measure.telemetry_period is 0), with each node's healthy SM-clock
     baseline from the results folder (docs/measurement.md, "Node telemetry")."""
     from labkit.measure import NodeTelemetry
     from labkit.store import read_baselines
 
-    m = lane.measure
+    m = plan.measure
     if not m.telemetry_period:
         return None
     baseline = read_baselines(root, [h.name for h in hosts])

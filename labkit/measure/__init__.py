@@ -10,80 +10,27 @@ summary_text renders the summary as the lab note's table. telemetry_run samples 
 window with energy per token, and telemetry adds the health flags.
 """
 
-from labkit.measure.client import EndpointError, StreamClient, StreamRequest, split_base
-from labkit.measure.io_probe import (
-    LocalNfsProbe,
-    NodeNfsProbe,
-    nfs_counters,
-    nfs_read_delta,
-    parse_mountstats,
-)
+from labkit.measure.io_probe import LocalNfsProbe, NodeNfsProbe
 from labkit.measure.metrics import configured_k
-from labkit.measure.recording import make_group, make_record
-from labkit.measure.records import BenchResult, GroupRecord, RequestRecord, RunSummary
-from labkit.measure.runner import Bench, BenchOptions, default_plan, run_bench, run_bench_async
-from labkit.measure.sse import SSEParser, StreamResult
-from labkit.measure.summary import summarize
-from labkit.measure.summary_counters import nfs_summary
-from labkit.measure.summary_text import fmt_range, fmt_rate, render, rows
-from labkit.measure.telemetry import health_flags, healthy_clocks, summarize_telemetry, telemetry_windows
-from labkit.measure.telemetry_run import NodeTelemetry, sampler_script
-from labkit.measure.telemetry_series import NodeSeries, TelemetryRun, parse_node, reason_names
-from labkit.measure.timing import (
-    NS,
-    cumulative_tokens,
-    decode_tps,
-    decode_window,
-    group_aggregate,
-    median,
-    prefill_tps,
-)
+from labkit.measure.records import BenchResult, RequestRecord, RunSummary
+from labkit.measure.runner import BenchOptions, default_plan, run_bench
+from labkit.measure.summary_text import render
+from labkit.measure.telemetry import healthy_clocks
+from labkit.measure.telemetry_run import NodeTelemetry
+from labkit.measure.timing import median
 
 __all__ = [
-    "NS",
-    "Bench",
     "BenchOptions",
     "BenchResult",
-    "EndpointError",
-    "GroupRecord",
     "LocalNfsProbe",
     "NodeNfsProbe",
-    "NodeSeries",
     "NodeTelemetry",
     "RequestRecord",
     "RunSummary",
-    "SSEParser",
-    "StreamClient",
-    "StreamRequest",
-    "StreamResult",
-    "TelemetryRun",
     "configured_k",
-    "cumulative_tokens",
-    "decode_tps",
-    "decode_window",
     "default_plan",
-    "fmt_range",
-    "fmt_rate",
-    "group_aggregate",
-    "health_flags",
     "healthy_clocks",
-    "make_group",
-    "make_record",
     "median",
-    "nfs_counters",
-    "nfs_read_delta",
-    "nfs_summary",
-    "parse_mountstats",
-    "parse_node",
-    "prefill_tps",
-    "reason_names",
     "render",
-    "rows",
     "run_bench",
-    "run_bench_async",
-    "sampler_script",
-    "split_base",
-    "summarize",
-    "summarize_telemetry",
-    "telemetry_windows",
 ]

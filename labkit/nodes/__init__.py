@@ -5,19 +5,10 @@ Modules: base (Result, the errors, the Host interface), local (LocalHost), ssh (
 (HostGroup, NodeCalls, map_nodes, each_node, host_for), interrupts (Ctrl-C, SIGTERM and SIGHUP as one interrupt).
 """
 
-from labkit.nodes.base import CommandTimeout, Host, HostError, Result, Unreachable, as_command
-from labkit.nodes.group import (
-    HostGroup,
-    NodeCalls,
-    check_reachable,
-    each_node,
-    host_for,
-    hosts_for_plan,
-    map_nodes,
-)
+from labkit.nodes.base import CommandTimeout, Host, HostError, Result
+from labkit.nodes.group import HostGroup, NodeCalls, check_reachable, each_node, hosts_for_plan, map_nodes
 from labkit.nodes.interrupts import ENDING_SIGNALS, ending_as_interrupt, ignoring_interrupts, interrupts_noted
-from labkit.nodes.local import LocalHost
-from labkit.nodes.ssh import SshHost, SshOptions
+from labkit.nodes.ssh import SshOptions
 
 __all__ = [
     "ENDING_SIGNALS",
@@ -25,17 +16,12 @@ __all__ = [
     "Host",
     "HostError",
     "HostGroup",
-    "LocalHost",
     "NodeCalls",
     "Result",
-    "SshHost",
     "SshOptions",
-    "Unreachable",
-    "as_command",
     "check_reachable",
     "each_node",
     "ending_as_interrupt",
-    "host_for",
     "hosts_for_plan",
     "ignoring_interrupts",
     "interrupts_noted",

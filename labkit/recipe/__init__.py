@@ -11,59 +11,40 @@ text), sweep (`--over` points, each resolved as a variant), enginefacts (the fac
 
 from labkit.recipe.describe import describe_plan
 from labkit.recipe.enginefacts import ENGINE_FACTS, EngineFacts, engine_facts
-from labkit.recipe.launch import COMPILE_CACHE_ROOT, BindMount, DockerOptions, FabricSpec
-from labkit.recipe.load import Recipe, load_recipe, resolve
-from labkit.recipe.lookup import find_recipe, list_recipes, load_plan, recipes_dir, repo_root
+from labkit.recipe.load import load_recipe
+from labkit.recipe.lookup import find_recipe, list_recipes, repo_root
 from labkit.recipe.measureplan import DecodePlan, MeasurePlan, PrefillPlan
-from labkit.recipe.names import image_reference, node_name, user_name
+from labkit.recipe.names import user_name
 from labkit.recipe.override import with_nodes
 from labkit.recipe.plan import BUILT_MODEL_PREFIX, LanePlan
 from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml, suggest
-from labkit.recipe.specs import ClusterSpec, EngineSpec, ModelSpec, Parallel, shell_command
-from labkit.recipe.staging import VIEW_MOUNT, StagingSpec
-from labkit.recipe.sweep import SweepAxis, expand, parse_over, resolve_point, short_name
+from labkit.recipe.specs import EngineSpec
+from labkit.recipe.sweep import SweepAxis, expand, parse_over, resolve_point
 
 __all__ = [
-    "SweepAxis",
-    "expand",
-    "parse_over",
-    "resolve_point",
-    "short_name",
-    "suggest",
     "BUILT_MODEL_PREFIX",
-    "COMPILE_CACHE_ROOT",
     "ENGINE_FACTS",
-    "VIEW_MOUNT",
-    "BindMount",
-    "ClusterSpec",
     "DecodePlan",
-    "DockerOptions",
     "EngineFacts",
     "EngineSpec",
-    "FabricSpec",
     "Invalid",
     "LanePlan",
     "MeasurePlan",
-    "ModelSpec",
-    "Parallel",
     "PrefillPlan",
-    "Recipe",
-    "StagingSpec",
+    "SweepAxis",
     "absolute_path",
     "describe_plan",
     "engine_facts",
+    "expand",
     "file_name",
     "find_recipe",
-    "image_reference",
     "list_recipes",
-    "load_plan",
     "load_recipe",
-    "node_name",
+    "parse_over",
     "read_toml",
-    "recipes_dir",
     "repo_root",
-    "resolve",
-    "shell_command",
+    "resolve_point",
+    "suggest",
     "user_name",
     "with_nodes",
 ]

@@ -15,82 +15,25 @@ reads a bare endpoint's pool through it too) and `prometheus` parses /metrics te
 it). The plan comes in with a labkit-built model already materialized (labkit.tinymodel, by the caller).
 """
 
-from labkit.serve.checks import Preflight, doctor, preflight
-from labkit.serve.engines import (
-    BootFacts,
-    BootLog,
-    Engine,
-    LlamaCpp,
-    NodeLaunch,
-    NodeSpec,
-    Sglang,
-    Sim,
-    Vllm,
-    engine_for,
-)
-from labkit.serve.errors import BootError, BootTimeout, LaneBusy, LaneFailed, PreflightFailed
-from labkit.serve.fabric import fabric_env, node_addresses, parse_address
+from labkit.serve.checks import doctor
+from labkit.serve.engines import BootFacts
 from labkit.serve.flagcheck import check_flags
-from labkit.serve.kvsources import (
-    Fetched,
-    api_sources,
-    cache_config_source,
-    gauge_source,
-    kv_pool,
-    server_info_source,
-)
+from labkit.serve.kvsources import Fetched, api_sources, kv_pool
 from labkit.serve.lane import Lane
-from labkit.serve.plan import Endpoint, lane_commands, launches, pin_revision
+from labkit.serve.plan import lane_commands
 from labkit.serve.prometheus import Samples, parse_prometheus
-from labkit.serve.runtimes import DockerRuntime, ProcessRuntime
-from labkit.serve.state import LaneState, RunSink
-from labkit.serve.verdict import FAIL, OK, SKIP, WARN, Check, check_table, node_tables
+from labkit.serve.verdict import node_tables
 
 __all__ = [
-    "FAIL",
-    "OK",
-    "SKIP",
-    "WARN",
-    "BootError",
     "BootFacts",
-    "BootLog",
-    "BootTimeout",
-    "Check",
-    "DockerRuntime",
-    "Endpoint",
-    "Engine",
     "Fetched",
     "Lane",
-    "LaneBusy",
-    "LaneFailed",
-    "LaneState",
-    "LlamaCpp",
-    "NodeLaunch",
-    "NodeSpec",
-    "Preflight",
-    "PreflightFailed",
-    "ProcessRuntime",
-    "RunSink",
     "Samples",
-    "Sglang",
-    "Sim",
-    "Vllm",
     "api_sources",
-    "cache_config_source",
     "check_flags",
-    "check_table",
     "doctor",
-    "engine_for",
-    "fabric_env",
-    "gauge_source",
     "kv_pool",
     "lane_commands",
-    "launches",
-    "node_addresses",
     "node_tables",
-    "parse_address",
     "parse_prometheus",
-    "pin_revision",
-    "preflight",
-    "server_info_source",
 ]

@@ -96,20 +96,8 @@ reads a little lower for short N because the last step is cut at max_tokens but 
 
 from labkit.sim.cli import add_arguments as add_cli_arguments
 from labkit.sim.cli import run as run_cli
-from labkit.sim.config import FIELDS, PRESETS, SimConfig, SimConfigError, batch_beta, build_config
-from labkit.sim.oracle import SimOracle, free_port
-from labkit.sim.process import SimProcess
 
 __all__ = [
-    "FIELDS",
-    "PRESETS",
-    "SimConfig",
-    "SimConfigError",
-    "SimOracle",
-    "SimProcess",
     "add_cli_arguments",
-    "batch_beta",
-    "build_config",
-    "free_port",
     "run_cli",
 ]

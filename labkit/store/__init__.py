@@ -8,38 +8,12 @@ baselines.py: per-node healthy SM-clock baselines under results/_baselines/; swe
 results/_sweeps/ (which runs make each point of a sweep).
 """
 
-from labkit.store.baselines import KEEP as KEEP_BASELINE_RUNS
 from labkit.store.baselines import read_baselines, update_baselines
-from labkit.store.files import (
-    BOOT_FILE,
-    ENGINE_LOG_FILE,
-    GROUPS_FILE,
-    IO_FILE,
-    LOGS_DIR,
-    NOTEBOOK_FILE,
-    REQUESTS_FILE,
-    RUN_FILE,
-    RUN_SCHEMA_VERSION,
-    SCRAPES_FILE,
-    STAGING_FILE,
-    ResultsError,
-    atomic_write_bytes,
-    atomic_write_text,
-    node_log_name,
-    results_root,
-    telemetry_name,
-)
-from labkit.store.load import MEASURE_COLUMNS, RUN_COLUMNS, Results, load_results, measure_rows, read_run
-from labkit.store.recorded import RecordedError, import_figures, parse_figures
-from labkit.store.runfiles import (
-    RunFolderSink,
-    read_telemetry,
-    telemetry_rows,
-    write_boot,
-    write_result,
-    write_staging,
-)
-from labkit.store.runs import ResultsStore, Run, attach_bytes, attach_file, new_run_id
+from labkit.store.files import NOTEBOOK_FILE, ResultsError, atomic_write_text, results_root
+from labkit.store.load import load_results, measure_rows, read_run
+from labkit.store.recorded import import_figures
+from labkit.store.runfiles import RunFolderSink, read_telemetry, telemetry_rows, write_result, write_staging
+from labkit.store.runs import ResultsStore, attach_bytes, attach_file
 from labkit.store.sweeps import (
     SweepAxisRecord,
     SweepPoint,
@@ -51,51 +25,29 @@ from labkit.store.sweeps import (
 )
 
 __all__ = [
-    "BOOT_FILE",
-    "ENGINE_LOG_FILE",
-    "GROUPS_FILE",
-    "IO_FILE",
-    "LOGS_DIR",
     "NOTEBOOK_FILE",
-    "SCRAPES_FILE",
-    "STAGING_FILE",
-    "RunFolderSink",
-    "node_log_name",
-    "read_telemetry",
-    "telemetry_name",
-    "telemetry_rows",
-    "write_boot",
-    "write_result",
-    "write_staging",
-    "KEEP_BASELINE_RUNS",
-    "read_baselines",
-    "update_baselines",
-    "MEASURE_COLUMNS",
-    "REQUESTS_FILE",
-    "RUN_COLUMNS",
-    "RUN_FILE",
-    "RUN_SCHEMA_VERSION",
-    "RecordedError",
-    "Results",
     "ResultsError",
     "ResultsStore",
-    "Run",
-    "atomic_write_bytes",
+    "RunFolderSink",
+    "SweepAxisRecord",
+    "SweepPoint",
+    "SweepRecord",
     "atomic_write_text",
     "attach_bytes",
     "attach_file",
     "import_figures",
     "load_results",
-    "measure_rows",
-    "new_run_id",
-    "parse_figures",
-    "read_run",
-    "results_root",
-    "SweepAxisRecord",
-    "SweepPoint",
-    "SweepRecord",
     "load_sweeps",
+    "measure_rows",
+    "read_baselines",
+    "read_run",
     "read_sweep",
+    "read_telemetry",
+    "results_root",
     "sweep_path",
+    "telemetry_rows",
+    "update_baselines",
+    "write_result",
+    "write_staging",
     "write_sweep",
 ]

@@ -8,17 +8,10 @@ write (one GGUF file and its facts) | hf with safetensors_file (one HF directory
 cache: ensure, facts, model_path, materialize a plan's model path in the format its engine loads).
 """
 
-from labkit.tinymodel.build import ensure, facts, materialize, model_format, model_path
-from labkit.tinymodel.spec import FORMATS, ModelBuildError, TinySpec, preset
+from labkit.tinymodel.build import ensure, facts, materialize
 
 __all__ = [
-    "FORMATS",
-    "ModelBuildError",
-    "TinySpec",
     "ensure",
     "facts",
     "materialize",
-    "model_format",
-    "model_path",
-    "preset",
 ]

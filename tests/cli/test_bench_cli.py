@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from labkit.measure import BenchResult
-from labkit.sim import SimOracle, free_port
+from labkit.sim.oracle import SimOracle, free_port
 
 
 def _labkit(*args, timeout=120):

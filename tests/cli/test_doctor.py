@@ -13,9 +13,10 @@ import textwrap
 import pytest
 
 from labkit.nodes import Result
-from labkit.recipe import load_plan
-from labkit.serve import FAIL, OK, SKIP, WARN, launches
+from labkit.recipe.lookup import load_plan
 from labkit.serve.enginehelp import canonical, flag_checks, help_flags, lane_flags, probe_checks, probe_script
+from labkit.serve.plan import launches
+from labkit.serve.verdict import FAIL, OK, SKIP, WARN
 from tests.support.lanes import sim_recipe
 from tests.support.serving import labkit_cli
 from tests.support.vllm import vllm_available

@@ -37,9 +37,9 @@ def test_plan_overrides_and_optional_axes(tmp_path, monkeypatch):
 
 def test_plan_on_shipped_recipes():
     assert lab.plan("sim", spec="dspark").engine.arg("--preset") == ("dsv41-stock-dspark",)
-    assert lab.spec_k(lab.plan("dsv41", spec="dspark")) == 5
-    assert lab.spec_k(lab.plan("prod")) == 5
-    assert lab.spec_k(lab.plan("dsv41")) is None
+    assert lab.resolve.spec_k(lab.plan("dsv41", spec="dspark")) == 5
+    assert lab.resolve.spec_k(lab.plan("prod")) == 5
+    assert lab.resolve.spec_k(lab.plan("dsv41")) is None
     text = lab.describe(lab.plan("dsv41", spec="dspark"))
     assert "[dgx8]" in text and "--headless" in text
 
@@ -111,7 +111,7 @@ def test_a_run_where_every_request_failed_is_failed_not_complete(tmp_path, monke
 
 
 def test_failure_halfway_keeps_the_measured_requests_in_the_failed_run(tmp_path, monkeypatch):
-    from labkit.measure import Bench
+    from labkit.measure.runner import Bench
 
     async def boom(self, run):
         raise RuntimeError("prompt sizing broke")
@@ -134,14 +134,14 @@ def test_unreachable_nodes_fail_fast_and_create_nothing(tmp_path):
 
 def test_papermill_output_path_parsing():
     pm = ["/v/bin/python", "/v/bin/papermill"]
-    assert lab.papermill_output_path(pm + ["nb.ipynb", "o.ipynb", "-p", "recipe", "sim"], Path("/w")) == Path(
-        "/w/o.ipynb"
-    )
-    assert lab.papermill_output_path(pm + ["-p", "a", "1", "nb.ipynb", "/x/o.ipynb"], Path("/w")) == Path(
-        "/x/o.ipynb"
-    )
-    assert lab.papermill_output_path(pm + ["nb.ipynb"], Path("/w")) is None
-    assert lab.papermill_output_path(["/usr/bin/python", "x.py"], Path("/w")) is None
+    assert lab.papermill.papermill_output_path(
+        pm + ["nb.ipynb", "o.ipynb", "-p", "recipe", "sim"], Path("/w")
+    ) == Path("/w/o.ipynb")
+    assert lab.papermill.papermill_output_path(
+        pm + ["-p", "a", "1", "nb.ipynb", "/x/o.ipynb"], Path("/w")
+    ) == Path("/x/o.ipynb")
+    assert lab.papermill.papermill_output_path(pm + ["nb.ipynb"], Path("/w")) is None
+    assert lab.papermill.papermill_output_path(["/usr/bin/python", "x.py"], Path("/w")) is None
 
 
 def _papermill(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
@@ -199,8 +199,8 @@ def test_users_papermill_command_leaves_a_complete_run(tmp_path):
 
 def test_pin_revision_resolves_refs_on_the_head(tmp_path):
     from labkit.errors import LabkitError
-    from labkit.nodes import LocalHost
-    from labkit.serve import pin_revision
+    from labkit.nodes.local import LocalHost
+    from labkit.serve.plan import pin_revision
 
     plan = lab.plan("dsv41")
     cache = tmp_path / "hub"
@@ -261,7 +261,8 @@ def test_measure_stages_the_view_before_boot(tmp_path, monkeypatch):
 def test_a_lane_already_up_is_refused_before_its_view_is_restaged(tmp_path, monkeypatch):
     """`labkit up` kept the lane running; measuring or staging it again must not touch the view under it."""
     from labkit.cli import main
-    from labkit.serve import Lane, LaneBusy
+    from labkit.serve import Lane
+    from labkit.serve.errors import LaneBusy
     from tests.support.hf_cache import LOCAL
 
     _, dst = _view_recipe(tmp_path, PORT + 5)
@@ -308,7 +309,7 @@ def test_lab_tables_label_interval_rows_by_boot_like_labkit_report(tmp_path):
     (root / "tables.toml").write_text(
         TABLES.format(interval='interval = "pm"').replace('id = "m"', 'id = "measured"')
     )
-    done = lab.LaneRun(plan=lab.plan("sim"), run_dirs=dirs)
+    done = lab.runs.LaneRun(plan=lab.plan("sim"), run_dirs=dirs)
     [table] = lab.tables(done, root)
     [lane] = table.lanes
     assert lane.unit == "runs on one boot"

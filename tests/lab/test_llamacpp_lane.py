@@ -17,7 +17,8 @@ import pytest
 
 from labkit import tinymodel
 from labkit.measure import BenchOptions, run_bench
-from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_plan
+from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
+from labkit.recipe.lookup import load_plan
 from labkit.serve import Lane
 from labkit.store import RunFolderSink
 from tests.support.llamacpp import free_port, have_llama_cpp

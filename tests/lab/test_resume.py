@@ -52,7 +52,7 @@ def test_changed_recipe_or_labkit_version_refuses_naming_point_and_fact(sp):
         (_doc(a, "r1", recipe_hash="0ld"), "recipe content"),
         (_doc(a, "r1", labkit="0.0.1"), "labkit version"),
     ):
-        with pytest.raises(lab.SweepRefused, match=f"{a.variant_id} \\(run r1\\): {fact}") as err:
+        with pytest.raises(lab.resume.SweepRefused, match=f"{a.variant_id} \\(run r1\\): {fact}") as err:
             plan_resume(points, sp.plans, {"r1": doc}, "sim/x")
         assert "--fresh" in str(err.value)
 
@@ -61,7 +61,7 @@ def test_boots_are_held_to_the_first_engine_unless_the_engine_is_swept(sp):
     a, _ = sp.plans
     r = Resume()
     r.check_boot(boot_fingerprint(a, {"engine_version": "1.0"}))
-    with pytest.raises(lab.SweepRefused, match=r"engine version 1.0 \(now 2.0\)"):
+    with pytest.raises(lab.resume.SweepRefused, match=r"engine version 1.0 \(now 2.0\)"):
         r.check_boot(boot_fingerprint(a, {"engine_version": "2.0"}))
     swept = Resume(engine_swept=True)
     swept.check_boot(boot_fingerprint(a, {"engine_version": "1.0"}))

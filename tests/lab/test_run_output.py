@@ -12,7 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from labkit.sim import free_port
+from labkit.sim.oracle import free_port
 from tests.support.lanes import sim_recipe
 from tests.support.results import REPO, make_sim_run
 

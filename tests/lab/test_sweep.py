@@ -1,4 +1,4 @@
-"""labkit.lab.sweep on the simulator, whose settings are engine flags, so each point has a known truth: one
+"""labkit.lab.sweep_run on the simulator, whose settings are engine flags, so each point has a known truth: one
 lane stored per point, request-side points on one boot, resume by provenance, a failed point recorded while
 the rest run, and bad keys or flags refused before anything boots."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from labkit import lab
-from labkit.cli.main import main
+from labkit.cli.app import main
 from labkit.errors import LabkitError, RecipeError
 from labkit.store import load_results, read_sweep
 from tests.support.lanes import sim_recipe
@@ -107,7 +107,7 @@ def test_a_changed_recipe_refuses_to_resume_until_fresh(recipes, tmp_path):
     before = _run_dirs(results)
     file = recipes / "fastsim" / "recipe.toml"
     file.write_text(file.read_text().replace("repeats = 1", "repeats = 2"))
-    with pytest.raises(lab.SweepRefused, match="recipe content") as err:
+    with pytest.raises(lab.resume.SweepRefused, match="recipe content") as err:
         lab.sweep("fastsim", f"{DT}=40,80", results=results, progress=False)
     assert "dt-40" in str(err.value) and "--fresh" in str(err.value)
     assert _run_dirs(results) == before  # refused before anything booted

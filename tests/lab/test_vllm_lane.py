@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import pytest
 
 from labkit.measure import BenchOptions, render, run_bench
-from labkit.recipe import load_plan
+from labkit.recipe.lookup import load_plan
 from labkit.serve import Lane
 from labkit.store import RunFolderSink
 from tests.support.vllm import vllm_available

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from labkit.measure import SSEParser, StreamResult, split_base
+from labkit.measure.client import split_base
+from labkit.measure.sse import SSEParser, StreamResult
 
 
 def _ev(obj):

@@ -11,11 +11,12 @@ import threading
 import time
 import urllib.request
 
-from labkit.measure import BenchOptions, BenchResult, RunSummary, run_bench, summarize
+from labkit.measure import BenchOptions, BenchResult, RunSummary, run_bench
 from labkit.measure import metrics as mx
 from labkit.measure.scrapes import EvidenceLog
+from labkit.measure.summary import summarize
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
-from labkit.sim import SimProcess
+from labkit.sim.process import SimProcess
 
 # ---- the window bookkeeping, from Prometheus texts --------------------------------------------------
 

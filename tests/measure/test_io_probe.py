@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from labkit.measure import io_probe
-from labkit.nodes import LocalHost
+from labkit.nodes.local import LocalHost
 
 MOUNTSTATS = """device rootfs mounted on / with fstype rootfs
 device nas:/export/hf mounted on /mnt/nas with fstype nfs4 statvers=1.1

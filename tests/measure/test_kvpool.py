@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from labkit.measure import StreamClient
+from labkit.measure.client import StreamClient
 from labkit.measure.kvpool import NO_LOG, read_kv_pool
-from labkit.sim import free_port
+from labkit.sim.oracle import free_port
 from tests.support.sim import SimProc
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from labkit.measure import BenchOptions, BenchResult, render, run_bench
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
-from labkit.sim import SimOracle
+from labkit.sim.oracle import SimOracle
 
 
 def _plan(turns=2, n=24, conc=(1, 2), warmup=1, prompts=(), repeats=1, timeout=20.0):
@@ -182,7 +182,7 @@ def test_engine_dying_mid_stream_is_a_failure_not_a_crash():
 @pytest.mark.parametrize("metrics", [True, False])
 def test_sglang_flavor_acceptance(metrics, monkeypatch):
     """SGLang: counter deltas (prefill token taken out) or, without spec counters, flush-then-read /server_info."""
-    from labkit.measure import Bench
+    from labkit.measure.runner import Bench
 
     async def no_metrics(self, key):
         self.log.has_metrics = False
@@ -230,7 +230,7 @@ def test_other_transports_measure_the_same(transport, backend, monkeypatch):
 
 
 def test_interrupted_run_keeps_partial_records(tmp_path, monkeypatch):
-    from labkit.measure import Bench
+    from labkit.measure.runner import Bench
 
     async def boom(self, run):
         raise KeyboardInterrupt
@@ -289,7 +289,7 @@ def test_interrupt_inside_a_running_loop_stops_at_once_and_keeps_what_was_measur
 @pytest.mark.parametrize("engine", ["llamacpp", "none"])
 def test_prompt_sizing_without_a_tokenize_endpoint(engine, monkeypatch):
     """llama-cpp-python has only /extras/tokenize/count (raw text); some engines have nothing: calibrate."""
-    from labkit.measure import StreamClient
+    from labkit.measure.client import StreamClient
 
     orig = StreamClient.post_json
 
@@ -390,7 +390,8 @@ def test_no_nfs_mount_means_no_nfs_figure_not_zero(tmp_path):
 
 
 def test_nfs_counter_reset_is_reported_not_summed():
-    from labkit.measure import RunSummary, nfs_summary
+    from labkit.measure import RunSummary
+    from labkit.measure.summary_counters import nfs_summary
 
     s = RunSummary()
     nfs_summary(s, {"n1-nfs": {"/nas:serverreadbytes": 5e6}, "n2-nfs": {"/nas:serverreadbytes.reset": 1.0}})

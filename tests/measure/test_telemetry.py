@@ -9,19 +9,18 @@ import subprocess
 
 import pytest
 
-from labkit.measure import (
-    BenchResult,
-    RequestRecord,
-    RunSummary,
+from labkit.measure import BenchResult, RequestRecord, RunSummary, healthy_clocks
+from labkit.measure.summary import summarize
+from labkit.measure.telemetry_energy import Window, integrate, window_summary
+from labkit.measure.telemetry_run import sampler_script
+from labkit.measure.telemetry_series import (
     TelemetryRun,
-    healthy_clocks,
+    node_csv,
+    number,
+    parse_gpu_row,
     parse_node,
     reason_names,
-    sampler_script,
-    summarize,
 )
-from labkit.measure.telemetry_energy import Window, integrate, window_summary
-from labkit.measure.telemetry_series import node_csv, number, parse_gpu_row
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 
 S = 1_000_000_000

@@ -19,10 +19,11 @@ import time
 
 import pytest
 
-from labkit.measure import Bench, BenchOptions, NodeTelemetry, healthy_clocks, run_bench
-from labkit.nodes import LocalHost
+from labkit.measure import BenchOptions, NodeTelemetry, healthy_clocks, run_bench
+from labkit.measure.runner import Bench
+from labkit.nodes.local import LocalHost
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
-from labkit.sim import SimProcess
+from labkit.sim.process import SimProcess
 from tests.support.telemetry_nodes import (
     GB10_DRIVER_FAILURE,
     gpu_row,

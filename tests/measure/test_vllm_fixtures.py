@@ -16,10 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from labkit.measure import RequestRecord, StreamResult, default_plan, make_group, make_record, rows, summarize
+from labkit.measure import RequestRecord, default_plan
 from labkit.measure import metrics as mx
+from labkit.measure.recording import make_group, make_record
 from labkit.measure.scrapes import prefix_cache_sample, server_view
-from labkit.measure.sse import SSEParser
+from labkit.measure.sse import SSEParser, StreamResult
+from labkit.measure.summary import summarize
+from labkit.measure.summary_text import rows
 
 DATA = Path(__file__).parents[1] / "support" / "fixtures" / "vllm-0.32-cpu"
 

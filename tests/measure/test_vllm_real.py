@@ -28,7 +28,7 @@ NGRAM = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"pro
 def url(tmp_path_factory):
     root = tmp_path_factory.mktemp("vllm-real")
     model = tiny_hf_model(root / "models")
-    port = sim.free_port(18670, 18699)
+    port = sim.oracle.free_port(18670, 18699)
     with serve(model, port, "--speculative-config", NGRAM, log_path=root / "vllm.log") as u:
         yield u
 

@@ -8,16 +8,11 @@ import time
 import pytest
 
 from labkit.errors import NodeError
-from labkit.nodes import (
-    CommandTimeout,
-    HostGroup,
-    LocalHost,
-    SshHost,
-    SshOptions,
-    Unreachable,
-    check_reachable,
-    host_for,
-)
+from labkit.nodes import CommandTimeout, HostGroup, SshOptions, check_reachable
+from labkit.nodes.base import Unreachable
+from labkit.nodes.group import host_for
+from labkit.nodes.local import LocalHost
+from labkit.nodes.ssh import SshHost
 
 NASTY = ["a b", "it's", '"q"', "$HOME", "`id`", "x;y", "*", ""]
 

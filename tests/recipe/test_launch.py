@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import RecipeError
-from labkit.recipe import BindMount, DockerOptions, FabricSpec, describe_plan, load_plan, load_recipe
+from labkit.recipe import describe_plan, load_recipe
+from labkit.recipe.launch import BindMount, DockerOptions, FabricSpec
+from labkit.recipe.lookup import load_plan
 
 BASE = """
 [model]

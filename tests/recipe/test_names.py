@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import RecipeError
-from labkit.recipe import image_reference, load_recipe, node_name, user_name
+from labkit.recipe import load_recipe, user_name
+from labkit.recipe.names import image_reference, node_name
 from labkit.recipe.schema import Invalid
 
 LANE = """

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import RecipeError
-from labkit.recipe import FabricSpec, list_recipes, load_plan, load_recipe, with_nodes
+from labkit.recipe import list_recipes, load_recipe, with_nodes
+from labkit.recipe.launch import FabricSpec
+from labkit.recipe.lookup import load_plan
 
 LANE = """
 [model]

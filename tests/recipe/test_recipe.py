@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import RecipeError
-from labkit.recipe import find_recipe, list_recipes, load_plan, load_recipe, recipes_dir
+from labkit.recipe import find_recipe, list_recipes, load_recipe
+from labkit.recipe.lookup import load_plan, recipes_dir
 
 MINIMAL = """
 [model]

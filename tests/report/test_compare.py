@@ -8,7 +8,7 @@ import json
 import pytest
 
 from labkit import report as rp
-from labkit.cli.main import main
+from labkit.cli.app import main
 from labkit.store import ResultsStore
 from tests.support.results import requests_for, sim_plan
 
@@ -19,7 +19,7 @@ B = [51.6, 51.4, 51.9, 51.5, 51.7]
 def test_welch_matches_scipy():
     # scipy.stats.ttest_ind(B, A, equal_var=False): t 13.151918984428644, p 1.0631402418817503e-06, df 8.0,
     # confidence_interval(0.95) = (1.3194624890333553, 1.8805375109666618)
-    r = rp.compare_values("decode_c1", A, B)
+    r = rp.compare.compare_values("decode_c1", A, B)
     assert r.test == "Welch t, 5 vs 5 runs"
     assert r.df == pytest.approx(8.0) and r.p == pytest.approx(1.0631402418817503e-06, rel=1e-6)
     assert r.lo == pytest.approx(1.3194624890333553, rel=1e-9) and r.hi == pytest.approx(1.8805375109666618)
@@ -28,7 +28,7 @@ def test_welch_matches_scipy():
 
 def test_paired_matches_scipy():
     # scipy.stats.ttest_rel(B, A): p 9.131480382512278e-07, CI (1.5122010966914918, 1.687798903308511)
-    r = rp.compare_values("decode_c1", A, B, pairs=True)
+    r = rp.compare.compare_values("decode_c1", A, B, pairs=True)
     assert r.test == "paired t on 5 pairs" and r.df == 4
     assert r.p == pytest.approx(9.131480382512278e-07, rel=1e-6)
     assert (r.lo, r.hi) == (pytest.approx(1.5122010966914918), pytest.approx(1.687798903308511))
@@ -38,46 +38,46 @@ def test_unequal_sizes_and_tost_match_scipy():
     a2, b2 = [10.0, 10.4, 9.7, 10.2, 9.9, 10.1], [10.05, 10.3, 9.9, 10.1, 10.0]
     # ttest_ind(b2, a2, equal_var=False): p 0.8708427396614229, df 8.378705022747118; TOST at ±5 % of
     # mean(a2) from scipy.stats.t.sf/cdf with that df: 0.0016866931456379938
-    r = rp.compare_values("decode_c1", a2, b2, margin=0.05)
+    r = rp.compare.compare_values("decode_c1", a2, b2, margin=0.05)
     assert r.df == pytest.approx(8.378705022747118) and r.p == pytest.approx(0.8708427396614229)
     assert r.tost_p == pytest.approx(0.0016866931456379938, rel=1e-6)
     assert r.verdict == "equivalent within ±5 %"
     # the same runs with a 0.5 % margin cannot be shown equivalent: no detectable difference
-    assert rp.compare_values("decode_c1", a2, b2, margin=0.005).verdict == rp.compare.NO_DIFFERENCE
+    assert rp.compare.compare_values("decode_c1", a2, b2, margin=0.005).verdict == rp.compare.NO_DIFFERENCE
 
 
 def test_direction_turns_the_verdict_for_times():
-    assert rp.direction("ttft_c1") == "lower" and rp.direction("prefill_4096_ttft") == "lower"
-    assert rp.direction("decode_c2_agg") == "higher" and rp.direction("accept_length") == ""
-    assert rp.compare_values("ttft_c1", A, B).verdict == rp.compare.SLOWER  # higher TTFT is slower
-    assert rp.compare_values("accept_length", A, B).verdict == "higher"
-    assert rp.compare_values("decode_c1", B, A).verdict == rp.compare.SLOWER
+    assert rp.compare.direction("ttft_c1") == "lower" and rp.compare.direction("prefill_4096_ttft") == "lower"
+    assert rp.compare.direction("decode_c2_agg") == "higher" and rp.compare.direction("accept_length") == ""
+    assert rp.compare.compare_values("ttft_c1", A, B).verdict == rp.compare.SLOWER  # higher TTFT is slower
+    assert rp.compare.compare_values("accept_length", A, B).verdict == "higher"
+    assert rp.compare.compare_values("decode_c1", B, A).verdict == rp.compare.SLOWER
 
 
 def test_energy_per_token_is_better_when_lower():
     a = [0.100, 0.101, 0.099, 0.100, 0.102]
     b = [x * 1.5 for x in a]
-    assert rp.direction("energy_per_token_decode") == "lower"
-    rise = rp.compare_values("energy_per_token_decode", a, b)
+    assert rp.compare.direction("energy_per_token_decode") == "lower"
+    rise = rp.compare.compare_values("energy_per_token_decode", a, b)
     assert rise.verdict == rp.compare.WORSE and "(lower is better)" in rise.why  # was "higher": no direction
-    assert rp.compare_values("energy_per_token_prefill_4096", b, a).verdict == rp.compare.BETTER
+    assert rp.compare.compare_values("energy_per_token_prefill_4096", b, a).verdict == rp.compare.BETTER
 
 
 def test_too_few_runs_no_values_and_zero_spread():
-    few = rp.compare_values("decode_c1", [50.0, 51.0], [52.0, 53.0, 54.0])
+    few = rp.compare.compare_values("decode_c1", [50.0, 51.0], [52.0, 53.0, 54.0])
     assert (
         few.verdict == rp.compare.TOO_FEW
         and few.p is None
         and few.lo is None
         and "needs 3 on each side" in few.why
     )
-    assert rp.compare_values("decode_c1", [None, None], [1.0]).verdict == rp.compare.NO_VALUES
-    same = rp.compare_values("decode_c1", [50.0] * 3, [50.0] * 3)
+    assert rp.compare.compare_values("decode_c1", [None, None], [1.0]).verdict == rp.compare.NO_VALUES
+    same = rp.compare.compare_values("decode_c1", [50.0] * 3, [50.0] * 3)
     assert same.p == 1.0 and same.verdict.startswith("equivalent")
-    apart = rp.compare_values("decode_c1", [50.0] * 3, [51.0] * 3)
+    apart = rp.compare.compare_values("decode_c1", [50.0] * 3, [51.0] * 3)
     assert apart.p == 0.0 and apart.verdict == rp.compare.FASTER
     with pytest.raises(ValueError, match="equal counts"):
-        rp.compare_values("decode_c1", [1.0, 2.0, 3.0], [1.0, 2.0], pairs=True)
+        rp.compare.compare_values("decode_c1", [1.0, 2.0, 3.0], [1.0, 2.0], pairs=True)
 
 
 # --- the gate ---------------------------------------------------------------------------------------------
@@ -102,12 +102,12 @@ def _doc(**over):
 def test_gate_lists_differences_and_blocks_sim_against_real():
     a = [_doc()]
     b = [_doc(run_id="r2", simulated=False, provenance={"engine_version": "0.34.0"}, labkit_version="0.2.0")]
-    g = rp.gate(a, b, [])
+    g = rp.gate.gate(a, b, [])
     facts = {i.fact: i for i in g.items}
     assert set(facts) == {"simulated", "engine version", "labkit version"}
     assert g.blocked == ["simulated"]
     assert facts["engine version"].a == ("0.33.0",) and facts["engine version"].b == ("0.34.0",)
-    assert rp.gate(a, [_doc(run_id="r3")], []).items == []
+    assert rp.gate.gate(a, [_doc(run_id="r3")], []).items == []
 
 
 def test_gate_names_plan_keys_mixed_sides_recipe_keys_and_flags():
@@ -124,7 +124,7 @@ def test_gate_names_plan_keys_mixed_sides_recipe_keys_and_flags():
             summary={"flags": [{"code": "foreign-traffic", "window": "decode", "message": "3 foreign"}]},
         ),
     ]
-    g = rp.gate(a, b, expected=None)
+    g = rp.gate.gate(a, b, expected=None)
     facts = {i.fact: i for i in g.items}
     assert facts["measurement plan"].a == ("decode.turns=4",) and facts["measurement plan"].b == (
         "decode.turns=9",
@@ -133,7 +133,7 @@ def test_gate_names_plan_keys_mixed_sides_recipe_keys_and_flags():
     assert facts["engine version"].note == "B mixes values"
     assert "engine.args.--preset" in facts["recipe content"].note
     assert "foreign-traffic in decode: 3 foreign" in facts["run flag (B r4)"].note
-    expected = rp.gate(a, b, expected=["engine.args.--preset"])
+    expected = rp.gate.gate(a, b, expected=["engine.args.--preset"])
     assert "recipe content" not in {i.fact for i in expected.items}
     assert "engine.args.--preset" in {i.fact: i for i in expected.items}["varied axes"].note
 
@@ -141,7 +141,7 @@ def test_gate_names_plan_keys_mixed_sides_recipe_keys_and_flags():
 def test_repetition_settings_are_not_the_measurement_plan():
     other = sim_plan().to_dict()
     other["resolved"]["measure"].update(runs=7, target_ci=0.02, max_runs=12)
-    assert rp.gate([_doc()], [_doc(run_id="r2", plan=other)], []).items == []
+    assert rp.gate.gate([_doc()], [_doc(run_id="r2", plan=other)], []).items == []
 
 
 # --- stored runs, selection and the CLI ---------------------------------------------------------------------

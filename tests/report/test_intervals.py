@@ -8,7 +8,7 @@ import re
 import pytest
 
 from labkit import report as rp
-from labkit.report import EN_DASH, PLUS_MINUS
+from labkit.report.format import EN_DASH, PLUS_MINUS
 from labkit.store import ResultsStore
 from tests.support.results import REPO, requests_for, sim_plan
 
@@ -20,34 +20,34 @@ from tests.support.results import REPO, requests_for, sim_plan
     [(1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (10, 2.228), (29, 2.045), (120, 1.980)],
 )
 def test_t_quantile_matches_the_table(df, expected):
-    assert rp.t_ppf(0.975, df) == pytest.approx(expected, abs=5e-4)
+    assert rp.stats.t_ppf(0.975, df) == pytest.approx(expected, abs=5e-4)
 
 
 def test_t_quantile_to_more_digits_and_other_levels():
-    assert rp.t_ppf(0.975, 1) == pytest.approx(12.706204736, abs=1e-8)  # tan(0.475 pi)
-    assert rp.t_ppf(0.975, 1) == pytest.approx(math.tan(math.pi * 0.475), abs=1e-8)
-    assert rp.t_ppf(0.975, 2) == pytest.approx(4.302652730, abs=1e-8)
-    assert rp.t_ppf(0.975, 4) == pytest.approx(2.776445105, abs=1e-8)
-    assert rp.t_ppf(0.975, 29) == pytest.approx(2.045229642, abs=1e-8)
-    assert rp.t_ppf(0.995, 5) == pytest.approx(4.032142984, abs=1e-8)
-    assert rp.t_ppf(0.9, 3) == pytest.approx(1.637744354, abs=1e-8)
-    assert rp.t_ppf(0.025, 4) == pytest.approx(-2.776445105, abs=1e-8)  # symmetric
-    assert rp.t_ppf(0.5, 7) == pytest.approx(0.0, abs=1e-10)
+    assert rp.stats.t_ppf(0.975, 1) == pytest.approx(12.706204736, abs=1e-8)  # tan(0.475 pi)
+    assert rp.stats.t_ppf(0.975, 1) == pytest.approx(math.tan(math.pi * 0.475), abs=1e-8)
+    assert rp.stats.t_ppf(0.975, 2) == pytest.approx(4.302652730, abs=1e-8)
+    assert rp.stats.t_ppf(0.975, 4) == pytest.approx(2.776445105, abs=1e-8)
+    assert rp.stats.t_ppf(0.975, 29) == pytest.approx(2.045229642, abs=1e-8)
+    assert rp.stats.t_ppf(0.995, 5) == pytest.approx(4.032142984, abs=1e-8)
+    assert rp.stats.t_ppf(0.9, 3) == pytest.approx(1.637744354, abs=1e-8)
+    assert rp.stats.t_ppf(0.025, 4) == pytest.approx(-2.776445105, abs=1e-8)  # symmetric
+    assert rp.stats.t_ppf(0.5, 7) == pytest.approx(0.0, abs=1e-10)
 
 
 @pytest.mark.parametrize("df", [1e4, 1e6, 1e7, 1e9])
 def test_t_quantile_tends_to_the_normal(df):
-    assert rp.t_ppf(0.975, df) == pytest.approx(1.959964, abs=3e-4)
-    assert round(rp.t_ppf(0.975, df), 3) == 1.960
+    assert rp.stats.t_ppf(0.975, df) == pytest.approx(1.959964, abs=3e-4)
+    assert round(rp.stats.t_ppf(0.975, df), 3) == 1.960
 
 
 def test_t_cdf_and_bad_arguments():
-    assert rp.t_cdf(0.0, 3) == pytest.approx(0.5)
-    assert rp.t_cdf(12.706204736, 1) == pytest.approx(0.975, abs=1e-9)
-    assert rp.t_cdf(-2.776445105, 4) == pytest.approx(0.025, abs=1e-9)
+    assert rp.stats.t_cdf(0.0, 3) == pytest.approx(0.5)
+    assert rp.stats.t_cdf(12.706204736, 1) == pytest.approx(0.975, abs=1e-9)
+    assert rp.stats.t_cdf(-2.776445105, 4) == pytest.approx(0.025, abs=1e-9)
     for p, df in [(0.0, 3), (1.0, 3), (0.9, 0)]:
         with pytest.raises(ValueError):
-            rp.t_ppf(p, df)
+            rp.stats.t_ppf(p, df)
 
 
 # --- RunStats --------------------------------------------------------------------------------------------
@@ -55,7 +55,7 @@ def test_t_cdf_and_bad_arguments():
 
 def test_interval_on_a_hand_computed_example():
     # mean 50, s = 2, s/sqrt(3) = 1.1547, t(0.975, 2) = 4.30265: half width 4.9683
-    rs = rp.run_stats([48.0, 52.0, 50.0], unit="boots")
+    rs = rp.stats.run_stats([48.0, 52.0, 50.0], unit="boots")
     assert (rs.n, rs.median, rs.mean) == (3, 50.0, 50.0)
     assert rs.half_width == pytest.approx(4.30265273 * 2 / math.sqrt(3), rel=1e-7)
     assert rs.lo == pytest.approx(45.0317, abs=1e-4) and rs.hi == pytest.approx(54.9683, abs=1e-4)
@@ -65,7 +65,7 @@ def test_interval_on_a_hand_computed_example():
 
 def test_interval_five_runs_and_cv():
     # mean 12, s = sqrt(2.5) = 1.5811, s/sqrt(5) = 0.70711, t(0.975, 4) = 2.77645: half width 1.9632
-    rs = rp.run_stats([10.0, 12.0, 11.0, 13.0, 14.0])
+    rs = rp.stats.run_stats([10.0, 12.0, 11.0, 13.0, 14.0])
     assert rs.mean == 12.0 and rs.median == 12.0
     assert rs.half_width == pytest.approx(1.9632, abs=1e-4)
     assert rs.cv == pytest.approx(math.sqrt(2.5) / 12.0)
@@ -73,17 +73,17 @@ def test_interval_five_runs_and_cv():
 
 
 def test_cv_of_identical_runs_is_zero_and_of_a_zero_mean_is_none():
-    rs = rp.run_stats([30.0, 30.0, 30.0])
+    rs = rp.stats.run_stats([30.0, 30.0, 30.0])
     assert rs.cv == 0.0 and rs.lo == rs.hi == 30.0
-    assert rp.run_stats([-1.0, 0.0, 1.0]).cv is None
+    assert rp.stats.run_stats([-1.0, 0.0, 1.0]).cv is None
 
 
 @pytest.mark.parametrize("values", [[], [47.8], [47.8, 50.7], [47.8, float("nan"), 50.7, None]])
 def test_no_interval_from_fewer_than_three_runs(values):
-    rs = rp.run_stats(values)
+    rs = rp.stats.run_stats(values)
     assert rs.lo is None and rs.hi is None and rs.half_width is None
     assert rs.n == len([v for v in values if v is not None and not math.isnan(v)])
-    assert rs.n < rp.MIN_INTERVAL_RUNS
+    assert rs.n < rp.stats.MIN_INTERVAL_RUNS
     assert "no interval" in rs.method or rs.n == 0
     if rs.n == 2:
         assert rs.median == rs.mean == pytest.approx(49.25) and rs.cv is not None
@@ -95,18 +95,20 @@ def test_no_interval_from_fewer_than_three_runs(values):
 
 
 def test_boot_of_reads_the_run_json_facts():
-    assert rp.boot_of({"run_id": "a", "provenance": {"cold_expected": True}}) == "a"
-    assert rp.boot_of({"run_id": "b", "boot_run": "a", "provenance": {"cold_expected": False}}) == "a"
-    assert rp.boot_of({"run_id": "c", "provenance": {"cold_expected": False}}) is None
-    assert rp.boot_of({"run_id": "d", "source": "recorded", "provenance": {}}) is None
+    assert rp.stats.boot_of({"run_id": "a", "provenance": {"cold_expected": True}}) == "a"
+    assert rp.stats.boot_of({"run_id": "b", "boot_run": "a", "provenance": {"cold_expected": False}}) == "a"
+    assert rp.stats.boot_of({"run_id": "c", "provenance": {"cold_expected": False}}) is None
+    assert rp.stats.boot_of({"run_id": "d", "source": "recorded", "provenance": {}}) is None
 
 
 def test_unit_of_runs():
-    assert rp.unit_of(["a", "b", "c"], {"a": "a", "b": "b", "c": "c"}) == "boots"
-    assert rp.unit_of(["a", "b", "c"], {"a": "a", "b": "a", "c": "a"}) == "runs on one boot"
-    assert rp.unit_of(["a", "b", "c", "d"], {"a": "a", "b": "a", "c": "c", "d": "c"}) == "runs on 2 boots"
-    assert rp.unit_of(["a", "b"], {"a": "a", "b": None}) == "runs"  # one run does not say
-    assert rp.unit_of(["a", "b"], None) == "runs"
+    assert rp.stats.unit_of(["a", "b", "c"], {"a": "a", "b": "b", "c": "c"}) == "boots"
+    assert rp.stats.unit_of(["a", "b", "c"], {"a": "a", "b": "a", "c": "a"}) == "runs on one boot"
+    assert (
+        rp.stats.unit_of(["a", "b", "c", "d"], {"a": "a", "b": "a", "c": "c", "d": "c"}) == "runs on 2 boots"
+    )
+    assert rp.stats.unit_of(["a", "b"], {"a": "a", "b": None}) == "runs"  # one run does not say
+    assert rp.stats.unit_of(["a", "b"], None) == "runs"
 
 
 # --- tables from stored runs -----------------------------------------------------------------------------
@@ -262,7 +264,7 @@ def test_committed_tables_do_not_opt_in_and_render_as_before():
 def test_bad_interval_names_file_and_key(tmp_path, text, match):
     f = tmp_path / "tables.toml"
     f.write_text(text)
-    with pytest.raises(rp.ReportError, match=match) as e:
+    with pytest.raises(rp.specs.ReportError, match=match) as e:
         rp.load_spec(f)
     assert str(f) in str(e.value) and "interval" in str(e.value)
 
@@ -282,9 +284,9 @@ def test_interval_choices_load():
 
 
 def test_fmt_interval_and_few():
-    assert rp.fmt_interval(1234.4, 1200.0, 1270.0, "pm", 0) == f"1,234 {PLUS_MINUS} 35"
-    assert rp.fmt_interval(49.1, 47.9, 50.3, "ci") == "49.1 [47.9, 50.3]"
-    assert rp.fmt_interval(750, 700, 800, "pm", 0, approx=True) == f"~750 {PLUS_MINUS} 50"
-    assert rp.fmt_few(rp.Stat(49.1, 47.8, 50.7, n=2)) == f"49.1 (47.8{EN_DASH}50.7) n=2"
-    assert rp.fmt_few(rp.Stat(29.7, 29.7, 29.7, n=1)) == "29.7 n=1"
-    assert rp.fmt_few(None) == "\u2014"
+    assert rp.format.fmt_interval(1234.4, 1200.0, 1270.0, "pm", 0) == f"1,234 {PLUS_MINUS} 35"
+    assert rp.format.fmt_interval(49.1, 47.9, 50.3, "ci") == "49.1 [47.9, 50.3]"
+    assert rp.format.fmt_interval(750, 700, 800, "pm", 0, approx=True) == f"~750 {PLUS_MINUS} 50"
+    assert rp.format.fmt_few(rp.format.Stat(49.1, 47.8, 50.7, n=2)) == f"49.1 (47.8{EN_DASH}50.7) n=2"
+    assert rp.format.fmt_few(rp.format.Stat(29.7, 29.7, 29.7, n=1)) == "29.7 n=1"
+    assert rp.format.fmt_few(None) == "\u2014"

@@ -6,8 +6,9 @@ import sys
 import pytest
 
 from labkit import report as rp
-from labkit.report import EN_DASH
-from labkit.store import RecordedError, import_figures, load_results, parse_figures, read_run
+from labkit.report.format import EN_DASH
+from labkit.store import import_figures, load_results, read_run
+from labkit.store.recorded import RecordedError, parse_figures
 from tests.support.results import REPO, make_sim_run
 
 FIGURES = REPO / "results" / "recorded.toml"

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from labkit import report as rp
-from labkit.report import EN_DASH, FLAG_MARK
-from labkit.report.tables import interval_note
+from labkit.report.format import EN_DASH
+from labkit.report.tables import FLAG_MARK, interval_note
 from labkit.store import ResultsStore, SweepAxisRecord, SweepPoint, SweepRecord, load_results, write_sweep
 
 MNBT = "--max-num-batched-tokens"
@@ -243,14 +243,14 @@ def test_no_sweep_records_render_nothing_and_keep_the_document_byte_identical(ro
 def test_an_unknown_sweep_names_the_file_key_and_the_stored_sweeps(root, tmp_path):
     _mnbt_record(root, extra_runs=False)
     spec = _spec(tmp_path, 'sweep = "sim/nope"')
-    with pytest.raises(rp.ReportError) as e:
+    with pytest.raises(rp.specs.ReportError) as e:
         rp.generate(root, spec, write=False, plots=False)
     msg = str(e.value)
     assert (
         str(spec) in msg and "table[1]" in msg and "sweep = 'sim/nope'" in msg and "stored: sim/mnbt" in msg
     )
     empty = tmp_path / "empty"
-    with pytest.raises(rp.ReportError, match=r"stored: none"):
+    with pytest.raises(rp.specs.ReportError, match=r"stored: none"):
         rp.generate(empty, spec, write=False, plots=False)
 
 
@@ -266,7 +266,7 @@ def test_an_unknown_sweep_names_the_file_key_and_the_stored_sweeps(root, tmp_pat
 )
 def test_bad_sweep_keys_name_file_and_table(tmp_path, key, match):
     f = _spec(tmp_path, key, lane_table=False)
-    with pytest.raises(rp.ReportError, match=match) as e:
+    with pytest.raises(rp.specs.ReportError, match=match) as e:
         rp.load_spec(f)
     assert str(f) in str(e.value) and "table[0]" in str(e.value)
 
@@ -299,7 +299,7 @@ def test_figure_has_a_subplot_per_headline_measure_with_interval_bars_and_failed
     assert list(line.get_xdata()) == [4096.0, 8192.0] and list(line.get_ydata()) == [50.0, 60.0]
     [bars] = ax.containers  # only the 3-run point has a bar: the 95 % Student-t interval
     [[lo, hi]] = bars.lines[2][0].get_segments()
-    half = rp.t_ppf(0.975, 2) * 2 / math.sqrt(3)
+    half = rp.stats.t_ppf(0.975, 2) * 2 / math.sqrt(3)
     assert lo.tolist() == [4096.0, pytest.approx(50 - half)] and hi.tolist() == [
         4096.0,
         pytest.approx(50 + half),
@@ -313,12 +313,14 @@ def test_figure_has_a_subplot_per_headline_measure_with_interval_bars_and_failed
 
 def test_save_all_writes_a_png_per_sweep_record(root, tmp_path):
     _mnbt_record(root)
-    made = rp.save_all(load_results(root), tmp_path / "plots")
+    made = rp.plots.save_all(load_results(root), tmp_path / "plots")
     png = tmp_path / "plots" / "sweep-sim-mnbt.png"
     assert png in made and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bare = tmp_path / "bare"
     _run(bare, "spec-none", {"decode_c1": 50.0})
-    assert not [p for p in rp.save_all(load_results(bare), tmp_path / "p2") if p.name.startswith("sweep-")]
+    assert not [
+        p for p in rp.plots.save_all(load_results(bare), tmp_path / "p2") if p.name.startswith("sweep-")
+    ]
 
 
 def test_an_auto_lane_table_may_leave_out_the_sweeps_points(root, tmp_path):

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from labkit import report as rp
-from labkit.report import FLAG_MARK
+from labkit.report.tables import FLAG_MARK
 from labkit.store import ResultsStore
 from tests.support.results import requests_for, sim_plan
 
@@ -37,13 +37,13 @@ def _frame(rows):
 
 
 def _two_lanes():
-    spec = rp.TableSpec(
+    spec = rp.specs.TableSpec(
         id="t",
         title="Two lanes",
         columns=None,
         rows=(
-            rp.RowSpec("decode c1 (t/s)", measure="decode_c1"),
-            rp.RowSpec("prefill (t/s)", measure="prefill_4096", decimals=0),
+            rp.specs.RowSpec("decode c1 (t/s)", measure="decode_c1"),
+            rp.specs.RowSpec("prefill (t/s)", measure="prefill_4096", decimals=0),
         ),
         notes=("A note long enough to be wrapped: " + "word " * 30,),
     )
@@ -54,7 +54,7 @@ def _two_lanes():
             ("r2", "real", "b", "a real lane", "decode_c1", 7.0, 7.0, 7.0, False, "measured"),
         ]
     )
-    return rp.build_table(spec, measures)
+    return rp.tables.build_table(spec, measures)
 
 
 def test_text_table_is_aligned_with_title_runs_line_and_wrapped_notes():
@@ -76,10 +76,10 @@ def test_text_table_is_aligned_with_title_runs_line_and_wrapped_notes():
 
 
 def test_text_of_an_empty_table_says_so():
-    spec = rp.TableSpec(
-        id="e", title="Nothing", columns=None, rows=(rp.RowSpec("x", measure="x"),), empty="None."
+    spec = rp.specs.TableSpec(
+        id="e", title="Nothing", columns=None, rows=(rp.specs.RowSpec("x", measure="x"),), empty="None."
     )
-    table = rp.build_table(
+    table = rp.tables.build_table(
         spec, _frame([("r1", "sim", "a", "s", "y", 1.0, 1.0, 1.0, False, "measured")]).iloc[:0]
     )
     assert rp.to_text(table) == "Nothing\n=======\n\nNone."
@@ -181,21 +181,23 @@ def test_a_flag_without_a_known_window_marks_the_whole_lane_and_one_no_row_shows
     ]
     _store(root, "20261201T000001Z-aaaaa1", MEASURES, flags=flags)
     [table] = rp.generate(root, write=False, plots=False).tables
-    figures = [v for v in table.frame.iloc[:, 0] if v != rp.MISSING]
+    figures = [v for v in table.frame.iloc[:, 0] if v != rp.format.MISSING]
     assert figures and all(v.endswith(f" {FLAG_MARK}") for v in figures)
     assert [n for n in table.notes if n.startswith(FLAG_MARK)] == [
         f"{FLAG_MARK} simulated stock vLLM (sim), run 20261201T000001Z-aaaaa1, whole run: busy-at-start: "
         "2 requests running"
     ]
-    assert rp.MISSING in list(table.frame.iloc[:, 0])  # "not measured" is never marked
+    assert rp.format.MISSING in list(table.frame.iloc[:, 0])  # "not measured" is never marked
 
 
 def test_build_tables_takes_flags_like_boots():
     measures = _frame([("r1", "sim", "a", "sim lane", "decode_c1", 49.0, 49.0, 49.0, False, "measured")])
-    spec = rp.TableSpec(id="t", title="T", columns=None, rows=(rp.RowSpec("d", measure="decode_c1"),))
-    [plain] = rp.build_tables(measures, [spec])
-    [marked] = rp.build_tables(measures, [spec], flags={"r1": [{"code": "x", "window": "decode"}]})
+    spec = rp.specs.TableSpec(
+        id="t", title="T", columns=None, rows=(rp.specs.RowSpec("d", measure="decode_c1"),)
+    )
+    [plain] = rp.tables.build_tables(measures, [spec])
+    [marked] = rp.tables.build_tables(measures, [spec], flags={"r1": [{"code": "x", "window": "decode"}]})
     assert plain.frame.iloc[0, 0] == "49.0" and marked.frame.iloc[0, 0] == f"49.0 {FLAG_MARK}"
     assert marked.notes == [f"{FLAG_MARK} sim lane (sim), run r1, decode: x."]
-    assert rp.flags_of({"summary": {"measures": {}}}) == []
-    assert rp.flags_of({"summary": {"flags": [{"code": "x"}, "junk"]}}) == [{"code": "x"}]
+    assert rp.tables.flags_of({"summary": {"measures": {}}}) == []
+    assert rp.tables.flags_of({"summary": {"flags": [{"code": "x"}, "junk"]}}) == [{"code": "x"}]

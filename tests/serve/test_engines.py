@@ -9,19 +9,14 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import LabkitError
-from labkit.recipe import load_plan
-from labkit.serve import (
-    BootLog,
-    DockerRuntime,
-    LlamaCpp,
-    NodeSpec,
-    ProcessRuntime,
-    Sglang,
-    Sim,
-    Vllm,
-    engine_for,
-    lane_commands,
-)
+from labkit.recipe.lookup import load_plan
+from labkit.serve import lane_commands
+from labkit.serve.engines import BootLog, NodeSpec, engine_for
+from labkit.serve.engines.llamacpp import LlamaCpp
+from labkit.serve.engines.sglang import Sglang
+from labkit.serve.engines.sim import Sim
+from labkit.serve.engines.vllm import Vllm
+from labkit.serve.runtimes import DockerRuntime, ProcessRuntime
 
 NODES = [NodeSpec(n, f"10.0.0.{i + 5}") for i, n in enumerate(["dgx5", "dgx6", "dgx7", "dgx8"])]
 
@@ -368,7 +363,7 @@ def test_process_runtime_paths_are_per_lane_and_node():
 
 
 def NodeLaunchLike():
-    from labkit.serve import NodeLaunch
+    from labkit.serve.engines import NodeLaunch
 
     return NodeLaunch("n1", 0, ("echo", "it's"), (("K", "v w"),), True)
 

@@ -11,8 +11,10 @@ import subprocess
 import pytest
 
 from labkit.errors import LabkitError, NodeError
-from labkit.recipe import load_plan
-from labkit.serve import Lane, lane_commands, launches, node_addresses, parse_address
+from labkit.recipe.lookup import load_plan
+from labkit.serve import Lane, lane_commands
+from labkit.serve.fabric import node_addresses, parse_address
+from labkit.serve.plan import launches
 from labkit.store import RunFolderSink
 from tests.support.lanes import sim_recipe
 from tests.support.serving import assert_clean_cluster, served_plan

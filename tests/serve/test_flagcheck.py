@@ -11,8 +11,10 @@ import textwrap
 import pytest
 
 from labkit.recipe import load_recipe
-from labkit.serve import FAIL, OK, Lane, Vllm, check_flags
+from labkit.serve import Lane, check_flags
+from labkit.serve.engines.vllm import Vllm
 from labkit.serve.flagcheck import known_flag_checks
+from labkit.serve.verdict import FAIL, OK
 from tests.support.lanes import sim_recipe
 from tests.support.serving import served_plan
 
@@ -103,10 +105,10 @@ def test_without_the_image_on_the_head_the_known_vllm_flags_are_used(vllm_lane, 
 
 
 def test_the_known_flags_hold_every_flag_of_the_repos_recipes_and_labkits_launches():
-    from labkit.recipe import load_plan
-    from labkit.serve import engine_for, launches
+    from labkit.recipe.lookup import load_plan
     from labkit.serve.enginehelp import lane_flags
-    from labkit.serve.plan import python_for
+    from labkit.serve.engines import engine_for
+    from labkit.serve.plan import launches, python_for
 
     plan = load_plan("dsv41", spec="dspark")
     added = [

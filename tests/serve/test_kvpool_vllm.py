@@ -9,7 +9,7 @@ import io
 
 import pytest
 
-from labkit.measure import StreamClient
+from labkit.measure.client import StreamClient
 from labkit.measure.kvpool import read_kv_pool
 from labkit.serve import Lane
 from labkit.store import RunFolderSink

@@ -8,20 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from labkit.serve import (
-    LlamaCpp,
-    Sglang,
-    Sim,
-    Vllm,
-    api_sources,
-    cache_config_source,
-    gauge_source,
-    kv_pool,
-    parse_prometheus,
-    server_info_source,
-)
+from labkit.serve import api_sources, kv_pool, parse_prometheus
 from labkit.serve.engines import Engine
-from labkit.serve.kvsources import BLOCKS
+from labkit.serve.engines.llamacpp import LlamaCpp
+from labkit.serve.engines.sglang import Sglang
+from labkit.serve.engines.sim import Sim
+from labkit.serve.engines.vllm import Vllm
+from labkit.serve.kvsources import BLOCKS, cache_config_source, gauge_source, server_info_source
 
 FIXTURES = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "vllm-0.32-cpu"
 

@@ -12,8 +12,9 @@ import json
 import pytest
 
 from labkit.nodes import Result
-from labkit.recipe import load_plan
-from labkit.serve import FAIL, OK, SKIP, WARN, Lane, PreflightFailed
+from labkit.recipe.lookup import load_plan
+from labkit.serve import Lane
+from labkit.serve.errors import PreflightFailed
 from labkit.serve.holders import foreign, gpu_check, looks_like_engine, parse_containers, parse_gpu_apps
 from labkit.serve.preflight import (
     commands,
@@ -24,6 +25,7 @@ from labkit.serve.preflight import (
     parse_meminfo,
     rdma_check,
 )
+from labkit.serve.verdict import FAIL, OK, SKIP, WARN
 from labkit.store import RunFolderSink
 from tests.support.lanes import sim_recipe
 from tests.support.serving import assert_clean_cluster, served_plan

@@ -8,9 +8,12 @@ from __future__ import annotations
 import io
 import json
 
-from labkit.nodes import HostError, LocalHost
-from labkit.serve import Check, Lane, Preflight
+from labkit.nodes import HostError
+from labkit.nodes.local import LocalHost
+from labkit.serve import Lane
+from labkit.serve.checks import Preflight
 from labkit.serve.readyfacts import AFTER_DROP, PREBOOT, before_start, memory_facts, read_meminfo
+from labkit.serve.verdict import Check
 from labkit.store import RunFolderSink
 from tests.support.lanes import sim_recipe
 from tests.support.serving import assert_clean_cluster, cluster_lane, served_plan

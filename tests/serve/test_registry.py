@@ -8,11 +8,13 @@ import dataclasses
 import pytest
 
 from labkit.errors import LabkitError
-from labkit.recipe import ENGINE_FACTS, Invalid, Parallel, engine_facts, load_plan
+from labkit.recipe import ENGINE_FACTS, Invalid, engine_facts
 from labkit.recipe.enginefacts import ENGINE_KINDS, EngineFacts, ParallelFlags
 from labkit.recipe.fields import recipe_fields
-from labkit.serve import NodeSpec, Vllm
-from labkit.serve.engines import ENGINES, Engine, engine_for, registry_problems
+from labkit.recipe.lookup import load_plan
+from labkit.recipe.specs import Parallel
+from labkit.serve.engines import ENGINES, Engine, NodeSpec, engine_for, registry_problems
+from labkit.serve.engines.vllm import Vllm
 
 NODES = [NodeSpec("dgx5", "10.0.0.5"), NodeSpec("dgx6", "10.0.0.6")]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from labkit.nodes import LocalHost
-from labkit.serve import NodeLaunch, ProcessRuntime
+from labkit.nodes.local import LocalHost
+from labkit.serve.engines import NodeLaunch
+from labkit.serve.runtimes import ProcessRuntime
 
 
 def test_process_lifecycle_kills_the_whole_group_even_when_term_is_ignored(local_env):

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from labkit.errors import NodeError
-from labkit.serve import BootError, BootTimeout, Lane, LaneBusy, LaneFailed
+from labkit.serve import Lane
+from labkit.serve.errors import BootError, BootTimeout, LaneBusy, LaneFailed
 from labkit.store import RunFolderSink
 from tests.support.lanes import chat, sim_recipe
 from tests.support.serving import assert_clean_cluster, cluster_lane, labkit_cli, served_plan
@@ -359,7 +360,7 @@ def test_cluster_process_runtime_over_ssh(cluster, tmp_path):
 def test_a_labkit_built_model_not_yet_built_is_refused_before_any_node_is_touched(local_env):
     """serve never builds models: a plan naming one without model.path says who builds it, and starts nothing."""
     from labkit.errors import LabkitError
-    from labkit.recipe import load_plan
+    from labkit.recipe.lookup import load_plan
 
     lane = Lane(load_plan("tiny-llamacpp"), progress=None)
     with pytest.raises(LabkitError, match="is a model labkit builds; build it before the lane starts"):

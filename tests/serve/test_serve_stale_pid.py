@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit.nodes import LocalHost
-from labkit.serve import Lane, NodeLaunch, ProcessRuntime
+from labkit.nodes.local import LocalHost
+from labkit.serve import Lane
+from labkit.serve.engines import NodeLaunch
+from labkit.serve.runtimes import ProcessRuntime
 from labkit.store import RunFolderSink
 from tests.support.lanes import chat, sim_recipe
 from tests.support.serving import served_plan

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from labkit.serve import parse_prometheus
-from labkit.sim import SimConfigError, build_config
+from labkit.sim.config import SimConfigError, build_config
 from tests.support.sim import SimProc, get_json, request
 
 

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from labkit.sim import SimConfigError, add_cli_arguments, build_config
+from labkit.sim import add_cli_arguments
+from labkit.sim.config import SimConfigError, build_config
 from labkit.sim.engine import SimEngine
 from labkit.sim.metrics import request_states
 from tests.support.sim import SimProc, chat, get_json, metric_sum, metrics, request, stream

@@ -569,7 +569,7 @@ def test_labkit_cli_serves_preset():
 
 def test_simprocess_reports_boot_failure():
     from labkit.errors import LabkitError
-    from labkit.sim import SimProcess
+    from labkit.sim.process import SimProcess
 
     with (
         pytest.raises(LabkitError, match="exited during boot"),

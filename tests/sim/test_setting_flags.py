@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from labkit.serve import Sim
 from labkit.serve.enginehelp import help_flags
-from labkit.sim import FIELDS, add_cli_arguments, build_config
+from labkit.serve.engines.sim import Sim
+from labkit.sim import add_cli_arguments
+from labkit.sim.config import FIELDS, build_config
 
 
 def parse(*argv: str) -> argparse.Namespace:

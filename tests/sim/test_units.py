@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.sim import PRESETS, SimConfigError, batch_beta, build_config, tokenizer
+from labkit.sim import tokenizer
+from labkit.sim.config import PRESETS, SimConfigError, batch_beta, build_config
 from labkit.sim.engine import SimEngine
 
 # ---- config ------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import uuid
 
 import pytest
 
-from labkit.nodes import HostGroup, host_for
+from labkit.nodes import HostGroup
+from labkit.nodes.group import host_for
 from tests.support.hf_cache import LocalNode, make_cache, plan_for
 from tests.support.nodes import ADDRESSES
 

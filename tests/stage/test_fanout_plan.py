@@ -7,8 +7,15 @@ import shlex
 import pytest
 
 from labkit.errors import LabkitError
-from labkit.stage import FanoutFile, needs_from, plan_fanout
-from labkit.stage.fanout import NAS, partial_name, pull_request, serve_request
+from labkit.stage.fanout import (
+    NAS,
+    FanoutFile,
+    needs_from,
+    partial_name,
+    plan_fanout,
+    pull_request,
+    serve_request,
+)
 from labkit.stage.fanout_run import PEER_SCRIPT, peer_command
 
 NODES = ("dgx5", "dgx6", "dgx7", "dgx8")
@@ -125,8 +132,8 @@ def test_bind_addresses_come_from_the_recipe_the_node_or_the_name():
     from types import SimpleNamespace
 
     from labkit.nodes import Result
-    from labkit.recipe import FabricSpec
-    from labkit.stage import fabric_binds
+    from labkit.recipe.launch import FabricSpec
+    from labkit.stage.fanout_run import fabric_binds
 
     class Node:
         def __init__(self, name, ip_output):

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import LabkitError
-from labkit.nodes import host_for
-from labkit.stage import FanoutFile, NodeJobs, PeerTimeouts, fan_out, plan_fanout
-from labkit.stage.fanout import partial_name
-from labkit.stage.fanout_run import PeerServers, run_peer
+from labkit.nodes.group import host_for
+from labkit.stage.fanout import FanoutFile, partial_name, plan_fanout
+from labkit.stage.fanout_run import PeerServers, PeerTimeouts, fan_out, run_peer
+from labkit.stage.transport import NodeJobs
 from tests.support.hf_cache import LOCAL, default_files, make_cache, payload
 from tests.support.nodes import ADDRESSES
 

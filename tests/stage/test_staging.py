@@ -15,19 +15,11 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import LabkitError, NodeError, RecipeError
-from labkit.stage import (
-    MANIFEST_NAME,
-    StagingRefused,
-    Timeouts,
-    call_node,
-    check_view,
-    node_command,
-    parse_node_output,
-    preflight,
-    preflight_table,
-    stage,
-)
+from labkit.stage import check_view, preflight, preflight_table, stage
+from labkit.stage.assess import MANIFEST_NAME
 from labkit.stage.node import script as stage_node
+from labkit.stage.space import StagingRefused
+from labkit.stage.transport import Timeouts, call_node, node_command, parse_node_output
 from tests.support.hf_cache import COMMIT, LOCAL, LocalNode, default_files, make_cache, plan_for, tree_state
 from tests.support.staging import hanging_cache
 from tests.support.staging import run_stage as run
@@ -457,7 +449,7 @@ def test_node_errors_come_back_as_labkit_errors():
 
 
 def test_stage_with_hosts_localhost_streams_copy_progress(tmp_path):
-    from labkit.nodes import LocalHost
+    from labkit.nodes.local import LocalHost
 
     files = default_files()
     files[LOCAL[0]] = os.urandom(1024 * 1024) * 24  # 24 MiB: a few progress lines
@@ -487,7 +479,8 @@ def test_stage_with_hosts_localhost_streams_copy_progress(tmp_path):
 
 
 def test_localhost_run_streaming_delivers_lines_live_and_times_out():
-    from labkit.nodes import CommandTimeout, LocalHost
+    from labkit.nodes import CommandTimeout
+    from labkit.nodes.local import LocalHost
 
     seen = []
     t0 = time.monotonic()
@@ -503,7 +496,7 @@ def test_localhost_run_streaming_delivers_lines_live_and_times_out():
 def test_view_links_resolve_in_the_container_mounts(tmp_path):
     """The docker plan mounts the view at its mount point and the shared cache at the same path, so the
     absolute link targets written by stage resolve inside the container; the model path is the view."""
-    from labkit.recipe import load_plan
+    from labkit.recipe.lookup import load_plan
 
     plan = load_plan("dsv41", staging="local-view")
     view = plan.view
@@ -639,7 +632,7 @@ def test_min_free_counts_once_per_filesystem(tmp_path, small_fs):
 
 
 def test_a_hung_probe_fails_naming_the_node_within_its_timeout(tmp_path):
-    from labkit.nodes import LocalHost
+    from labkit.nodes.local import LocalHost
 
     hanging_cache(tmp_path / "hub")
     dst = tmp_path / "view"
@@ -658,7 +651,7 @@ class TimedHost:
     """A real local host that records the timeout given to each node-script op."""
 
     def __init__(self, name: str):
-        from labkit.nodes import LocalHost
+        from labkit.nodes.local import LocalHost
 
         self.name = name
         self.host = LocalHost(name)
@@ -702,7 +695,7 @@ def test_node_script_is_stdlib_only():
     """Nodes have python3 and nothing else: the script may import only the standard library."""
     import ast
 
-    from labkit.stage import node_script
+    from labkit.stage.transport import node_script
 
     tree = ast.parse(node_script())
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
@@ -713,7 +706,7 @@ def test_node_script_is_stdlib_only():
 def test_a_node_runs_the_script_file_as_it_reads():
     """What a node runs is the file a reader opens and the controller imports, byte for byte, after the
     job's mark: nothing is joined or dropped on the way."""
-    from labkit.stage import node_script
+    from labkit.stage.transport import node_script
 
     text = Path(stage_node.__file__).read_text(encoding="utf-8")
     assert node_script() == text
@@ -759,7 +752,7 @@ def test_node_script_is_never_parsed_by_two_threads_at_once(monkeypatch):
     import ast
     import threading
 
-    from labkit.stage import node_script
+    from labkit.stage.transport import node_script
 
     def no_parse(*args, **kwargs):
         raise AssertionError("node_script parsed Python")

@@ -16,7 +16,7 @@ import pytest
 
 from labkit.errors import NodeError, RecipeError
 from labkit.recipe import load_recipe
-from labkit.stage import MANIFEST_NAME
+from labkit.stage.assess import MANIFEST_NAME
 from tests.support.hf_cache import (
     LOCAL,
     LocalNode,

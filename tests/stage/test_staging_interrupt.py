@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit.nodes import LocalHost
-from labkit.stage import PARTIAL_PREFIX, Timeouts, stage
+from labkit.nodes.local import LocalHost
+from labkit.stage import stage
+from labkit.stage.assess import PARTIAL_PREFIX
+from labkit.stage.transport import Timeouts
 from tests.support.hf_cache import LOCAL, default_files, make_cache, plan_for
 from tests.support.nodes import ADDRESSES
 from tests.support.staging import LIST_VIEW, hanging_cache, remote_json

@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import NodeError
-from labkit.nodes import host_for
-from labkit.stage import StagingRefused, Timeouts, check_view, sample_offsets, stage
+from labkit.nodes.group import host_for
+from labkit.stage import check_view, stage
+from labkit.stage.node.script import sample_offsets
+from labkit.stage.space import StagingRefused
+from labkit.stage.transport import Timeouts
 from tests.support.hf_cache import (
     COMMIT,
     COMMIT2,

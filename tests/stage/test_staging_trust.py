@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import LabkitError, NodeError
-from labkit.stage import MANIFEST_NAME, SAMPLE_COUNT, check_view
+from labkit.stage import check_view
+from labkit.stage.assess import MANIFEST_NAME
+from labkit.stage.node.script import SAMPLE_COUNT
 from tests.support.hf_cache import (
     COMMIT2,
     LOCAL,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.store import KEEP_BASELINE_RUNS, ResultsError, load_results, read_baselines, update_baselines
+from labkit.store import ResultsError, load_results, read_baselines, update_baselines
+from labkit.store.baselines import KEEP as KEEP_BASELINE_RUNS
 
 
 def test_update_and_read(tmp_path):

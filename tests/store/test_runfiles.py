@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from labkit import store
-from labkit.measure import BenchResult, GroupRecord, RunSummary
+from labkit.measure import BenchResult, RunSummary
+from labkit.measure.records import GroupRecord
 from labkit.serve import BootFacts
 from labkit.store import files
 from tests.support.results import REPO, requests_for, sim_plan
@@ -26,19 +27,19 @@ def crash(src, dst):
 def test_boot_json_is_written_atomically_a_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
     sink = store.RunFolderSink(tmp_path)
     sink.boot(BootFacts(engine_version="1.0", boot_seconds=2.5))
-    before = (tmp_path / store.BOOT_FILE).read_text()
+    before = (tmp_path / store.files.BOOT_FILE).read_text()
     assert json.loads(before)["engine_version"] == "1.0"
     monkeypatch.setattr(files.os, "replace", crash)
     with pytest.raises(OSError, match="disk gone"):
         sink.boot(BootFacts(engine_version="2.0", kv_pool_tokens=10**6))
-    assert (tmp_path / store.BOOT_FILE).read_text() == before  # the old file, whole
-    assert sorted(p.name for p in tmp_path.iterdir()) == [store.BOOT_FILE]  # no partial or temp file
+    assert (tmp_path / store.files.BOOT_FILE).read_text() == before  # the old file, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == [store.files.BOOT_FILE]  # no partial or temp file
 
 
 def test_no_boot_json_at_all_when_the_first_write_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(files.os, "replace", crash)
     with pytest.raises(OSError):
-        store.write_boot(tmp_path, BootFacts(engine_version="1.0"))
+        store.runfiles.write_boot(tmp_path, BootFacts(engine_version="1.0"))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -64,18 +65,18 @@ def test_a_run_folder_holds_only_names_from_stores_constants(tmp_path):
         run.finish(result.summary)
     present = {p.relative_to(run.path).as_posix() for p in run.path.rglob("*") if p.is_file()}
     assert present == {
-        store.RUN_FILE,
-        store.REQUESTS_FILE,
-        store.GROUPS_FILE,
-        store.SCRAPES_FILE,
-        store.IO_FILE,
-        store.STAGING_FILE,
-        store.BOOT_FILE,
-        store.node_log_name("node-a"),
-        store.telemetry_name("node-a"),
+        store.files.RUN_FILE,
+        store.files.REQUESTS_FILE,
+        store.files.GROUPS_FILE,
+        store.files.SCRAPES_FILE,
+        store.files.IO_FILE,
+        store.files.STAGING_FILE,
+        store.files.BOOT_FILE,
+        store.files.node_log_name("node-a"),
+        store.files.telemetry_name("node-a"),
     }
     assert set(store.read_run(run.path)["files"]) == present
-    assert (run.path / store.node_log_name("node-a")).read_text() == "INFO booting\nINFO ready\n"
+    assert (run.path / store.files.node_log_name("node-a")).read_text() == "INFO booting\nINFO ready\n"
     assert store.read_telemetry(run.path) == {"node-a": TELEMETRY_CSV}
     assert store.telemetry_rows(TELEMETRY_CSV) == [
         {"t_ns": "1000000000", "source": "nvidia-smi", "power_w": "41.5"}

@@ -33,7 +33,7 @@ def test_run_layout_and_round_trip(tmp_path):
     assert run.path.parent.parent.name == "sim"
     doc = R.read_run(run.path)
     assert doc["status"] == "complete"
-    assert doc["schema_version"] == R.RUN_SCHEMA_VERSION
+    assert doc["schema_version"] == R.files.RUN_SCHEMA_VERSION
     assert doc["simulated"] is True
     assert doc["plan"] == json.loads(json.dumps(plan.to_dict()))
     assert RunSummary.from_dict(doc["summary"]) == summary
@@ -53,8 +53,8 @@ def test_run_layout_and_round_trip(tmp_path):
 def test_run_ids_sort_by_time():
     import datetime as dt
 
-    a = R.new_run_id(dt.datetime(2026, 11, 30, 4, 20, 1, tzinfo=dt.UTC))
-    b = R.new_run_id(dt.datetime(2026, 11, 30, 4, 20, 2, tzinfo=dt.UTC))
+    a = R.runs.new_run_id(dt.datetime(2026, 11, 30, 4, 20, 1, tzinfo=dt.UTC))
+    b = R.runs.new_run_id(dt.datetime(2026, 11, 30, 4, 20, 2, tzinfo=dt.UTC))
     assert a.startswith("20261130T042001Z-") and a < b
 
 
@@ -175,9 +175,9 @@ def test_loader_dataframes(tmp_path):
     make_sim_run(tmp_path, {"decode_c1": 32.0, "prefill_4096": None}, run_id="20261130T0002Z-b")
     make_sim_run(tmp_path, {"decode_c1": 50.0}, spec="dspark", with_requests=False)
     data = R.load_results(tmp_path)
-    assert list(data.runs.columns) == R.RUN_COLUMNS
+    assert list(data.runs.columns) == R.load.RUN_COLUMNS
     assert len(data.runs) == 3 and set(data.runs["status"]) == {"complete"}
-    assert list(data.measures.columns) == R.MEASURE_COLUMNS
+    assert list(data.measures.columns) == R.load.MEASURE_COLUMNS
     m = data.measures
     c1 = m[(m.measure == "decode_c1") & (m.variant == "spec-none")].sort_values("run")
     assert c1["value"].tolist() == [30.0, 32.0]

@@ -36,7 +36,7 @@ NS = 1_000_000_000
 
 def free_port(lo: int = PORT_RANGE[0] + 10, hi: int = PORT_RANGE[1]) -> int:
     """A port in our range nobody listens on right now."""
-    return sim.free_port(lo, hi)
+    return sim.oracle.free_port(lo, hi)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from labkit.errors import LabkitError
-from labkit.sim import SimProcess
+from labkit.sim.process import SimProcess
 
 
 class SimProc(SimProcess):

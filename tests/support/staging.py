@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from labkit.stage import SAMPLE_BLOCK, sample_offsets
+from labkit.stage.node.script import SAMPLE_BLOCK, sample_offsets
 from tests.support.hf_cache import LOCAL, make_cache
 
 

@@ -8,7 +8,8 @@ import contextlib
 import json
 from collections.abc import Iterator
 
-from labkit.nodes import SshHost, host_for
+from labkit.nodes.group import host_for
+from labkit.nodes.ssh import SshHost
 from tests.support.nodes import NODE_NAMES, Cluster
 
 GB10_DRIVER_FAILURE = (

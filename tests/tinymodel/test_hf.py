@@ -284,7 +284,7 @@ def test_ensure_hf_builds_once_and_yields_to_a_concurrent_builder(tmp_path, monk
 
 
 def test_materialize_picks_hf_for_vllm_and_sglang_and_gguf_for_llamacpp(tmp_path):
-    from labkit.recipe import load_plan
+    from labkit.recipe.lookup import load_plan
 
     plan = load_plan("tiny-llamacpp", size="small")
     vllm = dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, kind="vllm"))
@@ -301,7 +301,7 @@ def test_materialize_picks_hf_for_vllm_and_sglang_and_gguf_for_llamacpp(tmp_path
 def test_hf_builds_without_gguf_and_the_cli_takes_a_format(small, tmp_path):
     code = (
         "import sys; sys.modules['gguf'] = None\n"  # import gguf now fails: the HF path must not need it
-        "from labkit.cli.main import main\n"
+        "from labkit.cli.app import main\n"
         "sys.exit(main(['tiny-model', 'tiny-llama-small', '--format', sys.argv[1], '--json', '-q']))"
     )
     env = {**os.environ, "LABKIT_CACHE": str(tmp_path)}

@@ -184,7 +184,7 @@ def test_ensure_builds_once_into_the_cache(tmp_path, monkeypatch):
 
 
 def test_materialize_points_a_plan_at_the_built_model(tmp_path, monkeypatch):
-    from labkit.recipe import load_plan
+    from labkit.recipe.lookup import load_plan
 
     monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
     plan = load_plan("tiny-llamacpp", size="small")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from labkit.recipe import ENGINE_FACTS, EngineFacts, LanePlan
-from labkit.serve.engines.base import BootFacts, BootLog, BootPhase, Engine, NodeLaunch, NodeSpec, Probe
+from labkit.serve.engines.base import BootFacts, BootLog, BootPhase, Engine, NodeLaunch, NodeSpec
 from labkit.serve.engines.llamacpp import LlamaCpp
 from labkit.serve.engines.sglang import Sglang
 from labkit.serve.engines.sim import Sim
@@ -53,18 +53,11 @@ def registry_problems(
 
 
 __all__ = [
-    "ENGINES",
     "BootFacts",
     "BootLog",
     "BootPhase",
     "Engine",
-    "LlamaCpp",
     "NodeLaunch",
     "NodeSpec",
-    "Probe",
-    "Sglang",
-    "Sim",
-    "Vllm",
     "engine_for",
-    "registry_problems",
 ]

@@ -155,7 +155,7 @@ def check_before_boot(sp: SweepPlan, plan: LanePlan, ssh: Any, progress: bool) -
     lane = Lane(plan, ssh=ssh, progress=sys.stderr if progress else None)
     try:
         check_reachable(lane.group)
-        checks = check_flags(lane, flags) if flags else []
+        checks = check_flags(lane.state, flags) if flags else []
     finally:
         lane.close()
     failed = [c for c in checks if c.failed]

@@ -18,13 +18,14 @@ from labkit.recipe import engine_facts
 from labkit.serve.checks import CHECK_TIMEOUT, ask_help
 from labkit.serve.enginehelp import canonical, closest, flag_checks, help_problem
 from labkit.serve.preflight import image_command, parse_image
+from labkit.serve.state import LaneState
 from labkit.serve.verdict import FAIL, OK, Check
 
 HELP, KNOWN = "help", "known flags"  # facts["source"]: what a flag was checked against
 PULL_HINT = "`labkit doctor --pull` lets the image's own --help be asked"
 
 
-def check_flags(lane, flags: Sequence[tuple[str, str]]) -> list[Check]:
+def check_flags(lane: LaneState, flags: Sequence[tuple[str, str]]) -> list[Check]:
     """[(flag, origin)] checked against the engine's own --help on the head, else against the adapter's
     known_flags: a FAIL per flag neither lists (the closest one suggested), ok otherwise; facts["source"] is
     "help" or "known flags"."""
@@ -49,7 +50,7 @@ def check_flags(lane, flags: Sequence[tuple[str, str]]) -> list[Check]:
     return known_flag_checks(head.name, lane.plan.engine.kind, lane.engine.known_flags, flags, why, hint)
 
 
-def image_problem(lane, head: Host) -> str:
+def image_problem(lane: LaneState, head: Host) -> str:
     """Why the head cannot run the engine's --help ("" when it may): unreachable, or a docker lane's image not
     there, found with the preflight's one `docker image inspect` (nothing pulled)."""
     plan = lane.plan

@@ -30,14 +30,14 @@ def sim_lane(tmp_path):
 
 
 def test_a_swept_sim_flag_is_checked_against_the_sims_own_help(sim_lane):
-    (ok,) = check_flags(sim_lane, [("--decode-tps", SWEPT)])
+    (ok,) = check_flags(sim_lane.state, [("--decode-tps", SWEPT)])
     assert ok.status == OK and ok.facts["source"] == "help", ok
     assert ok.node == "localhost" and ok.check == "engine args" and ok.facts["flags"] == ["--decode-tps"]
     assert "-m labkit.sim --help` on localhost for its flags" in sim_lane.progress.getvalue()
 
 
 def test_a_misspelled_swept_sim_flag_fails_with_the_closest_one_from_the_help(sim_lane):
-    (bad,) = check_flags(sim_lane, [("--decode-tsp", SWEPT), ("--prefill-tps", SWEPT)])
+    (bad,) = check_flags(sim_lane.state, [("--decode-tsp", SWEPT), ("--prefill-tps", SWEPT)])
     assert bad.status == FAIL and bad.facts["source"] == "help"
     assert bad.facts["suggestion"] == "--decode-tps" and bad.facts["flag"] == "--decode-tsp"
     assert bad.result.startswith("--decode-tsp (swept by --over) is not listed by `")
@@ -82,7 +82,7 @@ def test_without_the_image_on_the_head_the_known_vllm_flags_are_used(vllm_lane, 
         ("--max-num-batched-token", SWEPT),
         ("--max_num_seqs", SWEPT),
     ]
-    ok, bad, underscored = check_flags(vllm_lane, flags)
+    ok, bad, underscored = check_flags(vllm_lane.state, flags)
     head = cluster.addresses[0]
     assert ok.node == head and ok.status == OK and ok.facts["source"] == "known flags"
     assert ok.result.startswith(
@@ -138,7 +138,7 @@ def test_a_docker_sim_lane_asks_the_help_in_its_image_and_falls_back_without_it(
     )
     lane = Lane(served_plan(plan), ssh=cluster.ssh_options(), progress=io.StringIO())
     try:
-        (ok,) = check_flags(lane, [("--decode-tps", SWEPT)])
+        (ok,) = check_flags(lane.state, [("--decode-tps", SWEPT)])
         assert ok.status == OK and ok.facts["source"] == "help"
         assert [
             "run",
@@ -152,7 +152,7 @@ def test_a_docker_sim_lane_asks_the_help_in_its_image_and_falls_back_without_it(
             "--help",
         ] in (cluster.calls(head))
         cluster.set_images(head, {"labkit/sim:shim": None})
-        known, bad = check_flags(lane, [("--decode-tps", SWEPT), ("--decode-tsp", SWEPT)])
+        known, bad = check_flags(lane.state, [("--decode-tps", SWEPT), ("--decode-tsp", SWEPT)])
         assert known.status == OK and known.facts["source"] == "known flags"
         assert (
             "labkit's list of known simulator flags, not the image (labkit/sim:shim is not on the head)"

@@ -147,3 +147,9 @@ def decode_key(concurrency: int) -> str:
 def prefill_key(prompt_tokens: int) -> str:
     """The headline prefill key at a prompt length."""
     return f"prefill_{prompt_tokens}"
+
+
+def prefill_tokens(key: str) -> int | None:
+    """The prompt length of a headline prefill key (prefill_key's inverse), None for any other key."""
+    head, _, digits = key.partition("_")
+    return int(digits) if head == "prefill" and digits.isdigit() else None

@@ -130,3 +130,12 @@ def test_headline_queries_give_what_each_caller_relied_on(sim_run):
         "prefill_12600",
     ]
     assert not is_headline("decode_c1_cold") and not is_headline("ttft_c1", rates_only=True)
+
+
+def test_a_prefill_key_gives_back_its_prompt_length_and_no_other_key_does():
+    from labkit.measures import prefill_key, prefill_tokens
+
+    assert prefill_tokens(prefill_key(12600)) == 12600
+    assert [
+        prefill_tokens(k) for k in ("prefill_4096_raw", "prefill_4096_ttft", "decode_c1", "prefill_")
+    ] == [None] * 4

@@ -10,16 +10,14 @@ docs/measurement.md, "Intervals over runs".
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from labkit.measure import median
+from labkit.measures import prefill_tokens
 from labkit.report.format import Stat
-
-_PREFILL = re.compile(r"^prefill_(\d+)$")
 
 
 def sim_title(title: str, simulated: bool) -> str:
@@ -57,11 +55,11 @@ def prefill_points(measures: Any) -> list[tuple[str, int, Stat]]:
         title = sim_title(str(part.sort_values("run").iloc[-1]["label"]) or recipe, bool(simulated))
         suffix = " (recorded)" if source == "recorded" else ""
         for key in sorted(part["measure"].unique()):
-            m = _PREFILL.match(key)
-            if m:
+            tokens = prefill_tokens(key)
+            if tokens is not None:
                 found = stat(part, key)
                 if found is not None:
-                    out.append((f"{title} [{variant}]{suffix}", int(m.group(1)), found))
+                    out.append((f"{title} [{variant}]{suffix}", tokens, found))
     return out
 
 

@@ -25,8 +25,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"wrote {rep.tables_path} ({len(rep.tables)} tables)")
     for path in rep.plots:
         print(f"wrote {path}")
-    for path, reason in rep.skipped:
-        print(f"skipped {path}: {reason}", file=sys.stderr)
+    for skipped, reason in rep.skipped:
+        print(f"skipped {skipped}: {reason}", file=sys.stderr)
     return 0
 
 

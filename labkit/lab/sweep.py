@@ -39,8 +39,8 @@ class SweepRun:
     record: SweepRecord
     path: Path
     plans: dict[str, LanePlan]
+    results: Path
     lanes: dict[str, LaneRun] = field(default_factory=dict)
-    results: Path | None = None
     loaded: Any = field(default=None, repr=False)  # the stored results, read once after the sweep ended
 
     def stored(self) -> Any:
@@ -304,6 +304,7 @@ def _run_group(
             if point is first:
                 point.reason = ("" if up else "boot failed: ") + str(e)[:500]
             else:
+                assert first is not None  # `point` is pending, so a first pending point exists
                 point.reason = f"not measured: point {first.variant_id} failed on their shared boot"
             point.status = "failed"
         write_sweep(out.results, record)

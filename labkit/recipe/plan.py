@@ -287,7 +287,7 @@ def shell_command(argv: list[str]) -> str:
 
 def render_args(args: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The engine args table as (flag, values) pairs, rendered as the module docstring shows."""
-    out = []
+    out: list[tuple[str, tuple[str, ...]]] = []
     for flag, value in args.items():
         if value is False:
             continue

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from labkit.errors import LabkitError
 from labkit.nodes import CommandTimeout, Host, NodeCalls, each_node
@@ -247,6 +248,14 @@ class FanoutReport:
         return "\n".join([tabulate(rows, headers=heads), *notes, f"fan-out in {self.seconds:.1f} s"])
 
 
+class RequestIds(TypedDict):
+    """What every serve and pull request of one fan-out shares (serve_request's and pull_request's keywords)."""
+
+    run: str
+    token: str
+    stall: float
+
+
 def fan_out(
     hosts: Iterable[HostLike],
     plan: FanoutPlan,
@@ -276,6 +285,7 @@ def fan_out(
         raise LabkitError(f"fan-out into {dst} not started: staging was interrupted")
     run, token, sink = secrets.token_hex(4), secrets.token_hex(16), on_event or (lambda node: _ignore)
     lifetime = timeouts.for_bytes(plan.total_bytes)
+    common: RequestIds = {"run": run, "token": token, "stall": peer.stall}
     requests = {
         n: r
         for n in plan.nodes
@@ -289,9 +299,7 @@ def fan_out(
                 idle=peer.idle,
                 rate=serve_rate,
                 flip=(flip or {}).get(n),
-                run=run,
-                token=token,
-                stall=peer.stall,
+                **common,
             )
         )  # fmt: skip
     }
@@ -305,11 +313,7 @@ def fan_out(
         pulls = {
             n: r
             for n in plan.nodes
-            if (
-                r := pull_request(
-                    plan, n, dst, endpoints=endpoints, nas=nas, run=run, token=token, stall=peer.stall
-                )
-            )
+            if (r := pull_request(plan, n, dst, endpoints=endpoints, nas=nas, **common))
         }
 
         def one(h: HostLike) -> list[dict]:

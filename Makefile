@@ -52,6 +52,7 @@ test: test-setup
 	@status=0; \
 	{ $(BIN)/ruff check labkit tests benchmarks \
 	  && $(BIN)/ruff format --check labkit tests benchmarks \
+	  && $(BIN)/mypy \
 	  && $(BIN)/nbstripout --verify notebooks/*.ipynb \
 	  && $(BIN)/python -m pytest -q \
 	  && $(BIN)/labkit report --check; } || status=$$?; \
@@ -63,9 +64,11 @@ test: test-setup
 report: env
 	$(BIN)/labkit report
 
+# ruff, then mypy on labkit/ (files and options in pyproject.toml's [tool.mypy]).
 lint: env
 	$(BIN)/ruff check labkit tests benchmarks
 	$(BIN)/ruff format --check labkit tests benchmarks
+	$(BIN)/mypy
 	$(BIN)/nbstripout --verify notebooks/*.ipynb
 
 clean:

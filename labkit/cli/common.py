@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from labkit.errors import LabkitError
 from labkit.recipe import find_recipe, load_recipe
 
 
-def add_lane_command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
+def add_lane_command(
+    sub: argparse._SubParsersAction, name: str, help: str, func: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
     """A subcommand that acts on one lane: `labkit NAME RECIPE [--spec S] [--staging S] [-V AXIS=NAME]`."""
     p = sub.add_parser(name, help=help)
     p.add_argument("recipe")

@@ -31,7 +31,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_compare(sub) -> None:
+def add_compare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "compare", help="compare two lanes or run sets of stored runs, with a verdict per measure"
     )

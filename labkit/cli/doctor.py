@@ -36,7 +36,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def add_doctor(sub) -> None:
+def add_doctor(sub: argparse._SubParsersAction) -> None:
     p = add_lane_command(
         sub,
         "doctor",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from labkit.recipe import LanePlan, find_recipe, load_recipe, with_nodes
+from labkit.recipe import LanePlan, Recipe, find_recipe, load_recipe, with_nodes
 
 
 def plan(
@@ -25,7 +25,7 @@ def plan(
     return overridden(rec.resolve(choices_for(rec, spec, staging, variants)), nodes, runs)
 
 
-def choices_for(rec, spec: str | None, staging: str | None, variants: dict[str, str] | None) -> dict:
+def choices_for(rec: Recipe, spec: str | None, staging: str | None, variants: dict[str, str] | None) -> dict:
     """The variant choices `plan` resolves: `variants`, then spec and staging unless None (or "none" on a
     recipe without that axis)."""
     choices = dict(variants or {})

@@ -87,8 +87,8 @@ def plan_resume(
         plan = by_id.get(point.variant_id)
         if plan is None or point.status not in ("measured", "resumed") or len(point.runs) < plan.measure.runs:
             continue  # not measured, or with fewer runs than asked for now: measure it again
-        stored = [docs.get(r) for r in point.runs]
-        if any(d is None or d.get("status") != "complete" for d in stored):
+        stored = [d for r in point.runs if (d := docs.get(r)) is not None and d.get("status") == "complete"]
+        if len(stored) < len(point.runs):
             continue  # a listed run is gone or unfinished: measure the point again
         now = {"recipe content": plan.recipe_hash, "labkit version": __version__}
         for d in stored:

@@ -20,6 +20,7 @@ from labkit.errors import LabkitError, RecipeError
 from labkit.lab.resolve import choices_for, overridden
 from labkit.lab.resume import Resume, SweepRefused, boot_fingerprint, plan_resume
 from labkit.lab.runs import BootHooks, LaneRun, measure_on_one_boot
+from labkit.nodes import SshOptions
 from labkit.recipe import LanePlan, SweepAxis, expand, find_recipe, load_recipe, parse_over, resolve_point
 from labkit.store import (
     SweepAxisRecord,
@@ -39,8 +40,8 @@ class SweepRun:
     record: SweepRecord
     path: Path
     plans: dict[str, LanePlan]
+    results: Path
     lanes: dict[str, LaneRun] = field(default_factory=dict)
-    results: Path | None = None
     loaded: Any = field(default=None, repr=False)  # the stored results, read once after the sweep ended
 
     def stored(self) -> Any:
@@ -144,7 +145,7 @@ def sweep_plan(
     return SweepPlan(rec.name, label, dict(base.variants), axes, zipped, points, plans)
 
 
-def check_before_boot(sp: SweepPlan, plan: LanePlan, ssh: Any, progress: bool) -> None:
+def check_before_boot(sp: SweepPlan, plan: LanePlan, ssh: SshOptions | None, progress: bool) -> None:
     """The nodes reachable (NodeError naming each one that is not), then swept engine flags against the
     engine's own --help on the head, else labkit's list of its known flags (docs/engines.md, "Known flags
     and the sweep flag check"): both before any boot, so neither wastes one."""
@@ -234,7 +235,7 @@ def sweep(
     nodes: str | list[str] | None = None,
     runs: int | None = None,
     results: str | Path | None = None,
-    ssh: Any = None,
+    ssh: SshOptions | None = None,
     progress: bool = True,
 ) -> SweepRun:
     """Resolve every point, check swept flags, skip points already measured, then boot, measure and tear
@@ -270,7 +271,15 @@ def sweep(
 
 
 def _run_group(
-    sp: SweepPlan, out: SweepRun, resume: Resume, group: list[int], n: int, total: int, results, ssh, progress
+    sp: SweepPlan,
+    out: SweepRun,
+    resume: Resume,
+    group: list[int],
+    n: int,
+    total: int,
+    results: str | Path | None,
+    ssh: SshOptions | None,
+    progress: bool,
 ) -> None:
     """One boot: its points measured in order, each recorded as it ends; a boot failure fails them all."""
     record, points = out.record, [out.record.points[i] for i in group]
@@ -304,6 +313,7 @@ def _run_group(
             if point is first:
                 point.reason = ("" if up else "boot failed: ") + str(e)[:500]
             else:
+                assert first is not None  # `point` is pending, so a first pending point exists
                 point.reason = f"not measured: point {first.variant_id} failed on their shared boot"
             point.status = "failed"
         write_sweep(out.results, record)
@@ -314,7 +324,7 @@ def _run_group(
         raise
 
 
-def _stop_if_left(plan: LanePlan, ssh: Any) -> None:
+def _stop_if_left(plan: LanePlan, ssh: SshOptions | None) -> None:
     """After a failed boot: if the lane is still on a node (its teardown failed), stop the sweep rather than
     boot the next point beside it."""
     from labkit.serve import Lane

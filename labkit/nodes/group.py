@@ -7,17 +7,28 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from labkit.errors import NodeError
 from labkit.nodes.base import Command, Host, HostError, Result
 from labkit.nodes.interrupts import interrupts_noted
 from labkit.nodes.local import LocalHost
 from labkit.nodes.ssh import SshHost, SshOptions
+from labkit.recipe import LanePlan
 
 T = TypeVar("T")
+
+
+class Named(Protocol):
+    """What running a call on many nodes at once needs of a host: its node name (a Host; staging's HostLike)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+H = TypeVar("H", bound=Named)
 
 
 @dataclass
@@ -34,7 +45,7 @@ class HostGroup:
     def head(self) -> Host:
         return self.hosts[0]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Host]:
         return iter(self.hosts)
 
     def __len__(self) -> int:
@@ -78,7 +89,7 @@ class NodeCalls(Generic[T]):
     names those; the caller cleans up, then `wait(bound)` for them and undoes what they did once they returned.
     """
 
-    def __init__(self, fn: Callable[[Host], T], hosts: Sequence[Host]):
+    def __init__(self, fn: Callable[[H], T], hosts: Sequence[H]):
         self._outcomes: dict[str, tuple[T | None, BaseException | None]] = {}
         # Own flags, not Thread.is_alive(): on Python 3.11 a join() cut short by Ctrl-C marks the thread stopped.
         self._done = {h.name: threading.Event() for h in hosts}
@@ -87,7 +98,7 @@ class NodeCalls(Generic[T]):
                 target=self._call, args=(fn, h), name=f"labkit-node-{h.name}", daemon=True
             ).start()
 
-    def _call(self, fn: Callable[[Host], T], host: Host) -> None:
+    def _call(self, fn: Callable[[H], T], host: H) -> None:
         try:
             self._outcomes[host.name] = (fn(host), None)
         except BaseException as e:  # kept for the waiting thread; a thread cannot raise into another
@@ -121,16 +132,17 @@ class NodeCalls(Generic[T]):
         failures = {name: _reason(err) for name, (_, err) in outcomes.items() if err is not None}
         if failures:
             raise NodeError(what, failures)
-        return {name: value for name, (value, _) in outcomes.items()}
+        # No call raised, so every value is what fn returned (a T, which may itself admit None).
+        return {name: cast(T, value) for name, (value, _) in outcomes.items()}
 
 
 STOP_AGAIN = 2.0  # seconds between stop attempts on a node whose call has not returned yet
 
 
 def map_nodes(
-    fn: Callable[[Host], T],
-    hosts: Sequence[Host],
-    stop: Callable[[Host], Any] | None = None,
+    fn: Callable[[H], T],
+    hosts: Sequence[H],
+    stop: Callable[[H], Any] | None = None,
     *,
     what: str = "the node jobs",
     say: Callable[[str], None] | None = None,
@@ -160,8 +172,8 @@ def map_nodes(
 
 def _stop_calls(
     calls: NodeCalls,
-    hosts: list[Host],
-    stop: Callable[[Host], Any],
+    hosts: list[H],
+    stop: Callable[[H], Any],
     what: str,
     say: Callable[[str], None],
     bound: float,
@@ -191,7 +203,7 @@ def _stop_calls(
         why = {n: stoppers[n]._outcomes.get(n, (None, None))[1] for n in pending if n in stoppers}
         say(
             f"labkit: {what} did not stop within {bound:g} s on "
-            + ", ".join(n + (f" ({_reason(why[n])})" if why.get(n) is not None else "") for n in pending)
+            + ", ".join(n + (f" ({_reason(e)})" if (e := why.get(n)) is not None else "") for n in pending)
         )
 
 
@@ -201,10 +213,10 @@ def _say(text: str) -> None:
 
 
 def each_node(
-    hosts: Iterable[Host],
-    fn: Callable[[Host], T],
+    hosts: Iterable[H],
+    fn: Callable[[H], T],
     what: str,
-    stop: Callable[[Host], Any] | None = None,
+    stop: Callable[[H], Any] | None = None,
     activity: str = "",
     say: Callable[[str], None] | None = None,
 ) -> dict[str, T]:
@@ -221,7 +233,8 @@ def each_node(
             failures[name] = text.removeprefix(name + ": ")
     if failures:
         raise NodeError(what, failures)
-    return {name: value for name, (value, _) in outcomes.items()}
+    # No call raised, so every value is what fn returned (a T, which may itself admit None).
+    return {name: cast(T, value) for name, (value, _) in outcomes.items()}
 
 
 def _reason(err: BaseException) -> str:
@@ -255,7 +268,7 @@ def host_for(
     )
 
 
-def hosts_for_plan(plan, ssh: SshOptions | None = None) -> HostGroup:
+def hosts_for_plan(plan: LanePlan, ssh: SshOptions | None = None) -> HostGroup:
     """The lane's nodes from its cluster section (head first)."""
     c = plan.cluster
     return HostGroup([host_for(n, c.user, c.ssh_port, c.connect_timeout, ssh) for n in c.nodes])

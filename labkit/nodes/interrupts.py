@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+from typing import NoReturn
 
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+Handler = Callable[[int, FrameType | None], object] | signal.Handlers  # what signal.signal installs
 
 
 class Terminated(KeyboardInterrupt):
@@ -22,7 +24,7 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def _handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
+def _handling(signals: Sequence[int], handler: Handler) -> Iterator[None]:
     """`handler` for `signals` inside the block, the previous handlers after it; main thread only."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -38,7 +40,7 @@ def _handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
 def ending_as_interrupt() -> contextlib.AbstractContextManager[None]:
     """SIGTERM and SIGHUP raise Terminated (a KeyboardInterrupt) inside the block."""
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> NoReturn:
         raise Terminated(f"terminated ({signal.Signals(signum).name})")
 
     return _handling(ENDING_SIGNALS, handler)

@@ -13,6 +13,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from labkit.nodes.base import Command, CommandTimeout, Host, HostError, Result, as_command
 
@@ -70,9 +71,11 @@ class LocalHost(Host):
             stderr=subprocess.PIPE,
             process_group=0,
         )
+        stdout, stderr = proc.stdout, proc.stderr
+        assert stdout is not None and stderr is not None  # both are PIPE above
         err: list[bytes] = []
         feeders = [
-            threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True),
+            threading.Thread(target=lambda: err.append(stderr.read()), daemon=True),
             threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True),
         ]
         for t in feeders:
@@ -92,7 +95,7 @@ class LocalHost(Host):
             timer.start()
         out = []
         try:
-            for raw in proc.stdout:
+            for raw in stdout:
                 line = raw.decode(errors="replace")
                 out.append(line)
                 if on_line is not None:
@@ -126,7 +129,7 @@ class LocalHost(Host):
             raise HostError(self.name, f"cannot read {path}: {e.strerror}")
 
 
-def _feed(pipe, data: bytes) -> None:
+def _feed(pipe: IO[bytes], data: bytes) -> None:
     try:
         pipe.write(data)
         pipe.close()

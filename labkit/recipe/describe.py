@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from labkit.recipe.measureplan import MeasurePlan
 from labkit.recipe.plan import LanePlan
 from labkit.recipe.specs import shell_command
 from labkit.units import format_size
@@ -146,7 +147,7 @@ def docker_rows(plan: LanePlan) -> list[tuple[str, str]]:
     return rows
 
 
-def _target(m) -> str:
+def _target(m: MeasurePlan) -> str:
     """What measure.target_ci adds to the run count, in the plan's words."""
     if m.target_ci is None:
         return ""

@@ -9,6 +9,7 @@ returns dataclasses; nothing here touches a node.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +47,7 @@ class Recipe:
     def note(self) -> Path:
         return self.file.parent / "NOTE.md"
 
-    def resolve(self, choices: dict[str, str | None] | None = None) -> LanePlan:
+    def resolve(self, choices: Mapping[str, str | None] | None = None) -> LanePlan:
         return resolve(self, choices or {})
 
 
@@ -94,7 +95,7 @@ def _shown(file: Path) -> str:
         return str(file)
 
 
-def resolve(recipe: Recipe, choices: dict[str, str | None]) -> LanePlan:
+def resolve(recipe: Recipe, choices: Mapping[str, str | None]) -> LanePlan:
     """The LanePlan for a variant choice ({axis: name}); unchosen axes take their default."""
     data = recipe.data
     shown = _shown(recipe.file)

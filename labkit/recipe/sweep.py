@@ -13,7 +13,7 @@ import itertools
 import math
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,7 +150,7 @@ def _name(value: Any) -> str:
 
 
 def resolve_point(
-    recipe: Recipe, choices: dict[str, str | None], point: Sequence[tuple[SweepAxis, Any]]
+    recipe: Recipe, choices: Mapping[str, str | None], point: Sequence[tuple[SweepAxis, Any]]
 ) -> LanePlan:
     """The LanePlan of one point: the chosen variants, then one axis per swept key whose variant is the
     point's value (an overlay checked like a variant's: unknown keys and bad values name the key)."""

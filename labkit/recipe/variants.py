@@ -8,6 +8,7 @@ such as `engine.docker.mounts` are replaced whole).
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 
 import labkit.recipe.schema as s
 from labkit.errors import RecipeError
@@ -19,7 +20,7 @@ def default_variant(data: dict, axis: str) -> str:
     return data["lane"]["defaults"].get(axis) or next(iter(data["variants"][axis]))
 
 
-def pick(data: dict, choices: dict[str, str | None], recipe: str, shown: str) -> dict[str, str]:
+def pick(data: dict, choices: Mapping[str, str | None], recipe: str, shown: str) -> dict[str, str]:
     """{axis: variant} for every axis in recipe `recipe`'s order; RecipeError for an unknown axis or variant."""
     picked: dict[str, str] = {}
     for axis, name in choices.items():

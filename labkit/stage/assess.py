@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.errors import LabkitError, RecipeError
-from labkit.recipe import Invalid, absolute_path, file_name
+from labkit.recipe import Invalid, LanePlan, StagingSpec, absolute_path, file_name
 from labkit.stage.deep import copy_expect, deep_problem, kept_record, sampled_text
 from labkit.stage.handmade import assess_others
 from labkit.stage.node import script as node_side
@@ -36,7 +36,7 @@ PARTIAL_PREFIX = node_side.PARTIAL_PREFIX
 _REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 
 
-def check_entry(plan, index: int, spec) -> None:
+def check_entry(plan: LanePlan, index: int, spec: StagingSpec) -> None:
     """Raise RecipeError (plan file + key) for any path in a staging entry that could escape its folder."""
     key = f"staging[{index}]"
     try:
@@ -121,7 +121,7 @@ class NodeAssessment:
 
 def assess(
     probe: dict,
-    spec,
+    spec: StagingSpec,
     block: int,
     count: int,
     full: bool,
@@ -181,7 +181,7 @@ def snapshot_blobs(entries: dict) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def _refuse_unusable(probe: dict, spec) -> None:
+def _refuse_unusable(probe: dict, spec: StagingSpec) -> None:
     """A dangling cache entry, a local file missing from the snapshot or not a file, a dst that is no folder."""
     node, snapshot = probe["node"], probe["snapshot"]
     entries = probe["entries"]
@@ -256,7 +256,7 @@ def _judge_local(scope: Scope, f: FileState, have: dict, acts: Actions) -> None:
             and prev.get("count") == scope.count
             and (f.blob is not None or (scope.manifest or {}).get("commit") == scope.probe["commit"])
         )
-        f.status, f.prev = ("verified", prev) if usable else ("adopted", {})
+        f.status, f.prev = ("verified", prev) if usable and prev is not None else ("adopted", {})
         if not scope.deep:
             f.deep = kept_record(prev, have, f.blob)
             f.check = sampled_text(f.size, scope.block, scope.count, full=scope.full)
@@ -317,7 +317,7 @@ def _stale(scope: Scope, f: FileState, prev: dict) -> str | None:
     )
 
 
-def _assess_leftovers(probe: dict, spec, acts: Actions) -> None:
+def _assess_leftovers(probe: dict, spec: StagingSpec, acts: Actions) -> None:
     """Partial copies go; of the entries not in the snapshot only labkit's own stale links go, the rest stay."""
     node = probe["node"]
     for p in probe["partials"]:

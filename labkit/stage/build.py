@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping
 
 from labkit.errors import LabkitError
+from labkit.recipe import StagingSpec
 from labkit.stage.assess import MANIFEST_NAME, NodeAssessment
 from labkit.stage.deep import as_record, copy_text, expected
 from labkit.stage.fanout import NAS
@@ -22,7 +23,7 @@ MANIFEST_FORMAT = 2  # 2: blob names of every file, hand-made copies kept ("kept
 
 def build_node(
     h: HostLike,
-    spec,
+    spec: StagingSpec,
     a: NodeAssessment,
     rep: NodeReport,
     *,
@@ -132,7 +133,13 @@ def _state(f: FileState, now: str) -> dict:
 
 
 def build_manifest(
-    spec, shared_cache: str, a: NodeAssessment, copied: dict[str, dict], block: int, count: int, now: str
+    spec: StagingSpec,
+    shared_cache: str | None,
+    a: NodeAssessment,
+    copied: dict[str, dict],
+    block: int,
+    count: int,
+    now: str,
 ) -> dict:
     """The manifest for one node's view (pure); unchanged entries keep their original state and time."""
     files = {}

@@ -10,8 +10,9 @@ file's size, mtime and ctime, and while all three stay, later stages take it as 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
+from labkit.recipe import StagingSpec
 from labkit.stage.node import script as node_side
 from labkit.stage.transport import HostLike, NodeJobs, Timeouts, call_node
 from labkit.stage.viewstate import FileState, Scope
@@ -46,7 +47,7 @@ def algo_of(record: dict) -> str | None:
     return next((a for a in ("sha256", "git-sha1") if isinstance(record.get(a), str)), None)
 
 
-def holds(record: Any, have: dict) -> bool:
+def holds(record: Any, have: dict) -> TypeGuard[dict]:
     """The file is still the one that was hashed: same size, mtime and ctime."""
     return (
         isinstance(record, dict)
@@ -64,7 +65,7 @@ def kept_record(entry: Any, have: dict, blob: Any) -> dict | None:
     return record
 
 
-def candidates(probe: dict, spec) -> dict[str, tuple[dict, Any, str, bool]]:
+def candidates(probe: dict, spec: StagingSpec) -> dict[str, tuple[dict, Any, str, bool]]:
     """Files on the node's disk worth a whole-file hash: {rel: (state, blob, source path, local)} for every
     file of the view that passed size and sampled blocks (a file that did not is copied again anyway)."""
     out = {}
@@ -81,12 +82,14 @@ def candidates(probe: dict, spec) -> dict[str, tuple[dict, Any, str, bool]]:
     return out
 
 
-def hash_view(h: HostLike, probe: dict, spec, timeouts: Timeouts, jobs: NodeJobs, at: str) -> None:
+def hash_view(
+    h: HostLike, probe: dict, spec: StagingSpec, timeouts: Timeouts, jobs: NodeJobs, at: str
+) -> None:
     """Hash what `candidates` lists on the node, unless the manifest's record still holds; the results go
     into probe["deep"] ({rel: {"record", "cached", "source"}}). Read-only on the node."""
     manifest = probe["manifest"] if isinstance(probe["manifest"], dict) else {}
-    tables = {
-        key: manifest.get(key) if isinstance(manifest.get(key), dict) else {} for key in ("files", "kept")
+    tables: dict[str, dict] = {
+        key: t if isinstance(t := manifest.get(key), dict) else {} for key in ("files", "kept")
     }
     files, sources, out = [], [], {}
     for rel, (have, blob, source, local) in candidates(probe, spec).items():

@@ -19,9 +19,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from labkit.errors import LabkitError
-from labkit.nodes import CommandTimeout, NodeCalls, each_node
+from labkit.nodes import CommandTimeout, Host, NodeCalls, each_node
+from labkit.recipe import LanePlan
 from labkit.stage.fanout import NAS, FanoutPlan, partial_name, pull_request, serve_request
 from labkit.stage.transport import (
     DEFAULT_TIMEOUTS,
@@ -86,25 +88,32 @@ def run_peer(
     return parse_node_output(host.name, what, r.stdout, r.stderr, r.exit_code, on_event)
 
 
-def _on_twin(host: HostLike, cmd: str, timeout: float):
+def _twin(host: HostLike) -> Host | None:
+    """A connection of its own to host's node (Host.twin), to be closed; None when host is its own twin."""
     twin = getattr(host, "twin", None)
-    side = twin() if twin is not None else host
+    side = twin() if twin is not None else None
+    return None if side is host else side
+
+
+def _on_twin(host: HostLike, cmd: str, timeout: float):
+    side = _twin(host)
+    if side is None:
+        return host.run(cmd, timeout=timeout)
     try:
         return side.run(cmd, timeout=timeout)
     finally:
-        if side is not host:
-            side.close()
+        side.close()
 
 
-def fabric_binds(plan, hosts: Iterable[HostLike], timeout: float = 30.0) -> dict[str, str]:
+def fabric_binds(plan: LanePlan, hosts: Iterable[HostLike], timeout: float = 30.0) -> dict[str, str]:
     """{node: the address its server binds}: the recipe's fabric address; else the first IPv4 address of the
     fabric interface, read on the node; else (no fabric declared) the address the node's name resolves to here."""
     fabric, out = plan.cluster.fabric, {}
     for h in hosts:
         if fabric is None:
             out[h.name] = socket.gethostbyname(h.name if h.name != "localhost" else "127.0.0.1")
-        elif fabric.address(h.name):
-            out[h.name] = fabric.address(h.name)
+        elif address := fabric.address(h.name):
+            out[h.name] = address
         else:
             r = h.run(["ip", "-o", "-4", "addr", "show", "dev", fabric.interface], timeout=timeout)
             m = _INET.search(r.stdout) if r.exit_code == 0 else None
@@ -117,10 +126,17 @@ def fabric_binds(plan, hosts: Iterable[HostLike], timeout: float = 30.0) -> dict
 class PeerServers:
     """The serve ops of one run, each in its own thread on its own connection, and their stop."""
 
-    def __init__(self, hosts: Mapping[str, HostLike], requests: Mapping[str, dict], marks, timeout, sink):
+    def __init__(
+        self,
+        hosts: Mapping[str, HostLike],
+        requests: Mapping[str, dict],
+        marks: Iterable[str],
+        timeout: float,
+        sink: SinkFor,
+    ):
         self.hosts, self.requests, self.marks, self.timeout, self.sink = hosts, requests, marks, timeout, sink
         self.endpoints: dict[str, tuple[str, int]] = {}
-        self.pids: dict[str, int] = {}
+        self.pids: dict[str, int | None] = {}
         self.results: dict[str, dict] = {}  # node -> the server's result, or {"error": why}, once it ended
         self.ready = {n: threading.Event() for n in requests}
         self.calls: NodeCalls | None = None
@@ -133,18 +149,22 @@ class PeerServers:
                 self.ready[host.name].set()
             self.sink(host.name)({**ev, "role": "server"})
 
-        twin = getattr(host, "twin", None)
-        side = twin() if twin is not None else host
+        side = _twin(host)
         try:
             req = self.requests[host.name]
             self.results[host.name] = run_peer(
-                side, "serve", req, marks=self.marks, timeout=self.timeout, on_event=on_event
+                host if side is None else side,
+                "serve",
+                req,
+                marks=self.marks,
+                timeout=self.timeout,
+                on_event=on_event,
             )
         except Exception as e:  # a server that fails is one source less, not a failed stage
             self.results[host.name] = {"error": str(e)}
         finally:
             self.ready[host.name].set()
-            if side is not host:
+            if side is not None:
                 side.close()
 
     def start(self, wait: float) -> dict[str, tuple[str, int]]:
@@ -228,6 +248,14 @@ class FanoutReport:
         return "\n".join([tabulate(rows, headers=heads), *notes, f"fan-out in {self.seconds:.1f} s"])
 
 
+class RequestIds(TypedDict):
+    """What every serve and pull request of one fan-out shares (serve_request's and pull_request's keywords)."""
+
+    run: str
+    token: str
+    stall: float
+
+
 def fan_out(
     hosts: Iterable[HostLike],
     plan: FanoutPlan,
@@ -257,7 +285,7 @@ def fan_out(
         raise LabkitError(f"fan-out into {dst} not started: staging was interrupted")
     run, token, sink = secrets.token_hex(4), secrets.token_hex(16), on_event or (lambda node: _ignore)
     lifetime = timeouts.for_bytes(plan.total_bytes)
-    common = {"run": run, "token": token, "stall": peer.stall}
+    common: RequestIds = {"run": run, "token": token, "stall": peer.stall}
     requests = {
         n: r
         for n in plan.nodes

@@ -48,6 +48,7 @@ def assess_others(scope: Scope, acts: Actions) -> tuple[dict[str, str], int]:
 def _may_link_over(scope: Scope, name: str, entry: dict, have: dict, acts: Actions) -> bool:
     """A file (or fifo, socket...) where the view needs a link: kept when it is a copy of the snapshot's
     entry; replaced only when the user named it; otherwise refused. True when the link replaces it."""
+    problem: str | None
     if have["state"] != "file":
         problem = f"is a {have['state']}, not a copy of the snapshot's {name}"
     elif entry["kind"] != "file":

@@ -4,12 +4,13 @@ needs there (read-only), and assess each node's views; any refusal names its nod
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from labkit.errors import LabkitError, NodeError
 from labkit.nodes import each_node
+from labkit.recipe import LanePlan, StagingSpec
 from labkit.stage.assess import NodeAssessment, assess, repo_cache_path
 from labkit.stage.deep import hash_view
 from labkit.stage.sources import Source, sources_from
@@ -20,8 +21,8 @@ WHAT = "staging preflight (nothing was changed)"
 
 def probe_node(
     h: HostLike,
-    plan,
-    spec,
+    plan: LanePlan,
+    spec: StagingSpec,
     block: int,
     count: int,
     full: bool,
@@ -32,8 +33,10 @@ def probe_node(
     """The node's read-only view of the cache and `spec.dst`, labelled with the host's name.
 
     `send_source`: local files whose raw sampled source blocks this node returns (default: all)."""
+    cache = plan.cluster.shared_cache
+    assert cache is not None  # a recipe with staging entries has one (recipe rules; check_entry)
     request = {
-        "repo_cache": repo_cache_path(plan.cluster.shared_cache, spec.repo),
+        "repo_cache": repo_cache_path(cache, spec.repo),
         "revision": spec.revision,
         "dst": spec.dst,
         "local": list(spec.local),
@@ -47,7 +50,7 @@ def probe_node(
     return out
 
 
-def _full_bytes(probe: dict, spec) -> int:
+def _full_bytes(probe: dict, spec: StagingSpec) -> int:
     """Bytes a full-mode probe hashes whole: each local file in the cache and its copy in the view."""
     src = sum(e.get("size", 0) for n, e in probe["entries"].items() if n in spec.local)
     return src + sum(v.get("size", 0) for n, v in probe["view"].items() if n in spec.local)
@@ -66,7 +69,12 @@ class Checks:
 
 
 def probe_and_assess(
-    plan, specs, hosts: list[HostLike], checks: Checks, timeouts: Timeouts, jobs: NodeJobs
+    plan: LanePlan,
+    specs: Sequence[StagingSpec],
+    hosts: list[HostLike],
+    checks: Checks,
+    timeouts: Timeouts,
+    jobs: NodeJobs,
 ) -> tuple[list[list[NodeAssessment]], list[dict[str, Source]]]:
     """Probe every node (in parallel, read-only), hash for the deep views, and assess each.
 
@@ -77,7 +85,7 @@ def probe_and_assess(
     block, count, full = checks.block, checks.count, checks.full
     at = datetime.now(UTC).isoformat(timespec="seconds")
 
-    def probe_one(h: HostLike, i: int, spec) -> dict:
+    def probe_one(h: HostLike, i: int, spec: StagingSpec) -> dict:
         k = names.index(h.name)
         send = [f for j, f in enumerate(spec.local) if j % len(names) == k]
         # in full mode the first probe is only for the sizes: its raw samples would travel twice

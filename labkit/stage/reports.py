@@ -82,13 +82,13 @@ class StageReport:
         return all(v.verification_only for v in self.views)
 
     def to_dict(self) -> dict:
-        out = {"seconds": self.seconds, "verification_only": self.verification_only, "views": []}
+        views = []
         for v in self.views:
             d = asdict(v)
             for name, n in v.nodes.items():
                 d["nodes"][name]["mb_per_s"] = n.mb_per_s
-            out["views"].append(d)
-        return out
+            views.append(d)
+        return {"seconds": self.seconds, "verification_only": self.verification_only, "views": views}
 
     def table(self) -> str:
         from tabulate import tabulate

@@ -46,14 +46,14 @@ and returned); this module runs the steps.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TypeVar
 
 from labkit.errors import LabkitError
 from labkit.nodes import each_node
-from labkit.recipe import Invalid, file_name
+from labkit.recipe import Invalid, LanePlan, StagingSpec, file_name
 from labkit.stage.assess import NodeAssessment, assess, check_entry
 from labkit.stage.build import (
     build_manifest,
@@ -72,8 +72,10 @@ from labkit.stage.sources import Source
 from labkit.stage.space import check_space_grouped
 from labkit.stage.transport import DEFAULT_TIMEOUTS, HostLike, NodeJobs, Timeouts, call_node
 
+T = TypeVar("T")
 
-def local_views(plan) -> list:
+
+def local_views(plan: LanePlan) -> list[StagingSpec]:
     """The plan's local-view staging entries, after every staging entry passed `check_entry` (RecipeError)."""
     specs = [spec for spec in plan.staging if spec.kind == "local-view"]
     for i, spec in enumerate(plan.staging):
@@ -82,7 +84,7 @@ def local_views(plan) -> list:
 
 
 def stage(
-    plan,
+    plan: LanePlan,
     hosts: Iterable[HostLike],
     *,
     full: bool = False,
@@ -126,7 +128,14 @@ def stage(
     return StageReport(reports, time.monotonic() - t0)
 
 
-def _checks(specs, block: int, count: int, full: bool, deep: bool, replace_foreign: Iterable[str]) -> Checks:
+def _checks(
+    specs: Sequence[StagingSpec],
+    block: int,
+    count: int,
+    full: bool,
+    deep: bool,
+    replace_foreign: Iterable[str],
+) -> Checks:
     """The checks of one call; names to replace are checked here, before any node is touched."""
     names = [replace_foreign] if isinstance(replace_foreign, str) else list(replace_foreign)
     for name in names:
@@ -143,8 +152,8 @@ class _ViewRun:
     """Steps 3-4 for one view (`index` in the plan's local views), every node in parallel: build where
     something changes, verify, manifest."""
 
-    plan: Any
-    spec: Any
+    plan: LanePlan
+    spec: StagingSpec
     index: int
     hosts: list[HostLike]
     sources: dict[str, Source]
@@ -187,7 +196,7 @@ class _ViewRun:
             fanout,
         )
 
-    def each(self, fn, bar: CopyProgress, activity: str) -> dict:
+    def each(self, fn: Callable[[HostLike], T], bar: CopyProgress, activity: str) -> dict[str, T]:
         return each_node(self.hosts, fn, f"staging {self.spec.dst}", self.jobs.stop, activity, say=bar.write)
 
     def fanning(self, assessed: list[NodeAssessment]) -> bool:
@@ -271,6 +280,9 @@ class _ViewRun:
         c, spec = self.checks, self.spec
         probe = self.reprobe(h) if a.changes else None
         if fetched:
+            assert (
+                probe is not None
+            )  # the fetched files were to be copied: the node had changes, was reprobed
             copied = received_copies(rep, a, fetched, probe["view"], self.deep)
         copied = copied or {}
         manifest = build_manifest(spec, self.plan.cluster.shared_cache, a, copied, c.block, c.count, now)
@@ -302,7 +314,7 @@ class _ViewRun:
 
 
 def preflight(
-    plan,
+    plan: LanePlan,
     hosts: Iterable[HostLike],
     *,
     full: bool = False,
@@ -321,7 +333,9 @@ def preflight(
     return [check_space_grouped(assessed, specs, i) for i in range(len(specs))]
 
 
-def check_view(plan, hosts: Iterable[HostLike], timeouts: Timeouts = DEFAULT_TIMEOUTS) -> dict[str, int]:
+def check_view(
+    plan: LanePlan, hosts: Iterable[HostLike], timeouts: Timeouts = DEFAULT_TIMEOUTS
+) -> dict[str, int]:
     """Before launch: every link in every view resolves and no partial copy is left; {node: links}.
 
     Raises NodeError naming each node with broken links (and their targets)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import xxhash
 
 from labkit.errors import LabkitError
+from labkit.recipe import StagingSpec
 from labkit.stage.node import script as node_side
 
 
@@ -40,7 +41,7 @@ class Source:
     blob: str | None = None
 
 
-def sources_from(probes: list[dict], spec, block: int, count: int) -> dict[str, Source]:
+def sources_from(probes: list[dict], spec: StagingSpec, block: int, count: int) -> dict[str, Source]:
     """The source facts of each local file, from whichever probe carried its raw sampled blocks."""
     out = {}
     for name in spec.local:

@@ -4,9 +4,12 @@ one filesystem counted together, and the refusal raised before anything changed 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.recipe import StagingSpec
 from labkit.stage.assess import NodeAssessment
 from labkit.units import format_size
 
@@ -21,7 +24,7 @@ class StagingRefused(LabkitError):
 
 def preflight_rows(assessments: list[NodeAssessment]) -> list[dict]:
     """One row per node (need, free, reclaimable, margin), the binding node (least margin) marked."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "node": a.node,
             "filesystem": a.fs_path,
@@ -73,7 +76,9 @@ def check_space(assessments: list[NodeAssessment], dst: str) -> list[dict]:
     return rows
 
 
-def check_space_grouped(assessed: list[list[NodeAssessment]], specs, index: int) -> list[dict]:
+def check_space_grouped(
+    assessed: list[list[NodeAssessment]], specs: Sequence[StagingSpec], index: int
+) -> list[dict]:
     """Space check for view `index`; views on the same filesystem of a node share its free bytes: their copies
     add up, and min_free (what must stay free on that filesystem) counts once, the largest of them."""
     combined = []

@@ -6,7 +6,8 @@ Shared by assess.py (the local files), handmade.py (the other names) and deep.py
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from labkit.recipe import StagingSpec
 
 VERIFY_MODES = ("sampled", "deep")
 
@@ -33,7 +34,7 @@ class Scope:
     """What one node's assessment goes by: its probe, the plan's staging entry and the checks asked for."""
 
     probe: dict
-    spec: Any
+    spec: StagingSpec
     block: int
     count: int
     full: bool

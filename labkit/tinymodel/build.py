@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from labkit import settings
 from labkit.recipe import LanePlan, engine_facts
@@ -59,7 +59,9 @@ def sidecar(path: Path) -> Path:
     return path.with_suffix(".json") if path.suffix == ".gguf" else path.parent / (path.name + ".json")
 
 
-def ensure(spec: TinySpec | str, root: Path | None = None, log=sys.stderr, fmt: str = "gguf") -> Path:
+def ensure(
+    spec: TinySpec | str, root: Path | None = None, log: TextIO | None = sys.stderr, fmt: str = "gguf"
+) -> Path:
     """The cached model for `spec` (a TinySpec or preset name) in format `fmt` ("gguf": one file for
     llama.cpp; "hf": a model directory for vLLM and SGLang), built on first use."""
     spec = preset(spec) if isinstance(spec, str) else spec
@@ -107,7 +109,9 @@ def model_format(plan: LanePlan) -> str | None:
     return engine_facts(plan.engine.kind).model_format
 
 
-def materialize(plan, root: Path | None = None, log=sys.stderr, build: bool = True):
+def materialize(
+    plan: LanePlan, root: Path | None = None, log: TextIO | None = sys.stderr, build: bool = True
+) -> LanePlan:
     """The plan with model.path set to the built tiny model when model.repo names one; else unchanged.
 
     labkit.lab and the CLI call this before launching a lane, so the recipe needs no machine-specific path.

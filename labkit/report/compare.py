@@ -13,6 +13,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TypedDict
 
 from labkit.measures import measure_info
 from labkit.report.stats import CONFIDENCE, MIN_INTERVAL_RUNS, t_cdf, t_ppf
@@ -87,6 +88,17 @@ def _over(x: float | None, base: float | None) -> float | None:
     return None if x is None or not base else x / abs(base)
 
 
+class Sides(TypedDict):
+    """What a comparison states about its two sides before any test."""
+
+    measure: str
+    n_a: int
+    n_b: int
+    mean_a: float | None
+    mean_b: float | None
+    margin: float
+
+
 def _clean(values: Sequence[float | None]) -> list[float]:
     return [float(v) for v in values if v is not None and not math.isnan(v)]
 
@@ -136,14 +148,16 @@ def compare_values(
     if pairs and len(a) != len(b):
         raise ValueError(f"{measure}: paired values need equal counts ({len(a)} vs {len(b)})")
     if pairs:  # a pair with a missing value drops out whole
-        kept = [(x, y) for x, y in zip(a, b, strict=True) if _clean([x]) and _clean([y])]
+        kept = [
+            (cx[0], cy[0]) for x, y in zip(a, b, strict=True) if (cx := _clean([x])) and (cy := _clean([y]))
+        ]
         xa, xb = [x for x, _ in kept], [y for _, y in kept]
     else:
         xa, xb = _clean(a), _clean(b)
     ma = statistics.fmean(xa) if xa else None
     mb = statistics.fmean(xb) if xb else None
-    base = dict(measure=measure, n_a=len(xa), n_b=len(xb), mean_a=ma, mean_b=mb, margin=margin)
-    if not xa or not xb:
+    base = Sides(measure=measure, n_a=len(xa), n_b=len(xb), mean_a=ma, mean_b=mb, margin=margin)
+    if ma is None or mb is None:
         return _no_test(base, None, NO_VALUES, "a side has no run value of this measure")
     if min(len(xa), len(xb)) < MIN_INTERVAL_RUNS:
         why = f"{len(xa)} and {len(xb)} run values; a test needs {MIN_INTERVAL_RUNS} on each side"
@@ -163,7 +177,7 @@ def compare_values(
     )
 
 
-def _no_test(base: dict, diff: float | None, verdict: str, why: str) -> MeasureComparison:
+def _no_test(base: Sides, diff: float | None, verdict: str, why: str) -> MeasureComparison:
     """A comparison that cannot be tested: the means and the raw difference only."""
     return MeasureComparison(
         **base,

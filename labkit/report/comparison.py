@@ -158,8 +158,11 @@ def _expected_keys(a: Side, b: Side) -> list[str] | None:
     ra, rb = {d.get("recipe") for d in a.docs}, {d.get("recipe") for d in b.docs}
     if len(ra | rb) != 1:
         return None
+    name = next(iter(ra))
+    if not isinstance(name, str):  # a run folder without a recipe name
+        return None
     try:
-        rec = load_recipe(find_recipe(next(iter(ra))))
+        rec = load_recipe(find_recipe(name))
     except LabkitError:
         return None
     va, vb = a.docs[0].get("variants") or {}, b.docs[0].get("variants") or {}
@@ -200,11 +203,13 @@ def _pairing(a: Side, b: Side) -> tuple[bool, str, list[str]]:
     """Paired when every run on both sides names its prompt seed and the two sides ran the same seeds."""
     sa = [(d.get("provenance") or {}).get("prompt_seed") for d in a.docs]
     sb = [(d.get("provenance") or {}).get("prompt_seed") for d in b.docs]
-    if None in sa or None in sb:
+    seeds_a = [str(x) for x in sa if x is not None]
+    seeds_b = [str(x) for x in sb if x is not None]
+    if len(seeds_a) < len(sa) or len(seeds_b) < len(sb):
         return False, "Welch (independent runs): not every run used a shared prompt seed", []
-    if sorted(sa) != sorted(sb) or len(set(sa)) != len(sa):
+    if sorted(seeds_a) != sorted(seeds_b) or len(set(seeds_a)) != len(seeds_a):
         return False, "Welch (independent runs): the two sides ran different prompt seeds", []
-    return True, f"paired on {len(sa)} shared prompt seeds", sorted(sa)
+    return True, f"paired on {len(seeds_a)} shared prompt seeds", sorted(seeds_a)
 
 
 def _range_of(vals: Sequence[tuple[float, float, float]]) -> tuple[float, float] | None:
@@ -248,8 +253,8 @@ def compare_sides(
     out.paired, out.pairing, seeds = _pairing(a, b)
     for m in names:
         xa, xb = va.get(m, []), vb.get(m, [])
-        values_a = [v for v, _, _ in xa if not math.isnan(v)]
-        values_b = [v for v, _, _ in xb if not math.isnan(v)]
+        values_a: Sequence[float | None] = [v for v, _, _ in xa if not math.isnan(v)]
+        values_b: Sequence[float | None] = [v for v, _, _ in xb if not math.isnan(v)]
         if len(values_a) < len(xa) or len(values_b) < len(xb) or not values_a or not values_b:
             ra, rb = _range_of(xa), _range_of(xb)
             out.ranges.append(RangeRow(m, ra, rb, _relation(m, ra, rb)))

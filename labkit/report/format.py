@@ -47,7 +47,11 @@ def fmt_stat(stat: Stat | None, decimals: int = 1, thousands: bool = True) -> st
     """'49.1 (47.8–50.7)', '29.7', '47.8–50.7' (a range without a median), '~750', or '—'."""
     if stat is None or stat.empty:
         return MISSING
-    rng = fmt_range(stat.lo, stat.hi, decimals, thousands) if stat.lo is not None else ""
+    rng = (
+        fmt_range(stat.lo, stat.hi, decimals, thousands)
+        if stat.lo is not None and stat.hi is not None
+        else ""
+    )
     if stat.median is None:
         text = rng
     else:
@@ -105,16 +109,21 @@ def fmt_acceptance(accepted: Stat | None, k: Stat | None, decimals: int = 2) -> 
     return f"{text} of {int(k.median)}"
 
 
+def _per_million(stat: Stat) -> Stat:
+    """The stat in millions (tokens, MB = 10^6 bytes)."""
+
+    def div(v: float | None) -> float | None:
+        return None if v is None else v / 1e6
+
+    return Stat(div(stat.median), div(stat.lo), div(stat.hi), stat.approx, stat.n)
+
+
 def fmt_kv(tokens: Stat | None, context: Stat | None) -> str:
     """'8.73M tokens @131072'; '8.73M tokens (8.70–8.75M)' across differing runs; context omitted when the
     source did not state it."""
     if tokens is None or tokens.empty:
         return MISSING
-    scaled = Stat(
-        *(None if v is None else v / 1e6 for v in (tokens.median, tokens.lo, tokens.hi)),
-        tokens.approx,
-        tokens.n,
-    )
+    scaled = _per_million(tokens)
     text = fmt_stat(scaled, 2, False)
     head, sep, tail = text.partition(" (")
     text = f"{head}M tokens{sep}{tail[:-1]}M)" if sep else f"{text}M tokens"
@@ -127,9 +136,7 @@ def fmt_nfs(stat: Stat | None, per: str = "completion") -> str:
     """'+258 MB per short completion', '0 MB' (MB = 10^6 bytes)."""
     if stat is None or stat.empty:
         return MISSING
-    scaled = Stat(
-        *(None if v is None else v / 1e6 for v in (stat.median, stat.lo, stat.hi)), stat.approx, stat.n
-    )
+    scaled = _per_million(stat)
     text = fmt_stat(scaled, 0)
     if (scaled.median if scaled.median is not None else scaled.hi) == 0:
         return f"{text} MB"

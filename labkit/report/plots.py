@@ -41,7 +41,7 @@ def _figure(**kw: Any):
 
 def _lanes(measures: Any) -> list[tuple[str, Any]]:
     """(display name, rows) per (recipe, variant, source): recorded and measured figures stay apart."""
-    out = []
+    out: list[tuple[str, Any]] = []
     if not len(measures):
         return out
     for (_recipe, variant, source, sim), part in measures.groupby(
@@ -235,7 +235,9 @@ def sweep_plot_path(folder: str | Path, record: Any) -> Path:
     return Path(folder) / f"sweep-{record.recipe}-{record.name}.png"
 
 
-def _num(text: str) -> float | None:
+def _num(text: str | None) -> float | None:
+    if text is None:
+        return None
     try:
         return float(text)
     except (TypeError, ValueError):  # "[N/A]", "[Not Supported]", empty
@@ -304,7 +306,10 @@ def sweep_point(part: Any, key: str) -> tuple[float, float, float] | None:
     if not values:
         return None
     rs = run_stats(values)
-    return (rs.mean, rs.lo, rs.hi) if rs.lo is not None else (rs.mean, min(values), max(values))
+    assert rs.mean is not None  # values is not empty
+    if rs.lo is not None and rs.hi is not None:
+        return (rs.mean, rs.lo, rs.hi)
+    return (rs.mean, min(values), max(values))
 
 
 def sweep_series(record: Any, parts: list, key: str) -> tuple[dict[str, list], list[float], dict[str, float]]:

@@ -45,7 +45,7 @@ def stat(part: Any, measure: str) -> Stat | None:
 
 def prefill_points(measures: Any) -> list[tuple[str, int, Stat]]:
     """(lane title, prompt tokens, Stat) for every prefill_<P> measure: the data of the prefill plot."""
-    out = []
+    out: list[tuple[str, int, Stat]] = []
     if not len(measures):
         return out
     # recorded (lab-note) and measured figures of one lane stay apart, as in plots._lanes
@@ -160,6 +160,7 @@ def run_stats(values: Sequence[float], unit: str = "runs") -> RunStats:
     if n < MIN_INTERVAL_RUNS:
         method = f"no interval: {n} run value{'s' if n > 1 else ''}, fewer than {MIN_INTERVAL_RUNS}"
         return RunStats(n, median(vals), mean, None, None, cv, method, unit)
+    assert s is not None  # n >= MIN_INTERVAL_RUNS >= 2 values have a standard deviation
     half = t_ppf(0.5 + CONFIDENCE / 2.0, n - 1) * s / math.sqrt(n)
     method = f"Student-t on {n} run means, 95 %"
     return RunStats(n, median(vals), mean, mean - half, mean + half, cv, method, unit)

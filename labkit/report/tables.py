@@ -121,7 +121,8 @@ def expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
             # Only a numeric tail (the prompt length): prefill_4096, not prefill_4096_raw or _ttft.
             keys = [k for k in present if k.startswith(prefix) and k[len(prefix) :].isdigit()]
             n = len(prefix)
-            for key in sorted(keys, key=lambda k, n=n: int(k[n:])):
+            lengths = {k: int(k[n:]) for k in keys}
+            for key in sorted(keys, key=lengths.__getitem__):
                 label = row.label.replace("{P}", f"{int(key[n:]):,}")
                 out.append(dataclasses.replace(row, label=label, measure=key))
         else:
@@ -187,7 +188,7 @@ def whole_run(window: str | None) -> bool:
 def in_window(measure: str, window: str | None) -> bool:
     """Whether a measure was taken in a flag's window: "decode" covers decode_* (and accept_*, the decode
     window's acceptance), "prefill_4096" covers prefill_4096 and prefill_4096_*, not prefill_40960."""
-    if whole_run(window):
+    if window is None or whole_run(window):
         return False
     prefixes = (f"{window}_", *WINDOW_EXTRA.get(window, ()))
     return measure == window or measure.startswith(prefixes)
@@ -233,7 +234,9 @@ def build_table(
         )
     rows = expand_rows(spec.rows, measures)
     grid: dict[str, list[str]] = {}
-    labels, forms, used = [], set(), [set() for _ in groups]
+    labels: list[str] = []
+    forms: set[str] = set()
+    used: list[set[int]] = [set() for _ in groups]  # per lane: the flags (by index) its cells mark
     for row in rows:
         form = spec.interval_of(row)
         values = [cell(row, part, lane, form) for lane, part in groups]

@@ -282,7 +282,7 @@ def _coerce(key: str, value: Any, where: str) -> Any:
         hint = difflib.get_close_matches(key, FIELDS, n=3)
         more = f" (did you mean {', '.join(hint)}?)" if hint else ""
         raise SimConfigError(f"{where}: unknown sim setting {key!r}{more}")
-    kind = FIELDS[key].type
+    kind = str(FIELDS[key].type)  # the annotation as text (this module defers annotations)
     ok = {
         "bool": lambda v: isinstance(v, bool),
         "int": lambda v: isinstance(v, int) and not isinstance(v, bool),

@@ -145,7 +145,9 @@ class RequestTruth:
         dt = self.t_prefill_end - self.t_prefill_start
         d["true_prefill_tps"] = (self.prompt_tokens - self.cached_tokens) / dt if dt > 0 else None
         d["scheduled_decode_tps"] = (  # (N-1) over the scheduled span: the rate meant, free of write jitter
-            (n - 1) / (self.t_last_target - self.t_first_target) if n > 1 and self.t_last_target else None
+            (n - 1) / (self.t_last_target - self.t_first_target)
+            if n > 1 and self.t_last_target and self.t_first_target is not None
+            else None
         )
         return d
 

@@ -52,7 +52,7 @@ def serve(cfg: SimConfig, on_ready: Callable[[int], None] | None = None) -> int:
     app = App(cfg, log)
     stop = loop.create_future()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+        loop.add_signal_handler(sig, lambda: None if stop.done() else stop.set_result(None))
     server = loop.run_until_complete(loop.create_server(lambda: HttpConn(app), sock=sock))
     if cfg.flavor == "vllm":
         log.line(f"Starting vLLM server on http://{cfg.host}:{port}", where="launcher.py:188")

@@ -11,7 +11,7 @@ text), sweep (`--over` points, each resolved as a variant), enginefacts (the fac
 
 from labkit.recipe.describe import describe_plan
 from labkit.recipe.enginefacts import ENGINE_FACTS, EngineFacts, engine_facts
-from labkit.recipe.load import load_recipe
+from labkit.recipe.load import Recipe, load_recipe
 from labkit.recipe.lookup import find_recipe, list_recipes, repo_root
 from labkit.recipe.measureplan import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.names import user_name
@@ -19,6 +19,7 @@ from labkit.recipe.override import with_nodes
 from labkit.recipe.plan import BUILT_MODEL_PREFIX, LanePlan
 from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml, suggest
 from labkit.recipe.specs import EngineSpec
+from labkit.recipe.staging import StagingSpec
 from labkit.recipe.sweep import SweepAxis, expand, parse_over, resolve_point
 
 __all__ = [
@@ -31,6 +32,8 @@ __all__ = [
     "LanePlan",
     "MeasurePlan",
     "PrefillPlan",
+    "Recipe",
+    "StagingSpec",
     "SweepAxis",
     "absolute_path",
     "describe_plan",

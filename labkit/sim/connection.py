@@ -31,7 +31,7 @@ class HttpConn(asyncio.Protocol):
         self._closed_fut: asyncio.Future | None = None
 
     # asyncio.Protocol
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport) -> None:
         self.transport = transport
 
     def connection_lost(self, exc) -> None:

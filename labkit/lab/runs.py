@@ -10,12 +10,21 @@ import dataclasses
 import functools
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labkit.errors import LabkitError
 from labkit.recipe import LanePlan
+
+if TYPE_CHECKING:  # annotations only: the steps' packages load when a lane is measured
+    from labkit.measure import BenchResult, NodeTelemetry
+    from labkit.nodes import HostGroup, SshOptions
+    from labkit.report import TargetCheck
+    from labkit.serve import BootFacts, Endpoint, Lane
+    from labkit.stage import StageReport
+    from labkit.store import ResultsStore, Run
 
 
 @dataclass
@@ -25,9 +34,9 @@ class LaneRun:
     plan: LanePlan
     run_dirs: list[Path] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)  # labkit.measure.BenchResult per run
-    boot: Any = None  # labkit.serve.BootFacts
-    staging: Any = None  # labkit.stage.StageReport
-    target: Any = None  # labkit.report.TargetCheck after the last run, when measure.target_ci is set
+    boot: BootFacts | None = None
+    staging: StageReport | None = None
+    target: TargetCheck | None = None  # after the last run, when measure.target_ci is set
 
     @property
     def run_ids(self) -> list[str]:
@@ -41,8 +50,8 @@ class BootHooks:
     for every run's provenance (the sweep's name and axes). A plan whose runs fail ends the boot: Lane.up's
     exit then says whether the engine died, and the later plans are not measured on a broken engine."""
 
-    booted: Any = None
-    measured: Any = None
+    booted: Callable[[BootFacts], None] | None = None
+    measured: Callable[[LaneRun], None] | None = None
     provenance: dict = field(default_factory=dict)
 
 
@@ -50,7 +59,7 @@ def measure(
     plan: LanePlan,
     *,
     results: str | Path | None = None,
-    ssh: Any = None,
+    ssh: SshOptions | None = None,
     full_verify: bool = False,
     progress: bool = True,
 ) -> LaneRun:
@@ -68,7 +77,7 @@ def measure_on_one_boot(
     plans: list[LanePlan],
     *,
     results: str | Path | None = None,
-    ssh: Any = None,
+    ssh: SshOptions | None = None,
     full_verify: bool = False,
     progress: bool = True,
     hooks: BootHooks | None = None,
@@ -96,11 +105,11 @@ def _provenance(plan: LanePlan, extra: dict | None = None) -> dict:
 
 def _measure_on(
     plans: list[LanePlan],
-    group: Any,
+    group: HostGroup,
     results: str | Path | None,
     full_verify: bool,
     progress: bool,
-    hooks: Any,
+    hooks: BootHooks,
 ) -> list[LaneRun]:
     from labkit.nodes import check_reachable, ending_as_interrupt
     from labkit.serve import Lane
@@ -144,14 +153,14 @@ def _measure_on(
 
 def _repeat(
     plan: LanePlan,
-    endpoint: Any,
-    store: Any,
-    first: Any,
+    endpoint: Endpoint,
+    store: ResultsStore,
+    first: Run | None,
     done: LaneRun,
     hosts: list,
     progress: bool,
     boot_run: str,
-    hooks: Any,
+    hooks: BootHooks,
 ) -> None:
     """`measure.runs` repetitions on the booted lane, each its own run folder (the first is `first`, the
     boot's own folder, or None for a later plan on a shared boot); with `measure.target_ci`, more until every
@@ -222,7 +231,7 @@ def _repeat(
             break
 
 
-def node_telemetry(plan: LanePlan, hosts: list, root: Any) -> Any:
+def node_telemetry(plan: LanePlan, hosts: list, root: Path) -> NodeTelemetry | None:
     """One run's node samplers (None when measure.telemetry_period is 0), with each node's healthy SM-clock
     baseline from the results folder (docs/measurement.md, "Node telemetry")."""
     from labkit.measure import NodeTelemetry
@@ -235,7 +244,7 @@ def node_telemetry(plan: LanePlan, hosts: list, root: Any) -> Any:
     return NodeTelemetry(hosts, period_s=m.telemetry_period, clock_baseline=baseline, clock_drop=m.clock_drop)
 
 
-def materialize_model(served: Any) -> None:
+def materialize_model(served: Lane) -> None:
     """Point a Lane that is about to start at the labkit-built model its recipe names ("labkit/tiny-llama"),
     building it on first use (serve never builds models); any other lane is left as it is. Used by `measure`
     and `labkit up` just before Lane.start, which checks the nodes again (such a lane is local: a cached
@@ -245,7 +254,7 @@ def materialize_model(served: Any) -> None:
     served.plan = tinymodel.materialize(served.plan, log=served.progress)
 
 
-def store_result(run: Any, result: Any, boot: dict) -> None:
+def store_result(run: Run, result: BenchResult, boot: dict) -> None:
     """Write one BenchResult into its run folder and finish it; boot's KV pool facts join the summary."""
     write_records(run, result)
     summary = result.summary
@@ -256,7 +265,7 @@ def store_result(run: Any, result: Any, boot: dict) -> None:
     run.finish(summary, boot=boot, provenance=result.provenance)
 
 
-def write_records(run: Any, result: Any) -> None:
+def write_records(run: Run, result: BenchResult) -> None:
     """The raw files of a BenchResult into a still-open run folder (labkit.store.write_result); also used for
     a run that fails halfway: its folder is then marked failed, with what it measured."""
     from labkit.store import write_result

@@ -27,7 +27,7 @@ from labkit.report.plots import (
 )
 from labkit.report.specs import default_spec_file, load_spec, spec_path
 from labkit.report.tables import as_list
-from labkit.report.target import check_target
+from labkit.report.target import TargetCheck, check_target
 from labkit.report.text import TABLE_MIME, TableView, to_text
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "CompareError",
     "ShownComparison",
     "TableView",
+    "TargetCheck",
     "as_list",
     "check",
     "check_target",

@@ -26,6 +26,7 @@ from labkit.report.tables import (
     flag_note,
     interval_note,
 )
+from labkit.store import SweepAxisRecord, SweepPoint, SweepRecord
 
 FAILED = "failed"  # every cell of a failed point
 NOT_MEASURED = "not measured"  # every cell of a point the sweep has not reached (status pending)
@@ -40,29 +41,29 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
-def point_name(record: Any, point: Any) -> str:
+def point_name(record: SweepRecord, point: SweepPoint) -> str:
     """'mnbt=8192' (', '-joined over the axes): how notes and the plot name a point."""
     return ", ".join(f"{a.short}={value_text(point.values.get(a.short))}" for a in record.axes)
 
 
-def axis_header(axis: Any) -> str:
+def axis_header(axis: SweepAxisRecord) -> str:
     """The column header of an axis: the swept flag or key name (`--max-num-batched-tokens`)."""
     return str(axis.key[-1]) if axis.key else axis.short
 
 
-def swept_keys(record: Any) -> str:
+def swept_keys(record: SweepRecord) -> str:
     """The swept keys as written: grid axes joined by ' × ', zipped ones by ' with '."""
     return (" with " if record.zipped else " \u00d7 ").join(a.dotted for a in record.axes)
 
 
-def sweep_title(record: Any, simulated: bool = False) -> str:
+def sweep_title(record: SweepRecord, simulated: bool = False) -> str:
     """'sim/mnbt [spec=none] over engine.args."--max-num-batched-tokens" (sim)': recipe, sweep name, the
     variants every point shares and the swept keys."""
     base = ", ".join(f"{k}={v}" for k, v in sorted(record.base_variants.items())) or "default variants"
     return sim_title(f"{record.recipe}/{record.name} [{base}] over {swept_keys(record)}", simulated)
 
 
-def point_rows(record: Any, point: Any, measures: Any) -> Any:
+def point_rows(record: SweepRecord, point: SweepPoint, measures: Any) -> Any:
     """The rows of the measures frame from the point's listed runs (the frame holds complete runs only)."""
     if not len(measures):
         return measures
@@ -71,7 +72,7 @@ def point_rows(record: Any, point: Any, measures: Any) -> Any:
 
 
 def point_lanes(
-    record: Any, measures: Any, boots: Mapping[str, str | None] | None = None
+    record: SweepRecord, measures: Any, boots: Mapping[str, str | None] | None = None
 ) -> list[tuple[LaneColumn, Any]]:
     """(LaneColumn, its rows) per point in record order; a failed or pending point's lane counts no runs."""
     out = []
@@ -92,7 +93,7 @@ def point_lanes(
     return out
 
 
-def point_notes(record: Any, lanes: Sequence[tuple[LaneColumn, Any]]) -> list[str]:
+def point_notes(record: SweepRecord, lanes: Sequence[tuple[LaneColumn, Any]]) -> list[str]:
     """Why a point has no figures: its failure reason, not reached, or listed runs with no stored measures."""
     notes = []
     for point, (lane, part) in zip(record.points, lanes, strict=True):
@@ -114,7 +115,7 @@ def point_notes(record: Any, lanes: Sequence[tuple[LaneColumn, Any]]) -> list[st
 def point_cells(
     spec: TableSpec,
     rows: list[RowSpec],
-    point: Any,
+    point: SweepPoint,
     lane: LaneColumn,
     part: Any,
     pairs: list[tuple[str, dict]],
@@ -137,7 +138,7 @@ def point_cells(
 
 def sweep_table(
     spec: TableSpec,
-    record: Any,
+    record: SweepRecord,
     measures: Any,
     boots: Mapping[str, str | None] | None = None,
     flags: Mapping[str, list[dict] | None] | None = None,
@@ -190,7 +191,7 @@ def sweep_table(
     )
 
 
-def select_sweeps(spec: TableSpec, records: Sequence[Any]) -> list[Any]:
+def select_sweeps(spec: TableSpec, records: Sequence[SweepRecord]) -> list[SweepRecord]:
     """The records a sweep table shows: all (`sweeps = "auto"`) or the named one; ReportError naming the
     file, table and key, with the stored sweeps, when the named one is not stored."""
     if spec.sweep == SWEEPS_AUTO:
@@ -206,7 +207,7 @@ def select_sweeps(spec: TableSpec, records: Sequence[Any]) -> list[Any]:
 
 def sweep_tables(
     spec: TableSpec,
-    records: Sequence[Any],
+    records: Sequence[SweepRecord],
     measures: Any,
     boots: Mapping[str, str | None] | None = None,
     flags: Mapping[str, list[dict] | None] | None = None,

@@ -20,12 +20,13 @@ from labkit.serve.engines import BootFacts
 from labkit.serve.flagcheck import check_flags
 from labkit.serve.kvsources import Fetched, api_sources, kv_pool
 from labkit.serve.lane import Lane
-from labkit.serve.plan import lane_commands
+from labkit.serve.plan import Endpoint, lane_commands
 from labkit.serve.prometheus import Samples, parse_prometheus
 from labkit.serve.verdict import node_tables
 
 __all__ = [
     "BootFacts",
+    "Endpoint",
     "Fetched",
     "Lane",
     "Samples",

@@ -10,10 +10,12 @@ the read-only steps, `run` the rest (build, verify; `build` does step 3 on one n
 (docs/fanout.md) and `fanout_run` runs them with the fan-out's own node script (`node/peer.py`).
 """
 
+from labkit.stage.reports import StageReport
 from labkit.stage.run import check_view, preflight, stage
 from labkit.stage.space import preflight_table
 
 __all__ = [
+    "StageReport",
     "check_view",
     "preflight",
     "preflight_table",

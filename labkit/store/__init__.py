@@ -13,7 +13,7 @@ from labkit.store.files import NOTEBOOK_FILE, ResultsError, atomic_write_text, r
 from labkit.store.load import load_results, measure_rows, read_run
 from labkit.store.recorded import import_figures
 from labkit.store.runfiles import RunFolderSink, read_telemetry, telemetry_rows, write_result, write_staging
-from labkit.store.runs import ResultsStore, attach_bytes, attach_file
+from labkit.store.runs import ResultsStore, Run, attach_bytes, attach_file
 from labkit.store.sweeps import (
     SweepAxisRecord,
     SweepPoint,
@@ -28,6 +28,7 @@ __all__ = [
     "NOTEBOOK_FILE",
     "ResultsError",
     "ResultsStore",
+    "Run",
     "RunFolderSink",
     "SweepAxisRecord",
     "SweepPoint",

@@ -12,7 +12,7 @@ import re
 import shlex
 
 from labkit.nodes import Result
-from labkit.recipe import engine_facts
+from labkit.recipe import LanePlan, engine_facts
 from labkit.serve.verdict import FAIL, OK, WARN, Check
 
 # argparse help: an option line starts with a few spaces and a dash ("  --port PORT      Port number."); help
@@ -26,13 +26,13 @@ def help_argv(engine, python: str) -> list[str]:
     return [*engine.command(python), engine.help_flag]
 
 
-def in_image(plan, argv: list[str], gpus: bool = False) -> str:
+def in_image(plan: LanePlan, argv: list[str], gpus: bool = False) -> str:
     """`argv` as a docker lane runs it (`docker run --rm IMAGE argv`; `--gpus all` for an engine's own CLI,
     which looks for its platform as it builds the parser), or on the node itself for a process lane."""
     if plan.engine.runtime == "docker":
-        return shlex.join(
-            ["docker", "run", "--rm", *(["--gpus", "all"] if gpus else []), plan.engine.image, *argv]
-        )
+        image = plan.engine.image
+        assert image is not None  # the recipe rules refuse a docker lane without engine.image
+        return shlex.join(["docker", "run", "--rm", *(["--gpus", "all"] if gpus else []), image, *argv])
     return shlex.join(argv)
 
 
@@ -52,7 +52,7 @@ def help_flags(text: str) -> set[str]:
     return flags
 
 
-def lane_flags(plan, launches, prefix: tuple[str, ...]) -> list[tuple[str, str]]:
+def lane_flags(plan: LanePlan, launches, prefix: tuple[str, ...]) -> list[tuple[str, str]]:
     """[(flag, origin)]: every engine.args key, then each flag labkit adds on some node (parallelism, served
     name, multi-node rendezvous, ...), read from the launches after the serving program `prefix`. A launch
     wrapped in a shell script (the Ray head) is read after its `exec`."""
@@ -143,7 +143,7 @@ def probe_script(python: str, package: str, names: list[str]) -> str:
     return "; ".join(parts)
 
 
-def probe_command(plan, python: str, package: str, names: list[str]) -> str:
+def probe_command(plan: LanePlan, python: str, package: str, names: list[str]) -> str:
     return in_image(plan, ["sh", "-c", probe_script(python, package, names)])
 
 

@@ -215,10 +215,10 @@ class Engine:
         """The serving program before its flags, as the launches start it (e.g. `vllm serve`)."""
         raise NotImplementedError
 
-    def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
+    def launch(self, plan: LanePlan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         raise NotImplementedError
 
-    def probes(self, plan) -> list[Probe]:
+    def probes(self, plan: LanePlan) -> list[Probe]:
         return [Probe("/health"), Probe("/v1/models")]
 
     def fatal_reason(self, line: str) -> str | None:
@@ -281,7 +281,7 @@ def pattern(name: str, regex: str, label: str) -> BootPattern:
     return BootPattern(name, re.compile(regex), label)
 
 
-def model_flags_present(plan, *flags: str) -> bool:
+def model_flags_present(plan: LanePlan, *flags: str) -> bool:
     return any(plan.engine.arg(f) is not None for f in flags)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from labkit.recipe import LanePlan
 from labkit.serve.engines.base import (
     BootFacts,
     Engine,
@@ -64,11 +65,11 @@ class LlamaCpp(Engine):
     def command(self, python: str = "python3") -> tuple[str, ...]:
         return (python, "-m", "llama_cpp.server")
 
-    def probes(self, plan) -> list[Probe]:
+    def probes(self, plan: LanePlan) -> list[Probe]:
         # No /health; /v1/models takes the model lock, so it is polled only during boot.
         return [Probe("/v1/models")]
 
-    def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
+    def launch(self, plan: LanePlan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         check_nodes(plan, nodes, self.kind_facts)
         argv = [
             *self.command(python),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from labkit.recipe import LanePlan
 from labkit.serve.engines.base import (
     FATAL_COMMON,
     BootFacts,
@@ -110,11 +111,11 @@ class Sglang(Engine):
     def command(self, python: str = "python3") -> tuple[str, ...]:
         return ("python3", "-m", "sglang.launch_server")
 
-    def probes(self, plan) -> list[Probe]:
+    def probes(self, plan: LanePlan) -> list[Probe]:
         # /health turns 200 only after warmup (>= 0.5); it runs a 1-token generation, so poll it only at boot.
         return [Probe("/health"), Probe("/v1/models")]
 
-    def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
+    def launch(self, plan: LanePlan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         e = plan.engine
         head = nodes[0].address  # the head's fabric address (cluster.head_address is the client's)
         base = [

@@ -60,10 +60,10 @@ class Sim(Engine):
     def command(self, python: str = "python3") -> tuple[str, ...]:
         return (python, "-m", "labkit.sim")
 
-    def probes(self, plan) -> list[Probe]:
+    def probes(self, plan: LanePlan) -> list[Probe]:
         return [Probe("/health"), Probe("/v1/models")]
 
-    def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
+    def launch(self, plan: LanePlan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         env = env_tuple(plan, {})
         if python == sys.executable:
             # A local simulator runs this checkout's labkit even when it is not pip-installed.

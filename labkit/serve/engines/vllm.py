@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 
+from labkit.recipe import LanePlan
 from labkit.serve.engines.base import (
     BootFacts,
     Engine,
@@ -116,7 +117,7 @@ class Vllm(Engine):
     def command(self, python: str = "python3") -> tuple[str, ...]:
         return (vllm_command(python), "serve")
 
-    def serve_argv(self, plan, extra: list[str], command: str = "vllm") -> list[str]:
+    def serve_argv(self, plan: LanePlan, extra: list[str], command: str = "vllm") -> list[str]:
         """`vllm serve MODEL` with the lane's parallelism and args; recipe args win over derived flags."""
         e = plan.engine
         argv = [command, "serve", plan.model_path, "--port", str(e.port)]
@@ -125,7 +126,7 @@ class Vllm(Engine):
             argv += ["--served-model-name", plan.served_name]
         return argv + e.argv() + extra
 
-    def launch(self, plan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
+    def launch(self, plan: LanePlan, nodes: list[NodeSpec], python: str = "python3") -> list[NodeLaunch]:
         if plan.engine.multinode == "ray" and len(nodes) > 1:
             return self._launch_ray(plan, nodes)
         head = nodes[0].address  # the head's fabric address (cluster.head_address is the client's)
@@ -159,7 +160,7 @@ class Vllm(Engine):
             )
         return out
 
-    def _launch_ray(self, plan, nodes: list[NodeSpec]) -> list[NodeLaunch]:
+    def _launch_ray(self, plan: LanePlan, nodes: list[NodeSpec]) -> list[NodeLaunch]:
         """Ray: every node joins a Ray cluster on its fabric address; the head waits until `ray status` lists
         every node (RAY_JOIN_WAIT s at most), then runs `vllm serve` with the ray backend."""
         head = nodes[0].address

@@ -57,7 +57,9 @@ def run_windows(
     for rep in sorted({r.rep for r in ok if r.phase == "decode"}):
         dec = [r for r in ok if r.phase == "decode" and r.rep == rep]
         spans.append((min(r.t_send for r in dec), max(ended(r) for r in dec)))
-    inside = [r for r in ok if r.phase != "prefill" and any(a <= r.t_send and ended(r) <= b for a, b in spans)]
+    inside = [
+        r for r in ok if r.phase != "prefill" and any(a <= r.t_send and ended(r) <= b for a, b in spans)
+    ]
     out = []
     if spans:
         out.append(Window("decode", tuple(spans), sum(r.output_tokens or 0 for r in inside), "output"))

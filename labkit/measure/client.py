@@ -106,7 +106,7 @@ class StreamClient:
         aio = getattr(openai, "DefaultAioHttpClient", None)
         use_aio = aio is not None and _have_aiohttp() and settings.current().http != "httpx"
         self.backend = "aiohttp" if use_aio else "httpx"
-        cls = aio if use_aio else openai.DefaultAsyncHttpxClient
+        cls = aio if use_aio and aio is not None else openai.DefaultAsyncHttpxClient  # use_aio implies aio
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
             max_connections=max_connections, max_keepalive_connections=max_connections
         )

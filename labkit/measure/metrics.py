@@ -119,12 +119,18 @@ class Acceptance:
     @property
     def length(self) -> float | None:
         """τ: tokens per request per engine step, bonus token included (1..K+1); None when not counted."""
-        return self.tokens / self.steps if self.steps else None
+        if not self.steps:
+            return None
+        assert self.tokens is not None  # set together with steps (and pooled to None together)
+        return self.tokens / self.steps
 
     @property
     def length_stream(self) -> float | None:
         """Tokens per token-bearing SSE chunk of the window's streams (τ seen by the client)."""
-        return self.stream_tokens / self.stream_chunks if self.stream_chunks else None
+        if not self.stream_chunks:
+            return None
+        assert self.stream_tokens is not None  # set together with stream_chunks
+        return self.stream_tokens / self.stream_chunks
 
     @property
     def proposed_per_draft(self) -> float | None:
@@ -247,6 +253,7 @@ def spec_acceptance(
     if not verify or gen is None:
         return None
     width = largest(after, *S_DRAFT_TOKENS)
+    k: int | None
     if width and width > 1:
         k, source = int(width) - 1, "sglang:spec_num_draft_tokens - 1 (the verify width includes the root)"
     else:

@@ -285,7 +285,8 @@ async def _pad_exact(target: int, base: tuple[str, int] | None, count: Counter) 
     if n == target:
         return prompt, n
     for piece in PADS:
-        k, tried = target - n, set()
+        k = target - n
+        tried: set[int] = set()
         while k > 0 and k not in tried and len(tried) < PAD_TRIES:
             tried.add(k)
             got = await count(prompt + piece * k)

@@ -159,6 +159,7 @@ def _decode_rate(rec: RequestRecord, res: StreamResult, flags: list[str]) -> Non
     if not counts:
         counts = [1] * len(res.chunk_t)
         flags.append("n_first assumed 1 per chunk (no per-chunk counts)")
+    assert res.output_tokens is not None  # make_record calls this for counted streams only
     w = decode_window(res.chunk_t, counts, res.output_tokens)
     if res.chunk_n:
         rec.n_first = w.n_first
@@ -186,6 +187,7 @@ def _prefill_rate(
 ) -> None:
     """Prefill t/s of an ok stream with a first token, RTT-corrected and raw; a prompt off its target length
     or served from the prefix cache is flagged, so prefill summaries skip it."""
+    assert res.t_first is not None  # make_record calls this for streams with a first token only
     ttft = res.t_first - res.t_send
     rec.prefill_tps = prefill_tps(prompt_tokens, res.cached_tokens, ttft, rtt_ns)
     rec.prefill_tps_raw = prefill_tps(prompt_tokens, 0, ttft, 0)

@@ -145,10 +145,12 @@ class SSEParser:
         final = usage.get("completion_tokens")
         final = int(final) if final is not None else None
         pend = self.pending
-        if pend and all(p[1] is not None for p in pend):
-            res.chunk_n, res.output_tokens_source = [p[1] for p in pend], "token_ids"
-        elif pend and all(p[2] is not None for p in pend):
-            res.chunk_n, res.output_tokens_source = [p[2] for p in pend], "continuous_usage"
+        ids = [p[1] for p in pend if p[1] is not None]
+        deltas = [p[2] for p in pend if p[2] is not None]
+        if pend and len(ids) == len(pend):  # every chunk said its ids count
+            res.chunk_n, res.output_tokens_source = ids, "token_ids"
+        elif pend and len(deltas) == len(pend):
+            res.chunk_n, res.output_tokens_source = deltas, "continuous_usage"
         elif final is not None:
             res.chunk_n, res.output_tokens_source = None, "final_usage"
         elif pend:

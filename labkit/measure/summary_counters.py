@@ -107,7 +107,7 @@ def telemetry_measures(s: RunSummary) -> None:
         n: v["sm_clock_median_mhz"] for n, v in decode.get("nodes", {}).items() if "sm_clock_median_mhz" in v
     }
     if medians:
-        low = min(medians, key=medians.get)
+        low = min(medians, key=lambda n: medians[n])
         s.measures["sm_clock_decode_median"] = medians[low]
         s.method["sm_clock_decode_median"] = (
             f"MHz: the lowest node median of nvidia-smi clocks.sm over the decode window's samples ({low})"

@@ -155,6 +155,7 @@ def burst_note(burst: Sequence[RequestRecord]) -> str:
         srv = median([r.server_ttft_s for r in seen])
         cli = median([r.ttft_s for r in seen])
         decode = median([(r.server_window or {}).get("decode_s") for r in seen])
+        assert srv is not None and cli is not None  # medians of a non-empty list of numbers
         text += (
             f"; the engine's /metrics for those windows: first token after {srv * 1e3:.1f} ms (median; "
             f"the client's TTFT {cli * 1e3:.1f} ms)"

@@ -51,10 +51,11 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
         if m.get("decode_c1_cold") is not None:
             value += f" ({fmt_rate(m['decode_c1_cold'])} on the first, cold turn)"
         detail = _spread(s, "decode_c1")
-        if m.get("ttft_c1") is not None:
-            detail += f"{', ' if detail else ''}TTFT {m['ttft_c1'] * 1e3:.1f} ms"
-            if m.get("ttft_c1_server") is not None:
-                detail += f" (engine's own: {m['ttft_c1_server'] * 1e3:.1f} ms)"
+        ttft_c1, ttft_server = m.get("ttft_c1"), m.get("ttft_c1_server")
+        if ttft_c1 is not None:
+            detail += f"{', ' if detail else ''}TTFT {ttft_c1 * 1e3:.1f} ms"
+            if ttft_server is not None:
+                detail += f" (engine's own: {ttft_server * 1e3:.1f} ms)"
         out.append((title("decode_c1"), value, detail))
     ks = sorted({int(k) for k in re.findall(r"decode_c(\d+)_(?:agg|span)", " ".join(m))})
     for k in ks:
@@ -83,18 +84,20 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
         out.append((f"prefill ({t:,} prompt)", f"{fmt_rate(m[f'prefill_{t}'])} {RATE}", detail))
     if m.get("accept_per_draft") is not None:
         out.append(acceptance_row(s))
-    if m.get("prefix_cache_hit_ratio") is not None:
+    hit_ratio = m.get("prefix_cache_hit_ratio")
+    if hit_ratio is not None:
         out.append(
             (
                 title("prefix_cache_hit_ratio"),
-                f"{m['prefix_cache_hit_ratio'] * 100:.1f}%",
+                f"{hit_ratio * 100:.1f}%",
                 "unique prompts: ~0",
             )
         )
-    if m.get("nfs_read_bytes") is not None:
+    nfs_read = m.get("nfs_read_bytes")
+    if nfs_read is not None:
         from labkit.units import format_size
 
-        out.append((title("nfs_read_bytes"), format_size(m["nfs_read_bytes"]), "Δserverreadbytes, whole run"))
+        out.append((title("nfs_read_bytes"), format_size(nfs_read), "Δserverreadbytes, whole run"))
     out.append(("requests", f"{s.n_ok} ok, {s.n_failed} failed", "failed ones are excluded above"))
     return out
 
@@ -124,8 +127,9 @@ def acceptance_row(s: RunSummary) -> tuple[str, str, str]:
         parts.append(f"{proposed:.2f} proposed per draft")
     if share is not None:
         parts.append(f"drafts in {share * 100:.0f}% of decode steps")
-    if m.get("accept_rate") is not None:
-        parts.append(f"α {m['accept_rate'] * 100:.1f}%")
+    rate = m.get("accept_rate")
+    if rate is not None:
+        parts.append(f"α {rate * 100:.1f}%")
     pos = [
         m[key]
         for key in sorted(

@@ -66,4 +66,5 @@ def healthy_clocks(telemetry: Mapping) -> dict[str, float]:
         for node, n in win.get("nodes", {}).items():
             if n.get("sm_clock_median_mhz") is not None and not n.get("flags"):
                 seen.setdefault(node, []).append(n["sm_clock_median_mhz"])
-    return {node: median(v) for node, v in sorted(seen.items())}
+    # a non-empty list of numbers always has a median: the filter only tells the checker so
+    return {node: m for node, v in sorted(seen.items()) if (m := median(v)) is not None}

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from labkit.measure.records import RequestRecord
-from labkit.measure.telemetry_series import LIMIT_REASONS, NodeSeries, reason_names
+from labkit.measure.telemetry_series import LIMIT_REASONS, GpuSample, MemSample, NodeSeries, reason_names
 from labkit.measure.timing import NS, median
+
+Sample = TypeVar("Sample", GpuSample, MemSample)
 
 
 def integrate(points: Sequence[tuple[int, float]], a: int, b: int) -> tuple[float, int]:
@@ -50,11 +53,13 @@ def run_windows(
     output tokens of every request inside; `prefill_<P>`: each measured sample's t_send..t_end, without the
     samples whose flags are in `excluded`, with their prompt tokens."""
     ok = [r for r in records if r.ok and r.t_end is not None]
-    spans = []
+    spans: list[tuple[int, int]] = []
     for rep in sorted({r.rep for r in ok if r.phase == "decode"}):
         dec = [r for r in ok if r.phase == "decode" and r.rep == rep]
-        spans.append((min(r.t_send for r in dec), max(r.t_end for r in dec)))
-    inside = [r for r in ok if r.phase != "prefill" and any(a <= r.t_send and r.t_end <= b for a, b in spans)]
+        spans.append((min(r.t_send for r in dec), max(ended(r) for r in dec)))
+    inside = [
+        r for r in ok if r.phase != "prefill" and any(a <= r.t_send and ended(r) <= b for a, b in spans)
+    ]
     out = []
     if spans:
         out.append(Window("decode", tuple(spans), sum(r.output_tokens or 0 for r in inside), "output"))
@@ -63,15 +68,22 @@ def run_windows(
         pre = [r for r in pre if not any(f in r.flags for f in excluded)]
         if pre:
             tokens = sum((r.prompt_tokens or 0) - (r.cached_tokens or 0) for r in pre)
-            out.append(Window(f"prefill_{p}", tuple((r.t_send, r.t_end) for r in pre), tokens, "prompt"))
+            out.append(Window(f"prefill_{p}", tuple((r.t_send, ended(r)) for r in pre), tokens, "prompt"))
     return out
+
+
+def ended(r: RequestRecord) -> int:
+    """A record's t_end where run_windows kept only the records that have one."""
+    assert r.t_end is not None
+    return r.t_end
 
 
 def node_window(s: NodeSeries, w: Window) -> dict:
     """One node over one window: energy and mean power, SM clock, temperature, utilization, clock reasons,
     minimum MemAvailable. Keys without a sample behind them are left out, never 0."""
 
-    gpu, borrowed = [], 0
+    gpu: list[GpuSample] = []
+    borrowed = 0
     for index in sorted({g.gpu for g in s.gpu}, key=lambda i: -1 if i is None else i):
         part, n = in_window([g for g in s.gpu if g.gpu == index], w.intervals)
         gpu, borrowed = gpu + part, borrowed + n
@@ -108,11 +120,12 @@ def node_window(s: NodeSeries, w: Window) -> dict:
     return out
 
 
-def in_window(samples: Sequence, intervals: Sequence[tuple[int, int]]) -> tuple[list, int]:
+def in_window(samples: Sequence[Sample], intervals: Sequence[tuple[int, int]]) -> tuple[list[Sample], int]:
     """(the samples a window's figures come from, how many of them lie outside it): those stamped inside an
     interval; for an interval without one (shorter than the period), the last sample before it and the first
     after it, the ones its energy is interpolated from."""
-    used, borrowed = {}, 0
+    used: dict[int, Sample] = {}
+    borrowed = 0
     for a, b in intervals:
         inside = [x for x in samples if a <= x.t <= b]
         if not inside:

@@ -126,7 +126,11 @@ def parse_gpu_row(text: str, t: int) -> GpuSample | None:
         t,
         raw[0],
         None if gpu is None else int(gpu),
-        *values[2:7],
+        values[2],
+        values[3],
+        values[4],
+        values[5],
+        values[6],
         None if reasons is None else int(reasons),
         raw,
     )
@@ -193,7 +197,7 @@ def node_csv(s: NodeSeries) -> str:
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(CSV_HEADER.split(","))
-    rows = [(g.t, "nvidia-smi", *g.raw, "", "", "") for g in s.gpu]
+    rows: list[tuple[int | str, ...]] = [(g.t, "nvidia-smi", *g.raw, "", "", "") for g in s.gpu]
     rows += [
         (
             m.t,
@@ -204,5 +208,6 @@ def node_csv(s: NodeSeries) -> str:
         )
         for m in s.memory
     ]
-    w.writerows(sorted(rows, key=lambda r: r[0]))
+    rows.sort(key=lambda r: r[0])
+    w.writerows(rows)
     return out.getvalue()

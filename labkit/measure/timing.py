@@ -160,7 +160,7 @@ def group_aggregate(streams: Sequence[tuple[Sequence[int], Sequence[int]]]) -> G
     )
 
 
-def median(values: Sequence[float]) -> float | None:
+def median(values: Sequence[float | None]) -> float | None:
     vals = sorted(v for v in values if v is not None)
     if not vals:
         return None

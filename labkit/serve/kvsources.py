@@ -103,8 +103,8 @@ def server_info_source(info: Any) -> dict[str, Any] | None:
     if count(total) is not None:
         out["max_total_num_tokens"], raw[where] = count(total), total
     states = info.get("internal_states")
-    usage = [s.get("memory_usage") for s in states if isinstance(s, dict)] if isinstance(states, list) else []
-    usage = [u for u in usage if isinstance(u, dict)]
+    found = [s.get("memory_usage") for s in states if isinstance(s, dict)] if isinstance(states, list) else []
+    usage = [u for u in found if isinstance(u, dict)]
     if usage and count(usage[0].get("token_capacity")) is not None:
         out["token_capacity"] = count(usage[0]["token_capacity"])
         raw["internal_states[].memory_usage"] = usage

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from labkit.errors import LabkitError
 from labkit.nodes import CommandTimeout
@@ -32,6 +32,12 @@ class HostLike(Protocol):
     name: str
 
     def run(self, cmd: Any, timeout: float | None = None, stdin: str | bytes | None = None) -> Any: ...
+
+
+class TwinHost(HostLike, Protocol):
+    """A host's twin (labkit.nodes' Host.twin) when it is not the host itself: a connection of its own."""
+
+    def close(self) -> None: ...
 
 
 EventSink = Callable[[dict], None]
@@ -78,8 +84,8 @@ class NodeJobs:
         try:
             r = side.run(self.stop_command(), timeout=STOP_TIMEOUT)
         finally:
-            if side is not host:
-                side.close()
+            if side is not host:  # then it came from twin(), which getattr leaves untyped
+                cast(TwinHost, side).close()
         if r.exit_code != 0:
             raise LabkitError(
                 f"stopping the staging jobs failed (exit {r.exit_code}): "

@@ -163,6 +163,7 @@ class PeerServer(ThreadingHTTPServer):
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "labkit-peer"
+    server: PeerServer  # only PeerServer serves it (http.server declares BaseServer)
 
     def log_message(self, format, *args) -> None:  # requests are events, not stderr lines
         pass
@@ -318,7 +319,7 @@ def fetch(src: dict, r: Receiving, token: str, stall: float, digest_mode: bool) 
             raise Fail(f"answered HTTP {resp.status} (size {resp.getheader(SIZE_HEADER)})")
         drain(resp.read1, r, "the stream")  # read1: what the socket has; read would wait for n bytes
         vouched = resp.read(64).decode() if digest_mode else None
-        if digest_mode and len(vouched) != 64:
+        if vouched is not None and len(vouched) != 64:  # None exactly when not digest_mode
             raise Fail("sent the file but no digest to vouch for it")
         return vouched
     finally:

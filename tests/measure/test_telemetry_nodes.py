@@ -204,7 +204,7 @@ def test_a_sampler_never_stopped_ends_by_itself_after_its_lifetime(gpus):
 CRASHING = """
 import sys, time
 from labkit.measure import NodeTelemetry
-from labkit.nodes import SshHost
+from labkit.nodes.ssh import SshHost
 addr, port, user, key, known = sys.argv[1:]
 host = SshHost(addr, user=user, port=int(port), key_files=(key,), known_hosts=known, use_agent=False)
 sampler = NodeTelemetry([host], period_s=0.2)

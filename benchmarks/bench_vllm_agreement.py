@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tabulate import tabulate  # noqa: E402
 
-from labkit import sim  # noqa: E402
 from labkit.measure import BenchOptions, run_bench  # noqa: E402
 from labkit.measure import metrics as mx  # noqa: E402
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan  # noqa: E402
+from labkit.sim.oracle import free_port  # noqa: E402
 from labkit.store import RunFolderSink
 
 DECODE_GOAL, TTFT_GOAL_MS = 0.003, 1.0
@@ -242,7 +242,7 @@ def boot_and_run(args) -> tuple[dict, dict]:
     from labkit.serve import Lane
     from tests.support.vllm_lanes import tiny_vllm_plan
 
-    plan = tiny_vllm_plan(sim.oracle.free_port(*PORTS))  # the model is built into $LABKIT_CACHE
+    plan = tiny_vllm_plan(free_port(*PORTS))  # the model is built into $LABKIT_CACHE
     lane = Lane(
         plan, sink=RunFolderSink(Path(os.environ["LABKIT_STATE_DIR"]).parent / "run"), poll=0.2, stop_grace=10
     )

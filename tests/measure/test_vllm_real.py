@@ -14,9 +14,9 @@ import urllib.request
 
 import pytest
 
-from labkit import sim
 from labkit.measure import BenchOptions, render, run_bench
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
+from labkit.sim.oracle import free_port
 from tests.support.vllm import serve, tiny_hf_model, vllm_available
 
 pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
@@ -28,7 +28,7 @@ NGRAM = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"pro
 def url(tmp_path_factory):
     root = tmp_path_factory.mktemp("vllm-real")
     model = tiny_hf_model(root / "models")
-    port = sim.oracle.free_port(18670, 18699)
+    port = free_port(18670, 18699)
     with serve(model, port, "--speculative-config", NGRAM, log_path=root / "vllm.log") as u:
         yield u
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labkit import sim
+from labkit.sim.oracle import free_port as sim_free_port
 
 PORT_RANGE = (18400, 18500)  # this lane's test ports
 # As the recipe: one decode thread (two on a 2-core host thrash at ggml's barriers whenever the client runs,
@@ -36,7 +36,7 @@ NS = 1_000_000_000
 
 def free_port(lo: int = PORT_RANGE[0] + 10, hi: int = PORT_RANGE[1]) -> int:
     """A port in our range nobody listens on right now."""
-    return sim.oracle.free_port(lo, hi)
+    return sim_free_port(lo, hi)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -15,16 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from labkit import sim, tinymodel
+from labkit import tinymodel
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_recipe
 from labkit.recipe.lookup import load_plan
+from labkit.sim.oracle import free_port as sim_free_port
 from tests.support.nodes import kill_processes, session_processes
 
 PORTS = (18600, 18660)  # this lane's test ports (the recipe's own 18670 stays free for users)
 
 
 def free_port() -> int:
-    return sim.oracle.free_port(*PORTS)
+    return sim_free_port(*PORTS)
 
 
 def short_plan(**measure) -> MeasurePlan:

@@ -52,9 +52,9 @@ def pytest_terminal_summary(terminalreporter):
     )
     if not ran:
         return
-    from tests.test_layout import WATCH_LINES, load_modules, watch_list
+    from tests.test_layout import WATCH_LINES, watch_list
 
-    listed = watch_list(load_modules())
+    listed = watch_list()
     terminalreporter.write_sep(
         "-", f"watch list: modules over {WATCH_LINES} lines (plan a cut along a concept)"
     )

@@ -71,9 +71,13 @@ CATALOGUE: tuple[Measure, ...] = (
 )
 
 
+# each row's key pattern compiled once: every title, unit, direction and order lookup walks these
+_PATTERNS = tuple((row, row.regex()) for row in CATALOGUE)
+
+
 def _match(key: str) -> tuple[int, Measure, re.Match[str]] | None:
-    for i, row in enumerate(CATALOGUE):
-        if hit := row.regex().fullmatch(key):
+    for i, (row, pattern) in enumerate(_PATTERNS):
+        if hit := pattern.fullmatch(key):
             return i, row, hit
     return None
 

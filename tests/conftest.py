@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import uuid
 
 import pytest
@@ -41,6 +42,15 @@ def local_env(tmp_path, monkeypatch):
     env = LocalEnv(token, tmp_path / "state")
     yield env
     kill_processes(token)
+
+
+def pytest_configure(config):
+    """A suite started from a background job (`nohup make test &`) inherits SIGINT ignored, and Python then
+    leaves it ignored: every test that sends a real Ctrl-C would wait for an interrupt that never comes, and
+    every CLI child would ignore one too. Ctrl-C is part of what the tests check, so it is always restored
+    (a Python handler here, so exec'd children start with the default action)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -242,7 +242,9 @@ def test_the_sampler_script_runs_on_sh_quotes_its_paths_and_cleans_up(tmp_path):
 
 
 def test_the_sampler_script_ends_by_itself_after_its_lifetime(tmp_path):
-    script = sampler_script(period_ms=50, max_seconds=1, base=str(tmp_path / "s"))
+    # The end is a whole second of the node's clock, so a lifetime of 1 s can leave a few ms (one sample when
+    # the script starts at x.95 s); 2 s always leaves at least one full second.
+    script = sampler_script(period_ms=50, max_seconds=2, base=str(tmp_path / "s"))
     r = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=20)
-    assert r.returncode == 0 and r.stdout.count("\nM ") >= 2
+    assert r.returncode == 0 and r.stdout.count("\nM ") >= 1
     assert list(tmp_path.iterdir()) == []

@@ -192,9 +192,10 @@ def _wait_admitted(port: int, n: int) -> None:
 def test_another_client_during_the_decode_window_is_flagged(tmp_path):
     with SimProcess(["--preset", "test"]) as sim:
         port = sim.port
-        # someone else's long request is on the engine when labkit starts (400 tokens at <= 200 t/s: about
-        # 2 s, long enough to outlast labkit's start on a loaded machine, a third of labkit's decode) ...
-        long = threading.Thread(target=_chat, args=(port, 400, "a long one from elsewhere"))
+        # someone else's long request is on the engine when labkit starts and ends inside labkit's decode
+        # window (1000 tokens at <= 200 t/s: about 5 s, so labkit may take up to ~5 s to reach its window on a
+        # loaded machine; the window is 40 turns of 40 tokens, ~8 s, so it ends inside it) ...
+        long = threading.Thread(target=_chat, args=(port, 1000, "a long one from elsewhere"))
         long.start()
         _wait_admitted(port, 1)
 
@@ -205,7 +206,7 @@ def test_another_client_during_the_decode_window_is_flagged(tmp_path):
 
         other = threading.Thread(target=chatter)
         other.start()
-        res = run_bench(sim.url, _plan(turns=30, n=40), BenchOptions(progress=False, prefill=False))
+        res = run_bench(sim.url, _plan(turns=40, n=40), BenchOptions(progress=False, prefill=False))
         other.join(30)
         long.join(30)
     sent = len(res.records)

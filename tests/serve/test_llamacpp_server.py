@@ -130,13 +130,18 @@ def test_unique_first_marker_prevents_prefix_reuse(server):
 
 def test_queued_request_gets_ping_comments(model, tmp_path):
     """A request queued > 15 s receives `: ping - <time>` SSE comments; parsers must skip them."""
-    srv = start_server(model, tmp_path, n_ctx=N_CTX, extra=("--n_threads", "1"))
+    # The pings of a stream start 15 s after its response headers, which a queued request may get seconds
+    # after it was sent. The busy stream is dropped at the oracle probe's second ping (30 s after its headers),
+    # by when labkit's probe, sent before it, has had its first. A busy window of 4 x N_CTX tokens outlasts
+    # that on a fast machine (between two busy streams a queued probe could take the model lock unpinged).
+    busy_ctx = 4 * N_CTX
+    srv = start_server(model, tmp_path, n_ctx=busy_ctx, extra=("--n_threads", "1"))
     pinged = threading.Event()
 
     def keep_busy():  # long decodes hold the model lock until the probe has seen a ping
         i = 0
         while not pinged.is_set():
-            stream(srv.port, chat_body(f"[busy{i}] Say a lot.", N_CTX - 64), timeout=120, cancel=pinged)
+            stream(srv.port, chat_body(f"[busy{i}] Say a lot.", busy_ctx - 64), timeout=120, cancel=pinged)
             i += 1
 
     def labkit_probe():  # labkit's own client, queued alongside: the same pings must not upset it
@@ -151,19 +156,26 @@ def test_queued_request_gets_ping_comments(model, tmp_path):
         got.append(asyncio.run(go()))
 
     got: list = []
+    pings: list[str] = []
+
+    def on_ping(line: str) -> None:
+        pings.append(line)
+        if len(pings) >= 2:
+            pinged.set()
+
     busy = threading.Thread(target=keep_busy)
     lab = threading.Thread(target=labkit_probe)
     try:
         busy.start()
         time.sleep(0.5)
         lab.start()
-        time.sleep(1.0)  # the busy stream ends at the oracle probe's first ping: after labkit's probe got one
+        time.sleep(1.0)  # labkit's probe is queued first
         probe = stream(
             srv.port,
             chat_body("[probe] hello", 4),
             timeout=120,
             keep_raw=True,
-            on_comment=lambda line: pinged.set(),
+            on_comment=on_ping,
         )
         pinged.set()
         busy.join(30)
@@ -171,10 +183,10 @@ def test_queued_request_gets_ping_comments(model, tmp_path):
         assert probe.comments and probe.comments[0].startswith(": ping - "), probe.raw[:300]
         # The probe is served once the busy stream is dropped, and its parser got past the comment.
         assert probe.n == 4 and probe.done and probe.finish_reason == "length"
-        assert probe.ttft > 15
-        (res,) = got  # labkit's client waited as long (so it got pings too) and still parsed a clean stream
+        assert probe.ttft > 30
+        (res,) = got  # labkit's client waited past its own first ping and still parsed a clean stream
         assert res.ok and res.output_tokens == 4 and res.finish_reason == "length", res.error
-        assert (res.t_first - res.t_send) / 1e9 > 15
+        assert (res.t_first - res.t_hdr) / 1e9 > 15
     finally:
         pinged.set()
         srv.stop()

@@ -8,7 +8,8 @@ plots.py its figure (docs/sweeps.md, "The sweep table and plot"); text.py shows 
 (TableView: text there, styled HTML in Jupyter); action.py is the `labkit report` action (write, or check for
 drift); target.py is the `measure.target_ci` stopping rule. `labkit compare`: comparison.py selects the runs
 of two sides and compares them behind the comparability gate (gate.py), compare.py holds the tests and
-verdicts, comparison_text.py shows a comparison.
+verdicts, family.py the Holm correction across the measures of one comparison, comparison_text.py shows a
+comparison.
 """
 
 from labkit.report.action import check, generate, stored_tables

@@ -144,8 +144,9 @@ class Shown:
         c = self.comparison
         head = "<br>".join(html.escape(x) for x in (_side("A", c.a), _side("B", c.b)))
         gate = "".join(f"<li>{html.escape(i.line())}</li>" for i in c.gate.items)
+        how = f"{c.pairing}; family-wise correction: {c.correction}." if c.rows else ""
         return (
-            f"<p>{head}</p><ul>{gate}</ul>"
+            f"<p>{head}</p><ul>{gate}</ul><p>{html.escape(how)}</p>"
             + to_frame(c).to_html(index=False)
             + "".join(
                 f"<p>{html.escape(r.measure)}: {html.escape(r.verdict)} — {html.escape(r.why)}</p>"

@@ -10,7 +10,7 @@ import pytest
 from labkit import report as rp
 from labkit.cli.app import main
 from labkit.store import ResultsStore
-from tests.support.results import requests_for, sim_plan
+from tests.support.results import REPO, requests_for, sim_plan
 
 A = [50.1, 49.8, 50.3, 49.9, 50.0]
 B = [51.6, 51.4, 51.9, 51.5, 51.7]
@@ -320,3 +320,21 @@ def test_compare_says_what_each_interval_is_over(stored, capsys):
     assert [h.strip() for h in header.strip("|").split("|")][4:6] == ["CI of B − A", "over"]
     decode = next(line for line in out.splitlines() if line.startswith("| decode_c1"))
     assert "| 95 % [" in decode and "| boots " in decode  # every stored run booted its lane
+
+
+def test_compare_on_the_stored_sim_lanes_prints_the_correction_it_applied(capsys):
+    results = REPO / "results"
+    assert main(["compare", "sim/spec-none", "sim/spec-dspark", "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "Family-wise correction: Holm over the 5 tested measures" in out
+    assert "| p (Holm) " in out and "Holm-adjusted over 5 measures" in out
+    # both lanes: five runs on one boot and a run on a boot of its own
+    assert "6 runs (runs on 2 boots)" in out and "| runs on 2 boots |" in out
+    c = rp.compare_sides(*(rp.select(_load(results), s) for s in ("sim/spec-none", "sim/spec-dspark")))
+    assert "family-wise correction: Holm over the 5" in rp.ShownComparison(c)._repr_html_()
+
+
+def _load(root):
+    from labkit.store import load_results
+
+    return load_results(root)

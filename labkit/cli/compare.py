@@ -22,9 +22,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.fail_on_regression is not None:
         bad = c.regressions(args.fail_on_regression)
         for r in bad:
+            holm = f", Holm-adjusted over {r.family} measures {r.p_adj:.2g}" if r.family > 1 else ""
             print(
                 f"labkit: regression: {r.measure} {r.rel * 100:+.2f} % (B {r.verdict} than A beyond "
-                f"{args.fail_on_regression:g} %, p = {r.p:.2g})",
+                f"{args.fail_on_regression:g} %, p = {r.p:.2g}{holm})",
                 file=sys.stderr,
             )
         return 1 if bad else 0
@@ -63,7 +64,8 @@ def add_compare(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         metavar="PCT",
-        help="exit 1 when a measure of B is significantly slower than A by more than PCT percent",
+        help="exit 1 when a measure of B is significantly slower than A by more than PCT percent "
+        "(significant after the Holm correction across the compared measures)",
     )
     p.add_argument("--results", metavar="DIR", help="results folder (default $LABKIT_RESULTS or results/)")
     p.set_defaults(func=cmd_compare)

@@ -26,6 +26,7 @@ from labkit.report.compare import (
     direction,
     verdict_words,
 )
+from labkit.report.family import corrected, correction_text
 from labkit.report.gate import Gate, axis_keys, gate, key_prefix
 from labkit.report.stats import boot_of, unit_of
 from labkit.store import measure_rows
@@ -70,9 +71,11 @@ class Comparison:
     ranges: list[RangeRow] = field(default_factory=list)
     paired: bool = False
     pairing: str = ""
+    correction: str = ""
 
     def regressions(self, pct: float) -> list[MeasureComparison]:
-        """Measures where B is significantly slower (or worse: energy) than A by more than `pct` percent."""
+        """Measures where B is significantly slower (or worse: energy) than A by more than `pct` percent,
+        significant after the correction across the compared measures (the verdicts are decided on it)."""
         return [
             r for r in self.rows if r.verdict in REGRESSIONS and r.rel is not None and abs(r.rel) * 100 > pct
         ]
@@ -86,6 +89,7 @@ class Comparison:
             "forced": self.forced,
             "margin": self.margin,
             "pairing": self.pairing,
+            "correction": self.correction,
             "measures": [r.to_dict() for r in self.rows],
             "recorded_ranges": [
                 {"measure": r.measure, "a": r.a, "b": r.b, "relation": r.relation} for r in self.ranges
@@ -200,16 +204,27 @@ def _values(side: Side) -> dict[str, list[tuple[float, float, float]]]:
 
 
 def _pairing(a: Side, b: Side) -> tuple[bool, str, list[str]]:
-    """Paired when every run on both sides names its prompt seed and the two sides ran the same seeds."""
-    sa = [(d.get("provenance") or {}).get("prompt_seed") for d in a.docs]
-    sb = [(d.get("provenance") or {}).get("prompt_seed") for d in b.docs]
-    seeds_a = [str(x) for x in sa if x is not None]
-    seeds_b = [str(x) for x in sb if x is not None]
-    if len(seeds_a) < len(sa) or len(seeds_b) < len(sb):
-        return False, "Welch (independent runs): not every run used a shared prompt seed", []
-    if sorted(seeds_a) != sorted(seeds_b) or len(set(seeds_a)) != len(seeds_a):
-        return False, "Welch (independent runs): the two sides ran different prompt seeds", []
-    return True, f"paired on {len(seeds_a)} shared prompt seeds", sorted(seeds_a)
+    """Paired when every run on both sides names its prompt seed, neither side ran a seed twice (a pair is
+    one run of each side) and the two sides ran the same seeds; else Welch, naming each of these that failed."""
+    why, seeds = [], {}
+    for tag, side in (("A", a), ("B", b)):
+        found = [(d.get("provenance") or {}).get("prompt_seed") for d in side.docs]
+        seeds[tag] = [str(x) for x in found if x is not None]
+        if len(seeds[tag]) < len(found):
+            some = f"{len(found) - len(seeds[tag])} of {len(found)}" if seeds[tag] else f"all {len(found)}"
+            why.append(f"{some} runs of {tag} used no shared prompt seed")
+        twice = sorted({x for x in seeds[tag] if seeds[tag].count(x) > 1})
+        if twice:
+            why.append(
+                f"{tag} ran prompt seed{'s' if len(twice) > 1 else ''} {', '.join(twice)} more than once, so its runs cannot be paired one to one"
+            )
+    only = [(t, sorted(set(seeds[t]) - set(seeds[o]))) for t, o in (("A", "B"), ("B", "A"))]
+    if not why and any(x for _, x in only):
+        shown = "; ".join(f"only {t}: {', '.join(x[:4])}{' ...' if len(x) > 4 else ''}" for t, x in only if x)
+        why.append(f"the two sides ran different prompt seeds ({shown})")
+    if why:
+        return False, "Welch (independent runs): " + "; ".join(why), []
+    return True, f"paired on {len(seeds['A'])} shared prompt seeds", sorted(seeds["A"])
 
 
 def _range_of(vals: Sequence[tuple[float, float, float]]) -> tuple[float, float] | None:
@@ -262,6 +277,8 @@ def compare_sides(
         if out.paired:
             values_a, values_b = _by_seed(a, m, seeds), _by_seed(b, m, seeds)
         out.rows.append(compare_values(m, values_a, values_b, pairs=out.paired, margin=margin))
+    out.rows = corrected(out.rows)
+    out.correction = correction_text(out.rows)
     return out
 
 

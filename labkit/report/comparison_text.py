@@ -1,6 +1,8 @@
 """A Comparison as text (terminal, papermill log), as a DataFrame (notebooks) and its one-line verdicts.
 
-Pure formatting of labkit.report.comparison.Comparison; the numbers are formatted as in the tables.
+Pure formatting of labkit.report.comparison.Comparison; the numbers are formatted as in the tables. Each
+row's interval says its level (95 %, or the 90 % an equivalence verdict rests on) and what it is over (the
+sides' units: boots, runs on one boot); the text names the family-wise correction the verdicts used.
 docs/compare.md, "Reading a comparison".
 """
 
@@ -29,9 +31,16 @@ def _pct(x: float | None) -> str:
 
 
 def _interval(r: MeasureComparison) -> str:
-    if r.rel_lo is None or r.rel_hi is None:
+    """'95 % [+1.2, +3.4] %', or for an equivalence verdict the 90 % interval TOST rests on."""
+    level, lo, hi = (90, r.eq_lo, r.eq_hi) if r.equivalent else (95, r.lo, r.hi)
+    if lo is None or hi is None or not r.mean_a:
         return "—"
-    return f"[{r.rel_lo * 100:+.2f}, {r.rel_hi * 100:+.2f}] %"
+    return f"{level} % [{lo / abs(r.mean_a) * 100:+.2f}, {hi / abs(r.mean_a) * 100:+.2f}] %"
+
+
+def over(c: Comparison) -> str:
+    """What the intervals are over: 'runs on one boot', 'boots', or each side's unit when they differ."""
+    return c.a.unit if c.a.unit == c.b.unit else f"A {c.a.unit}, B {c.b.unit}"
 
 
 def _p(p: float | None) -> str:
@@ -50,9 +59,11 @@ def rows(c: Comparison) -> list[dict[str, Any]]:
                 "A mean": _mean(r.mean_a, r.n_a),
                 "B mean": _mean(r.mean_b, r.n_b),
                 "B − A": _pct(r.rel),
-                "95 % CI of B − A": _interval(r),
+                "CI of B − A": _interval(r),
+                "over": over(c) if r.lo is not None else "—",
                 "test": r.test,
                 "p": _p(r.p),
+                "p (Holm)": _p(r.p_adj) if r.family > 1 else "—",
                 "verdict": r.verdict,
             }
         )
@@ -93,6 +104,7 @@ def to_text(c: Comparison) -> str:
     lines.append("")
     if c.rows:
         lines.append(f"B against A ({c.pairing}; equivalence margin ±{c.margin * 100:g} % of A):")
+        lines.append(f"Family-wise correction: {c.correction}.")
         lines.append(tabulate(rows(c), headers="keys", tablefmt="github", disable_numparse=True))
         lines += [f"  {r.measure}: {r.verdict} — {r.why}" for r in c.rows]
     if c.ranges:
@@ -132,8 +144,9 @@ class Shown:
         c = self.comparison
         head = "<br>".join(html.escape(x) for x in (_side("A", c.a), _side("B", c.b)))
         gate = "".join(f"<li>{html.escape(i.line())}</li>" for i in c.gate.items)
+        how = f"{c.pairing}; family-wise correction: {c.correction}." if c.rows else ""
         return (
-            f"<p>{head}</p><ul>{gate}</ul>"
+            f"<p>{head}</p><ul>{gate}</ul><p>{html.escape(how)}</p>"
             + to_frame(c).to_html(index=False)
             + "".join(
                 f"<p>{html.escape(r.measure)}: {html.escape(r.verdict)} — {html.escape(r.why)}</p>"

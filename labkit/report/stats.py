@@ -13,6 +13,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from labkit.measure import median
@@ -126,12 +127,47 @@ def t_ppf(p: float, df: float) -> float:
     return (lo + hi) / 2.0
 
 
+def finite(values: Sequence[float | None]) -> tuple[list[float], int]:
+    """(the finite values, how many ±inf were dropped): NaN and None are missing values and drop silently;
+    an infinite run value (a rate over a zero interval) cannot enter a mean, so it drops with a count the
+    caller states. docs/measurement.md, "Intervals over runs"."""
+    present = [float(v) for v in values if v is not None and not math.isnan(v)]
+    kept = [v for v in present if math.isfinite(v)]
+    return kept, len(present) - len(kept)
+
+
+def dropped_note(count: int, side: str = "") -> str:
+    """'1 infinite run value dropped' (of A, of B): what finite() left out, for a method or verdict line."""
+    where = f" of {side}" if side else ""
+    return f"{count} infinite run value{'s' if count != 1 else ''}{where} dropped" if count else ""
+
+
+def scale_of(values: Sequence[float]) -> float:
+    """A power of two near the largest |value| (1.0 for none or all zero): dividing by it is exact, and the
+    scaled values lie within ±2, so their squares neither overflow (1e200) nor underflow (1e-160)."""
+    top = max((abs(v) for v in values), default=0.0)
+    return math.ldexp(1.0, math.frexp(top)[1] - 1) if top else 1.0
+
+
+def moments(values: Sequence[float], scale: float = 1.0) -> tuple[Fraction, Fraction]:
+    """The exact mean and sample variance (divisor n − 1; 0 for one value) of values / scale, as fractions:
+    no rounding before the last step, so n copies of one value have that value as mean and zero variance."""
+    return exact_moments([Fraction(v / scale) for v in values])
+
+
+def exact_moments(q: Sequence[Fraction]) -> tuple[Fraction, Fraction]:
+    """Mean and sample variance of exact fractions (moments; a paired test's differences)."""
+    mean = sum(q, Fraction(0)) / len(q)
+    var = sum(((x - mean) ** 2 for x in q), Fraction(0)) / (len(q) - 1) if len(q) > 1 else Fraction(0)
+    return mean, var
+
+
 @dataclass(frozen=True)
 class RunStats:
     """One measure over runs: n run values, their median and mean, a 95 % Student-t interval on the mean
     (lo, hi; None below MIN_INTERVAL_RUNS values), CV = s/mean (None below 2 values or for a zero mean),
-    `method` saying how the interval was obtained and `unit` what one value is (boots, runs on one boot,
-    runs). docs/measurement.md, "Intervals over runs"."""
+    `method` saying how the interval was obtained (and which infinite values it left out, `dropped`) and
+    `unit` what one value is (boots, runs on one boot, runs). docs/measurement.md, "Intervals over runs"."""
 
     n: int
     median: float | None
@@ -141,29 +177,34 @@ class RunStats:
     cv: float | None
     method: str
     unit: str = "runs"
+    dropped: int = 0
 
     @property
     def half_width(self) -> float | None:
         return None if self.lo is None or self.hi is None else (self.hi - self.lo) / 2.0
 
 
-def run_stats(values: Sequence[float], unit: str = "runs") -> RunStats:
-    """RunStats of per-run values (one value per run; NaN and None dropped): the interval is
-    mean ± t(0.975, n−1)·s/√n with s the sample standard deviation, only for n >= 3."""
-    vals = [float(v) for v in values if v is not None and not math.isnan(v)]
+def run_stats(values: Sequence[float | None], unit: str = "runs") -> RunStats:
+    """RunStats of per-run values (one value per run; NaN and None dropped, ±inf dropped and said so in
+    `method`): the interval is mean ± t(0.975, n−1)·s/√n with s the sample standard deviation, only for
+    n >= 3; mean and s are computed exactly on scaled values (moments)."""
+    vals, dropped = finite(values)
+    note = f"; {dropped_note(dropped)}" if dropped else ""
     n = len(vals)
     if n == 0:
-        return RunStats(0, None, None, None, None, None, "no run values", unit)
-    mean = statistics.fmean(vals)
-    s = statistics.stdev(vals) if n >= 2 else None
+        return RunStats(0, None, None, None, None, None, "no run values" + note, unit, dropped)
+    scale = scale_of(vals)
+    exact_mean, var = moments(vals, scale)
+    mean = float(exact_mean) * scale
+    s = math.sqrt(float(var)) * scale if n >= 2 else None
     cv = s / abs(mean) if s is not None and mean != 0 else None
     if n < MIN_INTERVAL_RUNS:
         method = f"no interval: {n} run value{'s' if n > 1 else ''}, fewer than {MIN_INTERVAL_RUNS}"
-        return RunStats(n, median(vals), mean, None, None, cv, method, unit)
+        return RunStats(n, median(vals), mean, None, None, cv, method + note, unit, dropped)
     assert s is not None  # n >= MIN_INTERVAL_RUNS >= 2 values have a standard deviation
     half = t_ppf(0.5 + CONFIDENCE / 2.0, n - 1) * s / math.sqrt(n)
-    method = f"Student-t on {n} run means, 95 %"
-    return RunStats(n, median(vals), mean, mean - half, mean + half, cv, method, unit)
+    method = f"Student-t on {n} run means, 95 %" + note
+    return RunStats(n, median(vals), mean, mean - half, mean + half, cv, method, unit, dropped)
 
 
 def run_values(part: Any, measure: str) -> list[float]:

@@ -3,7 +3,7 @@
 Pure builders: the long-form measures DataFrame (labkit.store) -> a Table whose cells are finished
 strings -> Markdown (tabulate with number parsing off, so "007" or "1e3" are never re-read) or a styled
 pandas table for notebooks. Table definitions come from specs.py, the cell strings from format.py; rows
-in an interval form (docs/measurement.md, "Intervals over runs") take their numbers from stats.run_stats.
+in an interval form (docs/measurement.md, "Intervals over runs") take their cells and note from intervals.py.
 Runs whose summary carries evidence flags get FLAG_MARK beside the figures of the flagged window and a note
 naming run, flag and message (docs/measurement.md, "Tables in the terminal").
 """
@@ -15,19 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.report.format import (
-    MISSING,
-    Stat,
-    fmt_acceptance,
-    fmt_few,
-    fmt_interval,
-    fmt_kv,
-    fmt_nfs,
-    fmt_with_cold,
-    with_cold,
-)
+from labkit.report.format import MISSING, fmt_acceptance, fmt_kv, fmt_nfs, fmt_with_cold, with_cold
+from labkit.report.intervals import interval_cell, interval_note
 from labkit.report.specs import RowSpec, TableSpec
-from labkit.report.stats import MIN_INTERVAL_RUNS, run_stats, run_values, sim_title, stat, unit_of
+from labkit.report.stats import sim_title, stat, unit_of
 
 FLAG_MARK = "\u2020"  # "†" beside a figure one of whose runs carries an evidence flag
 WINDOWS = ("decode", "prefill")  # flag windows that cover only their own measures (decode, prefill_4096, ...)
@@ -132,7 +123,7 @@ def expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
 
 def cell(row: RowSpec, part: Any, lane: LaneColumn, form: str = "range") -> str:
     """The display string of one row for one lane; `form` "pm" or "ci" shows a number row's 95 % interval
-    (from at least MIN_INTERVAL_RUNS run values, else the range form with its n)."""
+    with what its runs are (intervals.interval_cell: from at least 3 run values, else the range form)."""
     if row.format == "runs":
         return str(lane.runs) if lane.runs else MISSING
     if row.format == "acceptance":
@@ -147,31 +138,8 @@ def cell(row: RowSpec, part: Any, lane: LaneColumn, form: str = "range") -> str:
     main = stat(part, row.measure)
     if form == "range":
         return fmt_with_cold(main, cold, row.decimals, row.thousands)
-    rs = run_stats(run_values(part, row.measure), lane.unit)
-    if rs.lo is None or rs.hi is None or rs.mean is None:
-        few = None if main is None else Stat(main.median, main.lo, main.hi, main.approx, rs.n or main.n)
-        text = fmt_few(few, row.decimals, row.thousands)
-    else:
-        approx = main is not None and main.approx
-        text = fmt_interval(rs.mean, rs.lo, rs.hi, form, row.decimals, row.thousands, approx)
+    text = interval_cell(row, part, main, lane.unit, form)
     return with_cold(text, cold, row.decimals, row.thousands)
-
-
-def interval_note(lanes: list[LaneColumn], forms: set[str]) -> str:
-    """The note under a table with interval rows: what the interval is, over which unit per lane, and the
-    fewer-than-3-runs rule."""
-    shape = " or ".join(
-        s for f, s in (("pm", "mean \u00b1 half-width"), ("ci", "mean [low, high]")) if f in forms
-    )
-    units = "; ".join(f"{lane.title}: {lane.unit}" for lane in lanes if lane.runs)
-    unknown = any(lane.unit == "runs" for lane in lanes if lane.runs)
-    return (
-        f"Intervals: {shape}, a 95 % Student-t interval on the run values (mean \u00b1 t(0.975, n\u22121)"
-        f"\u00b7s/\u221an), one value per run; what the runs are: {units or 'no runs'}. "
-        + ("(runs: the stored runs do not say which boot they ran on.) " if unknown else "")
-        + f"From fewer than {MIN_INTERVAL_RUNS} runs no interval is shown: the cell keeps the median "
-        '(min\u2013max) form with its run count, e.g. "49.1 (47.8\u201350.7) n=2".'
-    )
 
 
 def flags_of(doc: Mapping[str, Any]) -> list[dict]:

@@ -10,7 +10,7 @@ import pytest
 from labkit import report as rp
 from labkit.cli.app import main
 from labkit.store import ResultsStore
-from tests.support.results import requests_for, sim_plan
+from tests.support.results import REPO, requests_for, sim_plan
 
 A = [50.1, 49.8, 50.3, 49.9, 50.0]
 B = [51.6, 51.4, 51.9, 51.5, 51.7]
@@ -256,3 +256,85 @@ def test_unknown_measure_is_named(stored):
         from labkit import lab
 
         lab.compare("sim@spec=none", "sim@spec=dspark", measures=["decode_c3"], results=stored)
+
+
+# --- many measures at once, the pairing reason, what an interval is over ------------------------------------
+
+# five measures, no real difference but a -0.6 % in decode_c1 (p 0.039 on its own). reference:
+# scipy.stats.ttest_ind(b, a, equal_var=False).pvalue per measure = 0.03895354692519877, 0.7740704442861069,
+# 0.6938180149028803, 0.835244097495359, 1.0; statsmodels multipletests(ps, method="holm") gives decode_c1
+# 0.19476773462599384 (the others 1.0)
+FIVE = {
+    "decode_c1": (A, [49.7, 49.5, 50.0, 49.6, 49.8]),
+    "decode_c2_agg": ([90.2, 89.7, 90.5, 90.1, 89.9], [90.4, 89.8, 90.0, 90.3, 89.6]),
+    "prefill_4096": ([600.0, 602.0, 598.0, 601.0, 599.0], [601.0, 599.5, 600.5, 598.5, 602.5]),
+    "prefill_12600": ([580.0, 583.0, 579.0, 581.0, 582.0], [582.0, 579.5, 581.0, 580.5, 583.0]),
+    "ttft_c1": ([0.050, 0.052, 0.049, 0.051, 0.050], [0.051, 0.049, 0.050, 0.052, 0.050]),
+}
+
+
+def test_the_regression_gate_decides_on_holm_corrected_figures(tmp_path, capsys):
+    root = tmp_path / "results"
+    for i in range(5):
+        for tag, side, spec in (("a", 0, "none"), ("b", 1, "dspark")):
+            values = {m: v[side][i] for m, v in FIVE.items()}
+            decode, prefill = values.pop("decode_c1"), values.pop("prefill_4096")
+            _store(root, f"20261201T0000{side}{i}Z-{tag * 5}{i}", decode, spec, prefill=prefill, **values)
+    args = ["compare", "sim@spec=none", "sim@spec=dspark", "--results", str(root), "--margin", "0.005"]
+    # alone, decode_c1 is significantly slower: the 0 % gate fails on it
+    assert main([*args, "--measure", "decode_c1", "--fail-on-regression", "0"]) == 1
+    assert "regression: decode_c1 -0.60 % (B slower than A beyond 0 %, p = 0.039)" in capsys.readouterr().err
+    # one of five measures: after Holm's correction (p 0.195) it is not, and the gate passes
+    assert main([*args, "--fail-on-regression", "0"]) == 0
+    out, err = capsys.readouterr()
+    assert "Family-wise correction: Holm over the 5 tested measures" in out and err == ""
+    assert "decode_c1: no detectable difference — p = 0.039, Holm-adjusted over 5 measures p = 0.19" in out
+    assert main([*args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["correction"].startswith("Holm over the 5 tested measures")
+    first = doc["measures"][0]
+    assert first["p_adj"] == pytest.approx(0.19476773462599384, rel=1e-6) and first["family"] == 5
+
+
+def test_a_repeated_prompt_seed_is_the_reason_given_for_welch(tmp_path):
+    from labkit import lab
+
+    root = tmp_path / "results"
+    seeds = ["7/0", "7/1", "7/1"]  # both sides ran the same seeds, but 7/1 twice: no one-to-one pairs
+    for i, seed in enumerate(seeds):
+        _store(root, f"20261201T00000{i}Z-aaaaa{i}", A[i], seed=seed)
+        _store(root, f"20261201T00001{i}Z-bbbbb{i}", B[i], spec="dspark", seed=seed)
+    c = lab.compare("sim@spec=none", "sim@spec=dspark", measures=["decode_c1"], results=root)
+    assert not c.paired and "different prompt seeds" not in c.pairing  # was the reason given
+    assert c.pairing == (
+        "Welch (independent runs): A ran prompt seed 7/1 more than once, so its runs cannot be paired one to "
+        "one; B ran prompt seed 7/1 more than once, so its runs cannot be paired one to one"
+    )
+    assert c.rows[0].test == "Welch t, 3 vs 3 runs"
+
+
+def test_compare_says_what_each_interval_is_over(stored, capsys):
+    assert main(["compare", "sim@spec=none", "sim@spec=dspark", "--results", str(stored)]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("| measure"))
+    assert [h.strip() for h in header.strip("|").split("|")][4:6] == ["CI of B − A", "over"]
+    decode = next(line for line in out.splitlines() if line.startswith("| decode_c1"))
+    assert "| 95 % [" in decode and "| boots " in decode  # every stored run booted its lane
+
+
+def test_compare_on_the_stored_sim_lanes_prints_the_correction_it_applied(capsys):
+    results = REPO / "results"
+    assert main(["compare", "sim/spec-none", "sim/spec-dspark", "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "Family-wise correction: Holm over the 5 tested measures" in out
+    assert "| p (Holm) " in out and "Holm-adjusted over 5 measures" in out
+    # both lanes: five runs on one boot and a run on a boot of its own
+    assert "6 runs (runs on 2 boots)" in out and "| runs on 2 boots |" in out
+    c = rp.compare_sides(*(rp.select(_load(results), s) for s in ("sim/spec-none", "sim/spec-dspark")))
+    assert "family-wise correction: Holm over the 5" in rp.ShownComparison(c)._repr_html_()
+
+
+def _load(root):
+    from labkit.store import load_results
+
+    return load_results(root)

@@ -3,7 +3,6 @@ textbook values, RunStats on hand-computed examples, the fewer-than-3-runs rule,
 runs on one boot, runs) and both interval forms rendered from runs stored in a temp results folder."""
 
 import math
-import re
 
 import pytest
 
@@ -186,8 +185,9 @@ def test_pm_and_ci_forms_from_stored_runs(stored):
     lanes = {lane.variant: lane for lane in table.lanes}
     none_col, dspark_col = lanes["spec-none"].title, lanes["spec-dspark"].title
     f = table.frame
-    assert f.loc["decode c1", none_col] == f"50.0 {PLUS_MINUS} 5.0 (20.0 cold)"
-    assert f.loc["decode c1 ci", none_col] == "50.0 [45.0, 55.0]"
+    # beside each interval, what its runs are: three runs on the one boot of spec-none
+    assert f.loc["decode c1", none_col] == f"50.0 {PLUS_MINUS} 5.0 n=3 runs, 1 boot (20.0 cold)"
+    assert f.loc["decode c1 ci", none_col] == "50.0 [45.0, 55.0] n=3 runs, 1 boot"
     assert f.loc["decode c2", none_col] == f"92.0 (90.0{EN_DASH}92.0)"  # the row keeps the range form
     # two runs: never an interval, the range form with its n
     assert f.loc["decode c1", dspark_col] == f"61.0 (60.0{EN_DASH}62.0) n=2"
@@ -196,8 +196,9 @@ def test_pm_and_ci_forms_from_stored_runs(stored):
     assert lanes["spec-none"].unit == "runs on one boot" and lanes["spec-dspark"].unit == "boots"
     [note] = table.notes
     assert "95 % Student-t" in note and "fewer than 3 runs" in note and "n=2" in note
-    assert f"{none_col}: runs on one boot" in note and f"{dspark_col}: boots" in note
-    assert note in md and f"50.0 {PLUS_MINUS} 5.0 (20.0 cold)" in md
+    assert '"n=\u2026 runs, 1 boot": several runs on one engine, so only run-to-run variation' in note
+    assert '"n=\u2026 boots": each run booted its lane' in note and "boots unknown" not in note
+    assert note in md and f"50.0 {PLUS_MINUS} 5.0 n=3 runs, 1 boot (20.0 cold)" in md
 
 
 def test_runs_that_do_not_say_their_boot_are_labelled_runs(stored):
@@ -211,11 +212,10 @@ def test_runs_that_do_not_say_their_boot_are_labelled_runs(stored):
     table, _ = _tables(stored, 'interval = "ci"')
     lanes = {lane.variant: lane for lane in table.lanes}
     assert lanes["spec-none"].unit == "runs"
-    assert table.frame.loc["decode c1", lanes["spec-none"].title] == "50.0 [45.0, 55.0] (20.0 cold)"
+    cell = table.frame.loc["decode c1", lanes["spec-none"].title]
+    assert cell == "50.0 [45.0, 55.0] n=3 runs, boots unknown (20.0 cold)"
     note = table.notes[0]
-    assert re.search(re.escape(lanes["spec-none"].title) + r": runs[.;]", note)
-    assert re.search(re.escape(lanes["spec-dspark"].title) + r": boots[.;]", note)
-    assert "do not say which boot" in note
+    assert '"n=\u2026 runs, boots unknown": the stored runs do not say which boot they ran on' in note
 
 
 def test_default_form_is_unchanged(stored):
@@ -223,7 +223,7 @@ def test_default_form_is_unchanged(stored):
     lanes = {lane.variant: lane for lane in table.lanes}
     col = lanes["spec-none"].title
     assert table.frame.loc["decode c1", col] == f"50.0 (48.0{EN_DASH}52.0) (20.0 cold)"
-    assert table.frame.loc["decode c1 ci", col] == "50.0 [45.0, 55.0]"  # the row opted in itself
+    assert table.frame.loc["decode c1 ci", col] == "50.0 [45.0, 55.0] n=3 runs, 1 boot"  # opted in itself
     assert table.notes == [rp.tables.interval_note(table.lanes, {"ci"})]
     explicit, _ = _tables(stored, 'interval = "range"')
     assert explicit.frame.equals(table.frame)
@@ -281,6 +281,12 @@ def test_interval_choices_load():
         )
         [spec] = rp.load_spec(f)[1]
     assert [spec.interval_of(r) for r in spec.rows] == ["ci", "pm", "range"]
+
+
+def test_unit_tag_says_what_an_interval_is_over():
+    tag = rp.intervals.unit_tag
+    assert tag(3, "boots") == "n=3 boots" and tag(4, "runs on one boot") == "n=4 runs, 1 boot"
+    assert tag(5, "runs on 2 boots") == "n=5 runs, 2 boots" and tag(3, "runs") == "n=3 runs, boots unknown"
 
 
 def test_fmt_interval_and_few():

@@ -110,7 +110,13 @@ def test_a_point_per_row_with_exact_cells_intervals_and_the_failure_note(root, t
     assert frame.index.name == MNBT and list(frame.index) == ["4096", "8192", "16384"]
     assert list(frame.columns) == COLUMNS  # acceptance and KV pool: no point has them, dropped
     # 3 runs: mean ± t(0.975, 2)·s/√3; 48/50/52 -> s = 2, half width 4.97
-    assert list(frame.loc["4096"]) == ["50.0 [45.0, 55.0]", "100.0 [75.2, 124.8]", "1,100 [852, 1,348]", "3"]
+    # each interval says what its runs are: three runs, each after its own boot
+    assert list(frame.loc["4096"]) == [
+        "50.0 [45.0, 55.0] n=3 boots",
+        "100.0 [75.2, 124.8] n=3 boots",
+        "1,100 [852, 1,348] n=3 boots",
+        "3",
+    ]
     # 1 listed run (the unlisted run with 999 t/s in the same folder is left out): no interval, n=1
     assert list(frame.loc["8192"]) == ["60.0 n=1", "120.0 n=1", "1,500 n=1", "1"]
     assert list(frame.loc["16384"]) == ["failed"] * 4
@@ -131,9 +137,9 @@ def test_markdown_and_text_render_the_sweep_table(root, tmp_path):
     row = next(line for line in md.splitlines() if line.startswith("| 4096"))
     assert [c.strip() for c in row.strip("|").split("|")] == [
         "4096",
-        "50.0 [45.0, 55.0]",
-        "100.0 [75.2, 124.8]",
-        "1,100 [852, 1,348]",
+        "50.0 [45.0, 55.0] n=3 boots",
+        "100.0 [75.2, 124.8] n=3 boots",
+        "1,100 [852, 1,348] n=3 boots",
         "3",
     ]
     assert "Runs: 4 (measured)." in md and "point mnbt=16384 failed: OOM at boot" in md

@@ -299,7 +299,7 @@ def test_a_nodes_override_is_validated_like_the_recipe():
 
 def test_lab_tables_label_interval_rows_by_boot_like_labkit_report(tmp_path):
     """The notebook's tables (lab.tables) get the stored boot facts as `labkit report` does: three runs on one
-    boot are "runs on one boot", not the "runs" of a record that does not say."""
+    boot are "runs on one boot" (tagged "n=3 runs, 1 boot"), not the "runs" of a record that does not say."""
     from tests.report.test_intervals import TABLES, store_run
 
     root = tmp_path / "results"
@@ -313,4 +313,4 @@ def test_lab_tables_label_interval_rows_by_boot_like_labkit_report(tmp_path):
     [table] = lab.tables(done, root)
     [lane] = table.lanes
     assert lane.unit == "runs on one boot"
-    assert "runs on one boot" in table.notes[0]
+    assert '"n=… runs, 1 boot"' in table.notes[0]  # the tag beside each interval, explained in the note

@@ -5,7 +5,7 @@
     4-node fan-out         each shard read from the NAS once, passed node to node (labkit.stage.fan_out).
 
 Goal: fan-out <= 1.3x the 1-node time; the independent copies take ~4x. The "NAS" is a stand-in on this
-machine: labkit/stage/node/peer.py serving the shared cache's blobs on 127.0.0.1, capped at one byte rate
+machine: the fan-out's peer script (labkit/stage/node/peer.py and its parts) serving the shared cache's blobs on 127.0.0.1, capped at one byte rate
 for all its readers together and counting the bytes it sends (so the NAS reads of each case are printed
 too). The nodes are the four sshd test nodes (tests/support/nodes.py: 127.0.0.2-5, each with its own tmpfs,
 started here, root needed); the three cases run through the same code (`fan_out` with a one-node plan, a
@@ -34,11 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.fanout import Meter  # noqa: E402
 from labkit.nodes.group import host_for
 from labkit.stage.fanout import FanoutFile, plan_fanout
-from labkit.stage.fanout_run import (
-    PEER_SCRIPT,  # noqa: E402
-    PeerTimeouts,
-    fan_out,
-)
+from labkit.stage.fanout_run import PeerTimeouts, fan_out  # noqa: E402
+from labkit.stage.peer_ops import peer_script  # noqa: E402
 from tests.support.hf_cache import make_cache  # noqa: E402
 
 DISK = "/srv/labkit-fanout-bench-disk"
@@ -60,7 +57,7 @@ class ThrottledNas:
         request = {"token": self.token, "bind": "127.0.0.1", "files": files, "expect": {}, "rate": rate}
         request.update(lifetime=3600, idle=3600, stall=60)
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(PEER_SCRIPT), "serve", "-"],
+            [sys.executable, "-I", "-S", "-c", peer_script(), "serve", "-"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

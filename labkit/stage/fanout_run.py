@@ -9,7 +9,6 @@ the servers also carry a mark of their own, so the finally ends exactly them.
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import shlex
@@ -18,13 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypedDict
 
 from labkit.errors import LabkitError
-from labkit.nodes import CommandTimeout, Host, NodeCalls, each_node
+from labkit.nodes import Host, NodeCalls, each_node
 from labkit.recipe import LanePlan
 from labkit.stage.fanout import NAS, FanoutPlan, partial_name, pull_request, serve_request
+from labkit.stage.peer_ops import run_peer
 from labkit.stage.transport import (
     DEFAULT_TIMEOUTS,
     STOP_TIMEOUT,
@@ -32,10 +31,8 @@ from labkit.stage.transport import (
     HostLike,
     NodeJobs,
     Timeouts,
-    parse_node_output,
 )
 
-PEER_SCRIPT = Path(__file__).parent / "node" / "peer.py"
 SinkFor = Callable[[str], EventSink]  # node -> where its events go (CopyProgress.sink has this shape)
 _INET = re.compile(r"\sinet\s+(\d{1,3}(?:\.\d{1,3}){3})/\d+")
 
@@ -47,45 +44,6 @@ class PeerTimeouts:
     stall: float = 60.0  # a source that sends nothing for this long is left for the receiver's next one
     idle: float = 120.0  # a server with no request for this long exits (its receivers have gone)
     listen: float = 60.0  # for every server to say it listens; one that does not is left out
-
-
-def peer_command(op: str, marks: Iterable[str] = ()) -> str:
-    """`python3 -I -S -c SCRIPT OP -`, quoted; the marks go in comment lines at the top of the script."""
-    script = "".join(f"# {m}\n" for m in marks) + PEER_SCRIPT.read_text(encoding="utf-8")
-    return shlex.join(["python3", "-I", "-S", "-c", script, op, "-"])
-
-
-def run_peer(
-    host: HostLike,
-    op: str,
-    request: dict,
-    *,
-    marks: Iterable[str] = (),
-    timeout: float | None = None,
-    on_event: EventSink | None = None,
-) -> dict:
-    """One peer.py op on `host`, the request on stdin; events reach on_event as they come; the result."""
-    cmd, stdin, what = peer_command(op, marks), json.dumps(request), f"fan-out {op}"
-
-    def on_line(line: str) -> None:
-        if on_event is None or not line.startswith("{"):
-            return
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            return
-        if ev.get("event") not in ("result", "error"):
-            on_event(ev)
-
-    streaming = getattr(host, "run_streaming", None)
-    try:
-        if streaming is not None:
-            r = streaming(cmd, timeout=timeout, stdin=stdin, on_line=on_line)
-            return parse_node_output(host.name, what, r.stdout, r.stderr, r.exit_code)
-        r = host.run(cmd, timeout=timeout, stdin=stdin)
-    except CommandTimeout:
-        raise LabkitError(f"{host.name}: {what} timed out after {timeout:g} s and was ended")
-    return parse_node_output(host.name, what, r.stdout, r.stderr, r.exit_code, on_event)
 
 
 def _twin(host: HostLike) -> Host | None:

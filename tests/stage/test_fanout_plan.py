@@ -16,7 +16,7 @@ from labkit.stage.fanout import (
     pull_request,
     serve_request,
 )
-from labkit.stage.fanout_run import PEER_SCRIPT, peer_command
+from labkit.stage.peer_ops import peer_command, peer_parts, peer_script
 
 NODES = ("dgx5", "dgx6", "dgx7", "dgx8")
 A = FanoutFile(
@@ -105,7 +105,24 @@ def test_the_peer_command_is_quoted_and_carries_no_token():
     cmd = peer_command("serve", ["labkit-stage-job=abc"])
     argv = shlex.split(cmd)
     assert argv[:4] == ["python3", "-I", "-S", "-c"] and argv[5:] == ["serve", "-"]
-    assert argv[4] == "# labkit-stage-job=abc\n" + PEER_SCRIPT.read_text()
+    assert argv[4] == peer_script(["labkit-stage-job=abc"])
+    assert argv[4].startswith("# labkit-stage-job=abc\nfrom __future__ import annotations\n")
+
+
+def test_the_peer_script_is_its_parts_as_they_read_less_their_imports_of_each_other():
+    """What a node runs is the files: every line of every part is in the text, in order, but the imports
+    of labkit (the other parts, whose names come earlier in the text) and the parts' own __future__ lines."""
+    script = peer_script()
+    compile(script, "peer", "exec")
+    assert "import labkit" not in script and "from labkit" not in script
+    assert script.count("from __future__ import annotations") == 1
+    names = [p.name for p in peer_parts()]
+    assert names[-1] == "peer.py" and len(names) > 1
+    at = 0
+    for part in peer_parts():
+        for line in part.read_text().splitlines():
+            if line and not line.startswith(("from __future__", "from labkit", "    ", ")")):
+                at = script.index(line + "\n", at)
 
 
 def test_needs_from_assessments():

@@ -49,13 +49,19 @@ def log(msg: str) -> None:
 class ThrottledNas:
     """peer.py serving the cache's blobs on 127.0.0.1 at `rate` bytes/s in all; counts the bytes it sent."""
 
-    def __init__(self, snap: Path, names, rate: float):
+    def __init__(self, snap: Path, names, rate: float, readers):
         self.token, self.sent, self.lock = secrets.token_hex(16), 0, threading.Lock()
         files = [
-            {"name": n, "size": (snap / n).stat().st_size, "path": str((snap / n).resolve())} for n in names
+            {
+                "name": n,
+                "size": (snap / n).stat().st_size,
+                "path": str((snap / n).resolve()),
+                "tokens": {self.token: "node"},
+            }
+            for n in names
         ]
-        request = {"token": self.token, "bind": "127.0.0.1", "files": files, "expect": {}, "rate": rate}
-        request.update(lifetime=3600, idle=3600, stall=60)
+        request = {"bind": "127.0.0.1", "allow": list(readers), "files": files, "expect": {}, "rate": rate}
+        request.update(lifetime=3600, idle=3600, stall=60, spend=False)  # one token for every read, unspent
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", peer_script(), "serve", "-"],
             stdin=subprocess.PIPE,
@@ -102,7 +108,7 @@ def bench_fanout(root: Path, shard_mb: int = 96, nas_mbps: float = 40.0, rounds:
     disk = f"{int(2.5 * 2 * shard_mb) + 16}m"
     cluster = Cluster(root / "nodes", disk_path=DISK, disk_size=disk).start()
     hosts = [host_for(a, None, 22, 5, cluster.ssh_options()) for a in ADDRESSES]
-    nas = ThrottledNas(snap, SHARDS, nas_mbps * 1e6)
+    nas = ThrottledNas(snap, SHARDS, nas_mbps * 1e6, ADDRESSES)
     cases = {
         "1 node": (hosts[:1], plan_fanout({hosts[0].name: files})),
         "4 independent copies": (hosts, plan_fanout({h.name: files for h in hosts}, fanout=False)),

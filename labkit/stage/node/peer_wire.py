@@ -1,5 +1,5 @@
 """What both sides of the fan-out share (docs/fanout.md, "Protocol"): the header names, the JSON lines out,
-the checks on names and paths from a request, and the byte-rate cap. Part of the peer script: `peer.py` lists
+the checks on names and paths from a request, peer text made printable, and the byte-rate cap. Part of the peer script: `peer.py` lists
 its parts, and the controller sends them as one text (labkit/stage/peer_ops.py), so this file imports only the
 standard library and its top-level names are unique across the parts.
 """
@@ -13,7 +13,7 @@ import threading
 import time
 
 PARTIAL_PREFIX = ".labkit-partial."
-TOKEN_HEADER, SIZE_HEADER, VERIFY_HEADER = "X-Labkit-Token", "X-Labkit-Size", "X-Labkit-Verify"
+TOKEN_HEADER, SIZE_HEADER = "X-Labkit-Token", "X-Labkit-Size"
 SEND_CHUNK = 64 * 1024 * 1024  # bytes per sendfile call
 READ_CHUNK = 4 * 1024 * 1024  # bytes per read: how soon the next node down the chain sees what arrived
 PROGRESS_EVERY = 0.5
@@ -30,6 +30,13 @@ def emit(event: str, **fields) -> None:
     with _OUT:
         sys.stdout.write(json.dumps(fields) + "\n")
         sys.stdout.flush()
+
+
+def clean(text, limit: int = 200) -> str:
+    """Text a peer supplied (a header, a reason phrase, a path) as it may be printed: every character that is
+    not printable written as an escape, so no terminal control code gets through; cut to `limit`."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return out if len(out) <= limit else out[:limit] + "..."
 
 
 def bare_name(name) -> str:

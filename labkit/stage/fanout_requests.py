@@ -75,7 +75,8 @@ def serve_request(
         "expect": plan.serving(node),
         "lifetime": lifetime,
     }
-    request.update(idle=idle, stall=stall, head=head, conns=4 * len(allow) + 4, rate=rate or 0)
+    conns = 2 * sum(map(len, may.values())) + 4  # every receiver's pull of every file, a retry each, spare
+    request.update(idle=idle, stall=stall, head=head, conns=conns, rate=rate or 0)
     request.update(flip=dict(flip or {}))
     return request
 

@@ -18,7 +18,6 @@ from labkit.stage.fanout import FanoutFile, plan_fanout
 from labkit.stage.fanout_report import FanoutReport, add_refusals
 from labkit.stage.peer_ops import printable, run_peer
 from labkit.stage.reports import NodeReport, StageReport, ViewReport
-from labkit.stage.transport import parse_node_output
 from tests.stage.test_fanout_trust import TOKEN, entry, nas_file, offer, pull_req
 from tests.support.hf_cache import payload
 from tests.support.peer_loopback import (
@@ -230,7 +229,6 @@ def test_escape_codes_in_a_peers_answer_are_not_printed(tmp_path, shard):
     assert run_peer(Node(), "pull", {}, on_event=seen.append) == {"e": "\\x1b"}
     assert seen == [{"event": "fallback", "why": "\\x1b[2Jhi\\x07"}]
     assert printable(ESCAPES) == "\\x1b]0;owned\\x07\\x1b[2J\\x9b31m\\u202e"
-    assert parse_node_output  # the same parser as the node script's
 
 
 def repr_strings(value) -> str:

@@ -5,7 +5,7 @@
     4-node fan-out         each shard read from the NAS once, passed node to node (labkit.stage.fan_out).
 
 Goal: fan-out <= 1.3x the 1-node time; the independent copies take ~4x. The "NAS" is a stand-in on this
-machine: labkit/stage/node/peer.py serving the shared cache's blobs on 127.0.0.1, capped at one byte rate
+machine: the fan-out's peer script (labkit/stage/node/peer.py and its parts) serving the shared cache's blobs on 127.0.0.1, capped at one byte rate
 for all its readers together and counting the bytes it sends (so the NAS reads of each case are printed
 too). The nodes are the four sshd test nodes (tests/support/nodes.py: 127.0.0.2-5, each with its own tmpfs,
 started here, root needed); the three cases run through the same code (`fan_out` with a one-node plan, a
@@ -34,11 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.fanout import Meter  # noqa: E402
 from labkit.nodes.group import host_for
 from labkit.stage.fanout import FanoutFile, plan_fanout
-from labkit.stage.fanout_run import (
-    PEER_SCRIPT,  # noqa: E402
-    PeerTimeouts,
-    fan_out,
-)
+from labkit.stage.fanout_run import PeerTimeouts, fan_out  # noqa: E402
+from labkit.stage.peer_ops import peer_script  # noqa: E402
 from tests.support.hf_cache import make_cache  # noqa: E402
 
 DISK = "/srv/labkit-fanout-bench-disk"
@@ -52,15 +49,21 @@ def log(msg: str) -> None:
 class ThrottledNas:
     """peer.py serving the cache's blobs on 127.0.0.1 at `rate` bytes/s in all; counts the bytes it sent."""
 
-    def __init__(self, snap: Path, names, rate: float):
+    def __init__(self, snap: Path, names, rate: float, readers):
         self.token, self.sent, self.lock = secrets.token_hex(16), 0, threading.Lock()
         files = [
-            {"name": n, "size": (snap / n).stat().st_size, "path": str((snap / n).resolve())} for n in names
+            {
+                "name": n,
+                "size": (snap / n).stat().st_size,
+                "path": str((snap / n).resolve()),
+                "tokens": {self.token: "node"},
+            }
+            for n in names
         ]
-        request = {"token": self.token, "bind": "127.0.0.1", "files": files, "expect": {}, "rate": rate}
-        request.update(lifetime=3600, idle=3600, stall=60)
+        request = {"bind": "127.0.0.1", "allow": list(readers), "files": files, "expect": {}, "rate": rate}
+        request.update(lifetime=3600, idle=3600, stall=60, spend=False)  # one token for every read, unspent
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(PEER_SCRIPT), "serve", "-"],
+            [sys.executable, "-I", "-S", "-c", peer_script(), "serve", "-"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -105,7 +108,7 @@ def bench_fanout(root: Path, shard_mb: int = 96, nas_mbps: float = 40.0, rounds:
     disk = f"{int(2.5 * 2 * shard_mb) + 16}m"
     cluster = Cluster(root / "nodes", disk_path=DISK, disk_size=disk).start()
     hosts = [host_for(a, None, 22, 5, cluster.ssh_options()) for a in ADDRESSES]
-    nas = ThrottledNas(snap, SHARDS, nas_mbps * 1e6)
+    nas = ThrottledNas(snap, SHARDS, nas_mbps * 1e6, ADDRESSES)
     cases = {
         "1 node": (hosts[:1], plan_fanout({hosts[0].name: files})),
         "4 independent copies": (hosts, plan_fanout({h.name: files for h in hosts}, fanout=False)),

@@ -7,7 +7,9 @@ hashes, `space` for the space check, over the terms of `viewstate` and the `sour
 stdlib-only script sent over SSH as it reads (`node/script.py`), called through `transport`; `probing` runs
 the read-only steps, `run` the rest (build, verify; `build` does step 3 on one node and the manifest) and
 `reports` says what they did. With copies for more than one node, `fanout` plans the node-to-node chains
-(docs/fanout.md) and `fanout_run` runs them with the fan-out's own node script (`node/peer.py`).
+(docs/fanout.md), `fanout_requests` builds the node ops' requests, `fanout_run` runs them with the fan-out's
+own node script (`node/peer.py` and its parts, joined and sent by `peer_ops`) and `fanout_report` says what
+it did.
 """
 
 from labkit.stage.reports import StageReport

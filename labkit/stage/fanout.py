@@ -7,17 +7,20 @@ serves the bytes a node has written). So each shard is read from the NAS once, b
 fewest NAS bytes so far (the reads spread over the nodes, largest file first), and every node sends and
 receives each file at most once. A receiver's fallbacks are the nodes ahead of it in the chain, nearest
 first, then the NAS. `fanout=False` gives every receiver its own read of the NAS (the independent copies).
-The requests for the node-side ops are built here too, so they can be checked without a node.
+A file whose SHA-256 is known (its blob name, or given) is checked by every receiver against it; a file
+without one is read from the NAS by its first receiver alone, and the others get it in a second round, checked
+against the SHA-256 of that read, which reaches them from the controller, never from a peer
+(`FanoutPlan.first_round`, `second_round`; docs/fanout.md, "Trust"). The node ops' requests are built in
+`fanout_requests`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from labkit.errors import LabkitError
-from labkit.stage.node.script import PARTIAL_PREFIX
 
 NAS = "nas"  # the label of a read from the shared cache in requests, events and reports
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -26,12 +29,21 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 @dataclass(frozen=True)
 class FanoutFile:
     """One file to deliver: its name in the view, size, snapshot entry in the shared cache (what a NAS read
-    opens) and expected SHA-256 (None: the node takes the blob name that entry's link resolves to)."""
+    opens), expected SHA-256 and where that came from ("blob name", "given", "<node>'s NAS read"). Without a
+    SHA-256 the file is not passed node to node until one node's read of the NAS gave one."""
 
     name: str
     size: int
     src: str
     sha256: str | None = None
+    digest_from: str = "given"
+
+    @property
+    def trust(self) -> str | None:
+        """What its receivers check it against, in words; None without a SHA-256."""
+        if self.sha256 is None:
+            return None
+        return "sha256 = blob name" if self.digest_from == "blob name" else f"sha256 {self.digest_from}"
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,39 @@ class FanoutPlan:
         """One line per chain: `name: nas -> dgx5 -> dgx6 ...`."""
         return [f"{c.file.name}: {' -> '.join([c.head or NAS, *c.receivers])}" for c in self.chains]
 
+    def first_round(self) -> FanoutPlan:
+        """The chains that can run at once: every file with a SHA-256 whole, every other one to its first
+        receiver only (a read of the NAS)."""
+        chains = tuple(c if c.file.sha256 else Chain(c.file, c.receivers[:1]) for c in self.chains)
+        return FanoutPlan(self.nodes, chains)
+
+    def second_round(self, read: Mapping[str, tuple[str, str]]) -> FanoutPlan:
+        """The rest of each file without a SHA-256, once `read` ({file: (node, sha256 of its NAS read)}) has
+        its first receiver's: headed by that node, every other receiver checked against that SHA-256. A file
+        whose first read failed is not in it."""
+        chains = []
+        for c in self.chains:
+            if c.file.sha256 is None and len(c.receivers) > 1 and c.file.name in read:
+                node, sha = read[c.file.name]
+                f = replace(c.file, sha256=sha, digest_from=f"of {node}'s NAS read")
+                chains.append(Chain(f, c.receivers[1:], node))
+        return FanoutPlan(self.nodes, tuple(chains))
+
+    def trust(self) -> dict[str, str]:
+        """{file: what its copies were checked against}, for the staging record (docs/fanout.md, "Trust")."""
+        out: dict[str, str] = {}
+        for c in self.chains:
+            if c.file.trust:
+                out[c.file.name] = f"{c.file.trust}, checked by every receiver"
+            elif len(c.receivers) > 1:
+                out[c.file.name] = (
+                    f"no blob digest: sha256 of {c.receivers[0]}'s NAS read, given to the other receivers "
+                    "by the controller"
+                )
+            elif c.file.name not in out:
+                out[c.file.name] = "no digest: not passed peer to peer (read from the NAS by each receiver)"
+        return out
+
 
 def plan_fanout(
     needs: Mapping[str, Sequence[FanoutFile]],
@@ -111,7 +156,7 @@ def plan_fanout(
         if not fanout:
             chains += [Chain(f, (n,)) for n in receivers]
             continue
-        heads = [h for h in holders.get(f.name, ()) if h in serve_load and h not in receivers]
+        heads = [h for h in holders.get(f.name, ()) if h in serve_load and h not in receivers and f.sha256]
         head = min(heads, key=lambda n: (serve_load[n], nodes.index(n))) if heads else None
         if head is None:
             first = min(receivers, key=lambda n: (nas_load[n], nodes.index(n)))
@@ -131,10 +176,7 @@ def needs_from(assessed: Sequence) -> tuple[dict[str, list[FanoutFile]], dict[st
     holding a verified or adopted copy}), the arguments of `plan_fanout`. A holder's copy is checked by every
     receiver (sha256) before use; a to_copy entry's "sha256", else the file's blob name when it is a SHA-256, is
     the digest."""
-    needs = {
-        a.node: [FanoutFile(c["name"], c["size"], c["src"], _digest(a, c)) for c in a.to_copy]
-        for a in assessed
-    }
+    needs = {a.node: [_wanted(a, c) for c in a.to_copy] for a in assessed}
     holders: dict[str, list[str]] = {}
     for a in assessed:
         copying = {c["name"] for c in a.to_copy}
@@ -144,66 +186,13 @@ def needs_from(assessed: Sequence) -> tuple[dict[str, list[FanoutFile]], dict[st
     return needs, holders
 
 
-def _digest(a, item: dict) -> str | None:
-    """The SHA-256 a copy must have: the to_copy entry's "sha256", else the file's blob name when it is one."""
+def _wanted(a, item: dict) -> FanoutFile:
+    """The file to copy with the SHA-256 it must have: the to_copy entry's "sha256", else the file's blob name
+    when it is one."""
     f = getattr(a, "files", {}).get(item["name"])
     blob = getattr(f, "blob", None)
-    return item.get("sha256") or (blob if isinstance(blob, str) and _SHA256.fullmatch(blob) else None)
-
-
-def partial_name(name: str, run: str) -> str:
-    """The temp name of `name` in the view during fan-out run `run` (a partial copy to the probe)."""
-    return f"{PARTIAL_PREFIX}{name}.{run}"
-
-
-def serve_request(
-    plan: FanoutPlan, node: str, dst: str, *, run: str, token: str, bind: str, lifetime: float,
-    idle: float, stall: float, rate: float | None = None, flip: Mapping[str, int] | None = None,
-) -> dict | None:  # fmt: skip
-    """The `serve` request of `node` (None when it serves nothing): its own copies, growing or whole."""
-    files, expect = [], plan.serving(node)
-    for c in plan.chains:
-        if not c.pulls_from(node):
-            continue
-        name = c.file.name
-        if c.head == node:
-            files.append({"name": name, "size": c.file.size, "path": f"{dst}/{name}"})
-        else:
-            path = f"{dst}/{partial_name(name, run)}"
-            files.append({"name": name, "size": c.file.size, "path": path, "final": f"{dst}/{name}"})
-    if not files:
-        return None
-    request = {"token": token, "bind": bind, "files": files, "expect": expect, "lifetime": lifetime}
-    request.update(idle=idle, stall=stall, rate=rate or 0, flip=dict(flip or {}))
-    return request
-
-
-def nas_source(f: FanoutFile, nas: Mapping[str, object] | None = None) -> dict:
-    """A read of `f` from the shared cache: its snapshot entry, or through `nas` ({"address", "port",
-    "token"}: an HTTP stand-in for the NAS, as the benchmark and tests use to throttle and count reads)."""
-    if nas:
-        return {"kind": "peer", "label": NAS, **nas}
-    return {"kind": "file", "label": NAS, "path": f.src}
-
-
-def pull_request(
-    plan: FanoutPlan, node: str, dst: str, *, run: str, token: str,
-    endpoints: Mapping[str, tuple[str, int]], stall: float, nas: Mapping[str, object] | None = None,
-) -> dict | None:  # fmt: skip
-    """The `pull` request of `node` (None when it receives nothing). Peers absent from `endpoints` (their
-    server did not start) are left out of the sources."""
-    files = []
-    for c in plan.receiving(node):
-        sources = []
-        for s in c.sources(node):
-            if s is None:
-                sources.append(nas_source(c.file, nas))
-            elif s in endpoints:
-                sources.append(
-                    {"kind": "peer", "label": s, "address": endpoints[s][0], "port": endpoints[s][1]}
-                )
-        entry = {"name": c.file.name, "size": c.file.size, "partial": partial_name(c.file.name, run)}
-        files.append({**entry, "sha256": c.file.sha256, "blob": c.file.src, "sources": sources})
-    if not files:
-        return None
-    return {"dst": dst, "token": token, "stall": stall, "files": files}
+    if item.get("sha256"):
+        return FanoutFile(item["name"], item["size"], item["src"], item["sha256"])
+    if isinstance(blob, str) and _SHA256.fullmatch(blob):
+        return FanoutFile(item["name"], item["size"], item["src"], blob, "blob name")
+    return FanoutFile(item["name"], item["size"], item["src"])

@@ -1,6 +1,8 @@
 """Running a fan-out plan (labkit/stage/fanout.py) on the nodes (docs/fanout.md, "Running it"): a peer server
 on every node that serves something, bound to its fabric address, then one pull per receiving node, all at
-once; every server is stopped and this run's temp files are removed in a finally, whatever happened.
+once; every server is stopped and this run's temp files are removed in a finally, whatever happened. Files
+without a SHA-256 take a second round, checked against their first receiver's NAS read (docs/fanout.md,
+"Trust"); at the end every file's copies must have one SHA-256 on every node.
 
 The servers run on a second connection to their node (`twin`), since the node's own one runs its pull. Every
 command line carries the caller's `NodeJobs` mark, so an interrupted stage ends servers and pulls alike, and
@@ -9,7 +11,6 @@ the servers also carry a mark of their own, so the finally ends exactly them.
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import shlex
@@ -18,13 +19,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TypedDict
 
 from labkit.errors import LabkitError
-from labkit.nodes import CommandTimeout, Host, NodeCalls, each_node
+from labkit.nodes import Host, NodeCalls, each_node
 from labkit.recipe import LanePlan
-from labkit.stage.fanout import NAS, FanoutPlan, partial_name, pull_request, serve_request
+from labkit.stage.fanout import NAS, FanoutPlan
+from labkit.stage.fanout_report import FanoutReport, Fetched, add_refusals
+from labkit.stage.fanout_requests import partial_name, pull_request, serve_request, token_keys
+from labkit.stage.peer_ops import run_peer
 from labkit.stage.transport import (
     DEFAULT_TIMEOUTS,
     STOP_TIMEOUT,
@@ -32,10 +34,8 @@ from labkit.stage.transport import (
     HostLike,
     NodeJobs,
     Timeouts,
-    parse_node_output,
 )
 
-PEER_SCRIPT = Path(__file__).parent / "node" / "peer.py"
 SinkFor = Callable[[str], EventSink]  # node -> where its events go (CopyProgress.sink has this shape)
 _INET = re.compile(r"\sinet\s+(\d{1,3}(?:\.\d{1,3}){3})/\d+")
 
@@ -45,47 +45,11 @@ class PeerTimeouts:
     """Seconds for the peer ops; how long the whole ops may take comes from the stage's `Timeouts`."""
 
     stall: float = 60.0  # a source that sends nothing for this long is left for the receiver's next one
-    idle: float = 120.0  # a server with no request for this long exits (its receivers have gone)
+    idle: float = 120.0  # a server with no request with a token for this long exits (its receivers have gone)
     listen: float = 60.0  # for every server to say it listens; one that does not is left out
-
-
-def peer_command(op: str, marks: Iterable[str] = ()) -> str:
-    """`python3 -I -S -c SCRIPT OP -`, quoted; the marks go in comment lines at the top of the script."""
-    script = "".join(f"# {m}\n" for m in marks) + PEER_SCRIPT.read_text(encoding="utf-8")
-    return shlex.join(["python3", "-I", "-S", "-c", script, op, "-"])
-
-
-def run_peer(
-    host: HostLike,
-    op: str,
-    request: dict,
-    *,
-    marks: Iterable[str] = (),
-    timeout: float | None = None,
-    on_event: EventSink | None = None,
-) -> dict:
-    """One peer.py op on `host`, the request on stdin; events reach on_event as they come; the result."""
-    cmd, stdin, what = peer_command(op, marks), json.dumps(request), f"fan-out {op}"
-
-    def on_line(line: str) -> None:
-        if on_event is None or not line.startswith("{"):
-            return
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            return
-        if ev.get("event") not in ("result", "error"):
-            on_event(ev)
-
-    streaming = getattr(host, "run_streaming", None)
-    try:
-        if streaming is not None:
-            r = streaming(cmd, timeout=timeout, stdin=stdin, on_line=on_line)
-            return parse_node_output(host.name, what, r.stdout, r.stderr, r.exit_code)
-        r = host.run(cmd, timeout=timeout, stdin=stdin)
-    except CommandTimeout:
-        raise LabkitError(f"{host.name}: {what} timed out after {timeout:g} s and was ended")
-    return parse_node_output(host.name, what, r.stdout, r.stderr, r.exit_code, on_event)
+    floor: float = 1e6  # bytes/s a source (but the last) must keep up over each `window`, else it is left
+    window: float = 60.0
+    head: float = 10.0  # for a request head to arrive at a server, else the connection is cut
 
 
 def _twin(host: HostLike) -> Host | None:
@@ -199,61 +163,95 @@ class PeerServers:
         return warnings
 
 
-@dataclass(frozen=True)
-class Fetched:
-    """One file on one node: where its bytes came from, how fast, how it was verified, what failed first."""
-
-    node: str
-    name: str
-    bytes: int
-    seconds: float
-    source: str
-    sha256: str
-    verified: str
-    tried: tuple[str, ...] = ()
-
-    @property
-    def mb_per_s(self) -> float | None:
-        return self.bytes / self.seconds / 1e6 if self.seconds > 0 else None
+__all__ = ["FanoutReport", "Fetched", "PeerServers", "PeerTimeouts", "fabric_binds", "fan_out", "run_peer"]
 
 
 @dataclass
-class FanoutReport:
-    """What one fan-out did: every file on every node, each server's result, warnings, wall time."""
+class _Round:
+    """One round of a fan-out: what every request of it shares, and how it runs."""
 
-    plan: FanoutPlan
-    files: list[Fetched]
-    servers: dict[str, dict]
-    warnings: list[str]
-    seconds: float
+    by_name: dict[str, HostLike]
+    dst: str
+    binds: Mapping[str, str]
+    sink: SinkFor
+    timeouts: Timeouts
+    peer: PeerTimeouts
+    jobs: NodeJobs
+    nas: Mapping[str, object] | None
+    serve_rate: float | None
+    flip: Mapping[str, Mapping[str, int]]
 
-    def nas_reads(self) -> dict[str, list[str]]:
-        """{file: nodes that read it from the NAS}, counting reads that failed part way."""
-        out: dict[str, list[str]] = {}
-        for f in self.files:
-            if f.source == NAS or any(t.startswith(NAS + ":") for t in f.tried):
-                out.setdefault(f.name, []).append(f.node)
-        return out
+    def sink_for(self, warnings: list[str]) -> SinkFor:
+        """The caller's sink, and a warning per crashed run's temp file a node removed or adopted."""
 
-    def table(self) -> str:
-        from tabulate import tabulate
+        def one(node: str) -> EventSink:
+            inner = self.sink(node)
 
-        rows = [
-            [f.node, f.name, f.source, f"{f.mb_per_s:.0f}" if f.mb_per_s else "-", f.verified, len(f.tried)]
-            for f in self.files
-        ]
-        heads = ["node", "file", "from", "MB/s", "verified", "fallbacks"]
-        notes = [f"  note: {w}" for w in self.warnings]
-        notes += [f"  note: {f.node} {f.name}: {t}" for f in self.files for t in f.tried]
-        return "\n".join([tabulate(rows, headers=heads), *notes, f"fan-out in {self.seconds:.1f} s"])
+            def on_event(ev: dict) -> None:
+                if ev.get("event") == "leftover":
+                    warnings.append(
+                        f"{node}: {ev.get('path')} ({ev.get('action')}), left by an interrupted fan-out"
+                    )
+                inner(ev)
 
+            return on_event
 
-class RequestIds(TypedDict):
-    """What every serve and pull request of one fan-out shares (serve_request's and pull_request's keywords)."""
+        return one
 
-    run: str
-    token: str
-    stall: float
+    def run(self, plan: FanoutPlan, warnings: list[str]) -> tuple[list[Fetched], dict[str, dict]]:
+        """Servers, then every pull at once; the servers are stopped and the temp files removed either way."""
+        run, own, dst, peer, sink = (
+            secrets.token_hex(4),
+            NodeJobs(),
+            self.dst,
+            self.peer,
+            self.sink_for(warnings),
+        )
+        tokens = {key: secrets.token_hex(16) for key in token_keys(plan)}
+        lifetime = self.timeouts.for_bytes(plan.total_bytes)
+        requests = {}
+        for n in plan.nodes:
+            r = serve_request(
+                plan, n, dst, run=run, tokens=tokens, bind=self.binds[n], binds=self.binds, lifetime=lifetime,
+                idle=peer.idle, stall=peer.stall, head=peer.head, rate=self.serve_rate, flip=self.flip.get(n),
+            )  # fmt: skip
+            if r is not None:
+                requests[n] = r
+        servers = PeerServers(self.by_name, requests, (self.jobs.mark, own.mark), lifetime + 30, sink)
+        done: dict[str, list[dict]] = {}
+        try:
+            endpoints = servers.start(peer.listen)
+            for n in sorted(set(requests) - set(endpoints)):
+                why = servers.results.get(n, {}).get("error", f"not listening after {peer.listen:g} s")
+                warnings.append(
+                    f"{n}: its fan-out server did not start ({why}); its receivers use other sources"
+                )
+            pulls = {}
+            for n in plan.nodes:
+                r = pull_request(
+                    plan, n, dst, run=run, tokens=tokens, bind=self.binds[n], endpoints=endpoints,
+                    stall=peer.stall, floor=peer.floor, window=peer.window, nas=self.nas,
+                )  # fmt: skip
+                if r is not None:
+                    pulls[n] = r
+
+            def one(h: HostLike) -> list[dict]:
+                timeout = self.timeouts.for_bytes(plan.bytes_for(h.name))
+                marks = (self.jobs.mark,)
+                got = run_peer(h, "pull", pulls[h.name], marks=marks, timeout=timeout, on_event=sink(h.name))
+                if got["errors"]:
+                    raise LabkitError("; ".join(got["errors"]))
+                return got["files"]
+
+            hosts = [self.by_name[n] for n in pulls]
+            done = each_node(hosts, one, f"fan-out into {dst}", self.jobs.stop, f"the fan-out into {dst}")
+        finally:
+            cleanup = {
+                n: [f"{dst}/{partial_name(c.file.name, run)}" for c in plan.receiving(n)] for n in plan.nodes
+            }
+            warnings += servers.stop(own, cleanup, grace=0.0 if self.jobs.stopped.is_set() else 3.0)
+        files = [Fetched(n, **{**f, "tried": tuple(f["tried"])}) for n, got in done.items() for f in got]
+        return files, dict(servers.results)
 
 
 def fan_out(
@@ -272,69 +270,58 @@ def fan_out(
 ) -> FanoutReport:
     """Deliver `plan` into `dst` on `hosts`: servers first, then every pull at once; see the module doc.
 
-    `binds`: {node: address its server binds} (`fabric_binds`). `on_event(node)` takes that node's events
-    (progress with source and rate, fallbacks; a server's carry role "server"). `nas`: an HTTP stand-in for
-    the shared cache (tests, benchmark). `serve_rate` caps each server (bytes/s, tests); `flip`: {node:
-    {file: offset}} the test-only fault of that node's server. Raises NodeError naming each node whose pull
-    failed (a receiver whose every source failed); the servers are stopped either way."""
+    `binds`: {node: address its server binds and its pulls connect from} (`fabric_binds`). `on_event(node)`
+    takes that node's events (progress with source and rate, fallbacks; a server's carry role "server").
+    `nas`: an HTTP stand-in for the shared cache (tests, benchmark). `serve_rate` caps each server (bytes/s,
+    tests); `flip`: {node: {file: offset}} the test-only fault of that node's server. Raises NodeError naming
+    each node whose pull failed (a receiver whose every source failed), and LabkitError when a file's copies
+    differ between nodes; the servers are stopped either way."""
     t0, by_name = time.monotonic(), {h.name: h for h in hosts}
     if missing := [n for n in plan.nodes if n not in by_name or n not in binds]:
         raise LabkitError(f"fan-out: no host or no bind address for {', '.join(missing)}")
-    jobs, own = jobs or NodeJobs(), NodeJobs()
+    jobs = jobs or NodeJobs()
     if jobs.stopped.is_set():
         raise LabkitError(f"fan-out into {dst} not started: staging was interrupted")
-    run, token, sink = secrets.token_hex(4), secrets.token_hex(16), on_event or (lambda node: _ignore)
-    lifetime = timeouts.for_bytes(plan.total_bytes)
-    common: RequestIds = {"run": run, "token": token, "stall": peer.stall}
-    requests = {
-        n: r
-        for n in plan.nodes
-        if (
-            r := serve_request(
-                plan,
-                n,
-                dst,
-                bind=binds[n],
-                lifetime=lifetime,
-                idle=peer.idle,
-                rate=serve_rate,
-                flip=(flip or {}).get(n),
-                **common,
-            )
-        )  # fmt: skip
-    }
-    servers = PeerServers(by_name, requests, (jobs.mark, own.mark), lifetime + 30, sink)
+    sink = on_event or (lambda node: _ignore)
+    rounds = _Round(by_name, dst, binds, sink, timeouts, peer, jobs, nas, serve_rate, flip or {})
     warnings: list[str] = []
-    try:
-        endpoints = servers.start(peer.listen)
-        for n in sorted(set(requests) - set(endpoints)):
-            why = servers.results.get(n, {}).get("error", f"not listening after {peer.listen:g} s")
-            warnings.append(f"{n}: its fan-out server did not start ({why}); its receivers use other sources")
-        pulls = {
-            n: r
-            for n in plan.nodes
-            if (r := pull_request(plan, n, dst, endpoints=endpoints, nas=nas, **common))
-        }
+    refused: dict[str, dict[str, int]] = {}
+    files, servers = rounds.run(plan.first_round(), warnings)
+    add_refusals(refused, servers)
+    read = {f.name: (f.node, f.sha256) for f in files if f.source == NAS}
+    if (second := plan.second_round(read)).chains:
+        more, later = rounds.run(second, warnings)
+        add_refusals(refused, later)
+        files, servers = files + more, {**servers, **later}
+    report = FanoutReport(plan, files, servers, warnings, time.monotonic() - t0, plan.trust(), refused)
+    _agree(report, by_name, dst)
+    return report
 
-        def one(h: HostLike) -> list[dict]:
-            timeout = timeouts.for_bytes(plan.bytes_for(h.name))
-            got = run_peer(
-                h, "pull", pulls[h.name], marks=(jobs.mark,), timeout=timeout, on_event=sink(h.name)
-            )
-            if got["errors"]:
-                raise LabkitError("; ".join(got["errors"]))
-            return got["files"]
 
-        done = each_node(
-            [by_name[n] for n in pulls], one, f"fan-out into {dst}", jobs.stop, f"the fan-out into {dst}"
+def _agree(report: FanoutReport, hosts: Mapping[str, HostLike], dst: str) -> None:
+    """Every file's copies have one SHA-256 on every node, the expected one when it is known; else the
+    copies of that file are removed and LabkitError names the nodes and the hashes (with no digest to go
+    by, the NAS file changed between two nodes' reads of it)."""
+    expected = {c.file.name: c.file.sha256 for c in report.plan.chains}
+    by_file: dict[str, dict[str, str]] = {}
+    for f in report.files:
+        by_file.setdefault(f.name, {})[f.node] = f.sha256
+    bad = {
+        name: got
+        for name, got in by_file.items()
+        if len(set(got.values())) > 1 or (expected.get(name) and set(got.values()) != {expected[name]})
+    }
+    if not bad:
+        return
+    for name, got in bad.items():
+        for node in got:
+            _on_twin(hosts[node], shlex.join(["rm", "-f", "--", f"{dst}/{name}"]), STOP_TIMEOUT)
+    raise LabkitError(
+        "fan-out: copies differ between nodes, removed: "
+        + "; ".join(
+            f"{name}: " + ", ".join(f"{n} sha256 {h}" for n, h in got.items()) for name, got in bad.items()
         )
-    finally:
-        cleanup = {
-            n: [f"{dst}/{partial_name(c.file.name, run)}" for c in plan.receiving(n)] for n in plan.nodes
-        }
-        warnings += servers.stop(own, cleanup, grace=0.0 if jobs.stopped.is_set() else 3.0)
-    files = [Fetched(n, **{**f, "tried": tuple(f["tried"])}) for n, got in done.items() for f in got]
-    return FanoutReport(plan, files, dict(servers.results), warnings, time.monotonic() - t0)
+    )
 
 
 def _ignore(ev: dict) -> None:

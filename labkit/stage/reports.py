@@ -59,8 +59,9 @@ class ViewReport:
     nodes: dict[str, NodeReport]
     manifest_written: dict[str, bool]
     verify: str = "sampled"  # sampled | deep (--deep or staging.verify)
-    # a fan-out's chains ("name: nas -> n1 -> n2"), {file: nodes that read it from the NAS} and seconds; None
-    # when the copies were independent (docs/fanout.md)
+    # a fan-out's chains ("name: nas -> n1 -> n2"), {file: nodes that read it from the NAS}, seconds, {file:
+    # what its copies were checked against} ("trust"), {node: {reason: requests its server refused}} and the
+    # count of wrong-token requests; None when the copies were independent (docs/fanout.md, "Trust")
     fanout: dict | None = None
 
     @property
@@ -133,12 +134,26 @@ class StageReport:
             notes = [m for n in v.nodes.values() for m in n.repaired + n.warnings]
             parts += [f"  note: {m}" for m in notes]
             parts += [f"  checked: {line}" for line in _checks(v)]
+            parts += _fanout_lines(v.fanout)
         parts.append(
             "verification only: nothing copied or changed"
             if self.verification_only
             else f"staged in {self.seconds:.1f} s"
         )
         return "\n".join(parts)
+
+
+def _fanout_lines(fanout: dict | None) -> list[str]:
+    """What a fan-out's copies were checked against, per file, and what its servers refused."""
+    if not fanout:
+        return []
+    out = [f"  fan-out trust: {name}: {text}" for name, text in sorted((fanout.get("trust") or {}).items())]
+    for node, by in sorted((fanout.get("refused") or {}).items()):
+        out.append(
+            f"  fan-out: {node}'s server refused "
+            + ", ".join(f"{k} ({why})" for why, k in sorted(by.items()))
+        )
+    return out
 
 
 def _checks(v: ViewReport) -> list[str]:

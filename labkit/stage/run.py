@@ -234,8 +234,7 @@ class _ViewRun:
             bar,
             f"the verification of {spec.dst}",
         )
-        record = {"chains": plan.describe(), "nas_reads": report.nas_reads(), "seconds": report.seconds}
-        return done, record
+        return done, report.record()
 
     def prepare(self, h: HostLike, a: NodeAssessment, bar: CopyProgress) -> NodeReport:
         rep = NodeReport(h.name, a.commit, repaired=list(a.problems), warnings=list(a.warnings))

@@ -7,23 +7,27 @@ import shlex
 import pytest
 
 from labkit.errors import LabkitError
-from labkit.stage.fanout import (
-    NAS,
-    FanoutFile,
-    needs_from,
-    partial_name,
-    plan_fanout,
-    pull_request,
-    serve_request,
-)
-from labkit.stage.fanout_run import PEER_SCRIPT, peer_command
+from labkit.stage.fanout import NAS, FanoutFile, needs_from, plan_fanout
+from labkit.stage.fanout_requests import partial_name, pull_request, serve_request, token_keys
+from labkit.stage.peer_ops import peer_command, peer_parts, peer_script
 
 NODES = ("dgx5", "dgx6", "dgx7", "dgx8")
 A = FanoutFile(
-    "model-00047-of-00048.safetensors", 101_500_000_000, "/nas/snap/model-00047-of-00048.safetensors"
+    "model-00047-of-00048.safetensors",
+    101_500_000_000,
+    "/nas/snap/model-00047-of-00048.safetensors",
+    "a7" * 32,
+    "blob name",
 )
 B = FanoutFile(
-    "model-00048-of-00048.safetensors", 101_400_000_000, "/nas/snap/model-00048-of-00048.safetensors"
+    "model-00048-of-00048.safetensors",
+    101_400_000_000,
+    "/nas/snap/model-00048-of-00048.safetensors",
+    "b8" * 32,
+    "blob name",
+)
+HAND = FanoutFile(
+    "model-00001-of-00048.safetensors", 5_000_000_000, "/nas/hand/model-00001-of-00048.safetensors"
 )
 
 
@@ -67,6 +71,29 @@ def test_a_node_holding_a_verified_copy_heads_the_chain_instead_of_the_nas():
     assert plan.serving("dgx5") == {A.name: 1} and plan.serving("dgx7") == {}
 
 
+def test_a_file_without_a_digest_goes_to_its_other_receivers_checked_against_the_first_nas_read():
+    """No SHA-256 (a hand-made cache): no holder heads it (nothing could check the holder's copy); the first
+    round reads it from the NAS on one node only, the second passes it on checked against that read's hash."""
+    needs = {"dgx5": [], **{n: [A, HAND] for n in NODES[1:]}}
+    plan = plan_fanout(needs, holders={HAND.name: ["dgx5"], A.name: ["dgx5"]})
+    hand = next(c for c in plan.chains if c.file == HAND)
+    assert hand.head is None and next(c for c in plan.chains if c.file == A).head == "dgx5"
+    first = plan.first_round()
+    assert [c.receivers for c in first.chains if c.file == HAND] == [hand.receivers[:1]]
+    assert [c for c in first.chains if c.file == A] == [c for c in plan.chains if c.file == A]
+    (reader,) = hand.receivers[:1]
+    second = plan.second_round({HAND.name: (reader, "c9" * 32)})
+    (chain,) = second.chains
+    assert chain.head == reader and chain.receivers == hand.receivers[1:]
+    assert (chain.file.sha256, chain.file.trust) == ("c9" * 32, f"sha256 of {reader}'s NAS read")
+    assert plan.second_round({}).chains == ()  # the first read failed: nothing passed on unchecked
+    trust = plan.trust()
+    assert trust[A.name] == "sha256 = blob name, checked by every receiver"
+    assert f"sha256 of {reader}'s NAS read" in trust[HAND.name]
+    alone = plan_fanout({n: [HAND] for n in NODES}, fanout=False).trust()
+    assert alone == {HAND.name: "no digest: not passed peer to peer (read from the NAS by each receiver)"}
+
+
 def test_without_fanout_every_node_reads_the_nas_itself():
     plan = plan_fanout({n: [A, B] for n in NODES}, fanout=False)
     assert plan.nas_reads() == {A.name: list(NODES), B.name: list(NODES)}
@@ -81,37 +108,80 @@ def test_nodes_that_disagree_about_a_file_or_a_bad_digest_are_refused():
         plan_fanout({"dgx5": [FanoutFile("x", 1, "/nas/x", "ABC")]})
 
 
+BINDS = {n: f"10.0.0.{i + 5}" for i, n in enumerate(NODES)}
+
+
 def test_requests_name_growing_copies_sources_and_temp_names():
     plan = plan_fanout({n: [A] for n in NODES})
-    common = {"run": "r1", "token": "t" * 32, "stall": 5.0}
-    serve = serve_request(plan, "dgx6", "/v", bind="10.0.0.6", lifetime=60, idle=9, **common)
+    tokens = {key: f"{key[0]}>{key[1]}:{key[2]}".ljust(32, "-") for key in token_keys(plan)}
+    common = {"run": "r1", "tokens": tokens, "stall": 5.0}
+    serve = serve_request(plan, "dgx6", "/v", bind="10.0.0.6", binds=BINDS, lifetime=60, idle=9, **common)
     tmp = partial_name(A.name, "r1")
     assert tmp.startswith(".labkit-partial.") and tmp.endswith(".r1")
-    assert serve["files"] == [{"name": A.name, "size": A.size, "path": f"/v/{tmp}", "final": f"/v/{A.name}"}]
+    (offered,) = serve["files"]
+    assert (offered["path"], offered["final"], offered["adopt"]) == (f"/v/{tmp}", f"/v/{A.name}", True)
+    # a token per receiver that may pull it from dgx6 (dgx7 next, dgx8 as a fallback), and only they connect
+    assert offered["tokens"] == {
+        tokens[("dgx6", "dgx7", A.name)]: "dgx7",
+        tokens[("dgx6", "dgx8", A.name)]: "dgx8",
+    }
+    assert serve["allow"] == ["10.0.0.7", "10.0.0.8"]
     assert serve["expect"] == {A.name: 1} and serve["bind"] == "10.0.0.6" and serve["flip"] == {}
-    assert serve_request(plan, "dgx8", "/v", bind="x", lifetime=60, idle=9, **common) is None
+    assert "token" not in serve
+    assert serve_request(plan, "dgx8", "/v", bind="x", binds=BINDS, lifetime=60, idle=9, **common) is None
     endpoints = {"dgx5": ("10.0.0.5", 4001), "dgx7": ("10.0.0.7", 4003)}  # dgx6's server did not start
-    pull = pull_request(plan, "dgx8", "/v", endpoints=endpoints, **common)
+    pull = pull_request(plan, "dgx8", "/v", bind="10.0.0.8", endpoints=endpoints, **common)
     (f,) = pull["files"]
     assert [s["label"] for s in f["sources"]] == ["dgx7", "dgx5", NAS]
+    assert [s.get("token") for s in f["sources"]] == [
+        tokens[("dgx7", "dgx8", A.name)],
+        tokens[("dgx5", "dgx8", A.name)],
+        None,
+    ]
     assert f["sources"][-1] == {"kind": "file", "label": NAS, "path": A.src}
-    assert f["partial"] == tmp and f["blob"] == A.src and f["sha256"] is None
+    assert f["partial"] == tmp and f["blob"] == A.src
+    assert (f["sha256"], f["digest_of"]) == (A.sha256, "sha256 = blob name")
+    assert pull["bind"] == "10.0.0.8" and "token" not in pull
     nas = {"address": "127.0.0.1", "port": 9, "token": "n"}
-    via = pull_request(plan, "dgx5", "/v", endpoints=endpoints, nas=nas, **common)
+    via = pull_request(plan, "dgx5", "/v", bind="10.0.0.5", endpoints=endpoints, nas=nas, **common)
     assert via["files"][0]["sources"] == [{"kind": "peer", "label": NAS, **nas}]
+
+
+def test_every_source_receiver_and_file_has_its_own_token_key():
+    plan = plan_fanout({n: [A, B] for n in NODES})
+    keys = list(token_keys(plan))
+    assert len(keys) == len(set(keys)) == 2 * (1 + 2 + 3)  # per file: 1 + 2 + 3 peer sources down the chain
+    assert ("dgx5", "dgx8", A.name) in keys and ("dgx8", "dgx5", A.name) not in keys
 
 
 def test_the_peer_command_is_quoted_and_carries_no_token():
     cmd = peer_command("serve", ["labkit-stage-job=abc"])
     argv = shlex.split(cmd)
     assert argv[:4] == ["python3", "-I", "-S", "-c"] and argv[5:] == ["serve", "-"]
-    assert argv[4] == "# labkit-stage-job=abc\n" + PEER_SCRIPT.read_text()
+    assert argv[4] == peer_script(["labkit-stage-job=abc"])
+    assert argv[4].startswith("# labkit-stage-job=abc\nfrom __future__ import annotations\n")
+
+
+def test_the_peer_script_is_its_parts_as_they_read_less_their_imports_of_each_other():
+    """What a node runs is the files: every line of every part is in the text, in order, but the imports
+    of labkit (the other parts, whose names come earlier in the text) and the parts' own __future__ lines."""
+    script = peer_script()
+    compile(script, "peer", "exec")
+    assert "import labkit" not in script and "from labkit" not in script
+    assert script.count("from __future__ import annotations") == 1
+    names = [p.name for p in peer_parts()]
+    assert names[-1] == "peer.py" and len(names) > 1
+    at = 0
+    for part in peer_parts():
+        for line in part.read_text().splitlines():
+            if line and not line.startswith(("from __future__", "from labkit", "    ", ")")):
+                at = script.index(line + "\n", at)
 
 
 def test_needs_from_assessments():
     class F:
         def __init__(self, status):
-            self.status = status
+            self.status, self.blob = status, A.sha256  # the blob name is the file's SHA-256
 
     class Assessed:
         def __init__(self, node, to_copy, files):

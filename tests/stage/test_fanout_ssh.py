@@ -14,7 +14,8 @@ import pytest
 
 from labkit.errors import LabkitError
 from labkit.nodes.group import host_for
-from labkit.stage.fanout import FanoutFile, partial_name, plan_fanout
+from labkit.stage.fanout import FanoutFile, plan_fanout
+from labkit.stage.fanout_requests import partial_name
 from labkit.stage.fanout_run import PeerServers, PeerTimeouts, fan_out, run_peer
 from labkit.stage.transport import NodeJobs
 from tests.support.hf_cache import LOCAL, default_files, make_cache, payload
@@ -72,7 +73,11 @@ class FifoNas:
 
 
 def wanted(snap: Path, files: dict[str, bytes], names=LOCAL) -> list[FanoutFile]:
-    return [FanoutFile(n, len(files[n]), f"{snap}/{n}") for n in names]
+    """The files as needs_from gives them: each with its blob name, the file's SHA-256."""
+    return [
+        FanoutFile(n, len(files[n]), f"{snap}/{n}", hashlib.sha256(files[n]).hexdigest(), "blob name")
+        for n in names
+    ]
 
 
 def collect(events: list):
@@ -182,12 +187,16 @@ def test_a_peer_killed_mid_transfer_is_left_for_the_next_source(nodes, tmp_path,
     assert peers_left(group, jobs) == {}
 
 
-def serve_one(host, dst: str, name: str, size: int, jobs: NodeJobs, **extra) -> PeerServers:
-    """A server on `host` offering its complete copy dst/name, listening (the caller stops it)."""
+TOKEN = "k" * 32
+
+
+def serve_one(host, dst: str, name: str, size: int, jobs: NodeJobs, allow, **extra) -> PeerServers:
+    """A server on `host` offering its complete copy dst/name to `allow` (addresses; TOKEN is the receiver
+    "r"'s), listening (the caller stops it)."""
     request = {
-        "token": "k" * 32,
         "bind": host.name,
-        "files": [{"name": name, "size": size, "path": f"{dst}/{name}"}],
+        "allow": list(allow),
+        "files": [{"name": name, "size": size, "path": f"{dst}/{name}", "tokens": {TOKEN: "r"}}],
     }
     request.update({"expect": {name: 1}, "lifetime": 120, "idle": 10, "stall": 5, **extra})
     servers = PeerServers(
@@ -209,12 +218,17 @@ def test_a_byte_flipped_in_transit_is_caught_before_the_rename(nodes, tmp_path):
     a, b = group.hosts[0], group.hosts[1]
     place(a, dst, f"{snap}/{name}")
     jobs, events = NodeJobs(), []
-    servers = serve_one(a, dst, name, size, jobs, flip={name: 1_234_567})
+    servers = serve_one(a, dst, name, size, jobs, [b.name], flip={name: 1_234_567})
     try:
         (address, port) = servers.endpoints[a.name]
-        source = {"kind": "peer", "label": a.name, "address": address, "port": port}
-        entry = {"name": name, "size": size, "partial": partial_name(name, "t1"), "blob": f"{snap}/{name}"}
-        request = {"dst": dst, "token": "k" * 32, "stall": 5, "files": [{**entry, "sources": [source]}]}
+        source = {"kind": "peer", "label": a.name, "address": address, "port": port, "token": TOKEN}
+        entry = {
+            "name": name,
+            "size": size,
+            "partial": partial_name(name, "0000aaaa"),
+            "blob": f"{snap}/{name}",
+        }
+        request = {"dst": dst, "bind": b.name, "stall": 5, "files": [{**entry, "sources": [source]}]}
         got = run_peer(b, "pull", request, marks=(jobs.mark,), timeout=60, on_event=events.append)
     finally:
         servers.stop(NodeJobs(), {})
@@ -241,31 +255,37 @@ def test_a_server_refuses_wrong_tokens_and_other_paths(nodes, tmp_path):
     a, b = group.hosts[2], group.hosts[3]
     place(a, dst, f"{snap}/{name}")
     jobs = NodeJobs()
-    servers = serve_one(a, dst, name, size, jobs)
+    servers = serve_one(a, dst, name, size, jobs, [b.name])
     address, port = servers.endpoints[a.name]
     try:
         asked = []
         for path, token in [
             (f"/f/{name}", None),
             (f"/f/{name}", "x" * 32),
-            (f"/f/{name}", "k" * 31),
-            ("/f/config.json", "k" * 32),
-            ("/f/..%2F..%2Fetc%2Fpasswd", "k" * 32),
-            (f"/digest/{name}", "k" * 32),
-        ]:
-            conn = http.client.HTTPConnection(address, port, timeout=10)
+            (f"/f/{name}", TOKEN[:-1]),
+            ("/f/config.json", TOKEN),
+            ("/f/..%2F..%2Fetc%2Fpasswd", TOKEN),
+            (f"/digest/{name}", TOKEN),
+        ]:  # from b's address, which the server allows
+            conn = http.client.HTTPConnection(address, port, timeout=10, source_address=(b.name, 0))
             conn.request("GET", path, headers={"X-Labkit-Token": token} if token else {})
             asked.append(conn.getresponse().status)
             conn.close()
         assert asked == [403, 403, 403, 404, 404, 404]
-        source = {"kind": "peer", "label": a.name, "address": address, "port": port}
-        entry = {"name": name, "size": size, "partial": partial_name(name, "t2"), "blob": f"{snap}/{name}"}
-        request = {"dst": dst, "token": "k" * 32, "stall": 5, "files": [{**entry, "sources": [source]}]}
+        source = {"kind": "peer", "label": a.name, "address": address, "port": port, "token": TOKEN}
+        entry = {
+            "name": name,
+            "size": size,
+            "partial": partial_name(name, "0000bbbb"),
+            "blob": f"{snap}/{name}",
+        }
+        request = {"dst": dst, "bind": b.name, "stall": 5, "files": [{**entry, "sources": [source]}]}
         got = run_peer(b, "pull", request, marks=(jobs.mark,), timeout=60)
     finally:
         servers.stop(NodeJobs(), {})
     assert got["errors"] == [] and got["files"][0]["source"] == a.name
-    assert servers.results[a.name] == {"served": {name: 1}, "refused": 6, "ended": "done"}
+    refused = {"no or wrong token": 3, "not a file this server offers": 3}
+    assert servers.results[a.name] == {"served": {name: 1}, "refused": refused, "ended": "done"}
     assert peers_left(group, jobs) == {}
 
 
@@ -275,21 +295,27 @@ def test_a_server_whose_controller_went_away_ends_on_its_own(nodes, cluster):
     group, dst = nodes
     jobs = NodeJobs()
     a = host_for(ADDRESSES[0], None, 22, 5, cluster.ssh_options())
-    request = {"token": "k" * 32, "bind": a.name, "expect": {"f": 1}, "stall": 600}
+    request = {"bind": a.name, "allow": [ADDRESSES[1]], "expect": {"f": 1}, "stall": 600}
     starts = [
         ({**request, "lifetime": 600, "idle": 2}, False),
         ({**request, "lifetime": 3, "idle": 600}, True),
     ]
     for i, (req, hold) in enumerate(starts):
         req["files"] = [
-            {"name": "f", "size": 10, "path": f"{dst}/.labkit-partial.f.t{i}", "final": f"{dst}/f"}
+            {
+                "name": "f",
+                "size": 10,
+                "path": f"{dst}/.labkit-partial.f.0000000{i}",
+                "final": f"{dst}/f",
+                "tokens": {TOKEN: "r"},
+            }
         ]
         servers = PeerServers({a.name: a}, {a.name: req}, (jobs.mark,), 700, lambda node: lambda ev: None)
         endpoint = servers.start(30).get(a.name)
         assert endpoint, servers.results
         if hold:  # a receiver waiting for bytes that never come: in flight, so never idle
-            conn = http.client.HTTPConnection(*endpoint, timeout=60)
-            conn.request("GET", "/f/f", headers={"X-Labkit-Token": "k" * 32})
+            conn = http.client.HTTPConnection(*endpoint, timeout=60, source_address=(ADDRESSES[1], 0))
+            conn.request("GET", "/f/f", headers={"X-Labkit-Token": TOKEN})
         else:
             a.close()  # the controller's connection is gone; the command on the node runs on
         assert servers.calls.wait(120)

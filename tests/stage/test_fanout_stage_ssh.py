@@ -78,6 +78,9 @@ def test_fanout_stage_reads_each_shard_once_and_matches_independent_copies(nodes
     (fanned,) = counting.reports
     view = report.views[0]
     assert view.fanout["nas_reads"] == fanned.nas_reads() and len(view.fanout["chains"]) == len(LOCAL)
+    # the staging record says what every file's copies were checked against, and nobody knocked
+    assert view.fanout["trust"] == dict.fromkeys(LOCAL, "sha256 = blob name, checked by every receiver")
+    assert (view.fanout["refused"], view.fanout["wrong_tokens"]) == ({}, 0)
     assert_copies(group, dst, files)
     record = report.to_dict()["views"][0]["nodes"]
     by = {(f.node, f.name): f for f in fanned.files}
@@ -88,9 +91,9 @@ def test_fanout_stage_reads_each_shard_once_and_matches_independent_copies(nodes
             f = by[addr, name]
             assert record[addr]["sources"][name] == f.source  # "nas" or the peer it came from
             # the expected digest was passed with the request (the blob name), not looked up on the node
-            assert f.verified == "sha256 given" and f.sha256 == blob_name(files[name])
+            assert f.verified == "sha256 = blob name" and f.sha256 == blob_name(files[name])
             assert record[addr]["verification"][name] == (
-                f"sampled xxh3 8 blocks (on receipt from {f.source}: sha256 given)"
+                f"sampled xxh3 8 blocks (on receipt from {f.source}: sha256 = blob name)"
             )
         listing = remote_json(group.hosts[ADDRESSES.index(addr)], LIST_VIEW.format(dst=dst))
         assert listing["config.json"]["link"] == f"{snap}/config.json" and listing["config.json"]["ok"]

@@ -50,13 +50,14 @@ class ThrottledNas:
     """peer.py serving the cache's blobs on 127.0.0.1 at `rate` bytes/s in all; counts the bytes it sent."""
 
     def __init__(self, snap: Path, names, rate: float, readers):
-        self.token, self.sent, self.lock = secrets.token_hex(16), 0, threading.Lock()
+        self.sent, self.lock = 0, threading.Lock()
+        self.tokens = {n: secrets.token_hex(16) for n in names}  # a peer server's token opens one file
         files = [
             {
                 "name": n,
                 "size": (snap / n).stat().st_size,
                 "path": str((snap / n).resolve()),
-                "tokens": {self.token: "node"},
+                "tokens": {self.tokens[n]: "node"},
             }
             for n in names
         ]
@@ -73,7 +74,7 @@ class ThrottledNas:
         first = json.loads(self.proc.stdout.readline())
         if first.get("event") != "listening":
             raise RuntimeError(f"the NAS stand-in did not start: {first}")
-        self.endpoint = {"address": first["address"], "port": first["port"], "token": self.token}
+        self.endpoint = {"address": first["address"], "port": first["port"], "tokens": self.tokens}
         threading.Thread(target=self._count, daemon=True).start()
 
     def _count(self) -> None:

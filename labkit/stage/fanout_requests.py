@@ -83,9 +83,14 @@ def serve_request(
 
 def nas_source(f: FanoutFile, nas: Mapping[str, object] | None = None) -> dict:
     """A read of `f` from the shared cache: its snapshot entry, or through `nas` ({"address", "port",
-    "token"}: an HTTP stand-in for the NAS, as the benchmark and tests use to throttle and count reads)."""
+    "token"} or {..., "tokens": {file: token}}: an HTTP stand-in for the NAS, as the benchmark and tests use
+    to throttle and count reads; a peer server takes a token for one file only)."""
     if nas:
-        return {"kind": "peer", "label": NAS, **nas}
+        source = {"kind": "peer", "label": NAS, **nas}
+        per_file = source.pop("tokens", None)
+        if isinstance(per_file, Mapping):
+            source["token"] = per_file[f.name]
+        return source
     return {"kind": "file", "label": NAS, "path": f.src}
 
 

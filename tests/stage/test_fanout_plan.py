@@ -145,6 +145,12 @@ def test_requests_name_growing_copies_sources_and_temp_names():
     nas = {"address": "127.0.0.1", "port": 9, "token": "n"}
     via = pull_request(plan, "dgx5", "/v", bind="10.0.0.5", endpoints=endpoints, nas=nas, **common)
     assert via["files"][0]["sources"] == [{"kind": "peer", "label": NAS, **nas}]
+    # a stand-in server takes one token per file (the benchmark's throttled NAS): each file gets its own
+    per_file = {"address": "127.0.0.1", "port": 9, "tokens": {A.name: "ta"}}
+    via = pull_request(plan, "dgx5", "/v", bind="10.0.0.5", endpoints=endpoints, nas=per_file, **common)
+    assert via["files"][0]["sources"] == [
+        {"kind": "peer", "label": NAS, "address": "127.0.0.1", "port": 9, "token": "ta"}
+    ]
 
 
 def test_every_source_receiver_and_file_has_its_own_token_key():

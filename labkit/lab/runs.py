@@ -186,15 +186,14 @@ def _repeat(
         )
         if run is not first:
             done.run_dirs.append(run.path)
+        cold = i == 0 and first is not None  # only the boot's first run meets a cold engine
         with run:
             result = run_bench(
                 endpoint.base_url,
                 once,
                 BenchOptions(
                     model=endpoint.model,
-                    cold_expected=(
-                        i == 0 and first is not None
-                    ),  # only the boot's first run meets a cold engine
+                    cold_expected=cold,
                     io_hooks=probes,
                     progress=progress,
                     lane=plan.label,

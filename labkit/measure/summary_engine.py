@@ -16,7 +16,7 @@ from labkit.measure.servertruth import spec_counts
 from labkit.measure.summary_speed import put
 from labkit.measure.timing import median
 
-SHORT_SHARE = 0.9  # a group whose effective concurrency is below this share of K ran short
+SHORT_SHARE = 0.75  # a group whose effective concurrency is below this share of K ran short
 ENGINE_TTFT = (
     "queue_time_ms + time_to_first_token_ms of the response's metrics (engine core queue to first token)"
 )

@@ -13,6 +13,11 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
     decode_c<K>_agg      same for other concurrencies
     decode_c<K>_span     the span estimator of the same groups (valid only when overlap is high)
     decode_c<K>_overlap  median |steady window| / span of those groups (1.0 = perfect lockstep)
+    decode_c<K>_concurrency  median effective concurrency of the groups (engine steps, else client timing)
+    decode_c<N>_engine   median of the engine's own per-request decode rate ((N-1) / generation time)
+    decode_c<N>_engine_gap       median per request of labkit's decode / the engine's - 1
+    decode_c<N>_ttft_engine_gap  median per request of labkit's TTFT - the engine's (queue + TTFT), seconds
+    decode_c<N>_accept_per_draft, decode_c<N>_accept_length  a-bar and tau from the requests' own counts
     prefill_<P>          median prefill t/s at a target prompt length P (tokens), unique prompts, RTT-corrected
     prefill_<P>_raw      the same without the RTT correction (P / TTFT)
     prefill_<P>_ttft     median TTFT (seconds) of those samples

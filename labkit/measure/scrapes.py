@@ -7,8 +7,9 @@ engine served requests before the run (then the first one is not cold). The form
 `EvidenceLog` keeps each window's evidence (docs/measurement.md, "Per-run evidence"): the phases hand it every
 pair of consecutive scrapes around labkit's requests, all taken while labkit had nothing in flight, with the
 number of requests sent between them. Per window it keeps the running/waiting gauges at the first and last
-scrape, requests finished against requests sent, prefix-cache hits, and every watched counter that went
-backwards. A metric the engine does not export stays absent, never 0.
+scrape, requests finished against requests sent, prefix-cache hits, every watched counter that went
+backwards, and the drain check's waits (labkit/measure/drain.py). A metric the engine does not export stays
+absent, never 0.
 """
 
 from __future__ import annotations

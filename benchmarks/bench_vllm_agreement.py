@@ -10,6 +10,12 @@ from the `server_window` labkit keeps per c1 turn and prefill sample, used only 
 window's Δ. Goals: labkit's decode within ±0.3 % of the server's, labkit's TTFT at most 1 ms above the
 server's own (loopback). The prefill ratio is reported, not bounded.
 
+Per request (issue 26): the lane turns on vLLM's --enable-per-request-metrics, so every response carries the
+engine's own TTFT (queue + time to first token) and decode time; each round also runs a c2 window (k lockstep
+pairs), and the table reports, per request at c1 and at c2, labkit's decode / the engine's − 1 and labkit's
+TTFT − the engine's, with the c2 groups' effective concurrency (docs/measurement.md, "Per-request server
+truth", "Drain and effective concurrency").
+
     .venv/bin/python benchmarks/bench_vllm_agreement.py [--quick] [--rounds R] [--json OUT]
 
 Exit status 1 if a goal is missed (CI prints, does not gate), 2 if vLLM is not installed.
@@ -57,6 +63,9 @@ METHOD = {
     "HTTP, tokenisation and queue time labkit's includes, so labkit/server is expected below 1 (not bounded)",
     "prefill labkit": "prefill_<P> = (P−C)/(TTFT−RTT) and prefill_<P>_raw = P/TTFT (medians over the window); "
     "Σ: ΣP/ΣTTFT",
+    "per request": "each response's metrics object: labkit decode_tps / ((N−1)/generation_time_ms) − 1 and "
+    "labkit ttft_s − (queue_time_ms + time_to_first_token_ms), medians over the window's requests "
+    "(burst-read ones left out of the decode figure); c2: every stream of the lockstep pairs",
 }
 GATES = {
     "decode": ("±0.3 %", lambda x: abs(x - 1) <= DECODE_GOAL),
@@ -72,6 +81,11 @@ ROWS = [  # (label, window, key, decimals, gate name or the goal column's note)
     ("prefill labkit raw median / server median", "prefill", "ratio_raw_median", 3, "reported (< 1)"),
     ("prefill labkit raw Σ / server Σ", "prefill", "ratio_sum", 3, "reported (< 1)"),
     ("TTFT labkit − server (ms), prefill", "prefill", "ttft_diff_ms", 3, "reported"),
+    ("decode labkit / engine − 1 per request, c1", "decode", "request_decode_gap", 4, "reported"),
+    ("TTFT labkit − engine per request (ms), c1", "decode", "request_ttft_gap_ms", 3, "reported"),
+    ("decode labkit / engine − 1 per request, c2", "c2", "request_decode_gap", 4, "reported"),
+    ("TTFT labkit − engine per request (ms), c2", "c2", "request_ttft_gap_ms", 3, "reported"),
+    ("c2 effective concurrency (streams)", "c2", "concurrency", 2, "reported"),
     ("decode server t/s (Σ)", "decode", "server_tps", 1, ""),
     ("prefill server t/s (Σ)", "prefill", "server_tps", 0, ""),
 ]
@@ -96,17 +110,21 @@ def deltas(before: mx.Samples, after: mx.Samples) -> dict[str, float]:
 
 
 def detail(r) -> dict:
-    """What the JSON keeps per request (the stamps behind each figure)."""
-    return {k: getattr(r, k) for k in DETAIL} | {"flags": r.flags, "server_window": r.server_window}
+    """What the JSON keeps per request (the stamps behind each figure, the engine's own object)."""
+    return {k: getattr(r, k) for k in DETAIL} | {
+        "flags": r.flags,
+        "server_window": r.server_window,
+        "engine_metrics": r.engine_metrics,
+    }
 
 
 def measured(ep, plan: MeasurePlan, decode: bool):
     """One labkit measurement between two scrapes: (records, summary measures, deltas), or why not (a dict)."""
     before = scrape(ep.root_url)
     kw = {"decode": decode, "prefill": not decode}
-    res = run_bench(
-        ep.base_url, plan, BenchOptions(model=ep.model, progress=False, cold_expected=False, **kw)
-    )
+    # the tiny random model loops by nature (model.loops): loops are reported, never gating its figures
+    opts = BenchOptions(model=ep.model, progress=False, cold_expected=False, loops_expected=True, **kw)
+    res = run_bench(ep.base_url, plan, opts)
     d = deltas(before, scrape(ep.root_url))
     recs = res.records
     bad = [r.error or r.flags for r in recs if not r.ok or any(f in r.flags for f in EXCLUDING_FLAGS)]
@@ -115,7 +133,19 @@ def measured(ep, plan: MeasurePlan, decode: bool):
         why = f"server counted {d['ttft_count']:g} requests, labkit sent {len(recs)}"
     if why:  # both sides: the window's deltas cannot be split by request
         return {"discarded": why, "records": [detail(r) for r in recs]}
-    return recs, res.summary.measures, d
+    return recs, res.summary.measures, d, res.groups
+
+
+def agreement(recs) -> dict:
+    """Per request, from each response's own metrics object: medians of labkit / engine decode − 1 and of
+    labkit − engine TTFT (ms); None where the responses carried no such object."""
+    gaps = [r.decode_vs_engine for r in recs if r.decode_vs_engine is not None]
+    ttft = [r.ttft_minus_engine_s for r in recs if r.ttft_minus_engine_s is not None]
+    return {
+        "request_decode_gap": statistics.median(gaps) if gaps else None,
+        "request_ttft_gap_ms": statistics.median(ttft) * 1e3 if ttft else None,
+        "engine_ttft_ms": [None if r.engine_ttft_s is None else r.engine_ttft_s * 1e3 for r in recs],
+    }
 
 
 def per_request(recs, d: dict, key: str) -> list[dict] | None:
@@ -132,7 +162,7 @@ def decode_window(ep, k: int, n: int) -> dict:
     got = measured(ep, MeasurePlan("chat", 1, DecodePlan((1,), k, n, 0), PrefillPlan((), 1), 120.0), True)
     if isinstance(got, dict):
         return got
-    recs, m, d = got
+    recs, m, d, _ = got
     steps, lab_steps = d["gen"] - d["ttft_count"], sum(r.output_tokens - 1 for r in recs)
     server = steps / d["decode_sum"]
     lab_sum = lab_steps / (sum(r.t_last - r.t_first for r in recs) / 1e9)
@@ -154,6 +184,22 @@ def decode_window(ep, k: int, n: int) -> dict:
         "ttft_diff_ms": (ttft_lab - ttft_srv) * 1e3,
         "labkit_server_ttft_ms": statistics.fmean(r.server_ttft_s for r in recs) * 1e3 if ws else None,
         "rtt_ms": statistics.fmean(r.rtt_s for r in recs) * 1e3,
+        **agreement(recs),
+        "records": [detail(r) for r in recs],
+    }
+
+
+def c2_window(ep, k: int, n: int) -> dict:
+    """k lockstep pairs: the engine's per-request figures against labkit's, stream by stream."""
+    got = measured(ep, MeasurePlan("chat", 1, DecodePlan((2,), k, n, 0), PrefillPlan((), 1), 120.0), True)
+    if isinstance(got, dict):
+        return got
+    recs, _, _, groups = got
+    conc = [g.effective_concurrency for g in groups if g.effective_concurrency is not None]
+    return {
+        "requests": len(recs),
+        "concurrency": statistics.median(conc) if conc else None,
+        **agreement(recs),
         "records": [detail(r) for r in recs],
     }
 
@@ -162,7 +208,7 @@ def prefill_window(ep, k: int, p: int) -> dict:
     got = measured(ep, MeasurePlan("chat", 1, DecodePlan((1,), 0, 1, 0), PrefillPlan((p,), k), 120.0), False)
     if isinstance(got, dict):
         return got
-    recs, m, d = got
+    recs, m, d, _ = got
     server = d["prompt"] / d["prefill_sum"]
     ws = per_request(recs, d, "prefill")
     srv = (
@@ -229,11 +275,12 @@ def run(args, ep) -> dict[str, list[dict]]:
     say("untimed first use of both shapes (outside every window)")
     first = MeasurePlan("chat", 1, DecodePlan((1,), 1, n, 0), PrefillPlan((p,), 1), 120.0)
     run_bench(ep.base_url, first, BenchOptions(model=ep.model, progress=False, cold_expected=False))
-    windows: dict[str, list[dict]] = {"decode": [], "prefill": []}
+    windows: dict[str, list[dict]] = {"decode": [], "prefill": [], "c2": []}
+    shapes = {"decode": decode_window, "prefill": prefill_window, "c2": c2_window}
     for i in range(rounds):
-        for w in ("decode", "prefill") if i % 2 == 0 else ("prefill", "decode"):
+        for w in ("decode", "prefill", "c2") if i % 2 == 0 else ("c2", "prefill", "decode"):
             say(f"round {i + 1}/{rounds}: {w} window")
-            windows[w].append(decode_window(ep, k, n) if w == "decode" else prefill_window(ep, k, p))
+            windows[w].append(shapes[w](ep, k, p if w == "prefill" else n))
         print(round_line(i, rounds, windows["decode"][-1], windows["prefill"][-1]), flush=True)
     return windows
 

@@ -33,6 +33,8 @@ from tests.support.lanes import sim_recipe
 PORT = 18793
 SHIM = Path(__file__).resolve().parent / "support" / "nvidia_smi_shim.py"
 SPEC = {"spec_method": "mtp", "spec_k": 2, "spec_accept": [0.8, 0.5], "cold_requests": 1}
+# the engine's own per-request figures, as the vLLM lanes turn them on (docs/measurement.md, "Per-request server truth")
+SPEC |= {"enable_per_request_metrics": True, "per_request_spec_decode_metrics": "summary"}
 # rows the sim lane here cannot emit: no NFS mount on this machine, no drafted-share counter in the simulator
 NOT_ON_THE_SIM_LANE = {"accept_drafted_share", "nfs_read_bytes", "nfs_read_bytes_per_completion"}
 # the headline rule each caller kept before the catalogue: labkit compare's default measures

@@ -59,6 +59,7 @@ def bench_cli(args: Any) -> int:
     recipe_hash = variant = None
     k_found = None  # a bare URL: K from /metrics
     lane = ""
+    loops = asked = False  # a bare URL: nothing known about its model or flags
     if (
         "://" in target
         or target.replace(".", "").replace(":", "").isdigit()
@@ -76,6 +77,7 @@ def bench_cli(args: Any) -> int:
         recipe_hash, variant = lane_plan.recipe_hash, lane_plan.variant_id
         url = args.url or f"http://127.0.0.1:{lane_plan.engine.port}"
         k_found = configured_k(lane_plan.engine)  # the recipe's K, as `labkit run` measures it
+        loops, asked = lane_plan.model.loops, lane_plan.engine_metrics_asked
     plan = override_plan(plan, args)
     probes = [LocalNfsProbe()] if args.nfs else []
     result = run_bench(
@@ -94,6 +96,8 @@ def bench_cli(args: Any) -> int:
             io_hooks=probes,
             spec_k=k_found[0] if k_found else None,
             spec_k_source=k_found[1] if k_found else "",
+            loops_expected=loops,
+            engine_metrics_asked=asked,
         ),
     )
     title = f"{result.provenance['model']} @ {result.provenance['endpoint']}"

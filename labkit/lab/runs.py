@@ -186,15 +186,14 @@ def _repeat(
         )
         if run is not first:
             done.run_dirs.append(run.path)
+        cold = i == 0 and first is not None  # only the boot's first run meets a cold engine
         with run:
             result = run_bench(
                 endpoint.base_url,
                 once,
                 BenchOptions(
                     model=endpoint.model,
-                    cold_expected=(
-                        i == 0 and first is not None
-                    ),  # only the boot's first run meets a cold engine
+                    cold_expected=cold,
                     io_hooks=probes,
                     progress=progress,
                     lane=plan.label,
@@ -206,8 +205,10 @@ def _repeat(
                     on_partial=functools.partial(write_records, run),
                     prompt_seed=None if m.seed is None else f"{m.seed}/{i}",
                     telemetry=node_telemetry(plan, hosts, store.root),
-                    kv_pool=boot.get("kv_pool"),
-                ),  # read at boot from the log and the API
+                    kv_pool=boot.get("kv_pool"),  # read at boot from the log and the API
+                    loops_expected=plan.model.loops,
+                    engine_metrics_asked=plan.engine_metrics_asked,
+                ),
             )
             done.results.append(result)
             if result.summary.n_ok == 0:  # a folder of failures is not a result: keep it, failed

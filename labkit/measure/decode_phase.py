@@ -17,7 +17,8 @@ import asyncio
 
 from labkit.measure import metrics as mx
 from labkit.measure import prompts as pr
-from labkit.measure.recording import make_group
+from labkit.measure.drain import settled
+from labkit.measure.recording import make_group, set_concurrency
 from labkit.measure.records import RequestRecord
 from labkit.measure.scrapes import (
     flush_for_acceptance,
@@ -36,12 +37,16 @@ class _Windows:
     def __init__(self, s: Session, run: int, before: mx.Samples | None) -> None:
         self.s, self.run, self.last, self.n = s, run, before, 0
 
-    async def close(self, recs: list[RequestRecord]) -> dict | None:
+    async def close(self, recs: list[RequestRecord], where: str) -> dict | None:
+        """The scrape after `recs` (the requests `where` names): their window's engine view; then, before the
+        next window opens, the wait for the engine to drain (labkit/measure/drain.py)."""
         self.n += 1
-        now = await self.s.scrape(f"decode.{self.run}.{self.n}")
+        key = f"decode.{self.run}.{self.n}"
+        now = await self.s.scrape(key)
         self.s.log.evidence.pair("decode", self.run, self.last, now, len(recs))
         view = server_view(recs, self.last, now)
-        self.last = now  # None once /metrics failed: no later window (nor the acceptance) has an end
+        # None once /metrics failed: no later window (nor the acceptance) has an end
+        self.last = await settled(self.s, now, key=key, window="decode", run=self.run, where=f"after {where}")
         return view
 
 
@@ -52,20 +57,24 @@ async def measure_decode(s: Session, run: int) -> mx.Acceptance | None:
     d = ctx.plan.decode
     N = d.output_tokens
     before = await s.scrape(f"decode.before.{run}")
+    before = await settled(s, before, key=f"decode.before.{run}", window="decode", run=run, where="start")
     flushed = await flush_for_acceptance(ctx.client, before, log.notes)
     n_before = len(log.records)
     windows = _Windows(s, run, before)
     if _cold_turn(s, run, before):
         res, n = await _one(s, N, "cold")
-        await windows.close([s.record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)])
+        await windows.close(
+            [s.record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)], "the cold turn"
+        )
     for i in range(d.warmup):
         res, n = await _one(s, N, f"warmup.{i}")
-        await windows.close([s.record(res, phase="warmup", requested=N, turn=i, nonce=n)])
+        await windows.close([s.record(res, phase="warmup", requested=N, turn=i, nonce=n)], f"warmup {i + 1}")
     for k in d.concurrency:
         for turn in range(1, d.turns + 1):
             if k == 1:
                 res, n = await _one(s, N, f"c1.{turn}")
-                await windows.close([s.record(res, phase="decode", requested=N, turn=turn, nonce=n)])
+                recs = [s.record(res, phase="decode", requested=N, turn=turn, nonce=n)]
+                await windows.close(recs, f"c1 turn {turn}")
             else:
                 await _lockstep_group(s, k, turn, N, windows)
     after = windows.last if windows.n else await s.scrape(f"decode.after.{run}")
@@ -136,5 +145,6 @@ async def _lockstep_group(s: Session, k: int, turn: int, N: int, windows: _Windo
         for i, r in enumerate(results)
     ]
     group = make_group(recs, k, index, run_id=s.ctx.run_id, rep=s.rep)
-    group.server_window = await windows.close(recs)
+    group.server_window = await windows.close(recs, f"c{k} group {turn}")
+    set_concurrency(group, recs)
     groups.append(group)

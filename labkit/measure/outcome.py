@@ -46,6 +46,8 @@ def bench_result(ctx: RunContext, log: RunLog, io: dict[str, dict[str, float]]) 
         io=io,
         windows=log.evidence.windows,
         telemetry=None if ctx.telemetry is None else ctx.telemetry.result(ctx.t_origin),
+        loops_expected=ctx.loops_expected,
+        engine_metrics_asked=ctx.engine_metrics_asked,
     )
     prov = provenance(
         ctx.client,
@@ -76,6 +78,9 @@ def bench_result(ctx: RunContext, log: RunLog, io: dict[str, dict[str, float]]) 
                 f"engine API ({kv.get('chosen')}); docs/engines.md, KV pool sources"
             )
     prov["prompt_seed"] = ctx.prompt_seed
+    prov["drain_timeout_s"] = ctx.drain_timeout
+    prov["loops_expected"] = ctx.loops_expected
+    prov["engine_metrics_asked"] = ctx.engine_metrics_asked
     prov["prompt_texts"] = (
         "seeded by prompt_seed, repetition and place in the plan; a fresh nonce first"
         if ctx.prompt_seed is not None

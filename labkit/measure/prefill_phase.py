@@ -10,6 +10,7 @@ docs/measurement.md, "Per-run evidence"), sample by sample, so a run stopped hal
 from __future__ import annotations
 
 from labkit.measure import prompts as pr
+from labkit.measure.drain import settled
 from labkit.measure.scrapes import COUNTER_RESET, prefix_cache_sample, server_view
 from labkit.measure.session import Session
 from labkit.measure.tokencount import make_counter
@@ -39,8 +40,10 @@ async def _sample(s: Session, run: int, target: int, i: int, warm: int) -> None:
     exact = log.counter_kind.startswith("server ")  # the server's own count: fit to the token
     seed = s.text_seed(f"prefill.{target}.{i}")
     prompt, counted, n = await pr.fit_prompt(target, log.counter, exact=exact, seed=seed)
-    key = f"prefill.{target}.{run}.{i}"
+    key, window = f"prefill.{target}.{run}.{i}", f"prefill_{target}"
+    where = "start" if i == 0 else f"before sample {i + 1}"
     before = await s.scrape(key + ".before")
+    before = await settled(s, before, key=key + ".before", window=window, run=run, where=where)
     res = await ctx.client.stream(ctx.stream_request(prompt, 1, forced=True))
     after = await s.scrape(key + ".after")
     learn = getattr(log.counter, "add", None)
@@ -55,7 +58,8 @@ async def _sample(s: Session, run: int, target: int, i: int, warm: int) -> None:
         prompt_target=target,
         counted=counted,
     )
-    reset = log.evidence.pair(f"prefill_{target}", run, before, after, 1)
+    reset = log.evidence.pair(window, run, before, after, 1)
+    await settled(s, after, key=key + ".after", window=window, run=run, where=f"after sample {i + 1}")
     if reset:
         rec.flags = "; ".join(filter(None, [rec.flags, f"{COUNTER_RESET} ({reset})"]))
         return  # a restart inside the sample: no cache delta, no engine view, and no prefill figure

@@ -1,7 +1,9 @@
 """Raw streams into records: one StreamResult -> one RequestRecord, one lockstep group -> one GroupRecord.
 
 Pure: the timing formulas (labkit/measure/timing.py) and the validity rules, no I/O. A record that fails a
-rule is kept with ok=False and its reason; a suspect one keeps ok=True and says why in `flags`.
+rule is kept with ok=False and its reason; a suspect one keeps ok=True and says why in `flags`. The engine's
+own per-request figures, when the response carries them, are set beside labkit's (servertruth.py), and a
+text that ends in an exact repetition is marked (sanity.py).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from typing import Any
 
 from labkit.measure import prompts as pr
 from labkit.measure.records import GroupRecord, RequestRecord
+from labkit.measure.sanity import mark_loop
+from labkit.measure.servertruth import apply_server_truth
 from labkit.measure.sse import StreamResult
 from labkit.measure.timing import (
     BURST_GAP_NS,
@@ -92,6 +96,8 @@ def make_record(
     if phase == "prefill" and res.t_first is not None and prompt_tokens is not None and rec.ok:
         _prefill_rate(rec, res, prompt_tokens, prompt_target, rtt_ns, flags)
     rec.flags = "; ".join(flags)
+    apply_server_truth(rec, res.engine_metrics)  # the engine's own figures beside labkit's
+    mark_loop(rec, res.text)
     return rec
 
 
@@ -197,11 +203,40 @@ def _prefill_rate(
         flags.append(f"prefix-cache-hit ({res.cached_tokens} cached tokens)")
 
 
+def client_concurrency(recs: list[RequestRecord]) -> float | None:
+    """Streams decoding at once on average over the group's span, from the client's stamps: the streams' decode
+    times (a failed stream without tokens adds none) over max t_last - min t_first. None when no stream has
+    a decode interval, or a stream's stamps are read times (burst-read)."""
+    if any(BURST_FLAG in r.flags for r in recs):
+        return None
+    spans = [(r.t_first, r.t_last) for r in recs if r.t_first is not None and r.t_last is not None]
+    if not spans:
+        return None
+    span = max(b for _, b in spans) - min(a for a, _ in spans)
+    return sum(b - a for a, b in spans) / span if span > 0 else None
+
+
+def set_concurrency(g: GroupRecord, recs: list[RequestRecord]) -> None:
+    """The group's effective concurrency: the engine's request steps per engine step when its /metrics give
+    them (`server_window`), else the client's timing (docs/measurement.md, "Drain and effective concurrency")."""
+    view = g.server_window or {}
+    if view.get("engine_steps") and view.get("request_steps"):
+        g.concurrency_engine = view["request_steps"] / view["engine_steps"]
+    g.concurrency_client = client_concurrency(recs)
+    if g.concurrency_engine is not None:
+        g.effective_concurrency, g.concurrency_source = g.concurrency_engine, "engine steps"
+    elif g.concurrency_client is not None:
+        g.effective_concurrency, g.concurrency_source = g.concurrency_client, "client timing"
+
+
 def make_group(
     recs: list[RequestRecord], k: int, index: int, *, run_id: str = "", rep: int = 0
 ) -> GroupRecord:
     """The aggregate decode estimators of one lockstep group of `k` streams (failed when any stream failed)."""
     g = GroupRecord(run_id=run_id, rep=rep, concurrency=k, group=index)
+    g.concurrency_client = client_concurrency(recs)
+    if g.concurrency_client is not None:
+        g.effective_concurrency, g.concurrency_source = g.concurrency_client, "client timing"
     bad = [r for r in recs if not r.ok]
     if bad:
         g.ok, g.note = False, f"{len(bad)} of {k} streams failed"

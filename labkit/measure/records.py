@@ -13,6 +13,11 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
     decode_c<K>_agg      same for other concurrencies
     decode_c<K>_span     the span estimator of the same groups (valid only when overlap is high)
     decode_c<K>_overlap  median |steady window| / span of those groups (1.0 = perfect lockstep)
+    decode_c<K>_concurrency  median effective concurrency of the groups (engine steps, else client timing)
+    decode_c<N>_engine   median of the engine's own per-request decode rate ((N-1) / generation time)
+    decode_c<N>_engine_gap       median per request of labkit's decode / the engine's - 1
+    decode_c<N>_ttft_engine_gap  median per request of labkit's TTFT - the engine's (queue + TTFT), seconds
+    decode_c<N>_accept_per_draft, decode_c<N>_accept_length  a-bar and tau from the requests' own counts
     prefill_<P>          median prefill t/s at a target prompt length P (tokens), unique prompts, RTT-corrected
     prefill_<P>_raw      the same without the RTT correction (P / TTFT)
     prefill_<P>_ttft     median TTFT (seconds) of those samples
@@ -109,6 +114,19 @@ class RequestRecord:
     server_window: dict | None = None
     chunk_t: list[int] = field(default_factory=list)  # arrival stamp of every token-bearing chunk
     chunk_n: list[int] = field(default_factory=list)  # tokens in that chunk (empty when unknown)
+    # the engine's own figures for this request, from the response's `metrics` object (vLLM with
+    # --enable-per-request-metrics / --per-request-spec-decode-metrics): labkit/measure/servertruth.py
+    engine_metrics: dict | None = None  # the object as the engine sent it
+    engine_ttft_s: float | None = None  # queue + time to first token: engine core queue -> first token
+    engine_decode_tps: float | None = None  # (N - 1) / generation_time: first to last token in the engine
+    ttft_minus_engine_s: float | None = None  # ttft_s - engine_ttft_s
+    decode_vs_engine: float | None = None  # decode_tps / engine_decode_tps - 1
+    engine_accept_per_draft: float | None = None  # accepted draft tokens per verify step (bonus excluded)
+    engine_accept_length: float | None = None  # N / (N - accepted): tokens per engine step of this request
+    # output sanity (labkit/measure/sanity.py): when the text ends in an exact repetition, the repeated unit's
+    # length in characters and the share of the text the repetition covers; None when it does not
+    loop_period: int | None = None
+    loop_share: float | None = None
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -146,6 +164,12 @@ class GroupRecord:
     )
     note: str = ""
     server_window: dict | None = None  # the engine's /metrics over the group (see RequestRecord)
+    # how many streams the engine actually ran at once (docs/measurement.md, "Drain and effective concurrency"): its
+    # request steps per engine step over the group's window, else the streams' decode time over their span
+    effective_concurrency: float | None = None
+    concurrency_source: str = ""  # "engine steps" | "client timing" | ""
+    concurrency_engine: float | None = None  # Δrequest_steps / Δengine_steps of the group's window
+    concurrency_client: float | None = None  # Σ_i (t_last_i - t_first_i) / (max t_last - min t_first)
 
     def to_row(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -171,12 +195,17 @@ class RunSummary:
     # ("decode", "prefill_<P>") -> running/waiting gauges at its start and end, finished vs sent, cache hits
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     # findings that explain noise: [{"code": "foreign-traffic" | "counter-reset" | "busy-at-start" |
-    # "prefix-cache-hit", "window": "decode" | "prefill_<P>", "message": one sentence with the numbers}]
+    # "not-drained" | "prefix-cache-hit" | "short-concurrency" | "failed-requests" | "looping-output", "window":
+    # "decode" | "prefill_<P>" | "decode_c<K>" | ..., "message": one sentence with the numbers}]
     flags: list[dict[str, str]] = field(default_factory=list)
     # what the nodes' samplers saw (docs/measurement.md, "Node telemetry"): "period_ms", "nodes" ({node: {"gpu":
     # "nvidia-smi" | "not available: <reason>", "memory": ..., sample counts}}) and one entry per window
     # ("decode", "prefill_<P>": seconds, tokens, energy_j, joules_per_token, "nodes": {node: figures})
     telemetry: dict[str, Any] = field(default_factory=dict)
+    # output sanity per measured window (docs/measurement.md, "Output sanity"): "decode_c1", "decode_c1_cold",
+    # "decode_c<K>", "prefill_<P>" -> requests, failed, empty, truncated, looping; an invalid window also has
+    # "invalid": true and "excluded": {measure: the value it would have had}
+    sanity: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -71,6 +71,11 @@ class BenchOptions:
     clocks and memory on while the plan runs, one long-lived command per node; the summary gets
     `telemetry` and the result `telemetry` ({node: CSV}) (docs/measurement.md, "Node telemetry").
     `kv_pool`: the pool as the lane's boot already read it (BootFacts.kv_pool), so it is not read again.
+    `drain_timeout`: how long to wait at a boundary between requests for the engine's running and waiting gauges
+    to read zero before the window is flagged (0: check, never wait; docs/measurement.md, "Drain and effective
+    concurrency"). `loops_expected`: the model loops by nature (a random-weight test model, `model.loops`), so
+    looping responses are reported, not gating ("Output sanity"). `engine_metrics_asked`: the lane turned on
+    the engine's per-request metrics, so a run whose responses carry none says so ("Per-request server truth").
     `transport`: "direct" (default) or "sdk", see labkit/measure/client.py. `save_to`: the result is written
     there at the end, and also when the run is interrupted or fails halfway (then marked partial, with the
     error); `on_partial(result)` is called with that partial result too, before re-raising."""
@@ -94,6 +99,9 @@ class BenchOptions:
     prompt_seed: str | None = None
     telemetry: NodeTelemetry | Sequence[Host] | None = None
     kv_pool: dict[str, Any] | None = None
+    drain_timeout: float = 10.0
+    loops_expected: bool = False
+    engine_metrics_asked: bool = False
 
 
 class Bench(Session):
@@ -278,6 +286,9 @@ async def run_bench_async(
             prompt_seed=o.prompt_seed,
             io_hooks=o.io_hooks,
             telemetry=as_telemetry(o.telemetry),
+            drain_timeout=o.drain_timeout,
+            loops_expected=o.loops_expected,
+            engine_metrics_asked=o.engine_metrics_asked,
         )
         bench = Bench(ctx, progress=o.progress, kv_pool=o.kv_pool)
         return await bench.run(decode=o.decode, prefill=o.prefill, save_to=o.save_to, on_partial=o.on_partial)

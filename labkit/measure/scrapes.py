@@ -7,8 +7,9 @@ engine served requests before the run (then the first one is not cold). The form
 `EvidenceLog` keeps each window's evidence (docs/measurement.md, "Per-run evidence"): the phases hand it every
 pair of consecutive scrapes around labkit's requests, all taken while labkit had nothing in flight, with the
 number of requests sent between them. Per window it keeps the running/waiting gauges at the first and last
-scrape, requests finished against requests sent, prefix-cache hits, and every watched counter that went
-backwards. A metric the engine does not export stays absent, never 0.
+scrape, requests finished against requests sent, prefix-cache hits, every watched counter that went
+backwards, and the drain check's waits (labkit/measure/drain.py). A metric the engine does not export stays
+absent, never 0.
 """
 
 from __future__ import annotations
@@ -201,6 +202,14 @@ def live_gauges(samples: mx.Samples) -> bool:
     return any(name in samples for name in LIVE_GAUGES)
 
 
+def busy(samples: mx.Samples | None) -> bool:
+    """The engine's live gauges show a request running or waiting (False for gauges that are not live)."""
+    if samples is None or not live_gauges(samples):
+        return False
+    g = gauges(samples)
+    return bool(g.get("running") or g.get("waiting"))
+
+
 def counter_resets(before: mx.Samples, after: mx.Samples) -> list[tuple[str, float, float]]:
     """(counter, before, after) of every watched counter that went backwards between the two scrapes."""
     out = []
@@ -234,6 +243,12 @@ class WindowEvidence:
     busy: int = 0  # ... of them with running or waiting > 0
     resets: list[tuple[str, float, float]] = field(default_factory=list)
     last: object = None  # the last scrape seen (consecutive pairs share one)
+    # the drain check (labkit/measure/drain.py): boundaries between labkit's requests at which the live gauges
+    # were not zero, so labkit waited; those still busy after the wait, as (where, running, waiting, waited s)
+    drain_waits: int = 0
+    drain_wait_s: float = 0.0
+    start_drained: bool = False  # the window's first scrape was busy, and the wait saw the engine drain
+    undrained: list[tuple[str, float, float, float]] = field(default_factory=list)
 
     def see(self, samples: mx.Samples) -> None:
         """One scrape's gauges (a scrape shared by two consecutive pairs counts once)."""
@@ -292,6 +307,23 @@ class EvidenceLog:
             return None
         resets = w.pair(before, after, sent)
         return reset_message(resets) if resets else None
+
+    def see(self, window: str, rep: int, samples: mx.Samples) -> None:
+        """A scrape of `window` that opens no pair: one taken while labkit waited for the engine to drain
+        before the window's first request (what finished then ran before any of labkit's requests)."""
+        self._window(window, rep).see(samples)
+
+    def drained(self, window: str, rep: int, where: str, waited: float, after: mx.Samples) -> None:
+        """A boundary at which the live gauges were not zero and labkit waited `waited` seconds; `after` is
+        the last scrape of the wait (busy still: the bound expired)."""
+        w = self._window(window, rep)
+        w.drain_waits += 1
+        w.drain_wait_s += waited
+        g = gauges(after)
+        if g.get("running") or g.get("waiting"):
+            w.undrained.append((where, g.get("running", 0.0), g.get("waiting", 0.0), waited))
+        elif where == "start":
+            w.start_drained = True
 
     def reset_in(self, window: str, rep: int) -> str | None:
         """The counter-reset message of a window, None when its counters never went backwards."""

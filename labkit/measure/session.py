@@ -44,6 +44,9 @@ class RunContext:
     telemetry: NodeTelemetry | None = (
         None  # node samplers while the plan runs (labkit/measure/telemetry_run.py)
     )
+    drain_timeout: float = 10.0  # seconds to wait for busy gauges to read zero (labkit/measure/drain.py)
+    loops_expected: bool = False  # the model loops by nature: loops are reported, not gating (sanity.py)
+    engine_metrics_asked: bool = False  # the lane turned on the engine's per-request metrics (servertruth.py)
     t_origin: int = field(default_factory=time.perf_counter_ns)  # the records' stamps count from here
 
     def text_seed(self, rep: int, place: str) -> str | None:

@@ -35,6 +35,12 @@ class StreamResult:
     finish_reason: str | None = None
     http_status: int | None = None
     response_id: str = ""  # the server's id of the completion (first event's "id")
+    # the engine's own per-request figures (vLLM's `metrics` object, on the final usage chunk when the server
+    # runs with --enable-per-request-metrics / --per-request-spec-decode-metrics; docs/engines.md)
+    engine_metrics: dict | None = None
+    text: str = (
+        ""  # the generated text (answer and reasoning), joined after the stream, for the sanity checks
+    )
     error: str = ""
     warnings: list[str] = field(default_factory=list)
 
@@ -52,6 +58,7 @@ class SSEParser:
         self.cum: int | None = None  # last cumulative completion_tokens seen on a chunk with choices
         self.has_ids = False
         self.pending: list[tuple[int, int | None, int | None]] = []  # (t, ids count, usage delta) per chunk
+        self.parts: list[str] = []  # generated text, per token-bearing event
         self.done = False
         self.reads: list[
             tuple[int, bytes]
@@ -81,6 +88,9 @@ class SSEParser:
         usage = ev.get("usage")
         if usage:
             res.usage = usage
+        metrics = ev.get("metrics")
+        if isinstance(metrics, dict):
+            res.engine_metrics = metrics
         choices = ev.get("choices") or []
         if "error" in ev and not choices:
             err = ev["error"]
@@ -124,6 +134,7 @@ class SSEParser:
         res.t_last = now
         res.chunk_t.append(now)
         self.pending.append((now, n_ids, n_usage))
+        self.parts.append(reasoning + content)
 
     def finish(self) -> None:
         """Parse the stamped reads, then decide N, its source and per-chunk counts (docs/measurement.md, "Token counting and its precedence")."""
@@ -136,6 +147,7 @@ class SSEParser:
                 res.error = res.error or f"malformed SSE event: {e}"[:300]
                 break
         self.reads = []
+        res.text = "".join(self.parts)
         usage = res.usage or {}
         if usage.get("prompt_tokens") is not None:
             res.prompt_tokens = int(usage["prompt_tokens"])

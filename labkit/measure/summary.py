@@ -3,7 +3,9 @@ and method, plus the run's counters (acceptance, prefix cache, NFS), notes on wh
 each window's evidence with the flags it raises (docs/measurement.md, "Per-run evidence").
 
 The measures come from summary_speed.py (decode and prefill), summary_counters.py (acceptance, prefix cache,
-NFS, telemetry figures) and summary_evidence.py (the windows' evidence and flags); this module composes them.
+NFS, telemetry figures), summary_engine.py (the engine's per-request figures, the effective concurrency) and
+summary_evidence.py (the windows' evidence and flags); sanity.py then counts each window's responses and
+leaves out the figures of a window with failures. This module composes them.
 Pure: everything the summary says comes from the records and the counter deltas passed in.
 """
 
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 
 from labkit.measure import metrics as mx
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
+from labkit.measure.sanity import apply_sanity
 from labkit.measure.scrapes import WindowEvidence
 from labkit.measure.summary_counters import (
     acceptance_measures,
@@ -20,6 +23,7 @@ from labkit.measure.summary_counters import (
     prefix_cache_measures,
     telemetry_measures,
 )
+from labkit.measure.summary_engine import concurrency_measures, engine_measures
 from labkit.measure.summary_evidence import evidence_flags, pooled_evidence
 from labkit.measure.summary_speed import PREFILL_EXCLUDED, decode_measures, prefill_measures
 from labkit.measure.telemetry import TelemetryRun, summarize_telemetry
@@ -44,12 +48,15 @@ def summarize(
     io: dict[str, dict[str, float]] | None = None,
     windows: Sequence[WindowEvidence] = (),
     telemetry: TelemetryRun | None = None,
+    loops_expected: bool = False,
+    engine_metrics_asked: bool = False,
 ) -> RunSummary:
     """The RunSummary of one run. `pc_window`: (hits, queries) prefix-cache deltas of the prefill samples;
     `notes`: the run's own notes, put before the summary's; `windows`: what the engine's /metrics said about
     each window, pooled into `evidence` and worded as `flags` (docs/measurement.md, "Per-run evidence");
     `telemetry`: the nodes' samples, summarized per window with their health flags (docs/measurement.md,
-    "Node telemetry")."""
+    "Node telemetry"); `loops_expected`: the model loops by nature, so looping responses are reported, not
+    gating (docs/measurement.md, "Output sanity")."""
     s = RunSummary(evidence=pooled_evidence(windows), flags=evidence_flags(windows))
     s.method["intervals"] = INTERVALS_OVER_RUNS
     ok = [r for r in records if r.ok]
@@ -57,9 +64,11 @@ def summarize(
     sources = sorted({r.output_tokens_source for r in ok if r.output_tokens_source})
     src = ", ".join(sources) or "none"
     decode_measures(s, ok, groups, src)
+    concurrency_measures(s, groups)
     prefill_measures(s, ok, plan.prefill.prompt_tokens, rtt_ns, counter_kind)
     if acceptance is not None:
         acceptance_measures(s, acceptance)
+    engine_measures(s, ok, engine_metrics_asked)
     if pc_window:
         prefix_cache_measures(s, pc_window)
     if io:
@@ -75,5 +84,6 @@ def summarize(
             f"{s.n_failed} failed request(s) excluded: "
             + "; ".join(sorted({r.error for r in records if not r.ok}))[:300]
         )
+    apply_sanity(s, records, loops_expected)
     s.notes = list(notes) + s.notes
     return s

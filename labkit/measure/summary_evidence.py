@@ -1,6 +1,6 @@
 """A run's window evidence in its summary: what the engine's /metrics said about each window, pooled over the
 repetitions (`summary.evidence`), and the findings worded as flags (counter reset, foreign traffic, busy at
-start, prefix-cache hits): docs/measurement.md, "Per-run evidence".
+start, not drained, prefix-cache hits): docs/measurement.md, "Per-run evidence".
 
 Pure: the evidence log's windows (labkit/measure/scrapes.py) in.
 """
@@ -33,6 +33,14 @@ def pooled_evidence(windows: Sequence[WindowEvidence]) -> dict[str, dict]:
             values = [getattr(w, attr) for w in ws]
             if all(v is not None for v in values) and not any(w.resets for w in ws):
                 e[key] = sum(values)
+        if any(w.drain_waits for w in ws):
+            e["drain_waits"] = sum(w.drain_waits for w in ws)
+            e["drain_wait_s"] = round(sum(w.drain_wait_s for w in ws), 3)
+            e["undrained"] = [
+                {"where": where, "running": r, "waiting": q, "waited_s": round(t, 3)}
+                for w in ws
+                for where, r, q, t in w.undrained
+            ]
         if any(w.resets for w in ws):
             e["counter_resets"] = [
                 {"counter": c, "before": b, "after": a} for w in ws for c, b, a in w.resets
@@ -50,6 +58,10 @@ def evidence_flags(windows: Sequence[WindowEvidence]) -> list[dict[str, str]]:
         for code, message in window_findings(w):
             out.append({"code": code, "window": w.name, "message": f"{where}: {message}"})
     return out
+
+
+def _gauges_text(u: tuple[str, float, float, float]) -> str:
+    return f"{u[1]:g} running and {u[2]:g} waiting"
 
 
 def window_findings(w: WindowEvidence) -> list[tuple[str, str]]:
@@ -72,13 +84,28 @@ def window_findings(w: WindowEvidence) -> list[tuple[str, str]]:
                 f"{w.finished - w.sent_valid:g} came from another client (Δ{w.finished_by} summed over labels)",
             )
         )
-    if w.live and (w.start.get("running") or w.start.get("waiting")):
+    if w.live and (w.start.get("running") or w.start.get("waiting")) and not w.start_drained:
+        waited = next((t for where, _, _, t in w.undrained if where == "start"), None)
+        after = (
+            "" if not waited else f", and still {_gauges_text(w.undrained[0])} after waiting {waited:.1f} s"
+        )
         found.append(
             (
                 "busy-at-start",
                 f"the engine showed {w.start.get('running', 0):g} running and {w.start.get('waiting', 0):g} "
-                "waiting requests when the window opened, with none of labkit's in flight: someone else was "
-                "using it",
+                f"waiting requests when the window opened, with none of labkit's in flight{after}: someone "
+                "else was using it",
+            )
+        )
+    inside = [u for u in w.undrained if u[0] != "start"]
+    if inside:
+        first = inside[0]
+        found.append(
+            (
+                "not-drained",
+                f"at {len(inside)} of its boundaries between labkit's requests the engine did not drain: "
+                f"{_gauges_text(first)} {first[0]}, still after waiting {first[3]:.1f} s, with none of "
+                "labkit's in flight: the requests next to it may have shared the engine",
             )
         )
     if w.hits is not None and w.hit_pairs:

@@ -75,6 +75,12 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
             )
         else:
             out.append((f"decode c{k} (aggregate)", f"{fmt_rate(agg)} {RATE}", detail))
+        conc = m.get(f"decode_c{k}_concurrency")
+        if conc is not None:
+            source = (
+                "engine steps" if "engine steps" in s.method.get(f"decode_c{k}_concurrency", "") else "client"
+            )
+            out[-1] = (*out[-1][:2], out[-1][2] + f", effective concurrency {conc:.2f} ({source})")
     targets = sorted({int(k) for k in re.findall(r"prefill_(\d+)(?:\s|$)", " ".join(m) + " ")})
     for t in targets:
         detail = _spread(s, f"prefill_{t}")
@@ -84,6 +90,9 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
         out.append((f"prefill ({t:,} prompt)", f"{fmt_rate(m[f'prefill_{t}'])} {RATE}", detail))
     if m.get("accept_per_draft") is not None:
         out.append(acceptance_row(s))
+    truth = server_truth_row(s)
+    if truth is not None:
+        out.append(truth)
     hit_ratio = m.get("prefix_cache_hit_ratio")
     if hit_ratio is not None:
         out.append(
@@ -141,6 +150,39 @@ def acceptance_row(s: RunSummary) -> tuple[str, str, str]:
     if k and s.method.get("accept_k"):
         parts.append(s.method["accept_k"])
     return "acceptance", value, "; ".join(parts)
+
+
+def _concurrencies(m: dict, suffix: str) -> list[int]:
+    return sorted({int(k) for k in re.findall(rf"decode_c(\d+)_{suffix}(?:\s|$)", " ".join(m) + " ")})
+
+
+def server_truth_row(s: RunSummary) -> tuple[str, str, str] | None:
+    """Client − engine agreement per request, per concurrency: TTFT (ms) and decode (%), medians with their
+    range, the engine's own decode rate, and per-request acceptance where the responses carried it
+    (docs/measurement.md, "Per-request server truth")."""
+    m = s.measures
+    ks = sorted(set(_concurrencies(m, "engine_gap")) | set(_concurrencies(m, "ttft_engine_gap")))
+    if not ks:
+        return None
+    parts = []
+    for k in ks:
+        bits = []
+        ttft, dec = m.get(f"decode_c{k}_ttft_engine_gap"), m.get(f"decode_c{k}_engine_gap")
+        if ttft is not None:
+            lo, hi = s.ranges.get(f"decode_c{k}_ttft_engine_gap", [ttft, ttft])
+            bits.append(f"TTFT {ttft * 1e3:+.1f} ms ({lo * 1e3:+.1f} to {hi * 1e3:+.1f})")
+        if dec is not None:
+            lo, hi = s.ranges.get(f"decode_c{k}_engine_gap", [dec, dec])
+            bits.append(f"decode {dec * 100:+.1f}% ({lo * 100:+.1f} to {hi * 100:+.1f})")
+        n = max(len(s.samples.get(f"decode_c{k}_{x}", [])) for x in ("engine_gap", "ttft_engine_gap"))
+        engine = m.get(f"decode_c{k}_engine")
+        if engine is not None:
+            bits.append(f"engine decode {fmt_rate(engine)} {RATE}")
+        apd, tau = m.get(f"decode_c{k}_accept_per_draft"), m.get(f"decode_c{k}_accept_length")
+        if apd is not None:
+            bits.append(f"ā {apd:.2f}" + (f", τ {tau:.2f}" if tau is not None else "") + " from the requests")
+        parts.append(f"c{k} (n={n}): " + ", ".join(bits))
+    return "server truth", "client − engine per request", "; ".join(parts) + " (medians, min to max)"
 
 
 def render(s: RunSummary, title: str = "measure") -> str:

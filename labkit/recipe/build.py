@@ -51,12 +51,8 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
     """The LanePlan of a merged, checked recipe table; `shown` is the file as error messages name it."""
     e, c, m = merged["engine"], merged["cluster"], merged["measure"]
     runtime = e["runtime"] or engine_facts(e["kind"]).runtime
-    model = ModelSpec(
-        merged["model"]["repo"],
-        merged["model"]["revision"],
-        merged["model"]["path"],
-        merged["model"]["served_name"],
-    )
+    mo = merged["model"]
+    model = ModelSpec(mo["repo"], mo["revision"], mo["path"], mo["served_name"], mo["loops"])
     engine = EngineSpec(
         kind=e["kind"],
         image=e["image"],

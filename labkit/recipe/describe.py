@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.measureplan import MeasurePlan
 from labkit.recipe.plan import LanePlan
 from labkit.recipe.specs import shell_command
@@ -22,7 +23,15 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
         ("label", plan.label + ("  [SIMULATED]" if plan.simulated else "")),
         ("lane id", plan.lane_id),
         ("recipe hash", plan.recipe_hash),
-        ("model", f"{plan.model.repo} @ {plan.model.revision}"),
+        (
+            "model",
+            f"{plan.model.repo} @ {plan.model.revision}"
+            + (
+                "  (its output loops by nature: model.loops, loop check reported, not gating)"
+                if plan.model.loops
+                else ""
+            ),
+        ),
         (
             "model path",
             plan.model_path
@@ -33,10 +42,7 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
                 else ""
             ),
         ),
-        (
-            "engine",
-            f"{e.kind}" + (f" {e.version}" if e.version else "") + f", runtime {e.runtime}, port {e.port}",
-        ),
+        ("engine", f"{e.kind}{f' {e.version}' if e.version else ''}, runtime {e.runtime}, port {e.port}"),
         ("image", e.image or "-"),
         (
             "parallel",
@@ -44,6 +50,7 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
             + (f", multinode {e.multinode}" if len(c.nodes) > 1 else ""),
         ),
         ("engine args", shell_command(e.argv()) or "-"),
+        ("server truth", server_truth(plan)),
         ("engine env", " ".join(f"{k}={v}" for k, v in e.env) or "-"),
         ("nodes", ", ".join(c.nodes) + (f"  (user {c.user})" if c.user else "")),
         ("gpus per node", str(c.gpus_per_node)),
@@ -67,12 +74,9 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
             )
         )
     d, p = m.decode, m.prefill
+    conc = "/c".join(map(str, d.concurrency))
     rows += [
-        (
-            "decode",
-            f"c{'/c'.join(map(str, d.concurrency))}, {d.turns} turns x {d.output_tokens} tokens, "
-            f"{d.warmup} warmup",
-        ),
+        ("decode", f"c{conc}, {d.turns} turns x {d.output_tokens} tokens, {d.warmup} warmup"),
         ("prefill", f"{', '.join(map(str, p.prompt_tokens))} prompt tokens x {p.repeats}, unique prompts"),
         ("runs", f"{m.runs} ({m.api} API, {m.timeout:g} s request timeout)" + _target(m)),
     ]
@@ -84,6 +88,28 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
         for node, command in commands.items():
             lines.append(f"  [{node}] {command}")
     return "\n".join(lines)
+
+
+def _loops(plan: LanePlan) -> str:
+    return (
+        "  (its output loops by nature: model.loops, loop check reported, not gating)"
+        if plan.model.loops
+        else ""
+    )
+
+
+def server_truth(plan: LanePlan) -> str:
+    """Whether the lane's responses will carry the engine's own per-request figures (docs/engines.md,
+    "Per-request metrics in the response")."""
+    facts = engine_facts(plan.engine.kind)
+    flags = facts.request_metrics
+    if not flags.offered:
+        return f"none ({facts.name} returns no per-request figures)"
+    asked = flags.asked(dict(plan.engine.args))
+    if not asked:
+        offer = " / ".join(f[0] for f in (flags.timing, flags.spec) if f)
+        return f"not asked for ({facts.name} offers {offer})"
+    return "per request: " + ", ".join(asked)
 
 
 def fabric_rows(plan: LanePlan) -> list[tuple[str, str]]:

@@ -46,6 +46,28 @@ class ParallelFlags:
 
 
 @dataclass(frozen=True)
+class RequestMetricsFlags:
+    """The engine's switches for its own per-request figures in every response (docs/engines.md, "Per-request
+    metrics in the response"); all empty: the engine offers none."""
+
+    timing: tuple[str, ...] = ()  # the flag (and value) that adds TTFT, queue and decode times per request
+    spec: tuple[str, ...] = ()  # the flag and value that adds per-request speculative-decoding counts
+    spec_needs: str = ""  # the flag without which the engine refuses `spec` at boot
+
+    @property
+    def offered(self) -> bool:
+        return bool(self.timing or self.spec)
+
+    def asked(self, args: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+        """The switches among a lane's rendered args (flag -> values) that turn these figures on."""
+        on = []
+        for flags in (self.timing, self.spec):
+            if flags and flags[0] in args and (args[flags[0]] or ("",))[0] not in ("none", "false"):
+                on.append(flags[0])
+        return tuple(on)
+
+
+@dataclass(frozen=True)
 class EngineFacts:
     """One engine kind; every field is stated per row (no defaults), so a new row cannot skip one."""
 
@@ -56,6 +78,7 @@ class EngineFacts:
     nodes: NodeMode  # how several nodes run it
     parallel: ParallelFlags
     flexible_flags: bool  # its CLI reads `--a_b` as `--a-b` and `--a.b` as a key of `--a`'s JSON
+    request_metrics: RequestMetricsFlags  # how a lane turns on the engine's own per-request figures
 
 
 ENGINE_FACTS: Mapping[str, EngineFacts] = MappingProxyType(
@@ -74,6 +97,11 @@ ENGINE_FACTS: Mapping[str, EngineFacts] = MappingProxyType(
                 ep_switch=True,
             ),
             flexible_flags=True,
+            request_metrics=RequestMetricsFlags(
+                timing=("--enable-per-request-metrics",),
+                spec=("--per-request-spec-decode-metrics", "summary"),
+                spec_needs="--speculative-config",
+            ),
         ),
         "sglang": EngineFacts(
             kind="sglang",
@@ -89,6 +117,7 @@ ENGINE_FACTS: Mapping[str, EngineFacts] = MappingProxyType(
                 dp_inside_tp=("--enable-dp-attention",),
             ),
             flexible_flags=False,
+            request_metrics=RequestMetricsFlags(),
         ),
         "llamacpp": EngineFacts(
             kind="llamacpp",
@@ -98,6 +127,7 @@ ENGINE_FACTS: Mapping[str, EngineFacts] = MappingProxyType(
             nodes="one",
             parallel=ParallelFlags(),
             flexible_flags=False,
+            request_metrics=RequestMetricsFlags(),
         ),
         "sim": EngineFacts(
             kind="sim",
@@ -107,6 +137,12 @@ ENGINE_FACTS: Mapping[str, EngineFacts] = MappingProxyType(
             nodes="replicas",
             parallel=ParallelFlags(),
             flexible_flags=False,
+            # the simulator's settings of the same names (it refuses the spec one without speculation itself)
+            request_metrics=RequestMetricsFlags(
+                timing=("--enable-per-request-metrics",),
+                spec=("--per-request-spec-decode-metrics", "summary"),
+                spec_needs="",
+            ),
         ),
     }
 )

@@ -173,6 +173,9 @@ def _model() -> dict[str, s.Field]:
         "revision": F(s.string(), default="main"),
         "path": F(s.absolute_path),
         "served_name": F(s.string()),
+        # the model's greedy output repeats by nature (random weights): looping responses are then reported,
+        # not gating (docs/measurement.md, "Output sanity")
+        "loops": F(s.boolean, default=False),
     }
 
 

@@ -90,6 +90,12 @@ class LanePlan:
         return self.model.served_name or self.model.repo
 
     @property
+    def engine_metrics_asked(self) -> bool:
+        """The lane turns on the engine's own per-request figures in its responses (docs/engines.md,
+        "Per-request metrics in the response")."""
+        return bool(engine_facts(self.engine.kind).request_metrics.asked(dict(self.engine.args)))
+
+    @property
     def rdma_access(self) -> bool:
         """The container needs the RoCE devices: the fabric names HCAs and the runtime is docker. The docker
         runtime then adds /dev/infiniband, IPC_LOCK and an unlimited memlock, unless it runs privileged."""

@@ -65,11 +65,29 @@ def check_whole(merged: dict) -> None:
     problem = parallel_problem(engine["kind"], world, len(cluster["nodes"]), cluster["gpus_per_node"])
     if problem:
         raise s.Invalid("engine.parallel", problem)
+    _check_request_metrics(engine["kind"], args)
     _check_fabric(cluster)
     _check_staging(merged)
     _check_target(merged["measure"])
     if runtime == "docker":
         _check_mounts(merged)
+
+
+def _check_request_metrics(kind: str, args: dict[str, tuple[str, ...]]) -> None:
+    """The engine's per-request speculative counts need speculation on: vLLM refuses to boot otherwise
+    (docs/engines.md, "Per-request metrics in the response"), so the recipe is refused first."""
+    flags = engine_facts(kind).request_metrics
+    if (
+        flags.spec
+        and flags.spec_needs
+        and flags.spec[0] in flags.asked(args)
+        and flags.spec_needs not in args
+    ):
+        raise s.Invalid(
+            f'engine.args."{flags.spec[0]}"',
+            f"needs {flags.spec_needs}: {engine_facts(kind).name} refuses per-request speculative-decoding "
+            "metrics without speculation (set it in the variant that turns speculation on)",
+        )
 
 
 def _check_target(measure: dict) -> None:

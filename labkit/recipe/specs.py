@@ -14,6 +14,9 @@ class ModelSpec:
     revision: str
     path: str | None  # explicit path on the nodes, overrides the shared-cache snapshot path
     served_name: str | None
+    loops: bool = (
+        False  # its greedy output repeats by nature (random weights): loops are reported, not gating
+    )
 
     @property
     def cache_dir_name(self) -> str:

@@ -57,7 +57,18 @@ Noise: decode_noise=s gives each generation request its own decode-rate factor f
 drawn from a stream seeded by (seed, request number): reproducible, mean rate unchanged, relative SD s.
 
 Gauges: vllm:num_requests_running / vllm:num_requests_waiting and sglang:num_running_reqs /
-sglang:num_queue_reqs are exact at the scrape: waiting = admitted, prefill not started; running = the others.
+sglang:num_queue_reqs are exact at the scrape: waiting = admitted, prefill not started, or held for a free slot
+(max_num_seqs=n: at most n requests run at once, the others wait in arrival order); running = the others.
+
+Per-request metrics: enable_per_request_metrics=true (flag `--enable-per-request-metrics`, as vLLM spells it)
+puts vLLM's `metrics` object on the final usage chunk of a stream and at the top of a JSON answer:
+time_to_first_token_ms (prefill start to first token), queue_time_ms (arrival to prefill start),
+generation_time_ms (first to last token), mean_itl_ms, tokens_per_second, all from the request's ground truth;
+per_request_spec_decode_metrics=summary|detailed adds `speculative_decoding` (histogram of accepted drafts per
+step, counts, K), and is refused without speculation as vLLM refuses it (labkit/sim/truth.py).
+
+Text: each request's words are drawn from a stream seeded by (seed, request number), so no response repeats
+itself exactly; fault_loop_request=n makes request n repeat one word (an exact-repetition loop).
 
 KV pool: vllm:cache_config_info carries block_size, num_gpu_blocks (kv_cache_tokens // block_size, or
 kv_gpu_blocks) and kv_cache_size_tokens = the logged kv_cache_tokens (left out with kv_tokens_label=false, as
@@ -86,7 +97,8 @@ Faults (request numbers count generation requests since boot, from 1):
 Modules: cli (flags) -> config (SimConfig, presets) -> server (listen, event loop) -> boot (SimBootLog: boot
 log lines), connection (HTTP/1.1 parsing, one per client) -> routes (App: state and simple routes), generate
 (streamed and JSON generations, faults), wire (response framing); engine (SimEngine: schedule, cache,
-batching), metrics (/metrics), openai (request parsing, response shapes), tokenizer; process and oracle start
+batching), metrics (/metrics), openai (request parsing, response shapes), truth (the per-request metrics
+object), tokenizer; process and oracle start
 it as a subprocess. The Sim prefixes keep them apart from labkit.serve's Engine adapters and BootLog reader.
 
 Decode-rate note: decode_tps is the mean rate of full steps. A client's (N-1)/(t_last-t_first) with spec decoding

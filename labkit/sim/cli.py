@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from labkit.sim.config import FIELDS, FLAVORS, PRESETS, SimConfig, SimConfigError, build_config, parse_value
 
@@ -56,7 +57,8 @@ def setting_flag(key: str) -> str:
 
 
 def add_setting_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per setting of SimConfig (but EXPLICIT), in a "settings" group; help: its type and default."""
+    """One flag per setting of SimConfig (but EXPLICIT), in a "settings" group; help: its type and default. A
+    bool flag alone means true (`--enable-per-request-metrics`, as vLLM spells that switch)."""
     group = p.add_argument_group(
         "settings", "each flag is one --set KEY=VALUE (applied in command-line order)"
     )
@@ -65,6 +67,7 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
         if key in EXPLICIT:
             continue
         default = getattr(defaults, key)
+        switch: dict[str, Any] = {"nargs": "?", "const": "true"} if str(f.type) == "bool" else {}
         group.add_argument(
             setting_flag(key),
             dest=f"setting_{key}",
@@ -72,6 +75,7 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
             default=argparse.SUPPRESS,
             metavar=METAVARS.get(str(f.type), "VALUE"),
             help=f"{f.type}, default {default!r}".replace("%", "%%"),
+            **switch,
         )
 
 

@@ -100,6 +100,13 @@ class SimConfig:
     )
     fault_hold_until: int = 0
     fault_restart_request: int = 0  # counters start again from zero before request n, as after a restart
+    # per-request figures in every response, as vLLM's --enable-per-request-metrics and
+    # --per-request-spec-decode-metrics (none|summary|detailed) give them (labkit/sim/truth.py); requests beyond
+    # max_num_seqs wait for a free slot (0 = no limit); request fault_loop_request's text repeats one word
+    enable_per_request_metrics: bool = False
+    per_request_spec_decode_metrics: str = "none"
+    max_num_seqs: int = 0
+    fault_loop_request: int = 0
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -189,9 +196,15 @@ class SimConfig:
             "prefill_chunk_tokens",
             "kv_gpu_blocks",
             "kv_hybrid_block_size",
+            "max_num_seqs",
+            "fault_loop_request",
         ):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
+        if self.per_request_spec_decode_metrics not in ("none", "summary", "detailed"):
+            raise bad("per_request_spec_decode_metrics", "must be none, summary or detailed")
+        if self.per_request_spec_decode_metrics != "none" and not self.spec_on:
+            raise bad("per_request_spec_decode_metrics", "needs speculation (spec_method), as vLLM does")
         return self
 
 

@@ -11,17 +11,28 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import time
 
-from labkit.sim import openai, tokenizer
+from labkit.sim import openai, tokenizer, truth
 from labkit.sim.wire import frame, head
 
 WORD_BYTES = [json.dumps(" " + w)[1:-1].encode() for w in tokenizer.WORDS]
+SLOT_POLL_S = 0.001  # how often a request held by max_num_seqs looks for a free slot
 
 
 async def generate(conn, req: openai.GenRequest, keep: bool) -> None:
-    """Answer one generation request on `conn` (a labkit.sim.connection.HttpConn)."""
+    """Answer one generation request on `conn` (a labkit.sim.connection.HttpConn); beyond `max_num_seqs`
+    running requests it waits for a free slot first, counted as waiting."""
     cfg, eng = conn.app.cfg, conn.app.engine
+    received = time.perf_counter()
+    if cfg.max_num_seqs:
+        conn.app.held += 1
+        try:
+            while eng.running >= cfg.max_num_seqs:
+                await asyncio.sleep(SLOT_POLL_S)
+        finally:
+            conn.app.held -= 1
     number = eng.n_requests + 1
     if number == cfg.fault_restart_request:
         eng.restart()
@@ -33,13 +44,13 @@ async def generate(conn, req: openai.GenRequest, keep: bool) -> None:
         err = openai.ApiError(500, f"simulated fault: HTTP 500 on request {number}", "InternalServerError")
         conn.reply(500, "application/json", err.body(), keep)
         return
-    await Generation(conn, req, keep).run()
+    await Generation(conn, req, keep, received).run()
 
 
 class Generation:
     """An admitted request: its engine record, how it is rendered, and which faults apply to it."""
 
-    def __init__(self, conn, req: openai.GenRequest, keep: bool):
+    def __init__(self, conn, req: openai.GenRequest, keep: bool, received: float | None = None):
         app = conn.app
         self.conn, self.app, self.cfg, self.eng, self.req, self.keep = (
             conn,
@@ -71,7 +82,10 @@ class Generation:
             if req.stream
             else None
         )
-        self.wbase = rec.index * 13
+        self.received = rec.t_arrival if received is None else received
+        self.words = _words(rec.index, cfg.seed, rec.target_tokens, rec.index == cfg.fault_loop_request)
+        self.histogram = [0] * (cfg.spec_k + 1 if cfg.spec_on else 0)  # verify steps by drafts accepted
+        self.step_accepted: list[int] = []  # accepted drafts of every step, in order
         self.text_parts: list[bytes] = []
         self.eos_at = rec.eos_at
 
@@ -106,8 +120,11 @@ class Generation:
                 eng.finish(rec, "aborted", "abort")
                 return False
             now = clock()
-            before = rec.completion_tokens
+            before, accepted = rec.completion_tokens, rec.accepted
             n = eng.first_token(rec, now, target) if first else eng.step(rec, now, target)
+            if self.histogram and not first:
+                self.histogram[rec.accepted - accepted] += 1
+                self.step_accepted.append(rec.accepted - accepted)
             done = rec.completion_tokens >= rec.target_tokens
             await self._emit(self._text(before, n), before, first, done)
             first = False
@@ -119,12 +136,10 @@ class Generation:
 
     def _text(self, before: int, n: int) -> bytes:
         """The words of this step's tokens; a step reaching the seeded EOS stops before it (EOS has no text)."""
-        words, nw, wbase, eos_at = WORD_BYTES, len(WORD_BYTES), self.wbase, self.eos_at
+        words, eos_at = self.words, self.eos_at
         if eos_at is not None and before < eos_at <= self.rec.completion_tokens:
-            return b"".join(words[(wbase + i) % nw] for i in range(before, eos_at - 1))
-        if n > 1:
-            return b"".join(words[(wbase + i) % nw] for i in range(before, before + n))
-        return words[(wbase + before) % nw]
+            return b"".join(words[before : eos_at - 1])
+        return b"".join(words[before : before + n]) if n > 1 else words[before]
 
     def _reason(self) -> str:
         return "stop" if self.eos_at is not None and self.rec.completion_tokens >= self.eos_at else "length"
@@ -168,14 +183,16 @@ class Generation:
         return True
 
     def _finish(self) -> None:
-        """Close the request: the stream's usage chunk and [DONE], or the whole JSON answer."""
+        """Close the request: the stream's usage chunk (with the per-request metrics vLLM puts there) and
+        [DONE], or the whole JSON answer."""
         rec, conn, render, req = self.rec, self.conn, self.render, self.req
         reason = self._reason()
         self.eng.finish(rec, "finished", reason)
+        metrics = truth.request_metrics(self.cfg, rec, self.received, self.histogram, self.step_accepted)
         if render is not None:
             tail = b""
             if req.include_usage:
-                tail += frame(render.usage_chunk(rec.completion_tokens))
+                tail += frame(render.usage_chunk(rec.completion_tokens, metrics))
             tail += frame(b"data: [DONE]\n\n") + b"0\r\n\r\n"
             conn.transport.write(tail)
             if not self.keep:
@@ -196,6 +213,15 @@ class Generation:
                     rec.prompt_tokens,
                     rec.completion_tokens,
                     rec.cached_tokens,
+                    metrics,
                 ),
                 self.keep,
             )
+
+
+def _words(index: int, seed: int, tokens: int, loop: bool) -> list[bytes]:
+    """The text of request `index`, one word per token: drawn from its own seeded stream, so it never repeats
+    itself exactly (a cycle through the word list would read as a loop); the loop fault repeats one word."""
+    if loop:
+        return [WORD_BYTES[index % len(WORD_BYTES)]] * tokens
+    return random.Random(f"words/{seed}/{index}").choices(WORD_BYTES, k=max(tokens, 1))

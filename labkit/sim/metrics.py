@@ -68,15 +68,19 @@ def request_states(engine: SimEngine, now: float | None = None) -> tuple[int, in
     return len(live) - waiting, waiting
 
 
-def render(engine: SimEngine, wall_boot: float) -> str:
-    """The /metrics body for the engine's flavour."""
-    return render_vllm(engine, wall_boot) if engine.cfg.flavor == "vllm" else render_sglang(engine)
+def render(engine: SimEngine, wall_boot: float, held: int = 0) -> str:
+    """The /metrics body for the engine's flavour; `held`: requests waiting for a slot (max_num_seqs), which
+    the waiting gauge counts."""
+    if engine.cfg.flavor == "vllm":
+        return render_vllm(engine, wall_boot, held)
+    return render_sglang(engine, held)
 
 
-def render_vllm(engine: SimEngine, wall_boot: float) -> str:
+def render_vllm(engine: SimEngine, wall_boot: float, held: int = 0) -> str:
     cfg, c = engine.cfg, engine.c
     out = _Out(f'engine="0",model_name="{cfg.model_name}"', created=wall_boot)
     running, waiting = request_states(engine)
+    waiting += held
     out.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", running)
     out.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting)
     out.gauge(
@@ -149,7 +153,7 @@ def cache_config_labels(cfg: SimConfig) -> str:
     return ",".join(labels)
 
 
-def render_sglang(engine: SimEngine) -> str:
+def render_sglang(engine: SimEngine, held: int = 0) -> str:
     cfg, c = engine.cfg, engine.c
     out = _Out(f'model_name="{cfg.model_name}"', created=None)
     out.counter(
@@ -171,6 +175,7 @@ def render_sglang(engine: SimEngine) -> str:
         ],
     )
     running, waiting = request_states(engine)
+    waiting += held
     out.gauge("sglang:num_running_reqs", "The number of running requests.", running)
     out.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", waiting)
     out.gauge(

@@ -2,7 +2,8 @@
 
 A stream's per-chunk JSON is cut into a fixed prefix and suffix once per request; each chunk then costs one
 bytes concatenation. Usage objects follow vLLM: {prompt_tokens, total_tokens, completion_tokens,
-prompt_tokens_details: {cached_tokens}} (details only when `prompt_tokens_details` is on).
+prompt_tokens_details: {cached_tokens}} (details only when `prompt_tokens_details` is on); a request's own
+`metrics` ride on the final usage chunk of a stream and at the top of a JSON answer, as vLLM sends them.
 """
 
 from __future__ import annotations
@@ -203,11 +204,14 @@ class StreamRenderer:
         tail = (self.mid_open + f'"{reason}", "stop_reason": null}}]').encode()
         return self.pre + text + tail + self._usage_tail(completion)
 
-    def usage_chunk(self, completion: int) -> bytes:
+    def usage_chunk(self, completion: int, metrics: dict | None = None) -> bytes:
+        """The final usage chunk; vLLM puts a request's own `metrics` here (labkit/sim/truth.py)."""
+        extra = "" if metrics is None else ', "metrics": ' + json.dumps(metrics)
         body = (
             self.head
             + ', "choices": [], "usage": '
             + json.dumps(usage(self.cfg, self.prompt, completion, self.cached))
+            + extra
             + "}"
         )
         return b"data: " + body.encode() + b"\n\n"
@@ -223,6 +227,7 @@ def full_response(
     prompt: int,
     completion: int,
     cached: int,
+    metrics: dict | None = None,
 ) -> bytes:
     if endpoint == "chat":
         choice = {
@@ -242,16 +247,17 @@ def full_response(
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason, "stop_reason": None}
         obj = "text_completion"
-    return json.dumps(
-        {
-            "id": req_id,
-            "object": obj,
-            "created": created,
-            "model": cfg.model_name,
-            "choices": [choice],
-            "usage": usage(cfg, prompt, completion, cached),
-        }
-    ).encode()
+    body = {
+        "id": req_id,
+        "object": obj,
+        "created": created,
+        "model": cfg.model_name,
+        "choices": [choice],
+        "usage": usage(cfg, prompt, completion, cached),
+    }
+    if metrics is not None:
+        body["metrics"] = metrics
+    return json.dumps(body).encode()
 
 
 def models(cfg: SimConfig, created: int) -> bytes:

@@ -28,6 +28,7 @@ class App:
         self.wall_boot = time.time()
         self.created = int(self.wall_boot)
         self.ready = cfg.flavor == "vllm"
+        self.held = 0  # requests waiting for a slot (max_num_seqs), not yet admitted
         self._ids = 0
 
     def new_id(self, endpoint: str) -> str:
@@ -57,7 +58,11 @@ class App:
                 ).encode(),
             )
         if path == "/metrics" and method == "GET":
-            return 200, "text/plain; version=0.0.4; charset=utf-8", render(eng, self.wall_boot).encode()
+            return (
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                render(eng, self.wall_boot, self.held).encode(),
+            )
         if path == "/tokenize" and method == "POST":
             return 200, js, openai.tokenize(cfg, body)
         if path == "/sim/requests" and method == "GET":
@@ -65,6 +70,7 @@ class App:
             recs = [r.to_dict() for r in eng.records if r.index > since]
             now = time.perf_counter()
             running, waiting = request_states(eng, now)
+            waiting += self.held
             return (
                 200,
                 js,

@@ -67,9 +67,11 @@ def test_lane_boots_measures_and_records_the_quirks(tmp_path, cache, local_env):
         assert ep.boot.kv_pool_context == 16384 and ep.boot.kv_pool_tokens == 16384
         assert "16384 cells" in ep.boot.lines["kv_tokens"] and "Uvicorn running" in ep.boot.lines["ready"]
         assert str(cache) in " ".join(lane.launches()[0].argv)  # served the built model from the cache
-        result = run_bench(
-            ep.base_url, plan.measure, BenchOptions(model=ep.model, progress=False, lane=plan.recipe)
+        # as the lab path measures it: the tiny random model loops by nature (model.loops), reported, not gating
+        options = BenchOptions(
+            model=ep.model, progress=False, lane=plan.recipe, loops_expected=plan.model.loops
         )
+        result = run_bench(ep.base_url, plan.measure, options)
     assert lane.status() == {"localhost": "absent"} and local_env.processes() == []
 
     recs = result.records
@@ -83,6 +85,9 @@ def test_lane_boots_measures_and_records_the_quirks(tmp_path, cache, local_env):
     assert c2 and all(g.serialised for g in c2)
     assert "decode_c2_agg" not in result.summary.measures
     assert any("serialised" in n for n in result.summary.notes)
+    # ... and the engine ran one stream at a time: the c2 window is marked short (client timing: no /metrics)
+    assert all(g.effective_concurrency < 1.1 and g.concurrency_source == "client timing" for g in c2)
+    assert ("short-concurrency", "decode_c2") in {(f["code"], f["window"]) for f in result.summary.flags}
     # Prefill at 4K and 12.6K (fits n_ctx 16384): prompt lengths from the server's tokenizer, since
     # streams carry no usage; the source says so.
     pre = [r for r in recs if r.phase == "prefill"]

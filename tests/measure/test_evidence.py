@@ -206,7 +206,10 @@ def test_another_client_during_the_decode_window_is_flagged(tmp_path):
 
         other = threading.Thread(target=chatter)
         other.start()
-        res = run_bench(sim.url, _plan(turns=40, n=40), BenchOptions(progress=False, prefill=False))
+        # drain_timeout=0: the gauges are checked at every boundary, never waited for (the long request would
+        # otherwise be waited out before labkit's window opens: tests/measure/test_drain_sanity.py)
+        options = BenchOptions(progress=False, prefill=False, drain_timeout=0)
+        res = run_bench(sim.url, _plan(turns=40, n=40), options)
         other.join(30)
         long.join(30)
     sent = len(res.records)

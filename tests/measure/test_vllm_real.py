@@ -1,5 +1,6 @@
 """labkit's measurement against a real vLLM (the CPU build) serving labkit's tiny llama with ngram speculation
-(K = 4): K from the engine, τ per engine step, a deliberate prefix-cache hit, /tokenize-sized prompts, bursts.
+(K = 4): K from the engine, τ per engine step, a deliberate prefix-cache hit, /tokenize-sized prompts, bursts,
+and the engine's own per-request figures (--enable-per-request-metrics, --per-request-spec-decode-metrics).
 
 One server for the whole module (a CPU boot takes ~50 s on 2 cores). The expected figures are worked out
 here from the server's own /metrics and streams, with a parser of this file, not labkit's. No assertion is
@@ -22,6 +23,8 @@ from tests.support.vllm import serve, tiny_hf_model, vllm_available
 pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
 
 NGRAM = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}'
+# the switches the vLLM lanes turn on (docs/engines.md, "Per-request metrics in the response")
+TRUTH = ("--enable-per-request-metrics", "--per-request-spec-decode-metrics", "summary")
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +32,7 @@ def url(tmp_path_factory):
     root = tmp_path_factory.mktemp("vllm-real")
     model = tiny_hf_model(root / "models")
     port = free_port(18670, 18699)
-    with serve(model, port, "--speculative-config", NGRAM, log_path=root / "vllm.log") as u:
+    with serve(model, port, "--speculative-config", NGRAM, *TRUTH, log_path=root / "vllm.log") as u:
         yield u
 
 
@@ -56,9 +59,9 @@ def counters(url: str) -> dict[str, float]:
 def decode_run(url):
     """One decode window (warmup, 3 c1 turns, 3 c2 groups), with the server's counters around it."""
     before = counters(url)
-    res = run_bench(
-        url, plan(decode=(1, 2), turns=3), BenchOptions(progress=False, cold_expected=False, prefill=False)
-    )
+    # the tiny random model loops by nature (its recipes say model.loops): loops reported, not gating
+    options = BenchOptions(progress=False, cold_expected=False, prefill=False, loops_expected=True)
+    res = run_bench(url, plan(decode=(1, 2), turns=3), options)
     after = counters(url)
     return res, {k: after[k] - before.get(k, 0.0) for k in after}
 
@@ -145,3 +148,41 @@ def test_the_lab_path_takes_k_from_the_recipe(url):
     )
     assert res.summary.measures["accept_k"] == 4
     assert res.summary.method["accept_k"] == "K: recipe --speculative-config num_speculative_tokens"
+
+
+def test_the_engines_own_per_request_figures_are_parsed_and_stored(decode_run):
+    import csv
+    import io
+    import json
+
+    from labkit.store.records import requests_csv
+
+    res, d = decode_run
+    window = [r for r in res.records if r.phase in ("warmup", "decode")]
+    assert window and all(r.engine_metrics for r in window)
+    for r in window:
+        m = r.engine_metrics
+        assert {"time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms"} <= set(m)
+        assert r.engine_ttft_s == pytest.approx((m["queue_time_ms"] + m["time_to_first_token_ms"]) / 1000)
+        assert r.engine_decode_tps == pytest.approx((r.output_tokens - 1) / (m["generation_time_ms"] / 1000))
+        assert r.ttft_minus_engine_s == pytest.approx(r.ttft_s - r.engine_ttft_s)
+        sd = m["speculative_decoding"]
+        assert sd["num_spec_tokens"] == 4 and len(sd["acceptance_histogram"]) == 5
+        assert sum(j * n for j, n in enumerate(sd["acceptance_histogram"])) == sd["num_accepted_draft_tokens"]
+        assert sum(sd["acceptance_histogram"]) == sd["num_spec_steps"]
+    # the requests' own counts are the counters' verify steps, request by request: they sum to the window's deltas
+    spec = [r.engine_metrics["speculative_decoding"] for r in window]
+    assert (
+        sum(x["num_accepted_draft_tokens"] for x in spec) == d["vllm:spec_decode_num_accepted_tokens_total"]
+    )
+    assert sum(x["num_spec_steps"] for x in spec) == d["vllm:spec_decode_num_drafts_total"]
+    m = res.summary.measures
+    assert {"decode_c1_engine_gap", "decode_c1_ttft_engine_gap", "decode_c2_accept_per_draft"} <= set(m)
+    assert "server truth" in render(res.summary)
+    # stored beside labkit's own figures: requests.csv keeps the object as JSON and every derived column
+    text, _ = requests_csv(res.records)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    first = next(row for row in rows if row["phase"] == "decode")
+    assert json.loads(first["engine_metrics"])["speculative_decoding"]["num_spec_tokens"] == 4
+    assert float(first["engine_decode_tps"]) > 0 and first["ttft_minus_engine_s"] != ""
+    print(render(res.summary))  # what the agreement looks like on this machine (-s shows it)

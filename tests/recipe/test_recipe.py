@@ -76,8 +76,10 @@ def test_dspark_adds_speculative_config_json():
     base = load_plan("dsv41")
     assert base.engine.arg("--speculative-config") is None
     assert base.variants == (("spec", "none"), ("staging", "nas"))
-    # the overlay appends, keeping every base flag
-    assert [f for f, _ in plan.engine.args][:-1] == [f for f, _ in base.engine.args]
+    # the overlay appends (speculation, and its per-request counts), keeping every base flag
+    flags = [f for f, _ in plan.engine.args]
+    assert flags[:-2] == [f for f, _ in base.engine.args]
+    assert flags[-2:] == ["--speculative-config", "--per-request-spec-decode-metrics"]
 
 
 def test_local_view_rewrites_model_path_and_mounts():

@@ -174,6 +174,7 @@ def test_sim_launch_and_flavor():
         "sim-dsv41",
         "--preset",
         "dsv41-stock",
+        "--enable-per-request-metrics",  # a bare switch, as vLLM's; the sim reads it as true
     ]
     plan = dataclasses.replace(
         plan, engine=dataclasses.replace(plan.engine, args=plan.engine.args + (("--flavor", ("sglang",)),))

@@ -9,7 +9,7 @@ import pytest
 
 from labkit.errors import LabkitError
 from labkit.recipe import ENGINE_FACTS, Invalid, engine_facts
-from labkit.recipe.enginefacts import ENGINE_KINDS, EngineFacts, ParallelFlags
+from labkit.recipe.enginefacts import ENGINE_KINDS, EngineFacts, ParallelFlags, RequestMetricsFlags
 from labkit.recipe.fields import recipe_fields
 from labkit.recipe.lookup import load_plan
 from labkit.recipe.specs import Parallel
@@ -76,6 +76,7 @@ TGI_FACTS = EngineFacts(
     nodes="one",
     parallel=ParallelFlags(tp=("--num-shard",)),
     flexible_flags=False,
+    request_metrics=RequestMetricsFlags(),
 )
 
 

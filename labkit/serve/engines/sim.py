@@ -26,7 +26,8 @@ SIM_KNOWN_FLAGS = frozenset(
         "--kv-log-form", "--record-chunks", "--sglang-warmup-s", "--fault-boot-crash",
         "--fault-http500-request", "--fault-exit-request", "--fault-exit-after-tokens", "--fault-stall-request",
         "--fault-stall-after-tokens", "--fault-hold-request", "--fault-hold-from", "--fault-hold-until",
-        "--fault-restart-request",
+        "--fault-restart-request", "--enable-per-request-metrics", "--per-request-spec-decode-metrics",
+        "--max-num-seqs", "--fault-loop-request",
     }
 )  # fmt: skip
 

@@ -52,6 +52,8 @@ VLLM_KNOWN_FLAGS = frozenset(
         "--served-model-name", "--host", "--port", "--disable-log-stats", "--enable-prompt-tokens-details",
         "--reasoning-parser", "--tool-call-parser", "--enable-auto-tool-choice", "--uvicorn-log-level",
         "--enable-sleep-mode", "--kv-transfer-config", "--limit-mm-per-prompt",
+        # per-request figures in the responses (docs/engines.md, "Per-request metrics in the response")
+        "--enable-per-request-metrics", "--per-request-spec-decode-metrics",
     }
 )  # fmt: skip
 

@@ -29,17 +29,18 @@ from labkit.measure.session import Session
 from labkit.measure.sse import StreamResult
 
 
-class _Windows:
-    """The scrapes between the decode phase's requests: each one closes a request's window and opens the
-    next, so consecutive windows share a scrape and none is taken while a request runs."""
+class TurnWindows:
+    """The scrapes between a phase's requests: each one closes a request's window and opens the next, so
+    consecutive windows share a scrape and none is taken while a request runs. Every pair goes to the run's
+    evidence as `window` (the decode window, or a content category's: content_phase.py)."""
 
-    def __init__(self, s: Session, run: int, before: mx.Samples | None) -> None:
-        self.s, self.run, self.last, self.n = s, run, before, 0
+    def __init__(self, s: Session, run: int, before: mx.Samples | None, window: str = "decode") -> None:
+        self.s, self.run, self.last, self.n, self.window = s, run, before, 0, window
 
     async def close(self, recs: list[RequestRecord]) -> dict | None:
         self.n += 1
-        now = await self.s.scrape(f"decode.{self.run}.{self.n}")
-        self.s.log.evidence.pair("decode", self.run, self.last, now, len(recs))
+        now = await self.s.scrape(f"{self.window}.{self.run}.{self.n}")
+        self.s.log.evidence.pair(self.window, self.run, self.last, now, len(recs))
         view = server_view(recs, self.last, now)
         self.last = now  # None once /metrics failed: no later window (nor the acceptance) has an end
         return view
@@ -54,7 +55,7 @@ async def measure_decode(s: Session, run: int) -> mx.Acceptance | None:
     before = await s.scrape(f"decode.before.{run}")
     flushed = await flush_for_acceptance(ctx.client, before, log.notes)
     n_before = len(log.records)
-    windows = _Windows(s, run, before)
+    windows = TurnWindows(s, run, before)
     if _cold_turn(s, run, before):
         res, n = await _one(s, N, "cold")
         await windows.close([s.record(res, phase="decode", requested=N, cold=True, nonce=n, turn=0)])
@@ -113,7 +114,7 @@ async def _one(s: Session, max_tokens: int, place: str) -> tuple[StreamResult, s
     return await s.ctx.client.stream(s.ctx.stream_request(prompt, max_tokens, forced=True)), n
 
 
-async def _lockstep_group(s: Session, k: int, turn: int, N: int, windows: _Windows) -> None:
+async def _lockstep_group(s: Session, k: int, turn: int, N: int, windows: TurnWindows) -> None:
     """`k` streams sent together, kept as `k` records and one GroupRecord of their aggregate estimators."""
     nonces = [pr.nonce() for _ in range(k)]
     texts = [pr.decode_prompt(x, s.text_seed(f"c{k}.{turn}.{i}")) for i, x in enumerate(nonces)]

@@ -60,7 +60,11 @@ class RequestRecord:
     run_id: str = ""
     lane: str = ""
     rep: int = 0  # repetition of the measure plan within the run (measure.runs)
-    phase: str = ""  # "warmup" | "decode" | "prefill"
+    phase: str = ""  # "warmup" | "decode" | "content" | "prefill"
+    content: str = (
+        ""  # a "content" turn's category and corpus prompt id (docs/measurement.md, "Prompt content")
+    )
+    content_id: str = ""
     concurrency: int = 1
     turn: int = 0  # index within its phase
     stream: int = 0  # stream index within a concurrent group

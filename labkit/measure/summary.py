@@ -2,18 +2,19 @@
 and method, plus the run's counters (acceptance, prefix cache, NFS), notes on what was excluded and why, and
 each window's evidence with the flags it raises (docs/measurement.md, "Per-run evidence").
 
-The measures come from summary_speed.py (decode and prefill), summary_counters.py (acceptance, prefix cache,
-NFS, telemetry figures) and summary_evidence.py (the windows' evidence and flags); this module composes them.
+The measures come from summary_speed.py (decode and prefill), summary_content.py (per prompt content
+category), summary_counters.py (acceptance, prefix cache, NFS, telemetry figures) and summary_evidence.py (the windows' evidence and flags); this module composes them.
 Pure: everything the summary says comes from the records and the counter deltas passed in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from labkit.measure import metrics as mx
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
 from labkit.measure.scrapes import WindowEvidence
+from labkit.measure.summary_content import content_measures
 from labkit.measure.summary_counters import (
     acceptance_measures,
     nfs_summary,
@@ -44,12 +45,14 @@ def summarize(
     io: dict[str, dict[str, float]] | None = None,
     windows: Sequence[WindowEvidence] = (),
     telemetry: TelemetryRun | None = None,
+    content_acceptance: Mapping[str, mx.Acceptance] | None = None,
 ) -> RunSummary:
     """The RunSummary of one run. `pc_window`: (hits, queries) prefix-cache deltas of the prefill samples;
     `notes`: the run's own notes, put before the summary's; `windows`: what the engine's /metrics said about
     each window, pooled into `evidence` and worded as `flags` (docs/measurement.md, "Per-run evidence");
     `telemetry`: the nodes' samples, summarized per window with their health flags (docs/measurement.md,
-    "Node telemetry")."""
+    "Node telemetry"); `content_acceptance`: each content category's acceptance (docs/measurement.md,
+    "Prompt content")."""
     s = RunSummary(evidence=pooled_evidence(windows), flags=evidence_flags(windows))
     s.method["intervals"] = INTERVALS_OVER_RUNS
     ok = [r for r in records if r.ok]
@@ -57,6 +60,8 @@ def summarize(
     sources = sorted({r.output_tokens_source for r in ok if r.output_tokens_source})
     src = ", ".join(sources) or "none"
     decode_measures(s, ok, groups, src)
+    if plan.content:
+        content_measures(s, ok, plan.content, content_acceptance or {}, src)
     prefill_measures(s, ok, plan.prefill.prompt_tokens, rtt_ns, counter_kind)
     if acceptance is not None:
         acceptance_measures(s, acceptance)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from labkit.measure.records import RunSummary
-from labkit.measures import RATE, title
+from labkit.measures import CONTENT, RATE, content_key, title
 
 
 def fmt_rate(value: float | None) -> str:
@@ -84,6 +84,7 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
         out.append((f"prefill ({t:,} prompt)", f"{fmt_rate(m[f'prefill_{t}'])} {RATE}", detail))
     if m.get("accept_per_draft") is not None:
         out.append(acceptance_row(s))
+    out += content_rows(s)
     hit_ratio = m.get("prefix_cache_hit_ratio")
     if hit_ratio is not None:
         out.append(
@@ -141,6 +142,33 @@ def acceptance_row(s: RunSummary) -> tuple[str, str, str]:
     if k and s.method.get("accept_k"):
         parts.append(s.method["accept_k"])
     return "acceptance", value, "; ".join(parts)
+
+
+def content_rows(s: RunSummary) -> list[tuple[str, str, str]]:
+    """One row per prompt content category measured: its decode c1, then n, range, TTFT and its acceptance
+    (τ, ā of K, α) from its own windows (docs/measurement.md, "Prompt content")."""
+    m, out = s.measures, []
+    k = k_text(m.get("accept_k"))
+    for category in CONTENT:
+        key = content_key("decode_c1", category)
+        if key not in m:
+            continue
+        parts = [_spread(s, key)]
+        ttft, tau = m.get(content_key("ttft_c1", category)), m.get(content_key("accept_length", category))
+        ahat, rate = (
+            m.get(content_key("accept_per_draft", category)),
+            m.get(content_key("accept_rate", category)),
+        )
+        if ttft is not None:
+            parts.append(f"TTFT {ttft * 1e3:.1f} ms")
+        if tau is not None:
+            parts.append(f"τ {tau:.2f}")
+        if ahat is not None:
+            parts.append(f"ā {ahat:.2f}" + (f" of {k}" if k else ""))
+        if rate is not None:
+            parts.append(f"α {rate * 100:.1f}%")
+        out.append((title(key), f"{fmt_rate(m[key])} {RATE}", ", ".join(p for p in parts if p)))
+    return out
 
 
 def render(s: RunSummary, title: str = "measure") -> str:

@@ -73,6 +73,11 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
             f"c{'/c'.join(map(str, d.concurrency))}, {d.turns} turns x {d.output_tokens} tokens, "
             f"{d.warmup} warmup",
         ),
+        *(
+            [("content", f"c1 on corpus prompts: {', '.join(m.content)}, {d.turns} turns each")]
+            if m.content
+            else []
+        ),
         ("prefill", f"{', '.join(map(str, p.prompt_tokens))} prompt tokens x {p.repeats}, unique prompts"),
         ("runs", f"{m.runs} ({m.api} API, {m.timeout:g} s request timeout)" + _target(m)),
     ]

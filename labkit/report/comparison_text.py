@@ -99,7 +99,8 @@ def to_text(c: Comparison) -> str:
         lines += [f"  - {i.line()}" for i in c.gate.items]
     else:
         lines.append(
-            "Comparability: engine image, engine version, labkit version, plan, prompt set and recipe agree."
+            "Comparability: engine image, engine version, labkit version, plan, prompt set, prompt content and "
+            "recipe agree."
         )
     lines.append("")
     if c.rows:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.measures import split_content
 from labkit.report.format import MISSING, fmt_acceptance, fmt_kv, fmt_nfs, fmt_with_cold, with_cold
 from labkit.report.intervals import interval_cell, interval_note
 from labkit.report.specs import RowSpec, TableSpec
@@ -155,8 +156,14 @@ def whole_run(window: str | None) -> bool:
 
 def in_window(measure: str, window: str | None) -> bool:
     """Whether a measure was taken in a flag's window: "decode" covers decode_* (and accept_*, the decode
-    window's acceptance), "prefill_4096" covers prefill_4096 and prefill_4096_*, not prefill_40960."""
+    window's acceptance), "prefill_4096" covers prefill_4096 and prefill_4096_*, not prefill_40960; a content
+    category's window "decode@code" covers the same measures of that category (decode_c1@code, accept_*@code)
+    and "decode" none of a category's."""
     if window is None or whole_run(window):
+        return False
+    window, window_content = split_content(window)
+    measure, measure_content = split_content(measure)
+    if window_content != measure_content:
         return False
     prefixes = (f"{window}_", *WINDOW_EXTRA.get(window, ()))
     return measure == window or measure.startswith(prefixes)

@@ -60,7 +60,7 @@ class Table:
         return [lane.title for lane in self.lanes if lane.simulated]
 
 
-def _lane_groups(measures: Any, spec: TableSpec) -> list[tuple[LaneColumn, Any]]:
+def lane_groups(measures: Any, spec: TableSpec) -> list[tuple[LaneColumn, Any]]:
     """(LaneColumn, its rows of the measures frame) for each column of the table."""
     out = []
     if spec.columns is None:
@@ -199,7 +199,7 @@ def build_table(
     its summary's evidence flags, flags_of) marks the figures they cover and adds a note per flag."""
     import pandas as pd
 
-    groups = _lane_groups(measures, spec)
+    groups = lane_groups(measures, spec)
     lane_flags = []  # per lane: (run id, flag) of each flag its runs carry
     for lane, part in groups:
         runs = sorted(part["run"].unique()) if len(part) else []
@@ -261,14 +261,14 @@ def build_tables(
 ) -> list[Table]:
     """All lane tables (or those whose id is in `only`), optionally restricted to runs of some recipes;
     `boots` and `flags` as for build_table. Sweep tables need the sweep records: sweep.sweep_tables builds
-    them, action.stored_tables both kinds in spec order."""
+    them, content_table.py the content tables, action.stored_tables every kind in spec order."""
     recipes, only = as_list(recipes), as_list(only)
     if recipes:
         measures = measures[measures["recipe"].isin(recipes)]
     return [
         build_table(spec, measures, boots, flags)
         for spec in specs
-        if (not only or spec.id in only) and not spec.is_sweep
+        if (not only or spec.id in only) and not spec.is_sweep and not spec.content
     ]
 
 

@@ -10,7 +10,8 @@ plots.py its figure (docs/sweeps.md, "The sweep table and plot"); text.py shows 
 drift); target.py is the `measure.target_ci` stopping rule. `labkit compare`: comparison.py selects the runs
 of two sides and compares them behind the comparability gate (gate.py), compare.py holds the tests and
 verdicts, family.py the Holm correction across the measures of one comparison, comparison_text.py shows a
-comparison.
+comparison, content_compare.py says per prompt content category whether acceptance explains a decode
+difference.
 """
 
 from labkit.report.action import check, generate, stored_tables

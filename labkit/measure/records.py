@@ -34,6 +34,7 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
     energy_per_token_decode      J per output token over the decode window, all nodes' GPUs (nvidia-smi power)
     energy_per_token_prefill_<P> J per prompt token over the prefill samples of target P
     sm_clock_decode_median       MHz: the lowest node median of the SM clock over the decode window
+    <key>@<category>     decode_c1, ttft_c1, accept_* on the corpus prompts of one content category
 """
 
 from __future__ import annotations

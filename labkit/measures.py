@@ -13,8 +13,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 Direction = Literal["higher", "lower", "none"]
-# a key pattern's placeholders: <N> a concurrency, <P> a prompt length in tokens, <i> a draft position
-PLACEHOLDER = re.compile(r"<(N|P|i)>")
+# The prompt content categories, in display order: one file of the pinned corpus each (labkit/measure/corpus/),
+# the names `measure.content` takes, and the `@<category>` suffix of their measures (docs/measurement.md,
+# "Prompt content"). A key without a suffix is measured on the default content, fresh synthetic prose.
+CONTENT = ("prose", "code", "structured", "chat")
+CONTENT_MARK = "@"
+# a key pattern's placeholders: <N> a concurrency, <P> a prompt length in tokens, <i> a draft position,
+# <C> a content category
+PLACEHOLDER = re.compile(r"<(N|P|i|C)>")
+_GROUPS = {"N": r"(\d+)", "P": r"(\d+)", "i": r"(\d+)", "C": "(" + "|".join(CONTENT) + ")"}
 RATE = "t/s"
 SPEED_UNITS = (RATE, "s")  # a rate or a time: its better side is the faster one
 
@@ -37,7 +44,7 @@ class Measure:
         return self.direction != "none" and self.unit in SPEED_UNITS
 
     def regex(self) -> re.Pattern[str]:
-        return re.compile(PLACEHOLDER.sub(r"(\\d+)", re.escape(self.key)))
+        return re.compile(PLACEHOLDER.sub(lambda p: _GROUPS[p.group(1)], re.escape(self.key)))
 
 
 # In display order: decode, prefill, TTFT, acceptance, caches, KV pool, NFS, node telemetry.
@@ -71,6 +78,17 @@ CATALOGUE: tuple[Measure, ...] = (
     Measure("accept_drafted_share", "share of decode steps drafted", "ratio", "none"),
     Measure("accept_rate", "acceptance rate", "ratio", "none"),
     Measure("accept_pos_<i>", "accepted at draft position <i>", "ratio", "none"),
+    # by prompt content: c1 turns on the corpus prompts of one category, each category its own window
+    Measure("decode_c1@<C>", "decode c1, <C> prompts", RATE, "higher", headline=True),
+    Measure("ttft_c1@<C>", "TTFT c1, <C> prompts", "s", "lower"),
+    Measure("accept_length@<C>", "acceptance length, <C> prompts", "tokens/step", "none", headline=True),
+    Measure("accept_length_stream@<C>", "tokens per SSE chunk, <C> prompts", "tokens/chunk", "none"),
+    Measure("accept_per_draft@<C>", "accepted per drafting step, <C> prompts", "tokens/step", "none"),
+    Measure(
+        "accept_proposed_per_draft@<C>", "proposed per drafting step, <C> prompts", "tokens/step", "none"
+    ),
+    Measure("accept_drafted_share@<C>", "share of decode steps drafted, <C> prompts", "ratio", "none"),
+    Measure("accept_rate@<C>", "acceptance rate, <C> prompts", "ratio", "none"),
     Measure("prefix_cache_hit_ratio", "prefix-cache hits (prefill)", "ratio", "none"),
     Measure("kv_pool_tokens", "KV pool", "tokens", "none"),
     Measure("kv_pool_context", "KV pool context", "tokens", "none"),
@@ -118,13 +136,16 @@ def headline(keys: Iterable[str], rates_only: bool = False) -> list[str]:
 
 
 def order_key(key: str) -> tuple[int, int, str]:
-    """Catalogue order, then the key's number (c2 before c16, prefill_4096 before prefill_12600); unknown
-    keys last."""
+    """Catalogue order, then the key's number (c2 before c16, prefill_4096 before prefill_12600) or its
+    content category in CONTENT order; unknown keys last."""
     found = _match(key)
     if not found:
         return len(CATALOGUE), 0, key
     i, _, hit = found
-    return i, int(hit.group(1)) if hit.groups() else 0, key
+    if not hit.groups():
+        return i, 0, key
+    first = hit.group(1)
+    return i, CONTENT.index(first) if first in CONTENT else int(first), key
 
 
 def title(key: str) -> str:
@@ -139,7 +160,7 @@ def title(key: str) -> str:
 
 
 def _number(placeholder: str, digits: str) -> str:
-    return f"{int(digits):,}" if placeholder == "P" else digits
+    return f"{int(digits):,}" if placeholder == "P" else digits  # a content category is kept as it is
 
 
 def unit(key: str) -> str:
@@ -168,3 +189,15 @@ def prefill_tokens(key: str) -> int | None:
     """The prompt length of a headline prefill key (prefill_key's inverse), None for any other key."""
     head, _, digits = key.partition("_")
     return int(digits) if head == "prefill" and digits.isdigit() else None
+
+
+def content_key(key: str, category: str) -> str:
+    """The key of a measure taken on one content category: decode_c1 on code prompts is decode_c1@code."""
+    return f"{key}{CONTENT_MARK}{category}"
+
+
+def split_content(key: str) -> tuple[str, str | None]:
+    """(the measure, its content category) of a key: ("decode_c1", "code") for decode_c1@code, (key, None)
+    for a key measured on the default content or not ending in a known category."""
+    base, mark, category = key.rpartition(CONTENT_MARK)
+    return (base, category) if mark and base and category in CONTENT else (key, None)

@@ -36,9 +36,17 @@ SPEC = {"spec_method": "mtp", "spec_k": 2, "spec_accept": [0.8, 0.5], "cold_requ
 # the engine's own per-request figures, as the vLLM lanes turn them on (docs/measurement.md, "Per-request server truth")
 SPEC |= {"enable_per_request_metrics": True, "per_request_spec_decode_metrics": "summary"}
 # rows the sim lane here cannot emit: no NFS mount on this machine, no drafted-share counter in the simulator
-NOT_ON_THE_SIM_LANE = {"accept_drafted_share", "nfs_read_bytes", "nfs_read_bytes_per_completion"}
-# the headline rule each caller kept before the catalogue: labkit compare's default measures
-COMPARE_HEADLINE = re.compile(r"^(decode_c\d+(_agg)?|prefill_\d+|ttft_c1|accept_length)$")
+NOT_ON_THE_SIM_LANE = {
+    "accept_drafted_share",
+    "accept_drafted_share@<C>",
+    "nfs_read_bytes",
+    "nfs_read_bytes_per_completion",
+}
+# the headline rule each caller kept before the catalogue: labkit compare's default measures (and, with prompt
+# content, decode c1 and acceptance length per category)
+COMPARE_HEADLINE = re.compile(
+    r"^(decode_c\d+(_agg)?|prefill_\d+|ttft_c1|accept_length|(decode_c1|accept_length)@code)$"
+)
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,7 @@ def sim_run(tmp_path_factory) -> SimRun:
     (shim / "nvidia-smi").write_text(f'#!/bin/sh\nexec {sys.executable} {SHIM} "$@"\n')
     (shim / "nvidia-smi").chmod(0o755)
     folder = tmp / "recipes" / "catalogue-sim"
-    sim_recipe(folder, port=PORT, settings=SPEC, measure="telemetry_period = 0.2")
+    sim_recipe(folder, port=PORT, settings=SPEC, measure='telemetry_period = 0.2\ncontent = ["code"]')
     recipe = folder / "recipe.toml"
     recipe.write_text(recipe.read_text().replace("concurrency = [1]", "concurrency = [1, 2]"))
     with pytest.MonkeyPatch.context() as mp:
@@ -82,7 +90,8 @@ def test_every_key_the_sim_lane_emits_matches_one_catalogue_row(sim_run):
     for key in keys:  # one row each: no two patterns claim a key
         assert [row.key for row in CATALOGUE if row.regex().fullmatch(key)] == [measure_info(key).key]
     seen = {measure_info(k).key for k in keys}
-    assert {row.key for row in CATALOGUE} - seen == {"accept_drafted_share"}  # no row is left unused
+    # no row is left unused
+    assert {row.key for row in CATALOGUE} - seen == {"accept_drafted_share", "accept_drafted_share@<C>"}
     assert {measure_info(k).key for k in sim_run.keys} >= {r.key for r in CATALOGUE} - NOT_ON_THE_SIM_LANE
 
 
@@ -95,6 +104,13 @@ def test_every_row_has_a_title_a_unit_and_a_direction():
     assert label("decode_c2_agg") == "decode c2 aggregate (t/s)" and label("decode_c1") == "decode c1 (t/s)"
     assert title("accept_pos_3") == "accepted at draft position 3" and unit("sm_clock_decode_median") == "MHz"
     assert label("not_a_measure") == title("not_a_measure") == "not_a_measure" and unit("not_a_measure") == ""
+    assert (
+        label("decode_c1@code") == "decode c1, code prompts (t/s)"
+        and title("ttft_c1@chat") == "TTFT c1, chat prompts"
+    )
+    assert measure_info("decode_c1@poetry") is None and order_key("accept_length@prose") < order_key(
+        "accept_length@chat"
+    )
 
 
 def test_directions_energy_per_token_is_lower_is_better(sim_run):
@@ -113,9 +129,17 @@ def test_headline_queries_give_what_each_caller_relied_on(sim_run):
     keys = sim_run.keys
     # labkit compare: every headline measure both sides have
     assert set(headline(keys)) == {k for k in keys if COMPARE_HEADLINE.match(k)}
-    assert set(headline(keys)) == {"decode_c1", "decode_c2_agg", "prefill_512", "ttft_c1", "accept_length"}
-    # the plan (measure.target_ci's default measures): the headline rates, in plan order
-    assert sim_run.plan_headline == ("decode_c1", "decode_c2_agg", "prefill_512")
+    assert set(headline(keys)) == {
+        "decode_c1",
+        "decode_c2_agg",
+        "prefill_512",
+        "ttft_c1",
+        "accept_length",
+        "decode_c1@code",
+        "accept_length@code",
+    }
+    # the plan (measure.target_ci's default measures): the headline rates, in catalogue order
+    assert sim_run.plan_headline == ("decode_c1", "decode_c2_agg", "prefill_512", "decode_c1@code")
     assert sorted(headline(keys, rates_only=True), key=order_key) == list(sim_run.plan_headline)
     plan = MeasurePlan("chat", 1, DecodePlan((4, 1), 2, 8, 0), PrefillPlan((12600, 4096), 1), 10.0)
     assert plan.headline_measures() == ("decode_c4_agg", "decode_c1", "prefill_12600", "prefill_4096")
@@ -130,6 +154,7 @@ def test_headline_queries_give_what_each_caller_relied_on(sim_run):
         "prefill_512",
         "prefill_4096",
         "prefill_12600",
+        "decode_c1@code",
     ]
     assert not is_headline("decode_c1_cold") and not is_headline("ttft_c1", rates_only=True)
 

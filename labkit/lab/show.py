@@ -17,12 +17,15 @@ def _measures(done: LaneRun, results: str | Path | None) -> tuple[Any, Any]:
 
 
 def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
-    """The measured-lanes table(s) for just these runs, built from the stored files like `labkit report`."""
+    """The measured-lanes table(s) for just these runs, built from the stored files like `labkit report`, and
+    the table by prompt content when the runs measured content (docs/measurement.md, "Prompt content")."""
     from labkit import report
+    from labkit.measures import split_content
 
     data, measures = _measures(done, results)
     _, specs = report.load_spec(report.spec_path(data.root))
-    return report.stored_tables(data, specs, measures=measures, only=["measured"])
+    content = any(split_content(str(m))[1] for m in measures["measure"].unique()) if len(measures) else False
+    return report.stored_tables(data, specs, measures=measures, only=["measured"] + ["content"] * content)
 
 
 def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:

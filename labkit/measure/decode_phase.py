@@ -30,23 +30,26 @@ from labkit.measure.session import Session
 from labkit.measure.sse import StreamResult
 
 
-class _Windows:
-    """The scrapes between the decode phase's requests: each one closes a request's window and opens the
-    next, so consecutive windows share a scrape and none is taken while a request runs."""
+class TurnWindows:
+    """The scrapes between a phase's requests: each one closes a request's window and opens the next, so
+    consecutive windows share a scrape and none is taken while a request runs. Every pair goes to the run's
+    evidence as `window` (the decode window, or a content category's: content_phase.py)."""
 
-    def __init__(self, s: Session, run: int, before: mx.Samples | None) -> None:
-        self.s, self.run, self.last, self.n = s, run, before, 0
+    def __init__(self, s: Session, run: int, before: mx.Samples | None, window: str = "decode") -> None:
+        self.s, self.run, self.last, self.n, self.window = s, run, before, 0, window
 
     async def close(self, recs: list[RequestRecord], where: str) -> dict | None:
         """The scrape after `recs` (the requests `where` names): their window's engine view; then, before the
         next window opens, the wait for the engine to drain (labkit/measure/drain.py)."""
         self.n += 1
-        key = f"decode.{self.run}.{self.n}"
+        key = f"{self.window}.{self.run}.{self.n}"
         now = await self.s.scrape(key)
-        self.s.log.evidence.pair("decode", self.run, self.last, now, len(recs))
+        self.s.log.evidence.pair(self.window, self.run, self.last, now, len(recs))
         view = server_view(recs, self.last, now)
         # None once /metrics failed: no later window (nor the acceptance) has an end
-        self.last = await settled(self.s, now, key=key, window="decode", run=self.run, where=f"after {where}")
+        self.last = await settled(
+            self.s, now, key=key, window=self.window, run=self.run, where=f"after {where}"
+        )
         return view
 
 
@@ -60,7 +63,7 @@ async def measure_decode(s: Session, run: int) -> mx.Acceptance | None:
     before = await settled(s, before, key=f"decode.before.{run}", window="decode", run=run, where="start")
     flushed = await flush_for_acceptance(ctx.client, before, log.notes)
     n_before = len(log.records)
-    windows = _Windows(s, run, before)
+    windows = TurnWindows(s, run, before)
     if _cold_turn(s, run, before):
         res, n = await _one(s, N, "cold")
         await windows.close(
@@ -122,7 +125,7 @@ async def _one(s: Session, max_tokens: int, place: str) -> tuple[StreamResult, s
     return await s.ctx.client.stream(s.ctx.stream_request(prompt, max_tokens, forced=True)), n
 
 
-async def _lockstep_group(s: Session, k: int, turn: int, N: int, windows: _Windows) -> None:
+async def _lockstep_group(s: Session, k: int, turn: int, N: int, windows: TurnWindows) -> None:
     """`k` streams sent together, kept as `k` records and one GroupRecord of their aggregate estimators."""
     nonces = [pr.nonce() for _ in range(k)]
     texts = [pr.decode_prompt(x, s.text_seed(f"c{k}.{turn}.{i}")) for i, x in enumerate(nonces)]

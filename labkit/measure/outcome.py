@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from labkit.measure import io_probe as iop
+from labkit.measure.corpus import load_corpus
 from labkit.measure.provenance import provenance
 from labkit.measure.records import BenchResult
 from labkit.measure.session import RunContext, RunLog
@@ -48,6 +49,7 @@ def bench_result(ctx: RunContext, log: RunLog, io: dict[str, dict[str, float]]) 
         telemetry=None if ctx.telemetry is None else ctx.telemetry.result(ctx.t_origin),
         loops_expected=ctx.loops_expected,
         engine_metrics_asked=ctx.engine_metrics_asked,
+        content_acceptance=log.content_acceptance,
     )
     prov = provenance(
         ctx.client,
@@ -86,6 +88,8 @@ def bench_result(ctx: RunContext, log: RunLog, io: dict[str, dict[str, float]]) 
         if ctx.prompt_seed is not None
         else "seeded by each prompt's own fresh nonce"
     )
+    if ctx.plan.content:  # which corpus the content turns drew from (docs/measurement.md, "Prompt content")
+        prov["prompt_corpus"] = dict(load_corpus().facts(), categories=list(ctx.plan.content))
     samples = {} if ctx.telemetry is None else ctx.telemetry.csv(ctx.t_origin)
     return BenchResult(log.records, log.groups, summary, prov, log.scrapes, io, samples)
 

@@ -57,6 +57,8 @@ def make_record(
     prompt_target: int = 0,
     counted: int | None = None,
     counted_source: str = "tokenize",
+    content: str = "",
+    content_id: str = "",
 ) -> RequestRecord:
     """Apply the formulas and validity rules to one raw stream.
 
@@ -73,6 +75,8 @@ def make_record(
         lane=lane,
         rep=rep,
         phase=phase,
+        content=content,
+        content_id=content_id,
         concurrency=concurrency,
         turn=turn,
         stream=stream,

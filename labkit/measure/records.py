@@ -39,6 +39,7 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
     energy_per_token_decode      J per output token over the decode window, all nodes' GPUs (nvidia-smi power)
     energy_per_token_prefill_<P> J per prompt token over the prefill samples of target P
     sm_clock_decode_median       MHz: the lowest node median of the SM clock over the decode window
+    <key>@<category>     decode_c1, ttft_c1, accept_* on the corpus prompts of one content category
 """
 
 from __future__ import annotations
@@ -65,7 +66,11 @@ class RequestRecord:
     run_id: str = ""
     lane: str = ""
     rep: int = 0  # repetition of the measure plan within the run (measure.runs)
-    phase: str = ""  # "warmup" | "decode" | "prefill"
+    phase: str = ""  # "warmup" | "decode" | "content" | "prefill"
+    content: str = (
+        ""  # a "content" turn's category and corpus prompt id (docs/measurement.md, "Prompt content")
+    )
+    content_id: str = ""
     concurrency: int = 1
     turn: int = 0  # index within its phase
     stream: int = 0  # stream index within a concurrent group

@@ -9,6 +9,7 @@ Order of one run (every prompt carries a fresh nonce first):
 2. `decode.warmup` warmup requests of the decode shape;
 3. c1: `decode.turns` sequential turns; cK (K > 1): `decode.turns` groups of K streams fired together;
    /metrics scraped before step 1 and after step 3: speculative acceptance is that window's counter deltas;
+   then, with `measure.content`, c1 turns on the corpus prompts of each category, each in windows of its own;
 4. prefill per target length: prompts fitted to the length in server tokens, `decode.warmup` warmup(s) of that
    length (at most one), then `prefill.repeats` samples at c1, max_tokens=1, /metrics scraped around each.
 A request that errors, ends short or without a finish_reason is a failed record, kept but excluded.
@@ -34,6 +35,7 @@ from typing import Any
 from labkit import settings
 from labkit.measure import io_probe as iop
 from labkit.measure.client import EndpointError, StreamClient
+from labkit.measure.content_phase import measure_content
 from labkit.measure.decode_phase import measure_decode
 from labkit.measure.kvpool import read_kv_pool
 from labkit.measure.outcome import bench_result, io_deltas, keep_partial
@@ -144,6 +146,8 @@ class Bench(Session):
                 self.rep = run
                 if decode and plan.decode.turns > 0:
                     await self.decode(run)
+                    if plan.content:
+                        await self.content(run)
                 if prefill and plan.prefill.prompt_tokens:
                     await self.prefill(run)
         except BaseException as e:  # interrupted or crashed: keep what was measured, then re-raise
@@ -190,6 +194,7 @@ class Bench(Session):
         if decode and d.turns:
             n += self.ctx.cold_expected + d.warmup * plan.runs
             n += sum(d.turns * k for k in d.concurrency) * plan.runs
+            n += d.turns * len(plan.content) * plan.runs
         if prefill:
             n += len(p.prompt_tokens) * (p.repeats + min(d.warmup, 1)) * plan.runs
         return n
@@ -201,6 +206,13 @@ class Bench(Session):
         acc = await measure_decode(self, run)
         if acc is not None:
             self.log.acceptance = pool_acceptance(self.log.acceptance, acc)
+
+    async def content(self, run: int) -> None:
+        """c1 turns on the corpus prompts of each content category, each category in windows of its own
+        (labkit/measure/content_phase.py); each category's acceptance is pooled over the repetitions."""
+        for category, acc in (await measure_content(self, run)).items():
+            pooled = self.log.content_acceptance.get(category)
+            self.log.content_acceptance[category] = pool_acceptance(pooled, acc)
 
     async def prefill(self, run: int) -> None:
         """Per target length: fitted prompts, a warmup, then the samples, each between two /metrics scrapes

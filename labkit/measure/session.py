@@ -2,7 +2,8 @@
 the phases accumulate (`RunLog`, handed whole to outcome.py), and `Session`, the steps every phase takes on
 them: a /metrics scrape, a request of the plan's shape, a record, a prompt's text seed.
 
-runner.py's `Bench` is the Session that runs the plan; decode_phase.py and prefill_phase.py take a Session.
+runner.py's `Bench` is the Session that runs the plan; decode_phase.py, content_phase.py and prefill_phase.py
+take a Session.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ class RunLog:
         default_factory=EvidenceLog
     )  # /metrics per window (labkit/measure/scrapes.py)
     acceptance: mx.Acceptance | None = None  # pooled over the repetitions' decode windows
+    # per content category: pooled over the repetitions' windows of its turns (content_phase.py)
+    content_acceptance: dict[str, mx.Acceptance] = field(default_factory=dict)
     pc_window: list[tuple[float, float]] = field(default_factory=list)  # (hits, queries) per prefill sample
     # the KV pool with every source the engine offers: a lane's boot facts, else read from the API (Bench.run)
     kv_pool: dict[str, Any] = field(default_factory=dict)

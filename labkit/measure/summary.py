@@ -2,21 +2,23 @@
 and method, plus the run's counters (acceptance, prefix cache, NFS), notes on what was excluded and why, and
 each window's evidence with the flags it raises (docs/measurement.md, "Per-run evidence").
 
-The measures come from summary_speed.py (decode and prefill), summary_counters.py (acceptance, prefix cache,
-NFS, telemetry figures), summary_engine.py (the engine's per-request figures, the effective concurrency) and
-summary_evidence.py (the windows' evidence and flags); sanity.py then counts each window's responses and
-leaves out the figures of a window with failures. This module composes them.
+The measures come from summary_speed.py (decode and prefill), summary_content.py (per prompt content
+category), summary_counters.py (acceptance, prefix cache, NFS, telemetry figures), summary_engine.py (the
+engine's per-request figures, the effective concurrency) and summary_evidence.py (the windows' evidence and
+flags); sanity.py then counts each window's responses and leaves out the figures of a window with failures.
+This module composes them.
 Pure: everything the summary says comes from the records and the counter deltas passed in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from labkit.measure import metrics as mx
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
 from labkit.measure.sanity import apply_sanity
 from labkit.measure.scrapes import WindowEvidence
+from labkit.measure.summary_content import content_measures
 from labkit.measure.summary_counters import (
     acceptance_measures,
     nfs_summary,
@@ -50,13 +52,15 @@ def summarize(
     telemetry: TelemetryRun | None = None,
     loops_expected: bool = False,
     engine_metrics_asked: bool = False,
+    content_acceptance: Mapping[str, mx.Acceptance] | None = None,
 ) -> RunSummary:
     """The RunSummary of one run. `pc_window`: (hits, queries) prefix-cache deltas of the prefill samples;
     `notes`: the run's own notes, put before the summary's; `windows`: what the engine's /metrics said about
     each window, pooled into `evidence` and worded as `flags` (docs/measurement.md, "Per-run evidence");
     `telemetry`: the nodes' samples, summarized per window with their health flags (docs/measurement.md,
     "Node telemetry"); `loops_expected`: the model loops by nature, so looping responses are reported, not
-    gating (docs/measurement.md, "Output sanity")."""
+    gating (docs/measurement.md, "Output sanity"); `content_acceptance`: each content category's acceptance
+    (docs/measurement.md, "Prompt content")."""
     s = RunSummary(evidence=pooled_evidence(windows), flags=evidence_flags(windows))
     s.method["intervals"] = INTERVALS_OVER_RUNS
     ok = [r for r in records if r.ok]
@@ -65,6 +69,8 @@ def summarize(
     src = ", ".join(sources) or "none"
     decode_measures(s, ok, groups, src)
     concurrency_measures(s, groups)
+    if plan.content:
+        content_measures(s, ok, plan.content, content_acceptance or {}, src)
     prefill_measures(s, ok, plan.prefill.prompt_tokens, rtt_ns, counter_kind)
     if acceptance is not None:
         acceptance_measures(s, acceptance)

@@ -17,10 +17,9 @@ PROPOSED = "mean draft tokens proposed per drafting step (≤ K: ngram proposes 
 DRAFTED = "the share of decode steps (per request) in which the drafter proposed anything"
 
 
-def acceptance_measures(s: RunSummary, a: mx.Acceptance) -> None:
-    """The decode window's speculative acceptance as measures, and its raw counter deltas as counters."""
-    window = " over the decode window (cold, warmup, c1, cK)"
-    figures = {
+def acceptance_figures(a: mx.Acceptance, window: str) -> dict[str, tuple[float | None, str]]:
+    """{measure: (value, how)} of one window's acceptance (`window` ends each method: " over the ...")."""
+    return {
         "accept_per_draft": (a.per_draft, f"{a.method}; ā = ΔA/ΔD, accepted per drafting step{window}"),
         "accept_k": (a.k, f"K: {a.k_source}"),
         "accept_length": (a.length, f"τ = {a.tau_method}{window}"),
@@ -29,6 +28,11 @@ def acceptance_measures(s: RunSummary, a: mx.Acceptance) -> None:
         "accept_drafted_share": (a.drafted_share, f"ΔD / Δinter_token_latency_seconds_count: {DRAFTED}"),
         "accept_rate": (a.rate, f"α = ΔA/ΔT (else ā/K){window}"),
     }
+
+
+def acceptance_measures(s: RunSummary, a: mx.Acceptance) -> None:
+    """The decode window's speculative acceptance as measures, and its raw counter deltas as counters."""
+    figures = acceptance_figures(a, " over the decode window (cold, warmup, c1, cK)")
     for key, (value, how) in figures.items():
         if value is not None:
             s.measures[key], s.method[key] = value, how

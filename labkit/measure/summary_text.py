@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from labkit.measure.records import RunSummary
-from labkit.measures import RATE, title
+from labkit.measures import CONTENT, RATE, content_key, title
 
 
 def fmt_rate(value: float | None) -> str:
@@ -93,6 +93,7 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
     truth = server_truth_row(s)
     if truth is not None:
         out.append(truth)
+    out += content_rows(s)
     hit_ratio = m.get("prefix_cache_hit_ratio")
     if hit_ratio is not None:
         out.append(
@@ -183,6 +184,33 @@ def server_truth_row(s: RunSummary) -> tuple[str, str, str] | None:
             bits.append(f"ā {apd:.2f}" + (f", τ {tau:.2f}" if tau is not None else "") + " from the requests")
         parts.append(f"c{k} (n={n}): " + ", ".join(bits))
     return "server truth", "client − engine per request", "; ".join(parts) + " (medians, min to max)"
+
+
+def content_rows(s: RunSummary) -> list[tuple[str, str, str]]:
+    """One row per prompt content category measured: its decode c1, then n, range, TTFT and its acceptance
+    (τ, ā of K, α) from its own windows (docs/measurement.md, "Prompt content")."""
+    m, out = s.measures, []
+    k = k_text(m.get("accept_k"))
+    for category in CONTENT:
+        key = content_key("decode_c1", category)
+        if key not in m:
+            continue
+        parts = [_spread(s, key)]
+        ttft, tau = m.get(content_key("ttft_c1", category)), m.get(content_key("accept_length", category))
+        ahat, rate = (
+            m.get(content_key("accept_per_draft", category)),
+            m.get(content_key("accept_rate", category)),
+        )
+        if ttft is not None:
+            parts.append(f"TTFT {ttft * 1e3:.1f} ms")
+        if tau is not None:
+            parts.append(f"τ {tau:.2f}")
+        if ahat is not None:
+            parts.append(f"ā {ahat:.2f}" + (f" of {k}" if k else ""))
+        if rate is not None:
+            parts.append(f"α {rate * 100:.1f}%")
+        out.append((title(key), f"{fmt_rate(m[key])} {RATE}", ", ".join(p for p in parts if p)))
+    return out
 
 
 def render(s: RunSummary, title: str = "measure") -> str:

@@ -38,7 +38,16 @@ def render_args(args: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(out)
 
 
+# measure keys left out of the resolved table while they hold no value, so a recipe that does not use a key
+# added later keeps its hash, its `labkit show` text and its measurement plan in the comparability gate
+UNSET_LEFT_OUT = ("content",)
+
+
 def _blob(name: str, choices: dict[str, str], merged: dict) -> str:
+    measure = merged.get("measure")
+    if isinstance(measure, dict) and any(k in measure and not measure[k] for k in UNSET_LEFT_OUT):
+        measure = {k: v for k, v in measure.items() if k not in UNSET_LEFT_OUT or v}
+        merged = {**merged, "measure": measure}
     return json.dumps({"recipe": name, "variants": choices, "lane": merged}, sort_keys=True, default=str)
 
 
@@ -92,20 +101,6 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         )
         for st in merged["staging"]
     )
-    d, p = m["decode"], m["prefill"]
-    measure = MeasurePlan(
-        m["api"],
-        m["runs"],
-        DecodePlan(tuple(d["concurrency"]), d["turns"], d["output_tokens"], d["warmup"]),
-        PrefillPlan(tuple(p["prompt_tokens"]), p["repeats"]),
-        m["timeout"],
-        m["target_ci"],
-        m["max_runs"],
-        tuple(m["target_measures"] or ()),
-        m["seed"],
-        m["telemetry_period"],
-        m["clock_drop"],
-    )
     blob = _blob(name, choices, merged)
     lane = merged["lane"]
     return LanePlan(
@@ -119,7 +114,26 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         engine=engine,
         cluster=cluster,
         staging=staging,
-        measure=measure,
+        measure=measure_plan(m),
         recipe_hash=recipe_hash(name, choices, merged),
         resolved=json.loads(blob)["lane"],
+    )
+
+
+def measure_plan(m: dict) -> MeasurePlan:
+    """The merged [measure] table as a MeasurePlan."""
+    d, p = m["decode"], m["prefill"]
+    return MeasurePlan(
+        m["api"],
+        m["runs"],
+        DecodePlan(tuple(d["concurrency"]), d["turns"], d["output_tokens"], d["warmup"]),
+        PrefillPlan(tuple(p["prompt_tokens"]), p["repeats"]),
+        m["timeout"],
+        m["target_ci"],
+        m["max_runs"],
+        tuple(m["target_measures"] or ()),
+        m["seed"],
+        m["telemetry_period"],
+        m["clock_drop"],
+        content=tuple(m["content"] or ()),
     )

@@ -23,15 +23,7 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
         ("label", plan.label + ("  [SIMULATED]" if plan.simulated else "")),
         ("lane id", plan.lane_id),
         ("recipe hash", plan.recipe_hash),
-        (
-            "model",
-            f"{plan.model.repo} @ {plan.model.revision}"
-            + (
-                "  (its output loops by nature: model.loops, loop check reported, not gating)"
-                if plan.model.loops
-                else ""
-            ),
-        ),
+        ("model", f"{plan.model.repo} @ {plan.model.revision}" + _loops(plan)),
         (
             "model path",
             plan.model_path
@@ -73,13 +65,7 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
                 f"(local: {', '.join(st.local)}; min free {format_size(st.min_free)})",
             )
         )
-    d, p = m.decode, m.prefill
-    conc = "/c".join(map(str, d.concurrency))
-    rows += [
-        ("decode", f"c{conc}, {d.turns} turns x {d.output_tokens} tokens, {d.warmup} warmup"),
-        ("prefill", f"{', '.join(map(str, p.prompt_tokens))} prompt tokens x {p.repeats}, unique prompts"),
-        ("runs", f"{m.runs} ({m.api} API, {m.timeout:g} s request timeout)" + _target(m)),
-    ]
+    rows += measure_rows(m)
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     if commands:
@@ -88,6 +74,19 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
         for node, command in commands.items():
             lines.append(f"  [{node}] {command}")
     return "\n".join(lines)
+
+
+def measure_rows(m: MeasurePlan) -> list[tuple[str, str]]:
+    """The measurement plan's lines: decode, prompt content (when asked), prefill, runs."""
+    d, p = m.decode, m.prefill
+    conc = "/c".join(map(str, d.concurrency))
+    content = [("content", f"c1 on corpus prompts: {', '.join(m.content)}, {d.turns} turns each")]
+    return [
+        ("decode", f"c{conc}, {d.turns} turns x {d.output_tokens} tokens, {d.warmup} warmup"),
+        *(content if m.content else []),
+        ("prefill", f"{', '.join(map(str, p.prompt_tokens))} prompt tokens x {p.repeats}, unique prompts"),
+        ("runs", f"{m.runs} ({m.api} API, {m.timeout:g} s request timeout)" + _target(m)),
+    ]
 
 
 def _loops(plan: LanePlan) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import labkit.recipe.names as names
 import labkit.recipe.schema as s
+from labkit.measures import CONTENT
 from labkit.recipe.enginefacts import ENGINE_KINDS
 from labkit.recipe.staging import VIEW_MOUNT
 
@@ -266,6 +267,9 @@ def _measure(partial: bool) -> dict[str, s.Field]:
         "telemetry_period": F(s.number(0.0), default=1.0),  # s between node samples; 0: no node telemetry
         "clock_drop": F(s.number(0.0), default=0.10),  # SM clock this far below the node baseline: low-clock
         "seed": F(s.integer(0)),  # shared prompt texts: run i draws them from "<seed>/<i>" (docs/compare.md)
+        # prompt content categories measured after the decode phase, c1 on the pinned corpus; absent: none,
+        # only the default synthetic prose (docs/measurement.md, "Prompt content")
+        "content": F(s.array(s.choice(*CONTENT), unique=True)),
         "decode": F(s.table(decode, partial=partial), default=dict),
         "prefill": F(s.table(prefill, partial=partial), default=dict),
         "timeout": F(s.number(1.0), default=600.0),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labkit.measures import decode_key, headline, prefill_key
+from labkit.measures import content_key, decode_key, headline, prefill_key
 
 TARGET_MAX_RUNS = 10  # measure.max_runs when target_ci is set without it
 
@@ -36,12 +36,18 @@ class MeasurePlan:
     seed: int | None = None  # shared prompt seed: repetition i draws its prompt texts from "<seed>/<i>"
     telemetry_period: float = 1.0  # seconds between node telemetry samples; 0 = none (docs/measurement.md)
     clock_drop: float = 0.10  # a window's SM clock this fraction below the node's baseline is flagged
+    # content categories measured after the decode phase (c1 on the pinned corpus); () = only the default
+    # synthetic prose (docs/measurement.md, "Prompt content")
+    content: tuple[str, ...] = ()
 
     def headline_measures(self) -> tuple[str, ...]:
-        """The catalogue's headline rates this plan measures, in plan order: decode_c1, decode_c<K>_agg and
-        prefill_<P> (docs/measurement.md, "The measure catalogue")."""
+        """The catalogue's headline rates this plan measures: decode_c1 and decode_c<K>_agg, prefill_<P> (each
+        in plan order), then decode_c1@<category> per content category, as the catalogue orders them
+        (docs/measurement.md, "The measure catalogue")."""
         decode = [decode_key(k) for k in self.decode.concurrency] if self.decode.turns >= 1 else []
-        return tuple(headline(decode + [prefill_key(p) for p in self.prefill.prompt_tokens], rates_only=True))
+        content = [content_key("decode_c1", c) for c in self.content] if self.decode.turns >= 1 else []
+        prefill = [prefill_key(p) for p in self.prefill.prompt_tokens]
+        return tuple(headline(decode + prefill + content, rates_only=True))
 
     def ci_measures(self) -> tuple[str, ...]:
         """The measures `target_ci` is checked on."""

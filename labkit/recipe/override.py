@@ -1,5 +1,6 @@
 """Overrides of a resolved plan, checked as the recipe's own values are: `with_nodes` puts a lane on other
-nodes (the notebook's `nodes` parameter, `labkit.lab.plan(nodes=...)`).
+nodes (the notebook's `nodes` parameter, `labkit.lab.plan(nodes=...)`), `with_content` measures other prompt
+content categories (the notebook's `content` parameter).
 
 A plan is frozen, so an override returns a new one. Its `resolved` table and `recipe_hash` record the
 override, so a run folder says which nodes ran; the lane id stays the recipe's and variant's.
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 import labkit.recipe.names as names
 import labkit.recipe.schema as s
 from labkit.errors import RecipeError
+from labkit.measures import CONTENT
 from labkit.recipe.build import recipe_hash
 from labkit.recipe.plan import LanePlan
 from labkit.recipe.rules import parallel_problem, world_size
@@ -53,6 +55,31 @@ def with_nodes(plan: LanePlan, nodes: str | Sequence[str]) -> LanePlan:
     return dataclasses.replace(
         plan,
         cluster=dataclasses.replace(c, nodes=checked, fabric=fabric),
+        resolved=resolved,
+        recipe_hash=recipe_hash(plan.recipe, dict(plan.variants), resolved) if resolved else plan.recipe_hash,
+    )
+
+
+def with_content(plan: LanePlan, content: str | Sequence[str]) -> LanePlan:
+    """`plan` measuring these prompt content categories ("prose,code" or a list; empty: none, only the default
+    synthetic prose), checked as `measure.content` is; a RecipeError names the recipe file, the key and the
+    override. docs/measurement.md, "Prompt content"."""
+    given = content.split(",") if isinstance(content, str) else list(content)
+    items = [c.strip() if isinstance(c, str) else c for c in given]
+    items = [c for c in items if c != ""]
+    try:
+        checked = tuple(s.array(s.choice(*CONTENT), unique=True)(items, "measure.content"))
+    except s.Invalid as e:
+        raise RecipeError(plan.file, e.key, e.message + f" (content override: {', '.join(map(str, items))})")
+    resolved = copy.deepcopy(plan.resolved)
+    if resolved:
+        measure = resolved.setdefault("measure", {})
+        measure.pop("content", None)
+        if checked:
+            measure["content"] = list(checked)
+    return dataclasses.replace(
+        plan,
+        measure=dataclasses.replace(plan.measure, content=checked),
         resolved=resolved,
         recipe_hash=recipe_hash(plan.recipe, dict(plan.variants), resolved) if resolved else plan.recipe_hash,
     )

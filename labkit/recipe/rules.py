@@ -12,6 +12,7 @@ their flags are rows of the engine facts table (labkit.recipe.enginefacts).
 from __future__ import annotations
 
 import labkit.recipe.schema as s
+from labkit.measures import content_key
 from labkit.recipe.build import render_args
 from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.fields import docker_fields
@@ -122,6 +123,8 @@ def _unknown_measure(name: str, measure: dict) -> str | None:
         known |= {f"decode_c{k}"} if k == 1 else {f"decode_c{k}_{x}" for x in ("agg", "span")}
     for n in lengths:
         known |= {f"prefill_{n}", f"prefill_{n}_raw", f"prefill_{n}_ttft"}
+    for c in measure.get("content") or ():  # the content phase's c1 measures (docs/measurement.md)
+        known |= {content_key(m, c) for m in ("decode_c1", *sorted(_PER_RUN - {"prefix_cache_hit_ratio"}))}
     if name in known:
         return None
     return f"{name!r} is not a measure this plan produces{s.suggest(name, sorted(known))}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labkit.report.content_table import content_table
 from labkit.report.plots import save_all
 from labkit.report.specs import load_spec, spec_path
 from labkit.report.stats import boot_of
@@ -42,7 +43,8 @@ def stored_tables(
     """The tables of loaded results (`measures`: a subset of data.measures, default all), in spec order,
     with what the run folders say beside the figures: each run's boot (the unit of interval rows) and its
     evidence flags. Sweep tables read the sweep records (`sweeps`, default those stored under data.root);
-    docs/sweeps.md, "The sweep table and plot"."""
+    docs/sweeps.md, "The sweep table and plot". Content tables have a row per lane and content category
+    (content_table.py)."""
     from labkit.store import load_sweeps
 
     boots = {rid: boot_of(doc) for rid, doc in data.docs.items()}
@@ -60,13 +62,15 @@ def stored_tables(
         if spec.is_sweep:  # a named sweep is checked against every record, then the recipes filter applies
             picked = [r for r in select_sweeps(spec, sweeps or []) if not recipes or r.recipe in recipes]
             tables += [sweep_table(spec, r, rows, boots, flags) for r in picked]
-        elif spec.columns is None and not spec.sweep_points and points and len(rows):
-            lanes = list(
-                zip(rows["recipe"], rows["variant"], strict=True)
-            )  # sweep points have their own tables
-            tables.append(build_table(spec, rows[[lane not in points for lane in lanes]], boots, flags))
         else:
-            tables.append(build_table(spec, rows, boots, flags))
+            build = content_table if spec.content else build_table
+            if spec.columns is None and not spec.sweep_points and points and len(rows):
+                lanes = list(
+                    zip(rows["recipe"], rows["variant"], strict=True)
+                )  # sweep points have their own tables
+                tables.append(build(spec, rows[[lane not in points for lane in lanes]], boots, flags))
+            else:
+                tables.append(build(spec, rows, boots, flags))
     return tables
 
 

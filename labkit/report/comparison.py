@@ -4,7 +4,8 @@ Selection: `RECIPE`, `RECIPE/VARIANT_ID`, `RECIPE@axis=name,...` or comma-separa
 loaded results. Per measure, the run values of each side go to labkit.report.compare; runs that carry only
 recorded ranges (lab-note figures) get a range statement instead of a test. docs/compare.md, "Selecting
 runs" and "Recorded ranges". The default measures are the catalogue's headline ones (docs/measurement.md,
-"The measure catalogue").
+"The measure catalogue"); per prompt content category both sides measured, content_compare.py says whether
+acceptance explains the decode difference (docs/compare.md, "By prompt content").
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from labkit.report.compare import (
     direction,
     verdict_words,
 )
+from labkit.report.content_compare import ContentReading, readings
 from labkit.report.family import corrected, correction_text
 from labkit.report.gate import Gate, axis_keys, gate, key_prefix
 from labkit.report.stats import boot_of, unit_of
@@ -72,6 +74,7 @@ class Comparison:
     paired: bool = False
     pairing: str = ""
     correction: str = ""
+    content: list[ContentReading] = field(default_factory=list)  # by prompt content: content_compare.py
 
     def regressions(self, pct: float) -> list[MeasureComparison]:
         """Measures where B is significantly slower (or worse: energy) than A by more than `pct` percent,
@@ -94,6 +97,7 @@ class Comparison:
             "recorded_ranges": [
                 {"measure": r.measure, "a": r.a, "b": r.b, "relation": r.relation} for r in self.ranges
             ],
+            "by_content": [r.to_dict() for r in self.content],
         }
 
 
@@ -279,7 +283,14 @@ def compare_sides(
         out.rows.append(compare_values(m, values_a, values_b, pairs=out.paired, margin=margin))
     out.rows = corrected(out.rows)
     out.correction = correction_text(out.rows)
+    docs_a, docs_b = (_in_seed_order(a, seeds), _in_seed_order(b, seeds)) if out.paired else (a.docs, b.docs)
+    out.content = readings(out.rows, docs_a, docs_b, paired=out.paired, margin=margin)
     return out
+
+
+def _in_seed_order(side: Side, seeds: Sequence[str]) -> list[dict]:
+    by = {(d.get("provenance") or {}).get("prompt_seed"): d for d in side.docs}
+    return [by[seed] for seed in seeds]
 
 
 def _order(measure: str) -> tuple:

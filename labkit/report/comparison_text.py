@@ -16,6 +16,8 @@ from labkit.report.compare import MeasureComparison
 from labkit.report.comparison import Comparison, RangeRow, Side
 from labkit.report.format import fmt_number
 
+CONTENT_RULE = 'steps per second = decode c1 / τ per run, compared; docs/compare.md, "By prompt content"'
+
 
 def _num(x: float) -> str:
     """As the tables write rates; small figures (TTFT in seconds, acceptance) with 4 significant digits."""
@@ -99,7 +101,8 @@ def to_text(c: Comparison) -> str:
         lines += [f"  - {i.line()}" for i in c.gate.items]
     else:
         lines.append(
-            "Comparability: engine image, engine version, labkit version, plan, prompt set and recipe agree."
+            "Comparability: engine image, engine version, labkit version, plan, prompt set, prompt content and "
+            "recipe agree."
         )
     lines.append("")
     if c.rows:
@@ -107,6 +110,10 @@ def to_text(c: Comparison) -> str:
         lines.append(f"Family-wise correction: {c.correction}.")
         lines.append(tabulate(rows(c), headers="keys", tablefmt="github", disable_numparse=True))
         lines += [f"  {r.measure}: {r.verdict} — {r.why}" for r in c.rows]
+    if c.content:
+        lines.append("")
+        lines.append(f"By prompt content, does acceptance explain the decode difference? ({CONTENT_RULE}):")
+        lines += [f"  {r.category}: {r.reading} — {r.why}" for r in c.content]
     if c.ranges:
         lines.append("")
         lines.append("Recorded ranges (lab-note figures: min–max only, no run values, so no test):")
@@ -151,5 +158,9 @@ class Shown:
             + "".join(
                 f"<p>{html.escape(r.measure)}: {html.escape(r.verdict)} — {html.escape(r.why)}</p>"
                 for r in c.rows
+            )
+            + "".join(
+                f"<p>{html.escape(r.category)} prompts: {html.escape(r.reading)} — {html.escape(r.why)}</p>"
+                for r in c.content
             )
         )

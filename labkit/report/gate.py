@@ -1,7 +1,7 @@
 """The comparability gate: what differs between two sets of stored runs besides what was meant to differ.
 
 Pure: run.json dicts in, a Gate out. Each fact (simulated or real, source, engine image, engine version,
-labkit version, measurement plan, prompt set, recipe content) is read from every run of both sides; a fact
+labkit version, measurement plan, prompt set, prompt content, recipe content) is read from every run of both sides; a fact
 that differs between the sides, or within one side, is listed. Simulated against real and different
 measurement plans make the comparison meaningless, so they block it unless forced. Recipe keys that the
 varied variant axes set are expected and said so. docs/compare.md, "The comparability gate".
@@ -24,6 +24,9 @@ REPETITION_KEYS = (
     "telemetry_period",
     "clock_drop",
 )
+# measure keys that add measures of their own without changing the others: the content phase runs after the
+# decode phase, in windows of its own (docs/measurement.md, "Prompt content"); listed as their own fact
+ADDED_MEASURES_KEYS = ("content",)
 BLOCKING = ("simulated", "measurement plan")
 # resolved keys that are not recipe content: the measure table is its own fact, labels only name the lane
 NOT_CONTENT = ("measure.", "lane.label", "lane.description", "lane.aliases")
@@ -72,9 +75,15 @@ def _resolved(doc: Mapping[str, Any]) -> dict:
 def measure_plan(doc: Mapping[str, Any]) -> str:
     """What one run measured (api, decode and prefill sweeps, timeout), without the repetition settings."""
     m = dict(_resolved(doc).get("measure") or (doc.get("provenance") or {}).get("plan") or {})
-    for key in REPETITION_KEYS:
+    for key in REPETITION_KEYS + ADDED_MEASURES_KEYS:
         m.pop(key, None)
     return json.dumps(m, sort_keys=True) if m else "not recorded"
+
+
+def prompt_content(doc: Mapping[str, Any]) -> str:
+    """The content categories a run measured besides the default synthetic prose, in plan order."""
+    content = (_resolved(doc).get("measure") or {}).get("content")
+    return ", ".join(content) if content else "synthetic prose only"
 
 
 def images(doc: Mapping[str, Any]) -> str:
@@ -103,6 +112,7 @@ FACTS = {
     "labkit version": lambda d: str(d.get("labkit_version") or "not recorded"),
     "measurement plan": measure_plan,
     "prompt set": prompt_set,
+    "prompt content": prompt_content,
 }
 
 

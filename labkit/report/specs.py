@@ -1,7 +1,9 @@
 """Table definitions: results/tables.toml in, validated TableSpecs out (which lanes are columns, which
 measures are rows and how each row is formatted). Bad input raises ReportError naming the file and table.
 A sweep table (`sweeps = "auto"` or `sweep = "<recipe>/<name>"`) has no columns: its points are its rows
-and its row specs become its columns (docs/sweeps.md, "The sweep table and plot").
+and its row specs become its columns (docs/sweeps.md, "The sweep table and plot"). A content table
+(`content = "auto"`) picks lanes like a lane table, has a row per lane and prompt content category, and its
+row specs become its columns (docs/measurement.md, "Prompt content").
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ FORMATS = ("number", "acceptance", "kv", "nfs", "runs")
 INTERVALS = ("range", "pm", "ci")
 SWEEPS_AUTO = "auto"  # `sweeps = "auto"`: one table per stored sweep record
 SWEEP_ONLY = {"columns", "lanes", "source"}  # keys a sweep table does not take (its points are its rows)
+CONTENT_AUTO = "auto"  # `content = "auto"`: a row per lane and prompt content category (content_table.py)
 
 
 class ReportError(LabkitError):
@@ -61,6 +64,7 @@ class TableSpec:
     interval: str = "range"  # the cell form of number rows that do not choose one (INTERVALS)
     sweep: str = ""  # "": not a sweep table; SWEEPS_AUTO: one table per sweep record; else "<recipe>/<name>"
     sweep_points: bool = True  # auto columns: false leaves out lanes that are points of a stored sweep
+    content: bool = False  # a row per lane and prompt content category, the row specs its columns
     where: str = field(default="", compare=False)  # "<file>: table[i]", for errors found when building
 
     @property
@@ -169,10 +173,12 @@ def _table_spec(t: dict) -> TableSpec:
             "sweeps",
             "sweep",
             "sweep_points",
+            "content",
         },
         "table",
     )
     sweep = _sweep_key(t)
+    content = _content_key(t, sweep)
     if "id" not in t or "rows" not in t or ("columns" not in t and not sweep):
         raise ValueError("a table needs id, columns and rows (a sweep table: id, sweeps or sweep, and rows)")
     columns = None if sweep else _column_specs(t["columns"])
@@ -194,7 +200,21 @@ def _table_spec(t: dict) -> TableSpec:
         interval=_interval(t.get("interval", "range"), "table"),
         sweep=sweep,
         sweep_points=bool(t.get("sweep_points", True)),
+        content=content,
     )
+
+
+def _content_key(t: dict, sweep: str) -> bool:
+    """Whether the table is a content table (`content = "auto"`), which has its lanes as rows."""
+    if "content" not in t:
+        return False
+    if t["content"] != CONTENT_AUTO:
+        raise ValueError(f'content = {t["content"]!r}: only "auto" (a row per lane and content category)')
+    if sweep:
+        raise ValueError("a table is a sweep table or a content table, not both")
+    if "lanes" in t:
+        raise ValueError("a content table takes no lanes (its lanes and categories are its rows)")
+    return True
 
 
 def _sweep_key(t: dict) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.measures import split_content
 from labkit.report.format import MISSING, fmt_acceptance, fmt_kv, fmt_nfs, fmt_with_cold, with_cold
 from labkit.report.intervals import interval_cell, interval_note
 from labkit.report.specs import RowSpec, TableSpec
@@ -59,7 +60,7 @@ class Table:
         return [lane.title for lane in self.lanes if lane.simulated]
 
 
-def _lane_groups(measures: Any, spec: TableSpec) -> list[tuple[LaneColumn, Any]]:
+def lane_groups(measures: Any, spec: TableSpec) -> list[tuple[LaneColumn, Any]]:
     """(LaneColumn, its rows of the measures frame) for each column of the table."""
     out = []
     if spec.columns is None:
@@ -155,8 +156,14 @@ def whole_run(window: str | None) -> bool:
 
 def in_window(measure: str, window: str | None) -> bool:
     """Whether a measure was taken in a flag's window: "decode" covers decode_* (and accept_*, the decode
-    window's acceptance), "prefill_4096" covers prefill_4096 and prefill_4096_*, not prefill_40960."""
+    window's acceptance), "prefill_4096" covers prefill_4096 and prefill_4096_*, not prefill_40960; a content
+    category's window "decode@code" covers the same measures of that category (decode_c1@code, accept_*@code)
+    and "decode" none of a category's."""
     if window is None or whole_run(window):
+        return False
+    window, window_content = split_content(window)
+    measure, measure_content = split_content(measure)
+    if window_content != measure_content:
         return False
     prefixes = (f"{window}_", *WINDOW_EXTRA.get(window, ()))
     return measure == window or measure.startswith(prefixes)
@@ -192,7 +199,7 @@ def build_table(
     its summary's evidence flags, flags_of) marks the figures they cover and adds a note per flag."""
     import pandas as pd
 
-    groups = _lane_groups(measures, spec)
+    groups = lane_groups(measures, spec)
     lane_flags = []  # per lane: (run id, flag) of each flag its runs carry
     for lane, part in groups:
         runs = sorted(part["run"].unique()) if len(part) else []
@@ -254,14 +261,14 @@ def build_tables(
 ) -> list[Table]:
     """All lane tables (or those whose id is in `only`), optionally restricted to runs of some recipes;
     `boots` and `flags` as for build_table. Sweep tables need the sweep records: sweep.sweep_tables builds
-    them, action.stored_tables both kinds in spec order."""
+    them, content_table.py the content tables, action.stored_tables every kind in spec order."""
     recipes, only = as_list(recipes), as_list(only)
     if recipes:
         measures = measures[measures["recipe"].isin(recipes)]
     return [
         build_table(spec, measures, boots, flags)
         for spec in specs
-        if (not only or spec.id in only) and not spec.is_sweep
+        if (not only or spec.id in only) and not spec.is_sweep and not spec.content
     ]
 
 

@@ -13,7 +13,7 @@ Command line (stable; the serving layer launches exactly this form as a backgrou
 Precedence: preset < --config file (TOML/JSON, flat keys, optionally under [sim]) < --set < --flavor/--host/
 --port/--model-name. One --set takes one or several KEY=VALUE (a recipe's engine.args "--set" may be a list).
 Every setting also has its own flag (`--decode-tps 40` is `--set decode_tps=40`, in command-line order with
-the --set items), so a sweep can walk a setting as it walks an engine flag. Unknown or ill-typed keys exit 1 with the key named. `--port 0` picks a free port (printed
+the --set items; not spec_accept_<category>, set with --set or --config only: labkit/sim/cli.py), so a sweep can walk a setting as it walks an engine flag. Unknown or ill-typed keys exit 1 with the key named. `--port 0` picks a free port (printed
 in the `Starting vLLM server on http://H:P` / `Uvicorn running on http://H:P` line). `--list` prints all keys.
 Keys and meanings: labkit/sim/config.py (SimConfig). Presets: `dsv41-stock`, `dsv41-stock-dspark`, `test`.
 
@@ -37,12 +37,15 @@ prompt_tokens_details.cached_tokens) if requested; then `data: [DONE]`. Without 
 
 Timing, prefix cache and speculative decoding: see labkit/sim/engine.py (the schedule is absolute, TTFT = prefill
 of the uncached prompt tokens, a repeated prefix is served from chained 16-token block hashes, a nonce at the
-start of a prompt defeats the cache, one at the end does not). Tokenizer: labkit/sim/tokenizer.py (one token per
+start of a prompt defeats the cache, one at the end does not) and labkit/sim/speculation.py (a prompt that
+starts with labkit's content header `[<nonce> <category>] ` draws its acceptance from spec_accept_<category>
+when set, else spec_accept; docs/measurement.md, "Prompt content"). Tokenizer: labkit/sim/tokenizer.py (one token per
 word or punctuation mark, words split every 8 characters, chat template adds 3 per message + 3).
 
 Ground truth: GET /sim/requests[?since=N] -> {"clock", "boot", "now", "running", "waiting", "config", "requests":
 [...]}, running/waiting being the gauges' values at "now" (the same as /metrics exports), one entry per
-generation request with index (1-based since boot), id, endpoint, stream, cold, prompt_tokens, cached_tokens,
+generation request with index (1-based since boot), id, endpoint, stream, cold, content (the category its
+prompt header names, "" for none), prompt_tokens, cached_tokens,
 max_tokens, target_tokens, eos_at, completion_tokens, steps (decode steps after the prefill token), drafts,
 draft_tokens, accepted, accepted_per_pos, chunks, t_arrival, t_prefill_start, t_prefill_end (scheduled),
 t_first / t_last (actual write times of the first and last token), t_first_target / t_last_target, max_lateness,
@@ -97,7 +100,8 @@ Faults (request numbers count generation requests since boot, from 1):
 Modules: cli (flags) -> config (SimConfig, presets) -> server (listen, event loop) -> boot (SimBootLog: boot
 log lines), connection (HTTP/1.1 parsing, one per client) -> routes (App: state and simple routes), generate
 (streamed and JSON generations, faults), wire (response framing); engine (SimEngine: schedule, cache,
-batching), metrics (/metrics), openai (request parsing, response shapes), truth (the per-request metrics
+batching), speculation (the drafter: acceptance per prompt content), accounts (counters and ground truth
+records), metrics (/metrics), openai (request parsing, response shapes), truth (the per-request metrics
 object), tokenizer; process and oracle start
 it as a subprocess. The Sim prefixes keep them apart from labkit.serve's Engine adapters and BootLog reader.
 

@@ -63,7 +63,14 @@ class Generation:
         cfg = self.cfg
         self.req_id = app.new_id(req.endpoint)
         rec = self.rec = self.eng.admit(
-            req.ids, req.max_tokens, req.min_tokens, req.ignore_eos, req.endpoint, req.stream, self.req_id
+            req.ids,
+            req.max_tokens,
+            req.min_tokens,
+            req.ignore_eos,
+            req.endpoint,
+            req.stream,
+            self.req_id,
+            content=req.content,
         )
         self.exit_at = cfg.fault_exit_after_tokens if rec.index == cfg.fault_exit_request else -1
         self.stall_at = cfg.fault_stall_after_tokens if rec.index == cfg.fault_stall_request else -1

@@ -9,8 +9,9 @@ SGLang sets them only when it logs a batch (docs/engines.md, "Metrics labkit rea
 
 from __future__ import annotations
 
+from labkit.sim.accounts import BUCKETS, Histogram
 from labkit.sim.config import SimConfig
-from labkit.sim.engine import BUCKETS, Histogram, SimEngine
+from labkit.sim.engine import SimEngine
 
 
 def _labels(base: str, extra: str = "") -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from labkit.sim import tokenizer
 from labkit.sim.config import SimConfig
+from labkit.sim.speculation import request_content
 
 
 class ApiError(Exception):
@@ -47,6 +48,7 @@ class GenRequest:
     stream: bool
     include_usage: bool
     continuous_usage: bool
+    content: str = ""  # the prompt content category its header names (speculation.py); "": the default
 
 
 def _int_field(data: dict, key: str, default: int | None, lo: int) -> int | None:
@@ -134,6 +136,7 @@ def parse_generation(cfg: SimConfig, endpoint: str, body: bytes) -> GenRequest:
         stream,
         include,
         continuous,
+        request_content(endpoint, data),
     )
 
 

@@ -1,0 +1,75 @@
+"""The content phase of a Bench's plan: after the decode phase, c1 turns on the pinned corpus prompts of each
+category the plan names (`measure.content`), each category between scrapes of its own so its acceptance is
+its own turns' counter deltas (docs/measurement.md, "Prompt content").
+
+Why after the decode phase and in windows of its own: the decode window and its acceptance stay exactly what
+they were without content, and a category's figures are not mixed with another's. Why no warmup and no cold
+turn: the decode phase before it has warmed the engine. Every scrape pair goes to the run's evidence as the
+window `decode@<category>`; a counter that went backwards in it leaves that category without acceptance.
+"""
+
+from __future__ import annotations
+
+from labkit.measure import metrics as mx
+from labkit.measure import prompts as pr
+from labkit.measure.corpus import content_prompt, load_corpus
+from labkit.measure.decode_phase import TurnWindows
+from labkit.measure.drain import settled
+from labkit.measure.scrapes import flush_for_acceptance, window_acceptance
+from labkit.measure.session import Session
+from labkit.measures import content_key
+
+
+def content_window(category: str) -> str:
+    """The evidence window of a category's turns: decode@code."""
+    return content_key("decode", category)
+
+
+async def measure_content(s: Session, run: int) -> dict[str, mx.Acceptance]:
+    """Per category of the plan, in plan order: `decode.turns` c1 turns of the decode shape, one corpus prompt
+    each; the acceptance of each category's window (a category without counters, or with a reset, has none)."""
+    out = {}
+    for category in s.ctx.plan.content:
+        acc = await _category(s, run, category)
+        if acc is not None:
+            out[category] = acc
+    return out
+
+
+async def _category(s: Session, run: int, category: str) -> mx.Acceptance | None:
+    ctx, log = s.ctx, s.log
+    d, window = ctx.plan.decode, content_window(category)
+    N = d.output_tokens
+    # which prompts, in which order: the run's prompt seed for this place, else a fresh nonce (never repeated)
+    seed = s.text_seed(f"content.{category}") or pr.nonce()
+    drawn = load_corpus().draw(category, seed, d.turns)
+    before = await s.scrape(f"{window}.before.{run}")
+    before = await settled(s, before, key=f"{window}.before.{run}", window=window, run=run, where="start")
+    flushed = await flush_for_acceptance(ctx.client, before, log.notes)
+    n_before = len(log.records)
+    windows = TurnWindows(s, run, before, window)
+    for turn, prompt in enumerate(drawn, 1):
+        n = pr.nonce()
+        text = content_prompt(n, prompt)
+        res = await ctx.client.stream(ctx.stream_request(text, N, forced=True))
+        rec = s.record(
+            res, phase="content", content=category, content_id=prompt.id, requested=N, turn=turn, nonce=n
+        )
+        await windows.close([rec], f"{category} turn {turn}")
+    reset = log.evidence.reset_in(window, run)
+    if reset:
+        log.notes.append(f"acceptance invalid: {window} window: {reset}")
+        return None
+    turns = log.records[n_before:]
+    counted = [r for r in turns if r.ok and r.chunk_n]
+    return await window_acceptance(
+        ctx.client,
+        before,
+        windows.last,
+        spec_k=ctx.spec_k,
+        spec_k_source=ctx.spec_k_source,
+        n_window=sum(1 for r in turns if r.http_status == 200 and r.finish_reason),
+        flushed=flushed,
+        notes=log.notes,
+        stream=(sum(r.output_tokens or 0 for r in counted), sum(r.chunks for r in counted)),
+    )

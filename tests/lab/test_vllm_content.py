@@ -1,0 +1,108 @@
+"""Prompt content on a real engine (docs/measurement.md, "Prompt content"): the tiny-vllm lane with ngram
+speculation (K = 4) measures c1 turns on each corpus category, every category's acceptance from vLLM's own
+spec-decode counters in windows of its own.
+
+The model has random weights, so which category accepts more is not asserted: what is asserted is what holds
+whatever the text, that every category asked gets its turns, its windows and its acceptance, and that the
+acceptance is the server's counter deltas over that category's windows (worked out here from the stored raw
+scrapes with this file's own parser). What the run showed is printed (`pytest -s`) and written down in
+docs/measurement.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from labkit.measure import BenchOptions, run_bench
+from labkit.measure.corpus import load_corpus
+from labkit.measures import CONTENT
+from labkit.recipe import DecodePlan
+from labkit.serve import Lane
+from labkit.store import RunFolderSink
+from tests.support.vllm import vllm_available
+from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan
+
+pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
+TURNS, N = 4, 96
+
+
+def totals(text: str) -> dict[str, float]:
+    """Every sample of a /metrics text summed over its labels, by metric name (this test's own parser)."""
+    out: dict[str, float] = {}
+    for m in re.finditer(r"^([a-z_:]+)(?:\{[^}]*\})? ([0-9.e+-]+)$", text, re.M):
+        out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
+    return out
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """One boot of tiny-vllm with ngram; one run: a short decode phase, then every content category."""
+    root = tmp_path_factory.mktemp("vllm-content")
+    with isolated(root) as env:
+        plan = tiny_vllm_plan(free_port(), spec="ngram", concurrency=(1,), turns=2, prompt_tokens=())
+        measure = dataclasses.replace(plan.measure, decode=DecodePlan((1,), TURNS, N, 1), content=CONTENT)
+        lane = Lane(plan, sink=RunFolderSink(root / "run"), poll=0.2, stop_grace=10)
+        with lane.up() as ep:
+            res = run_bench(
+                ep.base_url,
+                measure,
+                BenchOptions(model=ep.model, progress=False, lane=plan.recipe, prompt_seed="26", spec_k=4),
+            )
+        assert lane.status() == {"localhost": "absent"} and env.processes() == []
+    return SimpleNamespace(res=res)
+
+
+def test_every_category_asked_has_its_turns_windows_and_acceptance(measured):
+    res = measured.res
+    assert all(r.ok for r in res.records), [r.error for r in res.records if not r.ok]
+    m, ids = res.summary.measures, {p.id for ps in load_corpus().prompts.values() for p in ps}
+    for c in CONTENT:
+        turns = [r for r in res.records if r.phase == "content" and r.content == c]
+        assert len(turns) == TURNS and {r.output_tokens for r in turns} == {N}
+        assert {r.content_id for r in turns} <= ids and len({r.content_id for r in turns}) == TURNS
+        for key in ("decode_c1", "ttft_c1", "accept_length", "accept_per_draft", "accept_rate"):
+            assert f"{key}@{c}" in m, (key, c)
+        assert 1 <= m[f"accept_length@{c}"] <= 5 and 0 <= m[f"accept_per_draft@{c}"] <= 4
+        ev = res.summary.evidence[f"decode@{c}"]
+        assert ev["sent"] == TURNS and ev["finished"] == TURNS  # nothing else ran in the category's windows
+    assert "accept_length" in m and not any(r.content for r in res.records if r.phase != "content")
+
+
+def test_each_categorys_acceptance_is_the_servers_deltas_over_its_windows(measured):
+    res = measured.res
+    for c in CONTENT:
+        keys = [k for k in res.scrapes if k.startswith(f"decode@{c}.")]
+        before = totals(res.scrapes[f"decode@{c}.before.0"])
+        after = totals(res.scrapes[f"decode@{c}.0.{TURNS}"])
+        assert len(keys) == TURNS + 1
+        d = {k: after[k] - before.get(k, 0.0) for k in after}
+        steps = d["vllm:time_to_first_token_seconds_count"] + d["vllm:inter_token_latency_seconds_count"]
+        m = res.summary.measures
+        assert m[f"accept_length@{c}"] == pytest.approx(d["vllm:generation_tokens_total"] / steps)
+        drafts = d["vllm:spec_decode_num_drafts_total"]
+        assert m[f"accept_per_draft@{c}"] == pytest.approx(
+            d["vllm:spec_decode_num_accepted_tokens_total"] / drafts
+        )
+
+
+def test_what_the_run_shows(measured, capsys):
+    """Not an assertion about the model: the figures, printed, for the docs and the report."""
+    m = measured.res.summary.measures
+    rows = [
+        ("synthetic (decode phase)", "decode_c1", "accept_length", "accept_per_draft", "accept_drafted_share")
+    ]
+    rows += [
+        (c, *(f"{k}@{c}" for k in ("decode_c1", "accept_length", "accept_per_draft", "accept_drafted_share")))
+        for c in CONTENT
+    ]
+    with capsys.disabled():
+        print("\ncontent                   decode c1   tau    a-bar of 4   drafted share")
+        for name, dec, tau, ahat, share in rows:
+            print(
+                f"{name:<25} {m[dec]:9.1f}  {m[tau]:5.2f}  {m[ahat]:10.2f}  {m.get(share, float('nan')):13.2f}"
+            )
+    assert all(m[f"accept_length@{c}"] >= 1 for c in CONTENT)

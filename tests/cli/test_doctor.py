@@ -281,3 +281,40 @@ def test_probe_script_greps_a_package_for_real(tmp_path):
     )
     (none,) = probe_checks("dgx5", "no_such_pkg", ["X"], Result("n", "", out.stdout, "", out.returncode))
     assert none.status == FAIL and none.result == "cannot search the no_such_pkg package: not installed"
+
+
+def sglang_help() -> str:
+    """A `python3 -m sglang.launch_server --help` in SGLang 0.5's own shape: argparse, each field's flag `--` + its
+    name (`tp_size` is `--tp-size`) with its long aliases (docs/engines.md, "Known flags and the sweep flag
+    check"); no `--tp`, which argparse would only take as an abbreviation."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="launch_server.py")
+    for names in (
+        ("--model-path", "--model"), ("--host",), ("--port",), ("--tp-size", "--tensor-parallel-size"),
+        ("--pp-size", "--pipeline-parallel-size"), ("--dp-size", "--data-parallel-size"),
+        ("--ep-size", "--expert-parallel-size", "--ep"), ("--served-model-name",), ("--context-length",),
+        ("--mem-fraction-static",), ("--speculative-algorithm",), ("--speculative-dspark-block-size",),
+        ("--speculative-num-steps",), ("--speculative-eagle-topk",), ("--speculative-num-draft-tokens",), ("--nnodes",), ("--node-rank",),
+        ("--dist-init-addr", "--nccl-init-addr"),
+    ):  # fmt: skip
+        p.add_argument(*names, help="x")
+    for switch in ("--trust-remote-code", "--enable-metrics"):
+        p.add_argument(switch, action="store_true", help="x")
+    return p.format_help()
+
+
+def test_the_prod_lanes_flags_are_all_in_sglangs_own_help():
+    plan = load_plan("prod")
+    flags = lane_flags(plan, launches(plan), ("python3", "-m", "sglang.launch_server"))
+    assert dict(flags)["--tp-size"] == "added by labkit" and "--tp" not in dict(flags)
+    r = Result("dgx5", "", sglang_help(), "", 0)
+    (ok,) = flag_checks("dgx5", "sglang", "`python3 -m sglang.launch_server --help`", flags, r)
+    assert ok.status == OK, ok.result
+    # a recipe that writes --tp itself is still read as the tp size (nothing added), and doctor names it
+    tp = dataclasses.replace(plan.engine, args=(*plan.engine.args, ("--tp", ("4",))))
+    own = dataclasses.replace(plan, engine=tp)
+    argv = launches(own)[0].argv
+    assert "--tp-size" not in argv and argv[argv.index("--tp") + 1] == "4"
+    (bad,) = flag_checks("dgx5", "sglang", "x", lane_flags(own, launches(own), argv[:3]), r)
+    assert bad.status == FAIL and "abbreviation of --tp-size" in bad.result

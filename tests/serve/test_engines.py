@@ -113,7 +113,7 @@ def test_sglang_multinode_flags():
         f = flags(ln.argv)
         assert ln.argv[:3] == ("python3", "-m", "sglang.launch_server")
         assert f["--model-path"] == plan.model_path
-        assert (f["--tp"], f["--ep-size"]) == ("4", "2")
+        assert (f["--tp-size"], f["--ep-size"]) == ("4", "2") and "--tp" not in f
         assert (f["--nnodes"], f["--node-rank"]) == ("4", str(ln.rank))
         assert f["--dist-init-addr"] == "10.0.0.5:20000"
         assert f["--speculative-algorithm"] == "DSPARK"
@@ -127,7 +127,7 @@ def test_recipe_flags_win_over_derived():
     plan = dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, args=args))
     ln = Sglang().launch(plan, NODES)[1]
     assert ln.argv.count("--dist-init-addr") == 1 and flags(ln.argv)["--dist-init-addr"] == "10.9.9.9:5000"
-    assert "--tp" not in ln.argv
+    assert "--tp" not in ln.argv and ln.argv.count("--tp-size") == 1
 
 
 def test_llamacpp_single_node_only():

@@ -3,6 +3,7 @@ and key, the plan's `rdma_access` and `compile_cache_mounts`, and how `labkit sh
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from pathlib import Path
@@ -206,8 +207,27 @@ def test_compile_cache_mounts(tmp_path):
     )
     assert all(host.startswith("$HOME/") for host, _ in load_plan("prod").compile_cache_mounts)
     assert {h.split("/")[4] for h, _ in load_plan("prod").compile_cache_mounts} == {"sglang"}
+    assert plan.compile_cache_env == {}  # vLLM's caches sit at their default paths
     # apart from the model's mounts, so the serve side decides how to expand $HOME
     assert not set(plan.compile_cache_mounts) & set(plan.mounts())
+
+
+def test_the_sglang_lane_keeps_sglangs_own_caches():
+    """SGLang's own cache root (SGLANG_CACHE_DIR: DeepGEMM JIT, FlashInfer autotune, JIT builds) and TorchInductor,
+    not vLLM's folder, which SGLang never writes; the variables point SGLang at the mounts."""
+    plan = load_plan("prod")
+    mounts = dict((c, h) for h, c in plan.compile_cache_mounts)
+    assert "/root/.cache/vllm" not in mounts
+    assert mounts["/root/.cache/sglang"] == "$HOME/.cache/labkit/compile/sglang/sglang"
+    assert {"/root/.cache/torchinductor", "/root/.triton", "/root/.cache/flashinfer"} <= set(mounts)
+    assert plan.compile_cache_env == {
+        "SGLANG_CACHE_DIR": "/root/.cache/sglang",
+        "TORCHINDUCTOR_CACHE_DIR": "/root/.cache/torchinductor",
+    }
+    off = dataclasses.replace(plan.engine.docker, compile_cache=False)
+    assert (
+        dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, docker=off)).compile_cache_env == {}
+    )
 
 
 def test_docker_overlay_merges_key_by_key(tmp_path):

@@ -6,6 +6,7 @@ import re
 
 from labkit.recipe.measureplan import MeasurePlan
 from labkit.recipe.plan import LanePlan
+from labkit.recipe.rules import fabric_problem
 from labkit.recipe.specs import shell_command
 from labkit.units import format_size
 
@@ -77,13 +78,21 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
         ("runs", f"{m.runs} ({m.api} API, {m.timeout:g} s request timeout)" + _target(m)),
     ]
     width = max(len(k) for k, _ in rows)
-    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lines = [f"WARNING: {w}" for w in lane_warnings(plan)] + [f"{k:<{width}}  {v}" for k, v in rows]
     if commands:
         lines.append("")
         lines.append("commands:")
         for node, command in commands.items():
             lines.append(f"  [{node}] {command}")
     return "\n".join(lines)
+
+
+def lane_warnings(plan: LanePlan) -> list[str]:
+    """What may keep this lane from booting that only its nodes can settle, each naming the recipe file and key
+    (`labkit show` prints them first, `labkit check` below the recipe's line)."""
+    e, c = plan.engine, plan.cluster
+    missing = fabric_problem(e.kind, e.runtime, c.nodes, c.fabric is not None)
+    return [f"{plan.file}: cluster.fabric: {missing}"] if missing else []
 
 
 def fabric_rows(plan: LanePlan) -> list[tuple[str, str]]:

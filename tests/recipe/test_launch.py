@@ -14,6 +14,7 @@ from labkit.errors import RecipeError
 from labkit.recipe import describe_plan, load_recipe
 from labkit.recipe.launch import BindMount, DockerOptions, FabricSpec
 from labkit.recipe.lookup import load_plan
+from labkit.recipe.override import with_nodes
 
 BASE = """
 [model]
@@ -332,3 +333,17 @@ def test_pre_boot_keys_parse_default_and_refuse_bad_values(tmp_path):
     assert e.key == "cluster.min_free_memory" and "expected a size like '10G'" in e.message
     e = refused(tmp_path, '[variants.cache.drop]\nengine.drop_caches = "yes"\n')
     assert e.key.endswith("engine.drop_caches") and "expected true or false" in e.message
+
+
+def test_a_multinode_docker_lane_without_a_fabric_is_warned_about_naming_file_and_key(tmp_path):
+    from labkit.recipe import lane_warnings
+
+    (warning,) = lane_warnings(plan_of(tmp_path))  # two named vLLM nodes in docker, no [cluster.fabric]
+    assert warning.startswith(f"{tmp_path / 'lane' / 'recipe.toml'}: cluster.fabric: missing: ")
+    assert "host names dgx5, dgx6 as their addresses" in warning and "127.0.1.1" in warning
+    assert describe_plan(plan_of(tmp_path)).startswith(f"WARNING: {warning}\n")
+    assert lane_warnings(plan_of(tmp_path, FABRIC)) == []
+    assert lane_warnings(plan_of(tmp_path, runtime="process")) == []  # the process lanes here run on loopback
+    assert lane_warnings(with_nodes(plan_of(tmp_path), ["10.0.0.5", "10.0.0.6"])) == []  # taken verbatim
+    for name in ("dsv41", "prod", "sim", "tiny-vllm", "tiny-llamacpp"):
+        assert lane_warnings(load_plan(name)) == [], name

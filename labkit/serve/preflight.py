@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from labkit.nodes import Result
 from labkit.recipe import LanePlan
-from labkit.serve.fabric import all_addresses, detect_command, undetected
+from labkit.serve.fabric import all_addresses, detect_command, no_address, routable, undetected
 from labkit.serve.holders import CONTAINERS_COMMAND, GPU_APPS_COMMAND, GPU_INFO_COMMAND, gpu_check
 from labkit.serve.verdict import FAIL, OK, WARN, Check, ordered
 from labkit.units import format_size
@@ -158,12 +158,14 @@ def fabric_check(node: str, interface: str, link: Result, addrs: Result, given: 
         return Check(node, "fabric", FAIL, f"{interface} is down: state {state}, {why}", facts)
     found = all_addresses(addrs.stdout) if addrs.ok else []
     facts["addresses"] = found
-    if not found:
-        return Check(node, "fabric", FAIL, f"{interface} is up but has no IPv4 address", facts)
+    if given is None and not routable(found):
+        return Check(node, "fabric", FAIL, f"{interface} is up but has {no_address(found)}", facts)
     if given is not None and given not in found:
-        text = f"{interface} has {', '.join(found)}, not {given} (cluster.fabric.addresses)"
+        text = (
+            f"{interface} has {', '.join(found) or 'no IPv4 address'}, not {given} (cluster.fabric.addresses)"
+        )
         return Check(node, "fabric", FAIL, text, facts)
-    address = given or found[0]
+    address = given or routable(found)[0]
     source = "recipe" if given else "detected"
     return Check(node, "fabric", OK, f"{interface} up (state {state}), address {address} ({source})", facts)
 
@@ -301,11 +303,11 @@ def evaluate(
 
 
 def detected_addresses(plan: LanePlan, readings: dict[str, Readings]) -> dict[str, str]:
-    """{node: its first IPv4 address on the fabric interface} for the nodes the recipe gives none for."""
+    """{node: its first routable IPv4 address on the fabric interface} for the nodes the recipe gives none for."""
     out = {}
     for node in undetected(plan, list(readings)):
         r = readings[node].results.get("addresses")
-        found = all_addresses(r.stdout) if r is not None and r.ok else []
+        found = routable(all_addresses(r.stdout)) if r is not None and r.ok else []
         if found:
             out[node] = found[0]
     return out

@@ -131,6 +131,43 @@ def test_doctor_json_an_absent_image_warns_and_pull_fetches_it(nodes, tmp_path):
     assert [c[0] for c in nodes.calls(a[0])].count("pull") == 1 and "Status: Downloaded newer image" in err
 
 
+def test_doctor_prints_no_paramiko_traceback_for_a_node_that_is_not_sshd(nodes, tmp_path):
+    """A node whose SSH port accepts the connection and closes it (a service that is not sshd, a host refusing
+    SSH) fails its ssh row, and stderr carries labkit's progress only: paramiko's transport thread used to print
+    "Exception (client): Error reading SSH protocol banner" and two tracebacks above doctor's tables."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.9", nodes.port))
+    stop = threading.Event()
+
+    def refuse() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            conn.close()
+
+    thread = threading.Thread(target=refuse, daemon=True)
+    thread.start()
+    try:
+        folder = tmp_path / "lane"
+        head = nodes.addresses[0]
+        sim_recipe(
+            folder, 18381, nodes=[head, "127.0.0.9"], runtime="docker", ssh_port=nodes.port, user=nodes.user
+        )
+        code, out, err = doctor(nodes, folder)
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+    assert code == 1, out + err
+    assert "cannot connect to" in out and "127.0.0.9" in out
+    assert "Traceback" not in err and "Exception (client)" not in err and "paramiko" not in err, err
+
+
 # ---------------------------------------------------------------------------------------------- the real vLLM
 
 VLLM_RECIPE = """

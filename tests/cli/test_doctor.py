@@ -345,6 +345,9 @@ def test_the_prod_lanes_flags_are_all_in_sglangs_own_help():
     plan = load_plan("prod")
     flags = lane_flags(plan, launches(plan), ("python3", "-m", "sglang.launch_server"))
     assert dict(flags)["--tp-size"] == "added by labkit" and "--tp" not in dict(flags)
+    # the DSPARK flags of the public DeepSeek-V4 launches (recipes/dsv41-flash-1017-4x-sglang-ep2/NOTE.md)
+    assert dict(flags)["--speculative-dspark-block-size"] == "engine.args"
+    assert not {"--speculative-num-steps", "--speculative-eagle-topk"} & set(dict(flags))
     r = Result("dgx5", "", sglang_help(), "", 0)
     (ok,) = flag_checks("dgx5", "sglang", "`python3 -m sglang.launch_server --help`", flags, r)
     assert ok.status == OK, ok.result

@@ -45,6 +45,7 @@ SGLANG_KNOWN_FLAGS = frozenset(
         # speculative decoding
         "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
         "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-attention-mode",
+        "--speculative-dspark-block-size",
         # parallelism and multi-node (labkit adds these: launch)
         "--tp", "--tp-size", "--tensor-parallel-size", "--pp-size", "--pipeline-parallel-size",
         "--dp", "--dp-size", "--data-parallel-size", "--ep", "--ep-size", "--expert-parallel-size",

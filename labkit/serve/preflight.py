@@ -17,6 +17,7 @@ from labkit.nodes import Result
 from labkit.recipe import LanePlan
 from labkit.serve.fabric import all_addresses, detect_command, no_address, routable, undetected
 from labkit.serve.holders import CONTAINERS_COMMAND, GPU_APPS_COMMAND, GPU_INFO_COMMAND, gpu_check
+from labkit.serve.netcheck import ALL_ADDRESSES_COMMAND, fabric_net_checks
 from labkit.serve.verdict import FAIL, OK, WARN, Check, ordered
 from labkit.units import format_size
 
@@ -41,6 +42,7 @@ def commands(plan: LanePlan) -> dict[str, str]:
     if fabric is not None:
         out["link"] = link_command(fabric.interface)
         out["addresses"] = detect_command(fabric.interface)
+        out["all_addresses"] = ALL_ADDRESSES_COMMAND
         if fabric.rdma:
             out["rdma"] = RDMA_COMMAND
     out["meminfo"] = MEMINFO_COMMAND
@@ -295,6 +297,15 @@ def evaluate(
                 out.append(rdma_check(node, fabric.hcas, res["rdma"]))
         out.append(memory_check(node, res["meminfo"], plan.cluster.min_free_memory))
         out.append(gpu_check(node, lane_id, res["containers"], res["gpu_apps"], res["gpu_info"], strict_gpu))
+    if fabric is not None:
+        read = {n: rd.results for n, rd in readings.items() if not rd.error}
+        links = {n: res["link"] for n, res in read.items()}
+        out += fabric_net_checks(
+            fabric.interface,
+            links,
+            {n: res["all_addresses"] for n, res in read.items() if "all_addresses" in res},
+            head,
+        )
     images = {n: parse_image(rd.results["image"]) for n, rd in readings.items() if "image" in rd.results}
     if images and plan.engine.image is not None:  # only a docker lane (it has an image) reads one
         pulled = {n: readings[n].pulled for n in images}

@@ -168,6 +168,55 @@ def test_doctor_prints_no_paramiko_traceback_for_a_node_that_is_not_sshd(nodes, 
     assert "Traceback" not in err and "Exception (client)" not in err and "paramiko" not in err, err
 
 
+def test_doctor_names_a_twin_on_the_fabric_subnet_and_a_node_with_another_mtu(nodes, tmp_path):
+    a = nodes.addresses
+    nodes.set_interfaces(a[1], {"enP2p1s0f1np1": {"address": "10.10.0.16/24", "state": "UP"}})
+    nodes.set_interfaces(a[3], {"cx7": {"mtu": 1500}})
+    folder = sim_lane(nodes, tmp_path, extra=SPARK_FABRIC)
+    code, out, err = doctor(nodes, folder, "--json")
+    assert code == 1, out + err
+    found = rows(out)
+    (twin,) = found[(a[1], "fabric net")]
+    assert twin["status"] == FAIL and twin["result"].startswith(
+        "enP2p1s0f1np1 10.10.0.16/24 on cx7's subnet: two interfaces on one subnet confuse routing"
+    )
+    (mtu,) = found[(a[3], "fabric net")]
+    assert (
+        mtu["status"] == FAIL
+        and f"cx7 mtu 1500, but 9000 on {a[0]}: the nodes' fabric MTUs differ" in mtu["result"]
+    )
+    for n in (a[0], a[2]):
+        (ok,) = found[(n, "fabric net")]
+        assert (
+            ok["status"] == OK
+            and ok["result"] == f"mtu 9000 as on {a[0]}; no other interface on cx7's subnet"
+        )
+    started_nothing(nodes)
+
+
+def test_fabric_net_checks_read_ip_output():
+    from labkit.serve.netcheck import fabric_net_checks, same_subnet
+
+    addrs = (
+        "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n"
+        "3: enp1s0f1np1    inet 192.168.177.11/24 brd 192.168.177.255 scope global enp1s0f1np1\\       valid_lft\n"
+        "4: enP2p1s0f1np1    inet 169.254.3.3/16 brd 169.254.255.255 scope link enP2p1s0f1np1\\       valid\n"
+        "5: enP7s7    inet 192.168.1.11/24 brd 192.168.1.255 scope global enP7s7\\       valid_lft forever\n"
+    )
+    assert same_subnet("enp1s0f1np1", addrs) == []  # link-local and other subnets do not clash
+    twin = (
+        addrs + "4: enP2p1s0f1np1    inet 192.168.177.12/24 brd 192.168.177.255 scope global enP2p1s0f1np1\n"
+    )
+    assert same_subnet("enp1s0f1np1", twin) == ["enP2p1s0f1np1 192.168.177.12/24"]
+    link = "3: enp1s0f1np1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu {} qdisc mq state UP mode DEFAULT\\"
+    links = {
+        n: Result(n, "", link.format(m), "", 0) for n, m in (("dgx5", 9000), ("dgx6", 9000), ("dgx7", 1500))
+    }
+    checks = fabric_net_checks("enp1s0f1np1", links, {n: Result(n, "", addrs, "", 0) for n in links}, "dgx5")
+    assert [c.status for c in checks] == [OK, OK, FAIL] and "mtu 1500, but 9000 on dgx5" in checks[2].result
+    assert checks[0].result == "mtu 9000 as on dgx5; no other interface on enp1s0f1np1's subnet"
+
+
 # ---------------------------------------------------------------------------------------------- the real vLLM
 
 VLLM_RECIPE = """

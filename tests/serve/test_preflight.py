@@ -177,7 +177,7 @@ def test_dropping_the_page_cache_never_fails_the_boot():
 
 def test_each_lane_asks_only_what_its_checks_need():
     assert set(commands(load_plan("dsv41"))) == {
-        "image", "link", "addresses", "rdma", "meminfo", "containers", "gpu_apps", "gpu_info"
+        "image", "link", "addresses", "all_addresses", "rdma", "meminfo", "containers", "gpu_apps", "gpu_info"
     }  # fmt: skip
     assert set(commands(load_plan("sim"))) == {"meminfo", "containers", "gpu_apps", "gpu_info"}
     cmd = commands(load_plan("dsv41"))["image"]
@@ -250,7 +250,7 @@ def test_a_passing_start_records_image_ids_memory_and_every_check(nodes, tmp_pat
             and boot.memory[addr]["MemTotal"] >= boot.memory[addr]["MemAvailable"]
         )
         rows = {r["check"]: r for r in boot.preflight if r["node"] == addr}
-        assert set(rows) == {"image", "fabric", "rdma", "memory", "gpu", "page cache"}
+        assert set(rows) == {"image", "fabric", "fabric net", "rdma", "memory", "gpu", "page cache"}
         assert {r["status"] for r in rows.values()} <= {OK, WARN}
         assert rows["page cache"]["status"] == OK or rows["page cache"]["result"].startswith("not dropped: ")
         assert "NVIDIA GB10" in rows["gpu"]["result"] and rows["rdma"]["status"] == OK
@@ -259,7 +259,9 @@ def test_a_passing_start_records_image_ids_memory_and_every_check(nodes, tmp_pat
             ["run", "-d"]
         )
     doc = json.loads((tmp_path / "run" / "boot.json").read_text())
-    assert doc["images"][nodes.addresses[0]]["id"] == image_id() and len(doc["preflight"]) == 24
+    assert (
+        doc["images"][nodes.addresses[0]]["id"] == image_id() and len(doc["preflight"]) == 28
+    )  # 7 checks x 4 nodes
     said = lane.progress.getvalue()
     assert "pre-boot checks: " in said and "passed on 4 node(s)" in said
     assert "preflight" in lane.timings and "pull" not in lane.timings

@@ -8,7 +8,7 @@ import sys
 
 from labkit.cli.common import add_lane_command, plan_from_args
 from labkit.errors import LabkitError
-from labkit.recipe import find_recipe, list_recipes, load_recipe
+from labkit.recipe import find_recipe, lane_warnings, list_recipes, load_recipe
 
 
 def cmd_recipes(args: argparse.Namespace) -> int:
@@ -63,6 +63,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         combos = sum(len(n) for n in r.axes.values()) or 1
         note = "" if r.note.is_file() else "  (warning: no NOTE.md)"
         print(f"ok   {r.name} ({combos} variants){note}")
+        for warning in lane_warnings(r.resolve({})):
+            print(f"     WARNING: {warning}")
     return 1 if failed else 0
 
 

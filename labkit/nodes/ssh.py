@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import math
 import os
 import select
@@ -98,6 +99,7 @@ class SshHost(Host):
 
         if self._cxn is not None:
             return self._cxn
+        quiet_paramiko()
         connect_kwargs: dict[str, Any] = {"allow_agent": self.use_agent}
         if self.key_files:
             connect_kwargs["key_filename"] = list(self.key_files)
@@ -321,3 +323,14 @@ def _describe_connect_error(e: Exception, known_hosts: str) -> str:
     if isinstance(e, TimeoutError) or "timed out" in text.lower():
         return f"timed out ({text})"
     return f"{type(e).__name__}: {text}"
+
+
+def quiet_paramiko() -> None:
+    """Keep paramiko's log records off stderr. Its transport thread logs a failed handshake ("Exception (client):
+    Error reading SSH protocol banner") with tracebacks at ERROR level, which Python prints when no handler is
+    set, or the CLI's root handler prints; labkit reports the same failure itself (Unreachable, naming the node),
+    so those lines only landed as stray tracebacks above doctor's tables."""
+    log = logging.getLogger("paramiko")
+    if not any(isinstance(h, logging.NullHandler) for h in log.handlers):
+        log.addHandler(logging.NullHandler())
+    log.propagate = False

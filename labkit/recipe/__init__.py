@@ -9,7 +9,7 @@ resolve), variants (overlays), lookup (finding recipes), override (`with_nodes`,
 text), sweep (`--over` points, each resolved as a variant), enginefacts (the facts table of each engine kind).
 """
 
-from labkit.recipe.describe import describe_plan
+from labkit.recipe.describe import describe_plan, lane_warnings
 from labkit.recipe.enginefacts import ENGINE_FACTS, EngineFacts, engine_facts
 from labkit.recipe.load import Recipe, load_recipe
 from labkit.recipe.lookup import find_recipe, list_recipes, repo_root
@@ -41,6 +41,7 @@ __all__ = [
     "expand",
     "file_name",
     "find_recipe",
+    "lane_warnings",
     "list_recipes",
     "load_recipe",
     "parse_over",

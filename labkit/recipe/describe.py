@@ -7,6 +7,7 @@ import re
 from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.measureplan import MeasurePlan
 from labkit.recipe.plan import LanePlan
+from labkit.recipe.rules import fabric_problem
 from labkit.recipe.specs import shell_command
 from labkit.units import format_size
 
@@ -67,7 +68,7 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
         )
     rows += measure_rows(m)
     width = max(len(k) for k, _ in rows)
-    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lines = [f"WARNING: {w}" for w in lane_warnings(plan)] + [f"{k:<{width}}  {v}" for k, v in rows]
     if commands:
         lines.append("")
         lines.append("commands:")
@@ -109,6 +110,14 @@ def server_truth(plan: LanePlan) -> str:
         offer = " / ".join(f[0] for f in (flags.timing, flags.spec) if f)
         return f"not asked for ({facts.name} offers {offer})"
     return "per request: " + ", ".join(asked)
+
+
+def lane_warnings(plan: LanePlan) -> list[str]:
+    """What may keep this lane from booting that only its nodes can settle, each naming the recipe file and key
+    (`labkit show` prints them first, `labkit check` below the recipe's line)."""
+    e, c = plan.engine, plan.cluster
+    missing = fabric_problem(e.kind, e.runtime, c.nodes, c.fabric is not None)
+    return [f"{plan.file}: cluster.fabric: {missing}"] if missing else []
 
 
 def fabric_rows(plan: LanePlan) -> list[tuple[str, str]]:

@@ -110,7 +110,9 @@ ENGINE_FACTS: Mapping[str, EngineFacts] = MappingProxyType(
             model_format="hf",
             nodes="ranks",
             parallel=ParallelFlags(
-                tp=("--tp", "--tp-size", "--tensor-parallel-size"),
+                # --tp-size first: SGLang's --help lists --tp-size and --tensor-parallel-size, not --tp (which
+                # argparse takes as an abbreviation); a recipe's own --tp still counts for the rule.
+                tp=("--tp-size", "--tp", "--tensor-parallel-size"),
                 pp=("--pp-size", "--pipeline-parallel-size"),
                 dp=("--dp-size", "--dp", "--data-parallel-size"),
                 ep=("--ep-size", "--ep", "--expert-parallel-size"),

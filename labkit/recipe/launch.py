@@ -9,17 +9,48 @@ without a listed address gets it detected at boot by the serve step. The managem
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 # Host side of the compile caches: a literal `$HOME` the node's shell expands (so the runtime must leave it
 # outside single quotes), then only [a-z./] characters; one folder per engine kind and cache.
 COMPILE_CACHE_ROOT = "$HOME/.cache/labkit/compile"
-# (name, container path): the JIT and compile caches eugr's spark-vllm-docker keeps between boots.
-COMPILE_CACHES = (
-    ("vllm", "/root/.cache/vllm"),  # torch.compile artefacts and vLLM's own caches
-    ("flashinfer", "/root/.cache/flashinfer"),  # FlashInfer JIT kernels
-    ("triton", "/root/.triton"),  # Triton kernel cache
-    ("tilelang", "/root/.tilelang"),  # TileLang kernel cache
+
+
+@dataclass(frozen=True)
+class CompileCache:
+    """One persistent cache: its host folder's name, where the engine keeps it in the container, and the variable
+    that points the engine there (set to `container` unless the recipe's env sets it; None: the default path)."""
+
+    name: str
+    container: str
+    env: str | None = None
+
+
+# Each engine's own JIT and compile caches (docs/engines.md, "Fabric addresses and environment").
+COMPILE_CACHES: Mapping[str, tuple[CompileCache, ...]] = MappingProxyType(
+    {
+        # the set eugr's spark-vllm-docker keeps between boots
+        "vllm": (
+            CompileCache("vllm", "/root/.cache/vllm"),  # torch.compile artefacts and vLLM's own caches
+            CompileCache("flashinfer", "/root/.cache/flashinfer"),  # FlashInfer JIT kernels
+            CompileCache("triton", "/root/.triton"),  # Triton kernel cache
+            CompileCache("tilelang", "/root/.tilelang"),  # TileLang kernel cache
+        ),
+        # SGLang's own root (DeepGEMM JIT, FlashInfer autotune results, JIT builds under jit/), TorchInductor
+        # (default /tmp/torchinductor_<user>), and the kernel libraries' default folders, as sparkrun keeps them
+        "sglang": (
+            CompileCache("sglang", "/root/.cache/sglang", "SGLANG_CACHE_DIR"),
+            CompileCache("inductor", "/root/.cache/torchinductor", "TORCHINDUCTOR_CACHE_DIR"),
+            CompileCache("flashinfer", "/root/.cache/flashinfer"),
+            CompileCache("triton", "/root/.triton"),
+            CompileCache("tilelang", "/root/.tilelang"),
+            CompileCache("tvmffi", "/root/.cache/tvm-ffi"),
+        ),
+        "llamacpp": (),  # llama-cpp-python compiles nothing at boot
+        "sim": (),  # the simulator compiles nothing
+    }
 )
 
 
@@ -104,6 +135,19 @@ def docker_options(table: dict) -> DockerOptions:
     )
 
 
+def compile_caches(kind: str) -> tuple[CompileCache, ...]:
+    """An engine kind's compile caches; an unknown kind is an error, not another engine's set."""
+    try:
+        return COMPILE_CACHES[kind]
+    except KeyError:
+        raise ValueError(f"no compile caches are known for engine kind {kind!r}") from None
+
+
 def compile_cache_mounts(kind: str) -> tuple[tuple[str, str], ...]:
     """(host, container) pairs of the compile caches for an engine kind; the host side starts with `$HOME`."""
-    return tuple((f"{COMPILE_CACHE_ROOT}/{kind}/{name}", container) for name, container in COMPILE_CACHES)
+    return tuple((f"{COMPILE_CACHE_ROOT}/{kind}/{c.name}", c.container) for c in compile_caches(kind))
+
+
+def compile_cache_env(kind: str) -> dict[str, str]:
+    """{variable: container path} that points an engine kind at its mounted caches."""
+    return {c.env: c.container for c in compile_caches(kind) if c.env}

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from labkit.recipe.enginefacts import engine_facts
-from labkit.recipe.launch import compile_cache_mounts
+from labkit.recipe.launch import compile_cache_env, compile_cache_mounts
 from labkit.recipe.measureplan import MeasurePlan
 from labkit.recipe.specs import ClusterSpec, EngineSpec, ModelSpec
 from labkit.recipe.staging import StagingSpec
@@ -110,6 +110,11 @@ class LanePlan:
         if self.engine.runtime != "docker" or not self.engine.docker.compile_cache:
             return ()
         return compile_cache_mounts(self.engine.kind)
+
+    @property
+    def compile_cache_env(self) -> dict[str, str]:
+        """The variables that point the engine at its mounted caches ({} when none are mounted); recipe env wins."""
+        return compile_cache_env(self.engine.kind) if self.compile_cache_mounts else {}
 
     def mounts(self) -> list[tuple[str, str]]:
         """(host path, container path) bind mounts for the docker runtime (the model's; the compile caches and

@@ -11,6 +11,8 @@ their flags are rows of the engine facts table (labkit.recipe.enginefacts).
 
 from __future__ import annotations
 
+import ipaddress
+
 import labkit.recipe.schema as s
 from labkit.measures import content_key
 from labkit.recipe.build import render_args
@@ -51,6 +53,34 @@ def parallel_problem(kind: str, world: tuple[int, str], nodes: int, gpus_per_nod
         f"{how} ranks, but {nodes} nodes x {gpus} per node (cluster.gpus_per_node) = "
         f"{nodes * gpus_per_node} GPUs; the lane needs one rank per GPU"
     )
+
+
+def fabric_problem(kind: str, runtime: str, nodes: tuple[str, ...], fabric: bool) -> str | None:
+    """Why a docker lane whose nodes run one engine's ranks is at risk without `[cluster.fabric]`, or None (one
+    node, a fabric, nodes given as IP addresses, which the engines take verbatim, or an engine without ranks).
+    The engines are then handed the management host names as their bind and rendezvous addresses, and a name
+    that resolves to 127.0.1.1 on its own node leaves the other ranks waiting until the boot times out
+    (docs/engines.md, "Fabric addresses and environment"). A warning, not a refusal: names that DNS or
+    /etc/hosts resolve to routable addresses on every node work, and only the nodes can tell."""
+    if fabric or runtime != "docker" or len(nodes) < 2 or engine_facts(kind).nodes != "ranks":
+        return None
+    named = [n for n in nodes if not _is_ip(n)]
+    if not named:
+        return None
+    return (
+        f"missing: this docker lane runs one {engine_facts(kind).name} engine across {len(nodes)} nodes, and "
+        f"without [cluster.fabric] its engines get the host names {', '.join(named)} as their addresses (a name "
+        "that resolves to 127.0.1.1 on its own node leaves the ranks waiting until the boot times out); add "
+        '[cluster.fabric] with interface = the netdev the engines talk over ("enp1s0f1np1" on a DGX Spark)'
+    )
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def check_whole(merged: dict) -> None:

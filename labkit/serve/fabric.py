@@ -34,14 +34,28 @@ def detect_command(interface: str) -> str:
 
 
 def parse_address(node: str, interface: str, stdout: str, stderr: str = "", ok: bool = True) -> str:
-    """The first IPv4 address of `interface` in `ip -o -4 addr show` output; LabkitError naming the node if none."""
-    m = INET.search(stdout)
-    if ok and m:
-        address = m.group(1)
-        ipaddress.ip_address(address)  # 999.1.1.1 is not an address
-        return address
-    why = stderr.strip() or "no IPv4 address on it"
+    """The first routable IPv4 address of `interface` in `ip -o -4 addr show` output (link-local ones skipped:
+    `routable`); LabkitError naming the node if none."""
+    found = all_addresses(stdout) if ok else []
+    usable = routable(found)
+    if usable:
+        return usable[0]
+    why = no_address(found) if ok else stderr.strip() or "no IPv4 address on it"
     raise LabkitError(f"{node}: cannot detect the fabric address of {interface}: {why}")
+
+
+def routable(addresses: list[str]) -> list[str]:
+    """The addresses an engine can be given, in order: link-local ones (IPv4 169.254/16, IPv6 fe80::/10) are
+    skipped, since the kernel assigns them to a port without a configured address (or a DHCP that failed) and
+    they are neither unique across links nor routed (docs/engines.md, "Fabric addresses and environment")."""
+    return [a for a in addresses if not ipaddress.ip_address(a).is_link_local]
+
+
+def no_address(found: list[str]) -> str:
+    """Why an interface whose addresses are `found` has none to use."""
+    if found:
+        return f"only link-local addresses ({', '.join(found)}), which are not routed: give it a routable one"
+    return "no IPv4 address"
 
 
 def all_addresses(stdout: str) -> list[str]:

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from labkit.nodes import Result
 from labkit.recipe import LanePlan
-from labkit.serve.fabric import all_addresses, detect_command, undetected
+from labkit.serve.fabric import all_addresses, detect_command, no_address, routable, undetected
 from labkit.serve.holders import CONTAINERS_COMMAND, GPU_APPS_COMMAND, GPU_INFO_COMMAND, gpu_check
+from labkit.serve.netcheck import ALL_ADDRESSES_COMMAND, fabric_net_checks
 from labkit.serve.verdict import FAIL, OK, WARN, Check, ordered
 from labkit.units import format_size
 
@@ -41,6 +42,7 @@ def commands(plan: LanePlan) -> dict[str, str]:
     if fabric is not None:
         out["link"] = link_command(fabric.interface)
         out["addresses"] = detect_command(fabric.interface)
+        out["all_addresses"] = ALL_ADDRESSES_COMMAND
         if fabric.rdma:
             out["rdma"] = RDMA_COMMAND
     out["meminfo"] = MEMINFO_COMMAND
@@ -158,12 +160,14 @@ def fabric_check(node: str, interface: str, link: Result, addrs: Result, given: 
         return Check(node, "fabric", FAIL, f"{interface} is down: state {state}, {why}", facts)
     found = all_addresses(addrs.stdout) if addrs.ok else []
     facts["addresses"] = found
-    if not found:
-        return Check(node, "fabric", FAIL, f"{interface} is up but has no IPv4 address", facts)
+    if given is None and not routable(found):
+        return Check(node, "fabric", FAIL, f"{interface} is up but has {no_address(found)}", facts)
     if given is not None and given not in found:
-        text = f"{interface} has {', '.join(found)}, not {given} (cluster.fabric.addresses)"
+        text = (
+            f"{interface} has {', '.join(found) or 'no IPv4 address'}, not {given} (cluster.fabric.addresses)"
+        )
         return Check(node, "fabric", FAIL, text, facts)
-    address = given or found[0]
+    address = given or routable(found)[0]
     source = "recipe" if given else "detected"
     return Check(node, "fabric", OK, f"{interface} up (state {state}), address {address} ({source})", facts)
 
@@ -293,6 +297,15 @@ def evaluate(
                 out.append(rdma_check(node, fabric.hcas, res["rdma"]))
         out.append(memory_check(node, res["meminfo"], plan.cluster.min_free_memory))
         out.append(gpu_check(node, lane_id, res["containers"], res["gpu_apps"], res["gpu_info"], strict_gpu))
+    if fabric is not None:
+        read = {n: rd.results for n, rd in readings.items() if not rd.error}
+        links = {n: res["link"] for n, res in read.items()}
+        out += fabric_net_checks(
+            fabric.interface,
+            links,
+            {n: res["all_addresses"] for n, res in read.items() if "all_addresses" in res},
+            head,
+        )
     images = {n: parse_image(rd.results["image"]) for n, rd in readings.items() if "image" in rd.results}
     if images and plan.engine.image is not None:  # only a docker lane (it has an image) reads one
         pulled = {n: readings[n].pulled for n in images}
@@ -301,11 +314,11 @@ def evaluate(
 
 
 def detected_addresses(plan: LanePlan, readings: dict[str, Readings]) -> dict[str, str]:
-    """{node: its first IPv4 address on the fabric interface} for the nodes the recipe gives none for."""
+    """{node: its first routable IPv4 address on the fabric interface} for the nodes the recipe gives none for."""
     out = {}
     for node in undetected(plan, list(readings)):
         r = readings[node].results.get("addresses")
-        found = all_addresses(r.stdout) if r is not None and r.ok else []
+        found = routable(all_addresses(r.stdout)) if r is not None and r.ok else []
         if found:
             out[node] = found[0]
     return out

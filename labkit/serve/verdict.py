@@ -8,7 +8,18 @@ from dataclasses import asdict, dataclass, field
 
 OK, FAIL, WARN, SKIP = "ok", "FAIL", "warn", "-"  # SKIP: not checked (the result says why)
 # The order checks are listed in, per node.
-ORDER = ("ssh", "image", "fabric", "rdma", "memory", "gpu", "page cache", "engine args", "probe")
+ORDER = (
+    "ssh",
+    "image",
+    "fabric",
+    "fabric net",
+    "rdma",
+    "memory",
+    "gpu",
+    "page cache",
+    "engine args",
+    "probe",
+)
 
 
 @dataclass(frozen=True)

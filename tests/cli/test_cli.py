@@ -84,3 +84,28 @@ def test_show_points_the_commands_at_a_labkit_built_model_without_building_it(tm
     assert data["model_path"] == "labkit/tiny-llama"
     assert f"--model {tmp_path}/models/tiny-llama-" in data["commands"]["localhost"]
     assert not list(tmp_path.rglob("*.gguf"))
+
+
+def test_check_and_show_warn_about_a_multinode_docker_lane_without_a_fabric(tmp_path):
+    folder = tmp_path / "flat"
+    folder.mkdir()
+    (folder / "recipe.toml").write_text(
+        '[model]\nrepo = "a/b"\n[engine]\nkind = "vllm"\nimage = "img:1"\nparallel = { tp = 2 }\n'
+        '[cluster]\nnodes = ["dgx5", "dgx6"]\n'
+    )
+    env = {"LABKIT_RECIPES": str(tmp_path)}
+    r = labkit("check", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[:2] == [
+        "ok   flat (1 variants)  (warning: no NOTE.md)",
+        f"     WARNING: {folder / 'recipe.toml'}: cluster.fabric: missing: this docker lane runs one vLLM engine "
+        "across 2 nodes, and without [cluster.fabric] its engines get the host names dgx5, dgx6 as their "
+        "addresses (a name that resolves to 127.0.1.1 on its own node leaves the ranks waiting until the boot "
+        'times out); add [cluster.fabric] with interface = the netdev the engines talk over ("enp1s0f1np1" on a '
+        "DGX Spark)",
+    ]
+    r = labkit("show", "flat", env=env)
+    assert r.returncode == 0 and r.stdout.startswith(
+        f"WARNING: {folder / 'recipe.toml'}: cluster.fabric: missing"
+    )
+    assert "WARNING" not in labkit("show", "dsv41").stdout + labkit("check").stdout

@@ -131,6 +131,92 @@ def test_doctor_json_an_absent_image_warns_and_pull_fetches_it(nodes, tmp_path):
     assert [c[0] for c in nodes.calls(a[0])].count("pull") == 1 and "Status: Downloaded newer image" in err
 
 
+def test_doctor_prints_no_paramiko_traceback_for_a_node_that_is_not_sshd(nodes, tmp_path):
+    """A node whose SSH port accepts the connection and closes it (a service that is not sshd, a host refusing
+    SSH) fails its ssh row, and stderr carries labkit's progress only: paramiko's transport thread used to print
+    "Exception (client): Error reading SSH protocol banner" and two tracebacks above doctor's tables."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.9", nodes.port))
+    stop = threading.Event()
+
+    def refuse() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            conn.close()
+
+    thread = threading.Thread(target=refuse, daemon=True)
+    thread.start()
+    try:
+        folder = tmp_path / "lane"
+        head = nodes.addresses[0]
+        sim_recipe(
+            folder, 18381, nodes=[head, "127.0.0.9"], runtime="docker", ssh_port=nodes.port, user=nodes.user
+        )
+        code, out, err = doctor(nodes, folder)
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+    assert code == 1, out + err
+    assert "cannot connect to" in out and "127.0.0.9" in out
+    assert "Traceback" not in err and "Exception (client)" not in err and "paramiko" not in err, err
+
+
+def test_doctor_names_a_twin_on_the_fabric_subnet_and_a_node_with_another_mtu(nodes, tmp_path):
+    a = nodes.addresses
+    nodes.set_interfaces(a[1], {"enP2p1s0f1np1": {"address": "10.10.0.16/24", "state": "UP"}})
+    nodes.set_interfaces(a[3], {"cx7": {"mtu": 1500}})
+    folder = sim_lane(nodes, tmp_path, extra=SPARK_FABRIC)
+    code, out, err = doctor(nodes, folder, "--json")
+    assert code == 1, out + err
+    found = rows(out)
+    (twin,) = found[(a[1], "fabric net")]
+    assert twin["status"] == FAIL and twin["result"].startswith(
+        "enP2p1s0f1np1 10.10.0.16/24 on cx7's subnet: two interfaces on one subnet confuse routing"
+    )
+    (mtu,) = found[(a[3], "fabric net")]
+    assert (
+        mtu["status"] == FAIL
+        and f"cx7 mtu 1500, but 9000 on {a[0]}: the nodes' fabric MTUs differ" in mtu["result"]
+    )
+    for n in (a[0], a[2]):
+        (ok,) = found[(n, "fabric net")]
+        assert (
+            ok["status"] == OK
+            and ok["result"] == f"mtu 9000 as on {a[0]}; no other interface on cx7's subnet"
+        )
+    started_nothing(nodes)
+
+
+def test_fabric_net_checks_read_ip_output():
+    from labkit.serve.netcheck import fabric_net_checks, same_subnet
+
+    addrs = (
+        "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n"
+        "3: enp1s0f1np1    inet 192.168.177.11/24 brd 192.168.177.255 scope global enp1s0f1np1\\       valid_lft\n"
+        "4: enP2p1s0f1np1    inet 169.254.3.3/16 brd 169.254.255.255 scope link enP2p1s0f1np1\\       valid\n"
+        "5: enP7s7    inet 192.168.1.11/24 brd 192.168.1.255 scope global enP7s7\\       valid_lft forever\n"
+    )
+    assert same_subnet("enp1s0f1np1", addrs) == []  # link-local and other subnets do not clash
+    twin = (
+        addrs + "4: enP2p1s0f1np1    inet 192.168.177.12/24 brd 192.168.177.255 scope global enP2p1s0f1np1\n"
+    )
+    assert same_subnet("enp1s0f1np1", twin) == ["enP2p1s0f1np1 192.168.177.12/24"]
+    link = "3: enp1s0f1np1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu {} qdisc mq state UP mode DEFAULT\\"
+    links = {
+        n: Result(n, "", link.format(m), "", 0) for n, m in (("dgx5", 9000), ("dgx6", 9000), ("dgx7", 1500))
+    }
+    checks = fabric_net_checks("enp1s0f1np1", links, {n: Result(n, "", addrs, "", 0) for n in links}, "dgx5")
+    assert [c.status for c in checks] == [OK, OK, FAIL] and "mtu 1500, but 9000 on dgx5" in checks[2].result
+    assert checks[0].result == "mtu 9000 as on dgx5; no other interface on enp1s0f1np1's subnet"
+
+
 # ---------------------------------------------------------------------------------------------- the real vLLM
 
 VLLM_RECIPE = """
@@ -281,3 +367,43 @@ def test_probe_script_greps_a_package_for_real(tmp_path):
     )
     (none,) = probe_checks("dgx5", "no_such_pkg", ["X"], Result("n", "", out.stdout, "", out.returncode))
     assert none.status == FAIL and none.result == "cannot search the no_such_pkg package: not installed"
+
+
+def sglang_help() -> str:
+    """A `python3 -m sglang.launch_server --help` in SGLang 0.5's own shape: argparse, each field's flag `--` + its
+    name (`tp_size` is `--tp-size`) with its long aliases (docs/engines.md, "Known flags and the sweep flag
+    check"); no `--tp`, which argparse would only take as an abbreviation."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="launch_server.py")
+    for names in (
+        ("--model-path", "--model"), ("--host",), ("--port",), ("--tp-size", "--tensor-parallel-size"),
+        ("--pp-size", "--pipeline-parallel-size"), ("--dp-size", "--data-parallel-size"),
+        ("--ep-size", "--expert-parallel-size", "--ep"), ("--served-model-name",), ("--context-length",),
+        ("--mem-fraction-static",), ("--speculative-algorithm",), ("--speculative-dspark-block-size",),
+        ("--speculative-num-steps",), ("--speculative-eagle-topk",), ("--speculative-num-draft-tokens",), ("--nnodes",), ("--node-rank",),
+        ("--dist-init-addr", "--nccl-init-addr"),
+    ):  # fmt: skip
+        p.add_argument(*names, help="x")
+    for switch in ("--trust-remote-code", "--enable-metrics"):
+        p.add_argument(switch, action="store_true", help="x")
+    return p.format_help()
+
+
+def test_the_prod_lanes_flags_are_all_in_sglangs_own_help():
+    plan = load_plan("prod")
+    flags = lane_flags(plan, launches(plan), ("python3", "-m", "sglang.launch_server"))
+    assert dict(flags)["--tp-size"] == "added by labkit" and "--tp" not in dict(flags)
+    # the DSPARK flags of the public DeepSeek-V4 launches (recipes/dsv41-flash-1017-4x-sglang-ep2/NOTE.md)
+    assert dict(flags)["--speculative-dspark-block-size"] == "engine.args"
+    assert not {"--speculative-num-steps", "--speculative-eagle-topk"} & set(dict(flags))
+    r = Result("dgx5", "", sglang_help(), "", 0)
+    (ok,) = flag_checks("dgx5", "sglang", "`python3 -m sglang.launch_server --help`", flags, r)
+    assert ok.status == OK, ok.result
+    # a recipe that writes --tp itself is still read as the tp size (nothing added), and doctor names it
+    tp = dataclasses.replace(plan.engine, args=(*plan.engine.args, ("--tp", ("4",))))
+    own = dataclasses.replace(plan, engine=tp)
+    argv = launches(own)[0].argv
+    assert "--tp-size" not in argv and argv[argv.index("--tp") + 1] == "4"
+    (bad,) = flag_checks("dgx5", "sglang", "x", lane_flags(own, launches(own), argv[:3]), r)
+    assert bad.status == FAIL and "abbreviation of --tp-size" in bad.result

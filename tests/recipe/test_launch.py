@@ -3,6 +3,7 @@ and key, the plan's `rdma_access` and `compile_cache_mounts`, and how `labkit sh
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from pathlib import Path
@@ -13,6 +14,7 @@ from labkit.errors import RecipeError
 from labkit.recipe import describe_plan, load_recipe
 from labkit.recipe.launch import BindMount, DockerOptions, FabricSpec
 from labkit.recipe.lookup import load_plan
+from labkit.recipe.override import with_nodes
 
 BASE = """
 [model]
@@ -206,8 +208,27 @@ def test_compile_cache_mounts(tmp_path):
     )
     assert all(host.startswith("$HOME/") for host, _ in load_plan("prod").compile_cache_mounts)
     assert {h.split("/")[4] for h, _ in load_plan("prod").compile_cache_mounts} == {"sglang"}
+    assert plan.compile_cache_env == {}  # vLLM's caches sit at their default paths
     # apart from the model's mounts, so the serve side decides how to expand $HOME
     assert not set(plan.compile_cache_mounts) & set(plan.mounts())
+
+
+def test_the_sglang_lane_keeps_sglangs_own_caches():
+    """SGLang's own cache root (SGLANG_CACHE_DIR: DeepGEMM JIT, FlashInfer autotune, JIT builds) and TorchInductor,
+    not vLLM's folder, which SGLang never writes; the variables point SGLang at the mounts."""
+    plan = load_plan("prod")
+    mounts = dict((c, h) for h, c in plan.compile_cache_mounts)
+    assert "/root/.cache/vllm" not in mounts
+    assert mounts["/root/.cache/sglang"] == "$HOME/.cache/labkit/compile/sglang/sglang"
+    assert {"/root/.cache/torchinductor", "/root/.triton", "/root/.cache/flashinfer"} <= set(mounts)
+    assert plan.compile_cache_env == {
+        "SGLANG_CACHE_DIR": "/root/.cache/sglang",
+        "TORCHINDUCTOR_CACHE_DIR": "/root/.cache/torchinductor",
+    }
+    off = dataclasses.replace(plan.engine.docker, compile_cache=False)
+    assert (
+        dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, docker=off)).compile_cache_env == {}
+    )
 
 
 def test_docker_overlay_merges_key_by_key(tmp_path):
@@ -312,3 +333,17 @@ def test_pre_boot_keys_parse_default_and_refuse_bad_values(tmp_path):
     assert e.key == "cluster.min_free_memory" and "expected a size like '10G'" in e.message
     e = refused(tmp_path, '[variants.cache.drop]\nengine.drop_caches = "yes"\n')
     assert e.key.endswith("engine.drop_caches") and "expected true or false" in e.message
+
+
+def test_a_multinode_docker_lane_without_a_fabric_is_warned_about_naming_file_and_key(tmp_path):
+    from labkit.recipe import lane_warnings
+
+    (warning,) = lane_warnings(plan_of(tmp_path))  # two named vLLM nodes in docker, no [cluster.fabric]
+    assert warning.startswith(f"{tmp_path / 'lane' / 'recipe.toml'}: cluster.fabric: missing: ")
+    assert "host names dgx5, dgx6 as their addresses" in warning and "127.0.1.1" in warning
+    assert describe_plan(plan_of(tmp_path)).startswith(f"WARNING: {warning}\n")
+    assert lane_warnings(plan_of(tmp_path, FABRIC)) == []
+    assert lane_warnings(plan_of(tmp_path, runtime="process")) == []  # the process lanes here run on loopback
+    assert lane_warnings(with_nodes(plan_of(tmp_path), ["10.0.0.5", "10.0.0.6"])) == []  # taken verbatim
+    for name in ("dsv41", "prod", "sim", "tiny-vllm", "tiny-llamacpp"):
+        assert lane_warnings(load_plan(name)) == [], name

@@ -80,6 +80,18 @@ def test_vllm_ray_variant():
         )
 
 
+def test_vllm_ray_lanes_switch_off_rays_memory_monitor_unless_the_recipe_sets_it():
+    """Ray's monitor kills the largest worker once a node passes its memory threshold; on unified memory a vLLM
+    rank's GPU pool counts as host memory, so every Ray node gets RAY_memory_monitor_refresh_ms=0."""
+    plan = load_plan("dsv41")
+    ray = dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, multinode="ray"))
+    assert all(dict(ln.env)["RAY_memory_monitor_refresh_ms"] == "0" for ln in Vllm().launch(ray, NODES))
+    env = (*ray.engine.env, ("RAY_memory_monitor_refresh_ms", "250"))
+    own = dataclasses.replace(ray, engine=dataclasses.replace(ray.engine, env=env))
+    assert {dict(ln.env)["RAY_memory_monitor_refresh_ms"] for ln in Vllm().launch(own, NODES)} == {"250"}
+    assert not [ln for ln in Vllm().launch(plan, NODES) if "RAY_memory_monitor_refresh_ms" in dict(ln.env)]
+
+
 def test_ray_head_waits_for_every_node_for_real(tmp_path):
     """The head script with a `ray` stand-in on PATH: serving starts only once `ray status` lists 2 nodes."""
     import os
@@ -113,7 +125,7 @@ def test_sglang_multinode_flags():
         f = flags(ln.argv)
         assert ln.argv[:3] == ("python3", "-m", "sglang.launch_server")
         assert f["--model-path"] == plan.model_path
-        assert (f["--tp"], f["--ep-size"]) == ("4", "2")
+        assert (f["--tp-size"], f["--ep-size"]) == ("4", "2") and "--tp" not in f
         assert (f["--nnodes"], f["--node-rank"]) == ("4", str(ln.rank))
         assert f["--dist-init-addr"] == "10.0.0.5:20000"
         assert f["--speculative-algorithm"] == "DSPARK"
@@ -127,7 +139,7 @@ def test_recipe_flags_win_over_derived():
     plan = dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, args=args))
     ln = Sglang().launch(plan, NODES)[1]
     assert ln.argv.count("--dist-init-addr") == 1 and flags(ln.argv)["--dist-init-addr"] == "10.9.9.9:5000"
-    assert "--tp" not in ln.argv
+    assert "--tp" not in ln.argv and ln.argv.count("--tp-size") == 1
 
 
 def test_llamacpp_single_node_only():

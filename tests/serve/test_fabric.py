@@ -53,6 +53,7 @@ def test_sglang_uses_fabric_addresses_and_turns_the_memory_balance_check_off():
         assert env["SGLANG_HOST_IP"] == FABRIC[node]
         assert argv[argv.index("--dist-init-addr") + 1] == "10.0.0.5:20000"
         assert env["SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"] == "0"
+        assert env["SGLANG_CACHE_DIR"] == "/root/.cache/sglang"  # its mounted compile cache
 
 
 def test_recipe_env_wins_over_derived_env_and_per_node_values_win_over_all():
@@ -61,12 +62,14 @@ def test_recipe_env_wins_over_derived_env_and_per_node_values_win_over_all():
         ("GLOO_SOCKET_IFNAME", "eth9"),
         ("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "1"),
         ("SGLANG_HOST_IP", "x"),
+        ("SGLANG_CACHE_DIR", "/cache"),
     )
     plan = dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, env=env))
     _, e = launch_env(plan)["dgx6"]
     assert e["GLOO_SOCKET_IFNAME"] == "eth9" and e["NCCL_SOCKET_IFNAME"] == "enp1s0f1np1"
     assert e["SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"] == "1"
     assert e["SGLANG_HOST_IP"] == "10.0.0.6"
+    assert e["SGLANG_CACHE_DIR"] == "/cache" and e["TORCHINDUCTOR_CACHE_DIR"] == "/root/.cache/torchinductor"
 
 
 def test_show_marks_every_undetected_address_and_gives_the_container_roce():

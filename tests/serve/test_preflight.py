@@ -11,10 +11,12 @@ import json
 
 import pytest
 
+from labkit.errors import LabkitError
 from labkit.nodes import Result
 from labkit.recipe.lookup import load_plan
 from labkit.serve import Lane
 from labkit.serve.errors import PreflightFailed
+from labkit.serve.fabric import parse_address, routable
 from labkit.serve.holders import foreign, gpu_check, looks_like_engine, parse_containers, parse_gpu_apps
 from labkit.serve.preflight import (
     commands,
@@ -76,6 +78,29 @@ def test_link_state_as_ip_prints_it():
     c = fabric_check("dgx5", "cx7", res(up), addr, "10.10.0.9")
     assert c.status == FAIL and "has 10.10.0.5, not 10.10.0.9 (cluster.fabric.addresses)" in c.result
     assert fabric_check("dgx5", "cx7", res(up), res(""), None).result == "cx7 is up but has no IPv4 address"
+
+
+def test_a_link_local_address_listed_first_is_skipped():
+    """`ip -o -4 addr show dev IF` with the kernel's 169.254/16 fallback address first: the routable one is the
+    node's fabric address; with link-local addresses only, the node is refused and the error says so."""
+    up = "3: cx7: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 9000 qdisc mq state UP mode DEFAULT group default\\"
+    both = res(
+        "3: cx7    inet 169.254.12.7/16 brd 169.254.255.255 scope link cx7\\       valid_lft forever\n"
+        "3: cx7    inet 10.10.0.5/24 brd 10.10.0.255 scope global cx7\\       valid_lft forever\n"
+    )
+    c = fabric_check("dgx5", "cx7", res(up), both, None)
+    assert c.status == OK and "address 10.10.0.5 (detected)" in c.result
+    assert parse_address("dgx5", "cx7", both.stdout) == "10.10.0.5"
+    only = res(
+        "3: cx7    inet 169.254.12.7/16 brd 169.254.255.255 scope link cx7\\       valid_lft forever\n"
+    )
+    c = fabric_check("dgx5", "cx7", res(up), only, None)
+    assert c.status == FAIL and c.result == (
+        "cx7 is up but has only link-local addresses (169.254.12.7), which are not routed: give it a routable one"
+    )
+    with pytest.raises(LabkitError, match=r"^dgx5: cannot detect the fabric address of cx7: only link-local"):
+        parse_address("dgx5", "cx7", only.stdout)
+    assert routable(["fe80::1", "169.254.0.9", "fd00::6", "10.0.0.1"]) == ["fd00::6", "10.0.0.1"]
 
 
 def test_rdma_devices_from_ibdev2netdev_or_sysfs():
@@ -152,7 +177,7 @@ def test_dropping_the_page_cache_never_fails_the_boot():
 
 def test_each_lane_asks_only_what_its_checks_need():
     assert set(commands(load_plan("dsv41"))) == {
-        "image", "link", "addresses", "rdma", "meminfo", "containers", "gpu_apps", "gpu_info"
+        "image", "link", "addresses", "all_addresses", "rdma", "meminfo", "containers", "gpu_apps", "gpu_info"
     }  # fmt: skip
     assert set(commands(load_plan("sim"))) == {"meminfo", "containers", "gpu_apps", "gpu_info"}
     cmd = commands(load_plan("dsv41"))["image"]
@@ -225,7 +250,7 @@ def test_a_passing_start_records_image_ids_memory_and_every_check(nodes, tmp_pat
             and boot.memory[addr]["MemTotal"] >= boot.memory[addr]["MemAvailable"]
         )
         rows = {r["check"]: r for r in boot.preflight if r["node"] == addr}
-        assert set(rows) == {"image", "fabric", "rdma", "memory", "gpu", "page cache"}
+        assert set(rows) == {"image", "fabric", "fabric net", "rdma", "memory", "gpu", "page cache"}
         assert {r["status"] for r in rows.values()} <= {OK, WARN}
         assert rows["page cache"]["status"] == OK or rows["page cache"]["result"].startswith("not dropped: ")
         assert "NVIDIA GB10" in rows["gpu"]["result"] and rows["rdma"]["status"] == OK
@@ -234,7 +259,9 @@ def test_a_passing_start_records_image_ids_memory_and_every_check(nodes, tmp_pat
             ["run", "-d"]
         )
     doc = json.loads((tmp_path / "run" / "boot.json").read_text())
-    assert doc["images"][nodes.addresses[0]]["id"] == image_id() and len(doc["preflight"]) == 24
+    assert (
+        doc["images"][nodes.addresses[0]]["id"] == image_id() and len(doc["preflight"]) == 28
+    )  # 7 checks x 4 nodes
     said = lane.progress.getvalue()
     assert "pre-boot checks: " in said and "passed on 4 node(s)" in said
     assert "preflight" in lane.timings and "pull" not in lane.timings

@@ -5,6 +5,8 @@
 # (null: the device does not exist; "address": null: up without an IPv4 address). States as `ip -o link` shows
 # them: "UP"; "DOWN" (set down: flags <BROADCAST,MULTICAST>); "NO-CARRIER" (up but no link: state DOWN, flags
 # <NO-CARRIER,BROADCAST,MULTICAST,UP>). As on Linux, a down interface keeps its IPv4 address in `ip addr`.
+# "mtu" sets a device's MTU (9000 unless given); `ip -o -4 addr show` without `dev` lists every device's address,
+# so a test can add a second interface, e.g. {"enP2p1s0f1np1": {"address": "10.10.0.15/24", "state": "UP"}}.
 import json
 import os
 import sys
@@ -30,8 +32,18 @@ def interfaces() -> dict:
     return out
 
 
+def addr_line(name: str, dev: dict) -> str:
+    scope = "host" if name == "lo" else "global"
+    return f"{dev['index']}: {name}    inet {dev['address']} scope {scope} {name}\\       valid_lft forever preferred_lft forever"
+
+
 def main(args: list[str]) -> int:
     words = [a for a in args if a not in ("-o", "-4", "-br")]
+    if words in (["addr", "show"], ["address", "show"], ["addr"]):
+        for name, dev in sorted(interfaces().items(), key=lambda kv: kv[1]["index"]):
+            if dev.get("address"):
+                print(addr_line(name, dev))
+        return 0
     if len(words) < 4 or words[-2] != "dev" or words[0] not in ("addr", "address", "link"):
         print(f"shim ip: unsupported: ip {' '.join(args)}", file=sys.stderr)
         return 2
@@ -49,15 +61,12 @@ def main(args: list[str]) -> int:
         }.get(state, "<LOOPBACK,UP,LOWER_UP>" if name == "lo" else "<BROADCAST,MULTICAST,UP,LOWER_UP>")
         state = "DOWN" if state == "NO-CARRIER" else state
         print(
-            f"{i}: {name}: {flags} mtu 9000 qdisc mq state {state} mode DEFAULT group default qlen 1000\\"
+            f"{i}: {name}: {flags} mtu {dev.get('mtu', 9000)} qdisc mq state {state} mode DEFAULT group default qlen 1000\\"
             "    link/ether 4c:bb:47:2c:1a:0e brd ff:ff:ff:ff:ff:ff"
         )
         return 0
     if dev.get("address"):
-        scope = "host" if name == "lo" else "global"
-        print(
-            f"{i}: {name}    inet {dev['address']} scope {scope} {name}\\       valid_lft forever preferred_lft forever"
-        )
+        print(addr_line(name, dev))
     return 0
 
 

@@ -312,9 +312,11 @@ def parallel_flags(
 def env_tuple(
     plan, extra: dict[str, str], defaults: dict[str, str] | None = None
 ) -> tuple[tuple[str, str], ...]:
-    """Derived defaults first (the fabric's NCCL/GLOO/TP settings, an engine's own), then the recipe env (which
-    wins over them), then per-node values (which win over all); order kept for readable commands."""
+    """Derived defaults first (the fabric's NCCL/GLOO/TP settings, the compile caches' folders, an engine's own),
+    then the recipe env (which wins over them), then per-node values (which win over all); order kept for
+    readable commands."""
     merged = fabric_env(plan)
+    merged.update(plan.compile_cache_env)
     merged.update(defaults or {})
     merged.update(plan.engine.env)
     merged.update(extra)

@@ -26,8 +26,8 @@ SGLANG_DEFAULT_ENV = {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "0"}
 
 # `python3 -m sglang.launch_server` flags commonly set or swept, each in SGLang's server arguments
 # (docs/advanced_features/server_arguments.md, python/sglang/srt/server_args.py); with every flag launch()
-# adds (docs/engines.md, "Known flags and the sweep flag check"). `--tp`, `--dp` and `--ep`, which the launch
-# and SGLang's own docs use, reach --tp-size, --dp-size and --ep-size as argparse abbreviations or aliases.
+# adds (docs/engines.md, "Known flags and the sweep flag check"). `--tp` and `--dp`, which SGLang's own docs use,
+# reach --tp-size and --dp-size as argparse abbreviations (`--ep` is an alias); the launch adds --tp-size.
 SGLANG_KNOWN_FLAGS = frozenset(
     {
         # memory and scheduling
@@ -45,6 +45,7 @@ SGLANG_KNOWN_FLAGS = frozenset(
         # speculative decoding
         "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
         "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-attention-mode",
+        "--speculative-dspark-block-size",
         # parallelism and multi-node (labkit adds these: launch)
         "--tp", "--tp-size", "--tensor-parallel-size", "--pp-size", "--pipeline-parallel-size",
         "--dp", "--dp-size", "--data-parallel-size", "--ep", "--ep-size", "--expert-parallel-size",

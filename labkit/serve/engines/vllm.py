@@ -23,6 +23,10 @@ from labkit.serve.engines.base import (
 MASTER_PORT = 29501
 RAY_PORT = 6379
 RAY_JOIN_WAIT = 120  # seconds the Ray head waits for every node to join
+# Ray's memory monitor kills the largest worker once a node's memory use passes its threshold (95 %); on unified
+# memory (DGX Spark) a vLLM rank's GPU pool is host memory too, so eugr's launcher and sparkrun switch it off.
+# A default: the recipe's engine.env wins (docs/engines.md, "Multi-node launch flags").
+RAY_DEFAULT_ENV = {"RAY_memory_monitor_refresh_ms": "0"}
 
 # `vllm serve` flags commonly set or swept, each listed by the real `vllm serve --help=all` of vLLM 0.32.0 and
 # in docs.vllm.ai's engine arguments; with every flag serve_argv and the launches add. Looked up after
@@ -176,6 +180,7 @@ class Vllm(Engine):
                     "RAY_NODE_IP_ADDRESS": node.address,
                     "RAY_OVERRIDE_NODE_IP_ADDRESS": node.address,
                 },
+                RAY_DEFAULT_ENV,
             )
             if rank == 0:
                 argv: tuple[str, ...] = ("bash", "-c", ray_head_script(node.address, len(nodes), serve))

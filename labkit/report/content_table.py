@@ -21,13 +21,13 @@ from labkit.report.specs import RowSpec, TableSpec
 from labkit.report.stats import unit_of
 from labkit.report.tables import (
     DEFAULT_MEASURES,
-    FLAG_MARK,
     LaneColumn,
     Table,
     cell,
-    flag_marks,
     flag_note,
     lane_groups,
+    mark_cell,
+    run_flags,
 )
 
 DEFAULT_CONTENT = "synthetic"  # the row of a lane's un-suffixed figures: the decode phase's synthetic prose
@@ -69,18 +69,13 @@ def content_table(
             continue
         runs = sorted(part["run"].unique())
         lane.unit = unit_of(runs, boots)
-        pairs = [(r, f) for r in runs for f in (flags or {}).get(r) or [] if isinstance(f, Mapping)]
+        pairs = run_flags(runs, flags)
         used: set[int] = set()
         for content in (DEFAULT_CONTENT, *found):
             values = []
             for row in spec.rows:
                 shown = for_content(row, content)
-                text = cell(shown, part, lane, spec.interval_of(row))
-                hits = flag_marks(shown, pairs)
-                if hits and text != MISSING:
-                    text = f"{text} {FLAG_MARK}"
-                    used.update(hits)
-                values.append(text)
+                values.append(mark_cell(cell(shown, part, lane, spec.interval_of(row)), shown, pairs, used))
             keys.append((lane.title, content))
             grid.append(values)
         lanes.append(lane)

@@ -17,14 +17,14 @@ from labkit.report.format import MISSING
 from labkit.report.specs import SWEEPS_AUTO, ReportError, RowSpec, TableSpec
 from labkit.report.stats import sim_title, unit_of
 from labkit.report.tables import (
-    FLAG_MARK,
     LaneColumn,
     Table,
     cell,
     expand_rows,
-    flag_marks,
     flag_note,
     interval_note,
+    mark_cell,
+    run_flags,
 )
 from labkit.store import SweepAxisRecord, SweepPoint, SweepRecord
 
@@ -125,14 +125,10 @@ def point_cells(
         return [FAILED] * len(rows), set()
     if point.status not in MEASURED:
         return [NOT_MEASURED] * len(rows), set()
-    values, used = [], set()
+    values: list[str] = []
+    used: set[int] = set()
     for row in rows:
-        text = cell(row, part, lane, spec.interval_of(row))
-        hits = flag_marks(row, pairs)
-        if hits and text != MISSING:
-            text = f"{text} {FLAG_MARK}"
-            used.update(hits)
-        values.append(text)
+        values.append(mark_cell(cell(row, part, lane, spec.interval_of(row)), row, pairs, used))
     return values, used
 
 
@@ -153,7 +149,7 @@ def sweep_table(
     grid, flag_notes = [], []
     for point, (lane, part) in zip(record.points, lanes, strict=True):
         runs = sorted(part["run"].unique()) if lane.runs else []
-        pairs = [(r, f) for r in runs for f in (flags or {}).get(r) or [] if isinstance(f, Mapping)]
+        pairs = run_flags(runs, flags)
         values, used = point_cells(spec, rows, point, lane, part, pairs)
         grid.append(values)
         flag_notes += [flag_note(lane, *pairs[i]) for i in sorted(used)]

@@ -11,7 +11,7 @@ naming run, flag and message (docs/measurement.md, "Tables in the terminal").
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,6 +179,21 @@ def flag_marks(row: RowSpec, lane_flags: list[tuple[str, dict]]) -> list[int]:
     ]
 
 
+def run_flags(runs: Sequence[str], flags: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    """(run id, flag) for each evidence flag the runs carry, in run order: what `flag_marks` indexes."""
+    return [(r, f) for r in runs for f in (flags or {}).get(r) or [] if isinstance(f, Mapping)]
+
+
+def mark_cell(text: str, row: RowSpec, pairs: list[tuple[str, dict]], used: set[int]) -> str:
+    """`text` with FLAG_MARK when a flag of `pairs` covers `row` (never on a missing cell); the indexes of
+    the flags that marked it go into `used`, for their notes."""
+    hits = flag_marks(row, pairs)
+    if not hits or text == MISSING:
+        return text
+    used.update(hits)
+    return f"{text} {FLAG_MARK}"
+
+
 def flag_note(lane: LaneColumn, run: str, flag: Mapping[str, Any]) -> str:
     """The note under a table for one flag of one run, keyed by FLAG_MARK."""
     window = flag.get("window") or "whole run"
@@ -204,9 +219,7 @@ def build_table(
     for lane, part in groups:
         runs = sorted(part["run"].unique()) if len(part) else []
         lane.unit = unit_of(runs, boots) if runs else "runs"
-        lane_flags.append(
-            [(r, f) for r in runs for f in (flags or {}).get(r) or [] if isinstance(f, Mapping)]
-        )
+        lane_flags.append(run_flags(runs, flags))
     rows = expand_rows(spec.rows, measures)
     grid: dict[str, list[str]] = {}
     labels: list[str] = []
@@ -217,10 +230,7 @@ def build_table(
         values = [cell(row, part, lane, form) for lane, part in groups]
         if spec.drop_empty_rows and (not groups or all(v == MISSING for v in values)):
             continue
-        for i, hits in enumerate(flag_marks(row, pairs) for pairs in lane_flags):
-            if hits and values[i] != MISSING:
-                values[i] = f"{values[i]} {FLAG_MARK}"
-                used[i].update(hits)
+        values = [mark_cell(values[i], row, pairs, used[i]) for i, pairs in enumerate(lane_flags)]
         labels.append(row.label)
         grid[row.label] = values
         if form != "range":

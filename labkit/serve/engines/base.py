@@ -310,7 +310,7 @@ def parallel_flags(
 
 
 def env_tuple(
-    plan, extra: dict[str, str], defaults: dict[str, str] | None = None
+    plan: LanePlan, extra: dict[str, str], defaults: dict[str, str] | None = None
 ) -> tuple[tuple[str, str], ...]:
     """Derived defaults first (the fabric's NCCL/GLOO/TP settings, the compile caches' folders, an engine's own),
     then the recipe env (which wins over them), then per-node values (which win over all); order kept for

@@ -38,16 +38,16 @@ def render_args(args: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(out)
 
 
-# measure keys left out of the resolved table while they hold no value, so a recipe that does not use a key
-# added later keeps its hash, its `labkit show` text and its measurement plan in the comparability gate
-UNSET_LEFT_OUT = ("content",)
+# keys (section, key) left out of the resolved table while they hold no value, so a recipe that does not use
+# a key added later keeps its hash, its `labkit show` text and its measurement plan in the comparability gate
+UNSET_LEFT_OUT = (("measure", "content"), ("model", "loops"))
 
 
 def _blob(name: str, choices: dict[str, str], merged: dict) -> str:
-    measure = merged.get("measure")
-    if isinstance(measure, dict) and any(k in measure and not measure[k] for k in UNSET_LEFT_OUT):
-        measure = {k: v for k, v in measure.items() if k not in UNSET_LEFT_OUT or v}
-        merged = {**merged, "measure": measure}
+    for section, key in UNSET_LEFT_OUT:
+        table = merged.get(section)
+        if isinstance(table, dict) and key in table and not table[key]:
+            merged = {**merged, section: {k: v for k, v in table.items() if k != key}}
     return json.dumps({"recipe": name, "variants": choices, "lane": merged}, sort_keys=True, default=str)
 
 
@@ -61,7 +61,7 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
     e, c, m = merged["engine"], merged["cluster"], merged["measure"]
     runtime = e["runtime"] or engine_facts(e["kind"]).runtime
     mo = merged["model"]
-    model = ModelSpec(mo["repo"], mo["revision"], mo["path"], mo["served_name"], mo["loops"])
+    model = ModelSpec(mo["repo"], mo["revision"], mo["path"], mo["served_name"], bool(mo.get("loops")))
     engine = EngineSpec(
         kind=e["kind"],
         image=e["image"],

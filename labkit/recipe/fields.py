@@ -175,8 +175,8 @@ def _model() -> dict[str, s.Field]:
         "path": F(s.absolute_path),
         "served_name": F(s.string()),
         # the model's greedy output repeats by nature (random weights): looping responses are then reported,
-        # not gating (docs/measurement.md, "Output sanity")
-        "loops": F(s.boolean, default=False),
+        # not gating (docs/measurement.md, "Output sanity"); no default, so a recipe without it keeps its hash
+        "loops": F(s.boolean),
     }
 
 

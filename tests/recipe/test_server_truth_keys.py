@@ -94,3 +94,13 @@ def test_model_loops_is_a_checked_boolean_shown_beside_the_model(tmp_path):
     assert not load_recipe(recipe(tmp_path)).resolve({}).model.loops
     assert load_plan("tiny-vllm").model.loops and load_plan("tiny-llamacpp").model.loops
     assert not load_plan("sim").model.loops and not load_plan("dsv41").model.loops
+
+
+def test_a_recipe_without_model_loops_keeps_its_hash(tmp_path):
+    """`model.loops` came later: unset or false, it is not in the resolved table, so a recipe that never set it
+    keeps the hash (and the gate's recipe content) it had before the key existed."""
+    absent = load_recipe(recipe(tmp_path)).resolve({})
+    false = load_recipe(recipe(tmp_path, model="loops = false")).resolve({})
+    true = load_recipe(recipe(tmp_path, model="loops = true")).resolve({})
+    assert "loops" not in absent.resolved["model"] and not absent.model.loops and not false.model.loops
+    assert absent.recipe_hash == false.recipe_hash != true.recipe_hash and true.model.loops

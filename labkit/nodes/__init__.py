@@ -2,9 +2,11 @@
 every node in parallel, with interrupts handled so a Ctrl-C reaches every node.
 
 Modules: base (Result, the errors, the Host interface), local (LocalHost), ssh (SshOptions, SshHost), group
-(HostGroup, NodeCalls, map_nodes, each_node, host_for), interrupts (Ctrl-C, SIGTERM and SIGHUP as one interrupt).
+(HostGroup, NodeCalls, map_nodes, each_node, host_for), interrupts (Ctrl-C, SIGTERM and SIGHUP as one interrupt), addresses (the IPv4 addresses `ip` lists, link-local ones
+skipped).
 """
 
+from labkit.nodes.addresses import all_addresses, no_address, routable
 from labkit.nodes.base import CommandTimeout, Host, HostError, Result
 from labkit.nodes.group import HostGroup, NodeCalls, check_reachable, each_node, hosts_for_plan, map_nodes
 from labkit.nodes.interrupts import ENDING_SIGNALS, ending_as_interrupt, ignoring_interrupts, interrupts_noted
@@ -19,6 +21,7 @@ __all__ = [
     "NodeCalls",
     "Result",
     "SshOptions",
+    "all_addresses",
     "check_reachable",
     "each_node",
     "ending_as_interrupt",
@@ -26,4 +29,6 @@ __all__ = [
     "ignoring_interrupts",
     "interrupts_noted",
     "map_nodes",
+    "no_address",
+    "routable",
 ]

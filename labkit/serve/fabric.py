@@ -8,15 +8,11 @@ lane's start runs `detect_command` on the nodes (labkit.serve.start).
 
 from __future__ import annotations
 
-import ipaddress
-import re
 import shlex
 
 from labkit.errors import LabkitError
+from labkit.nodes import all_addresses, no_address, routable
 from labkit.recipe import LanePlan
-
-# `ip -o -4 addr show dev IF` prints one line per IPv4 address: "3: enp1s0f1np1    inet 192.168.177.11/24 brd ..."
-INET = re.compile(r"\sinet\s+(\d{1,3}(?:\.\d{1,3}){3})/\d+")
 
 
 def placeholder(node: str, interface: str) -> str:
@@ -42,33 +38,6 @@ def parse_address(node: str, interface: str, stdout: str, stderr: str = "", ok: 
         return usable[0]
     why = no_address(found) if ok else stderr.strip() or "no IPv4 address on it"
     raise LabkitError(f"{node}: cannot detect the fabric address of {interface}: {why}")
-
-
-def routable(addresses: list[str]) -> list[str]:
-    """The addresses an engine can be given, in order: link-local ones (IPv4 169.254/16, IPv6 fe80::/10) are
-    skipped, since the kernel assigns them to a port without a configured address (or a DHCP that failed) and
-    they are neither unique across links nor routed (docs/engines.md, "Fabric addresses and environment")."""
-    return [a for a in addresses if not ipaddress.ip_address(a).is_link_local]
-
-
-def no_address(found: list[str]) -> str:
-    """Why an interface whose addresses are `found` has none to use."""
-    if found:
-        return f"only link-local addresses ({', '.join(found)}), which are not routed: give it a routable one"
-    return "no IPv4 address"
-
-
-def all_addresses(stdout: str) -> list[str]:
-    """Every IPv4 address in `ip -o -4 addr show` output, in the order listed."""
-    return [a for a in INET.findall(stdout) if _valid(a)]
-
-
-def _valid(address: str) -> bool:
-    try:
-        ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return True
 
 
 def node_addresses(

@@ -13,9 +13,9 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from labkit.nodes import Result
+from labkit.nodes import Result, all_addresses, no_address, routable
 from labkit.recipe import LanePlan
-from labkit.serve.fabric import all_addresses, detect_command, no_address, routable, undetected
+from labkit.serve.fabric import detect_command, undetected
 from labkit.serve.holders import CONTAINERS_COMMAND, GPU_APPS_COMMAND, GPU_INFO_COMMAND, gpu_check
 from labkit.serve.netcheck import ALL_ADDRESSES_COMMAND, fabric_net_checks
 from labkit.serve.verdict import FAIL, OK, WARN, Check, ordered

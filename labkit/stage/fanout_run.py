@@ -11,7 +11,6 @@ the servers also carry a mark of their own, so the finally ends exactly them.
 
 from __future__ import annotations
 
-import re
 import secrets
 import shlex
 import socket
@@ -21,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from labkit.errors import LabkitError
-from labkit.nodes import Host, NodeCalls, each_node
+from labkit.nodes import Host, NodeCalls, all_addresses, each_node, no_address, routable
 from labkit.recipe import LanePlan
 from labkit.stage.fanout import NAS, FanoutPlan
 from labkit.stage.fanout_report import FanoutReport, Fetched, add_refusals
@@ -37,7 +36,6 @@ from labkit.stage.transport import (
 )
 
 SinkFor = Callable[[str], EventSink]  # node -> where its events go (CopyProgress.sink has this shape)
-_INET = re.compile(r"\sinet\s+(\d{1,3}(?:\.\d{1,3}){3})/\d+")
 
 
 @dataclass(frozen=True)
@@ -70,8 +68,9 @@ def _on_twin(host: HostLike, cmd: str, timeout: float):
 
 
 def fabric_binds(plan: LanePlan, hosts: Iterable[HostLike], timeout: float = 30.0) -> dict[str, str]:
-    """{node: the address its server binds}: the recipe's fabric address; else the first IPv4 address of the
-    fabric interface, read on the node; else (no fabric declared) the address the node's name resolves to here."""
+    """{node: the address its server binds}: the recipe's fabric address; else the first routable IPv4 address
+    of the fabric interface, read on the node (link-local ones skipped, as the serve step skips them); else (no
+    fabric declared) the address the node's name resolves to here."""
     fabric, out = plan.cluster.fabric, {}
     for h in hosts:
         if fabric is None:
@@ -80,10 +79,14 @@ def fabric_binds(plan: LanePlan, hosts: Iterable[HostLike], timeout: float = 30.
             out[h.name] = address
         else:
             r = h.run(["ip", "-o", "-4", "addr", "show", "dev", fabric.interface], timeout=timeout)
-            m = _INET.search(r.stdout) if r.exit_code == 0 else None
-            if m is None:
-                raise LabkitError(f"{h.name}: no IPv4 address on the fabric interface {fabric.interface}")
-            out[h.name] = m.group(1)
+            found = all_addresses(r.stdout) if r.exit_code == 0 else []
+            usable = routable(found)
+            if not usable:
+                why = no_address(found)
+                raise LabkitError(
+                    f"{h.name}: no address to bind on the fabric interface {fabric.interface}: {why}"
+                )
+            out[h.name] = usable[0]
     return out
 
 

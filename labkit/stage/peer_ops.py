@@ -2,9 +2,10 @@
 text a node runs, the quoted command line, and one op run on one host with its events streamed.
 
 The node side is split by meaning into stdlib-only modules (`node/peer_wire.py`, `node/peer_serve.py`,
-`node/peer_pull.py`, then `node/peer.py`, which lists them in PARTS). A node has nothing of labkit, so the
-parts are sent as one text: each part as it reads, less its `from __future__` line and its imports of the
-other parts (which are the same names, defined earlier in the text). What a node runs is those files.
+`node/peer_temp.py`, `node/peer_pull.py`, then `node/peer.py`, in the order of PARTS). A node has nothing of
+labkit, so the parts are sent as one text: each part as it reads, less its `from __future__` line and its
+imports of the other parts (which are the same names, defined earlier in the text). What a node runs is those
+files; tests/stage/test_peer_script.py checks that no part rebinds a name another defines.
 
 Every text that reaches the controller from a peer op passes through `printable`: a peer's header or reason
 phrase ends up in events, results and errors, and it must not put terminal escapes on the operator's screen.
@@ -12,10 +13,8 @@ phrase ends up in events, results and errors, and it must not put terminal escap
 
 from __future__ import annotations
 
-import ast
 import json
 import shlex
-import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,61 +23,32 @@ from labkit.nodes import CommandTimeout
 from labkit.stage.transport import EventSink, HostLike, parse_node_output
 
 PEER_DIR = Path(__file__).parent / "node"
-PEER_SCRIPT = PEER_DIR / "peer.py"  # the entry part: main() and the list of the parts before it
-# ast.parse is not safe in two threads at once (CPython's recursion-depth check, seen here), and fan_out
-# starts servers in threads: the text is joined under this lock, once per change of the files.
-_JOINED: dict[tuple, str] = {}
-_JOINING = threading.Lock()
+# The files of the peer script in the order they are sent: each part defines the names the later ones import.
+PARTS = ("peer_wire", "peer_temp", "peer_serve", "peer_pull", "peer")
 
 
 def peer_parts() -> list[Path]:
     """The files of the peer script, in the order they are sent."""
-    tree = ast.parse(PEER_SCRIPT.read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PARTS" for t in node.targets):
-            return [PEER_DIR / f"{name}.py" for name in ast.literal_eval(node.value)] + [PEER_SCRIPT]
-    raise LabkitError(f"{PEER_SCRIPT} has no PARTS tuple")
+    return [PEER_DIR / f"{name}.py" for name in PARTS]
 
 
-def _shippable(path: Path, seen: dict[str, Path]) -> str:
-    """One part's text less its `from __future__` import and its imports of labkit (the other parts); a
-    top-level name another part defines already is an error (the joined text would rebind it)."""
-    text = path.read_text(encoding="utf-8")
-    tree = ast.parse(text, str(path))
-    drop: set[int] = set()
-    for node in tree.body:
-        module = node.module if isinstance(node, ast.ImportFrom) and node.level == 0 else None
-        if module is not None and (module == "__future__" or module.startswith("labkit.")):
-            drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-            continue
-        for name in _defines(node):
-            if seen.setdefault(name, path) != path:
-                raise LabkitError(f"{path.name} and {seen[name].name} both define {name}")
-    lines = text.splitlines(keepends=True)
-    return "".join(line for i, line in enumerate(lines, 1) if i not in drop)
-
-
-def _defines(node: ast.stmt) -> list[str]:
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return [node.name]
-    if isinstance(node, ast.Assign):
-        return [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-        return [node.target.id]
-    return []
+def shippable(text: str) -> str:
+    """One part's text less its `from __future__` line and its `from labkit...` imports (one line, or a
+    parenthesised block to its closing line): plain text lines, so joining needs no parser (and no lock)."""
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if skipping:
+            skipping = not line.startswith(")")
+        elif line.startswith("from __future__ ") or line.startswith("from labkit."):
+            skipping = line.rstrip().endswith("(")
+        else:
+            out.append(line)
+    return "".join(out)
 
 
 def peer_script(marks: Iterable[str] = ()) -> str:
     """The text a node runs: the marks as comment lines, then every part (read from this checkout)."""
-    with _JOINING:
-        key = tuple(
-            (p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(PEER_DIR.glob("peer*.py"))
-        )
-        if key not in _JOINED:
-            seen: dict[str, Path] = {}
-            _JOINED.clear()
-            _JOINED[key] = "\n".join(_shippable(p, seen) for p in peer_parts())
-        body = _JOINED[key]
+    body = "\n".join(shippable(p.read_text(encoding="utf-8")) for p in peer_parts())
     return "".join(f"# {m}\n" for m in marks) + "from __future__ import annotations\n\n" + body
 
 

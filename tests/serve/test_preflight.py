@@ -12,11 +12,11 @@ import json
 import pytest
 
 from labkit.errors import LabkitError
-from labkit.nodes import Result
+from labkit.nodes import Result, routable
 from labkit.recipe.lookup import load_plan
 from labkit.serve import Lane
 from labkit.serve.errors import PreflightFailed
-from labkit.serve.fabric import parse_address, routable
+from labkit.serve.fabric import parse_address
 from labkit.serve.holders import foreign, gpu_check, looks_like_engine, parse_containers, parse_gpu_apps
 from labkit.serve.preflight import (
     commands,

@@ -9,7 +9,7 @@ import pytest
 from labkit.errors import LabkitError
 from labkit.stage.fanout import NAS, FanoutFile, needs_from, plan_fanout
 from labkit.stage.fanout_requests import partial_name, pull_request, serve_request, token_keys
-from labkit.stage.peer_ops import peer_command, peer_parts, peer_script
+from labkit.stage.peer_ops import peer_command, peer_parts, peer_script, shippable
 
 NODES = ("dgx5", "dgx6", "dgx7", "dgx8")
 A = FanoutFile(
@@ -184,6 +184,32 @@ def test_the_peer_script_is_its_parts_as_they_read_less_their_imports_of_each_ot
                 at = script.index(line + "\n", at)
 
 
+def test_no_part_of_the_peer_script_rebinds_a_name_another_part_defines():
+    """The parts are joined as text, so a top-level name defined in two parts would silently rebind the first
+    (the later part's function would serve the earlier one's callers)."""
+    import ast
+
+    seen: dict[str, str] = {}
+    for part in peer_parts():
+        for node in ast.parse(part.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            else:
+                continue
+            for name in names:
+                assert seen.setdefault(name, part.name) == part.name, (
+                    f"{part.name} and {seen[name]} define {name}"
+                )
+    assert {"emit", "serve", "pull", "main"} <= set(seen)
+
+
+def test_a_parenthesised_labkit_import_is_left_out_whole_and_nothing_else():
+    text = "from __future__ import annotations\nimport os\nfrom labkit.x import (\n    a,\n    b,\n)\nfrom labkit.y import c\nX = (\n    1,\n)\n"
+    assert shippable(text) == "import os\nX = (\n    1,\n)\n"
+
+
 def test_needs_from_assessments():
     class F:
         def __init__(self, status):
@@ -227,8 +253,16 @@ def test_bind_addresses_come_from_the_recipe_the_node_or_the_name():
     )
     assert fabric_binds(plan, [known, seen]) == {"dgx5": "192.168.177.11", "dgx6": "192.168.177.12"}
     assert known.ran == [] and seen.ran == [["ip", "-o", "-4", "addr", "show", "dev", "enp1s0f1np1"]]
-    with pytest.raises(LabkitError, match="dgx7: no IPv4 address on the fabric interface"):
+    with pytest.raises(
+        LabkitError, match="dgx7: no address to bind on the fabric interface enp1s0f1np1: no IPv4"
+    ):
         fabric_binds(plan, [Node("dgx7", "")])
+    # a link-local address listed first is never bound (nor offered to the other nodes' allow-lists)
+    link_local = "3: enp1s0f1np1    inet 169.254.3.7/16 brd 169.254.255.255\n"
+    late = Node("dgx8", link_local + "3: enp1s0f1np1    inet 192.168.177.14/24 brd 192.168.177.255\n")
+    assert fabric_binds(plan, [late]) == {"dgx8": "192.168.177.14"}
+    with pytest.raises(LabkitError, match="dgx8: .*only link-local addresses .169.254.3.7."):
+        fabric_binds(plan, [Node("dgx8", link_local)])
     no_fabric = SimpleNamespace(cluster=SimpleNamespace(fabric=None))
     assert fabric_binds(no_fabric, [Node("127.0.0.3", ""), Node("localhost", "")]) == {
         "127.0.0.3": "127.0.0.3",

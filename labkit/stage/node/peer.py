@@ -6,7 +6,7 @@ STANDALONE, stdlib only, its own op, apart from the node script (script.py):
 out like the node script's, one "result" or "error" last. A server exits at `lifetime` s whatever happens
 (SIGALRM's default action), so none outlives its controller.
 
-SCRIPT is this file's PARTS, then this file, joined by the controller (labkit/stage/peer_ops.py): the parts
+SCRIPT is the parts, then this file, joined by the controller (labkit/stage/peer_ops.py, PARTS): the parts
 are split by meaning (what both sides share, the run's temp files, the server, the puller) and import each
 other only by names the joined text defines earlier.
 
@@ -22,9 +22,6 @@ import sys
 from labkit.stage.node.peer_pull import pull
 from labkit.stage.node.peer_serve import serve
 from labkit.stage.node.peer_wire import Fail, clean, emit
-
-# The parts sent before this file, in order (labkit/stage/peer_ops.py joins them into one script).
-PARTS = ("peer_wire", "peer_temp", "peer_serve", "peer_pull")
 
 
 def main(argv: list) -> int:

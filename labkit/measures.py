@@ -201,3 +201,21 @@ def split_content(key: str) -> tuple[str, str | None]:
     for a key measured on the default content or not ending in a known category."""
     base, mark, category = key.rpartition(CONTENT_MARK)
     return (base, category) if mark and base and category in CONTENT else (key, None)
+
+
+# what a measured window covers beyond its own key and <window>_*: the whole decode phase's window also its
+# acceptance and its TTFTs, the warm c1 window its TTFT but not the cold turn's figures
+_WINDOW_ALSO = {"decode": ("accept_", "ttft_c"), "decode_c1": ("ttft_c1",)}
+_WINDOW_NOT = {"decode_c1": ("decode_c1_cold",)}
+
+
+def window_covers(window: str, key: str) -> bool:
+    """Whether a summary measure is made of a measured window's requests, for the flags of the evidence
+    (decode, prefill_4096, decode@code) and of output sanity (decode_c1, decode_c1_cold, decode_c2, ...) alike
+    (docs/measurement.md, "Output sanity"): the content categories must match, so decode@code covers the code
+    figures only and decode none of a category's; prefill_4096 covers prefill_4096_* but not prefill_40960."""
+    window, window_content = split_content(window)
+    key, key_content = split_content(key)
+    if window_content != key_content or key.startswith(_WINDOW_NOT.get(window, ())):
+        return False
+    return key == window or key.startswith((f"{window}_", *_WINDOW_ALSO.get(window, ())))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from labkit.measure.records import RequestRecord, RunSummary
+from labkit.measures import CONTENT_MARK, window_covers
 
 LOOP_SHARE = 0.5  # the repeated tail covers at least this share of the text ...
 LOOP_REPEATS = 3  # ... holds its unit at least this many times ...
@@ -69,6 +70,8 @@ def window_of(rec: RequestRecord) -> str | None:
     """The measured window a record belongs to (None for warmups)."""
     if rec.phase == "prefill":
         return f"prefill_{rec.prompt_target}"
+    if rec.phase == "content":  # a category's c1 turns: its own window, as the evidence has it
+        return f"decode{CONTENT_MARK}{rec.content}"
     if rec.phase != "decode":
         return None
     if rec.concurrency == 1:
@@ -89,17 +92,6 @@ def kinds(rec: RequestRecord) -> set[str]:
     if rec.loop_period is not None:
         out.add("looping")
     return out
-
-
-def covers(window: str, key: str) -> bool:
-    """Whether a summary measure is made of the window's requests: decode_c1 covers decode_c1_* (not the cold
-    turn's decode_c1_cold) and the c1 TTFTs; any other window its own key and `<window>_*`."""
-    if window == "decode_c1":
-        if key.startswith("decode_c1_cold"):
-            return False
-        if key.startswith("ttft_c1"):
-            return True
-    return key == window or key.startswith(window + "_")
 
 
 def apply_sanity(s: RunSummary, records: Sequence[RequestRecord], loops_expected: bool = False) -> None:
@@ -134,7 +126,7 @@ def apply_sanity(s: RunSummary, records: Sequence[RequestRecord], loops_expected
 def _exclude(s: RunSummary, window: str) -> dict[str, float | None]:
     """Move the window's measures out of the summary; their values as they would have been."""
     out = {}
-    for key in [k for k in s.measures if covers(window, k)]:
+    for key in [k for k in s.measures if window_covers(window, k)]:
         out[key] = s.measures.pop(key)
         s.samples.pop(key, None)
         s.ranges.pop(key, None)

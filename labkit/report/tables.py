@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.measures import split_content
+from labkit.measures import window_covers
 from labkit.report.format import MISSING, fmt_acceptance, fmt_kv, fmt_nfs, fmt_with_cold, with_cold
 from labkit.report.intervals import interval_cell, interval_note
 from labkit.report.specs import RowSpec, TableSpec
@@ -23,7 +23,6 @@ from labkit.report.stats import sim_title, stat, unit_of
 
 FLAG_MARK = "\u2020"  # "†" beside a figure one of whose runs carries an evidence flag
 WINDOWS = ("decode", "prefill")  # flag windows that cover only their own measures (decode, prefill_4096, ...)
-WINDOW_EXTRA = {"decode": ("accept_",)}  # acceptance comes from the decode window's counters
 DEFAULT_MEASURES = {
     "acceptance": "accept_per_draft",
     "kv": "kv_pool_tokens",
@@ -155,18 +154,8 @@ def whole_run(window: str | None) -> bool:
 
 
 def in_window(measure: str, window: str | None) -> bool:
-    """Whether a measure was taken in a flag's window: "decode" covers decode_* (and accept_*, the decode
-    window's acceptance), "prefill_4096" covers prefill_4096 and prefill_4096_*, not prefill_40960; a content
-    category's window "decode@code" covers the same measures of that category (decode_c1@code, accept_*@code)
-    and "decode" none of a category's."""
-    if window is None or whole_run(window):
-        return False
-    window, window_content = split_content(window)
-    measure, measure_content = split_content(measure)
-    if window_content != measure_content:
-        return False
-    prefixes = (f"{window}_", *WINDOW_EXTRA.get(window, ()))
-    return measure == window or measure.startswith(prefixes)
+    """Whether a measure was taken in a flag's window (measures.window_covers); a whole-run flag is no window."""
+    return window is not None and not whole_run(window) and window_covers(window, measure)
 
 
 def flag_marks(row: RowSpec, lane_flags: list[tuple[str, dict]]) -> list[int]:

@@ -141,6 +141,25 @@ def test_failed_and_looping_responses_invalidate_their_window_unless_the_model_l
     assert back.sanity == s.sanity and RunSummary.from_dict({}).sanity == {}
 
 
+def test_a_failed_content_turn_invalidates_its_category_and_a_warm_c1_failure_none_of_a_categorys():
+    """Content turns are a window of their own per category (decode@code), as the evidence has them: a failed
+    code turn takes out the code figures only, and a failed warm c1 turn none of a category's (the prefix
+    match once took ttft_c1@code out with the warm window and left decode_c1@code in)."""
+    measures = {"decode_c1": 50.0, "ttft_c1": 0.1, "decode_c1@code": 40.0, "ttft_c1@code": 0.2}
+    measures |= {"accept_length@code": 2.0, "decode_c1@prose": 30.0}
+    s = RunSummary(measures=dict(measures))
+    apply_sanity(
+        s, [_rec(phase="content", content="code", ok=False, chunks=0), _rec(phase="content", content="prose")]
+    )
+    assert s.measures == {"decode_c1": 50.0, "ttft_c1": 0.1, "decode_c1@prose": 30.0}
+    assert _codes(s.flags) == [("failed-requests", "decode@code")]
+    s = RunSummary(measures=dict(measures))
+    apply_sanity(s, [_rec(ok=False, chunks=0), _rec(phase="content", content="code")])
+    assert set(s.measures) == {"decode_c1@code", "ttft_c1@code", "accept_length@code", "decode_c1@prose"}
+    assert in_window("ttft_c1", "decode_c1") and in_window("ttft_c1@code", "decode@code")
+    assert not in_window("decode_c1_cold", "decode_c1") and not in_window("ttft_c1@code", "decode_c1")
+
+
 # ---- runs against the simulator -------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ ORDER = (
     "image",
     "fabric",
     "fabric net",
+    "reach",
     "rdma",
     "memory",
     "gpu",

@@ -4,9 +4,8 @@ reachability check").
 
 Why: in a switchless ring every cable is its own pair of subnets, so the head's address on a fabric port is
 reachable only from the neighbour on that cable; every other pre-boot check passes there, and the boot waits in
-rendezvous until the timeout. The probe is `ping` bound to the node's interface (`-I`), as eugr's NETWORKING.md
-checks a ring's links: an address that is not on a subnet of that interface has no route through it and fails at
-once. Two nodes with one address are refused too (the rendezvous could not tell them apart). Pure:
+rendezvous until the timeout. The probe is `ping` from the node's own address on its interface (`-I`), as eugr's
+NETWORKING.md checks a ring's links with ping: a head address without a route from there fails at once. Two nodes with one address are refused too (the rendezvous could not tell them apart). Pure:
 labkit.serve.reach_run runs the probes.
 """
 
@@ -27,9 +26,12 @@ COUNT, INTERVAL, WAIT = 3, 0.2, 2  # three echoes 0.2 s apart (the shortest a no
 RECEIVED = re.compile(r"(\d+) (?:packets )?received")
 
 
-def probe_command(interface: str, target: str) -> str:
-    """`ping` from `interface` (SO_BINDTODEVICE: only through that port) to `target`, numeric, a few echoes."""
-    argv = ["ping", "-n", "-c", str(COUNT), "-i", str(INTERVAL), "-W", str(WAIT), "-I", interface, target]
+def probe_command(source: str, target: str) -> str:
+    """`ping` from the node's own fabric address `source` to `target`, numeric, a few echoes. The source address,
+    not the device: bound to a device, Linux takes a destination without a route as on-link and the head answers
+    the ARP from its other port (weak host model), so a ring's back neighbour would pass; bound to the address the
+    echo needs a route, as the engines' sockets bound to that address do."""
+    argv = ["ping", "-n", "-c", str(COUNT), "-i", str(INTERVAL), "-W", str(WAIT), "-I", source, target]
     return shlex.join(argv)
 
 

@@ -30,7 +30,7 @@ def reach(lane: LaneState, readings: dict[str, Readings]) -> list[Check]:
     if target and hosts:
 
         def probe(h: Host) -> Result:
-            return h.run(probe_command(fabric.interface_of(h.name), target), timeout=PROBE_TIMEOUT)
+            return h.run(probe_command(addresses[h.name] or "", target), timeout=PROBE_TIMEOUT)
 
         for node, (r, err) in lane.group.begin(probe, hosts).outcomes().items():
             probes[node] = r if r is not None else (err.message if isinstance(err, HostError) else str(err))

@@ -1,7 +1,7 @@
 # A stand-in for iputils' `ping` on the fake nodes (tests/support/nodes.py installs it on their PATH), answering in
-# the real tool's format for `ping -n -c N [-i S] [-W S] -I IFACE TARGET`. It asks the node's `ip` shim for IFACE's
-# address: a TARGET on that subnet answers (as a peer on the same switch or cable does); any other TARGET has no
-# route through IFACE ("connect: Network is unreachable", exit 2), and a missing IFACE is SO_BINDTODEVICE's error.
+# the real tool's format for `ping -n -c N [-i S] [-W S] -I SOURCE TARGET` (SOURCE an address or an interface). It
+# asks the node's `ip` shim which interface holds SOURCE: a TARGET on that subnet answers (as a peer on the same
+# switch or cable does); any other TARGET has no route ("connect: Network is unreachable", exit 2).
 # $LABKIT_SHIM_STATE/<node>/ping.json {"silent": ["10.10.0.5"]} makes a target on the subnet not answer (100 %
 # packet loss, exit 1), as a peer that is down does.
 import ipaddress
@@ -30,12 +30,21 @@ def main(args: list[str]) -> int:
     if target is None or iface is None:
         print("shim ping: usage: ping -n -c N -I IFACE TARGET", file=sys.stderr)
         return 2
-    r = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", iface], capture_output=True, text=True)
-    if r.returncode != 0:
-        print(f"ping: SO_BINDTODEVICE {iface}: No such device", file=sys.stderr)
-        return 2
-    m = re.search(r"inet (\S+)", r.stdout)
-    own = ipaddress.IPv4Interface(m.group(1)) if m else None
+    own = None
+    if re.fullmatch(r"[\d.]+", iface):  # -I ADDRESS: the interface that holds it, as ping binds to it
+        r = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True)
+        held = [ipaddress.IPv4Interface(a) for a in re.findall(r"inet (\S+)", r.stdout)]
+        own = next((a for a in held if str(a.ip) == iface), None)
+        if own is None:
+            print("ping: bind: Cannot assign requested address", file=sys.stderr)
+            return 2
+    else:
+        r = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", iface], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"ping: SO_BINDTODEVICE {iface}: No such device", file=sys.stderr)
+            return 2
+        m = re.search(r"inet (\S+)", r.stdout)
+        own = ipaddress.IPv4Interface(m.group(1)) if m else None
     if own is None or ipaddress.ip_address(target) not in own.network:
         print("ping: connect: Network is unreachable", file=sys.stderr)
         return 2

@@ -49,8 +49,9 @@ def with_nodes(plan: LanePlan, nodes: str | Sequence[str]) -> LanePlan:
         cluster = resolved["cluster"]
         cluster["nodes"] = list(checked)
         for key in ("addresses", "interfaces") if cluster.get("fabric") else ():
-            table = cluster["fabric"].get(key, {})
-            cluster["fabric"][key] = {n: a for n, a in table.items() if n in checked}
+            if key in cluster["fabric"]:
+                table = cluster["fabric"][key]
+                cluster["fabric"][key] = {n: a for n, a in table.items() if n in checked}
     return dataclasses.replace(
         plan,
         cluster=dataclasses.replace(c, nodes=checked, fabric=fabric),

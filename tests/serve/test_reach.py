@@ -1,0 +1,124 @@
+"""The reachability check (issue 27, topology) as data: the probe command quoted, iputils' ping output parsed
+(answered, lost, no route, not installed), the verdicts (duplicates, the subnet note, what to set on a switch
+or a ring), and on the four sshd nodes with the `ping` shim: a node whose interface differs (per-node
+`interfaces`) is checked on its own port, and a silent head refuses the start naming the node."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from labkit.nodes import Result
+from labkit.serve.reach import parse_probe, probe_command, reach_checks, subnet_note
+from labkit.serve.verdict import FAIL, OK, SKIP, WARN
+from tests.recipe.test_topology import four
+from tests.serve.test_preflight import lane_on, refused
+
+ANSWERED = """PING 10.0.0.5 (10.0.0.5) from 10.0.0.6 : 56(84) bytes of data.
+64 bytes from 10.0.0.5: icmp_seq=1 ttl=64 time=0.061 ms
+64 bytes from 10.0.0.5: icmp_seq=3 ttl=64 time=0.050 ms
+
+--- 10.0.0.5 ping statistics ---
+3 packets transmitted, 2 received, 33.3333% packet loss, time 404ms
+rtt min/avg/max/mdev = 0.050/0.055/0.061/0.005 ms
+"""
+LOST = """PING 10.0.2.1 (10.0.2.1) from 10.0.2.13 : 56(84) bytes of data.
+
+--- 10.0.2.1 ping statistics ---
+3 packets transmitted, 0 received, 100% packet loss, time 410ms
+"""
+
+
+def res(stdout: str = "", stderr: str = "", code: int = 0) -> Result:
+    return Result("dgx6", "ping", stdout, stderr, code)
+
+
+def test_probe_command_quotes_its_arguments():
+    assert probe_command("10.0.0.6", "10.0.0.5") == "ping -n -c 3 -i 0.2 -W 2 -I 10.0.0.6 10.0.0.5"
+    assert probe_command("a b", "$(id)") == "ping -n -c 3 -i 0.2 -W 2 -I 'a b' '$(id)'"
+
+
+def test_ping_output_answered_lost_unreachable_and_missing():
+    p = parse_probe(res(ANSWERED))
+    assert p.reached and p.text == "2/3 echoes answered"
+    p = parse_probe(res(LOST, code=1))
+    assert not p.reached and p.text == "3 packets transmitted, 0 received, 100% packet loss, time 410ms"
+    p = parse_probe(res(stderr="ping: connect: Network is unreachable\n", code=2))
+    assert not p.reached and not p.missing and p.text == "connect: Network is unreachable"
+    p = parse_probe(res(stderr="bash: line 1: ping: command not found\n", code=127))
+    assert p.missing and "iputils-ping" in p.text
+
+
+def test_subnet_note_says_when_the_node_is_on_another_subnet():
+    own = ipaddress.IPv4Interface("10.0.2.13/30")
+    assert "10.0.2.13/30 is on another subnet than dgx5's 10.0.2.1" in subnet_note("dgx5", "10.0.2.1", own)
+    assert subnet_note("dgx5", "10.0.2.14", own) == ""
+    assert subnet_note("dgx5", "10.0.2.1", None) == ""
+
+
+def test_verdicts_per_node(tmp_path):
+    plan = four(tmp_path / "s", '[cluster.fabric]\ninterface = "enp1s0f1np1"\n')
+    addresses = {"dgx5": "10.0.0.5", "dgx6": "10.0.0.6", "dgx7": "10.0.1.7", "dgx8": None}
+    nets = {n: ipaddress.IPv4Interface(f"{a}/24") for n, a in addresses.items() if a}
+    probes = {"dgx6": res(ANSWERED), "dgx7": res(LOST, code=1)}
+    rows = {c.node: c for c in reach_checks(plan, "dgx5", addresses, nets, probes)}  # type: ignore[arg-type]
+    assert [rows[n].status for n in ("dgx5", "dgx6", "dgx7", "dgx8")] == [OK, OK, FAIL, SKIP]
+    text = rows["dgx7"].result
+    assert text.startswith(
+        "cannot reach dgx5's rendezvous address 10.0.0.5 on enp1s0f1np1: 3 packets transmitted"
+    )
+    assert "10.0.1.7/24 is on another subnet than dgx5's 10.0.0.5" in text
+    assert 'set [cluster.fabric] topology = "ring" and interface = the management port' in text
+    assert plan.file in text
+    assert rows["dgx8"].result == "not checked: dgx8's address on the fabric is not known"
+    ring = four(tmp_path / "r", '[cluster.fabric]\ntopology = "ring"\ninterface = "enP7s7"\n')
+    (row,) = [c for c in reach_checks(ring, "dgx5", addresses, nets, probes) if c.node == "dgx7"]  # type: ignore[arg-type]
+    assert "a ring's rendezvous goes over the management network: enP7s7 must reach every node" in row.result
+    assert "topology = " not in row.result
+
+
+def test_two_nodes_with_one_address_fail_and_a_missing_ping_warns(tmp_path):
+    plan = four(tmp_path, '[cluster.fabric]\ninterface = "enp1s0f1np1"\n')
+    addresses = {"dgx5": "10.0.0.5", "dgx6": "10.0.0.6", "dgx7": "10.0.0.6", "dgx8": "10.0.0.8"}
+    probes = {
+        "dgx6": res(ANSWERED),
+        "dgx7": res(ANSWERED),
+        "dgx8": res(stderr="sh: 1: ping: not found\n", code=127),
+    }
+    rows = {c.node: c for c in reach_checks(plan, "dgx5", addresses, {}, probes)}  # type: ignore[arg-type]
+    assert rows["dgx6"].status == rows["dgx7"].status == FAIL
+    assert rows["dgx6"].result == "10.0.0.6 on enp1s0f1np1 is also dgx7's address: every node needs its own"
+    assert rows["dgx8"].status == WARN and "could not check that 10.0.0.5 is reachable" in rows["dgx8"].result
+
+
+# ---------------------------------------------------------------------------------------------- on the sshd nodes
+
+
+@pytest.fixture
+def nodes(cluster):
+    cluster.reset_shims()
+    cluster.clear_calls()
+    yield cluster
+    cluster.reset_shims()
+
+
+def test_a_node_on_another_port_is_checked_on_it_and_a_silent_head_refuses_the_start(nodes, tmp_path):
+    a = nodes.addresses
+    # dgx7 is cabled on another port, on the fabric's subnet; the others keep cx7
+    nodes.set_interfaces(
+        a[2], {"cx7": None, "enp1s0f0np0": {"index": 4, "address": "10.10.0.7/24", "state": "UP"}}
+    )
+    fabric = f'[cluster.fabric]\ninterface = "cx7"\ninterfaces = {{ "{a[2]}" = "enp1s0f0np0" }}\n'
+    nodes.clear_calls()
+    nodes._node_file(a[3], "ping.json", '{"silent": ["10.10.0.5"]}')  # the head does not answer dgx8
+    e = refused(lane_on(nodes, tmp_path, 18377, extra=fabric), nodes)
+    assert set(e.failures) == {a[3]}
+    rows = {c.node: c for c in e.checks if c.check == "reach"}
+    assert rows[a[2]].status == OK and "10.10.0.5 on enp1s0f0np0" in rows[a[2]].result
+    assert {c.node: c.status for c in e.checks if c.check == "fabric"} == dict.fromkeys(a, OK)
+    text = rows[a[3]].result
+    assert text.startswith(
+        f"cannot reach {a[0]}'s rendezvous address 10.10.0.5 on cx7: 3 packets transmitted, 0"
+    )
+    assert "another subnet" not in text  # same subnet: the head is down, not a ring

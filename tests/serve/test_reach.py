@@ -122,3 +122,19 @@ def test_a_node_on_another_port_is_checked_on_it_and_a_silent_head_refuses_the_s
         f"cannot reach {a[0]}'s rendezvous address 10.10.0.5 on cx7: 3 packets transmitted, 0"
     )
     assert "another subnet" not in text  # same subnet: the head is down, not a ring
+
+
+def test_fabric_net_names_each_nodes_own_interface_in_an_mtu_difference():
+    from labkit.serve.netcheck import fabric_net_checks
+
+    def link(name: str, mtu: int) -> Result:
+        return res(f"3: {name}: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu {mtu} qdisc mq state UP mode DEFAULT\n")
+
+    links = {"dgx5": link("enp1s0f1np1", 9000), "dgx6": link("enp1s0f0np0", 1500)}
+    addrs = {"dgx5": res("3: enp1s0f1np1    inet 10.0.0.5/24 scope global\n"), "dgx6": res("")}
+    rows = {
+        c.node: c
+        for c in fabric_net_checks({"dgx5": "enp1s0f1np1", "dgx6": "enp1s0f0np0"}, links, addrs, "dgx5")
+    }
+    assert rows["dgx5"].status == OK and rows["dgx6"].status == FAIL
+    assert rows["dgx6"].result.startswith("enp1s0f0np0 mtu 1500, but 9000 on dgx5's enp1s0f1np1: ")

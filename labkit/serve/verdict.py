@@ -14,6 +14,7 @@ ORDER = (
     "fabric",
     "fabric net",
     "reach",
+    "cabling",
     "rdma",
     "memory",
     "gpu",

@@ -138,3 +138,41 @@ def test_fabric_net_names_each_nodes_own_interface_in_an_mtu_difference():
     }
     assert rows["dgx5"].status == OK and rows["dgx6"].status == FAIL
     assert rows["dgx6"].result.startswith("enp1s0f0np0 mtu 1500, but 9000 on dgx5's enp1s0f1np1: ")
+
+
+def test_cabling_judges_three_or_more_nodes_whose_ports_each_share_a_subnet_with_one_node(tmp_path):
+    from labkit.serve.cabling import cabling_checks, hca_ports
+
+    rdma = res("rocep1s0f0 port 1 ==> enp1s0f0np0 (Up)\nrocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\n")
+    addrs = res(
+        "1: lo    inet 127.0.0.1/8 scope host lo\n"
+        "3: enp1s0f0np0    inet 10.20.0.11/24 scope global\n"
+        "4: enp1s0f1np1    inet 10.20.6.11/24 scope global\n"
+        "5: enP7s7    inet 192.0.2.11/24 scope global\n"
+    )
+    assert [d for d, _ in hca_ports(("rocep1s0f0", "rocep1s0f1:1"), rdma, addrs)] == [
+        "enp1s0f0np0",
+        "enp1s0f1np1",
+    ]
+    assert hca_ports(("rocep1s0f0",), res("# /sys/class/infiniband\nrocep1s0f0\n"), addrs) == []
+
+    def port(dev: str, text: str):
+        return (dev, ipaddress.IPv4Interface(text))
+
+    switch = four(tmp_path / "s", '[cluster.fabric]\ninterface = "enP7s7"\nhcas = ["rocep1s0f0"]\n')
+    ring = {  # the four-node example of eugr's NETWORKING.md, one rail per cable
+        "dgx5": [port("enp1s0f0np0", "10.20.0.11/24"), port("enp1s0f1np1", "10.20.6.11/24")],
+        "dgx6": [port("enp1s0f0np0", "10.20.2.12/24"), port("enp1s0f1np1", "10.20.0.12/24")],
+        "dgx7": [port("enp1s0f0np0", "10.20.4.13/24"), port("enp1s0f1np1", "10.20.2.13/24")],
+        "dgx8": [port("enp1s0f0np0", "10.20.6.14/24"), port("enp1s0f1np1", "10.20.4.14/24")],
+    }
+    rows = {c.node: c for c in cabling_checks(switch, ring)}
+    assert set(rows) == set(ring) and {c.status for c in rows.values()} == {FAIL}
+    assert "enp1s0f0np0 10.20.0.11/24 with dgx6; enp1s0f1np1 10.20.6.11/24 with dgx8" in rows["dgx5"].result
+    flat = {n: [port("enp1s0f1np1", f"10.10.0.{i}/24")] for i, n in enumerate(ring, 5)}
+    assert cabling_checks(switch, flat) == []  # one subnet for all: a switch
+    assert cabling_checks(switch, {**ring, "dgx8": []}) == []  # a node without an addressed port: cannot tell
+    two = {n: ring[n] for n in ("dgx5", "dgx6")}
+    assert cabling_checks(switch, two) == []  # two nodes on one cable look the same either way
+    as_ring = four(tmp_path / "r", '[cluster.fabric]\ntopology = "ring"\ninterface = "enP7s7"\n')
+    assert cabling_checks(as_ring, ring) == []

@@ -154,3 +154,32 @@ def test_with_topology_ring_the_rendezvous_goes_over_the_management_network_and_
             "0",
         )
         assert env["NCCL_ALGO"] == "Ring"  # four nodes
+
+
+def test_a_ring_whose_rendezvous_is_on_the_management_network_but_topology_switch_is_refused_by_the_cabling(
+    ring, tmp_path
+):
+    """The rendezvous works there, but the RoCE ports (ring0, ring1) are each on a subnet of two nodes: NCCL
+    would time out between non-neighbours. On the switch port (fab0, one subnet for all) nothing is said."""
+    a = ring.addresses
+    ports = 'interface = "mgmt0"\nhcas = ["rocep1s0f0", "rocep1s0f1"]\n'
+    lane = lane_of(ring, plan_on(ring, tmp_path / "lane", ports))
+    try:
+        report = preflight(lane.state, pull=False, drop=False)
+    finally:
+        lane.close()
+    assert all(c.status == OK for c in report.checks if c.check in ("reach", "rdma"))
+    rows = {c.node: c for c in report.checks if c.check == "cabling"}
+    assert set(rows) == set(a) and {c.status for c in rows.values()} == {FAIL}
+    text = rows[a[0]].result
+    assert f"ring0 {ring.ring0(0)}/30 with {a[1]}" in text and f"ring1 {ring.ring1(0)}/30 with {a[3]}" in text
+    assert 'set [cluster.fabric] topology = "ring"' in text
+    for fabric in (ports.replace('interface = "mgmt0"', 'topology = "ring"\ninterface = "mgmt0"'),
+                   'interface = "mgmt0"\nhcas = ["roceP2p1s0f1"]\n'):  # fmt: skip
+        lane = lane_of(ring, plan_on(ring, tmp_path / "ok", fabric))
+        try:
+            report = preflight(lane.state, pull=False, drop=False)
+        finally:
+            lane.close()
+        assert not report.failed, report.failed
+        assert not [c for c in report.checks if c.check == "cabling"]

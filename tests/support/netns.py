@@ -7,7 +7,8 @@ management address (docs/cluster-topology.md, "How the tests model it"):
     ring0  a veth to the next namespace and ring1 from the previous one, each link its own /30 (a switchless
            ring: node i's ring0 is 10.A.2.(4i+1), node i+1's ring1 10.A.2.(4i+2))
 
-Commands run with the real `ip` and `ping` (PATH: a shim dir with `python`/`python3` only, then the system's).
+Commands run with the real `ip` and `ping` (PATH: a shim dir with `python`/`python3` and an `ibdev2netdev` that
+lists RoCE devices on ring0, ring1 and fab0 (IBDEV), then the system's).
 `stop()` removes the sshds, every process the session started, the namespaces (their veths go with them) and
 the bridges, whatever state `start()` got to; `netns_available()` says why not when it cannot run.
 """
@@ -29,6 +30,11 @@ from labkit.nodes import SshOptions
 from tests.support.nodes import REPO, SSHD, kill_processes, session_processes
 
 NODES = 4
+IBDEV = (
+    "rocep1s0f0 port 1 ==> ring0 (Up)",
+    "rocep1s0f1 port 1 ==> ring1 (Up)",
+    "roceP2p1s0f1 port 1 ==> fab0 (Up)",
+)
 
 
 def netns_available() -> str | None:
@@ -148,6 +154,11 @@ class NetnsCluster:
         for name in ("python", "python3"):
             (shim / name).write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
             (shim / name).chmod(0o755)
+        # the RoCE devices a Spark would list, on the namespaces' netdevs: both ring ports, and the switch port
+        (shim / "ibdev2netdev").write_text(
+            "#!/bin/sh\nprintf '%s\\n' " + " ".join(f"'{line}'" for line in IBDEV) + "\n"
+        )
+        (shim / "ibdev2netdev").chmod(0o755)
 
     def _sshd(self, i: int) -> None:
         d = self.root / self.names[i]

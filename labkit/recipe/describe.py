@@ -147,7 +147,9 @@ def topology_rows(plan: LanePlan) -> list[tuple[str, str]]:
     return [
         (
             "topology",
-            f"ring: rendezvous and sockets over {fabric.interface} (every node's), RDMA over the HCAs listed",
+            f"ring: rendezvous and sockets over {fabric.interface}"
+            + (" (or the node's own, above)" if fabric.interfaces else " (every node's)")
+            + ", RDMA over the HCAs listed",
         ),
         ("mesh env", shown or "- (one node)"),
     ]

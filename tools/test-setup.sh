@@ -22,6 +22,14 @@ if ! have_sshd; then
 fi
 if have_sshd && [ "$(id -u)" = 0 ]; then mkdir -p /run/sshd; fi
 
+# ping: the reachability check's probe, run for real by the network-namespace ring model (tests/support/netns.py).
+if ! command -v ping >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "test setup: installing iputils-ping (apt-get)" >&2
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iputils-ping || { DEBIAN_FRONTEND=noninteractive \
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iputils-ping; }; } >/dev/null 2>&1 || true
+fi
+command -v ping >/dev/null 2>&1 || skipped+=("network-namespace ring model (iputils-ping not installed)")
+
 # llama.cpp: llama-cpp-python compiles from source once (~6 min on 2 cores).
 echo "test setup: llama.cpp extra" >&2
 "$MAKE_CMD" --no-print-directory env-llamacpp >&2 || skipped+=("llama.cpp (pip install -e '.[llamacpp]' failed; see above)")

@@ -6,7 +6,8 @@ parts), staging (its staging entries), measureplan (what it measures), build (a 
 the recipe hash), launch (the fabric and docker options), schema (the generic validator), names (node, user
 and image names), fields (the recipe format), rules (cross-key rules), load (reading + validating, Recipe,
 resolve), variants (overlays), lookup (finding recipes), override (`with_nodes`, `with_content`), describe (the plan as
-text), sweep (`--over` points, each resolved as a variant), enginefacts (the facts table of each engine kind).
+text), sweep (`--over` points, each resolved as a variant), enginefacts (the facts table of each engine kind),
+topology (switch or ring cabling, and the NCCL mesh set a ring needs).
 """
 
 from labkit.recipe.describe import describe_plan, lane_warnings
@@ -21,6 +22,7 @@ from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml, s
 from labkit.recipe.specs import EngineSpec
 from labkit.recipe.staging import StagingSpec
 from labkit.recipe.sweep import SweepAxis, expand, parse_over, resolve_point
+from labkit.recipe.topology import mesh_env, ring_advice
 
 __all__ = [
     "BUILT_MODEL_PREFIX",
@@ -44,10 +46,12 @@ __all__ = [
     "lane_warnings",
     "list_recipes",
     "load_recipe",
+    "mesh_env",
     "parse_over",
     "read_toml",
     "repo_root",
     "resolve_point",
+    "ring_advice",
     "suggest",
     "user_name",
     "with_content",

@@ -9,6 +9,7 @@ from labkit.recipe.measureplan import MeasurePlan
 from labkit.recipe.plan import LanePlan
 from labkit.recipe.rules import fabric_problem
 from labkit.recipe.specs import shell_command
+from labkit.recipe.topology import mesh_env
 from labkit.units import format_size
 
 
@@ -128,8 +129,30 @@ def fabric_rows(plan: LanePlan) -> list[tuple[str, str]]:
     hcas = ", ".join(fabric.hcas) if fabric.hcas else "none (no RDMA)"
     rows = [("fabric", f"interface {fabric.interface}, HCAs {hcas}")]
     for node in plan.cluster.nodes:
-        rows.append(("fabric address", f"{node}: {fabric.address(node) or 'detected at boot'}"))
-    return rows
+        own = fabric.interface_of(node)
+        on = f" on {own}" if own != fabric.interface else ""
+        rows.append(("fabric address", f"{node}: {fabric.address(node) or 'detected at boot'}{on}"))
+    return rows + topology_rows(plan)
+
+
+def topology_rows(plan: LanePlan) -> list[tuple[str, str]]:
+    """A ring's rows: the cabling, and the NCCL mesh set with any value the recipe's env replaces (none for a
+    switch, whose output stays as it was before topologies)."""
+    fabric = plan.cluster.fabric
+    if fabric is None or not fabric.ring:
+        return []
+    env = dict(plan.engine.env)
+    mesh = mesh_env(fabric.topology, len(plan.cluster.nodes))
+    shown = " ".join(f"{k}={v}" + (f" (engine.env: {env[k]})" if k in env else "") for k, v in mesh.items())
+    return [
+        (
+            "topology",
+            f"ring: rendezvous and sockets over {fabric.interface}"
+            + (" (or the node's own, above)" if fabric.interfaces else " (every node's)")
+            + ", RDMA over the HCAs listed",
+        ),
+        ("mesh env", shown or "- (one node)"),
+    ]
 
 
 def mount_rows(plan: LanePlan) -> list[tuple[str, str]]:

@@ -14,6 +14,7 @@ import labkit.recipe.schema as s
 from labkit.measures import CONTENT
 from labkit.recipe.enginefacts import ENGINE_KINDS
 from labkit.recipe.staging import VIEW_MOUNT
+from labkit.recipe.topology import DEFAULT_TOPOLOGY, TOPOLOGIES
 
 RUNTIMES = ("docker", "process")
 STAGING_KINDS = ("local-view",)
@@ -212,6 +213,9 @@ def _cluster(partial: bool) -> dict[str, s.Field]:
         "interface": F(names.interface_name, required=True),
         "hcas": F(s.array(names.hca_name, unique=True), default=list),
         "addresses": F(s.mapping(names.ip_address), default=dict),
+        # how the nodes are cabled: one subnet for all ("switch") or a switchless ring (labkit.recipe.topology)
+        "topology": F(s.choice(*TOPOLOGIES), default=DEFAULT_TOPOLOGY),
+        "interfaces": F(s.mapping(names.interface_name), default=dict),  # {node: netdev} where ports differ
     }
     return {
         "nodes": F(s.array(names.node_name, nonempty=True, unique=True), default=lambda: ["localhost"]),

@@ -9,9 +9,12 @@ without a listed address gets it detected at boot by the serve step. The managem
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+
+from labkit.recipe.topology import DEFAULT_TOPOLOGY
 
 # Host side of the compile caches: a literal `$HOME` the node's shell expands (so the runtime must leave it
 # outside single quotes), then only [a-z./] characters; one folder per engine kind and cache.
@@ -56,23 +59,38 @@ COMPILE_CACHES: Mapping[str, tuple[CompileCache, ...]] = MappingProxyType(
 
 @dataclass(frozen=True)
 class FabricSpec:
-    """`[cluster.fabric]`: the interface and RoCE HCAs the engines' traffic uses, and known node addresses."""
+    """`[cluster.fabric]`: the interface (per node where ports differ) and RoCE HCAs the engines' traffic uses,
+    known node addresses, and the cabling (`topology`, labkit.recipe.topology)."""
 
-    interface: str  # netdev for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / TP_SOCKET_IFNAME
-    hcas: tuple[str, ...] = ()  # NCCL_IB_HCA (both RoCE twins of the port on a Spark); () = no RDMA
+    interface: str  # netdev for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / TP_SOCKET_IFNAME and the rendezvous
+    hcas: tuple[str, ...] = ()  # NCCL_IB_HCA (both RoCE twins of the port on a Spark; all four in a ring)
     addresses: tuple[tuple[str, str], ...] = ()  # (node, numeric IP); a node not listed is detected at boot
+    topology: str = DEFAULT_TOPOLOGY  # "switch" or "ring"
+    interfaces: tuple[tuple[str, str], ...] = ()  # (node, netdev) where a node's port is not `interface`
 
     def address(self, node: str) -> str | None:
         """The node's fabric address from the recipe, None when it is to be detected at boot."""
         return dict(self.addresses).get(node)
 
+    def interface_of(self, node: str | None) -> str:
+        """The netdev `node` talks over: its own entry in `interfaces`, else `interface`."""
+        return dict(self.interfaces).get(node or "", self.interface)
+
     @property
     def rdma(self) -> bool:
         return bool(self.hcas)
 
+    @property
+    def ring(self) -> bool:
+        return self.topology == "ring"
+
     def for_nodes(self, nodes: tuple[str, ...]) -> FabricSpec:
-        """The same fabric with addresses kept only for `nodes` (after a nodes override)."""
-        return FabricSpec(self.interface, self.hcas, tuple((n, a) for n, a in self.addresses if n in nodes))
+        """The same fabric with addresses and interfaces kept only for `nodes` (after a nodes override)."""
+        return dataclasses.replace(
+            self,
+            addresses=tuple((n, a) for n, a in self.addresses if n in nodes),
+            interfaces=tuple((n, i) for n, i in self.interfaces if n in nodes),
+        )
 
 
 @dataclass(frozen=True)
@@ -115,6 +133,8 @@ def fabric_spec(table: dict | None) -> FabricSpec | None:
         interface=table["interface"],
         hcas=tuple(table["hcas"]),
         addresses=tuple(table["addresses"].items()),
+        topology=table["topology"],
+        interfaces=tuple(table["interfaces"].items()),
     )
 
 

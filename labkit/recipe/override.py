@@ -48,10 +48,10 @@ def with_nodes(plan: LanePlan, nodes: str | Sequence[str]) -> LanePlan:
     if resolved:
         cluster = resolved["cluster"]
         cluster["nodes"] = list(checked)
-        if cluster.get("fabric"):
-            cluster["fabric"]["addresses"] = {
-                n: a for n, a in cluster["fabric"]["addresses"].items() if n in checked
-            }
+        for key in ("addresses", "interfaces") if cluster.get("fabric") else ():
+            if key in cluster["fabric"]:
+                table = cluster["fabric"][key]
+                cluster["fabric"][key] = {n: a for n, a in table.items() if n in checked}
     return dataclasses.replace(
         plan,
         cluster=dataclasses.replace(c, nodes=checked, fabric=fabric),

@@ -162,14 +162,16 @@ def _unknown_measure(name: str, measure: dict) -> str | None:
 
 def _check_fabric(cluster: dict) -> None:
     fabric = cluster.get("fabric")
+    for key in ("addresses", "interfaces"):
+        for node in (fabric or {}).get(key, {}):
+            if node not in cluster["nodes"]:
+                raise s.Invalid(
+                    f"cluster.fabric.{key}.{node}",
+                    f"{node!r} is not one of cluster.nodes{s.suggest(node, cluster['nodes'])}: "
+                    f"{', '.join(cluster['nodes'])}",
+                )
     seen: dict[str, str] = {}
     for node, address in (fabric or {}).get("addresses", {}).items():
-        if node not in cluster["nodes"]:
-            raise s.Invalid(
-                f"cluster.fabric.addresses.{node}",
-                f"{node!r} is not one of cluster.nodes{s.suggest(node, cluster['nodes'])}: "
-                f"{', '.join(cluster['nodes'])}",
-            )
         if address in seen:
             raise s.Invalid(f"cluster.fabric.addresses.{node}", f"{address} is {seen[address]}'s address too")
         seen[address] = node

@@ -8,8 +8,9 @@ each node's command and pins the model revision (reading one ref on the head); `
 what they learned (`state`); what a run folder keeps goes to the caller's `RunSink` (labkit.store writes it);
 `errors` say which node failed and why. The pre-boot
 checks (image, fabric, RDMA, memory, GPU, page cache) are pure in `preflight`, `netcheck` (the fabric's subnet
-and MTU across interfaces and nodes), `holders`, `enginehelp` and
-`verdict`, run by `checks`, which also runs `labkit doctor` (`doctor`); `flagcheck` checks given flags (a
+and MTU across interfaces and nodes), `reach` (every node to the head's rendezvous address: a switchless ring
+fails it), `cabling` (RoCE ports cabled point to point under a switch topology), `holders`, `enginehelp` and
+`verdict`, run by `checks` (the reach probes and the cabling check by `reach_run`), which also runs `labkit doctor` (`doctor`); `flagcheck` checks given flags (a
 sweep's) against the engine's own --help, else the adapter's known flags (`check_flags`). Once ready, `readyfacts` reads memory
 on every node and the KV pool from the head's API; `kvsources` compares the pool's sources (pure; the bench
 reads a bare endpoint's pool through it too) and `prometheus` parses /metrics text (labkit.measure re-exports

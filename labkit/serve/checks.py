@@ -28,6 +28,7 @@ from labkit.serve.preflight import (
     parse_meminfo,
     pull_command,
 )
+from labkit.serve.reach_run import reach
 from labkit.serve.state import LaneState
 from labkit.serve.verdict import FAIL, SKIP, WARN, Check, ordered
 
@@ -68,8 +69,7 @@ def read_node(host: Host, wanted: dict[str, str]) -> Readings:
 
 def read_nodes(lane: LaneState) -> dict[str, Readings]:
     """Every node's readings, all nodes at once (a Ctrl-C ends the wait; the commands only read)."""
-    wanted = commands(lane.plan)
-    outcomes = lane.group.begin(lambda h: read_node(h, wanted)).outcomes()
+    outcomes = lane.group.begin(lambda h: read_node(h, commands(lane.plan, h.name))).outcomes()
     return {
         n: value if value is not None else Readings(n, error=f"{type(err).__name__}: {err}")
         for n, (value, err) in outcomes.items()
@@ -139,14 +139,16 @@ def preflight(lane: LaneState, pull: bool = True, drop: bool = True) -> Prefligh
     t = time.monotonic()
     plan, head, nodes = lane.plan, lane.group.head.name, lane.group.names
     readings = read_nodes(lane)
+    reached = reach(lane, readings)  # every node to the head's rendezvous address (labkit.serve.reach)
     absent = (FAIL, "not pulled, since other checks failed") if pull else (WARN, "the start pulls it first")
-    checks = evaluate(plan, lane.lane_id, readings, head, absent)
+    checks = ordered(evaluate(plan, lane.lane_id, readings, head, absent) + reached, nodes)
     pull_seconds = 0.0
     missing = set(absent_image(readings))
     others = [c for c in checks if c.failed and not (c.check == "image" and c.node in missing)]
     if pull and missing and not others:
         pull_seconds = pull_absent(lane, readings)
-        checks = evaluate(plan, lane.lane_id, readings, head, (FAIL, "still not present after docker pull"))
+        after = evaluate(plan, lane.lane_id, readings, head, (FAIL, "still not present after docker pull"))
+        checks = ordered(after + reached, nodes)
     if drop and plan.engine.drop_caches and not any(c.failed for c in checks):
         checks = ordered(checks + drop_page_cache(lane, readings), nodes)
     return Preflight(checks, detected_addresses(plan, readings), time.monotonic() - t, pull_seconds)

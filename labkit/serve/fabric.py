@@ -12,7 +12,7 @@ import shlex
 
 from labkit.errors import LabkitError
 from labkit.nodes import all_addresses, no_address, routable
-from labkit.recipe import LanePlan
+from labkit.recipe import LanePlan, mesh_env
 
 
 def placeholder(node: str, interface: str) -> str:
@@ -49,7 +49,7 @@ def node_addresses(
     if fabric is None:
         return {}
     detected = detected or {}
-    return {n: fabric.address(n) or detected.get(n) or placeholder(n, fabric.interface) for n in names}
+    return {n: fabric.address(n) or detected.get(n) or placeholder(n, fabric.interface_of(n)) for n in names}
 
 
 def undetected(plan: LanePlan, names: list[str]) -> list[str]:
@@ -58,12 +58,13 @@ def undetected(plan: LanePlan, names: list[str]) -> list[str]:
     return [] if fabric is None else [n for n in names if not fabric.address(n)]
 
 
-def fabric_env(plan: LanePlan) -> dict[str, str]:
-    """The communication libraries pointed at the fabric interface (and its RoCE HCAs); recipe env wins."""
+def fabric_env(plan: LanePlan, node: str | None = None) -> dict[str, str]:
+    """The communication libraries pointed at `node`'s fabric interface (and its RoCE HCAs), plus a ring's mesh
+    set (labkit.recipe.topology); recipe env wins."""
     fabric = plan.cluster.fabric
     if fabric is None:
         return {}
-    iface = fabric.interface
+    iface = fabric.interface_of(node)
     env = {
         "NCCL_SOCKET_IFNAME": iface,
         "GLOO_SOCKET_IFNAME": iface,
@@ -73,4 +74,5 @@ def fabric_env(plan: LanePlan) -> dict[str, str]:
     }
     if fabric.rdma:
         env.update({"NCCL_IB_HCA": ",".join(fabric.hcas), "NCCL_IB_DISABLE": "0"})
+    env.update(mesh_env(fabric.topology, len(plan.cluster.nodes)))
     return env

@@ -47,14 +47,17 @@ def mtu_of(link: Result) -> int | None:
 
 
 def fabric_net_checks(
-    interface: str, links: dict[str, Result], addrs: dict[str, Result], head: str
+    interfaces: str | dict[str, str], links: dict[str, Result], addrs: dict[str, Result], head: str
 ) -> list[Check]:
     """One check per node read: no other interface on the fabric's subnet, and its fabric MTU equal to the
-    head's (or the first node's that reported one), naming the node and the other value."""
+    head's (or the first node's that reported one), naming the node and the other value. `interfaces` is the
+    one fabric interface, or {node: its interface} where nodes use different ports."""
     mtus = {n: m for n, r in links.items() if (m := mtu_of(r)) is not None}
     ref_node = head if head in mtus else next(iter(mtus), None)
     out = []
     for node in links:
+        interface = interfaces if isinstance(interfaces, str) else interfaces[node]
+        ref_if = interfaces if isinstance(interfaces, str) else interfaces.get(ref_node or "", interface)
         problems: list[str] = []
         facts: dict = {"interface": interface, "mtu": mtus.get(node)}
         r = addrs.get(node)
@@ -68,7 +71,9 @@ def fabric_net_checks(
         mtu = mtus.get(node)
         if mtu is not None and ref_node is not None and mtu != mtus[ref_node]:
             problems.append(
-                f"{interface} mtu {mtu}, but {mtus[ref_node]} on {ref_node}: the nodes' fabric MTUs differ "
+                f"{interface} mtu {mtu}, but {mtus[ref_node]} on {ref_node}"
+                + (f"'s {ref_if}" if ref_if != interface else "")
+                + ": the nodes' fabric MTUs differ "
                 "(set one MTU on every node)"
             )
         if problems:

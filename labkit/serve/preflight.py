@@ -33,15 +33,16 @@ class Readings:
     pulled: str | None = None
 
 
-def commands(plan: LanePlan) -> dict[str, str]:
-    """{reading: the shell command a node runs for it}, only what this lane's checks need."""
+def commands(plan: LanePlan, node: str | None = None) -> dict[str, str]:
+    """{reading: the shell command `node` runs for it}, only what this lane's checks need (the fabric readings
+    name the node's own interface, `FabricSpec.interface_of`)."""
     out = {}
     if plan.engine.runtime == "docker" and plan.engine.image:
         out["image"] = image_command(plan.engine.image)
     fabric = plan.cluster.fabric
     if fabric is not None:
-        out["link"] = link_command(fabric.interface)
-        out["addresses"] = detect_command(fabric.interface)
+        out["link"] = link_command(fabric.interface_of(node))
+        out["addresses"] = detect_command(fabric.interface_of(node))
         out["all_addresses"] = ALL_ADDRESSES_COMMAND
         if fabric.rdma:
             out["rdma"] = RDMA_COMMAND
@@ -290,9 +291,8 @@ def evaluate(
             continue
         res = rd.results
         if fabric is not None:
-            out.append(
-                fabric_check(node, fabric.interface, res["link"], res["addresses"], fabric.address(node))
-            )
+            iface = fabric.interface_of(node)
+            out.append(fabric_check(node, iface, res["link"], res["addresses"], fabric.address(node)))
             if fabric.rdma:
                 out.append(rdma_check(node, fabric.hcas, res["rdma"]))
         out.append(memory_check(node, res["meminfo"], plan.cluster.min_free_memory))
@@ -301,7 +301,7 @@ def evaluate(
         read = {n: rd.results for n, rd in readings.items() if not rd.error}
         links = {n: res["link"] for n, res in read.items()}
         out += fabric_net_checks(
-            fabric.interface,
+            {n: fabric.interface_of(n) for n in links},
             links,
             {n: res["all_addresses"] for n, res in read.items() if "all_addresses" in res},
             head,

@@ -69,7 +69,7 @@ def fabric_facts(lane: LaneState, detected: dict[str, str]) -> dict[str, dict[st
         return {}
     return {
         n: {
-            "interface": fabric.interface,
+            "interface": fabric.interface_of(n),
             "address": fabric.address(n) or detected.get(n, ""),
             "source": "recipe" if fabric.address(n) else "detected at boot",
         }

@@ -13,6 +13,8 @@ ORDER = (
     "image",
     "fabric",
     "fabric net",
+    "reach",
+    "cabling",
     "rdma",
     "memory",
     "gpu",

@@ -78,14 +78,13 @@ def fabric_binds(plan: LanePlan, hosts: Iterable[HostLike], timeout: float = 30.
         elif address := fabric.address(h.name):
             out[h.name] = address
         else:
-            r = h.run(["ip", "-o", "-4", "addr", "show", "dev", fabric.interface], timeout=timeout)
+            interface = fabric.interface_of(h.name)  # its own port where the recipe names one
+            r = h.run(["ip", "-o", "-4", "addr", "show", "dev", interface], timeout=timeout)
             found = all_addresses(r.stdout) if r.exit_code == 0 else []
             usable = routable(found)
             if not usable:
                 why = no_address(found)
-                raise LabkitError(
-                    f"{h.name}: no address to bind on the fabric interface {fabric.interface}: {why}"
-                )
+                raise LabkitError(f"{h.name}: no address to bind on the fabric interface {interface}: {why}")
             out[h.name] = usable[0]
     return out
 

@@ -250,7 +250,7 @@ def test_a_passing_start_records_image_ids_memory_and_every_check(nodes, tmp_pat
             and boot.memory[addr]["MemTotal"] >= boot.memory[addr]["MemAvailable"]
         )
         rows = {r["check"]: r for r in boot.preflight if r["node"] == addr}
-        assert set(rows) == {"image", "fabric", "fabric net", "rdma", "memory", "gpu", "page cache"}
+        assert set(rows) == {"image", "fabric", "fabric net", "reach", "rdma", "memory", "gpu", "page cache"}
         assert {r["status"] for r in rows.values()} <= {OK, WARN}
         assert rows["page cache"]["status"] == OK or rows["page cache"]["result"].startswith("not dropped: ")
         assert "NVIDIA GB10" in rows["gpu"]["result"] and rows["rdma"]["status"] == OK
@@ -260,8 +260,8 @@ def test_a_passing_start_records_image_ids_memory_and_every_check(nodes, tmp_pat
         )
     doc = json.loads((tmp_path / "run" / "boot.json").read_text())
     assert (
-        doc["images"][nodes.addresses[0]]["id"] == image_id() and len(doc["preflight"]) == 28
-    )  # 7 checks x 4 nodes
+        doc["images"][nodes.addresses[0]]["id"] == image_id() and len(doc["preflight"]) == 32
+    )  # 8 checks x 4 nodes
     said = lane.progress.getvalue()
     assert "pre-boot checks: " in said and "passed on 4 node(s)" in said
     assert "preflight" in lane.timings and "pull" not in lane.timings

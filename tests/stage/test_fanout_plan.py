@@ -263,6 +263,13 @@ def test_bind_addresses_come_from_the_recipe_the_node_or_the_name():
     assert fabric_binds(plan, [late]) == {"dgx8": "192.168.177.14"}
     with pytest.raises(LabkitError, match="dgx8: .*only link-local addresses .169.254.3.7."):
         fabric_binds(plan, [Node("dgx8", link_local)])
+    # a node cabled on another port (cluster.fabric.interfaces) is read on its own port
+    other = SimpleNamespace(
+        cluster=SimpleNamespace(fabric=FabricSpec("enp1s0f1np1", interfaces=(("dgx9", "enP2p1s0f1np1"),)))
+    )
+    port = Node("dgx9", "5: enP2p1s0f1np1    inet 192.168.178.19/24 brd 192.168.178.255\n")
+    assert fabric_binds(other, [port]) == {"dgx9": "192.168.178.19"}
+    assert port.ran == [["ip", "-o", "-4", "addr", "show", "dev", "enP2p1s0f1np1"]]
     no_fabric = SimpleNamespace(cluster=SimpleNamespace(fabric=None))
     assert fabric_binds(no_fabric, [Node("127.0.0.3", ""), Node("localhost", "")]) == {
         "127.0.0.3": "127.0.0.3",

@@ -3,7 +3,7 @@
 Each node is an `sshd -D` on its own loopback address (one free port shared by all), started inside a private
 mount namespace with its own small tmpfs at `disk_path` when `unshare` works (else without a private disk).
 Every command a node runs sees (via sshd's SetEnv):
-    PATH                 the shim dir first: a recording `docker` shim, `ip`, `nvidia-smi` and `ibdev2netdev` shims
+    PATH                 the shim dir first: a recording `docker` shim, `ip`, `ping`, `nvidia-smi` and `ibdev2netdev` shims
                          (tests/support/*_shim.py), `python`/`python3` = this interpreter and
                          `vllm` = the vllm command beside it (when `make env-vllm` installed one)
     LABKIT_TEST_NODE     dgx5 ... dgx8
@@ -39,6 +39,7 @@ SHIMS = {
     "ip": "ip_shim.py",
     "nvidia-smi": "nvidia_smi_shim.py",
     "ibdev2netdev": "ibdev2netdev_shim.py",
+    "ping": "ping_shim.py",
 }
 # Per-node files the shims read (tests/support/*_shim.py), removed by Cluster.reset_shims().
 NODE_SHIM_FILES = (
@@ -48,6 +49,7 @@ NODE_SHIM_FILES = (
     "pull_fail",
     "nvidia-smi.json",
     "ibdev2netdev.txt",
+    "ping.json",
 )
 
 

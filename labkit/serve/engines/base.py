@@ -310,12 +310,12 @@ def parallel_flags(
 
 
 def env_tuple(
-    plan: LanePlan, extra: dict[str, str], defaults: dict[str, str] | None = None
+    plan: LanePlan, extra: dict[str, str], defaults: dict[str, str] | None = None, node: str | None = None
 ) -> tuple[tuple[str, str], ...]:
-    """Derived defaults first (the fabric's NCCL/GLOO/TP settings, the compile caches' folders, an engine's own),
-    then the recipe env (which wins over them), then per-node values (which win over all); order kept for
-    readable commands."""
-    merged = fabric_env(plan)
+    """Derived defaults first (the fabric's NCCL/GLOO/TP settings for `node`'s interface, the compile caches'
+    folders, an engine's own), then the recipe env (which wins over them), then per-node values (which win over
+    all); order kept for readable commands."""
+    merged = fabric_env(plan, node)
     merged.update(plan.compile_cache_env)
     merged.update(defaults or {})
     merged.update(plan.engine.env)

@@ -144,7 +144,7 @@ class Sglang(Engine):
                     node.name,
                     rank,
                     tuple(base + extra),
-                    env_tuple(plan, {"SGLANG_HOST_IP": node.address}, SGLANG_DEFAULT_ENV),
+                    env_tuple(plan, {"SGLANG_HOST_IP": node.address}, SGLANG_DEFAULT_ENV, node.name),
                     serves_http=rank == 0,
                 )
             )

@@ -160,7 +160,7 @@ class Vllm(Engine):
                     node.name,
                     rank,
                     tuple(self.serve_argv(plan, extra, command)),
-                    env_tuple(plan, {"VLLM_HOST_IP": node.address}),
+                    env_tuple(plan, {"VLLM_HOST_IP": node.address}, node=node.name),
                     serves_http=rank == 0,
                 )
             )
@@ -181,6 +181,7 @@ class Vllm(Engine):
                     "RAY_OVERRIDE_NODE_IP_ADDRESS": node.address,
                 },
                 RAY_DEFAULT_ENV,
+                node.name,
             )
             if rank == 0:
                 argv: tuple[str, ...] = ("bash", "-c", ray_head_script(node.address, len(nodes), serve))

@@ -349,19 +349,26 @@ def toml_citations(path: Path) -> list[str]:
     return bad
 
 
+SHARED = re.compile(r"\bshared/(?:reference|seed)/[\w.-]*")  # the team's folder beside the repo, not in it
+
+
 def outside_citations(paths: list[Path]) -> list[str]:
     """Cited facts live in this repo's docs/: a bare reference file name (from outside the repo) is not
     here, and a cited `docs/<file>.md, "<heading>"` must exist with that heading; a .toml file's comments
     also cite only paths that exist (`toml_citations`)."""
     bad = []
     bare = re.compile(rf"(?<![\w/])({'|'.join(map(re.escape, REFERENCE_DOCS))})\.md\b")
-    cited = re.compile(r'\bdocs/([\w.-]+\.md)(?:, "([^"]+)")?')
+    cited = re.compile(
+        r'\bdocs/([a-z][\w.-]*\.md)(?:, "([^"]+)")?'
+    )  # lower-case: ours (another repo's docs/NETWORKING.md is its own)
     for path in paths:
         text = path.read_text()
         if path.suffix == ".toml":
             bad += toml_citations(path)
         for n, line in enumerate(text.splitlines(), 1):
-            for hit in bare.finditer(line):
+            # in docs/ a bare name is the file beside it; elsewhere it names a reference file outside the repo
+            hits = [] if path.suffix == ".md" else list(bare.finditer(line))
+            for hit in hits + list(SHARED.finditer(line)):
                 bad.append(f"{rel(path)}:{n}: cites {hit.group(0)} (point to docs/ of this repo)")
             for hit in cited.finditer(line):
                 doc = REPO / "docs" / hit.group(1)
@@ -579,6 +586,8 @@ def test_docstrings_cite_only_docs_in_this_repo():
         + sorted(PKG.rglob("*.toml"))
         + sorted((REPO / "recipes").rglob("*.toml"))
         + sorted((REPO / "results").rglob("*.toml"))
+        + sorted((REPO / "docs").glob("*.md"))
+        + sorted((REPO / "recipes").rglob("NOTE.md"))
     )
     assert outside_citations([p for p in paths if p != Path(__file__)]) == []
 

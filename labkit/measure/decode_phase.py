@@ -26,7 +26,8 @@ from labkit.measure.scrapes import (
     server_view,
     window_acceptance,
 )
-from labkit.measure.session import Session
+from labkit.measure.servertruth import requests_accepted
+from labkit.measure.session import RunLog, Session
 from labkit.measure.sse import StreamResult
 
 
@@ -90,7 +91,7 @@ async def measure_decode(s: Session, run: int) -> mx.Acceptance | None:
         return None
     n_window = sum(1 for r in window if r.http_status == 200 and r.finish_reason)
     counted = [r for r in window if r.ok and r.chunk_n]
-    return await window_acceptance(
+    acc = await window_acceptance(
         ctx.client,
         before,
         after,
@@ -101,6 +102,24 @@ async def measure_decode(s: Session, run: int) -> mx.Acceptance | None:
         notes=log.notes,
         stream=(sum(r.output_tokens or 0 for r in counted), sum(r.chunks for r in counted)),
     )
+    if acc is not None:
+        _check_requests(log, run, window, acc.accepted)
+    return acc
+
+
+def _check_requests(log: RunLog, run: int, window: list[RequestRecord], counted: float) -> None:
+    """The window's per-request accepted counts summed, against its counter delta: a difference means requests
+    labkit did not send; the total pools over the windows only while every one of them could be checked."""
+    total = requests_accepted(window)
+    if total is None or log.request_accepted is None:
+        log.request_accepted = None
+        return
+    log.request_accepted += total
+    if total != counted:
+        log.notes.append(
+            f"per-request accepted draft tokens over the decode window of run {run} sum to {total:g}, the "
+            f"engine's counters to {counted:g}"
+        )
 
 
 def _cold_turn(s: Session, run: int, before: mx.Samples | None) -> bool:

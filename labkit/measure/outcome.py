@@ -50,6 +50,7 @@ def bench_result(ctx: RunContext, log: RunLog, io: dict[str, dict[str, float]]) 
         loops_expected=ctx.loops_expected,
         engine_metrics_asked=ctx.engine_metrics_asked,
         content_acceptance=log.content_acceptance,
+        request_accepted=log.request_accepted if log.acceptance is not None else None,
     )
     prov = provenance(
         ctx.client,

@@ -15,6 +15,7 @@ response". Pure: a record and its response's object in, the record's fields set.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from labkit.measure.records import RequestRecord
@@ -69,3 +70,13 @@ def apply_server_truth(rec: RequestRecord, metrics: dict[str, Any] | None) -> No
         rec.engine_accept_per_draft = accepted / steps if steps else None
         if n is not None and n > accepted:
             rec.engine_accept_length = n / (n - accepted)
+
+
+def requests_accepted(window: Sequence[RequestRecord]) -> float | None:
+    """Σ of the per-request accepted draft tokens of one window's requests, to set beside the window's counter
+    delta (they count the same verify steps); None when a request failed or came without its counts, since the
+    engine counted drafts labkit cannot attribute then (docs/engines.md, "Per-request metrics in the response")."""
+    counts = [spec_counts(r.engine_metrics) if r.ok else None for r in window]
+    if not counts or any(c is None for c in counts):
+        return None
+    return sum(c["accepted"] for c in counts if c is not None)

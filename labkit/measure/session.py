@@ -83,6 +83,8 @@ class RunLog:
         default_factory=EvidenceLog
     )  # /metrics per window (labkit/measure/scrapes.py)
     acceptance: mx.Acceptance | None = None  # pooled over the repetitions' decode windows
+    # Σ per-request accepted drafts over those windows; None once one could not be checked (decode_phase.py)
+    request_accepted: float | None = 0.0
     # per content category: pooled over the repetitions' windows of its turns (content_phase.py)
     content_acceptance: dict[str, mx.Acceptance] = field(default_factory=dict)
     pc_window: list[tuple[float, float]] = field(default_factory=list)  # (hits, queries) per prefill sample

@@ -53,6 +53,7 @@ def summarize(
     loops_expected: bool = False,
     engine_metrics_asked: bool = False,
     content_acceptance: Mapping[str, mx.Acceptance] | None = None,
+    request_accepted: float | None = None,
 ) -> RunSummary:
     """The RunSummary of one run. `pc_window`: (hits, queries) prefix-cache deltas of the prefill samples;
     `notes`: the run's own notes, put before the summary's; `windows`: what the engine's /metrics said about
@@ -60,7 +61,8 @@ def summarize(
     `telemetry`: the nodes' samples, summarized per window with their health flags (docs/measurement.md,
     "Node telemetry"); `loops_expected`: the model loops by nature, so looping responses are reported, not
     gating (docs/measurement.md, "Output sanity"); `content_acceptance`: each content category's acceptance
-    (docs/measurement.md, "Prompt content")."""
+    (docs/measurement.md, "Prompt content"); `request_accepted`: the per-request accepted drafts summed over
+    the decode windows whose acceptance counted, when every one of them could be checked."""
     s = RunSummary(evidence=pooled_evidence(windows), flags=evidence_flags(windows))
     s.method["intervals"] = INTERVALS_OVER_RUNS
     ok = [r for r in records if r.ok]
@@ -75,6 +77,8 @@ def summarize(
     if acceptance is not None:
         acceptance_measures(s, acceptance)
     engine_measures(s, ok, engine_metrics_asked)
+    if request_accepted is not None and "spec_accepted" in s.counters:
+        s.counters["engine_request_accepted"] = request_accepted  # beside spec_accepted (decode_phase.py)
     if pc_window:
         prefix_cache_measures(s, pc_window)
     if io:

@@ -61,7 +61,6 @@ def engine_measures(s: RunSummary, ok: Sequence[RequestRecord], asked: bool = Fa
             f"median per request of labkit's TTFT - the engine's ({ENGINE_TTFT}), seconds",
         )
         _request_acceptance(s, k, recs)
-    _window_check(s, ok)
 
 
 def _request_acceptance(s: RunSummary, k: int, recs: Sequence[RequestRecord]) -> None:
@@ -86,22 +85,6 @@ def _request_acceptance(s: RunSummary, k: int, recs: Sequence[RequestRecord]) ->
         s.method[key] = (
             f"τ = Σ N / Σ (N - accepted): tokens per engine step, the prefill step and the bonus token "
             f"included ({how})"
-        )
-
-
-def _window_check(s: RunSummary, ok: Sequence[RequestRecord]) -> None:
-    """The decode window's per-request accepted counts summed, against its counters (they count the same
-    verify steps: a difference means requests labkit did not send, or a response without its counts)."""
-    window = [r for r in ok if r.phase == "decode" or (r.phase == "warmup" and not r.prompt_target)]
-    counts = [spec_counts(r.engine_metrics) for r in window]
-    if not window or any(c is None for c in counts) or "spec_accepted" not in s.counters:
-        return
-    total = sum(c["accepted"] for c in counts if c is not None)
-    s.counters["engine_request_accepted"] = total
-    if total != s.counters["spec_accepted"]:
-        s.notes.append(
-            f"per-request accepted draft tokens over the decode window sum to {total:g}, the engine's "
-            f"counters to {s.counters['spec_accepted']:g}"
         )
 
 

@@ -127,3 +127,29 @@ def test_without_the_switch_there_is_no_truth_and_a_lane_that_asked_is_told():
     assert not any("engine" in k for k in res.summary.measures) and "server truth" not in render(res.summary)
     assert not any("per-request server truth" in n for n in res.summary.notes)
     assert any("no response carried a metrics object" in n for n in asked.summary.notes)
+
+
+def test_a_window_with_a_failed_request_or_without_counts_is_not_summed_against_the_counters():
+    """The engine counts a failed request's drafts too, and a window whose acceptance was dropped (a counter
+    reset) is not in the counters' total: neither may give a 'sum to X, counters to Y' note."""
+    from labkit.measure.decode_phase import _check_requests
+    from labkit.measure.records import RequestRecord
+    from labkit.measure.servertruth import requests_accepted
+    from labkit.measure.session import RunLog
+
+    def rec(accepted, ok=True):
+        counts = {"num_accepted_draft_tokens": accepted, "num_spec_steps": 10}
+        return RequestRecord(ok=ok, engine_metrics={"speculative_decoding": counts})
+
+    assert requests_accepted([rec(3), rec(4)]) == 7
+    assert (
+        requests_accepted([rec(3), rec(4, ok=False)]) is None and requests_accepted([RequestRecord()]) is None
+    )
+    log = RunLog()
+    _check_requests(log, 0, [rec(3), rec(4)], 7)
+    _check_requests(log, 1, [rec(5)], 6)  # a request labkit did not send: noted, with its run
+    assert log.request_accepted == 12 and log.notes == [
+        "per-request accepted draft tokens over the decode window of run 1 sum to 5, the engine's counters to 6"
+    ]
+    _check_requests(log, 2, [rec(5), rec(1, ok=False)], 9)
+    assert log.request_accepted is None and len(log.notes) == 1  # no total once a window cannot be checked

@@ -18,7 +18,7 @@ from labkit.errors import RecipeError
 from labkit.measures import CONTENT
 from labkit.recipe.build import recipe_hash
 from labkit.recipe.plan import LanePlan
-from labkit.recipe.rules import parallel_problem, world_size
+from labkit.recipe.rules import check_target, parallel_problem, world_size
 
 
 def with_nodes(plan: LanePlan, nodes: str | Sequence[str]) -> LanePlan:
@@ -62,7 +62,7 @@ def with_nodes(plan: LanePlan, nodes: str | Sequence[str]) -> LanePlan:
 
 def with_content(plan: LanePlan, content: str | Sequence[str]) -> LanePlan:
     """`plan` measuring these prompt content categories ("prose,code" or a list; empty: none, only the default
-    synthetic prose), checked as `measure.content` is; a RecipeError names the recipe file, the key and the
+    synthetic prose), checked as `measure.content` is, with the target measures it leaves; a RecipeError names the recipe file, the key and the
     override. docs/measurement.md, "Prompt content"."""
     given = content.split(",") if isinstance(content, str) else list(content)
     items = [c.strip() if isinstance(c, str) else c for c in given]
@@ -77,6 +77,12 @@ def with_content(plan: LanePlan, content: str | Sequence[str]) -> LanePlan:
         measure.pop("content", None)
         if checked:
             measure["content"] = list(checked)
+        try:  # a target measure of a category no longer measured could never be met
+            check_target(measure)
+        except s.Invalid as e:
+            raise RecipeError(
+                plan.file, e.key, e.message + f" (content override: {', '.join(checked) or 'none'})"
+            )
     return dataclasses.replace(
         plan,
         measure=dataclasses.replace(plan.measure, content=checked),

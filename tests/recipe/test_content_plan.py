@@ -87,6 +87,17 @@ def test_target_measures_may_name_a_category_the_plan_measures(tmp_path):
     )
 
 
+def test_a_content_override_that_leaves_a_target_measure_unmeasurable_is_refused(tmp_path):
+    """-p content prose on a plan whose target is decode_c1@code would run to max_runs without ever meeting it."""
+    ok = 'content = ["code"]\ntarget_ci = 0.05\ntarget_measures = ["decode_c1@code"]'
+    plan = load_recipe(recipe(tmp_path, ok, name="t")).resolve({"spec": "none"})
+    assert with_content(plan, "code, prose").measure.content == ("code", "prose")
+    with pytest.raises(RecipeError) as e:
+        with_content(plan, "prose")
+    assert e.value.file.endswith("t/recipe.toml") and e.value.key == "measure.target_measures[0]"
+    assert "content override: prose" in str(e.value)
+
+
 def test_the_content_override_is_checked_like_the_key(tmp_path):
     plan = load_recipe(recipe(tmp_path)).resolve({"spec": "none"})
     both = with_content(plan, "prose, chat")

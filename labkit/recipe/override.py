@@ -18,7 +18,7 @@ from labkit.errors import RecipeError
 from labkit.measures import CONTENT
 from labkit.recipe.build import recipe_hash
 from labkit.recipe.plan import LanePlan
-from labkit.recipe.rules import check_target, parallel_problem, world_size
+from labkit.recipe.rules import check_target_keys, parallel_problem, world_size
 
 
 def with_nodes(plan: LanePlan, nodes: str | Sequence[str]) -> LanePlan:
@@ -78,7 +78,7 @@ def with_content(plan: LanePlan, content: str | Sequence[str]) -> LanePlan:
         if checked:
             measure["content"] = list(checked)
         try:  # a target measure of a category no longer measured could never be met
-            check_target(measure)
+            check_target_keys(measure)
         except s.Invalid as e:
             raise RecipeError(
                 plan.file, e.key, e.message + f" (content override: {', '.join(checked) or 'none'})"

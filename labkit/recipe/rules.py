@@ -99,7 +99,7 @@ def check_whole(merged: dict) -> None:
     _check_request_metrics(engine["kind"], args)
     _check_fabric(cluster)
     _check_staging(merged)
-    check_target(merged["measure"])
+    check_target_keys(merged["measure"])
     if runtime == "docker":
         _check_mounts(merged)
 
@@ -121,7 +121,7 @@ def _check_request_metrics(kind: str, args: dict[str, tuple[str, ...]]) -> None:
         )
 
 
-def check_target(measure: dict) -> None:
+def check_target_keys(measure: dict) -> None:
     """measure.target_ci needs room for an interval (3 runs) under its cap; the cap needs a target."""
     target, cap, runs = measure.get("target_ci"), measure.get("max_runs"), measure["runs"]
     if target is None:

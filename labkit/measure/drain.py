@@ -37,7 +37,9 @@ async def settled(
     start = where == "start"
     if start:
         log.evidence.see(window, run, last)
+    polled = False
     while busy(last) and time.monotonic() - t0 < limit:
+        polled = True
         await asyncio.sleep(DRAIN_POLL_S)
         now = await s.scrape(f"{key}.drain")
         if now is None:  # /metrics went away: nothing more to wait on
@@ -47,5 +49,6 @@ async def settled(
         else:
             log.evidence.pair(window, run, last, now, 0)
         last = now
-    log.evidence.drained(window, run, where, time.monotonic() - t0, last)
+    # no poll ran (drain_timeout = 0): no wait to report, so the flag does not say "after waiting 0.0 s"
+    log.evidence.drained(window, run, where, time.monotonic() - t0 if polled else 0.0, last)
     return last

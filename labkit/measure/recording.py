@@ -221,8 +221,8 @@ def client_concurrency(recs: list[RequestRecord]) -> float | None:
 
 
 def set_concurrency(g: GroupRecord, recs: list[RequestRecord]) -> None:
-    """The group's effective concurrency: the engine's request steps per engine step when its /metrics give
-    them (`server_window`), else the client's timing (docs/measurement.md, "Drain and effective concurrency")."""
+    """The group's effective concurrency, set again once `server_window` is known: the engine's request steps
+    per engine step when its /metrics give them, else the client's timing (docs/measurement.md, "Drain and effective concurrency")."""
     view = g.server_window or {}
     if view.get("engine_steps") and view.get("request_steps"):
         g.concurrency_engine = view["request_steps"] / view["engine_steps"]
@@ -238,9 +238,7 @@ def make_group(
 ) -> GroupRecord:
     """The aggregate decode estimators of one lockstep group of `k` streams (failed when any stream failed)."""
     g = GroupRecord(run_id=run_id, rep=rep, concurrency=k, group=index)
-    g.concurrency_client = client_concurrency(recs)
-    if g.concurrency_client is not None:
-        g.effective_concurrency, g.concurrency_source = g.concurrency_client, "client timing"
+    set_concurrency(g, recs)  # the client's timing until the group's window gives the engine's steps
     bad = [r for r in recs if not r.ok]
     if bad:
         g.ok, g.note = False, f"{len(bad)} of {k} streams failed"

@@ -100,11 +100,14 @@ def window_findings(w: WindowEvidence) -> list[tuple[str, str]]:
     inside = [u for u in w.undrained if u[0] != "start"]
     if inside:
         first = inside[0]
+        still = (
+            f", still after waiting {first[3]:.1f} s" if first[3] else " (not waited for: drain_timeout 0)"
+        )
         found.append(
             (
                 "not-drained",
                 f"at {len(inside)} of its boundaries between labkit's requests the engine did not drain: "
-                f"{_gauges_text(first)} {first[0]}, still after waiting {first[3]:.1f} s, with none of "
+                f"{_gauges_text(first)} {first[0]}{still}, with none of "
                 "labkit's in flight: the requests next to it may have shared the engine",
             )
         )

@@ -67,6 +67,15 @@ def test_a_start_that_drained_during_the_wait_is_not_flagged_and_one_that_did_no
     assert _codes(flags) == [("busy-at-start", "decode"), ("not-drained", "decode")]
     assert "and still 1 running and 0 waiting after waiting 2.0 s" in flags[0]["message"]
     assert "0 running and 2 waiting after c1 turn 1, still after waiting 2.0 s" in flags[1]["message"]
+    log = EvidenceLog()  # drain_timeout = 0: checked, never waited for, and the flags do not claim a wait
+    log.see("decode", 0, busy)
+    log.drained("decode", 0, "start", 0.0, busy)
+    log.pair("decode", 0, busy, _vllm(1, 1, 0), 1)
+    log.drained("decode", 0, "after c1 turn 1", 0.0, _vllm(1, 1, 0))
+    flags = summarize([], [], PLAN, windows=log.windows).flags
+    assert _codes(flags) == [("busy-at-start", "decode"), ("not-drained", "decode")]
+    assert all("waiting 0.0 s" not in f["message"] for f in flags)
+    assert "after c1 turn 1 (not waited for: drain_timeout 0)" in flags[1]["message"]
 
 
 def test_effective_concurrency_from_engine_steps_else_client_timing_and_short_groups_are_flagged():

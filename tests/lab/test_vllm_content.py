@@ -97,7 +97,7 @@ def test_each_categorys_acceptance_is_the_servers_deltas_over_its_windows(measur
 
 
 def test_what_the_run_shows(measured, capsys):
-    """Not an assertion about the model: the figures, printed, for the docs and the report."""
+    """The figures, printed, for the docs and the report; asserted only within the bounds K sets."""
     m = measured.res.summary.measures
     rows = [
         ("synthetic (decode phase)", "decode_c1", "accept_length", "accept_per_draft", "accept_drafted_share")
@@ -112,4 +112,9 @@ def test_what_the_run_shows(measured, capsys):
             print(
                 f"{name:<25} {m[dec]:9.1f}  {m[tau]:5.2f}  {m[ahat]:10.2f}  {m.get(share, float('nan')):13.2f}"
             )
-    assert all(m[f"accept_length@{c}"] >= 1 for c in CONTENT)
+    # the bounds K = 4 sets (no direction is asserted: the model has random weights): at most K accepted per
+    # drafting step, at most K + 1 tokens per engine step, a share of steps drafted in (0, 1]
+    for c in CONTENT:
+        assert 0 <= m[f"accept_per_draft@{c}"] <= 4 and m[f"accept_length@{c}"] <= 5
+        share = m.get(f"accept_drafted_share@{c}")
+        assert share is None or 0 < share <= 1

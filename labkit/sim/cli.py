@@ -5,16 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from labkit.measures import CONTENT
 from labkit.sim.config import FIELDS, FLAVORS, PRESETS, SimConfig, SimConfigError, build_config, parse_value
 
 # Settings that have an explicit flag of their own (--host, --port, --model-name, --flavor, --preset), so they
 # get no per-setting flag: one spelling each.
 EXPLICIT = ("preset", "flavor", "host", "port", "model_name")
-# Settings without a flag of their own, set with --set or --config only: the acceptance of each prompt content
-# category (spec_accept_<category>). labkit.serve keeps the list of the sim's flags (SIM_KNOWN_FLAGS), which
-# these would have to join before they get flags; a sweep walks spec_accept's flag meanwhile.
-SET_ONLY = tuple(f"spec_accept_{c}" for c in CONTENT)
 METAVARS = {"int": "N", "float": "X", "bool": "BOOL", "str": "TEXT", "list[float]": "X,X,..."}
 
 
@@ -62,14 +57,14 @@ def setting_flag(key: str) -> str:
 
 
 def add_setting_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per setting of SimConfig (but EXPLICIT and SET_ONLY), in a "settings" group; help: its type
+    """One flag per setting of SimConfig (but EXPLICIT), in a "settings" group; help: its type
     and default. A bool flag alone means true (`--enable-per-request-metrics`, as vLLM spells that switch)."""
     group = p.add_argument_group(
         "settings", "each flag is one --set KEY=VALUE (applied in command-line order)"
     )
     defaults = SimConfig()
     for key, f in FIELDS.items():
-        if key in EXPLICIT or key in SET_ONLY:
+        if key in EXPLICIT:
             continue
         default = getattr(defaults, key)
         switch: dict[str, Any] = {"nargs": "?", "const": "true"} if str(f.type) == "bool" else {}

@@ -27,7 +27,8 @@ SIM_KNOWN_FLAGS = frozenset(
         "--fault-http500-request", "--fault-exit-request", "--fault-exit-after-tokens", "--fault-stall-request",
         "--fault-stall-after-tokens", "--fault-hold-request", "--fault-hold-from", "--fault-hold-until",
         "--fault-restart-request", "--enable-per-request-metrics", "--per-request-spec-decode-metrics",
-        "--max-num-seqs", "--fault-loop-request",
+        "--max-num-seqs", "--fault-loop-request", "--spec-accept-prose", "--spec-accept-code",
+        "--spec-accept-structured", "--spec-accept-chat",
     }
 )  # fmt: skip
 

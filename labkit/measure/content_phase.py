@@ -13,9 +13,9 @@ from __future__ import annotations
 from labkit.measure import metrics as mx
 from labkit.measure import prompts as pr
 from labkit.measure.corpus import content_prompt, load_corpus
-from labkit.measure.decode_phase import TurnWindows
+from labkit.measure.decode_phase import TurnWindows, window_result
 from labkit.measure.drain import settled
-from labkit.measure.scrapes import flush_for_acceptance, window_acceptance
+from labkit.measure.scrapes import flush_for_acceptance
 from labkit.measure.session import Session
 from labkit.measures import content_key
 
@@ -56,20 +56,4 @@ async def _category(s: Session, run: int, category: str) -> mx.Acceptance | None
             res, phase="content", content=category, content_id=prompt.id, requested=N, turn=turn, nonce=n
         )
         await windows.close([rec], f"{category} turn {turn}")
-    reset = log.evidence.reset_in(window, run)
-    if reset:
-        log.notes.append(f"acceptance invalid: {window} window: {reset}")
-        return None
-    turns = log.records[n_before:]
-    counted = [r for r in turns if r.ok and r.chunk_n]
-    return await window_acceptance(
-        ctx.client,
-        before,
-        windows.last,
-        spec_k=ctx.spec_k,
-        spec_k_source=ctx.spec_k_source,
-        n_window=sum(1 for r in turns if r.http_status == 200 and r.finish_reason),
-        flushed=flushed,
-        notes=log.notes,
-        stream=(sum(r.output_tokens or 0 for r in counted), sum(r.chunks for r in counted)),
-    )
+    return await window_result(s, window, run, before, windows.last, log.records[n_before:], flushed)

@@ -85,26 +85,41 @@ async def measure_decode(s: Session, run: int) -> mx.Acceptance | None:
     if not windows.n:
         log.evidence.pair("decode", run, before, after, 0)
     window = log.records[n_before:]
-    reset = log.evidence.reset_in("decode", run)
-    if reset:  # a restart inside the window: its counter deltas describe two engines
-        log.notes.append(f"acceptance invalid: decode window: {reset}")
+    acc = await window_result(s, "decode", run, before, after, window, flushed)
+    if acc is not None:
+        _check_requests(log, run, window, acc.accepted)
+    return acc
+
+
+async def window_result(
+    s: Session,
+    window: str,
+    run: int,
+    before: mx.Samples | None,
+    after: mx.Samples | None,
+    recs: list[RequestRecord],
+    flushed: bool,
+) -> mx.Acceptance | None:
+    """A measured window's acceptance from its counter deltas, for the decode phase and every phase with
+    windows of its own: None (noted) when a counter went backwards inside it, since its deltas then describe
+    two engines; `recs` are the window's requests (docs/measurement.md, "Speculative acceptance conventions")."""
+    ctx, log = s.ctx, s.log
+    reset = log.evidence.reset_in(window, run)
+    if reset:
+        log.notes.append(f"acceptance invalid: {window} window: {reset}")
         return None
-    n_window = sum(1 for r in window if r.http_status == 200 and r.finish_reason)
-    counted = [r for r in window if r.ok and r.chunk_n]
-    acc = await window_acceptance(
+    counted = [r for r in recs if r.ok and r.chunk_n]
+    return await window_acceptance(
         ctx.client,
         before,
         after,
         spec_k=ctx.spec_k,
         spec_k_source=ctx.spec_k_source,
-        n_window=n_window,
+        n_window=sum(1 for r in recs if r.http_status == 200 and r.finish_reason),
         flushed=flushed,
         notes=log.notes,
         stream=(sum(r.output_tokens or 0 for r in counted), sum(r.chunks for r in counted)),
     )
-    if acc is not None:
-        _check_requests(log, run, window, acc.accepted)
-    return acc
 
 
 def _check_requests(log: RunLog, run: int, window: list[RequestRecord], counted: float) -> None:

@@ -18,6 +18,9 @@ Direction = Literal["higher", "lower", "none"]
 # "Prompt content"). A key without a suffix is measured on the default content, fresh synthetic prose.
 CONTENT = ("prose", "code", "structured", "chat")
 CONTENT_MARK = "@"
+# the header a content prompt's text starts with, "[<nonce> <category>] ": labkit/measure/corpus.py writes it,
+# the simulator reads the category from it (labkit/sim/speculation.py)
+CONTENT_HEADER = re.compile(r"\[([0-9a-f]+) ([a-z]+)\] ")
 # a key pattern's placeholders: <N> a concurrency, <P> a prompt length in tokens, <i> a draft position,
 # <C> a content category
 PLACEHOLDER = re.compile(r"<(N|P|i|C)>")
@@ -219,3 +222,14 @@ def window_covers(window: str, key: str) -> bool:
     if window_content != key_content or key.startswith(_WINDOW_NOT.get(window, ())):
         return False
     return key == window or key.startswith((f"{window}_", *_WINDOW_ALSO.get(window, ())))
+
+
+def content_header(nonce: str, category: str) -> str:
+    """The header of a content prompt: the nonce and the category, before the prompt as written."""
+    return f"[{nonce} {category}] "
+
+
+def header_content(text: object) -> str | None:
+    """The category a prompt's header names; None for any other text (the default content)."""
+    found = CONTENT_HEADER.match(text) if isinstance(text, str) else None
+    return found.group(2) if found and found.group(2) in CONTENT else None

@@ -23,11 +23,9 @@ from importlib import resources
 from pathlib import Path
 
 from labkit.errors import LabkitError
-from labkit.measures import CONTENT
+from labkit.measures import CONTENT, content_header
 
 PROMPT_START = re.compile(r"^=== (\S+)\s*$")
-# the header labkit puts before a corpus text: the sim reads the category from it (labkit/sim/speculation.py)
-MARKER = re.compile(r"^\[([0-9a-f]+) ([a-z]+)\] ")
 
 
 class CorpusError(LabkitError):
@@ -120,10 +118,4 @@ def load_corpus() -> Corpus:
 
 def content_prompt(nonce: str, prompt: CorpusPrompt) -> str:
     """The request text for a corpus prompt: the nonce and the category first, then the prompt as written."""
-    return f"[{nonce} {prompt.category}] {prompt.text}"
-
-
-def content_of(text: str) -> str | None:
-    """The category a content prompt's header names, None for any other text."""
-    found = MARKER.match(text)
-    return found.group(2) if found and found.group(2) in CONTENT else None
+    return content_header(nonce, prompt.category) + prompt.text

@@ -14,13 +14,10 @@ accepted positions are a prefix and P(position i accepted) = rates[i] exactly.
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.measures import CONTENT
-
-MARKER = re.compile(r"\[[0-9a-f]+ ([a-z]+)\] ")
+from labkit.measures import CONTENT, header_content
 
 
 def content_field(category: str) -> str:
@@ -30,8 +27,7 @@ def content_field(category: str) -> str:
 
 def content_of_text(text: Any) -> str:
     """The category a prompt's header names; "" for any other text (the default content)."""
-    found = MARKER.match(text) if isinstance(text, str) else None
-    return found.group(1) if found and found.group(1) in CONTENT else ""
+    return header_content(text) or ""
 
 
 def request_content(endpoint: str, data: dict) -> str:

@@ -25,6 +25,7 @@ from labkit.recipe import LanePlan
 from labkit.stage.fanout import NAS, FanoutPlan
 from labkit.stage.fanout_report import FanoutReport, Fetched, add_refusals
 from labkit.stage.fanout_requests import partial_name, pull_request, serve_request, token_keys
+from labkit.stage.node.peer_temp import RUN_TAG_LEN
 from labkit.stage.peer_ops import run_peer
 from labkit.stage.transport import (
     DEFAULT_TIMEOUTS,
@@ -102,7 +103,6 @@ class PeerServers:
     ):
         self.hosts, self.requests, self.marks, self.timeout, self.sink = hosts, requests, marks, timeout, sink
         self.endpoints: dict[str, tuple[str, int]] = {}
-        self.pids: dict[str, int | None] = {}
         self.results: dict[str, dict] = {}  # node -> the server's result, or {"error": why}, once it ended
         self.ready = {n: threading.Event() for n in requests}
         self.calls: NodeCalls | None = None
@@ -111,7 +111,6 @@ class PeerServers:
         def on_event(ev: dict) -> None:
             if ev.get("event") == "listening":
                 self.endpoints[host.name] = (ev["address"], int(ev["port"]))
-                self.pids[host.name] = ev.get("pid")
                 self.ready[host.name].set()
             self.sink(host.name)({**ev, "role": "server"})
 
@@ -203,7 +202,7 @@ class _Round:
     def run(self, plan: FanoutPlan, warnings: list[str]) -> tuple[list[Fetched], dict[str, dict]]:
         """Servers, then every pull at once; the servers are stopped and the temp files removed either way."""
         run, own, dst, peer, sink = (
-            secrets.token_hex(4),
+            secrets.token_hex(RUN_TAG_LEN // 2),  # the run's id, as the nodes recognise it in temp names
             NodeJobs(),
             self.dst,
             self.peer,

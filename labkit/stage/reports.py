@@ -9,6 +9,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 
 from labkit import settings
+from labkit.stage.fanout_report import refusal_notes
 from labkit.stage.transport import EventSink
 from labkit.units import format_size
 
@@ -148,12 +149,7 @@ def _fanout_lines(fanout: dict | None) -> list[str]:
     if not fanout:
         return []
     out = [f"  fan-out trust: {name}: {text}" for name, text in sorted((fanout.get("trust") or {}).items())]
-    for node, by in sorted((fanout.get("refused") or {}).items()):
-        out.append(
-            f"  fan-out: {node}'s server refused "
-            + ", ".join(f"{k} ({why})" for why, k in sorted(by.items()))
-        )
-    return out
+    return out + refusal_notes(fanout.get("refused") or {})
 
 
 def _checks(v: ViewReport) -> list[str]:

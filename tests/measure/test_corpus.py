@@ -14,13 +14,12 @@ import pytest
 
 from labkit.measure.corpus import (
     CorpusError,
-    content_of,
     content_prompt,
     load_corpus,
     parse,
     read_corpus,
 )
-from labkit.measures import CONTENT
+from labkit.measures import CONTENT, header_content
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDER = REPO / "labkit" / "measure" / "corpus"
@@ -57,9 +56,9 @@ def test_the_header_names_the_category_after_the_nonce():
     p = load_corpus().prompts["structured"][0]
     text = content_prompt("0123456789ab", p)
     assert text.startswith("[0123456789ab structured] ") and text.endswith(p.text)
-    assert content_of(text) == "structured"
-    assert content_of("[0123456789ab] Write a long, detailed story") is None
-    assert content_of("[0123456789ab poetry] x") is None
+    assert header_content(text) == "structured"
+    assert header_content("[0123456789ab] Write a long, detailed story") is None
+    assert header_content("[0123456789ab poetry] x") is None
 
 
 def test_the_digest_pins_the_files(tmp_path):

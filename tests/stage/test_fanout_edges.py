@@ -319,5 +319,5 @@ def test_wrong_token_attempts_are_counted_in_the_staging_report():
                       fanout=record)  # fmt: skip
     text = StageReport([view], 1.0).table()
     assert "fan-out trust: w.bin: sha256 = blob name, checked by every receiver" in text
-    assert "fan-out: n1's server refused 5 (no or wrong token), 1 (not an allowed receiver)" in text
+    assert "refused by n1's fan-out server: 5 no or wrong token, 1 not an allowed receiver" in text
     assert StageReport([view], 1.0).to_dict()["views"][0]["fanout"]["wrong_tokens"] == 5

@@ -13,7 +13,7 @@ import os
 
 from labkit.stage.node.peer_wire import PARTIAL_PREFIX, emit
 
-RUN_TAG_LEN = 8  # hex digits of a run's id in its temp names (labkit/stage/fanout_requests.py)
+RUN_TAG_LEN = 8  # hex digits of a run's id in its temp names (the controller draws it: stage/fanout_run.py)
 
 
 def hold(fd: int) -> int:

@@ -61,6 +61,7 @@ def build_node(
     copying = {c["name"] for c in a.to_copy}
     rep.removed = sum(1 for name in built["removed"] if name not in copying)
     rep.bytes_copied = sum(c["bytes"] for c in built["copied"])
+    rep.cache_dropped = sum(c.get("cache_dropped", 0) for c in built["copied"])
     rep.copy_seconds = sum(c["seconds"] for c in built["copied"])
     rep.methods = sorted({c["method"] for c in built["copied"]})
     rep.sources.update({name: NAS for name in copied})

@@ -9,6 +9,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 
 from labkit import settings
+from labkit.stage.fanout import NAS
 from labkit.stage.fanout_report import refusal_notes
 from labkit.stage.transport import EventSink
 from labkit.units import format_size
@@ -30,6 +31,9 @@ class NodeReport:
     links_ok: int = 0  # links already correct
     kept: int = 0  # copies made by hand at names the view would link, checked and kept as they are
     bytes_copied: int = 0
+    cache_dropped: int = (
+        0  # bytes of copies (and their sources) whose page cache the node dropped after copying
+    )
     copy_seconds: float = 0.0
     seconds: float = 0.0  # whole stage on this node (probe, build, verify)
     repaired: list[str] = field(default_factory=list)
@@ -134,6 +138,7 @@ class StageReport:
             )
             notes = [m for n in v.nodes.values() for m in n.repaired + n.warnings]
             parts += [f"  note: {m}" for m in notes]
+            parts += _cache_lines(v)
             parts += [f"  checked: {line}" for line in _checks(v)]
             parts += _fanout_lines(v.fanout)
         parts.append(
@@ -142,6 +147,16 @@ class StageReport:
             else f"staged in {self.seconds:.1f} s"
         )
         return "\n".join(parts)
+
+
+def _cache_lines(v: ViewReport) -> list[str]:
+    """How much of what each node copied from the NAS had its page cache dropped (docs/staging.md, "The page
+    cache a copy leaves"); nothing when nothing was copied from it."""
+    nas = {n.node: n for n in v.nodes.values() if NAS in n.sources.values()}
+    if not nas:
+        return []
+    said = ", ".join(f"{name} {format_size(n.cache_dropped)}" for name, n in sorted(nas.items()))
+    return [f"  page cache dropped after copying (copies and their NAS sources): {said}"]
 
 
 def _fanout_lines(fanout: dict | None) -> list[str]:

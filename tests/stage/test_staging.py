@@ -765,3 +765,25 @@ def test_node_script_is_never_parsed_by_two_threads_at_once(monkeypatch):
     for th in threads:
         th.join()
     assert len(got) == 4 and len(set(got)) == 1
+
+
+def _resident_pages(path: Path) -> int:
+    """Pages of `path` in the page cache, as util-linux's fincore counts them."""
+    out = subprocess.run(["fincore", "--noheadings", "--raw", "-o", "PAGES", str(path)], capture_output=True)
+    return int(out.stdout.decode().split()[0])
+
+
+@pytest.mark.skipif(shutil.which("fincore") is None, reason="util-linux fincore is not installed")
+def test_a_copy_and_its_source_leave_no_page_cache_behind(world):
+    """The node drops the page cache of each copy and its source once the copy is checked (posix_fadvise, no
+    root), and the report says how much; on a filesystem with a page cache (tmp_path, not a tmpfs)."""
+    plan, snap, dst, hosts = world
+    big = LOCAL[0]
+    (snap / big).unlink()  # a larger local file, resident in the page cache before the stage
+    (snap / big).write_bytes(os.urandom(4 << 20))
+    assert _resident_pages(snap / big) > 0
+    report = run(plan, hosts)
+    node = report.views[0].nodes["n1"]
+    assert node.copied == 2 and node.cache_dropped == node.bytes_copied > 4 << 20
+    assert _resident_pages(dst / big) == 0 and _resident_pages(snap / big) == 0
+    assert "page cache dropped after copying (copies and their NAS sources): n1 " in report.table()

@@ -70,7 +70,9 @@ def block_lengths(size: int, offsets: list, block: int = SAMPLE_BLOCK) -> list:
 
 
 def read_samples(path: str, size: int, block: int = SAMPLE_BLOCK, count: int = SAMPLE_COUNT) -> bytes:
-    """The sampled blocks of `path`, concatenated (a short read means the file changed: Fail)."""
+    """The sampled blocks of `path`, concatenated (a short read means the file changed: Fail). The blocks read
+    leave the page cache again (drop_cache's reason), so a check adds nothing to the node's memory (a file
+    with writes not yet on disk keeps those pages: only clean ones are dropped)."""
     out = bytearray()
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -81,6 +83,8 @@ def read_samples(path: str, size: int, block: int = SAMPLE_BLOCK, count: int = S
                 raise Fail(f"{path}: short read at offset {off} ({len(data)} of {length} bytes)")
             out += data
     finally:
+        if hasattr(os, "posix_fadvise"):  # the whole file: the kernel's readahead went past the blocks read
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         os.close(fd)
     return bytes(out)
 
@@ -592,6 +596,26 @@ def _link_all(dst: str, items: list) -> int:
     return linked
 
 
+def drop_cache(path: str) -> bool:
+    """Ask the kernel to drop a file's pages from the page cache (posix_fadvise DONTNEED: no root needed; only
+    clean pages go, so a copy is fsynced first). A large copy otherwise leaves its source and its copy in
+    memory, which on a unified-memory node is memory the engine's weights load into (docs/staging.md, "The
+    page cache a copy leaves")."""
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _copy_one(dst: str, item: dict, req: dict, block: int, count: int, full: bool) -> tuple:
     """One copy, checked before it gets its final name: (copied entry or None, problem or None)."""
     name, src, size = bare_name(item["name"]), absolute(item["src"], "source path"), int(item["size"])
@@ -617,6 +641,8 @@ def _copy_one(dst: str, item: dict, req: dict, block: int, count: int, full: boo
         st = os.stat(os.path.join(dst, name))
         deep.update(mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)
     entry = {"name": name, "bytes": size, "seconds": seconds, "method": method, "full": digest, "deep": deep}
+    # after the checks, which read the copy back: the copy's pages and the source's (an NFS client's too)
+    entry["cache_dropped"] = size if drop_cache(os.path.join(dst, name)) and drop_cache(src) else 0
     return entry, None
 
 

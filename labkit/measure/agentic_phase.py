@@ -28,12 +28,14 @@ from labkit.measure.drain import settled
 from labkit.measure.records import RequestRecord
 from labkit.measure.session import Session
 from labkit.measure.timing import NS, prefill_tps
+from labkit.measure.tokencount import make_counter
 
 
 async def measure_agentic(s: Session, run: int) -> None:
     """`repeats` times: `sessions` sessions at once, `turns` turns each, in the window `agentic`."""
     plan = s.ctx.plan.agentic
     assert plan is not None  # the runner calls this only for a plan with sessions
+    budget = await tool_budget(s, plan.tool_tokens)  # outside the window: the counter may send requests
     key = f"{AGENTIC_WINDOW}.before.{run}"
     before = await s.scrape(key)
     before = await settled(s, before, key=key, window=AGENTIC_WINDOW, run=run, where="start")
@@ -53,11 +55,34 @@ async def measure_agentic(s: Session, run: int) -> None:
             live = {n: c for n, c in convs.items() if not c.broken}
             if not live:
                 break
-            await _turn(s, live, turn, block, windows)
+            await _turn(s, live, turn, block, windows, budget)
+
+
+async def tool_budget(s: Session, tokens: int) -> int:
+    """How many words and punctuation marks make a tool result of about `tokens` server tokens: one sample
+    result counted with the run's prompt-length counter (the server's /tokenize where it has one; shared with
+    the prefill phase), less a one-word prompt's count, so the template cancels. Done before the window opens."""
+    log = s.log
+    if log.counter is None:
+        log.counter, log.counter_kind = await make_counter(s.ctx.client, s.ctx.model or "", s.ctx.api)
+    sample = tool_result("calibration", tokens, 1)
+    counted = await log.counter(sample) - await log.counter("x")
+    budget = max(16, round(tokens * pr.pieces(sample) / max(counted, 1)))
+    if s.rep == 0:
+        log.notes.append(
+            f"agentic: tool results of ~{tokens} tokens are {budget} words and punctuation marks "
+            f"({log.counter_kind}: {counted} tokens for {pr.pieces(sample)})"
+        )
+    return budget
 
 
 async def _turn(
-    s: Session, convs: dict[int, Conversation], turn: int, block: int | None, windows: TurnWindows
+    s: Session,
+    convs: dict[int, Conversation],
+    turn: int,
+    block: int | None,
+    windows: TurnWindows,
+    budget: int,
 ) -> None:
     """One turn of every live session, sent together; its window's hits checked against the expected."""
     ctx, plan = s.ctx, s.ctx.plan.agentic
@@ -93,7 +118,7 @@ async def _turn(
             continue
         conv.turn_done(rec.prompt_tokens, rec.output_tokens)
         seed = s.text_seed(f"agentic.{n}.{turn}") or pr.nonce()
-        conv.follow(res.text, tool_result(seed, plan.tool_tokens, turn))
+        conv.follow(res.text, tool_result(seed, budget, turn))
 
 
 def _engine_hits(rec: RequestRecord, pc: tuple[float, float] | None, together: int) -> float | None:

@@ -22,9 +22,10 @@ CONTENT_MARK = "@"
 # the simulator reads the category from it (labkit/sim/speculation.py)
 CONTENT_HEADER = re.compile(r"\[([0-9a-f]+) ([a-z]+)\] ")
 # a key pattern's placeholders: <N> a concurrency, <P> a prompt length in tokens, <i> a draft position,
-# <C> a content category
-PLACEHOLDER = re.compile(r"<(N|P|i|C)>")
+# <C> a content category, <T> a turn of an agentic session, <S> seconds of idle engine before an idle turn
+PLACEHOLDER = re.compile(r"<(N|P|i|C|T|S)>")
 _GROUPS = {"N": r"(\d+)", "P": r"(\d+)", "i": r"(\d+)", "C": "(" + "|".join(CONTENT) + ")"}
+_GROUPS |= {"T": r"(\d+)", "S": r"(\d+)"}
 RATE = "t/s"
 SPEED_UNITS = (RATE, "s")  # a rate or a time: its better side is the faster one
 
@@ -49,6 +50,24 @@ class Measure:
     def regex(self) -> re.Pattern[str]:
         return re.compile(PLACEHOLDER.sub(lambda p: _GROUPS[p.group(1)], re.escape(self.key)))
 
+
+# agentic sessions per turn <T> and idle turns after <S> seconds (docs/measurement.md, "Agentic sessions",
+# "Idle turns"): one tuple, so the catalogue takes them in one line
+TURN_MEASURES: tuple[Measure, ...] = (
+    Measure("agentic_ttft_t<T>", "TTFT, session turn <T>", "s", "lower"),
+    Measure("agentic_prefill_t<T>", "prefill of the new tokens, session turn <T>", RATE, "higher"),
+    Measure("agentic_new_tokens_t<T>", "new (uncached) prompt tokens, session turn <T>", "tokens", "none"),
+    Measure("agentic_prompt_tokens_t<T>", "prompt tokens, session turn <T>", "tokens", "none"),
+    Measure("agentic_hit_t<T>", "prefix-cache hit tokens, session turn <T> (engine)", "tokens", "none"),
+    Measure(
+        "agentic_hit_expected_t<T>", "prefix-cache hit tokens, session turn <T> (expected)", "tokens", "none"
+    ),
+    Measure("agentic_decode_t<T>", "decode, session turn <T>", RATE, "higher"),
+    Measure("agentic_hit_agreement", "session turns whose engine hits match the expected", "ratio", "none"),
+    Measure("idle_<S>_ttft", "TTFT after <S> s idle", "s", "lower"),
+    Measure("idle_<S>_decode", "decode after <S> s idle", RATE, "higher"),
+    Measure("idle_<S>_slowdown", "decode c1 / decode after <S> s idle", "ratio", "none"),
+)
 
 # In display order: decode, prefill, TTFT, acceptance, caches, KV pool, NFS, node telemetry.
 CATALOGUE: tuple[Measure, ...] = (
@@ -92,6 +111,8 @@ CATALOGUE: tuple[Measure, ...] = (
     ),
     Measure("accept_drafted_share@<C>", "share of decode steps drafted, <C> prompts", "ratio", "none"),
     Measure("accept_rate@<C>", "acceptance rate, <C> prompts", "ratio", "none"),
+    # agentic sessions, per turn (labkit/measure/summary_turns.py), and idle turns
+    *TURN_MEASURES,
     Measure("prefix_cache_hit_ratio", "prefix-cache hits (prefill)", "ratio", "none"),
     Measure("kv_pool_tokens", "KV pool", "tokens", "none"),
     Measure("kv_pool_context", "KV pool context", "tokens", "none"),

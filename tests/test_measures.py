@@ -35,6 +35,9 @@ SHIM = Path(__file__).resolve().parent / "support" / "nvidia_smi_shim.py"
 SPEC = {"spec_method": "mtp", "spec_k": 2, "spec_accept": [0.8, 0.5], "cold_requests": 1}
 # the engine's own per-request figures, as the vLLM lanes turn them on (docs/measurement.md, "Per-request server truth")
 SPEC |= {"enable_per_request_metrics": True, "per_request_spec_decode_metrics": "summary"}
+# a short agentic session and one idle turn, so their rows are emitted too (docs/measurement.md, "Agentic sessions")
+MEASURE = 'telemetry_period = 0.2\ncontent = ["code"]\nidle_s = [1]\n'
+MEASURE += "agentic = { turns = 2, tool_tokens = 64, answer_tokens = 8 }"
 # rows the sim lane here cannot emit: no NFS mount on this machine, no drafted-share counter in the simulator
 NOT_ON_THE_SIM_LANE = {
     "accept_drafted_share",
@@ -65,7 +68,7 @@ def sim_run(tmp_path_factory) -> SimRun:
     (shim / "nvidia-smi").write_text(f'#!/bin/sh\nexec {sys.executable} {SHIM} "$@"\n')
     (shim / "nvidia-smi").chmod(0o755)
     folder = tmp / "recipes" / "catalogue-sim"
-    sim_recipe(folder, port=PORT, settings=SPEC, measure='telemetry_period = 0.2\ncontent = ["code"]')
+    sim_recipe(folder, port=PORT, settings=SPEC, measure=MEASURE)
     recipe = folder / "recipe.toml"
     recipe.write_text(recipe.read_text().replace("concurrency = [1]", "concurrency = [1, 2]"))
     with pytest.MonkeyPatch.context() as mp:

@@ -80,6 +80,12 @@ class StreamRequest:
     seed: int | None = None
     timeout: float = 600.0  # whole request, seconds
     extra: dict = field(default_factory=dict)
+    # a whole conversation (chat only; an agentic session's turn): sent instead of one user message of `prompt`
+    messages: list[dict] | None = None
+
+    def chat(self) -> list[dict]:
+        """The chat messages this request sends."""
+        return self.messages if self.messages is not None else [{"role": "user", "content": self.prompt}]
 
 
 def api_key_from_env() -> str:
@@ -236,7 +242,7 @@ class StreamClient:
             body["ignore_eos"] = True
         body.update(req.extra)
         if req.api == "chat":
-            body["messages"] = [{"role": "user", "content": req.prompt}]
+            body["messages"] = req.chat()
             return "/chat/completions", body
         if req.api == "completions":
             body["prompt"] = req.prompt
@@ -262,7 +268,7 @@ class StreamClient:
         if req.seed is not None:
             kwargs["seed"] = req.seed
         if req.api == "chat":
-            kwargs["messages"] = [{"role": "user", "content": req.prompt}]
+            kwargs["messages"] = req.chat()
             return self._sdk.chat.completions.with_streaming_response, kwargs
         if req.api == "completions":
             kwargs["prompt"] = req.prompt

@@ -40,6 +40,9 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
     energy_per_token_prefill_<P> J per prompt token over the prefill samples of target P
     sm_clock_decode_median       MHz: the lowest node median of the SM clock over the decode window
     <key>@<category>     decode_c1, ttft_c1, accept_* on the corpus prompts of one content category
+    agentic_<x>_t<T>     per turn T of the agentic sessions: ttft, prefill (new tokens), new_tokens,
+                         prompt_tokens, hit (engine), hit_expected, decode; agentic_hit_agreement
+    idle_<S>_ttft, idle_<S>_decode, idle_<S>_slowdown   the idle turn after S seconds of idle engine
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ class RequestRecord:
     run_id: str = ""
     lane: str = ""
     rep: int = 0  # repetition of the measure plan within the run (measure.runs)
-    phase: str = ""  # "warmup" | "decode" | "content" | "prefill"
+    phase: str = ""  # "warmup" | "decode" | "content" | "agentic" | "idle" | "prefill"
     content: str = (
         ""  # a "content" turn's category and corpus prompt id (docs/measurement.md, "Prompt content")
     )
@@ -132,6 +135,17 @@ class RequestRecord:
     # length in characters and the share of the text the repetition covers; None when it does not
     loop_period: int | None = None
     loop_share: float | None = None
+    # agentic sessions and idle turns (labkit/measure/agentic_phase.py, idle_phase.py; docs/measurement.md,
+    # "Agentic sessions", "Idle turns"): the session a turn belongs to (its `turn` counts from 1), the prefix-cache
+    # hit tokens the previous turns should give it (least, most), the engine's own hits for it (usage
+    # cached_tokens, else its window's counter delta when it ran alone), its turn window's counter delta (all
+    # sessions of the turn), and an idle turn's seconds of idle engine before it
+    session: int | None = None
+    hit_expected: int | None = None
+    hit_expected_max: int | None = None
+    hit_engine: float | None = None
+    hit_window: float | None = None
+    idle_s: float | None = None
 
     @classmethod
     def columns(cls) -> list[str]:

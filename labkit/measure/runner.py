@@ -10,6 +10,7 @@ Order of one run (every prompt carries a fresh nonce first):
 3. c1: `decode.turns` sequential turns; cK (K > 1): `decode.turns` groups of K streams fired together;
    /metrics scraped before step 1 and after step 3: speculative acceptance is that window's counter deltas;
    then, with `measure.content`, c1 turns on the corpus prompts of each category, each in windows of its own;
+   then, with `[measure.agentic]`, multi-turn sessions, and with `measure.idle_s`, a request after each pause;
 4. prefill per target length: prompts fitted to the length in server tokens, `decode.warmup` warmup(s) of that
    length (at most one), then `prefill.repeats` samples at c1, max_tokens=1, /metrics scraped around each.
 A request that errors, ends short or without a finish_reason is a failed record, kept but excluded.
@@ -34,9 +35,11 @@ from typing import Any
 
 from labkit import settings
 from labkit.measure import io_probe as iop
+from labkit.measure.agentic_phase import measure_agentic
 from labkit.measure.client import EndpointError, StreamClient
 from labkit.measure.content_phase import measure_content
 from labkit.measure.decode_phase import measure_decode
+from labkit.measure.idle_phase import measure_idle
 from labkit.measure.kvpool import read_kv_pool
 from labkit.measure.outcome import bench_result, io_deltas, keep_partial
 from labkit.measure.prefill_phase import measure_prefill
@@ -148,6 +151,12 @@ class Bench(Session):
                     await self.decode(run)
                     if plan.content:
                         await self.content(run)
+                    if (
+                        plan.agentic is not None
+                    ):  # sessions, then idle turns (agentic_phase.py, idle_phase.py)
+                        await measure_agentic(self, run)
+                    if plan.idle_s:
+                        await measure_idle(self, run, self._say if self.progress else None)
                 if prefill and plan.prefill.prompt_tokens:
                     await self.prefill(run)
         except BaseException as e:  # interrupted or crashed: keep what was measured, then re-raise
@@ -182,6 +191,11 @@ class Bench(Session):
             log.kv_pool = await read_kv_pool(c)
         log.rtt_ns = await c.rtt_ns()
 
+    @staticmethod
+    def _say(line: str) -> None:
+        """A progress line on stderr (the idle phase's, while it waits)."""
+        print(f"bench: {line}", file=sys.stderr, flush=True)
+
     def stop_telemetry(self) -> None:
         """End the node samplers (idempotent): before the result is made, and whatever ended the run."""
         if self.ctx.telemetry is not None:
@@ -195,6 +209,7 @@ class Bench(Session):
             n += self.ctx.cold_expected + d.warmup * plan.runs
             n += sum(d.turns * k for k in d.concurrency) * plan.runs
             n += d.turns * len(plan.content) * plan.runs
+            n += ((plan.agentic.requests() if plan.agentic else 0) + len(plan.idle_s)) * plan.runs
         if prefill:
             n += len(p.prompt_tokens) * (p.repeats + min(d.warmup, 1)) * plan.runs
         return n

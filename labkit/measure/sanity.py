@@ -72,6 +72,10 @@ def window_of(rec: RequestRecord) -> str | None:
         return f"prefill_{rec.prompt_target}"
     if rec.phase == "content":  # a category's c1 turns: its own window, as the evidence has it
         return f"decode{CONTENT_MARK}{rec.content}"
+    if rec.phase == "agentic":  # every session's turns: the agentic window
+        return "agentic"
+    if rec.phase == "idle":
+        return f"idle_{rec.idle_s:g}" if rec.idle_s is not None else None
     if rec.phase != "decode":
         return None
     if rec.concurrency == 1:

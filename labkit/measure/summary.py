@@ -28,6 +28,7 @@ from labkit.measure.summary_counters import (
 from labkit.measure.summary_engine import concurrency_measures, engine_measures
 from labkit.measure.summary_evidence import evidence_flags, pooled_evidence
 from labkit.measure.summary_speed import PREFILL_EXCLUDED, decode_measures, prefill_measures
+from labkit.measure.summary_turns import idle_measures, turn_measures
 from labkit.measure.telemetry import TelemetryRun, summarize_telemetry
 from labkit.recipe import MeasurePlan
 
@@ -73,6 +74,9 @@ def summarize(
     concurrency_measures(s, groups)
     if plan.content:
         content_measures(s, ok, plan.content, content_acceptance or {}, src)
+    if plan.agentic is not None or plan.idle_s:  # sessions and idle turns (summary_turns.py)
+        turn_measures(s, records, plan, src)
+        idle_measures(s, records, src)
     prefill_measures(s, ok, plan.prefill.prompt_tokens, rtt_ns, counter_kind)
     if acceptance is not None:
         acceptance_measures(s, acceptance)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from labkit.measure.conversation import AGENTIC_WINDOW
 from labkit.measure.recording import CACHE_HIT_TOLERANCE
 from labkit.measure.scrapes import WindowEvidence, reset_message
 
@@ -111,7 +112,7 @@ def window_findings(w: WindowEvidence) -> list[tuple[str, str]]:
                 "labkit's in flight: the requests next to it may have shared the engine",
             )
         )
-    if w.hits is not None and w.hit_pairs:
+    if w.hits is not None and w.hit_pairs and w.name != AGENTIC_WINDOW:  # sessions hit by design
         found.append(
             (
                 "prefix-cache-hit",

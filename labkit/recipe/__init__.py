@@ -2,7 +2,8 @@
 
 Schema checks name the file and key path; variants are applied before the plan is frozen; lookup finds a
 recipe by folder name or alias. Modules: plan (the frozen `LanePlan`), specs (its model, engine and cluster
-parts), staging (its staging entries), measureplan (what it measures), build (a merged table made a plan,
+parts), staging (its staging entries), measureplan (what it measures), sessionplan (its agentic sessions and
+idle turns), build (a merged table made a plan,
 the recipe hash), launch (the fabric and docker options), schema (the generic validator), names (node, user
 and image names), fields (the recipe format), rules (cross-key rules), load (reading + validating, Recipe,
 resolve), variants (overlays), lookup (finding recipes), override (`with_nodes`, `with_content`), describe (the plan as

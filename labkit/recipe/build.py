@@ -17,6 +17,7 @@ from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.launch import docker_options, fabric_spec
 from labkit.recipe.measureplan import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.plan import LanePlan
+from labkit.recipe.sessionplan import agentic_plan
 from labkit.recipe.specs import ClusterSpec, EngineSpec, ModelSpec, Parallel
 from labkit.recipe.staging import StagingSpec
 
@@ -40,7 +41,12 @@ def render_args(args: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 # keys (section, key) left out of the resolved table while they hold no value, so a recipe that does not use
 # a key added later keeps its hash, its `labkit show` text and its measurement plan in the comparability gate
-UNSET_LEFT_OUT = (("measure", "content"), ("model", "loops"))
+UNSET_LEFT_OUT = (
+    ("measure", "content"),
+    ("measure", "agentic"),
+    ("measure", "idle_s"),
+    ("model", "loops"),
+)
 
 
 # cluster.fabric keys left out of the resolved table while they hold their default (today's switch fabric, one
@@ -150,4 +156,6 @@ def measure_plan(m: dict) -> MeasurePlan:
         m["telemetry_period"],
         m["clock_drop"],
         content=tuple(m["content"] or ()),
+        agentic=agentic_plan(m.get("agentic")),
+        idle_s=tuple(m.get("idle_s") or ()),
     )

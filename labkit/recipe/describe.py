@@ -86,9 +86,27 @@ def measure_rows(m: MeasurePlan) -> list[tuple[str, str]]:
     return [
         ("decode", f"c{conc}, {d.turns} turns x {d.output_tokens} tokens, {d.warmup} warmup"),
         *(content if m.content else []),
+        *session_rows(m),
         ("prefill", f"{', '.join(map(str, p.prompt_tokens))} prompt tokens x {p.repeats}, unique prompts"),
         ("runs", f"{m.runs} ({m.api} API, {m.timeout:g} s request timeout)" + _target(m)),
     ]
+
+
+def session_rows(m: MeasurePlan) -> list[tuple[str, str]]:
+    """The agentic sessions' and idle turns' lines, when the plan has them (docs/measurement.md)."""
+    rows = []
+    if (a := m.agentic) is not None:
+        at_once = "1 session" if a.sessions == 1 else f"{a.sessions} sessions at once"
+        rows.append(
+            (
+                "agentic",
+                f"{at_once} x {a.repeats}, {a.turns} turns, ~{a.tool_tokens}-token tool results, "
+                f"{a.answer_tokens}-token answers",
+            )
+        )
+    if m.idle_s:
+        rows.append(("idle", f"one request after {', '.join(map(str, m.idle_s))} s of idle engine"))
+    return rows
 
 
 def _loops(plan: LanePlan) -> str:

@@ -13,6 +13,7 @@ import labkit.recipe.names as names
 import labkit.recipe.schema as s
 from labkit.measures import CONTENT
 from labkit.recipe.enginefacts import ENGINE_KINDS
+from labkit.recipe.sessionplan import agentic_fields, idle_field
 from labkit.recipe.staging import VIEW_MOUNT
 from labkit.recipe.topology import DEFAULT_TOPOLOGY, TOPOLOGIES
 
@@ -274,6 +275,10 @@ def _measure(partial: bool) -> dict[str, s.Field]:
         # prompt content categories measured after the decode phase, c1 on the pinned corpus; absent: none,
         # only the default synthetic prose (docs/measurement.md, "Prompt content")
         "content": F(s.array(s.choice(*CONTENT), unique=True)),
+        # multi-turn sessions and idle turns (labkit/recipe/sessionplan.py; docs/measurement.md, "Agentic
+        # sessions", "Idle turns"); absent: none
+        "agentic": F(s.table(agentic_fields(), partial=partial)),
+        "idle_s": idle_field(),
         "decode": F(s.table(decode, partial=partial), default=dict),
         "prefill": F(s.table(prefill, partial=partial), default=dict),
         "timeout": F(s.number(1.0), default=600.0),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labkit.measures import content_key, decode_key, headline, prefill_key
+from labkit.recipe.sessionplan import AgenticPlan
 
 TARGET_MAX_RUNS = 10  # measure.max_runs when target_ci is set without it
 
@@ -39,6 +40,9 @@ class MeasurePlan:
     # content categories measured after the decode phase (c1 on the pinned corpus); () = only the default
     # synthetic prose (docs/measurement.md, "Prompt content")
     content: tuple[str, ...] = ()
+    # multi-turn sessions and idle turns after the content phase (labkit/recipe/sessionplan.py); None / ()
+    agentic: AgenticPlan | None = None
+    idle_s: tuple[int, ...] = ()
 
     def headline_measures(self) -> tuple[str, ...]:
         """The catalogue's headline rates this plan measures: decode_c1 and decode_c<K>_agg, prefill_<P> (each

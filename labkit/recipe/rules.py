@@ -100,6 +100,10 @@ def check_whole(merged: dict) -> None:
     _check_fabric(cluster)
     _check_staging(merged)
     check_target_keys(merged["measure"])
+    if merged["measure"].get("agentic") is not None and merged["measure"]["api"] != "chat":
+        raise s.Invalid(
+            "measure.agentic", 'agentic sessions are chat conversations: they need measure.api = "chat"'
+        )
     if runtime == "docker":
         _check_mounts(merged)
 

@@ -18,6 +18,7 @@ from labkit.report.specs import load_spec, spec_path
 from labkit.report.stats import boot_of
 from labkit.report.sweep import select_sweeps, sweep_table
 from labkit.report.tables import Table, as_list, build_table, flags_of, render_document
+from labkit.report.turn_table import turn_table
 
 TABLES_FILE = "TABLES.md"
 
@@ -44,7 +45,7 @@ def stored_tables(
     with what the run folders say beside the figures: each run's boot (the unit of interval rows) and its
     evidence flags. Sweep tables read the sweep records (`sweeps`, default those stored under data.root);
     docs/sweeps.md, "The sweep table and plot". Content tables have a row per lane and content category
-    (content_table.py)."""
+    (content_table.py), turn tables a row per lane and session turn (turn_table.py)."""
     from labkit.store import load_sweeps
 
     boots = {rid: boot_of(doc) for rid, doc in data.docs.items()}
@@ -63,7 +64,7 @@ def stored_tables(
             picked = [r for r in select_sweeps(spec, sweeps or []) if not recipes or r.recipe in recipes]
             tables += [sweep_table(spec, r, rows, boots, flags) for r in picked]
         else:
-            build = content_table if spec.content else build_table
+            build = content_table if spec.content else turn_table if spec.turns else build_table
             if spec.columns is None and not spec.sweep_points and points and len(rows):
                 lanes = list(
                     zip(rows["recipe"], rows["variant"], strict=True)

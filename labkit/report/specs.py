@@ -23,6 +23,9 @@ INTERVALS = ("range", "pm", "ci")
 SWEEPS_AUTO = "auto"  # `sweeps = "auto"`: one table per stored sweep record
 SWEEP_ONLY = {"columns", "lanes", "source"}  # keys a sweep table does not take (its points are its rows)
 CONTENT_AUTO = "auto"  # `content = "auto"`: a row per lane and prompt content category (content_table.py)
+TURNS_AUTO = (
+    "auto"  # `turns = "auto"`: a row per lane and agentic session turn, then idle turns (turn_table.py)
+)
 
 
 class ReportError(LabkitError):
@@ -65,6 +68,7 @@ class TableSpec:
     sweep: str = ""  # "": not a sweep table; SWEEPS_AUTO: one table per sweep record; else "<recipe>/<name>"
     sweep_points: bool = True  # auto columns: false leaves out lanes that are points of a stored sweep
     content: bool = False  # a row per lane and prompt content category, the row specs its columns
+    turns: bool = False  # a row per lane and session turn (then idle length), the row specs its columns
     where: str = field(default="", compare=False)  # "<file>: table[i]", for errors found when building
 
     @property
@@ -174,6 +178,7 @@ def _table_spec(t: dict) -> TableSpec:
             "sweep",
             "sweep_points",
             "content",
+            "turns",
         },
         "table",
     )
@@ -201,6 +206,7 @@ def _table_spec(t: dict) -> TableSpec:
         sweep=sweep,
         sweep_points=bool(t.get("sweep_points", True)),
         content=content,
+        turns=_turns_key(t, sweep or content),
     )
 
 
@@ -214,6 +220,19 @@ def _content_key(t: dict, sweep: str) -> bool:
         raise ValueError("a table is a sweep table or a content table, not both")
     if "lanes" in t:
         raise ValueError("a content table takes no lanes (its lanes and categories are its rows)")
+    return True
+
+
+def _turns_key(t: dict, other: object) -> bool:
+    """Whether the table is a turn table (`turns = "auto"`), which has its lanes as rows."""
+    if "turns" not in t:
+        return False
+    if t["turns"] != TURNS_AUTO:
+        raise ValueError(f'turns = {t["turns"]!r}: only "auto" (a row per lane and session turn)')
+    if other:
+        raise ValueError("a turn table is neither a sweep table nor a content table")
+    if "lanes" in t:
+        raise ValueError("a turn table takes no lanes (its lanes and turns are its rows)")
     return True
 
 

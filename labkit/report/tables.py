@@ -22,7 +22,8 @@ from labkit.report.specs import RowSpec, TableSpec
 from labkit.report.stats import sim_title, stat, unit_of
 
 FLAG_MARK = "\u2020"  # "†" beside a figure one of whose runs carries an evidence flag
-WINDOWS = ("decode", "prefill")  # flag windows that cover only their own measures (decode, prefill_4096, ...)
+# flag windows that cover only their own measures (decode, prefill_4096, agentic, idle_60, ...)
+WINDOWS = ("decode", "prefill", "agentic", "idle")
 DEFAULT_MEASURES = {
     "acceptance": "accept_per_draft",
     "kv": "kv_pool_tokens",

@@ -98,7 +98,8 @@ class RequestTruth:
     t_arrival: float
     t_prefill_start: float
     t_prefill_end: float  # scheduled first-token time
-    rate_factor: float = 1.0  # its decode rate is decode_tps x this (SimConfig.decode_noise)
+    rate_factor: float = 1.0  # its decode rate is decode_tps x this (SimConfig.decode_noise, idle_factor)
+    idle: bool = False  # admitted after idle_after_s of idle engine: prefill and decode idle_factor slower
     completion_tokens: int = 0
     steps: int = 0  # decode steps after the prefill token (SGLang verify calls)
     drafts: int = 0

@@ -74,6 +74,10 @@ class SimConfig:
     cold_requests: int = 1  # the first N generation requests after boot are "cold"
     cold_decode_tps: float = 0.0  # 0: cold requests decode at decode_tps
     cold_prefill_tps: float = 0.0  # 0: cold requests prefill at prefill_tps
+    # the first request after the engine sat idle (nothing running) for idle_after_s seconds prefills and decodes
+    # idle_factor times slower, as a GPU whose clocks dropped while idle (0: off; docs/measurement.md, "Idle turns")
+    idle_after_s: float = 0.0
+    idle_factor: float = 1.0
     eos_mean_tokens: float = 128.0  # mean natural length (geometric) without ignore_eos; 0: never EOS
     # speculative decoding
     spec_method: str = ""  # "" = off; e.g. "dspark", "mtp", "eagle3"
@@ -161,6 +165,7 @@ class SimConfig:
         for key in (
             "cold_decode_tps",
             "cold_prefill_tps",
+            "idle_after_s",
             "batch_beta",
             "decode_noise",
             "eos_mean_tokens",
@@ -171,6 +176,8 @@ class SimConfig:
         ):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
+        if self.idle_factor < 1:
+            raise bad("idle_factor", "must be >= 1 (an idle engine is never faster)")
         for key in ("max_model_len", "kv_cache_tokens", "block_size"):
             if getattr(self, key) < 1:
                 raise bad(key, "must be >= 1")

@@ -11,6 +11,8 @@ wake-up time, so sleep jitter does not accumulate):
 - decode step k: target_k = target_{k-1} + step_time(b), b = requests currently decoding (read when the
   step is scheduled), step_time(b) = (1 + E[accepted]) / (decode_tps * f) * (1 + batch_beta * (b - 1)), with
   f the request's rate factor (1, or drawn once per request with decode_noise: SimConfig.rate_factor).
+  A request admitted after idle_after_s of idle engine has f divided by idle_factor and its prefill lasts
+  idle_factor times longer (the idle penalty).
   A step due inside another request's prefill waits for it (prefill_chunk_tokens = 0) or is stretched by one
   chunk's time (prefill_chunk_tokens / prefill_tps), as chunked prefill shares the forward pass.
 - speculative step: the request's drafter draws how many drafts are accepted (labkit/sim/speculation.py: the
@@ -46,6 +48,7 @@ class SimEngine:
         self._cache: OrderedDict[int, None] = OrderedDict()
         self._cache_cap = max(1, cfg.kv_cache_tokens // cfg.block_size)
         self._prefill_free_at = 0.0
+        self._last_end: float | None = None  # when the last request ended (the idle penalty counts from it)
         self._prefills: list[tuple[float, float, int]] = []  # (start, end, request index)
         self._hashes: dict[int, list[int]] = {}
         self._rng: dict[int, random.Random] = {}
@@ -128,7 +131,9 @@ class SimEngine:
         self.c.prefix_hits += cached
         self._prefills = [p for p in self._prefills if p[1] > now]
         start = max(now, self._prefill_free_at)
-        end = start + (len(ids) - cached) / cfg.prefill_rate(cold)
+        idle = self._idle(now)
+        slow = cfg.idle_factor if idle else 1.0
+        end = start + (len(ids) - cached) / cfg.prefill_rate(cold) * slow
         self._prefill_free_at = end
         self._prefills.append((start, end, index))
         rec = RequestTruth(
@@ -146,7 +151,8 @@ class SimEngine:
             t_arrival=now,
             t_prefill_start=start,
             t_prefill_end=end,
-            rate_factor=cfg.rate_factor(index),
+            rate_factor=cfg.rate_factor(index) / slow,
+            idle=idle,
             accepted_per_pos=[0] * (cfg.spec_k if cfg.spec_on else 0),
         )
         if cfg.record_chunks:
@@ -156,6 +162,17 @@ class SimEngine:
         self.records.append(rec)
         self.running += 1
         return rec
+
+    def _idle(self, now: float) -> bool:
+        """Whether a request admitted now pays the idle penalty: the knob is on, nothing runs, and the last
+        request ended at least idle_after_s ago (the first request after boot is the cold turn's, not this)."""
+        cfg = self.cfg
+        return (
+            cfg.idle_after_s > 0
+            and self.running == 0
+            and self._last_end is not None
+            and now - self._last_end >= cfg.idle_after_s
+        )
 
     @staticmethod
     def _geometric(rng: random.Random, mean: float) -> int:
@@ -227,6 +244,7 @@ class SimEngine:
         rec.status = status
         rec.finish_reason = reason
         self.running -= 1
+        self._last_end = self.clock()
         if rec.t_first is not None:
             self.decoding -= 1
         self._hashes.pop(rec.index, None)

@@ -21,6 +21,7 @@ from labkit.measure import BenchOptions, run_bench
 from labkit.measure.corpus import load_corpus
 from labkit.measures import CONTENT
 from labkit.recipe import DecodePlan
+from labkit.recipe.sessionplan import AgenticPlan
 from labkit.serve import Lane
 from labkit.store import RunFolderSink
 from tests.support.vllm import vllm_available
@@ -28,6 +29,8 @@ from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan
 
 pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
 TURNS, N = 4, 96
+SESSION = AgenticPlan(turns=4, tool_tokens=256, answer_tokens=16)  # one agentic session (docs/measurement.md)
+BLOCK = 128  # vLLM CPU's prefix-cache block
 
 
 def totals(text: str) -> dict[str, float]:
@@ -40,11 +43,19 @@ def totals(text: str) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
-    """One boot of tiny-vllm with ngram; one run: a short decode phase, then every content category."""
+    """One boot of tiny-vllm with ngram; one run: a short decode phase, every content category, one session."""
     root = tmp_path_factory.mktemp("vllm-content")
     with isolated(root) as env:
         plan = tiny_vllm_plan(free_port(), spec="ngram", concurrency=(1,), turns=2, prompt_tokens=())
-        measure = dataclasses.replace(plan.measure, decode=DecodePlan((1,), TURNS, N, 1), content=CONTENT)
+        # the same boot also runs a short agentic session (test_the_sessions_hits_are_vllms_own below), with
+        # each response's cached_tokens asked for beside the prefix-cache counters
+        details = (("--enable-prompt-tokens-details", ()),)
+        plan = dataclasses.replace(
+            plan, engine=dataclasses.replace(plan.engine, args=plan.engine.args + details)
+        )
+        measure = dataclasses.replace(
+            plan.measure, decode=DecodePlan((1,), TURNS, N, 1), content=CONTENT, agentic=SESSION
+        )
         lane = Lane(plan, sink=RunFolderSink(root / "run"), poll=0.2, stop_grace=10)
         with lane.up() as ep:
             res = run_bench(
@@ -118,3 +129,36 @@ def test_what_the_run_shows(measured, capsys):
         assert 0 <= m[f"accept_per_draft@{c}"] <= 4 and m[f"accept_length@{c}"] <= 5
         share = m.get(f"accept_drafted_share@{c}")
         assert share is None or 0 < share <= 1
+
+
+def test_the_sessions_hits_are_vllms_own_and_as_expected(measured, capsys):
+    """Agentic sessions on the real engine (docs/measurement.md, "Agentic sessions"): every turn's hit tokens
+    are vLLM's prefix-cache counter delta over the turn's window (this file's own parser over the stored
+    scrapes) and its response's cached_tokens, in whole 128-token blocks, within the expected range."""
+    res = measured.res
+    turns = [r for r in res.records if r.phase == "agentic"]
+    assert [(r.session, r.turn) for r in turns] == [(0, t) for t in range(1, SESSION.turns + 1)]
+    assert all(r.ok for r in turns), [r.error for r in turns]
+    key = "agentic.before.0"
+    rows = []
+    for r in turns:
+        after_key = f"agentic.0.{r.turn}"
+        before = totals(res.scrapes.get(key + ".drain", res.scrapes[key]))
+        after = totals(res.scrapes[after_key])
+        hits = after["vllm:prefix_cache_hits_total"] - before.get("vllm:prefix_cache_hits_total", 0.0)
+        assert r.hit_window == hits and r.cached_tokens == hits == r.hit_engine  # counters and usage agree
+        assert hits % BLOCK == 0
+        if r.turn > 1:  # the conversation grew by the answer and a tool result of about 256 server tokens
+            grown = r.prompt_tokens - rows[-1][1] - SESSION.answer_tokens
+            assert SESSION.tool_tokens * 0.9 <= grown <= SESSION.tool_tokens * 1.1 + 32, grown
+            assert r.hit_expected is not None and r.hit_expected_max is not None
+            assert r.hit_expected % BLOCK == 0 and r.hit_expected <= hits <= r.hit_expected_max
+        rows.append((r.turn, r.prompt_tokens, hits, r.hit_expected, r.hit_expected_max, r.ttft_s))
+        key = after_key
+    m = res.summary.measures
+    assert m["agentic_hit_agreement"] == 1.0 and m[f"agentic_hit_t{SESSION.turns}"] >= BLOCK
+    assert "prefix-cache-hit" not in {f["code"] for f in res.summary.flags}  # the sessions hit by design
+    with capsys.disabled():
+        print("\nturn  prompt  hits (vLLM)  expected  ttft ms")
+        for turn, prompt, hits, lo, hi, ttft in rows:
+            print(f"{turn:4}  {prompt:6}  {hits:11.0f}  {lo}-{hi}  {ttft * 1000:7.1f}")

@@ -169,6 +169,18 @@ def test_a_failed_content_turn_invalidates_its_category_and_a_warm_c1_failure_no
     assert not in_window("decode_c1_cold", "decode_c1") and not in_window("ttft_c1@code", "decode_c1")
 
 
+def test_failed_agentic_and_idle_turns_invalidate_their_own_windows_only():
+    measures = {"decode_c1": 50.0, "agentic_ttft_t1": 0.1, "agentic_ttft_t2": 0.2, "idle_60_ttft": 0.3}
+    s = RunSummary(measures=dict(measures))
+    records = [_rec(phase="agentic", session=0, turn=1), _rec(phase="agentic", session=0, turn=2, ok=False)]
+    apply_sanity(s, records + [_rec(phase="idle", idle_s=60.0), _rec()])
+    assert s.measures == {"decode_c1": 50.0, "idle_60_ttft": 0.3}
+    assert _codes(s.flags) == [("failed-requests", "agentic")]
+    s = RunSummary(measures=dict(measures))
+    apply_sanity(s, [_rec(phase="idle", idle_s=60.0, ok=False, chunks=0)])
+    assert "idle_60_ttft" not in s.measures and "agentic_ttft_t1" in s.measures
+
+
 # ---- runs against the simulator -------------------------------------------------------------------
 
 

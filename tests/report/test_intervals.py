@@ -234,11 +234,13 @@ def test_committed_tables_do_not_opt_in_and_render_as_before():
     assert all(
         s.interval == "range" and all(r.interval == "" for r in s.rows)
         for s in specs
-        if not s.is_sweep and not s.content  # the sweep and content tables opt in
+        if not s.is_sweep and not s.content and not s.turns  # the sweep, content and turn tables opt in
     )
     rep = rp.generate(REPO / "results", write=False, plots=False)
     assert rep.markdown == (REPO / "results" / "TABLES.md").read_text(encoding="utf-8")
-    lane_tables = [t for t in rep.tables if not t.id.startswith("sweeps:") and t.id != "content"]
+    lane_tables = [
+        t for t in rep.tables if not t.id.startswith("sweeps:") and t.id not in ("content", "turns")
+    ]
     assert lane_tables and all(not any(n.startswith("Intervals:") for n in t.notes) for t in lane_tables)
     assert all(PLUS_MINUS not in str(v) for t in lane_tables for v in t.frame.to_numpy().ravel())
 

@@ -28,7 +28,7 @@ SIM_KNOWN_FLAGS = frozenset(
         "--fault-stall-after-tokens", "--fault-hold-request", "--fault-hold-from", "--fault-hold-until",
         "--fault-restart-request", "--enable-per-request-metrics", "--per-request-spec-decode-metrics",
         "--max-num-seqs", "--fault-loop-request", "--spec-accept-prose", "--spec-accept-code",
-        "--spec-accept-structured", "--spec-accept-chat",
+        "--spec-accept-structured", "--spec-accept-chat", "--idle-after-s", "--idle-factor",
     }
 )  # fmt: skip
 

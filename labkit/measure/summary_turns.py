@@ -1,0 +1,132 @@
+"""The agentic and idle measures of a run's summary: per session turn T, TTFT, prefill of the new tokens, the
+prompt and its new tokens, the engine's prefix-cache hits beside the expected ones, and decode
+(`agentic_<x>_t<T>`); how many turns' hits agree with the expected; per idle length S, the idle turn's TTFT,
+decode and its slowdown against the warm decode c1 (`idle_<S>_<x>`). docs/measurement.md, "Agentic sessions"
+and "Idle turns".
+
+Pure: the records in, measures and notes written onto the RunSummary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from labkit.measure.recording import BURST_FLAG
+from labkit.measure.records import RequestRecord, RunSummary
+from labkit.measure.summary_speed import DECODE_WINDOW, put
+from labkit.recipe import MeasurePlan
+
+
+def turn_key(measure: str, turn: int) -> str:
+    """agentic_ttft_t2: a measure of session turn 2."""
+    return f"agentic_{measure}_t{turn}"
+
+
+def idle_key(measure: str, seconds: float) -> str:
+    """idle_60_ttft: a measure of the idle turn after 60 s (its window idle_60 prefixes it, as prefill_<P>'s)."""
+    return f"idle_{int(seconds)}_{measure}"
+
+
+def new_tokens(r: RequestRecord) -> float | None:
+    """The turn's uncached prompt tokens: its prompt less the engine's hits (else the least expected)."""
+    cached = r.hit_engine if r.hit_engine is not None else r.hit_expected
+    return None if r.prompt_tokens is None or cached is None else r.prompt_tokens - cached
+
+
+def turn_measures(s: RunSummary, records: Sequence[RequestRecord], plan: MeasurePlan, src: str) -> None:
+    """The per-turn measures over the ok agentic records (each a median over sessions and repetitions), and
+    the hit agreement over every turn after the first."""
+    ok = [r for r in records if r.ok and r.phase == "agentic"]
+    for turn in sorted({r.turn for r in ok}):
+        rows = [r for r in ok if r.turn == turn]
+        where = f"the sessions' turn {turn}"
+        clean = [r for r in rows if BURST_FLAG not in r.flags]
+        put(s, turn_key("ttft", turn), [r.ttft_s for r in rows], f"median t_first - t_send over {where}, s")
+        put(
+            s,
+            turn_key("prefill", turn),
+            [r.prefill_tps for r in rows],
+            f"median (P - hit tokens) / (TTFT - RTT) over {where}; hits: the engine's, else the least expected",
+        )
+        put(
+            s,
+            turn_key("prompt_tokens", turn),
+            [r.prompt_tokens for r in rows],
+            f"median usage.prompt_tokens, {where}",
+        )
+        put(s, turn_key("new_tokens", turn), [new_tokens(r) for r in rows], f"median P - hit tokens, {where}")
+        put(
+            s,
+            turn_key("hit", turn),
+            [r.hit_engine for r in rows],
+            f"median of the engine's hit tokens (usage cached_tokens, else Δprefix_cache_hits) over {where}",
+        )
+        put(
+            s,
+            turn_key("hit_expected", turn),
+            [r.hit_expected for r in rows],
+            f"median of the least expected hit tokens (the previous prompt in whole blocks) over {where}",
+        )
+        put(
+            s,
+            turn_key("decode", turn),
+            [r.decode_tps for r in clean],
+            f"median over {where}; {DECODE_WINDOW}; tokens: {src}",
+        )
+    _agreement(s, [r for r in records if r.phase == "agentic"], plan)
+
+
+def _agreement(s: RunSummary, recs: Sequence[RequestRecord], plan: MeasurePlan) -> None:
+    """agentic_hit_agreement: the share of checked turn windows whose engine hits lie within the expected
+    (least to most, summed over the window's sessions); the windows that do not are noted."""
+    sessions = plan.agentic.sessions if plan.agentic else 1
+    windows: dict[tuple[int, int, int], list[RequestRecord]] = {}
+    for r in recs:
+        if r.hit_expected is not None and r.session is not None:
+            windows.setdefault((r.rep, r.turn, r.session // sessions), []).append(r)
+    checked, off = 0, []
+    for (rep, turn, _), rows in sorted(windows.items()):
+        got = _window_hits(rows)
+        if got is None:
+            continue
+        least = sum(r.hit_expected or 0 for r in rows)
+        most = sum(r.hit_expected_max or 0 for r in rows)
+        checked += 1
+        if not least <= got <= most:
+            off.append(f"turn {turn} (repetition {rep + 1}): {got:g} hit tokens, expected {least}-{most}")
+    if not checked:
+        return
+    s.measures["agentic_hit_agreement"] = (checked - len(off)) / checked
+    s.method["agentic_hit_agreement"] = (
+        f"{checked - len(off)} of {checked} session turns (after the first) had engine hit tokens within the "
+        "expected: from the previous prompt in whole blocks to the previous prompt and answer in whole blocks"
+    )
+    if off:
+        s.notes.append("agentic: prefix-cache hits unlike the expected: " + "; ".join(off[:6]))
+
+
+def _window_hits(rows: Sequence[RequestRecord]) -> float | None:
+    """The engine's hits over one turn window: the responses' own counts when every one has them, else the
+    window's counter delta."""
+    if all(r.hit_engine is not None for r in rows):
+        return sum(r.hit_engine or 0.0 for r in rows)
+    return rows[0].hit_window
+
+
+def idle_measures(s: RunSummary, records: Sequence[RequestRecord], src: str) -> None:
+    """Per idle length: the idle turns' TTFT and decode (medians over the repetitions), and decode c1 over the
+    idle decode (above 1: the idle turn decoded slower than the warm turns)."""
+    ok = [r for r in records if r.ok and r.phase == "idle" and r.idle_s is not None]
+    for seconds in sorted({r.idle_s for r in ok if r.idle_s is not None}):
+        rows = [r for r in ok if r.idle_s == seconds]
+        where = f"the idle turn(s) after {seconds:g} s of idle engine"
+        put(s, idle_key("ttft", seconds), [r.ttft_s for r in rows], f"median t_first - t_send of {where}, s")
+        clean = [r.decode_tps for r in rows if BURST_FLAG not in r.flags]
+        put(s, idle_key("decode", seconds), clean, f"median over {where}; {DECODE_WINDOW}; tokens: {src}")
+        warm, idle = s.measures.get("decode_c1"), s.measures.get(idle_key("decode", seconds))
+        if warm and idle:
+            key = idle_key("slowdown", seconds)
+            s.measures[key] = warm / idle
+            s.method[key] = (
+                f"decode_c1 / {idle_key('decode', seconds)}: above 1, {where} decoded slower than warm"
+            )

@@ -17,15 +17,19 @@ def _measures(done: LaneRun, results: str | Path | None) -> tuple[Any, Any]:
 
 
 def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
-    """The measured-lanes table(s) for just these runs, built from the stored files like `labkit report`, and
-    the table by prompt content when the runs measured content (docs/measurement.md, "Prompt content")."""
+    """The measured-lanes table(s) for just these runs, built from the stored files like `labkit report`, the
+    table by prompt content when the runs measured content (docs/measurement.md, "Prompt content") and the
+    table by turn when they ran agentic sessions or idle turns ("Agentic sessions", "Idle turns")."""
     from labkit import report
     from labkit.measures import split_content
 
     data, measures = _measures(done, results)
     _, specs = report.load_spec(report.spec_path(data.root))
-    content = any(split_content(str(m))[1] for m in measures["measure"].unique()) if len(measures) else False
-    return report.stored_tables(data, specs, measures=measures, only=["measured"] + ["content"] * content)
+    keys = [str(m) for m in measures["measure"].unique()] if len(measures) else []
+    content = any(split_content(k)[1] for k in keys)
+    turns = any(k.startswith(("agentic_", "idle_")) for k in keys)
+    only = ["measured"] + ["content"] * content + ["turns"] * turns
+    return report.stored_tables(data, specs, measures=measures, only=only)
 
 
 def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:

@@ -1,0 +1,56 @@
+"""The bench notebook on a lane with agentic sessions and an idle turn (docs/measurement.md, "Agentic sessions",
+"Idle turns"): papermill, a real kernel, a sim lane with prefix caching whose truths are known; the executed
+notebook shows the table "TTFT by turn" with a row per turn and one for the idle length."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from labkit import notebooks as nbk
+from labkit.sim.oracle import free_port
+from labkit.store import load_results
+from tests.support.lanes import sim_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+PORTS = (18940, 18959)  # this file's sim ports, clear of the other tests' ranges
+SESSION = (
+    'agentic = { turns = 3, tool_tokens = 256, answer_tokens = 8, sessions = 1 }\nidle_s = [1]\napi = "chat"'
+)
+
+
+def test_papermill_on_an_agentic_lane_shows_the_ttft_by_turn_table(tmp_path):
+    recipes = tmp_path / "recipes"
+    sim_recipe(
+        recipes / "turnsim", port=free_port(*PORTS), settings={"prefix_caching": True}, measure=SESSION
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "LABKIT_RESULTS": str(tmp_path / "results"),
+        "LABKIT_RECIPES": str(recipes),
+    }
+    env.pop("LABKIT_BATCH", None)
+    papermill = str(Path(sys.executable).with_name("papermill"))
+    out = tmp_path / "out.ipynb"
+    proc = subprocess.run(
+        [papermill, str(ROOT / "notebooks" / "bench.ipynb"), str(out), "-p", "recipe", "turnsim"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (table,) = [t for t in nbk.shown_tables(out) if t.startswith("TTFT by turn")]
+    rows = [line for line in table.splitlines() if line.startswith("sim test lane")]
+    assert len(rows) == 4, table  # turns 1-3, then the idle length
+    assert [re.search(r"\bturn (\d)\b|idle (\d+) s", r) is not None for r in rows] == [True] * 4, table
+    data = load_results(tmp_path / "results")
+    m = data.measures.groupby("measure")["value"].mean()
+    # the sim's prefix cache: turn 1 hits nothing, every later turn the previous prompt in whole blocks
+    assert m["agentic_hit_t1"] == 0 and m["agentic_hit_t2"] > 0 and m["agentic_hit_agreement"] == 1
+    assert "idle_1_ttft" in m

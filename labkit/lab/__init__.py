@@ -21,7 +21,7 @@ from labkit.lab.compare_lanes import compare
 from labkit.lab.papermill import attach_executed_notebook
 from labkit.lab.resolve import commands, describe, plan
 from labkit.lab.runs import materialize_model, measure
-from labkit.lab.show import figures, save_figures, tables
+from labkit.lab.show import agreement, figures, save_figures, tables
 from labkit.lab.sweep_run import (
     describe_sweep,
     save_sweep_figure,
@@ -32,6 +32,7 @@ from labkit.lab.sweep_run import (
 )
 
 __all__ = [
+    "agreement",
     "attach_executed_notebook",
     "commands",
     "compare",

@@ -32,6 +32,22 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
     return report.stored_tables(data, specs, measures=measures, only=only)
 
 
+def agreement(done: LaneRun, results: str | Path | None = None) -> str:
+    """Per stored run, the client − engine agreement per request (TTFT and decode per concurrency, from the
+    engine's own per-request metrics; docs/measurement.md, "Per-request server truth"), read back from the
+    stored summaries; a line saying so when the engine gave none."""
+    from labkit.measure import RunSummary, server_truth_row
+
+    data, _ = _measures(done, results)
+    lines = []
+    for rid in done.run_ids:
+        row = server_truth_row(RunSummary.from_dict((data.docs.get(rid) or {}).get("summary") or {}))
+        lines.append(
+            f"{rid}: " + (f"{row[1]}: {row[2]}" if row else "no per-request metrics from the engine")
+        )
+    return "\n".join(lines)
+
+
 def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:
     """The bench notebook's plots for these runs, from the stored files: measures as bars, prefill by
     prompt length, and the first run's tokens over time."""

@@ -17,7 +17,7 @@ from labkit.measure.io_probe import LocalNfsProbe, NodeNfsProbe
 from labkit.measure.metrics import configured_k
 from labkit.measure.records import BenchResult, RequestRecord, RunSummary
 from labkit.measure.runner import BenchOptions, default_plan, run_bench
-from labkit.measure.summary_text import render
+from labkit.measure.summary_text import render, server_truth_row
 from labkit.measure.telemetry import healthy_clocks
 from labkit.measure.telemetry_run import NodeTelemetry
 from labkit.measure.timing import median
@@ -36,4 +36,5 @@ __all__ = [
     "median",
     "render",
     "run_bench",
+    "server_truth_row",
 ]

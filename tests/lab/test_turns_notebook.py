@@ -1,6 +1,7 @@
 """The bench notebook on a lane with agentic sessions and an idle turn (docs/measurement.md, "Agentic sessions",
 "Idle turns"): papermill, a real kernel, a sim lane with prefix caching whose truths are known; the executed
-notebook shows the table "TTFT by turn" with a row per turn and one for the idle length."""
+notebook shows the table "TTFT by turn" with a row per turn and one for the idle length, and the per-request
+agreement with the engine's own figures."""
 
 from __future__ import annotations
 
@@ -25,7 +26,11 @@ SESSION = (
 def test_papermill_on_an_agentic_lane_shows_the_ttft_by_turn_table(tmp_path):
     recipes = tmp_path / "recipes"
     sim_recipe(
-        recipes / "turnsim", port=free_port(*PORTS), settings={"prefix_caching": True}, measure=SESSION
+        recipes / "turnsim",
+        port=free_port(*PORTS),
+        settings={"prefix_caching": True},
+        measure=SESSION,
+        args='"--enable-per-request-metrics" = true',
     )
     env = {
         **os.environ,
@@ -49,6 +54,10 @@ def test_papermill_on_an_agentic_lane_shows_the_ttft_by_turn_table(tmp_path):
     rows = [line for line in table.splitlines() if line.startswith("sim test lane")]
     assert len(rows) == 4, table  # turns 1-3, then the idle length
     assert [re.search(r"\bturn (\d)\b|idle (\d+) s", r) is not None for r in rows] == [True] * 4, table
+    # the per-request agreement cell: client - engine, read back from the stored summary
+    assert re.search(r": client − engine per request: c1 \(n=\d+\): TTFT [+-]\d", out.read_text()), (
+        proc.stdout[-2000:]
+    )
     data = load_results(tmp_path / "results")
     m = data.measures.groupby("measure")["value"].mean()
     # the sim's prefix cache: turn 1 hits nothing, every later turn the previous prompt in whole blocks

@@ -15,19 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from labkit.measures import CONTENT, content_key, split_content
-from labkit.report.format import MISSING
-from labkit.report.intervals import interval_note
+from labkit.report.axis_table import axis_table
 from labkit.report.specs import RowSpec, TableSpec
-from labkit.report.stats import unit_of
 from labkit.report.tables import (
     DEFAULT_MEASURES,
-    LaneColumn,
     Table,
-    cell,
-    flag_note,
-    lane_groups,
-    mark_cell,
-    run_flags,
 )
 
 DEFAULT_CONTENT = "synthetic"  # the row of a lane's un-suffixed figures: the decode phase's synthetic prose
@@ -56,42 +48,12 @@ def content_table(
 ) -> Table:
     """The content table of one spec; `boots` and `flags` as for tables.build_table (interval unit, †
     marks and their notes)."""
-    import pandas as pd
-
-    keys: list[tuple[str, str]] = []
-    grid: list[list[str]] = []
-    lanes: list[LaneColumn] = []
-    notes: list[str] = []
-    forms = {spec.interval_of(row) for row in spec.rows} - {"range"}
-    for lane, part in lane_groups(measures, spec):
-        found = categories(part)
-        if not found:
-            continue
-        runs = sorted(part["run"].unique())
-        lane.unit = unit_of(runs, boots)
-        pairs = run_flags(runs, flags)
-        used: set[int] = set()
-        for content in (DEFAULT_CONTENT, *found):
-            values = []
-            for row in spec.rows:
-                shown = for_content(row, content)
-                values.append(mark_cell(cell(shown, part, lane, spec.interval_of(row)), shown, pairs, used))
-            keys.append((lane.title, content))
-            grid.append(values)
-        lanes.append(lane)
-        notes += [flag_note(lane, *pairs[i]) for i in sorted(used)]
-    keep = [
-        i
-        for i in range(len(spec.rows))
-        if not spec.drop_empty_rows or any(values[i] != MISSING for values in grid)
-    ]
-    index = pd.MultiIndex.from_tuples(keys, names=["lane", "content"]) if keys else pd.Index([], name="lane")
-    frame = pd.DataFrame(
-        [[values[i] for i in keep] for values in grid],
-        index=index,
-        columns=[spec.rows[i].label for i in keep],
-        dtype=object,
+    return axis_table(
+        spec,
+        measures,
+        boots,
+        flags,
+        axis="content",
+        values_of=lambda part: [DEFAULT_CONTENT, *categories(part)] if categories(part) else [],
+        read_as=for_content,
     )
-    shown_forms = {spec.interval_of(spec.rows[i]) for i in keep} & forms
-    notes = list(spec.notes) + ([interval_note(lanes, shown_forms)] if shown_forms and lanes else []) + notes
-    return Table(id=spec.id, title=spec.title, frame=frame, lanes=lanes, notes=notes, empty=spec.empty)

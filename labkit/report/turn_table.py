@@ -15,11 +15,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from labkit.report.format import MISSING
-from labkit.report.intervals import interval_note
+from labkit.report.axis_table import axis_table
 from labkit.report.specs import RowSpec, TableSpec
-from labkit.report.stats import unit_of
-from labkit.report.tables import LaneColumn, Table, cell, flag_note, lane_groups, mark_cell, run_flags
+from labkit.report.tables import Table
 
 TURN = re.compile(r"agentic_[a-z_]+_t(\d+)")
 IDLE = re.compile(r"idle_(\d+)_[a-z]+")
@@ -47,42 +45,4 @@ def turn_table(
     flags: Mapping[str, list[dict] | None] | None = None,
 ) -> Table:
     """The turn table of one spec; `boots` and `flags` as for tables.build_table."""
-    import pandas as pd
-
-    keys: list[tuple[str, str]] = []
-    grid: list[list[str]] = []
-    lanes: list[LaneColumn] = []
-    notes: list[str] = []
-    forms = {spec.interval_of(row) for row in spec.rows} - {"range"}
-    for lane, part in lane_groups(measures, spec):
-        found = turn_rows(part)
-        if not found:
-            continue
-        runs = sorted(part["run"].unique())
-        lane.unit = unit_of(runs, boots)
-        pairs = run_flags(runs, flags)
-        used: set[int] = set()
-        for key in found:
-            values = []
-            for row in spec.rows:
-                shown = for_turn(row, key)
-                values.append(mark_cell(cell(shown, part, lane, spec.interval_of(row)), shown, pairs, used))
-            keys.append((lane.title, key))
-            grid.append(values)
-        lanes.append(lane)
-        notes += [flag_note(lane, *pairs[i]) for i in sorted(used)]
-    keep = [
-        i
-        for i in range(len(spec.rows))
-        if not spec.drop_empty_rows or any(values[i] != MISSING for values in grid)
-    ]
-    index = pd.MultiIndex.from_tuples(keys, names=["lane", "turn"]) if keys else pd.Index([], name="lane")
-    frame = pd.DataFrame(
-        [[values[i] for i in keep] for values in grid],
-        index=index,
-        columns=[spec.rows[i].label for i in keep],
-        dtype=object,
-    )
-    shown_forms = {spec.interval_of(spec.rows[i]) for i in keep} & forms
-    notes = list(spec.notes) + ([interval_note(lanes, shown_forms)] if shown_forms and lanes else []) + notes
-    return Table(id=spec.id, title=spec.title, frame=frame, lanes=lanes, notes=notes, empty=spec.empty)
+    return axis_table(spec, measures, boots, flags, axis="turn", values_of=turn_rows, read_as=for_turn)

@@ -113,7 +113,16 @@ def reach_checks(
     return out
 
 
-def _probed(plan, node, head, iface, target, own, probe, facts) -> Check:
+def _probed(
+    plan: LanePlan,
+    node: str,
+    head: str,
+    iface: str,
+    target: str,
+    own: ipaddress.IPv4Interface | None,
+    probe: Result | str | None,
+    facts: dict,
+) -> Check:
     """One node's verdict from its probe."""
     if isinstance(probe, str) or probe is None:
         return Check(node, CHECK, FAIL, f"cannot probe {target}: {probe or 'not run'}", facts)
@@ -128,6 +137,7 @@ def _probed(plan, node, head, iface, target, own, probe, facts) -> Check:
             node, CHECK, WARN, f"{p.text}: could not check that {target} is reachable on {iface}", facts
         )
     fabric = plan.cluster.fabric
+    assert fabric is not None  # reach_checks runs only for a lane with a fabric
     if fabric.ring:
         advice = (
             f"a ring's rendezvous goes over the management network: {iface} must reach every node "

@@ -16,6 +16,11 @@ pairs), and the table reports, per request at c1 and at c2, labkit's decode / th
 TTFT − the engine's, with the c2 groups' effective concurrency (docs/measurement.md, "Per-request server
 truth", "Drain and effective concurrency").
 
+Context depth (issue 26): each round also runs a depth window, k requests at a context depth of P tokens with
+the context uncached and k with it cached (each after its load request), and the table reports TTFT of both,
+their ratio, and how many cached requests hit exactly what their load put in vLLM's prefix cache
+(docs/measurement.md, "Context depth").
+
     .venv/bin/python benchmarks/bench_vllm_agreement.py [--quick] [--rounds R] [--json OUT]
 
 Exit status 1 if a goal is missed (CI prints, does not gate), 2 if vLLM is not installed.
@@ -40,7 +45,7 @@ from tabulate import tabulate  # noqa: E402
 
 from labkit.measure import BenchOptions, run_bench  # noqa: E402
 from labkit.measure import metrics as mx  # noqa: E402
-from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan  # noqa: E402
+from labkit.recipe import DecodePlan, DepthPlan, MeasurePlan, PrefillPlan  # noqa: E402
 from labkit.sim.oracle import free_port  # noqa: E402
 from labkit.store import RunFolderSink
 
@@ -86,6 +91,11 @@ ROWS = [  # (label, window, key, decimals, gate name or the goal column's note)
     ("decode labkit / engine − 1 per request, c2", "c2", "request_decode_gap", 4, "reported"),
     ("TTFT labkit − engine per request (ms), c2", "c2", "request_ttft_gap_ms", 3, "reported"),
     ("c2 effective concurrency (streams)", "c2", "concurrency", 2, "reported"),
+    ("TTFT at depth P, uncached (ms)", "depth", "ttft_uncached_ms", 2, "reported"),
+    ("TTFT at depth P, cached (ms)", "depth", "ttft_cached_ms", 2, "reported"),
+    ("TTFT at depth P, uncached / cached", "depth", "ttft_gain", 2, "reported"),
+    ("cached hits as expected (share)", "depth", "hit_agreement", 2, "reported"),
+    ("TTFT labkit − engine per request (ms), depth", "depth", "request_ttft_gap_ms", 3, "reported"),
     ("decode server t/s (Σ)", "decode", "server_tps", 1, ""),
     ("prefill server t/s (Σ)", "prefill", "server_tps", 0, ""),
 ]
@@ -233,6 +243,30 @@ def prefill_window(ep, k: int, p: int) -> dict:
     }
 
 
+def depth_window(ep, k: int, p: int) -> dict:
+    """k uncached and k cached requests at a context depth of p tokens (labkit's depth phase), with the
+    engine's per-request TTFT beside labkit's; hits by design, so not the other windows' exclusion rules."""
+    depth = DepthPlan((p,), repeats=k, prompt_tokens=64, output_tokens=16)
+    plan = MeasurePlan("chat", 1, DecodePlan((1,), 0, 1, 0), PrefillPlan((), 1), 120.0, depth=depth)
+    opts = BenchOptions(
+        model=ep.model, progress=False, cold_expected=False, loops_expected=True, prefill=False
+    )
+    res = run_bench(ep.base_url, plan, opts)
+    recs = [r for r in res.records if r.cache_state in ("uncached", "cached")]
+    if not all(r.ok for r in res.records):
+        return {"discarded": "a failed request", "records": [detail(r) for r in res.records]}
+    m = res.summary.measures
+    return {
+        "requests": len(recs),
+        "ttft_uncached_ms": m[f"depth_{p}_ttft"] * 1e3,
+        "ttft_cached_ms": m[f"depth_{p}_ttft_cached"] * 1e3,
+        "ttft_gain": m.get(f"depth_{p}_ttft_gain"),
+        "hit_agreement": m.get("depth_hit_agreement"),
+        **agreement(recs),
+        "records": [detail(r) | {"cache_state": r.cache_state, "hit": r.hit_engine} for r in recs],
+    }
+
+
 def round_line(i: int, rounds: int, dec: dict, pre: dict) -> str:
     def f(x, fmt=".4f"):
         return "n/a" if x is None else format(x, fmt)
@@ -275,12 +309,13 @@ def run(args, ep) -> dict[str, list[dict]]:
     say("untimed first use of both shapes (outside every window)")
     first = MeasurePlan("chat", 1, DecodePlan((1,), 1, n, 0), PrefillPlan((p,), 1), 120.0)
     run_bench(ep.base_url, first, BenchOptions(model=ep.model, progress=False, cold_expected=False))
-    windows: dict[str, list[dict]] = {"decode": [], "prefill": [], "c2": []}
-    shapes = {"decode": decode_window, "prefill": prefill_window, "c2": c2_window}
+    windows: dict[str, list[dict]] = {"decode": [], "prefill": [], "c2": [], "depth": []}
+    shapes = {"decode": decode_window, "prefill": prefill_window, "c2": c2_window, "depth": depth_window}
     for i in range(rounds):
-        for w in ("decode", "prefill", "c2") if i % 2 == 0 else ("c2", "prefill", "decode"):
+        order = ("decode", "prefill", "c2", "depth") if i % 2 == 0 else ("depth", "c2", "prefill", "decode")
+        for w in order:
             say(f"round {i + 1}/{rounds}: {w} window")
-            windows[w].append(shapes[w](ep, k, p if w == "prefill" else n))
+            windows[w].append(shapes[w](ep, k, p if w in ("prefill", "depth") else n))
         print(round_line(i, rounds, windows["decode"][-1], windows["prefill"][-1]), flush=True)
     return windows
 

@@ -22,10 +22,11 @@ CONTENT_MARK = "@"
 # the simulator reads the category from it (labkit/sim/speculation.py)
 CONTENT_HEADER = re.compile(r"\[([0-9a-f]+) ([a-z]+)\] ")
 # a key pattern's placeholders: <N> a concurrency, <P> a prompt length in tokens, <i> a draft position,
-# <C> a content category, <T> a turn of an agentic session, <S> seconds of idle engine before an idle turn
-PLACEHOLDER = re.compile(r"<(N|P|i|C|T|S)>")
+# <C> a content category, <T> a turn of an agentic session, <S> seconds of idle engine before an idle turn,
+# <D> a context depth in tokens
+PLACEHOLDER = re.compile(r"<(N|P|i|C|T|S|D)>")
 _GROUPS = {"N": r"(\d+)", "P": r"(\d+)", "i": r"(\d+)", "C": "(" + "|".join(CONTENT) + ")"}
-_GROUPS |= {"T": r"(\d+)", "S": r"(\d+)"}
+_GROUPS |= {"T": r"(\d+)", "S": r"(\d+)", "D": r"(\d+)"}
 RATE = "t/s"
 SPEED_UNITS = (RATE, "s")  # a rate or a time: its better side is the faster one
 
@@ -67,6 +68,30 @@ TURN_MEASURES: tuple[Measure, ...] = (
     Measure("idle_<S>_ttft", "TTFT after <S> s idle", "s", "lower"),
     Measure("idle_<S>_decode", "decode after <S> s idle", RATE, "higher"),
     Measure("idle_<S>_slowdown", "decode c1 / decode after <S> s idle", "ratio", "none"),
+)
+
+# per context depth <D>, the context uncached (a fresh one) and cached (sent before): depth_<D>_<m> and
+# depth_<D>_<m>_cached (docs/measurement.md, "Context depth"; labkit/measure/summary_depth.py)
+DEPTH_STATES = {"uncached": "", "cached": "_cached"}  # a cache state's key suffix
+_DEPTH_ROWS: tuple[tuple[str, str, str, Direction], ...] = (
+    ("ttft", "TTFT", "s", "lower"),
+    ("prefill", "prefill of the new tokens", RATE, "higher"),
+    ("decode", "decode", RATE, "higher"),
+    ("prompt_tokens", "prompt tokens", "tokens", "none"),
+    ("new_tokens", "new (uncached) prompt tokens", "tokens", "none"),
+    ("hit", "prefix-cache hit tokens (engine)", "tokens", "none"),
+    ("hit_expected", "prefix-cache hit tokens (expected)", "tokens", "none"),
+)
+DEPTH_MEASURES: tuple[Measure, ...] = tuple(
+    Measure(f"depth_<D>_{m}{suffix}", f"{title} at depth <D>, {state}", unit, better)
+    for m, title, unit, better in _DEPTH_ROWS
+    for state, suffix in DEPTH_STATES.items()
+    if m != "hit_expected" or state == "cached"  # a fresh context has no hits to expect
+) + (
+    Measure("depth_<D>_ttft_gain", "TTFT at depth <D>, uncached / cached", "ratio", "none"),
+    Measure(
+        "depth_hit_agreement", "cached depth requests whose engine hits match the expected", "ratio", "none"
+    ),
 )
 
 # In display order: decode, prefill, TTFT, acceptance, caches, KV pool, NFS, node telemetry.
@@ -113,6 +138,7 @@ CATALOGUE: tuple[Measure, ...] = (
     Measure("accept_rate@<C>", "acceptance rate, <C> prompts", "ratio", "none"),
     # agentic sessions, per turn (labkit/measure/summary_turns.py), and idle turns
     *TURN_MEASURES,
+    *DEPTH_MEASURES,
     Measure("prefix_cache_hit_ratio", "prefix-cache hits (prefill)", "ratio", "none"),
     Measure("kv_pool_tokens", "KV pool", "tokens", "none"),
     Measure("kv_pool_context", "KV pool context", "tokens", "none"),
@@ -184,7 +210,7 @@ def title(key: str) -> str:
 
 
 def _number(placeholder: str, digits: str) -> str:
-    return f"{int(digits):,}" if placeholder == "P" else digits  # a content category is kept as it is
+    return f"{int(digits):,}" if placeholder in ("P", "D") else digits  # a content category is kept as it is
 
 
 def unit(key: str) -> str:
@@ -213,6 +239,11 @@ def prefill_tokens(key: str) -> int | None:
     """The prompt length of a headline prefill key (prefill_key's inverse), None for any other key."""
     head, _, digits = key.partition("_")
     return int(digits) if head == "prefill" and digits.isdigit() else None
+
+
+def depth_key(measure: str, depth: int, state: str) -> str:
+    """The key of a measure at a context depth in a cache state: depth_8192_ttft, depth_8192_ttft_cached."""
+    return f"depth_{depth}_{measure}{DEPTH_STATES[state]}"
 
 
 def content_key(key: str, category: str) -> str:

@@ -37,7 +37,8 @@ SPEC = {"spec_method": "mtp", "spec_k": 2, "spec_accept": [0.8, 0.5], "cold_requ
 SPEC |= {"enable_per_request_metrics": True, "per_request_spec_decode_metrics": "summary"}
 # a short agentic session and one idle turn, so their rows are emitted too (docs/measurement.md, "Agentic sessions")
 MEASURE = 'telemetry_period = 0.2\ncontent = ["code"]\nidle_s = [1]\n'
-MEASURE += "agentic = { turns = 2, tool_tokens = 64, answer_tokens = 8 }"
+MEASURE += "agentic = { turns = 2, tool_tokens = 64, answer_tokens = 8 }\n"
+MEASURE += "depth = { tokens = [0, 256], prompt_tokens = 16, output_tokens = 8 }"  # and its context depths
 # rows the sim lane here cannot emit: no NFS mount on this machine, no drafted-share counter in the simulator
 NOT_ON_THE_SIM_LANE = {
     "accept_drafted_share",

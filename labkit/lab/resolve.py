@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from labkit.recipe import LanePlan, Recipe, find_recipe, load_recipe, with_content, with_nodes
+from labkit.recipe import LanePlan, Recipe, find_recipe, load_recipe, with_content, with_depth, with_nodes
 
 
 def plan(
@@ -16,16 +16,19 @@ def plan(
     runs: int | None = None,
     variants: dict[str, str] | None = None,
     content: str | list[str] | None = None,
+    depth: int | str | list[int] | None = None,
 ) -> LanePlan:
-    """Resolve a recipe with variants and optional overrides (nodes, runs, content) into a LanePlan.
+    """Resolve a recipe with variants and optional overrides (nodes, runs, content, depth) into a LanePlan.
 
     `spec`/`staging` given as None or "none" on a recipe without that axis are ignored, so one notebook
     default works for every recipe; any other value on a missing axis is an error naming the recipe.
-    `content` ("prose,code" or a list) replaces `measure.content`; None keeps the recipe's.
+    `content` ("prose,code" or a list) replaces `measure.content`, `depth` ("0,8192" or a list) the depths of
+    `[measure.depth]`; None keeps the recipe's.
     """
     rec = load_recipe(find_recipe(recipe))
     resolved = overridden(rec.resolve(choices_for(rec, spec, staging, variants)), nodes, runs)
-    return resolved if content is None else with_content(resolved, content)
+    resolved = resolved if content is None else with_content(resolved, content)
+    return resolved if depth is None else with_depth(resolved, depth)
 
 
 def choices_for(rec: Recipe, spec: str | None, staging: str | None, variants: dict[str, str] | None) -> dict:

@@ -19,7 +19,8 @@ def _measures(done: LaneRun, results: str | Path | None) -> tuple[Any, Any]:
 def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
     """The measured-lanes table(s) for just these runs, built from the stored files like `labkit report`, the
     table by prompt content when the runs measured content (docs/measurement.md, "Prompt content") and the
-    table by turn when they ran agentic sessions or idle turns ("Agentic sessions", "Idle turns")."""
+    table by turn when they ran agentic sessions or idle turns ("Agentic sessions", "Idle turns"), and the table
+    by depth when they measured context depths ("Context depth")."""
     from labkit import report
     from labkit.measures import split_content
 
@@ -28,7 +29,8 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
     keys = [str(m) for m in measures["measure"].unique()] if len(measures) else []
     content = any(split_content(k)[1] for k in keys)
     turns = any(k.startswith(("agentic_", "idle_")) for k in keys)
-    only = ["measured"] + ["content"] * content + ["turns"] * turns
+    depths = any(k.startswith("depth_") for k in keys)
+    only = ["measured"] + ["content"] * content + ["turns"] * turns + ["depths"] * depths
     return report.stored_tables(data, specs, measures=measures, only=only)
 
 

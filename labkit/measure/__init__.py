@@ -4,10 +4,12 @@ summary out, each figure with the method that produced it (token source, timer, 
 client (stamped streams, sse parsed after the stream) -> recording (records, with the engine's own per-request
 figures from servertruth and the loop mark from sanity) -> runner (`Bench`, the plan; its `BenchOptions`) on
 session (`RunContext` read by the phases, `RunLog` they add to) through decode_phase, content_phase,
-agentic_phase (multi-turn sessions as chat messages from conversation), idle_phase (a request after a pause) and
+agentic_phase (multi-turn sessions as chat messages from conversation), idle_phase (a request after a pause),
+depth_phase (requests at a context depth, uncached and cached, as text from context) and
 prefill_phase (prompts, corpus: the pinned prompt corpus of corpus/, tokencount, scrapes, drain, metrics, kvpool,
 io_probe) -> outcome -> summary (RunSummary, from summary_speed, summary_content, summary_counters,
-summary_engine, summary_turns (per session turn, idle turns), summary_evidence and sanity; timing's formulas) and provenance, all in records;
+summary_engine, summary_turns (per session turn, idle turns), summary_depth (per context depth),
+summary_evidence and sanity; timing's formulas) and provenance, all in records;
 summary_text renders the summary as the lab note's table. telemetry_run samples every node (nvidia-smi,
 /proc/meminfo) while a run measures; telemetry_series parses the samples, telemetry_energy summarizes them per
 window with energy per token, and telemetry adds the health flags.

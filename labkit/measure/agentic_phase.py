@@ -105,11 +105,11 @@ async def _turn(
     for rec, res, (n, conv) in zip(recs, results, convs.items(), strict=True):
         rec.session, rec.server_window = n, view
         rec.hit_window = pc[0] if pc is not None else None
-        rec.hit_engine = _engine_hits(rec, pc, len(recs))
+        rec.hit_engine = engine_hits(rec, pc, len(recs))
         hits = expected_hits(conv.prev_prompt, conv.prev_output, rec.prompt_tokens, block)
         if hits is not None:
             rec.hit_expected, rec.hit_expected_max = hits
-        _new_token_prefill(rec, s.log.rtt_ns)
+        new_token_prefill(rec, s.log.rtt_ns)
         if not rec.ok:
             conv.broken = rec.error or "failed"
             s.log.notes.append(
@@ -121,7 +121,7 @@ async def _turn(
         conv.follow(res.text, tool_result(seed, budget, turn))
 
 
-def _engine_hits(rec: RequestRecord, pc: tuple[float, float] | None, together: int) -> float | None:
+def engine_hits(rec: RequestRecord, pc: tuple[float, float] | None, together: int) -> float | None:
     """The engine's hit tokens for this request: its response's cached_tokens, else its window's counter delta
     when it was the window's only request."""
     if rec.cached_tokens is not None:
@@ -131,7 +131,7 @@ def _engine_hits(rec: RequestRecord, pc: tuple[float, float] | None, together: i
     return None
 
 
-def _new_token_prefill(rec: RequestRecord, rtt_ns: int) -> None:
+def new_token_prefill(rec: RequestRecord, rtt_ns: int) -> None:
     """Prefill of the new (uncached) tokens, (P - hits) / (TTFT - RTT), with the engine's hits for the request
     (else the least expected); left empty without a prompt count or a first token."""
     if not rec.ok or rec.ttft_s is None or rec.prompt_tokens is None:

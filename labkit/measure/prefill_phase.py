@@ -18,7 +18,7 @@ from labkit.measure.tokencount import make_counter
 
 async def measure_prefill(s: Session, run: int) -> None:
     """Per target length: fitted prompts, a warmup, then the samples, each between two /metrics scrapes."""
-    await _fit_counter(s)
+    await fit_counter(s)
     s.log.rtt_ns = await s.ctx.client.rtt_ns()
     p = s.ctx.plan.prefill
     for target in p.prompt_tokens:
@@ -27,7 +27,7 @@ async def measure_prefill(s: Session, run: int) -> None:
             await _sample(s, run, target, i, warm)
 
 
-async def _fit_counter(s: Session) -> None:
+async def fit_counter(s: Session) -> None:
     """Choose how prompt lengths are counted in server tokens (labkit/measure/tokencount.py)."""
     if s.log.counter is None:
         s.log.counter, s.log.counter_kind = await make_counter(s.ctx.client, s.ctx.model or "", s.ctx.api)
@@ -36,7 +36,7 @@ async def _fit_counter(s: Session) -> None:
 async def _sample(s: Session, run: int, target: int, i: int, warm: int) -> None:
     """Request `i` at `target` prompt tokens (the first `warm` are warmups, kept out of the cache window)."""
     ctx, log = s.ctx, s.log
-    assert log.counter is not None  # set by _fit_counter
+    assert log.counter is not None  # set by fit_counter
     exact = log.counter_kind.startswith("server ")  # the server's own count: fit to the token
     seed = s.text_seed(f"prefill.{target}.{i}")
     prompt, counted, n = await pr.fit_prompt(target, log.counter, exact=exact, seed=seed)

@@ -43,6 +43,9 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
     agentic_<x>_t<T>     per turn T of the agentic sessions: ttft, prefill (new tokens), new_tokens,
                          prompt_tokens, hit (engine), hit_expected, decode; agentic_hit_agreement
     idle_<S>_ttft, idle_<S>_decode, idle_<S>_slowdown   the idle turn after S seconds of idle engine
+    depth_<D>_<x>[_cached]  at context depth D, the context uncached or cached: ttft, prefill (new tokens),
+                         decode, prompt_tokens, new_tokens, hit, hit_expected; depth_<D>_ttft_gain;
+                         depth_hit_agreement
 """
 
 from __future__ import annotations
@@ -146,6 +149,11 @@ class RequestRecord:
     hit_engine: float | None = None
     hit_window: float | None = None
     idle_s: float | None = None
+    # context depth (labkit/measure/depth_phase.py; docs/measurement.md, "Context depth"): the depth in tokens
+    # of context before the question, and how the context was found: "uncached", "cached", or "load" (the
+    # request that put it in the cache, not itself a measurement)
+    depth: int | None = None
+    cache_state: str = ""
 
     @classmethod
     def columns(cls) -> list[str]:

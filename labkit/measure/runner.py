@@ -11,6 +11,7 @@ Order of one run (every prompt carries a fresh nonce first):
    /metrics scraped before step 1 and after step 3: speculative acceptance is that window's counter deltas;
    then, with `measure.content`, c1 turns on the corpus prompts of each category, each in windows of its own;
    then, with `[measure.agentic]`, multi-turn sessions, and with `measure.idle_s`, a request after each pause;
+   then, with `[measure.depth]`, requests at each context depth, the context uncached and cached;
 4. prefill per target length: prompts fitted to the length in server tokens, `decode.warmup` warmup(s) of that
    length (at most one), then `prefill.repeats` samples at c1, max_tokens=1, /metrics scraped around each.
 A request that errors, ends short or without a finish_reason is a failed record, kept but excluded.
@@ -39,6 +40,7 @@ from labkit.measure.agentic_phase import measure_agentic
 from labkit.measure.client import EndpointError, StreamClient
 from labkit.measure.content_phase import measure_content
 from labkit.measure.decode_phase import measure_decode
+from labkit.measure.depth_phase import measure_depth
 from labkit.measure.idle_phase import measure_idle
 from labkit.measure.kvpool import read_kv_pool
 from labkit.measure.outcome import bench_result, io_deltas, keep_partial
@@ -157,6 +159,8 @@ class Bench(Session):
                         await measure_agentic(self, run)
                     if plan.idle_s:
                         await measure_idle(self, run, self._say if self.progress else None)
+                if decode and plan.depth is not None:  # context depths, cached and uncached (depth_phase.py)
+                    await measure_depth(self, run, self._say if self.progress else None)
                 if prefill and plan.prefill.prompt_tokens:
                     await self.prefill(run)
         except BaseException as e:  # interrupted or crashed: keep what was measured, then re-raise
@@ -210,6 +214,8 @@ class Bench(Session):
             n += sum(d.turns * k for k in d.concurrency) * plan.runs
             n += d.turns * len(plan.content) * plan.runs
             n += ((plan.agentic.requests() if plan.agentic else 0) + len(plan.idle_s)) * plan.runs
+        if decode and plan.depth is not None:
+            n += plan.depth.requests() * plan.runs
         if prefill:
             n += len(p.prompt_tokens) * (p.repeats + min(d.warmup, 1)) * plan.runs
         return n

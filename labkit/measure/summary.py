@@ -25,6 +25,7 @@ from labkit.measure.summary_counters import (
     prefix_cache_measures,
     telemetry_measures,
 )
+from labkit.measure.summary_depth import depth_measures
 from labkit.measure.summary_engine import concurrency_measures, engine_measures
 from labkit.measure.summary_evidence import evidence_flags, pooled_evidence
 from labkit.measure.summary_speed import PREFILL_EXCLUDED, decode_measures, prefill_measures
@@ -77,6 +78,8 @@ def summarize(
     if plan.agentic is not None or plan.idle_s:  # sessions and idle turns (summary_turns.py)
         turn_measures(s, records, plan, src)
         idle_measures(s, records, src)
+    if plan.depth is not None:  # context depths (summary_depth.py)
+        depth_measures(s, records, src)
     prefill_measures(s, ok, plan.prefill.prompt_tokens, rtt_ns, counter_kind)
     if acceptance is not None:
         acceptance_measures(s, acceptance)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from labkit.measure.conversation import AGENTIC_WINDOW
+from labkit.measure.context import cached_by_design
 from labkit.measure.recording import CACHE_HIT_TOLERANCE
 from labkit.measure.scrapes import WindowEvidence, reset_message
 
@@ -112,7 +112,7 @@ def window_findings(w: WindowEvidence) -> list[tuple[str, str]]:
                 "labkit's in flight: the requests next to it may have shared the engine",
             )
         )
-    if w.hits is not None and w.hit_pairs and w.name != AGENTIC_WINDOW:  # sessions hit by design
+    if w.hits is not None and w.hit_pairs and not cached_by_design(w.name):
         found.append(
             (
                 "prefix-cache-hit",

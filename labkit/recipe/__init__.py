@@ -3,21 +3,22 @@
 Schema checks name the file and key path; variants are applied before the plan is frozen; lookup finds a
 recipe by folder name or alias. Modules: plan (the frozen `LanePlan`), specs (its model, engine and cluster
 parts), staging (its staging entries), measureplan (what it measures), sessionplan (its agentic sessions and
-idle turns), build (a merged table made a plan,
+idle turns), depthplan (its context depths), build (a merged table made a plan,
 the recipe hash), launch (the fabric and docker options), schema (the generic validator), names (node, user
 and image names), fields (the recipe format), rules (cross-key rules), load (reading + validating, Recipe,
-resolve), variants (overlays), lookup (finding recipes), override (`with_nodes`, `with_content`), describe (the plan as
+resolve), variants (overlays), lookup (finding recipes), override (`with_nodes`, `with_content`, `with_depth`), describe (the plan as
 text), sweep (`--over` points, each resolved as a variant), enginefacts (the facts table of each engine kind),
 topology (switch or ring cabling, and the NCCL mesh set a ring needs).
 """
 
+from labkit.recipe.depthplan import DepthPlan
 from labkit.recipe.describe import describe_plan, lane_warnings
 from labkit.recipe.enginefacts import ENGINE_FACTS, EngineFacts, engine_facts
 from labkit.recipe.load import Recipe, load_recipe
 from labkit.recipe.lookup import find_recipe, list_recipes, repo_root
 from labkit.recipe.measureplan import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.names import user_name
-from labkit.recipe.override import with_content, with_nodes
+from labkit.recipe.override import with_content, with_depth, with_nodes
 from labkit.recipe.plan import BUILT_MODEL_PREFIX, LanePlan
 from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml, suggest
 from labkit.recipe.specs import EngineSpec
@@ -29,6 +30,7 @@ __all__ = [
     "BUILT_MODEL_PREFIX",
     "ENGINE_FACTS",
     "DecodePlan",
+    "DepthPlan",
     "EngineFacts",
     "EngineSpec",
     "Invalid",
@@ -56,5 +58,6 @@ __all__ = [
     "suggest",
     "user_name",
     "with_content",
+    "with_depth",
     "with_nodes",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from labkit.recipe.depthplan import depth_plan
 from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.launch import docker_options, fabric_spec
 from labkit.recipe.measureplan import DecodePlan, MeasurePlan, PrefillPlan
@@ -45,6 +46,7 @@ UNSET_LEFT_OUT = (
     ("measure", "content"),
     ("measure", "agentic"),
     ("measure", "idle_s"),
+    ("measure", "depth"),
     ("model", "loops"),
 )
 
@@ -158,4 +160,5 @@ def measure_plan(m: dict) -> MeasurePlan:
         content=tuple(m["content"] or ()),
         agentic=agentic_plan(m.get("agentic")),
         idle_s=tuple(m.get("idle_s") or ()),
+        depth=depth_plan(m.get("depth")),
     )

@@ -93,7 +93,8 @@ def measure_rows(m: MeasurePlan) -> list[tuple[str, str]]:
 
 
 def session_rows(m: MeasurePlan) -> list[tuple[str, str]]:
-    """The agentic sessions' and idle turns' lines, when the plan has them (docs/measurement.md)."""
+    """The agentic sessions', idle turns' and context depths' lines, when the plan has them
+    (docs/measurement.md)."""
     rows = []
     if (a := m.agentic) is not None:
         at_once = "1 session" if a.sessions == 1 else f"{a.sessions} sessions at once"
@@ -106,6 +107,15 @@ def session_rows(m: MeasurePlan) -> list[tuple[str, str]]:
         )
     if m.idle_s:
         rows.append(("idle", f"one request after {', '.join(map(str, m.idle_s))} s of idle engine"))
+    if (d := m.depth) is not None:
+        depths = ", ".join(f"{n:,}" for n in d.tokens)
+        rows.append(
+            (
+                "depth",
+                f"{depths} tokens of context, {' and '.join(d.cache)} x {d.repeats}, "
+                f"~{d.prompt_tokens}-token questions, {d.output_tokens}-token answers",
+            )
+        )
     return rows
 
 

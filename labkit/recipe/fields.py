@@ -12,6 +12,7 @@ from typing import Any
 import labkit.recipe.names as names
 import labkit.recipe.schema as s
 from labkit.measures import CONTENT
+from labkit.recipe.depthplan import depth_fields
 from labkit.recipe.enginefacts import ENGINE_KINDS
 from labkit.recipe.sessionplan import agentic_fields, idle_field
 from labkit.recipe.staging import VIEW_MOUNT
@@ -279,6 +280,9 @@ def _measure(partial: bool) -> dict[str, s.Field]:
         # sessions", "Idle turns"); absent: none
         "agentic": F(s.table(agentic_fields(), partial=partial)),
         "idle_s": idle_field(),
+        # decode and prefill at a context depth, cached and uncached (labkit/recipe/depthplan.py;
+        # docs/measurement.md, "Context depth"); absent: none
+        "depth": F(s.table(depth_fields(), partial=partial)),
         "decode": F(s.table(decode, partial=partial), default=dict),
         "prefill": F(s.table(prefill, partial=partial), default=dict),
         "timeout": F(s.number(1.0), default=600.0),

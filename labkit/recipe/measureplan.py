@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labkit.measures import content_key, decode_key, headline, prefill_key
+from labkit.recipe.depthplan import DepthPlan
 from labkit.recipe.sessionplan import AgenticPlan
 
 TARGET_MAX_RUNS = 10  # measure.max_runs when target_ci is set without it
@@ -43,6 +44,8 @@ class MeasurePlan:
     # multi-turn sessions and idle turns after the content phase (labkit/recipe/sessionplan.py); None / ()
     agentic: AgenticPlan | None = None
     idle_s: tuple[int, ...] = ()
+    # decode and prefill at context depths, cached and uncached, after the sessions (labkit/recipe/depthplan.py)
+    depth: DepthPlan | None = None
 
     def headline_measures(self) -> tuple[str, ...]:
         """The catalogue's headline rates this plan measures: decode_c1 and decode_c<K>_agg, prefill_<P> (each

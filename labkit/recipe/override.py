@@ -17,6 +17,7 @@ import labkit.recipe.schema as s
 from labkit.errors import RecipeError
 from labkit.measures import CONTENT
 from labkit.recipe.build import recipe_hash
+from labkit.recipe.depthplan import check_depth_window, context_window, depth_fields, depth_plan
 from labkit.recipe.plan import LanePlan
 from labkit.recipe.rules import check_target_keys, parallel_problem, world_size
 
@@ -88,4 +89,37 @@ def with_content(plan: LanePlan, content: str | Sequence[str]) -> LanePlan:
         measure=dataclasses.replace(plan.measure, content=checked),
         resolved=resolved,
         recipe_hash=recipe_hash(plan.recipe, dict(plan.variants), resolved) if resolved else plan.recipe_hash,
+    )
+
+
+def with_depth(plan: LanePlan, depth: int | str | Sequence[int | str]) -> LanePlan:
+    """`plan` measuring these context depths ("0,8192" or a list; empty: none), with the rest of the recipe's
+    `[measure.depth]` (else its defaults), checked as `measure.depth` is, against the engine's
+    `--max-model-len` too; a RecipeError names the recipe file, the key and the override. docs/measurement.md,
+    "Context depth"."""
+    # papermill hands `-p depth 4096` over as an int, `-p depth 0,8192` as a string
+    given = [depth] if isinstance(depth, int) else depth.split(",") if isinstance(depth, str) else list(depth)
+    items: list[object] = [d.strip() if isinstance(d, str) else d for d in given]
+    items = [int(d) if isinstance(d, str) and d.isdigit() else d for d in items if d != ""]
+    shown = f" (depth override: {', '.join(map(str, items)) or 'none'})"
+    resolved = copy.deepcopy(plan.resolved)
+    measure = resolved.setdefault("measure", {})
+    table = None
+    if items:
+        keys = {k: v for k, v in (measure.get("depth") or {}).items() if k != "tokens"}
+        try:
+            table = s.table(depth_fields())({**keys, "tokens": items}, "measure.depth")
+            check_depth_window(table, context_window(resolved.get("engine", {}).get("args") or {}))
+        except s.Invalid as e:
+            raise RecipeError(plan.file, e.key, e.message + shown)
+    measure.pop("depth", None)
+    if table is not None:
+        measure["depth"] = table
+    return dataclasses.replace(
+        plan,
+        measure=dataclasses.replace(plan.measure, depth=depth_plan(table)),
+        resolved=resolved,
+        recipe_hash=recipe_hash(plan.recipe, dict(plan.variants), resolved)
+        if plan.resolved
+        else plan.recipe_hash,
     )

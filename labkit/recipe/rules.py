@@ -14,8 +14,9 @@ from __future__ import annotations
 import ipaddress
 
 import labkit.recipe.schema as s
-from labkit.measures import content_key
+from labkit.measures import content_key, depth_key
 from labkit.recipe.build import render_args
+from labkit.recipe.depthplan import check_depth_window, context_window
 from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.fields import docker_fields
 from labkit.recipe.launch import compile_cache_mounts
@@ -100,6 +101,7 @@ def check_whole(merged: dict) -> None:
     _check_fabric(cluster)
     _check_staging(merged)
     check_target_keys(merged["measure"])
+    check_depth_window(merged["measure"].get("depth"), context_window(engine["args"]))
     if merged["measure"].get("agentic") is not None and merged["measure"]["api"] != "chat":
         raise s.Invalid(
             "measure.agentic", 'agentic sessions are chat conversations: they need measure.api = "chat"'
@@ -159,9 +161,27 @@ def _unknown_measure(name: str, measure: dict) -> str | None:
         known |= {f"prefill_{n}", f"prefill_{n}_raw", f"prefill_{n}_ttft"}
     for c in measure.get("content") or ():  # the content phase's c1 measures (docs/measurement.md)
         known |= {content_key(m, c) for m in ("decode_c1", *sorted(_PER_RUN - {"prefix_cache_hit_ratio"}))}
+    known |= _session_measures(measure)
     if name in known:
         return None
     return f"{name!r} is not a measure this plan produces{s.suggest(name, sorted(known))}"
+
+
+def _session_measures(measure: dict) -> set[str]:
+    """The per-turn, idle and depth measures a plan with sessions, idle turns or depths produces (the summary
+    writes them: labkit/measure/summary_turns.py, summary_depth.py)."""
+    out: set[str] = set()
+    agentic = measure.get("agentic")
+    for turn in range(1, (agentic or {}).get("turns", 0) + 1):
+        out |= {f"agentic_{m}_t{turn}" for m in ("ttft", "prefill", "decode")}
+    for seconds in measure.get("idle_s") or ():
+        out |= {f"idle_{seconds}_{m}" for m in ("ttft", "decode")}
+    depth = measure.get("depth")
+    for tokens in (depth or {}).get("tokens", ()):
+        for state in (depth or {}).get("cache", ()):
+            if tokens or state == "uncached":
+                out |= {depth_key(m, tokens, state) for m in ("ttft", "prefill", "decode")}
+    return out
 
 
 def _check_fabric(cluster: dict) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.report.content_table import content_table
+from labkit.report.depth_table import depth_table
 from labkit.report.plots import save_all
 from labkit.report.specs import load_spec, spec_path
 from labkit.report.stats import boot_of
@@ -21,6 +22,8 @@ from labkit.report.tables import Table, as_list, build_table, flags_of, render_d
 from labkit.report.turn_table import turn_table
 
 TABLES_FILE = "TABLES.md"
+# the builder of each axis table (specs.AXES): a row per lane and axis value
+AXIS_TABLES = {"content": content_table, "turns": turn_table, "depths": depth_table}
 
 
 @dataclass
@@ -45,7 +48,8 @@ def stored_tables(
     with what the run folders say beside the figures: each run's boot (the unit of interval rows) and its
     evidence flags. Sweep tables read the sweep records (`sweeps`, default those stored under data.root);
     docs/sweeps.md, "The sweep table and plot". Content tables have a row per lane and content category
-    (content_table.py), turn tables a row per lane and session turn (turn_table.py)."""
+    (content_table.py), turn tables a row per lane and session turn (turn_table.py), depth tables a row per
+    lane, depth and cache state (depth_table.py)."""
     from labkit.store import load_sweeps
 
     boots = {rid: boot_of(doc) for rid, doc in data.docs.items()}
@@ -64,7 +68,7 @@ def stored_tables(
             picked = [r for r in select_sweeps(spec, sweeps or []) if not recipes or r.recipe in recipes]
             tables += [sweep_table(spec, r, rows, boots, flags) for r in picked]
         else:
-            build = content_table if spec.content else turn_table if spec.turns else build_table
+            build = AXIS_TABLES.get(spec.axis, build_table)
             if spec.columns is None and not spec.sweep_points and points and len(rows):
                 lanes = list(
                     zip(rows["recipe"], rows["variant"], strict=True)

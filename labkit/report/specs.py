@@ -22,10 +22,13 @@ FORMATS = ("number", "acceptance", "kv", "nfs", "runs")
 INTERVALS = ("range", "pm", "ci")
 SWEEPS_AUTO = "auto"  # `sweeps = "auto"`: one table per stored sweep record
 SWEEP_ONLY = {"columns", "lanes", "source"}  # keys a sweep table does not take (its points are its rows)
-CONTENT_AUTO = "auto"  # `content = "auto"`: a row per lane and prompt content category (content_table.py)
-TURNS_AUTO = (
-    "auto"  # `turns = "auto"`: a row per lane and agentic session turn, then idle turns (turn_table.py)
-)
+AXIS_AUTO = "auto"  # `content = "auto"`, `turns = "auto"`, `depths = "auto"`: an axis table (axis_table.py)
+# the keys that make a table an axis table, each with what its rows are: a row per lane and one more axis value
+AXES = {
+    "content": "a row per lane and prompt content category (content_table.py)",
+    "turns": "a row per lane and agentic session turn, then idle turns (turn_table.py)",
+    "depths": "a row per lane, context depth and cache state (depth_table.py)",
+}
 
 
 class ReportError(LabkitError):
@@ -67,8 +70,7 @@ class TableSpec:
     interval: str = "range"  # the cell form of number rows that do not choose one (INTERVALS)
     sweep: str = ""  # "": not a sweep table; SWEEPS_AUTO: one table per sweep record; else "<recipe>/<name>"
     sweep_points: bool = True  # auto columns: false leaves out lanes that are points of a stored sweep
-    content: bool = False  # a row per lane and prompt content category, the row specs its columns
-    turns: bool = False  # a row per lane and session turn (then idle length), the row specs its columns
+    axis: str = ""  # "": lanes as columns or rows; else one of AXES: a row per lane and axis value
     where: str = field(default="", compare=False)  # "<file>: table[i]", for errors found when building
 
     @property
@@ -177,13 +179,12 @@ def _table_spec(t: dict) -> TableSpec:
             "sweeps",
             "sweep",
             "sweep_points",
-            "content",
-            "turns",
+            *AXES,
         },
         "table",
     )
     sweep = _sweep_key(t)
-    content = _content_key(t, sweep)
+    axis = _axis_key(t, sweep)
     if "id" not in t or "rows" not in t or ("columns" not in t and not sweep):
         raise ValueError("a table needs id, columns and rows (a sweep table: id, sweeps or sweep, and rows)")
     columns = None if sweep else _column_specs(t["columns"])
@@ -205,35 +206,26 @@ def _table_spec(t: dict) -> TableSpec:
         interval=_interval(t.get("interval", "range"), "table"),
         sweep=sweep,
         sweep_points=bool(t.get("sweep_points", True)),
-        content=content,
-        turns=_turns_key(t, sweep or content),
+        axis=axis,
     )
 
 
-def _content_key(t: dict, sweep: str) -> bool:
-    """Whether the table is a content table (`content = "auto"`), which has its lanes as rows."""
-    if "content" not in t:
-        return False
-    if t["content"] != CONTENT_AUTO:
-        raise ValueError(f'content = {t["content"]!r}: only "auto" (a row per lane and content category)')
+def _axis_key(t: dict, sweep: str) -> str:
+    """Which axis table the table is (`content`, `turns` or `depths` = "auto"), "" for none; an axis table
+    has its lanes as rows, so it takes no `lanes` and is no sweep table."""
+    named = [key for key in AXES if key in t]
+    if not named:
+        return ""
+    if len(named) > 1:
+        raise ValueError(f"a table has one axis: {' and '.join(named)} are both set")
+    axis = named[0]
+    if t[axis] != AXIS_AUTO:
+        raise ValueError(f'{axis} = {t[axis]!r}: only "auto" ({AXES[axis]})')
     if sweep:
-        raise ValueError("a table is a sweep table or a content table, not both")
+        raise ValueError(f"a table is a sweep table or a {axis} table, not both")
     if "lanes" in t:
-        raise ValueError("a content table takes no lanes (its lanes and categories are its rows)")
-    return True
-
-
-def _turns_key(t: dict, other: object) -> bool:
-    """Whether the table is a turn table (`turns = "auto"`), which has its lanes as rows."""
-    if "turns" not in t:
-        return False
-    if t["turns"] != TURNS_AUTO:
-        raise ValueError(f'turns = {t["turns"]!r}: only "auto" (a row per lane and session turn)')
-    if other:
-        raise ValueError("a turn table is neither a sweep table nor a content table")
-    if "lanes" in t:
-        raise ValueError("a turn table takes no lanes (its lanes and turns are its rows)")
-    return True
+        raise ValueError(f"a {axis} table takes no lanes (its lanes and {axis} are its rows)")
+    return axis
 
 
 def _sweep_key(t: dict) -> str:

@@ -22,8 +22,8 @@ from labkit.report.specs import RowSpec, TableSpec
 from labkit.report.stats import sim_title, stat, unit_of
 
 FLAG_MARK = "\u2020"  # "†" beside a figure one of whose runs carries an evidence flag
-# flag windows that cover only their own measures (decode, prefill_4096, agentic, idle_60, ...)
-WINDOWS = ("decode", "prefill", "agentic", "idle")
+# flag windows that cover only their own measures (decode, prefill_4096, agentic, idle_60, depth_8192, ...)
+WINDOWS = ("decode", "prefill", "agentic", "idle", "depth")
 DEFAULT_MEASURES = {
     "acceptance": "accept_per_draft",
     "kv": "kv_pool_tokens",
@@ -268,7 +268,7 @@ def build_tables(
     return [
         build_table(spec, measures, boots, flags)
         for spec in specs
-        if (not only or spec.id in only) and not spec.is_sweep and not spec.content
+        if (not only or spec.id in only) and not spec.is_sweep and not spec.axis
     ]
 
 

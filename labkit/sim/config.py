@@ -78,6 +78,9 @@ class SimConfig:
     # idle_factor times slower, as a GPU whose clocks dropped while idle (0: off; docs/measurement.md, "Idle turns")
     idle_after_s: float = 0.0
     idle_factor: float = 1.0
+    # decode slows with context: a request of P prompt tokens decodes 1 + decode_ctx_slope * P / 1000 times
+    # slower (0: off; docs/measurement.md, "Context depth")
+    decode_ctx_slope: float = 0.0
     eos_mean_tokens: float = 128.0  # mean natural length (geometric) without ignore_eos; 0: never EOS
     # speculative decoding
     spec_method: str = ""  # "" = off; e.g. "dspark", "mtp", "eagle3"
@@ -166,6 +169,7 @@ class SimConfig:
             "cold_decode_tps",
             "cold_prefill_tps",
             "idle_after_s",
+            "decode_ctx_slope",
             "batch_beta",
             "decode_noise",
             "eos_mean_tokens",

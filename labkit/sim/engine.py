@@ -12,7 +12,8 @@ wake-up time, so sleep jitter does not accumulate):
   step is scheduled), step_time(b) = (1 + E[accepted]) / (decode_tps * f) * (1 + batch_beta * (b - 1)), with
   f the request's rate factor (1, or drawn once per request with decode_noise: SimConfig.rate_factor).
   A request admitted after idle_after_s of idle engine has f divided by idle_factor and its prefill lasts
-  idle_factor times longer (the idle penalty).
+  idle_factor times longer (the idle penalty). A request of P prompt tokens has f divided by
+  1 + decode_ctx_slope * P / 1000 (decode slows with context).
   A step due inside another request's prefill waits for it (prefill_chunk_tokens = 0) or is stretched by one
   chunk's time (prefill_chunk_tokens / prefill_tps), as chunked prefill shares the forward pass.
 - speculative step: the request's drafter draws how many drafts are accepted (labkit/sim/speculation.py: the
@@ -151,7 +152,7 @@ class SimEngine:
             t_arrival=now,
             t_prefill_start=start,
             t_prefill_end=end,
-            rate_factor=cfg.rate_factor(index) / slow,
+            rate_factor=cfg.rate_factor(index) / slow / (1.0 + cfg.decode_ctx_slope * len(ids) / 1000.0),
             idle=idle,
             accepted_per_pos=[0] * (cfg.spec_k if cfg.spec_on else 0),
         )

@@ -20,7 +20,7 @@ import pytest
 from labkit.measure import BenchOptions, run_bench
 from labkit.measure.corpus import load_corpus
 from labkit.measures import CONTENT
-from labkit.recipe import DecodePlan
+from labkit.recipe import DecodePlan, DepthPlan
 from labkit.recipe.sessionplan import AgenticPlan
 from labkit.serve import Lane
 from labkit.store import RunFolderSink
@@ -31,6 +31,7 @@ pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_availa
 TURNS, N = 4, 96
 SESSION = AgenticPlan(turns=4, tool_tokens=256, answer_tokens=16)  # one agentic session (docs/measurement.md)
 BLOCK = 128  # vLLM CPU's prefix-cache block
+DEPTH = DepthPlan((0, 1024, 4096), prompt_tokens=64, output_tokens=16)  # context depths (docs/measurement.md)
 
 
 def totals(text: str) -> dict[str, float]:
@@ -43,7 +44,8 @@ def totals(text: str) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
-    """One boot of tiny-vllm with ngram; one run: a short decode phase, every content category, one session."""
+    """One boot of tiny-vllm with ngram; one run: a short decode phase, every content category, one session,
+    three context depths."""
     root = tmp_path_factory.mktemp("vllm-content")
     with isolated(root) as env:
         plan = tiny_vllm_plan(free_port(), spec="ngram", concurrency=(1,), turns=2, prompt_tokens=())
@@ -54,7 +56,11 @@ def measured(tmp_path_factory):
             plan, engine=dataclasses.replace(plan.engine, args=plan.engine.args + details)
         )
         measure = dataclasses.replace(
-            plan.measure, decode=DecodePlan((1,), TURNS, N, 1), content=CONTENT, agentic=SESSION
+            plan.measure,
+            decode=DecodePlan((1,), TURNS, N, 1),
+            content=CONTENT,
+            agentic=SESSION,
+            depth=DEPTH,
         )
         lane = Lane(plan, sink=RunFolderSink(root / "run"), poll=0.2, stop_grace=10)
         with lane.up() as ep:
@@ -162,3 +168,43 @@ def test_the_sessions_hits_are_vllms_own_and_as_expected(measured, capsys):
         print("\nturn  prompt  hits (vLLM)  expected  ttft ms")
         for turn, prompt, hits, lo, hi, ttft in rows:
             print(f"{turn:4}  {prompt:6}  {hits:11.0f}  {lo}-{hi}  {ttft * 1000:7.1f}")
+
+
+def test_the_depths_hits_are_vllms_own_and_as_expected(measured, capsys):
+    """Context depth on the real engine (docs/measurement.md, "Context depth"): every measured request's hit
+    tokens are vLLM's prefix-cache counter delta over its window (this file's own parser over the stored scrapes)
+    and its response's cached_tokens; an uncached context hits nothing, a cached one its load request's prompt
+    in whole 128-token blocks. TTFT cached against uncached is printed, not asserted (a speed)."""
+    res = measured.res
+    depth = [r for r in res.records if r.phase == "depth"]
+    assert [(r.depth, r.cache_state) for r in depth] == [(0, "uncached")] + [
+        (d, s) for d in (1024, 4096) for s in ("uncached", "load", "cached")
+    ]
+    assert all(r.ok for r in depth), [r.error for r in depth]
+    loads = {r.depth: r for r in depth if r.cache_state == "load"}
+    rows, n, key = [], 0, ""
+    for r in depth:
+        n, key = (n + 1, key) if key.startswith(f"depth_{r.depth}.") else (1, f"depth_{r.depth}.before.0")
+        before = totals(res.scrapes.get(key + ".drain", res.scrapes[key]))
+        key = f"depth_{r.depth}.0.{n}"
+        hits = (
+            totals(res.scrapes[key])["vllm:prefix_cache_hits_total"] - before["vllm:prefix_cache_hits_total"]
+        )
+        if r.cache_state == "load":
+            assert r.prompt_tokens == r.depth  # fitted to the token by vLLM's own /tokenize
+            continue
+        assert r.cached_tokens == r.hit_engine == r.hit_window == hits  # usage and the counters agree
+        if r.cache_state == "uncached":
+            assert r.hit_engine == 0
+        else:
+            assert r.hit_engine == r.hit_expected == loads[r.depth].prompt_tokens // BLOCK * BLOCK > 0
+        rows.append((r.depth, r.cache_state, r.prompt_tokens, r.hit_engine, r.ttft_s, r.decode_tps))
+    m = res.summary.measures
+    assert m["depth_hit_agreement"] == 1.0 and m["depth_4096_new_tokens_cached"] < 2 * BLOCK
+    with capsys.disabled():
+        print("\ndepth  cache     prompt  hits (vLLM)  ttft ms  decode t/s")
+        for d, state, prompt, hits, ttft, dec in rows:
+            print(f"{d:5}  {state:8}  {prompt:6}  {hits:11.0f}  {ttft * 1000:7.1f}  {dec or 0:10.1f}")
+        print(
+            f"TTFT uncached / cached: 1024 {m['depth_1024_ttft_gain']:.2f}, 4096 {m['depth_4096_ttft_gain']:.2f}"
+        )

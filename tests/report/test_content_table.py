@@ -118,7 +118,7 @@ def test_no_content_anywhere_is_the_empty_message(tmp_path):
 def test_the_shipped_table_and_its_keys(tmp_path):
     _, specs = load_spec()
     spec = next(s for s in specs if s.id == "content")
-    assert spec.content and spec.interval == "ci" and not spec.is_sweep
+    assert spec.axis == "content" and spec.interval == "ci" and not spec.is_sweep
     assert content_table(spec, load_results(tmp_path / "none").measures).frame.shape[0] == 0
     for extra, words in [
         ('content = "all"', 'only "auto"'),

@@ -234,7 +234,7 @@ def test_committed_tables_do_not_opt_in_and_render_as_before():
     assert all(
         s.interval == "range" and all(r.interval == "" for r in s.rows)
         for s in specs
-        if not s.is_sweep and not s.content and not s.turns  # the sweep, content and turn tables opt in
+        if not s.is_sweep and not s.axis  # the sweep and axis tables (content, turns, depths) opt in
     )
     rep = rp.generate(REPO / "results", write=False, plots=False)
     assert rep.markdown == (REPO / "results" / "TABLES.md").read_text(encoding="utf-8")

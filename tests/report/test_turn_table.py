@@ -106,12 +106,12 @@ def test_no_sessions_anywhere_is_the_empty_message(tmp_path):
 def test_the_shipped_table_and_its_keys(tmp_path):
     _, specs = load_spec()
     spec = next(s for s in specs if s.id == "turns")
-    assert spec.turns and not spec.content and not spec.is_sweep
+    assert spec.axis == "turns" and not spec.is_sweep
     assert turn_table(spec, load_results(tmp_path / "none").measures).frame.shape[0] == 0
     for extra, words in [
         ('turns = "all"', 'only "auto"'),
         ('turns = "auto"\nlanes = "rows"', "takes no lanes"),
-        ('turns = "auto"\ncontent = "auto"', "neither a sweep table nor a content table"),
+        ('turns = "auto"\ncontent = "auto"', "one axis: content and turns are both set"),
     ]:
         (tmp_path / "t.toml").write_text(TABLE.format(extra="").replace('turns = "auto"', extra))
         with pytest.raises(ReportError, match=words):

@@ -1,0 +1,90 @@
+"""The context-depth part of a measure plan (`[measure.depth]`), as recipe fields and as the frozen plan the
+measure step reads (docs/measurement.md, "Context depth").
+
+Kept apart from measureplan.py so the depth workload reads as one idea: its keys, their defaults, the refusal
+of a depth the lane's context window cannot hold, and the dataclass they become.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import labkit.recipe.schema as s
+from labkit.measures import DEPTH_STATES
+
+CACHE_STATES = tuple(DEPTH_STATES)  # how the context is found: computed afresh (uncached), or sent before
+MAX_DEPTH = 1_048_576  # tokens: far beyond any lane's window, a typo guard
+
+
+@dataclass(frozen=True)
+class DepthPlan:
+    """Per depth D (tokens of context before the question): requests whose context is uncached (a fresh one)
+    and/or cached (loaded by a request before), each asking a question of about `prompt_tokens` tokens and
+    forcing `output_tokens` answer tokens; `repeats` of each per repetition."""
+
+    tokens: tuple[int, ...]
+    cache: tuple[str, ...] = CACHE_STATES
+    prompt_tokens: int = 128
+    output_tokens: int = 64
+    repeats: int = 1
+
+    def requests(self) -> int:
+        """Requests of one repetition: a cached measurement also sends its load request; depth 0 has no
+        context to cache, so only the uncached one."""
+        per = 0
+        for depth in self.tokens:
+            per += ("uncached" in self.cache) + (2 if depth and "cached" in self.cache else 0)
+        return per * self.repeats
+
+    def states(self, depth: int) -> tuple[str, ...]:
+        """The cache states measured at `depth`, in plan order (depth 0 has only the uncached one)."""
+        return tuple(c for c in self.cache if depth or c == "uncached")
+
+
+def depth_fields() -> dict[str, s.Field]:
+    """[measure.depth]'s keys; `tokens` is required (an empty table would measure nothing)."""
+    F = s.Field
+    return {
+        "tokens": F(s.array(s.integer(0, MAX_DEPTH), nonempty=True, unique=True), required=True),
+        "cache": F(s.array(s.choice(*CACHE_STATES), nonempty=True, unique=True), default=list(CACHE_STATES)),
+        "prompt_tokens": F(s.integer(8, 65536), default=128),  # the question after the context, about
+        "output_tokens": F(s.integer(2, 65536), default=64),  # the answer, forced length
+        "repeats": F(s.integer(1, 16), default=1),
+    }
+
+
+def depth_plan(table: dict | None) -> DepthPlan | None:
+    """The checked [measure.depth] table as a plan; None when the recipe has none."""
+    if table is None:
+        return None
+    return DepthPlan(
+        tuple(table["tokens"]),
+        tuple(table["cache"]),
+        table["prompt_tokens"],
+        table["output_tokens"],
+        table["repeats"],
+    )
+
+
+def context_window(engine_args: dict) -> int | None:
+    """The lane's context window as the recipe sets it (engine.args --max-model-len), None when it does not."""
+    value = engine_args.get("--max-model-len")
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def check_depth_window(depth: dict | None, window: int | None) -> None:
+    """Refuse a depth whose context, question and answer cannot fit the lane's context window (the engine's
+    --max-model-len, when the recipe sets it): the requests would be refused by the engine after the boot."""
+    if depth is None or window is None:
+        return
+    for i, tokens in enumerate(depth["tokens"]):
+        need = tokens + depth["prompt_tokens"] + depth["output_tokens"]
+        if need > window:
+            raise s.Invalid(
+                f"measure.depth.tokens[{i}]",
+                f"{tokens:,} tokens of context + {depth['prompt_tokens']} of question + "
+                f"{depth['output_tokens']} of answer = {need:,}, over the context window of {window:,} "
+                "(engine.args --max-model-len)",
+            )

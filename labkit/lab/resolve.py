@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from labkit.recipe import LanePlan, Recipe, find_recipe, load_recipe, with_content, with_depth, with_nodes
+from labkit.recipe import (
+    LanePlan,
+    Recipe,
+    find_recipe,
+    load_recipe,
+    with_agentic,
+    with_content,
+    with_depth,
+    with_nodes,
+)
 
 
 def plan(
@@ -17,18 +26,21 @@ def plan(
     variants: dict[str, str] | None = None,
     content: str | list[str] | None = None,
     depth: int | str | list[int] | None = None,
+    agentic: int | str | None = None,
 ) -> LanePlan:
-    """Resolve a recipe with variants and optional overrides (nodes, runs, content, depth) into a LanePlan.
+    """Resolve a recipe with variants and optional overrides (nodes, runs, content, depth, agentic) into a LanePlan.
 
     `spec`/`staging` given as None or "none" on a recipe without that axis are ignored, so one notebook
     default works for every recipe; any other value on a missing axis is an error naming the recipe.
     `content` ("prose,code" or a list) replaces `measure.content`, `depth` ("0,8192" or a list) the depths of
-    `[measure.depth]`; None keeps the recipe's.
+    `[measure.depth]`, `agentic` (turns per session; 0: none) the sessions of `[measure.agentic]`; None keeps
+    the recipe's.
     """
     rec = load_recipe(find_recipe(recipe))
     resolved = overridden(rec.resolve(choices_for(rec, spec, staging, variants)), nodes, runs)
     resolved = resolved if content is None else with_content(resolved, content)
-    return resolved if depth is None else with_depth(resolved, depth)
+    resolved = resolved if depth is None else with_depth(resolved, depth)
+    return resolved if agentic is None else with_agentic(resolved, agentic)
 
 
 def choices_for(rec: Recipe, spec: str | None, staging: str | None, variants: dict[str, str] | None) -> dict:

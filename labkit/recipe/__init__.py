@@ -6,7 +6,7 @@ parts), staging (its staging entries), measureplan (what it measures), sessionpl
 idle turns), depthplan (its context depths), build (a merged table made a plan,
 the recipe hash), launch (the fabric and docker options), schema (the generic validator), names (node, user
 and image names), fields (the recipe format), rules (cross-key rules), load (reading + validating, Recipe,
-resolve), variants (overlays), lookup (finding recipes), override (`with_nodes`, `with_content`, `with_depth`), describe (the plan as
+resolve), variants (overlays), lookup (finding recipes), override (`with_nodes`, `with_content`, `with_depth`, `with_agentic`), describe (the plan as
 text), sweep (`--over` points, each resolved as a variant), enginefacts (the facts table of each engine kind),
 topology (switch or ring cabling, and the NCCL mesh set a ring needs).
 """
@@ -18,7 +18,7 @@ from labkit.recipe.load import Recipe, load_recipe
 from labkit.recipe.lookup import find_recipe, list_recipes, repo_root
 from labkit.recipe.measureplan import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.names import user_name
-from labkit.recipe.override import with_content, with_depth, with_nodes
+from labkit.recipe.override import with_agentic, with_content, with_depth, with_nodes
 from labkit.recipe.plan import BUILT_MODEL_PREFIX, LanePlan
 from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml, suggest
 from labkit.recipe.specs import EngineSpec
@@ -57,6 +57,7 @@ __all__ = [
     "ring_advice",
     "suggest",
     "user_name",
+    "with_agentic",
     "with_content",
     "with_depth",
     "with_nodes",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import labkit.recipe.names as names
 import labkit.recipe.schema as s
@@ -18,8 +18,10 @@ from labkit.errors import RecipeError
 from labkit.measures import CONTENT
 from labkit.recipe.build import recipe_hash
 from labkit.recipe.depthplan import check_depth_window, context_window, depth_fields, depth_plan
+from labkit.recipe.measureplan import MeasurePlan
 from labkit.recipe.plan import LanePlan
-from labkit.recipe.rules import check_target_keys, parallel_problem, world_size
+from labkit.recipe.rules import check_session_api, check_target_keys, parallel_problem, world_size
+from labkit.recipe.sessionplan import agentic_fields, agentic_plan
 
 
 def with_nodes(plan: LanePlan, nodes: str | Sequence[str]) -> LanePlan:
@@ -101,23 +103,66 @@ def with_depth(plan: LanePlan, depth: int | str | Sequence[int | str]) -> LanePl
     given = [depth] if isinstance(depth, int) else depth.split(",") if isinstance(depth, str) else list(depth)
     items: list[object] = [d.strip() if isinstance(d, str) else d for d in given]
     items = [int(d) if isinstance(d, str) and d.isdigit() else d for d in items if d != ""]
-    shown = f" (depth override: {', '.join(map(str, items)) or 'none'})"
+    window = context_window((plan.resolved.get("engine") or {}).get("args") or {})
+    table = _measure_table(
+        plan, "depth", depth_fields(), {"tokens": items} if items else None, ", ".join(map(str, items))
+    )
+
+    def fits() -> None:
+        check_depth_window(table, window)
+
+    measure = dataclasses.replace(plan.measure, depth=depth_plan(table))
+    return _with_measure(
+        plan, "depth", table, measure, f"depth override: {', '.join(map(str, items)) or 'none'}", fits
+    )
+
+
+def with_agentic(plan: LanePlan, turns: int | str) -> LanePlan:
+    """`plan` with agentic sessions of `turns` turns (an int or its digits; "" or 0: none), with the rest of the
+    recipe's `[measure.agentic]` (else its defaults), checked as the table is (chat API included); a
+    RecipeError names the recipe file, the key and the override. docs/measurement.md, "Agentic sessions"."""
+    text = str(turns).strip()
+    value: object = int(text) if text.isdigit() else text
+    change = {"turns": value} if value not in ("", 0) else None
+    table = _measure_table(plan, "agentic", agentic_fields(), change, text or "none")
+
+    def chat_only() -> None:
+        check_session_api({"agentic": table, "api": plan.measure.api})
+
+    measure = dataclasses.replace(plan.measure, agentic=agentic_plan(table))
+    return _with_measure(plan, "agentic", table, measure, f"agentic override: {text or 'none'}", chat_only)
+
+
+def _measure_table(
+    plan: LanePlan, key: str, fields: dict[str, s.Field], change: dict | None, shown: str
+) -> dict | None:
+    """The recipe's `[measure.<key>]` with `change` over it, checked; None when `change` is None (no table)."""
+    if change is None:
+        return None
+    kept = {k: v for k, v in ((plan.resolved.get("measure") or {}).get(key) or {}).items() if k not in change}
+    try:
+        return s.table(fields)({**kept, **change}, f"measure.{key}")
+    except s.Invalid as e:
+        raise RecipeError(plan.file, e.key, e.message + f" ({key} override: {shown})")
+
+
+def _with_measure(
+    plan: LanePlan, key: str, table: dict | None, measure: MeasurePlan, shown: str, check: Callable[[], None]
+) -> LanePlan:
+    """`plan` whose `[measure.<key>]` is `table` (None: left out) and whose MeasurePlan is `measure`, after
+    `check` (a cross-key rule, raising schema.Invalid); its resolved table and recipe hash follow."""
+    try:
+        check()
+    except s.Invalid as e:
+        raise RecipeError(plan.file, e.key, e.message + f" ({shown})")
     resolved = copy.deepcopy(plan.resolved)
-    measure = resolved.setdefault("measure", {})
-    table = None
-    if items:
-        keys = {k: v for k, v in (measure.get("depth") or {}).items() if k != "tokens"}
-        try:
-            table = s.table(depth_fields())({**keys, "tokens": items}, "measure.depth")
-            check_depth_window(table, context_window(resolved.get("engine", {}).get("args") or {}))
-        except s.Invalid as e:
-            raise RecipeError(plan.file, e.key, e.message + shown)
-    measure.pop("depth", None)
+    tables = resolved.setdefault("measure", {})
+    tables.pop(key, None)
     if table is not None:
-        measure["depth"] = table
+        tables[key] = table
     return dataclasses.replace(
         plan,
-        measure=dataclasses.replace(plan.measure, depth=depth_plan(table)),
+        measure=measure,
         resolved=resolved,
         recipe_hash=recipe_hash(plan.recipe, dict(plan.variants), resolved)
         if plan.resolved

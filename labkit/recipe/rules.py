@@ -102,10 +102,7 @@ def check_whole(merged: dict) -> None:
     _check_staging(merged)
     check_target_keys(merged["measure"])
     check_depth_window(merged["measure"].get("depth"), context_window(engine["args"]))
-    if merged["measure"].get("agentic") is not None and merged["measure"]["api"] != "chat":
-        raise s.Invalid(
-            "measure.agentic", 'agentic sessions are chat conversations: they need measure.api = "chat"'
-        )
+    check_session_api(merged["measure"])
     if runtime == "docker":
         _check_mounts(merged)
 
@@ -124,6 +121,14 @@ def _check_request_metrics(kind: str, args: dict[str, tuple[str, ...]]) -> None:
             f'engine.args."{flags.spec[0]}"',
             f"needs {flags.spec_needs}: {engine_facts(kind).name} refuses per-request speculative-decoding "
             "metrics without speculation (set it in the variant that turns speculation on)",
+        )
+
+
+def check_session_api(measure: dict) -> None:
+    """Agentic sessions are chat conversations: a plan with them needs the chat API."""
+    if measure.get("agentic") is not None and measure["api"] != "chat":
+        raise s.Invalid(
+            "measure.agentic", 'agentic sessions are chat conversations: they need measure.api = "chat"'
         )
 
 

@@ -24,9 +24,12 @@ REPETITION_KEYS = (
     "telemetry_period",
     "clock_drop",
 )
-# measure keys that add measures of their own without changing the others: the content phase runs after the
-# decode phase, in windows of its own (docs/measurement.md, "Prompt content"); listed as their own fact
-ADDED_MEASURES_KEYS = ("content",)
+# measure keys that add measures of their own without changing the others: the content phase, the sessions,
+# the idle turns and the depths run after the decode phase, in windows of their own, with prompts no other
+# phase shares (docs/measurement.md, "Prompt content", "Agentic sessions", "Idle turns", "Context depth");
+# listed as facts of their own ("prompt content", "added workloads"), never blocking
+WORKLOAD_KEYS = ("agentic", "idle_s", "depth")
+ADDED_MEASURES_KEYS = ("content", *WORKLOAD_KEYS)
 BLOCKING = ("simulated", "measurement plan")
 # resolved keys that are not recipe content: the measure table is its own fact, labels only name the lane
 NOT_CONTENT = ("measure.", "lane.label", "lane.description", "lane.aliases")
@@ -86,6 +89,13 @@ def prompt_content(doc: Mapping[str, Any]) -> str:
     return ", ".join(content) if content else "synthetic prose only"
 
 
+def added_workloads(doc: Mapping[str, Any]) -> str:
+    """The workloads a run added beside the fresh-prompt phases: its sessions, idle turns and depths."""
+    m = _resolved(doc).get("measure") or {}
+    parts = [f"{key} {json.dumps(m[key], sort_keys=True)}" for key in WORKLOAD_KEYS if m.get(key)]
+    return "; ".join(parts) or "none"
+
+
 def images(doc: Mapping[str, Any]) -> str:
     """The image ID every node ran (from the pre-boot checks), else the recipe's image name, else none."""
     found = sorted(
@@ -113,6 +123,7 @@ FACTS = {
     "measurement plan": measure_plan,
     "prompt set": prompt_set,
     "prompt content": prompt_content,
+    "added workloads": added_workloads,
 }
 
 

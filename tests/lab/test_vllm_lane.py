@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from labkit import notebooks as nbk
 from labkit.measure import BenchOptions, render, run_bench
 from labkit.recipe.lookup import load_plan
 from labkit.serve import Lane
@@ -159,8 +160,10 @@ def test_ctrl_c_during_boot_leaves_nothing(tmp_path, local_env, monkeypatch, tmp
 
 
 def test_bench_notebook_runs_the_default_lane_end_to_end(tmp_path, tmp_path_factory, monkeypatch):
-    """`labkit run bench -p recipe tiny-vllm`: the recipe's own plan and port, through papermill; the run is
-    stored and shows in the tables; the lane is torn down."""
+    """`labkit run bench -p recipe tiny-vllm` with the workload parameters (two content categories, two
+    context depths, three-turn agentic sessions): the recipe's own plan and port, through papermill; the run is
+    stored and shows in the tables, the notebook shows the content, depth and turn tables; the lane is torn
+    down."""
     from labkit import report
     from labkit.store import load_results
 
@@ -178,6 +181,7 @@ def test_bench_notebook_runs_the_default_lane_end_to_end(tmp_path, tmp_path_fact
         "-p",
         "results",
         str(tmp_path / "results"),
+        *("-p", "content", "prose,code", "-p", "depth", "0,1024", "-p", "agentic", "3"),
         "-o",
         str(tmp_path / "out.ipynb"),
     ]
@@ -189,6 +193,15 @@ def test_bench_notebook_runs_the_default_lane_end_to_end(tmp_path, tmp_path_fact
     assert doc["boot"]["kv_pool_tokens"] == 524_288 and doc["boot"]["engine_version"].startswith("0.32")
     m = doc["summary"]["measures"]
     assert {"decode_c1", "decode_c1_cold", "decode_c2_agg", "prefill_4096", "prefill_12600"} <= set(m)
+    assert {"decode_c1@code", "depth_1024_ttft_cached", "agentic_ttft_t3", "depth_hit_agreement"} <= set(m)
+    assert m["depth_hit_agreement"] == 1 and m["agentic_hit_agreement"] == 1  # vLLM's own hits, as expected
+    shown = [t.splitlines()[0] for t in nbk.shown_tables(tmp_path / "out.ipynb")]
+    for title in (
+        "Decode c1 and acceptance by prompt content",
+        "TTFT, prefill and decode by depth",
+        "TTFT by turn",
+    ):
+        assert any(s.startswith(title) for s in shown), shown
     md = report.generate(tmp_path / "results", write=False, plots=False).markdown
     assert "vLLM tiny CPU" in md
     monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path / "state"))

@@ -76,3 +76,25 @@ def test_a_bad_value_names_the_file_and_the_key(tmp_path, extra, key, words):
     message = str(err.value)
     assert str(folder / "recipe.toml") in message or "recipe.toml" in message
     assert key in message and words in message
+
+
+def test_the_agentic_override_keeps_the_recipes_keys_and_is_checked(tmp_path):
+    from labkit.recipe import with_agentic
+
+    folder = recipe(tmp_path, "[measure.agentic]\ntool_tokens = 300")
+    plan = load_recipe(folder).resolve({"spec": "none"})
+    longer = with_agentic(plan, 6)  # papermill's `-p agentic 6` is an int
+    assert longer.measure.agentic == AgenticPlan(turns=6, tool_tokens=300, answer_tokens=32, sessions=1)
+    assert longer.resolved["measure"]["agentic"]["turns"] == 6 and longer.recipe_hash != plan.recipe_hash
+    assert with_agentic(plan, "4").measure.agentic.turns == 4 and plan.measure.agentic.turns == 3
+    none = with_agentic(plan, 0)
+    assert none.measure.agentic is None and "agentic" not in none.resolved["measure"]
+    with pytest.raises(RecipeError) as e:
+        with_agentic(plan, "many")
+    assert str(folder / "recipe.toml") in str(e.value) and "measure.agentic.turns" in str(e.value)
+    assert "agentic override: many" in str(e.value)
+    import dataclasses
+
+    prompts = dataclasses.replace(plan, measure=dataclasses.replace(plan.measure, api="completions"))
+    with pytest.raises(RecipeError, match=r'measure.agentic: .*measure.api = "chat" \(agentic override: 2\)'):
+        with_agentic(prompts, 2)

@@ -11,7 +11,7 @@ import pytest
 from labkit import lab
 from labkit.errors import RecipeError
 from labkit.recipe import describe_plan, load_recipe, with_content
-from labkit.report.gate import gate, measure_plan, prompt_content
+from labkit.report.gate import added_workloads, gate, measure_plan, prompt_content
 
 BASE = """
 [model]
@@ -125,3 +125,18 @@ def test_the_notebook_api_takes_content_and_the_gate_lists_it_without_blocking()
     g = gate(docs[:1], docs[1:])
     item = next(i for i in g.items if i.fact == "prompt content")
     assert not item.blocking and item.b == ("code",) and "measurement plan" not in g.blocked
+
+
+def test_added_workloads_are_listed_by_the_gate_without_blocking():
+    """Sessions, idle turns and depths add measures in windows of their own: a lane with them is compared with
+    one without on every other measure (this failed before: they entered the blocking measurement plan)."""
+    plain = lab.plan("sim", spec="dspark")
+    deep = lab.plan("sim", spec="dspark", depth="0,4096", agentic=3)
+    docs = [{"plan": {"resolved": p.resolved}, "run_id": r} for p, r in ((plain, "a"), (deep, "b"))]
+    assert measure_plan(docs[0]) == measure_plan(docs[1])
+    assert added_workloads(docs[0]) == "none" and added_workloads(docs[1]).startswith(
+        'agentic {"answer_tokens"'
+    )
+    g = gate(docs[:1], docs[1:])
+    item = next(i for i in g.items if i.fact == "added workloads")
+    assert not item.blocking and "depth" in item.b[0] and g.blocked == []

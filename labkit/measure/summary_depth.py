@@ -8,38 +8,14 @@ Pure: the records in, measures and notes written onto the RunSummary.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from functools import partial
 
-from labkit.measure.recording import BURST_FLAG
 from labkit.measure.records import RequestRecord, RunSummary
-from labkit.measure.summary_speed import DECODE_WINDOW, put
-from labkit.measure.summary_turns import new_tokens
+from labkit.measure.summary_turns import per_request_measures
 from labkit.measures import DEPTH_STATES, depth_key
 
 CACHE_STATES = tuple(DEPTH_STATES)  # uncached, cached
-
-# measure -> (its value on one record, how it is worded: {where} is the depth and state, {src} the token source)
-_PER_REQUEST: dict[str, tuple[Callable[[RequestRecord], float | None], str]] = {
-    "ttft": (lambda r: r.ttft_s, "median t_first - t_send over {where}, s"),
-    "prefill": (
-        lambda r: r.prefill_tps,
-        "median (P - hit tokens) / (TTFT - RTT) over {where}; hits: the engine's, else the least expected",
-    ),
-    "prompt_tokens": (lambda r: r.prompt_tokens, "median usage.prompt_tokens over {where}"),
-    "new_tokens": (new_tokens, "median P - hit tokens over {where}"),
-    "hit": (
-        lambda r: r.hit_engine,
-        "median of the engine's hit tokens (usage cached_tokens, else Δprefix_cache_hits) over {where}",
-    ),
-    "hit_expected": (
-        lambda r: r.hit_expected,
-        "median of the least expected hit tokens (the load request's prompt in whole blocks) over {where}",
-    ),
-    "decode": (
-        lambda r: None if BURST_FLAG in r.flags else r.decode_tps,
-        "median over {where}; " + DECODE_WINDOW + "; tokens: {src}",
-    ),
-}
 
 
 def depth_measures(s: RunSummary, records: Sequence[RequestRecord], src: str) -> None:
@@ -50,14 +26,14 @@ def depth_measures(s: RunSummary, records: Sequence[RequestRecord], src: str) ->
     for depth in sorted({r.depth for r in ok if r.depth is not None}):
         for state in CACHE_STATES:
             rows = [r for r in ok if r.depth == depth and r.cache_state == state]
-            where = f"the {state} requests at depth {depth}"
-            for measure, (value, how) in _PER_REQUEST.items():
-                put(
-                    s,
-                    depth_key(measure, depth, state),
-                    [value(r) for r in rows],
-                    how.format(where=where, src=src),
-                )
+            per_request_measures(
+                s,
+                rows,
+                partial(depth_key, depth=depth, state=state),
+                f"the {state} requests at depth {depth}",
+                src,
+                "the load request's prompt in whole blocks",
+            )
         _gain(s, depth)
     _agreement(s, [r for r in measured if r.cache_state == "cached"])
 

@@ -9,7 +9,8 @@ Pure: the records in, measures and notes written onto the RunSummary.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 from labkit.measure.recording import BURST_FLAG
 from labkit.measure.records import RequestRecord, RunSummary
@@ -33,45 +34,57 @@ def new_tokens(r: RequestRecord) -> float | None:
     return None if r.prompt_tokens is None or cached is None else r.prompt_tokens - cached
 
 
+# the figures of one request of a session turn or a depth: measure -> (its value on one record, its method with
+# {where} the requests, {src} the token source, {least} what the least expected hits are); summary_depth.py too
+PER_REQUEST: dict[str, tuple[Callable[[RequestRecord], float | None], str]] = {
+    "ttft": (lambda r: r.ttft_s, "median t_first - t_send over {where}, s"),
+    "prefill": (
+        lambda r: r.prefill_tps,
+        "median (P - hit tokens) / (TTFT - RTT) over {where}; hits: the engine's, else the least expected",
+    ),
+    "prompt_tokens": (lambda r: r.prompt_tokens, "median usage.prompt_tokens over {where}"),
+    "new_tokens": (new_tokens, "median P - hit tokens over {where}"),
+    "hit": (
+        lambda r: r.hit_engine,
+        "median of the engine's hit tokens (usage cached_tokens, else Δprefix_cache_hits) over {where}",
+    ),
+    "hit_expected": (
+        lambda r: r.hit_expected,
+        "median of the least expected hit tokens ({least}) over {where}",
+    ),
+    "decode": (
+        lambda r: None if BURST_FLAG in r.flags else r.decode_tps,
+        "median over {where}; " + DECODE_WINDOW + "; tokens: {src}",
+    ),
+}
+
+
+def per_request_measures(
+    s: RunSummary,
+    rows: Sequence[RequestRecord],
+    key_of: Callable[[str], str],
+    where: str,
+    src: str,
+    least: str,
+) -> None:
+    """Every PER_REQUEST measure over `rows`, under the key `key_of(measure)`."""
+    for measure, (value, how) in PER_REQUEST.items():
+        put(s, key_of(measure), [value(r) for r in rows], how.format(where=where, src=src, least=least))
+
+
 def turn_measures(s: RunSummary, records: Sequence[RequestRecord], plan: MeasurePlan, src: str) -> None:
     """The per-turn measures over the ok agentic records (each a median over sessions and repetitions), and
     the hit agreement over every turn after the first."""
     ok = [r for r in records if r.ok and r.phase == "agentic"]
     for turn in sorted({r.turn for r in ok}):
         rows = [r for r in ok if r.turn == turn]
-        where = f"the sessions' turn {turn}"
-        clean = [r for r in rows if BURST_FLAG not in r.flags]
-        put(s, turn_key("ttft", turn), [r.ttft_s for r in rows], f"median t_first - t_send over {where}, s")
-        put(
+        per_request_measures(
             s,
-            turn_key("prefill", turn),
-            [r.prefill_tps for r in rows],
-            f"median (P - hit tokens) / (TTFT - RTT) over {where}; hits: the engine's, else the least expected",
-        )
-        put(
-            s,
-            turn_key("prompt_tokens", turn),
-            [r.prompt_tokens for r in rows],
-            f"median usage.prompt_tokens, {where}",
-        )
-        put(s, turn_key("new_tokens", turn), [new_tokens(r) for r in rows], f"median P - hit tokens, {where}")
-        put(
-            s,
-            turn_key("hit", turn),
-            [r.hit_engine for r in rows],
-            f"median of the engine's hit tokens (usage cached_tokens, else Δprefix_cache_hits) over {where}",
-        )
-        put(
-            s,
-            turn_key("hit_expected", turn),
-            [r.hit_expected for r in rows],
-            f"median of the least expected hit tokens (the previous prompt in whole blocks) over {where}",
-        )
-        put(
-            s,
-            turn_key("decode", turn),
-            [r.decode_tps for r in clean],
-            f"median over {where}; {DECODE_WINDOW}; tokens: {src}",
+            rows,
+            partial(turn_key, turn=turn),
+            f"the sessions' turn {turn}",
+            src,
+            "the previous prompt in whole blocks",
         )
     _agreement(s, [r for r in records if r.phase == "agentic"], plan)
 

@@ -48,6 +48,7 @@ UNSET_LEFT_OUT = (
     ("measure", "idle_s"),
     ("measure", "depth"),
     ("model", "loops"),
+    ("cluster", "min_free_after_drop"),
 )
 
 
@@ -108,6 +109,7 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         c["gpus_per_node"],
         fabric_spec(c["fabric"]),
         c["min_free_memory"],
+        c["min_free_after_drop"],
     )
     staging = tuple(
         StagingSpec(

@@ -203,6 +203,8 @@ def preboot_rows(plan: LanePlan) -> list[tuple[str, str]]:
         "min free memory " + (format_size(minimum) if minimum is not None else "none"),
         "page cache " + ("dropped (engine.drop_caches)" if plan.engine.drop_caches else "kept"),
     ]
+    if (after := plan.cluster.min_free_after_drop) is not None:
+        parts.append(f"MemFree after the drop at least {format_size(after)}")
     return [("pre-boot", ", ".join(parts))]
 
 

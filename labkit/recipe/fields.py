@@ -228,6 +228,9 @@ def _cluster(partial: bool) -> dict[str, s.Field]:
         "connect_timeout": F(s.number(0.1), default=10.0),
         "gpus_per_node": F(s.integer(1), default=1),
         "min_free_memory": F(s.size),  # MemAvailable every node needs before boot ("100G"); none by default
+        # MemFree every node needs after the page-cache drop (engine.drop_caches): below it the boot is refused
+        # (docs/engines.md, "Memory after the page-cache drop"); none by default
+        "min_free_after_drop": F(s.size),
         "fabric": F(s.table(fabric, partial=partial)),
     }
 

@@ -99,6 +99,11 @@ def check_whole(merged: dict) -> None:
         raise s.Invalid("engine.parallel", problem)
     _check_request_metrics(engine["kind"], args)
     _check_fabric(cluster)
+    if cluster.get("min_free_after_drop") is not None and not engine["drop_caches"]:
+        raise s.Invalid(
+            "cluster.min_free_after_drop",
+            "needs engine.drop_caches = true: it is checked on the memory left after the page-cache drop",
+        )
     _check_staging(merged)
     check_target_keys(merged["measure"])
     check_depth_window(merged["measure"].get("depth"), context_window(engine["args"]))

@@ -72,6 +72,7 @@ class ClusterSpec:
     gpus_per_node: int = 1
     fabric: FabricSpec | None = None
     min_free_memory: int | None = None  # bytes of MemAvailable each node needs before boot; None: no minimum
+    min_free_after_drop: int | None = None  # bytes of MemFree each node needs after the page-cache drop
 
     @property
     def head(self) -> str:

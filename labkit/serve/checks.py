@@ -128,7 +128,7 @@ def drop_page_cache(lane: LaneState, readings: dict[str, Readings]) -> list[Chec
     for node, (r, err) in outcomes.items():
         before = parse_meminfo(readings[node].results["meminfo"].stdout)
         why = "" if err is None else (err.message if isinstance(err, HostError) else str(err))
-        out.append(drop_check(node, r, before, why))
+        out.append(drop_check(node, r, before, why, lane.plan.cluster.min_free_after_drop))
     return out
 
 

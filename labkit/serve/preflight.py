@@ -255,20 +255,36 @@ DROP_CACHES_COMMAND = (
 )
 
 
-def drop_check(node: str, r: Result | None, before: dict[str, int], error: str = "") -> Check:
-    """The page cache dropped, with the cache before and after; a warning (never a failure) when it could not."""
+def drop_check(
+    node: str, r: Result | None, before: dict[str, int], error: str = "", minimum: int | None = None
+) -> Check:
+    """The page cache dropped, with the cache and MemFree before and after; a warning when it could not, unless
+    MemFree after it is below `minimum` (cluster.min_free_after_drop): then the boot is refused, whether the
+    drop worked or not (docs/engines.md, "Memory after the page-cache drop")."""
     after = parse_meminfo(r.stdout.split("# /proc/meminfo", 1)[-1]) if r is not None else {}
-    facts = {"dropped": bool(r is not None and r.ok), "before": before, "after": after}
+    facts = {"dropped": bool(r is not None and r.ok), "before": before, "after": after, "minimum": minimum}
+    free = after.get("MemFree")
+    short = minimum is not None and (free is None or free < minimum)
+    gate = ""
+    if minimum is not None:
+        shown = "unknown" if free is None else format_size(free)
+        gate = f"; MemFree {shown} after it, " + (
+            f"below cluster.min_free_after_drop {format_size(minimum)}"
+            if short
+            else f"minimum {format_size(minimum)}"
+        )
     if r is not None and r.ok:
         change = ""
         if "Cached" in before and "Cached" in after:
             change = f" (page cache {format_size(before['Cached'])} -> {format_size(after['Cached'])})"
-        return Check(node, "page cache", OK, "dropped" + change, facts)
+        return Check(node, "page cache", FAIL if short else OK, "dropped" + change + gate, facts)
     if error or r is None:
         why = error or "not run"
     else:
         why = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.exit_code}"
-    return Check(node, "page cache", WARN, f"not dropped: {why} (the boot goes on)", facts)
+    if short:
+        return Check(node, "page cache", FAIL, f"not dropped: {why}{gate}", facts)
+    return Check(node, "page cache", WARN, f"not dropped: {why}{gate} (the boot goes on)", facts)
 
 
 # ---------------------------------------------------------------------------------------------- all of it

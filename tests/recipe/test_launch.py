@@ -331,6 +331,15 @@ def test_pre_boot_keys_parse_default_and_refuse_bad_values(tmp_path):
     assert plan_of(tmp_path, extra, cache="keep").engine.drop_caches is False
     e = refused(tmp_path, 'min_free_memory = "lots"\n')
     assert e.key == "cluster.min_free_memory" and "expected a size like '10G'" in e.message
+    with_gate = extra.replace(
+        "drop_caches = true\n", 'drop_caches = true\ncluster.min_free_after_drop = "90G"\n'
+    )
+    gated = plan_of(tmp_path, with_gate, cache="drop")
+    assert gated.cluster.min_free_after_drop == 90 * 10**9
+    assert "MemFree after the drop at least 90.0 GB" in describe_plan(gated)
+    assert plan.cluster.min_free_after_drop is None and "MemFree after" not in describe_plan(plan)
+    e = refused(tmp_path, 'min_free_after_drop = "90G"\n')  # checked on what the drop leaves: needs it on
+    assert e.key == "cluster.min_free_after_drop" and "needs engine.drop_caches = true" in e.message
     e = refused(tmp_path, '[variants.cache.drop]\nengine.drop_caches = "yes"\n')
     assert e.key.endswith("engine.drop_caches") and "expected true or false" in e.message
 

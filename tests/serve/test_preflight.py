@@ -29,6 +29,7 @@ from labkit.serve.preflight import (
 )
 from labkit.serve.verdict import FAIL, OK, SKIP, WARN
 from labkit.store import RunFolderSink
+from labkit.units import parse_size
 from tests.support.lanes import sim_recipe
 from tests.support.serving import assert_clean_cluster, served_plan
 
@@ -173,6 +174,28 @@ def test_dropping_the_page_cache_never_fails_the_boot():
     c = drop_check("dgx5", res("# /proc/meminfo\n" + MEMINFO, "sudo: a password is required\n", 1), before)
     assert c.status == WARN and c.result == "not dropped: sudo: a password is required (the boot goes on)"
     assert drop_check("dgx5", None, before, "dgx5: connection lost").status == WARN
+
+
+def test_memory_after_the_drop_gates_the_boot_whether_the_drop_worked_or_not():
+    """Without passwordless sudo the drop is a warning, and MemAvailable (which counts the page cache) passed
+    a node with 20 GB free: cluster.min_free_after_drop reads MemFree after the drop instead."""
+    before = parse_meminfo(MEMINFO)  # MemFree 20.6 GB
+    freed = MEMINFO.replace("20123456 kB", "95000000 kB")
+    ok = drop_check("dgx5", res("# /proc/meminfo\n" + freed), before, minimum=parse_size("90G"))
+    assert ok.status == OK and ok.result.endswith("MemFree 97.3 GB after it, minimum 90.0 GB")
+    assert ok.facts["after"]["MemFree"] == 95000000 * 1024 and ok.facts["minimum"] == 90 * 10**9
+    kept = drop_check(
+        "dgx5",
+        res("# /proc/meminfo\n" + MEMINFO, "sudo: a password is required\n", 1),
+        before,
+        minimum=90 * 10**9,
+    )
+    assert kept.status == FAIL and kept.result == (
+        "not dropped: sudo: a password is required; MemFree 20.6 GB after it, below cluster.min_free_after_drop 90.0 GB"
+    )
+    short = drop_check("dgx5", res("# /proc/meminfo\n" + MEMINFO), before, minimum=90 * 10**9)
+    assert short.status == FAIL and "below cluster.min_free_after_drop" in short.result
+    assert drop_check("dgx5", None, before, "lost", minimum=1).status == FAIL  # no reading: not shown enough
 
 
 def test_each_lane_asks_only_what_its_checks_need():
@@ -346,6 +369,21 @@ def test_each_failing_check_refuses_the_start_naming_node_and_check(nodes, tmp_p
     (row,) = [c for c in e.checks if c.failed]
     assert (row.node, row.check, row.status) == (addr, check, FAIL)
     assert f"{addr}  {check}" in str(e)  # the table's row
+
+
+def test_memory_short_after_the_drop_refuses_the_boot_on_real_nodes(nodes, tmp_path):
+    lane = lane_on(
+        nodes,
+        tmp_path,
+        18377,
+        extra=SPARK_FABRIC,
+        engine="drop_caches = true",
+        cluster='min_free_after_drop = "100T"',
+    )
+    e = refused(lane, nodes)
+    assert set(e.failures) == set(nodes.addresses)  # no node has 100 TB free, dropped or not
+    assert all("page cache: " in e.failures[a] and "below cluster.min_free_after_drop 100.0 TB" in e.failures[a]
+               for a in nodes.addresses)  # fmt: skip
 
 
 def test_short_memory_and_several_faults_are_named_together(nodes, tmp_path):

@@ -25,6 +25,7 @@ from labkit.serve.kvsources import Fetched, api_sources, kv_pool
 from labkit.serve.lane import Lane
 from labkit.serve.plan import Endpoint, lane_commands
 from labkit.serve.prometheus import Samples, parse_prometheus
+from labkit.serve.transport import socket_fallback_flags
 from labkit.serve.verdict import node_tables
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "lane_commands",
     "node_tables",
     "parse_prometheus",
+    "socket_fallback_flags",
 ]

@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -224,7 +224,7 @@ def _repeat(
                 run.update(target=done.target.to_dict())
                 if progress:
                     print(done.target.line(cap), file=sys.stderr, flush=True)
-            store_result(run, result, boot)
+            store_result(run, result, boot, boot_flags(plan, boot))
             clocks = healthy_clocks(result.summary.telemetry or {})
             if clocks:  # a healthy run moves each node's SM-clock baseline (labkit/store/baselines.py)
                 update_baselines(store.root, clocks, run.run_id)
@@ -255,10 +255,21 @@ def materialize_model(served: Lane) -> None:
     served.plan = tinymodel.materialize(served.plan, log=served.progress)
 
 
-def store_result(run: Run, result: BenchResult, boot: dict) -> None:
-    """Write one BenchResult into its run folder and finish it; boot's KV pool facts join the summary."""
+def boot_flags(plan: LanePlan, boot: dict) -> list[dict[str, str]]:
+    """The run flags the boot itself raises: `socket-fallback` when a lane with RoCE HCAs used sockets
+    (labkit.serve.transport; docs/engines.md, "NCCL transport lines")."""
+    from labkit.serve import socket_fallback_flags
+
+    fabric = plan.cluster.fabric
+    return socket_fallback_flags(boot.get("transport") or {}, fabric.hcas if fabric is not None else ())
+
+
+def store_result(run: Run, result: BenchResult, boot: dict, flags: Sequence[Mapping[str, str]] = ()) -> None:
+    """Write one BenchResult into its run folder and finish it; boot's KV pool facts and its `flags` join the
+    summary (the tables mark flagged runs)."""
     write_records(run, result)
     summary = result.summary
+    summary.flags += [dict(f) for f in flags]
     for key in ("kv_pool_tokens", "kv_pool_context"):
         if boot.get(key) is not None:  # the boot log's figure wins over the API's (docs/engines.md)
             summary.measures[key] = boot[key]

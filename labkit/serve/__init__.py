@@ -6,7 +6,8 @@ containers or processes; `fabric` gives each node its fabric address and the NCC
 each node's command and pins the model revision (reading one ref on the head); `lane` composes `start`,
 `watch` (the boot to readiness), `teardown` and `observe` (status, logs), which share a `LaneState` and return
 what they learned (`state`); what a run folder keeps goes to the caller's `RunSink` (labkit.store writes it);
-`errors` say which node failed and why. The pre-boot
+`errors` say which node failed and why; `transport` reads which network NCCL (or gloo) used from every
+node's boot log, for the boot facts and the `socket-fallback` flag. The pre-boot
 checks (image, fabric, RDMA, memory, GPU, page cache) are pure in `preflight`, `netcheck` (the fabric's subnet
 and MTU across interfaces and nodes), `reach` (every node to the head's rendezvous address: a switchless ring
 fails it), `cabling` (RoCE ports cabled point to point under a switch topology), `holders`, `enginehelp` and
@@ -24,6 +25,7 @@ from labkit.serve.kvsources import Fetched, api_sources, kv_pool
 from labkit.serve.lane import Lane
 from labkit.serve.plan import Endpoint, lane_commands
 from labkit.serve.prometheus import Samples, parse_prometheus
+from labkit.serve.transport import socket_fallback_flags
 from labkit.serve.verdict import node_tables
 
 __all__ = [
@@ -39,4 +41,5 @@ __all__ = [
     "lane_commands",
     "node_tables",
     "parse_prometheus",
+    "socket_fallback_flags",
 ]

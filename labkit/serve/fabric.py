@@ -60,7 +60,8 @@ def undetected(plan: LanePlan, names: list[str]) -> list[str]:
 
 def fabric_env(plan: LanePlan, node: str | None = None) -> dict[str, str]:
     """The communication libraries pointed at `node`'s fabric interface (and its RoCE HCAs), plus a ring's mesh
-    set (labkit.recipe.topology); recipe env wins."""
+    set (labkit.recipe.topology); recipe env wins. With HCAs, `NCCL_NET=IB` makes a failed IB/RoCE init an
+    error instead of a silent fall back to sockets (docs/engines.md, "NCCL transport lines")."""
     fabric = plan.cluster.fabric
     if fabric is None:
         return {}
@@ -73,6 +74,13 @@ def fabric_env(plan: LanePlan, node: str | None = None) -> dict[str, str]:
         "NCCL_IGNORE_CPU_AFFINITY": "1",
     }
     if fabric.rdma:
-        env.update({"NCCL_IB_HCA": ",".join(fabric.hcas), "NCCL_IB_DISABLE": "0"})
+        env.update(
+            {
+                "NCCL_IB_HCA": ",".join(fabric.hcas),
+                "NCCL_IB_DISABLE": "0",
+                "NCCL_NET": "IB",
+                "NCCL_CROSS_NIC": "1",
+            }
+        )
     env.update(mesh_env(fabric.topology, len(plan.cluster.nodes)))
     return env

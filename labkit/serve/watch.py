@@ -183,12 +183,15 @@ def record(lane: LaneState, started: Started, w: NodeWatch, text: str) -> None:
 
 
 def boot_facts(lane: LaneState, started: Started, noticed: float) -> BootFacts:
-    """The head's boot facts, with every node's phases in the order labkit saw them."""
+    """The head's boot facts, with every node's phases in the order labkit saw them and every node's transport
+    (labkit.serve.transport)."""
     head = started.watched[lane.group.head.name]
     facts = lane.engine.facts(head.log.matches)
     facts.boot_seconds = round(noticed, 3)
-    for w in started.watched.values():
+    for name, w in started.watched.items():
         facts.phases += w.phases
+        if w.log.transport.seen:
+            facts.transport[name] = w.log.transport.transport().to_dict()
     facts.phases.sort(key=lambda p: p.at)
     return facts
 

@@ -54,6 +54,10 @@ def test_boot_facts_come_from_the_real_log(ngram):
     assert boot.engine_init_seconds > 0 and boot.weights_seconds is not None
     assert boot.model_init_seconds is not None and boot.boot_seconds > boot.engine_init_seconds
     assert "Application startup complete" in boot.lines["ready"]
+    gloo = boot.transport[
+        "localhost"
+    ]  # vLLM CPU's workers use gloo (docs/engines.md, "NCCL transport lines")
+    assert gloo["kind"] == "gloo" and "backend=gloo" in gloo["line"] and not gloo["libibverbs_missing"]
     assert all(len(line) <= 500 for line in boot.lines.values())  # the 3.5 KB config line as an excerpt
     assert str(ngram.plan.model.path).endswith("-hf")  # the HF build of the tiny model
     log = (ngram.root / "run" / "logs" / "localhost.log").read_text()

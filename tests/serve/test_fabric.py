@@ -43,6 +43,7 @@ def test_vllm_rendezvous_and_host_ip_use_fabric_addresses_and_the_client_stays_o
         )
         assert env["UCX_NET_DEVICES"] == "enp1s0f1np1" and env["NCCL_IGNORE_CPU_AFFINITY"] == "1"
         assert env["NCCL_IB_HCA"] == "rocep1s0f1,roceP2p1s0f1" and env["NCCL_IB_DISABLE"] == "0"
+        assert env["NCCL_NET"] == "IB" and env["NCCL_CROSS_NIC"] == "1"  # a failed RoCE init fails the boot
     lane = Lane(plan, progress=None)
     assert lane.root_url == "http://dgx5.lab:8000"  # head_address is the client's, not the rendezvous
 
@@ -63,10 +64,12 @@ def test_recipe_env_wins_over_derived_env_and_per_node_values_win_over_all():
         ("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "1"),
         ("SGLANG_HOST_IP", "x"),
         ("SGLANG_CACHE_DIR", "/cache"),
+        ("NCCL_NET", "Socket"),
     )
     plan = dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, env=env))
     _, e = launch_env(plan)["dgx6"]
     assert e["GLOO_SOCKET_IFNAME"] == "eth9" and e["NCCL_SOCKET_IFNAME"] == "enp1s0f1np1"
+    assert e["NCCL_NET"] == "Socket" and e["NCCL_CROSS_NIC"] == "1"  # the recipe may allow sockets
     assert e["SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"] == "1"
     assert e["SGLANG_HOST_IP"] == "10.0.0.6"
     assert e["SGLANG_CACHE_DIR"] == "/cache" and e["TORCHINDUCTOR_CACHE_DIR"] == "/root/.cache/torchinductor"

@@ -48,6 +48,9 @@ def test_tp2_over_two_nodes_boots_serves_and_leaves_nothing(cluster, tmp_path, t
             assert ep.base_url == f"http://{head}:{plan.engine.port}/v1"
             assert set(lane.status().values()) == {"alive"}
             assert ep.boot.engine_version.startswith("0.32") and ep.boot.kv_pool_tokens > 0
+            # each node's transport, from its own log: vLLM CPU's ranks use gloo over `lo` (serve.transport)
+            assert {n: t["kind"] for n, t in ep.boot.transport.items()} == {head: "gloo", worker: "gloo"}
+            assert "world_size=2" in ep.boot.transport[worker]["line"]
             result = run_bench(
                 ep.base_url, plan.measure, BenchOptions(model=ep.model, progress=False, lane=plan.recipe)
             )

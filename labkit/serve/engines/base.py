@@ -13,6 +13,7 @@ from typing import Any
 from labkit.errors import LabkitError
 from labkit.recipe import EngineFacts, LanePlan, engine_facts
 from labkit.serve.fabric import fabric_env
+from labkit.serve.transport import TransportReader
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -97,6 +98,9 @@ class BootFacts:
     preflight: list[dict[str, Any]] = field(
         default_factory=list
     )  # every pre-boot check (node, check, status, ...)
+    # node -> Transport.to_dict(): the network its collectives used, from its log (docs/engines.md, "NCCL
+    # transport lines"); only nodes whose log had such a line
+    transport: dict[str, Any] = field(default_factory=dict)
     lines: dict[str, str] = field(default_factory=dict)  # pattern name -> first raw matched line (head)
     phases: list[BootPhase] = field(default_factory=list)
 
@@ -138,6 +142,7 @@ class BootLog:
         self._in_traceback = False
         self.fatal: tuple[str, str] | None = None  # (description, line)
         self.matches: list[tuple[str, str, re.Match]] = []  # (name, line, match)
+        self.transport = TransportReader()  # every line, not only the patterns' (serve.transport)
 
     def feed(self, text: str) -> list[tuple[BootPattern, str]]:
         """Parse complete lines of `text` (a trailing partial line waits for the next chunk)."""
@@ -161,6 +166,7 @@ class BootLog:
                 self.fatal = (hit, line)
             else:
                 self._follow_traceback(line)
+        self.transport.feed(line)
         found = []
         for pat in self.engine.patterns:
             m = pat.regex.search(line)

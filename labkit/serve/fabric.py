@@ -61,7 +61,8 @@ def undetected(plan: LanePlan, names: list[str]) -> list[str]:
 def fabric_env(plan: LanePlan, node: str | None = None) -> dict[str, str]:
     """The communication libraries pointed at `node`'s fabric interface (and its RoCE HCAs), plus a ring's mesh
     set (labkit.recipe.topology); recipe env wins. With HCAs, `NCCL_NET=IB` makes a failed IB/RoCE init an
-    error instead of a silent fall back to sockets (docs/engines.md, "NCCL transport lines")."""
+    error instead of a silent fall back to sockets, and NCCL_DEBUG=INFO for INIT,NET prints the transport it chose
+    into the boot log (docs/engines.md, "NCCL transport lines")."""
     fabric = plan.cluster.fabric
     if fabric is None:
         return {}
@@ -80,6 +81,9 @@ def fabric_env(plan: LanePlan, node: str | None = None) -> dict[str, str]:
                 "NCCL_IB_DISABLE": "0",
                 "NCCL_NET": "IB",
                 "NCCL_CROSS_NIC": "1",
+                # NCCL's INIT and NET lines say which transport it chose: read into the boot facts
+                "NCCL_DEBUG": "INFO",
+                "NCCL_DEBUG_SUBSYS": "INIT,NET",
             }
         )
     env.update(mesh_env(fabric.topology, len(plan.cluster.nodes)))

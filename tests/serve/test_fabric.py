@@ -44,6 +44,7 @@ def test_vllm_rendezvous_and_host_ip_use_fabric_addresses_and_the_client_stays_o
         assert env["UCX_NET_DEVICES"] == "enp1s0f1np1" and env["NCCL_IGNORE_CPU_AFFINITY"] == "1"
         assert env["NCCL_IB_HCA"] == "rocep1s0f1,roceP2p1s0f1" and env["NCCL_IB_DISABLE"] == "0"
         assert env["NCCL_NET"] == "IB" and env["NCCL_CROSS_NIC"] == "1"  # a failed RoCE init fails the boot
+        assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"  # its transport lines
     lane = Lane(plan, progress=None)
     assert lane.root_url == "http://dgx5.lab:8000"  # head_address is the client's, not the rendezvous
 

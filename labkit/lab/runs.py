@@ -257,11 +257,15 @@ def materialize_model(served: Lane) -> None:
 
 def boot_flags(plan: LanePlan, boot: dict) -> list[dict[str, str]]:
     """The run flags the boot itself raises: `socket-fallback` when a lane with RoCE HCAs used sockets
-    (labkit.serve.transport; docs/engines.md, "NCCL transport lines")."""
-    from labkit.serve import socket_fallback_flags
+    (labkit.serve.transport; docs/engines.md, "NCCL transport lines"), `cold-compile-cache` when a node's
+    engine found its compile caches empty ("Boot state")."""
+    from labkit.serve import cold_cache_flags, socket_fallback_flags
 
     fabric = plan.cluster.fabric
-    return socket_fallback_flags(boot.get("transport") or {}, fabric.hcas if fabric is not None else ())
+    hcas = fabric.hcas if fabric is not None else ()
+    return socket_fallback_flags(boot.get("transport") or {}, hcas) + cold_cache_flags(
+        boot.get("state") or {}
+    )
 
 
 def store_result(run: Run, result: BenchResult, boot: dict, flags: Sequence[Mapping[str, str]] = ()) -> None:

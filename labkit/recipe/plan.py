@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from labkit.recipe.enginefacts import engine_facts
-from labkit.recipe.launch import compile_cache_env, compile_cache_mounts
+from labkit.recipe.launch import compile_cache_env, compile_cache_mounts, compile_caches
 from labkit.recipe.measureplan import MeasurePlan
 from labkit.recipe.specs import ClusterSpec, EngineSpec, ModelSpec
 from labkit.recipe.staging import StagingSpec
@@ -110,6 +110,18 @@ class LanePlan:
         if self.engine.runtime != "docker" or not self.engine.docker.compile_cache:
             return ()
         return compile_cache_mounts(self.engine.kind)
+
+    @property
+    def compile_cache_folders(self) -> tuple[tuple[str, str], ...]:
+        """(name, host folder) of each compile cache the engine finds on a node: a docker lane's mounted ones,
+        a process lane's engine defaults under the user's home (`$HOME/...`, left to the node's shell); none
+        for a docker lane without mounted caches (its containers start with empty ones)."""
+        caches = compile_caches(self.engine.kind)
+        if self.engine.runtime == "docker":
+            return tuple(
+                (c.name, host) for c, (host, _) in zip(caches, self.compile_cache_mounts, strict=False)
+            )
+        return tuple((c.name, c.container.replace("/root/", "$HOME/", 1)) for c in caches)
 
     @property
     def compile_cache_env(self) -> dict[str, str]:

@@ -96,6 +96,24 @@ def added_workloads(doc: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "none"
 
 
+def node_versions(doc: Mapping[str, Any]) -> str:
+    """The kernel, driver, CUDA and NIC firmware the run's nodes booted with (each distinct set once; the nodes
+    themselves are the lane's), from the boot state (docs/engines.md, "Boot state")."""
+    state = (doc.get("boot") or {}).get("state") or {}
+    keys = ("kernel", "driver", "cuda", "firmware")
+    sets = {", ".join(f"{k} {facts.get(k) or 'unknown'}" for k in keys) for facts in state.values()}
+    return " | ".join(sorted(sets)) or "not recorded"
+
+
+def compile_caches(doc: Mapping[str, Any]) -> str:
+    """Whether the engine found its compile caches warm, cold (on which nodes) or had none to find."""
+    state = (doc.get("boot") or {}).get("state") or {}
+    if not any(facts.get("caches") for facts in state.values()):
+        return "none recorded"
+    cold = sorted(node for node, facts in state.items() if facts.get("cold"))
+    return f"cold on {', '.join(cold)}" if cold else "warm"
+
+
 def images(doc: Mapping[str, Any]) -> str:
     """The image ID every node ran (from the pre-boot checks), else the recipe's image name, else none."""
     found = sorted(
@@ -124,6 +142,8 @@ FACTS = {
     "prompt set": prompt_set,
     "prompt content": prompt_content,
     "added workloads": added_workloads,
+    "node versions": node_versions,
+    "compile caches": compile_caches,
 }
 
 

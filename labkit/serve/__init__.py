@@ -8,7 +8,8 @@ each node's command and pins the model revision (reading one ref on the head); `
 what they learned (`state`); what a run folder keeps goes to the caller's `RunSink` (labkit.store writes it);
 `errors` say which node failed and why; `transport` reads which network NCCL (or gloo) used from every
 node's boot log, for the boot facts and the `socket-fallback` flag. The pre-boot
-checks (image, fabric, RDMA, memory, GPU, page cache) are pure in `preflight`, `netcheck` (the fabric's subnet
+checks (image, fabric, RDMA, memory, GPU, page cache) are pure in `preflight`, `bootstate` (kernel, driver,
+CUDA, firmware and compile-cache state, and the `cold-compile-cache` flag), `netcheck` (the fabric's subnet
 and MTU across interfaces and nodes), `reach` (every node to the head's rendezvous address: a switchless ring
 fails it), `cabling` (RoCE ports cabled point to point under a switch topology), `holders`, `enginehelp` and
 `verdict`, run by `checks` (the reach probes and the cabling check by `reach_run`), which also runs `labkit doctor` (`doctor`); `flagcheck` checks given flags (a
@@ -18,6 +19,7 @@ reads a bare endpoint's pool through it too) and `prometheus` parses /metrics te
 it). The plan comes in with a labkit-built model already materialized (labkit.tinymodel, by the caller).
 """
 
+from labkit.serve.bootstate import cold_cache_flags
 from labkit.serve.checks import doctor
 from labkit.serve.engines import BootFacts
 from labkit.serve.flagcheck import check_flags
@@ -36,6 +38,7 @@ __all__ = [
     "Samples",
     "api_sources",
     "check_flags",
+    "cold_cache_flags",
     "doctor",
     "kv_pool",
     "lane_commands",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from labkit.nodes import Result, all_addresses, no_address, routable
 from labkit.recipe import LanePlan
+from labkit.serve.bootstate import state_check, state_command
 from labkit.serve.fabric import detect_command, undetected
 from labkit.serve.holders import CONTAINERS_COMMAND, GPU_APPS_COMMAND, GPU_INFO_COMMAND, gpu_check
 from labkit.serve.netcheck import ALL_ADDRESSES_COMMAND, fabric_net_checks
@@ -50,6 +51,7 @@ def commands(plan: LanePlan, node: str | None = None) -> dict[str, str]:
     out["containers"] = CONTAINERS_COMMAND
     out["gpu_apps"] = GPU_APPS_COMMAND
     out["gpu_info"] = GPU_INFO_COMMAND
+    out["state"] = state_command(plan, node)
     return out
 
 
@@ -313,6 +315,7 @@ def evaluate(
                 out.append(rdma_check(node, fabric.hcas, res["rdma"]))
         out.append(memory_check(node, res["meminfo"], plan.cluster.min_free_memory))
         out.append(gpu_check(node, lane_id, res["containers"], res["gpu_apps"], res["gpu_info"], strict_gpu))
+        out.append(state_check(node, res["state"]))
     if fabric is not None:
         read = {n: rd.results for n, rd in readings.items() if not rd.error}
         links = {n: res["link"] for n, res in read.items()}

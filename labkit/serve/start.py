@@ -12,6 +12,7 @@ import time
 
 from labkit.errors import LabkitError
 from labkit.recipe import LanePlan
+from labkit.serve.bootstate import STATE_CHECK
 from labkit.serve.checks import Preflight, preflight
 from labkit.serve.engines import BootFacts
 from labkit.serve.errors import PreflightFailed
@@ -123,5 +124,6 @@ def ready_endpoint(
     if report is not None:
         facts.images = report.facts("image")
         facts.memory = report.facts("memory")
+        facts.state = report.facts(STATE_CHECK)
         facts.preflight = [c.to_dict() for c in report.checks]
     return endpoint

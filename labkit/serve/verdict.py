@@ -19,6 +19,7 @@ ORDER = (
     "memory",
     "gpu",
     "page cache",
+    "boot state",
     "engine args",
     "probe",
 )

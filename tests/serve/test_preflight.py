@@ -200,9 +200,10 @@ def test_memory_after_the_drop_gates_the_boot_whether_the_drop_worked_or_not():
 
 def test_each_lane_asks_only_what_its_checks_need():
     assert set(commands(load_plan("dsv41"))) == {
-        "image", "link", "addresses", "all_addresses", "rdma", "meminfo", "containers", "gpu_apps", "gpu_info"
+        "image", "link", "addresses", "all_addresses", "rdma", "meminfo", "containers", "gpu_apps", "gpu_info",
+        "state",
     }  # fmt: skip
-    assert set(commands(load_plan("sim"))) == {"meminfo", "containers", "gpu_apps", "gpu_info"}
+    assert set(commands(load_plan("sim"))) == {"meminfo", "containers", "gpu_apps", "gpu_info", "state"}
     cmd = commands(load_plan("dsv41"))["image"]
     assert (
         cmd
@@ -273,7 +274,13 @@ def test_a_passing_start_records_image_ids_memory_and_every_check(nodes, tmp_pat
             and boot.memory[addr]["MemTotal"] >= boot.memory[addr]["MemAvailable"]
         )
         rows = {r["check"]: r for r in boot.preflight if r["node"] == addr}
-        assert set(rows) == {"image", "fabric", "fabric net", "reach", "rdma", "memory", "gpu", "page cache"}
+        assert set(rows) == {
+            "image", "fabric", "fabric net", "reach", "rdma", "memory", "gpu", "page cache", "boot state"
+        }  # fmt: skip
+        # the node's versions as the kernel and the nvidia-smi shim give them; the sim compiles nothing
+        state = boot.state[addr]
+        assert state["kernel"] and state["driver"] == "580.95.05" and state["cuda"] == "13.0"
+        assert state["firmware"] is None and state["caches"] == {} and state["cold"] == []  # no ethtool here
         assert {r["status"] for r in rows.values()} <= {OK, WARN}
         assert rows["page cache"]["status"] == OK or rows["page cache"]["result"].startswith("not dropped: ")
         assert "NVIDIA GB10" in rows["gpu"]["result"] and rows["rdma"]["status"] == OK
@@ -283,8 +290,9 @@ def test_a_passing_start_records_image_ids_memory_and_every_check(nodes, tmp_pat
         )
     doc = json.loads((tmp_path / "run" / "boot.json").read_text())
     assert (
-        doc["images"][nodes.addresses[0]]["id"] == image_id() and len(doc["preflight"]) == 32
-    )  # 8 checks x 4 nodes
+        doc["images"][nodes.addresses[0]]["id"] == image_id() and len(doc["preflight"]) == 36
+    )  # 9 checks x 4 nodes
+    assert doc["state"][nodes.addresses[0]]["driver"] == "580.95.05"  # the boot state, in boot.json too
     said = lane.progress.getvalue()
     assert "pre-boot checks: " in said and "passed on 4 node(s)" in said
     assert "preflight" in lane.timings and "pull" not in lane.timings

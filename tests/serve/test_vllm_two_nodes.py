@@ -51,6 +51,11 @@ def test_tp2_over_two_nodes_boots_serves_and_leaves_nothing(cluster, tmp_path, t
             # each node's transport, from its own log: vLLM CPU's ranks use gloo over `lo` (serve.transport)
             assert {n: t["kind"] for n, t in ep.boot.transport.items()} == {head: "gloo", worker: "gloo"}
             assert "world_size=2" in ep.boot.transport[worker]["line"]
+            # and the state each node booted in: its kernel and vLLM's own compile cache (files or absent)
+            assert set(ep.boot.state) == {head, worker}
+            for node in (head, worker):
+                state = ep.boot.state[node]
+                assert state["kernel"] and "vllm" in state["caches"] and state["cold"] in ([], ["vllm"])
             result = run_bench(
                 ep.base_url, plan.measure, BenchOptions(model=ep.model, progress=False, lane=plan.recipe)
             )

@@ -8,6 +8,9 @@
 #                                (a time series; one entry = constant values), e.g. {"clocks.sm": "600 MHz"}
 #   "fail":   "NVIDIA-SMI has failed because ..."   printed instead of any answer, exit 9 (driver unreachable)
 #   "reject": ["clocks_event_reasons"]   field prefixes this driver does not know (an older driver), exit 2
+#   "cuda":   "13.0"             the CUDA version the summary's header names
+#   nvidia-smi          (no arguments) the summary, of which the header is printed: date, then
+#       | NVIDIA-SMI 580.95.05              Driver Version: 580.95.05      CUDA Version: 13.0     |
 #   nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
 #       4242, python3, 81920 MiB
 #   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
@@ -92,6 +95,14 @@ def main(args: list[str]) -> int:
     if s.get("fail"):
         print(s["fail"])
         return 9
+    if not args:  # the summary table: its header is what labkit reads (the driver and CUDA versions)
+        driver, cuda = s["gpus"][0].get("driver_version", "580.95.05"), s.get("cuda", "13.0")
+        rule = "+" + "-" * 89 + "+"
+        print(datetime.datetime.now().strftime("%a %b %d %H:%M:%S %Y       "))
+        print(rule)
+        print(f"| NVIDIA-SMI {driver:<22} Driver Version: {driver:<14} CUDA Version: {cuda:<9}|")
+        print("+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+")
+        return 0
     query = next((a.split("=", 1) for a in args if a.startswith("--query-")), None)
     fmt = next((a.split("=", 1)[1] for a in args if a.startswith("--format=")), "")
     if query is None or not fmt.startswith("csv"):

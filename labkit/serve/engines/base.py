@@ -92,6 +92,8 @@ class BootFacts:
     fabric: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> interface, address, source
     images: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> image, id, repo_digests, pulled
     memory: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> /proc/meminfo bytes before boot
+    # node -> kernel, driver, CUDA, firmware and compile caches before boot (labkit.serve.bootstate)
+    state: dict[str, dict[str, Any]] = field(default_factory=dict)
     # node -> MemAvailable/Cached before the start and after ready (labkit.serve.readyfacts.memory_facts)
     memory_at_boot: dict[str, dict[str, Any]] = field(default_factory=dict)
     kv_pool: dict[str, Any] = field(default_factory=dict)  # every KV pool source, compared (serve.kvsources)

@@ -7,12 +7,11 @@ from __future__ import annotations
 import pytest
 
 from labkit import report as rp
-from labkit.measure import RunSummary
 from labkit.report.content_table import content_table
 from labkit.report.specs import ReportError, load_spec
 from labkit.report.tables import FLAG_MARK
-from labkit.store import ResultsStore, load_results
-from tests.support.results import make_sim_run, sim_plan
+from labkit.store import load_results
+from tests.support.results import first_table, flagged_run, make_sim_run
 
 TABLE = """
 [[table]]
@@ -36,13 +35,7 @@ CODE = (70.0, 74.0, 78.0)
 
 
 def _run(root, measures, flags=(), spec="dspark"):
-    with ResultsStore(root).new_run(sim_plan(spec)) as run:
-        run.finish(
-            RunSummary(measures=dict(measures), n_ok=4, flags=[dict(f) for f in flags]),
-            boot={},
-            provenance={"harness": "test"},
-        )
-    return run.run_id
+    return flagged_run(root, measures, flags, spec)
 
 
 @pytest.fixture
@@ -77,10 +70,7 @@ def results(tmp_path):
 
 
 def _table(results, tmp_path, extra=""):
-    spec_file = tmp_path / "tables.toml"
-    spec_file.write_text(TABLE.format(extra=extra))
-    _, specs = load_spec(spec_file)
-    return rp.stored_tables(load_results(results), specs)[0]
+    return first_table(results, TABLE.format(extra=extra), tmp_path)
 
 
 def test_a_row_per_lane_and_content_with_intervals_and_the_categorys_flag(results, tmp_path):

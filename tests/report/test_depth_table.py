@@ -8,12 +8,11 @@ from __future__ import annotations
 import pytest
 
 from labkit import report as rp
-from labkit.measure import RunSummary
 from labkit.report.depth_table import depth_table
 from labkit.report.specs import ReportError, load_spec
 from labkit.report.tables import FLAG_MARK
-from labkit.store import ResultsStore, load_results
-from tests.support.results import make_sim_run, sim_plan
+from labkit.store import load_results
+from tests.support.results import first_table, flagged_run, make_sim_run
 
 TABLE = """
 [[table]]
@@ -35,16 +34,6 @@ rows = [
 CACHED = (0.010, 0.012, 0.014)
 
 
-def _run(root, measures, flags=()):
-    with ResultsStore(root).new_run(sim_plan("none")) as run:
-        run.finish(
-            RunSummary(measures=dict(measures), n_ok=4, flags=[dict(f) for f in flags]),
-            boot={},
-            provenance={"harness": "test"},
-        )
-    return run.run_id
-
-
 @pytest.fixture
 def results(tmp_path):
     root = tmp_path / "results"
@@ -61,16 +50,13 @@ def results(tmp_path):
             "depth_8192_ttft_gain": 0.5 / cached,
             "depth_hit_agreement": 1.0,
         }
-        ids.append(_run(root, figures, flags=[flag] if i == 1 else []))
+        ids.append(flagged_run(root, figures, flags=[flag] if i == 1 else []))
     make_sim_run(root, {"decode_c1": 29.7}, spec="dspark")  # no depths: no rows
     return root, ids
 
 
 def _table(results, tmp_path, extra=""):
-    spec_file = tmp_path / "tables.toml"
-    spec_file.write_text(TABLE.format(extra=extra))
-    _, specs = load_spec(spec_file)
-    return rp.stored_tables(load_results(results), specs)[0]
+    return first_table(results, TABLE.format(extra=extra), tmp_path)
 
 
 def test_a_row_per_lane_depth_and_state_with_intervals_and_the_windows_flag(results, tmp_path):

@@ -70,3 +70,25 @@ def make_sim_run(
             provenance={"harness": "test"},
         )
     return run.path
+
+
+def flagged_run(root: Path, measures: dict, flags=(), spec: str = "none") -> str:
+    """A finished sim-lane run holding just these measures and evidence flags (no requests); its run id."""
+    with ResultsStore(root).new_run(sim_plan(spec)) as run:
+        run.finish(
+            RunSummary(measures=dict(measures), n_ok=4, flags=[dict(f) for f in flags]),
+            boot={},
+            provenance={"harness": "test"},
+        )
+    return run.run_id
+
+
+def first_table(results: Path, spec_text: str, folder: Path):
+    """The first table the tables.toml text `spec_text` (written into `folder`) builds from `results`."""
+    from labkit import report
+    from labkit.store import load_results
+
+    spec_file = folder / "tables.toml"
+    spec_file.write_text(spec_text)
+    _, specs = report.load_spec(spec_file)
+    return report.stored_tables(load_results(results), specs)[0]

@@ -147,6 +147,10 @@ CATALOGUE: tuple[Measure, ...] = (
     Measure("energy_per_token_decode", "energy per output token (decode)", "J/tok", "lower"),
     Measure("energy_per_token_prefill_<P>", "energy per prompt token (<P>-token prefill)", "J/tok", "lower"),
     Measure("sm_clock_decode_median", "SM clock (decode, lowest node median)", "MHz", "none"),
+    # the slow-state canary: a fixed short decode before and after the phases (labkit/measure/summary_canary.py)
+    Measure("canary_ms", "canary ms per token (the slower of before and after)", "ms/tok", "lower"),
+    Measure("canary_ms_before", "canary ms per token, before the phases", "ms/tok", "lower"),
+    Measure("canary_ms_after", "canary ms per token, after the phases", "ms/tok", "lower"),
 )
 
 

@@ -166,9 +166,8 @@ def _repeat(
     boot's own folder, or None for a later plan on a shared boot); with `measure.target_ci`, more until every
     target measure's interval is that tight or `max_runs` is reached. Each run records where the target stood
     after it (docs/measurement.md, "Repeating until the interval is tight")."""
-    from labkit.measure import BenchOptions, NodeNfsProbe, configured_k, healthy_clocks, run_bench
+    from labkit.measure import BenchOptions, NodeNfsProbe, configured_k, run_bench
     from labkit.report import check_target
-    from labkit.store import update_baselines
 
     boot = endpoint.boot.to_dict()
     provenance = _provenance(plan, hooks.provenance)
@@ -224,10 +223,7 @@ def _repeat(
                 run.update(target=done.target.to_dict())
                 if progress:
                     print(done.target.line(cap), file=sys.stderr, flush=True)
-            store_result(run, result, boot, boot_flags(plan, boot))
-            clocks = healthy_clocks(result.summary.telemetry or {})
-            if clocks:  # a healthy run moves each node's SM-clock baseline (labkit/store/baselines.py)
-                update_baselines(store.root, clocks, run.run_id)
+            keep(run, result, plan, boot, [h.name for h in hosts], store.root)
         if done.target is not None and done.target.reached and i + 1 >= m.runs:
             break
 
@@ -253,6 +249,36 @@ def materialize_model(served: Lane) -> None:
     from labkit import tinymodel
 
     served.plan = tinymodel.materialize(served.plan, log=served.progress)
+
+
+def keep(run: Run, result: BenchResult, plan: LanePlan, boot: dict, nodes: list[str], root: Path) -> None:
+    """Store one measured run with the flags its boot and its canary raise; a healthy run then moves its nodes'
+    SM-clock baselines and its lane's canary baseline (labkit/store/baselines.py)."""
+    from labkit.measure import healthy_clocks
+    from labkit.store import update_baselines, update_canary
+
+    canary = canary_flags(plan, result, nodes, root)
+    store_result(run, result, boot, boot_flags(plan, boot) + canary)
+    clocks = healthy_clocks(result.summary.telemetry or {})
+    if clocks:
+        update_baselines(root, clocks, run.run_id)
+    ms = result.summary.measures.get("canary_ms")
+    if ms is not None and not canary and "low-clock" not in {f["code"] for f in result.summary.flags}:
+        update_canary(root, plan.recipe_hash, nodes, ms, run.run_id)
+
+
+def canary_flags(plan: LanePlan, result: BenchResult, nodes: list[str], root: Path) -> list[dict]:
+    """`slow-canary` when the run's canary is more than the plan's bound above this lane's healthy baseline on
+    these nodes (none before the first healthy run; docs/measurement.md, "Slow-state canary")."""
+    from labkit.measure import canary_flag
+    from labkit.store import read_canary
+
+    c = plan.measure.canary
+    ms = result.summary.measures.get("canary_ms")
+    if c is None or ms is None:
+        return []
+    flag = canary_flag(ms, read_canary(root, plan.recipe_hash, nodes), c.slow, nodes)
+    return [flag] if flag else []
 
 
 def boot_flags(plan: LanePlan, boot: dict) -> list[dict[str, str]]:

@@ -5,10 +5,11 @@ client (stamped streams, sse parsed after the stream) -> recording (records, wit
 figures from servertruth and the loop mark from sanity) -> runner (`Bench`, the plan; its `BenchOptions`) on
 session (`RunContext` read by the phases, `RunLog` they add to) through decode_phase, content_phase,
 agentic_phase (multi-turn sessions as chat messages from conversation), idle_phase (a request after a pause),
-depth_phase (requests at a context depth, uncached and cached, as text from context) and
+depth_phase (requests at a context depth, uncached and cached, as text from context), canary_phase (the
+slow-state canary before and after the phases) and
 prefill_phase (prompts, corpus: the pinned prompt corpus of corpus/, tokencount, scrapes, drain, metrics, kvpool,
 io_probe) -> outcome -> summary (RunSummary, from summary_speed, summary_content, summary_counters,
-summary_engine, summary_turns (per session turn, idle turns), summary_depth (per context depth),
+summary_engine, summary_turns (per session turn, idle turns), summary_depth (per context depth), summary_canary (the slow-state canary),
 summary_evidence and sanity; timing's formulas) and provenance, all in records;
 summary_text renders the summary as the lab note's table. telemetry_run samples every node (nvidia-smi,
 /proc/meminfo) while a run measures; telemetry_series parses the samples, telemetry_energy summarizes them per
@@ -19,6 +20,7 @@ from labkit.measure.io_probe import LocalNfsProbe, NodeNfsProbe
 from labkit.measure.metrics import configured_k
 from labkit.measure.records import BenchResult, RequestRecord, RunSummary
 from labkit.measure.runner import BenchOptions, default_plan, run_bench
+from labkit.measure.summary_canary import canary_flag
 from labkit.measure.summary_text import render, server_truth_row
 from labkit.measure.telemetry import healthy_clocks
 from labkit.measure.telemetry_run import NodeTelemetry
@@ -32,6 +34,7 @@ __all__ = [
     "NodeTelemetry",
     "RequestRecord",
     "RunSummary",
+    "canary_flag",
     "configured_k",
     "default_plan",
     "healthy_clocks",

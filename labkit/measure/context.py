@@ -31,9 +31,9 @@ def depth_window(depth: int) -> str:
 
 
 def cached_by_design(window: str) -> bool:
-    """Whether a window's prompts hit the prefix cache by design (the sessions' and the depths'), so its hits
-    raise no flag."""
-    return window == AGENTIC_WINDOW or window.startswith("depth_")
+    """Whether a window's prompts hit the prefix cache by design (the sessions', the depths' and the canary's
+    fixed prompt), so its hits raise no flag."""
+    return window == AGENTIC_WINDOW or window.startswith(("depth_", "canary_"))
 
 
 def question(nonce: str, seed: str, n_pieces: int) -> str:

@@ -46,6 +46,7 @@ Measure keys (RunSummary.measures) are fixed names, so reports never parse label
     depth_<D>_<x>[_cached]  at context depth D, the context uncached or cached: ttft, prefill (new tokens),
                          decode, prompt_tokens, new_tokens, hit, hit_expected; depth_<D>_ttft_gain;
                          depth_hit_agreement
+    canary_ms_before, canary_ms_after, canary_ms   ms per token of the slow-state canary (the slower: canary_ms)
 """
 
 from __future__ import annotations
@@ -154,6 +155,8 @@ class RequestRecord:
     # request that put it in the cache, not itself a measurement)
     depth: int | None = None
     cache_state: str = ""
+    # the slow-state canary (labkit/measure/canary_phase.py): "before" or "after" the run's phases
+    canary: str = ""
 
     @classmethod
     def columns(cls) -> list[str]:

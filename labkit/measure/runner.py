@@ -37,6 +37,7 @@ from typing import Any
 from labkit import settings
 from labkit.measure import io_probe as iop
 from labkit.measure.agentic_phase import measure_agentic
+from labkit.measure.canary_phase import measure_canary
 from labkit.measure.client import EndpointError, StreamClient
 from labkit.measure.content_phase import measure_content
 from labkit.measure.decode_phase import measure_decode
@@ -149,6 +150,7 @@ class Bench(Session):
                 ctx.telemetry.start(max_seconds=(total + 10) * plan.timeout)
             for run in range(plan.runs):
                 self.rep = run
+                await self.canary(run, "before")
                 if decode and plan.decode.turns > 0:
                     await self.decode(run)
                     if plan.content:
@@ -163,6 +165,7 @@ class Bench(Session):
                     await measure_depth(self, run, self._say if self.progress else None)
                 if prefill and plan.prefill.prompt_tokens:
                     await self.prefill(run)
+                await self.canary(run, "after")
         except BaseException as e:  # interrupted or crashed: keep what was measured, then re-raise
             self.stop_telemetry()
             if log.records:
@@ -216,6 +219,8 @@ class Bench(Session):
             n += ((plan.agentic.requests() if plan.agentic else 0) + len(plan.idle_s)) * plan.runs
         if decode and plan.depth is not None:
             n += plan.depth.requests() * plan.runs
+        if plan.canary is not None:
+            n += 2 * plan.canary.requests * plan.runs
         if prefill:
             n += len(p.prompt_tokens) * (p.repeats + min(d.warmup, 1)) * plan.runs
         return n
@@ -234,6 +239,16 @@ class Bench(Session):
         for category, acc in (await measure_content(self, run)).items():
             pooled = self.log.content_acceptance.get(category)
             self.log.content_acceptance[category] = pool_acceptance(pooled, acc)
+
+    async def canary(self, run: int, where: str) -> None:
+        """The slow-state canary before or after the phases (canary_phase.py), when the plan has one; not before
+        the boot's first phases when a cold turn is expected (it must be the engine's first request)."""
+        if self.ctx.plan.canary is None:
+            return
+        if where == "before" and run == 0 and self.ctx.cold_expected:
+            self.log.notes.append("canary: none before the boot's first run (its cold turn comes first)")
+            return
+        await measure_canary(self, run, where)
 
     async def prefill(self, run: int) -> None:
         """Per target length: fitted prompts, a warmup, then the samples, each between two /metrics scrapes

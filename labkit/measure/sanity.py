@@ -74,6 +74,8 @@ def window_of(rec: RequestRecord) -> str | None:
         return f"decode{CONTENT_MARK}{rec.content}"
     if rec.phase == "agentic":  # every session's turns: the agentic window
         return "agentic"
+    if rec.phase == "canary":  # the canary before or after the phases: its own window
+        return f"canary_{rec.canary}"
     if rec.phase == "depth":  # a depth's requests, the context loads included: the depth_<D> window
         return f"depth_{rec.depth}"
     if rec.phase == "idle":

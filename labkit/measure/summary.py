@@ -18,6 +18,7 @@ from labkit.measure import metrics as mx
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
 from labkit.measure.sanity import apply_sanity
 from labkit.measure.scrapes import WindowEvidence
+from labkit.measure.summary_canary import canary_measures
 from labkit.measure.summary_content import content_measures
 from labkit.measure.summary_counters import (
     acceptance_measures,
@@ -80,6 +81,8 @@ def summarize(
         idle_measures(s, records, src)
     if plan.depth is not None:  # context depths (summary_depth.py)
         depth_measures(s, records, src)
+    if plan.canary is not None:  # the slow-state canary (summary_canary.py)
+        canary_measures(s, records)
     prefill_measures(s, ok, plan.prefill.prompt_tokens, rtt_ns, counter_kind)
     if acceptance is not None:
         acceptance_measures(s, acceptance)

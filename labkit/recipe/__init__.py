@@ -3,7 +3,7 @@
 Schema checks name the file and key path; variants are applied before the plan is frozen; lookup finds a
 recipe by folder name or alias. Modules: plan (the frozen `LanePlan`), specs (its model, engine and cluster
 parts), staging (its staging entries), measureplan (what it measures), sessionplan (its agentic sessions and
-idle turns), depthplan (its context depths), build (a merged table made a plan,
+idle turns), depthplan (its context depths), canaryplan (its slow-state canary), build (a merged table made a plan,
 the recipe hash), launch (the fabric and docker options), schema (the generic validator), names (node, user
 and image names), fields (the recipe format), rules (cross-key rules), load (reading + validating, Recipe,
 resolve), variants (overlays), lookup (finding recipes), override (`with_nodes`, `with_content`, `with_depth`, `with_agentic`), describe (the plan as

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from labkit.recipe.canaryplan import canary_plan
 from labkit.recipe.depthplan import depth_plan
 from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.launch import docker_options, fabric_spec
@@ -47,6 +48,7 @@ UNSET_LEFT_OUT = (
     ("measure", "agentic"),
     ("measure", "idle_s"),
     ("measure", "depth"),
+    ("measure", "canary"),
     ("model", "loops"),
     ("cluster", "min_free_after_drop"),
 )
@@ -163,4 +165,5 @@ def measure_plan(m: dict) -> MeasurePlan:
         agentic=agentic_plan(m.get("agentic")),
         idle_s=tuple(m.get("idle_s") or ()),
         depth=depth_plan(m.get("depth")),
+        canary=canary_plan(m.get("canary")),
     )

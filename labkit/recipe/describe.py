@@ -116,6 +116,14 @@ def session_rows(m: MeasurePlan) -> list[tuple[str, str]]:
                 f"~{d.prompt_tokens}-token questions, {d.output_tokens}-token answers",
             )
         )
+    if (c := m.canary) is not None:
+        rows.append(
+            (
+                "canary",
+                f"{c.requests} requests of {c.output_tokens} forced tokens before and after each run; "
+                f"slow-canary above +{c.slow:.0%} of the lane's healthy baseline on its nodes",
+            )
+        )
     return rows
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import labkit.recipe.names as names
 import labkit.recipe.schema as s
 from labkit.measures import CONTENT
+from labkit.recipe.canaryplan import canary_fields
 from labkit.recipe.depthplan import depth_fields
 from labkit.recipe.enginefacts import ENGINE_KINDS
 from labkit.recipe.sessionplan import agentic_fields, idle_field
@@ -286,6 +287,9 @@ def _measure(partial: bool) -> dict[str, s.Field]:
         # decode and prefill at a context depth, cached and uncached (labkit/recipe/depthplan.py;
         # docs/measurement.md, "Context depth"); absent: none
         "depth": F(s.table(depth_fields(), partial=partial)),
+        # a fixed short decode before and after each run, against the node set's healthy baseline
+        # (labkit/recipe/canaryplan.py; docs/measurement.md, "Slow-state canary"); absent: none
+        "canary": F(s.table(canary_fields(), partial=partial)),
         "decode": F(s.table(decode, partial=partial), default=dict),
         "prefill": F(s.table(prefill, partial=partial), default=dict),
         "timeout": F(s.number(1.0), default=600.0),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labkit.measures import content_key, decode_key, headline, prefill_key
+from labkit.recipe.canaryplan import CanaryPlan
 from labkit.recipe.depthplan import DepthPlan
 from labkit.recipe.sessionplan import AgenticPlan
 
@@ -46,6 +47,8 @@ class MeasurePlan:
     idle_s: tuple[int, ...] = ()
     # decode and prefill at context depths, cached and uncached, after the sessions (labkit/recipe/depthplan.py)
     depth: DepthPlan | None = None
+    # a fixed short decode before and after the phases, against a healthy baseline (labkit/recipe/canaryplan.py)
+    canary: CanaryPlan | None = None
 
     def headline_measures(self) -> tuple[str, ...]:
         """The catalogue's headline rates this plan measures: decode_c1 and decode_c<K>_agg, prefill_<P> (each

@@ -25,10 +25,10 @@ REPETITION_KEYS = (
     "clock_drop",
 )
 # measure keys that add measures of their own without changing the others: the content phase, the sessions,
-# the idle turns and the depths run after the decode phase, in windows of their own, with prompts no other
+# the idle turns, the depths and the canary run before or after the fresh-prompt phases, in windows of their own, with prompts no other
 # phase shares (docs/measurement.md, "Prompt content", "Agentic sessions", "Idle turns", "Context depth");
 # listed as facts of their own ("prompt content", "added workloads"), never blocking
-WORKLOAD_KEYS = ("agentic", "idle_s", "depth")
+WORKLOAD_KEYS = ("agentic", "idle_s", "depth", "canary")
 ADDED_MEASURES_KEYS = ("content", *WORKLOAD_KEYS)
 BLOCKING = ("simulated", "measurement plan")
 # resolved keys that are not recipe content: the measure table is its own fact, labels only name the lane

@@ -8,7 +8,7 @@ baselines.py: per-node healthy SM-clock baselines under results/_baselines/; swe
 results/_sweeps/ (which runs make each point of a sweep).
 """
 
-from labkit.store.baselines import read_baselines, update_baselines
+from labkit.store.baselines import read_baselines, read_canary, update_baselines, update_canary
 from labkit.store.files import NOTEBOOK_FILE, ResultsError, atomic_write_text, results_root
 from labkit.store.load import load_results, measure_rows, read_run
 from labkit.store.recorded import import_figures
@@ -41,6 +41,7 @@ __all__ = [
     "load_sweeps",
     "measure_rows",
     "read_baselines",
+    "read_canary",
     "read_run",
     "read_sweep",
     "read_telemetry",
@@ -48,6 +49,7 @@ __all__ = [
     "sweep_path",
     "telemetry_rows",
     "update_baselines",
+    "update_canary",
     "write_result",
     "write_staging",
     "write_sweep",

@@ -117,3 +117,18 @@ def test_the_depth_override_keeps_the_recipes_keys_and_is_checked(tmp_path):
             and key in str(e.value)
             and "depth override" in str(e.value)
         )
+
+
+def test_the_canary_table_makes_a_plan_and_a_line(tmp_path):
+    from labkit.recipe.canaryplan import CanaryPlan
+
+    plain = load_recipe(recipe(tmp_path, name="a")).resolve({"spec": "none"})
+    assert plain.measure.canary is None and "canary" not in plain.resolved["measure"]
+    on = load_recipe(recipe(tmp_path, "canary = { requests = 2 }", name="b")).resolve({"spec": "none"})
+    assert on.measure.canary == CanaryPlan(2, 64, 0.15) and on.recipe_hash != plain.recipe_hash
+    assert (
+        "2 requests of 64 forced tokens before and after each run; slow-canary above +15%"
+        in describe_plan(on)
+    )
+    with pytest.raises(RecipeError, match=r"measure.canary.slow"):
+        load_recipe(recipe(tmp_path, "canary = { slow = 0 }", name="c"))

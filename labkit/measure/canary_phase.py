@@ -1,0 +1,45 @@
+"""The slow-state canary of a Bench's plan: before and after a run's phases, `requests` greedy requests of one
+fixed prompt forcing `output_tokens` tokens, each in the window `canary_before` / `canary_after`
+(docs/measurement.md, "Slow-state canary").
+
+Why: a GB10 can flip into a slow state (63 against 94 ms per decode step on one public unit) with nothing unusual
+in nvidia-smi. The same short decode on the same lane, compared with the node set's healthy baseline, catches it
+whatever the telemetry says. The prompt is fixed on purpose (the canary must be the same work every time), so
+its requests hit the prefix cache after the first: its windows raise no cache-hit flag, and its records enter no
+other figure. The boot's first run skips the canary before: its cold turn must be the first request the engine
+serves (the note says so).
+"""
+
+from __future__ import annotations
+
+from labkit.measure.decode_phase import TurnWindows
+from labkit.measure.drain import settled
+from labkit.measure.session import Session
+
+# the fixed canary prompt: plain, unambiguous work that any model continues for as long as it is asked
+CANARY_PROMPT = (
+    "Count upwards from one, writing every number in words on a line of its own, and do not stop: one, two, "
+    "three,"
+)
+CANARY_WINDOW = "canary"  # canary_before, canary_after
+
+
+def canary_window(where: str) -> str:
+    """The evidence window of the canary `where` ("before" or "after") the run's phases."""
+    return f"{CANARY_WINDOW}_{where}"
+
+
+async def measure_canary(s: Session, run: int, where: str) -> None:
+    """The canary's requests one after the other, each in a window of its own, between drain waits."""
+    plan = s.ctx.plan.canary
+    assert plan is not None  # the runner calls this only for a plan with a canary
+    window = canary_window(where)
+    key = f"{window}.before.{run}"
+    before = await s.scrape(key)
+    before = await settled(s, before, key=key, window=window, run=run, where="start")
+    windows = TurnWindows(s, run, before, window)
+    for i in range(plan.requests):
+        res = await s.ctx.client.stream(s.ctx.stream_request(CANARY_PROMPT, plan.output_tokens, forced=True))
+        rec = s.record(res, phase="canary", requested=plan.output_tokens, turn=i)
+        rec.canary = where
+        rec.server_window = await windows.close([rec], f"canary request {i + 1} ({where})")

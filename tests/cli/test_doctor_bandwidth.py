@@ -1,0 +1,66 @@
+"""`labkit doctor --bandwidth` as a real subprocess on two sshd nodes: with perftest's and nccl-tests' stand-ins
+(tests/support/*_shim.py, in the real tools' output format) on the head only, the pair's ib_write_bw and the
+lane's all_reduce_perf are reported absent naming the other node; with both tools on both nodes the pair's
+figure is read from ib_write_bw's table. Without the flag doctor prints no bandwidth at all."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.lanes import sim_recipe
+from tests.support.serving import labkit_cli
+
+SPARK_FABRIC = '[cluster.fabric]\ninterface = "cx7"\nhcas = ["rocep1s0f1", "roceP2p1s0f1"]\n'
+
+
+@pytest.fixture
+def nodes(cluster):
+    cluster.reset_shims()
+    cluster.clear_calls()
+    yield cluster
+    cluster.reset_shims()
+
+
+def doctor(fake, tmp_path, *args: str) -> tuple[int, str, str]:
+    folder = tmp_path / "lane"
+    sim_recipe(
+        folder, 18381, nodes=fake.addresses[:2], runtime="docker", ssh_port=fake.port, user=fake.user,
+        extra=SPARK_FABRIC,
+    )  # fmt: skip
+    proc = labkit_cli("doctor", str(folder), *args, env=fake.cli_env())
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+def test_bandwidth_reports_a_tool_absent_on_one_node_by_name(nodes, tmp_path):
+    head, other = nodes.addresses[:2]
+    nodes.hide_tool(other, "ib_write_bw")
+    nodes.hide_tool(other, "all_reduce_perf")
+    code, out, err = doctor(nodes, tmp_path, "--bandwidth", "--json")
+    assert code == 0, out + err
+    got = {(m["pair"], m["tool"]): m for m in json.loads(out)["bandwidth"]}
+    pair = f"{head}-{other}"
+    assert got[(pair, "ib_write_bw")] == {
+        "pair": pair,
+        "tool": "ib_write_bw",
+        "figure": None,
+        "unit": "",
+        "line": f"absent: ib_write_bw is not on the PATH of {other}",
+    }
+    assert got[(pair, "all_reduce_perf")]["line"] == f"absent: all_reduce_perf is not on the PATH of {other}"
+
+
+def test_bandwidth_reads_ib_write_bw_between_the_pair_and_prints_a_table(nodes, tmp_path):
+    head, other = nodes.addresses[:2]
+    code, out, err = doctor(nodes, tmp_path, "--bandwidth")
+    assert code == 0, out + err
+    table = out.split("pair")[-1]
+    assert f"{head}-{other}" in table and "96.48 Gb/s" in table
+    # no mpirun on the nodes: the lane's all_reduce_perf cannot span them, and says so
+    assert f"absent: mpirun is not on the PATH of {head}" in table
+    argv = [c for c in nodes.calls(head)]  # the docker shim's log: the measurement started no container
+    assert not [c for c in argv if c[:2] == ["run", "-d"]]
+    code, plain, err = doctor(nodes, tmp_path, "--json")
+    assert code == 0 and "bandwidth" not in json.loads(plain), plain + err

@@ -1,0 +1,31 @@
+# A stand-in for perftest's `ib_write_bw` on the fake nodes (tests/support/nodes.py installs it on their PATH),
+# printing the real tool's report with --report_gbits: a banner, the column header and one row of figures. With
+# a server address (the last argument) it is the client; without, the server. A test changes the row by writing
+# $LABKIT_SHIM_STATE/<node>/ib_write_bw.txt (the exact output).
+import os
+import sys
+from pathlib import Path
+
+REPORT = """---------------------------------------------------------------------------------------
+                    RDMA_Write BW Test
+ Dual-port       : OFF\t\tDevice         : {device}
+ Number of qps   : 1\t\tTransport type : IB
+ Connection type : RC\t\tUsing SRQ      : OFF
+---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+ 65536      10000           96.52              96.48              0.184016
+---------------------------------------------------------------------------------------
+"""
+
+
+def main() -> int:
+    node = os.environ.get("LABKIT_TEST_NODE", "local")
+    f = Path(os.environ.get("LABKIT_SHIM_STATE", "/nonexistent")) / node / "ib_write_bw.txt"
+    args = sys.argv[1:]
+    device = args[args.index("-d") + 1] if "-d" in args else "?"
+    sys.stdout.write(f.read_text() if f.exists() else REPORT.format(device=device))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

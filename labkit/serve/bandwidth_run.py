@@ -6,6 +6,7 @@ nothing here runs without the flag. docs/bandwidth.md, "How doctor runs them".
 
 from __future__ import annotations
 
+from labkit.errors import LabkitError
 from labkit.nodes import Host, HostError, Result
 from labkit.serve.bandwidth import (
     ALL_REDUCE,
@@ -50,7 +51,7 @@ def fabric_address(lane: LaneState, host: Host) -> str:
         return host.address
     try:
         return parse_address(host.name, fabric.interface_of(host.name), r.stdout, r.stderr, r.ok)
-    except Exception:
+    except LabkitError:
         return host.address
 
 

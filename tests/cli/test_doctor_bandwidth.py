@@ -6,10 +6,12 @@ figure is read from ib_write_bw's table. Without the flag doctor prints no bandw
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.support.lanes import sim_recipe
+from tests.support.nodes import NODE_NAMES
 from tests.support.serving import labkit_cli
 
 SPARK_FABRIC = '[cluster.fabric]\ninterface = "cx7"\nhcas = ["rocep1s0f1", "roceP2p1s0f1"]\n'
@@ -23,10 +25,15 @@ def nodes(cluster):
     cluster.reset_shims()
 
 
-def doctor(fake, tmp_path, *args: str) -> tuple[int, str, str]:
+def ib_calls(fake, addr: str) -> list[list[str]]:
+    f = Path(fake.shim_state) / NODE_NAMES[addr] / "ib_write_bw.jsonl"
+    return [json.loads(line) for line in f.read_text().splitlines()] if f.exists() else []
+
+
+def doctor(fake, tmp_path, *args: str, count: int = 2) -> tuple[int, str, str]:
     folder = tmp_path / "lane"
     sim_recipe(
-        folder, 18381, nodes=fake.addresses[:2], runtime="docker", ssh_port=fake.port, user=fake.user,
+        folder, 18381, nodes=fake.addresses[:count], runtime="docker", ssh_port=fake.port, user=fake.user,
         extra=SPARK_FABRIC,
     )  # fmt: skip
     proc = labkit_cli("doctor", str(folder), *args, env=fake.cli_env())
@@ -50,6 +57,7 @@ def test_bandwidth_reports_a_tool_absent_on_one_node_by_name(nodes, tmp_path):
         "line": f"absent: ib_write_bw is not on the PATH of {other}",
     }
     assert got[(pair, "all_reduce_perf")]["line"] == f"absent: all_reduce_perf is not on the PATH of {other}"
+    assert ib_calls(nodes, head) == ib_calls(nodes, other) == []  # nothing run where a side lacks the tool
 
 
 def test_bandwidth_reads_ib_write_bw_between_the_pair_and_prints_a_table(nodes, tmp_path):
@@ -60,7 +68,25 @@ def test_bandwidth_reads_ib_write_bw_between_the_pair_and_prints_a_table(nodes, 
     assert f"{head}-{other}" in table and "96.48 Gb/s" in table
     # no mpirun on the nodes: the lane's all_reduce_perf cannot span them, and says so
     assert f"absent: mpirun is not on the PATH of {head}" in table
+    # the server on the other node, the client on the head aimed at the other node's cx7 address (ip shim)
+    server = ["-d", "rocep1s0f1", "-F", "--report_gbits", "-D", "5"]
+    assert ib_calls(nodes, other) == [server]
+    assert ib_calls(nodes, head) == [[*server, "10.10.0.6"]]
     argv = [c for c in nodes.calls(head)]  # the docker shim's log: the measurement started no container
     assert not [c for c in argv if c[:2] == ["run", "-d"]]
     code, plain, err = doctor(nodes, tmp_path, "--json")
     assert code == 0 and "bandwidth" not in json.loads(plain), plain + err
+
+
+def test_bandwidth_on_one_node_reads_all_reduce_perf_without_mpirun(nodes, tmp_path):
+    code, out, err = doctor(nodes, tmp_path, "--bandwidth", "--json", count=1)
+    assert code == 0, out + err
+    assert json.loads(out)["bandwidth"] == [
+        {
+            "pair": nodes.addresses[0],
+            "tool": "all_reduce_perf",
+            "figure": 21.3456,
+            "unit": "GB/s",
+            "line": "# Avg bus bandwidth    : 21.3456",
+        }
+    ]

@@ -1,7 +1,8 @@
 # A stand-in for perftest's `ib_write_bw` on the fake nodes (tests/support/nodes.py installs it on their PATH),
 # printing the real tool's report with --report_gbits: a banner, the column header and one row of figures. With
-# a server address (the last argument) it is the client; without, the server. A test changes the row by writing
-# $LABKIT_SHIM_STATE/<node>/ib_write_bw.txt (the exact output).
+# a server address (the last argument) it is the client; without, the server. Each call's argv is appended to
+# $LABKIT_SHIM_STATE/<node>/ib_write_bw.jsonl; a test changes the report by writing .../<node>/ib_write_bw.txt.
+import json
 import os
 import sys
 from pathlib import Path
@@ -20,8 +21,13 @@ REPORT = """--------------------------------------------------------------------
 
 def main() -> int:
     node = os.environ.get("LABKIT_TEST_NODE", "local")
-    f = Path(os.environ.get("LABKIT_SHIM_STATE", "/nonexistent")) / node / "ib_write_bw.txt"
+    state = Path(os.environ.get("LABKIT_SHIM_STATE", "/nonexistent")) / node
+    f = state / "ib_write_bw.txt"
     args = sys.argv[1:]
+    if state.parent.is_dir():
+        state.mkdir(exist_ok=True)
+        with open(state / "ib_write_bw.jsonl", "a") as log:
+            log.write(json.dumps(args) + "\n")
     device = args[args.index("-d") + 1] if "-d" in args else "?"
     sys.stdout.write(f.read_text() if f.exists() else REPORT.format(device=device))
     return 0

@@ -54,6 +54,7 @@ NODE_SHIM_FILES = (
     "ibdev2netdev.txt",
     "ping.json",
     "ib_write_bw.txt",
+    "ib_write_bw.jsonl",
     "all_reduce_perf.txt",
 )
 

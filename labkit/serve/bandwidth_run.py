@@ -81,8 +81,12 @@ def ib_pair(lane: LaneState, a: Host, b: Host, hca: str) -> Measured:
         lambda h: _run(h, ib_server_command(hca, limit=int(IB_TIMEOUT) - 5), IB_TIMEOUT), [b]
     )
     client = _run(a, ib_client_command(hca, address), IB_TIMEOUT)
-    server.outcomes()
-    return _outcome(pair, IB_WRITE_BW, client)
+    got = _outcome(pair, IB_WRITE_BW, client)
+    r, err = server.outcomes()[b.name]
+    served = _outcome(pair, IB_WRITE_BW, r if r is not None else str(err))
+    if got.figure is None and served.line.startswith("failed: "):
+        return Measured(pair, IB_WRITE_BW, None, got.unit, f"failed: server on {b.name}: {served.line[8:]}")
+    return got
 
 
 def measure_bandwidth(lane: LaneState) -> list[Measured]:

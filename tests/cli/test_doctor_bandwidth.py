@@ -90,3 +90,19 @@ def test_bandwidth_on_one_node_reads_all_reduce_perf_without_mpirun(nodes, tmp_p
             "line": "# Avg bus bandwidth    : 21.3456",
         }
     ]
+
+
+def test_a_failing_server_is_reported_with_its_node(nodes, tmp_path):
+    head, other = nodes.addresses[:2]
+    broken = nodes.tool_dir(other) / "ib_write_bw"
+    broken.write_text("#!/bin/sh\necho 'Unable to find the Infiniband/RoCE device' >&2\nexit 1\n")
+    nodes.tool_dir(head).joinpath("ib_write_bw").write_text(
+        '#!/bin/sh\necho "Couldn\'t connect" >&2\nexit 1\n'
+    )
+    code, out, err = doctor(nodes, tmp_path, "--bandwidth", "--json")
+    assert code == 0, out + err
+    got = {m["tool"]: m for m in json.loads(out)["bandwidth"]}
+    assert got["ib_write_bw"]["figure"] is None
+    assert got["ib_write_bw"]["line"] == (
+        f"failed: server on {other}: Unable to find the Infiniband/RoCE device"
+    )

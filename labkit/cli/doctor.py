@@ -13,20 +13,26 @@ from labkit.cli.common import add_lane_command, plan_from_args
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """A table per node; exit 1 when any check failed. The page cache is never dropped here."""
-    from labkit.serve import Lane, doctor, node_tables
+    from labkit.serve import Lane, doctor, measure_bandwidth, node_tables
 
     lane = Lane(plan_from_args(args), progress=sys.stderr)
     try:
         checks = doctor(lane.state, probes=args.probe, pull=args.pull)
+        measured = measure_bandwidth(lane.state) if args.bandwidth else None
     finally:
         lane.close()
     failed = [c for c in checks if c.failed]
     if args.json:
         doc = {"lane_id": lane.lane_id, "ok": not failed, "checks": [c.to_dict() for c in checks]}
+        if measured is not None:
+            doc["bandwidth"] = [m.to_dict() for m in measured]
         print(json.dumps(doc, indent=2))
         return 1 if failed else 0
     print(node_tables(checks, lane.group.head.name))
     print()
+    if measured is not None:
+        print(bandwidth_table(measured))
+        print()
     nodes = sorted({c.node for c in failed}, key=lane.group.names.index)
     kept = "; the page cache was left alone (a start drops it)" if lane.plan.engine.drop_caches else ""
     if failed:
@@ -34,6 +40,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     else:
         print(f"doctor: no check failed on {len(lane.group)} node(s); nothing was started{kept}")
     return 1 if failed else 0
+
+
+def bandwidth_table(measured: list) -> str:
+    """pair, tool, figure (or why there is none) per measurement."""
+    from tabulate import tabulate
+
+    rows = [(m.pair, m.tool, f"{m.figure:g} {m.unit}" if m.figure is not None else m.line) for m in measured]
+    return tabulate(rows, headers=["pair", "tool", "figure"])
 
 
 def add_doctor(sub: argparse._SubParsersAction) -> None:
@@ -52,3 +66,8 @@ def add_doctor(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--pull", action="store_true", help="pull the image where it is missing (as `up` would)")
     p.add_argument("--json", action="store_true", help="every check as JSON")
+    p.add_argument(
+        "--bandwidth",
+        action="store_true",
+        help="also measure the fabric: ib_write_bw head to each node, all_reduce_perf over the lane, where present",
+    )

@@ -12,13 +12,15 @@ checks (image, fabric, RDMA, memory, GPU, page cache) are pure in `preflight`, `
 CUDA, firmware and compile-cache state, and the `cold-compile-cache` flag), `netcheck` (the fabric's subnet
 and MTU across interfaces and nodes), `reach` (every node to the head's rendezvous address: a switchless ring
 fails it), `cabling` (RoCE ports cabled point to point under a switch topology), `holders`, `enginehelp` and
-`verdict`, run by `checks` (the reach probes and the cabling check by `reach_run`), which also runs `labkit doctor` (`doctor`); `flagcheck` checks given flags (a
+`verdict`, run by `checks` (the reach probes and the cabling check by `reach_run`), which also runs `labkit doctor` (`doctor`); `bandwidth` (the ib_write_bw and all_reduce_perf commands and
+parsers, pure) and `bandwidth_run` (run on the nodes) are `labkit doctor --bandwidth`; `flagcheck` checks given flags (a
 sweep's) against the engine's own --help, else the adapter's known flags (`check_flags`). Once ready, `readyfacts` reads memory
 on every node and the KV pool from the head's API; `kvsources` compares the pool's sources (pure; the bench
 reads a bare endpoint's pool through it too) and `prometheus` parses /metrics text (labkit.measure re-exports
 it). The plan comes in with a labkit-built model already materialized (labkit.tinymodel, by the caller).
 """
 
+from labkit.serve.bandwidth_run import measure_bandwidth
 from labkit.serve.bootstate import cold_cache_flags
 from labkit.serve.checks import doctor
 from labkit.serve.engines import BootFacts
@@ -42,6 +44,7 @@ __all__ = [
     "doctor",
     "kv_pool",
     "lane_commands",
+    "measure_bandwidth",
     "node_tables",
     "parse_prometheus",
     "socket_fallback_flags",

@@ -3,7 +3,7 @@
 Each node is an `sshd -D` on its own loopback address (one free port shared by all), started inside a private
 mount namespace with its own small tmpfs at `disk_path` when `unshare` works (else without a private disk).
 Every command a node runs sees (via sshd's SetEnv):
-    PATH                 the shim dir first: a recording `docker` shim, `ip`, `ping`, `nvidia-smi` and `ibdev2netdev` shims
+    PATH                 the node's own tools dir (ib_write_bw, all_reduce_perf: Cluster.hide_tool), then the shim dir: a recording `docker` shim, `ip`, `ping`, `nvidia-smi` and `ibdev2netdev` shims
                          (tests/support/*_shim.py), `python`/`python3` = this interpreter and
                          `vllm` = the vllm command beside it (when `make env-vllm` installed one)
     LABKIT_TEST_NODE     dgx5 ... dgx8
@@ -41,6 +41,9 @@ SHIMS = {
     "ibdev2netdev": "ibdev2netdev_shim.py",
     "ping": "ping_shim.py",
 }
+# Fabric measuring tools (perftest, nccl-tests), in a directory of each node's own so that a test can take one
+# away from one node (Cluster.hide_tool); Cluster.reset_shims() puts them back.
+NODE_TOOLS = {"ib_write_bw": "ib_write_bw_shim.py", "all_reduce_perf": "all_reduce_perf_shim.py"}
 # Per-node files the shims read (tests/support/*_shim.py), removed by Cluster.reset_shims().
 NODE_SHIM_FILES = (
     "ip.json",
@@ -50,6 +53,9 @@ NODE_SHIM_FILES = (
     "nvidia-smi.json",
     "ibdev2netdev.txt",
     "ping.json",
+    "ib_write_bw.txt",
+    "ib_write_bw.jsonl",
+    "all_reduce_perf.txt",
 )
 
 
@@ -144,10 +150,27 @@ class Cluster:
             p = self.shim_dir / name
             p.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
             p.chmod(0o755)
+        for addr in self.addresses:
+            self._write_tools(addr)
         vllm = Path(sys.executable).parent / "vllm"
         if vllm.exists():  # a node's PATH has vllm, as on a real node with vLLM installed
             (self.shim_dir / "vllm").write_text(f'#!/bin/sh\nexec {vllm} "$@"\n')
             (self.shim_dir / "vllm").chmod(0o755)
+
+    def tool_dir(self, addr: str) -> Path:
+        return self.root / NODE_NAMES[addr] / "tools"
+
+    def _write_tools(self, addr: str) -> None:
+        d = self.tool_dir(addr)
+        d.mkdir(parents=True, exist_ok=True)
+        for name, source in NODE_TOOLS.items():
+            tool = d / name
+            tool.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / source).read_text())
+            tool.chmod(0o755)
+
+    def hide_tool(self, addr: str, name: str) -> None:
+        """Take a fabric tool (NODE_TOOLS) off one node's PATH, as on a node without perftest or nccl-tests."""
+        (self.tool_dir(addr) / name).unlink(missing_ok=True)
 
     def _config(self, addr: str) -> Path:
         node = NODE_NAMES[addr]
@@ -155,7 +178,7 @@ class Cluster:
         d.mkdir(exist_ok=True)
         (self.root / "state" / node).mkdir(parents=True, exist_ok=True)
         env = {
-            "PATH": f"{self.shim_dir}:/usr/local/bin:/usr/bin:/bin",
+            "PATH": f"{self.tool_dir(addr)}:{self.shim_dir}:/usr/local/bin:/usr/bin:/bin",
             "LABKIT_TEST_NODE": node,
             "LABKIT_STATE_DIR": str(self.root / "state" / node),
             "LABKIT_SHIM_STATE": str(self.shim_state),
@@ -305,6 +328,7 @@ class Cluster:
         for addr in self.addresses:
             for name in NODE_SHIM_FILES:
                 self._node_file(addr, name, None)
+            self._write_tools(addr)
         (self.shim_state / "pull_delay").unlink(missing_ok=True)
 
     def break_node(self, addr: str, line: str | None) -> None:

@@ -24,6 +24,15 @@ def cluster(tmp_path_factory):
         c.stop()
 
 
+@pytest.fixture
+def nodes(cluster):
+    """The cluster with every shim at its default and no recorded call before the test, and the shims reset after."""
+    cluster.reset_shims()
+    cluster.clear_calls()
+    yield cluster
+    cluster.reset_shims()
+
+
 class LocalEnv:
     def __init__(self, token: str, state_dir):
         self.token = token

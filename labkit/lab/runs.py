@@ -254,7 +254,7 @@ def materialize_model(served: Lane) -> None:
 def keep(run: Run, result: BenchResult, plan: LanePlan, boot: dict, nodes: list[str], root: Path) -> None:
     """Store one measured run with the flags its boot and its canary raise; a healthy run then moves its nodes'
     SM-clock baselines and its lane's canary baseline (labkit/store/baselines.py)."""
-    from labkit.measure import healthy_clocks
+    from labkit.measure import LOW_CLOCK, healthy_clocks
     from labkit.store import update_baselines, update_canary
 
     canary = canary_flags(plan, result, nodes, root)
@@ -263,7 +263,7 @@ def keep(run: Run, result: BenchResult, plan: LanePlan, boot: dict, nodes: list[
     if clocks:
         update_baselines(root, clocks, run.run_id)
     ms = result.summary.measures.get("canary_ms")
-    if ms is not None and not canary and "low-clock" not in {f["code"] for f in result.summary.flags}:
+    if ms is not None and not canary and LOW_CLOCK not in {f["code"] for f in result.summary.flags}:
         update_canary(root, plan.recipe_hash, nodes, ms, run.run_id)
 
 

@@ -22,11 +22,12 @@ from labkit.measure.records import BenchResult, RequestRecord, RunSummary
 from labkit.measure.runner import BenchOptions, default_plan, run_bench
 from labkit.measure.summary_canary import canary_flag
 from labkit.measure.summary_text import render, server_truth_row
-from labkit.measure.telemetry import healthy_clocks
+from labkit.measure.telemetry import LOW_CLOCK, healthy_clocks
 from labkit.measure.telemetry_run import NodeTelemetry
 from labkit.measure.timing import median
 
 __all__ = [
+    "LOW_CLOCK",
     "BenchOptions",
     "BenchResult",
     "LocalNfsProbe",

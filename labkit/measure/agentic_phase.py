@@ -24,7 +24,6 @@ from labkit.measure.conversation import (
     tool_result,
 )
 from labkit.measure.decode_phase import TurnWindows
-from labkit.measure.drain import settled
 from labkit.measure.records import RequestRecord
 from labkit.measure.session import Session
 from labkit.measure.timing import NS, prefill_tps
@@ -36,16 +35,13 @@ async def measure_agentic(s: Session, run: int) -> None:
     plan = s.ctx.plan.agentic
     assert plan is not None  # the runner calls this only for a plan with sessions
     budget = await tool_budget(s, plan.tool_tokens)  # outside the window: the counter may send requests
-    key = f"{AGENTIC_WINDOW}.before.{run}"
-    before = await s.scrape(key)
-    before = await settled(s, before, key=key, window=AGENTIC_WINDOW, run=run, where="start")
-    block = block_size(before)
+    windows = await TurnWindows.opened(s, run, AGENTIC_WINDOW)
+    block = block_size(windows.first)
     if block is None:
         s.log.notes.append(
             "agentic: the engine does not say its prefix-cache block size (vllm:cache_config_info): "
             "expected hit tokens are counted in tokens, not whole blocks"
         )
-    windows = TurnWindows(s, run, before, AGENTIC_WINDOW)
     for r in range(plan.repeats):
         first = r * plan.sessions
         convs = {first + i: Conversation() for i in range(plan.sessions)}

@@ -13,7 +13,6 @@ serves (the note says so).
 from __future__ import annotations
 
 from labkit.measure.decode_phase import TurnWindows
-from labkit.measure.drain import settled
 from labkit.measure.session import Session
 
 # the fixed canary prompt: plain, unambiguous work that any model continues for as long as it is asked
@@ -34,10 +33,7 @@ async def measure_canary(s: Session, run: int, where: str) -> None:
     plan = s.ctx.plan.canary
     assert plan is not None  # the runner calls this only for a plan with a canary
     window = canary_window(where)
-    key = f"{window}.before.{run}"
-    before = await s.scrape(key)
-    before = await settled(s, before, key=key, window=window, run=run, where="start")
-    windows = TurnWindows(s, run, before, window)
+    windows = await TurnWindows.opened(s, run, window)
     for i in range(plan.requests):
         res = await s.ctx.client.stream(s.ctx.stream_request(CANARY_PROMPT, plan.output_tokens, forced=True))
         rec = s.record(res, phase="canary", requested=plan.output_tokens, turn=i)

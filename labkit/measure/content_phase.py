@@ -14,7 +14,6 @@ from labkit.measure import metrics as mx
 from labkit.measure import prompts as pr
 from labkit.measure.corpus import content_prompt, load_corpus
 from labkit.measure.decode_phase import TurnWindows, window_result
-from labkit.measure.drain import settled
 from labkit.measure.scrapes import flush_for_acceptance
 from labkit.measure.session import Session
 from labkit.measures import content_key
@@ -43,11 +42,9 @@ async def _category(s: Session, run: int, category: str) -> mx.Acceptance | None
     # which prompts, in which order: the run's prompt seed for this place, else a fresh nonce (never repeated)
     seed = s.text_seed(f"content.{category}") or pr.nonce()
     drawn = load_corpus().draw(category, seed, d.turns)
-    before = await s.scrape(f"{window}.before.{run}")
-    before = await settled(s, before, key=f"{window}.before.{run}", window=window, run=run, where="start")
-    flushed = await flush_for_acceptance(ctx.client, before, log.notes)
+    windows = await TurnWindows.opened(s, run, window)
+    flushed = await flush_for_acceptance(ctx.client, windows.first, log.notes)
     n_before = len(log.records)
-    windows = TurnWindows(s, run, before, window)
     for turn, prompt in enumerate(drawn, 1):
         n = pr.nonce()
         text = content_prompt(n, prompt)
@@ -56,4 +53,4 @@ async def _category(s: Session, run: int, category: str) -> mx.Acceptance | None
             res, phase="content", content=category, content_id=prompt.id, requested=N, turn=turn, nonce=n
         )
         await windows.close([rec], f"{category} turn {turn}")
-    return await window_result(s, window, run, before, windows.last, log.records[n_before:], flushed)
+    return await window_result(s, window, run, windows.first, windows.last, log.records[n_before:], flushed)

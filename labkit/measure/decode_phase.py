@@ -38,6 +38,15 @@ class TurnWindows:
 
     def __init__(self, s: Session, run: int, before: mx.Samples | None, window: str = "decode") -> None:
         self.s, self.run, self.last, self.n, self.window = s, run, before, 0, window
+        self.first = before  # the window's opening scrape, after the drain wait
+
+    @classmethod
+    async def opened(cls, s: Session, run: int, window: str) -> TurnWindows:
+        """The phase's windows from their opening scrape (key `<window>.before.<run>`), taken after the drain
+        wait at the start."""
+        key = f"{window}.before.{run}"
+        before = await settled(s, await s.scrape(key), key=key, window=window, run=run, where="start")
+        return cls(s, run, before, window)
 
     async def close(self, recs: list[RequestRecord], where: str) -> dict | None:
         """The scrape after `recs` (the requests `where` names): their window's engine view; then, before the
@@ -60,11 +69,10 @@ async def measure_decode(s: Session, run: int) -> mx.Acceptance | None:
     ctx, log = s.ctx, s.log
     d = ctx.plan.decode
     N = d.output_tokens
-    before = await s.scrape(f"decode.before.{run}")
-    before = await settled(s, before, key=f"decode.before.{run}", window="decode", run=run, where="start")
+    windows = await TurnWindows.opened(s, run, "decode")
+    before = windows.first
     flushed = await flush_for_acceptance(ctx.client, before, log.notes)
     n_before = len(log.records)
-    windows = TurnWindows(s, run, before)
     if _cold_turn(s, run, before):
         res, n = await _one(s, N, "cold")
         await windows.close(

@@ -22,7 +22,6 @@ from labkit.measure.agentic_phase import engine_hits, new_token_prefill
 from labkit.measure.context import depth_window, measured_chat, measured_text, question
 from labkit.measure.conversation import block_size, expected_hits
 from labkit.measure.decode_phase import TurnWindows
-from labkit.measure.drain import settled
 from labkit.measure.prefill_phase import fit_counter
 from labkit.measure.records import RequestRecord
 from labkit.measure.session import Session
@@ -39,12 +38,8 @@ async def measure_depth(s: Session, run: int, say: Callable[[str], None] | None 
     )  # outside the windows: the counter may send requests
     for depth in plan.tokens:
         t0 = time.monotonic()
-        window = depth_window(depth)
-        key = f"{window}.before.{run}"
-        before = await s.scrape(key)
-        before = await settled(s, before, key=key, window=window, run=run, where="start")
-        windows = TurnWindows(s, run, before, window)
-        block = block_size(before)
+        windows = await TurnWindows.opened(s, run, depth_window(depth))
+        block = block_size(windows.first)
         for i in range(plan.repeats):
             for state in plan.states(depth):
                 await _measure(s, windows, plan, depth, state, i, block, budget)
@@ -97,10 +92,10 @@ async def _measure(
     pc = mx.prefix_cache(opened, windows.last) if opened is not None and windows.last is not None else None
     rec.hit_window = pc[0] if pc is not None else None
     rec.hit_engine = engine_hits(rec, pc, 1)
-    if load is not None and load.ok:
+    if load is not None and load.ok and load.prompt_tokens is not None:
         # completions: the context's last token may merge with the blank line after it, one token less shared
-        shared = (load.prompt_tokens or 0) - (1 if ctx.api == "completions" else 0)
-        hits = expected_hits(shared if load.prompt_tokens else None, 1, rec.prompt_tokens, block)
+        shared = load.prompt_tokens - (1 if ctx.api == "completions" else 0)
+        hits = expected_hits(shared, 1, rec.prompt_tokens, block)
         if hits is not None:
             rec.hit_expected, rec.hit_expected_max = hits
     new_token_prefill(rec, log.rtt_ns)

@@ -17,7 +17,6 @@ from collections.abc import Callable
 
 from labkit.measure import prompts as pr
 from labkit.measure.decode_phase import TurnWindows
-from labkit.measure.drain import settled
 from labkit.measure.session import Session
 
 IDLE_TICK_S = 10.0  # seconds between the progress lines of a pause
@@ -33,10 +32,7 @@ async def measure_idle(s: Session, run: int, say: Callable[[str], None] | None =
     d = s.ctx.plan.decode
     for i, seconds in enumerate(s.ctx.plan.idle_s, 1):
         window = idle_window(seconds)
-        key = f"{window}.before.{run}"
-        before = await s.scrape(key)
-        before = await settled(s, before, key=key, window=window, run=run, where="start")
-        windows = TurnWindows(s, run, before, window)
+        windows = await TurnWindows.opened(s, run, window)
         await pause(seconds, say)
         n = pr.nonce()
         prompt = pr.decode_prompt(n, s.text_seed(f"idle.{seconds}"))

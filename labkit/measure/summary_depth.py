@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from labkit.measure.records import RequestRecord, RunSummary
-from labkit.measure.summary_turns import per_request_measures
+from labkit.measure.summary_turns import hit_agreement, per_request_measures
 from labkit.measures import DEPTH_STATES, depth_key
 
 CACHE_STATES = tuple(DEPTH_STATES)  # uncached, cached
@@ -64,12 +64,6 @@ def _agreement(s: RunSummary, cached: Sequence[RequestRecord]) -> None:
                 f"depth {r.depth} (repetition {r.rep + 1}): {r.hit_engine:g} hit tokens, expected "
                 f"{r.hit_expected}-{most}"
             )
-    if not checked:
-        return
-    s.measures["depth_hit_agreement"] = (checked - len(off)) / checked
-    s.method["depth_hit_agreement"] = (
-        f"{checked - len(off)} of {checked} cached depth requests had engine hit tokens within the expected: "
-        "the load request's prompt in whole blocks"
+    hit_agreement(
+        s, "depth", checked, off, "cached depth requests", "the load request's prompt in whole blocks"
     )
-    if off:
-        s.notes.append("depth: prefix-cache hits unlike the expected: " + "; ".join(off[:6]))

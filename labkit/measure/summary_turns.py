@@ -107,15 +107,30 @@ def _agreement(s: RunSummary, recs: Sequence[RequestRecord], plan: MeasurePlan) 
         checked += 1
         if not least <= got <= most:
             off.append(f"turn {turn} (repetition {rep + 1}): {got:g} hit tokens, expected {least}-{most}")
+    hit_agreement(
+        s,
+        "agentic",
+        checked,
+        off,
+        "session turns (after the first)",
+        "from the previous prompt in whole blocks to the previous prompt and answer in whole blocks",
+    )
+
+
+def hit_agreement(
+    s: RunSummary, kind: str, checked: int, off: Sequence[str], what: str, expected: str
+) -> None:
+    """`<kind>_hit_agreement`: the share of the `checked` requests (or windows) whose engine hits were within the
+    expected; the `off` ones are noted (the first six). Nothing when none could be checked."""
     if not checked:
         return
-    s.measures["agentic_hit_agreement"] = (checked - len(off)) / checked
-    s.method["agentic_hit_agreement"] = (
-        f"{checked - len(off)} of {checked} session turns (after the first) had engine hit tokens within the "
-        "expected: from the previous prompt in whole blocks to the previous prompt and answer in whole blocks"
+    key = f"{kind}_hit_agreement"
+    s.measures[key] = (checked - len(off)) / checked
+    s.method[key] = (
+        f"{checked - len(off)} of {checked} {what} had engine hit tokens within the expected: {expected}"
     )
     if off:
-        s.notes.append("agentic: prefix-cache hits unlike the expected: " + "; ".join(off[:6]))
+        s.notes.append(f"{kind}: prefix-cache hits unlike the expected: " + "; ".join(off[:6]))
 
 
 def _window_hits(rows: Sequence[RequestRecord]) -> float | None:

@@ -13,6 +13,8 @@ from labkit.measure.telemetry_energy import run_windows, window_summary
 from labkit.measure.telemetry_series import LIMIT_REASONS, TelemetryRun
 from labkit.measure.timing import median
 
+LOW_CLOCK = "low-clock"  # the flag of a node whose SM clock sat well below its healthy baseline
+
 
 def health_flags(
     name: str, win: dict, baseline: Mapping[str, float] | None, drop: float
@@ -24,12 +26,12 @@ def health_flags(
         codes = n.setdefault("flags", [])
         m, base = n.get("sm_clock_median_mhz"), (baseline or {}).get(node)
         if m is not None and base and m < base * (1 - drop):
-            codes.append("low-clock")
+            codes.append(LOW_CLOCK)
             message = (
                 f"{node}: SM clock median {m:.0f} MHz over {n['samples']} samples is {1 - m / base:.0%} below "
                 f"its healthy {base:.0f} MHz (more than the {drop:.0%} allowed)"
             )
-            out.append({"code": "low-clock", "window": name, "message": message})
+            out.append({"code": LOW_CLOCK, "window": name, "message": message})
         limits = [r for r in n.get("clock_reasons", []) if r in LIMIT_REASONS]
         if limits:
             codes.append("throttled")

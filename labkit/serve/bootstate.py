@@ -15,21 +15,14 @@ import shlex
 
 from labkit.nodes import Result
 from labkit.recipe import LanePlan
+from labkit.serve.runtimes import home_path
 from labkit.serve.verdict import OK, WARN, Check
 from labkit.units import format_size
 
 STATE_CHECK = "boot state"
-_HOME = "$HOME/"
 _DRIVER = re.compile(r"Driver Version:\s*([\w.-]+)")
 _CUDA = re.compile(r"CUDA Version:\s*([\w.-]+)")
 _FIRMWARE = re.compile(r"^firmware-version:\s*(.+?)\s*$", re.M)
-
-
-def _folder(path: str) -> str:
-    """A folder for the shell: $HOME left to the node's shell, the rest quoted."""
-    if path.startswith(_HOME):
-        return '"$HOME"/' + shlex.quote(path[len(_HOME) :])
-    return shlex.quote(path)
 
 
 def state_command(plan: LanePlan, node: str | None = None) -> str:
@@ -40,7 +33,7 @@ def state_command(plan: LanePlan, node: str | None = None) -> str:
     if fabric is not None:
         parts.append(f"echo '# firmware'; ethtool -i {shlex.quote(fabric.interface_of(node))} 2>&1")
     for name, path in plan.compile_cache_folders:
-        d = _folder(path)
+        d = home_path(path)
         parts.append(
             f"echo {shlex.quote('# cache ' + name)}; if [ -d {d} ]; then find {d} -type f | wc -l; "
             f"du -sb {d} | cut -f1; else echo absent; fi"

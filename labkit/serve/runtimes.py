@@ -274,6 +274,15 @@ def docker_option_args(options, rdma: bool) -> list[str]:
     return out
 
 
+def home_path(host: str) -> str:
+    """A host path that starts with a literal $HOME, for the node's shell: `"$HOME"` expanded there, the rest
+    quoted (labkit.recipe.launch: the compile caches' host side)."""
+    rest = host.removeprefix("$HOME")
+    if rest == host:
+        raise ValueError(f"compile cache path {host!r} does not start with $HOME")
+    return f'"$HOME"{shlex.quote(rest)}'
+
+
 def home_mounts(pairs: tuple[tuple[str, str], ...]) -> tuple[str, str]:
     """(' -v "$HOME"/rest:container ...', 'mkdir -p "$HOME"/rest ... && ') for host paths that start with a
     literal $HOME, expanded by the node's shell; the rest of each path is quoted."""
@@ -281,11 +290,8 @@ def home_mounts(pairs: tuple[tuple[str, str], ...]) -> tuple[str, str]:
         return "", ""
     volumes, dirs = [], []
     for host, container in pairs:
-        rest = host.removeprefix("$HOME")
-        if rest == host:
-            raise ValueError(f"compile cache path {host!r} does not start with $HOME")
-        volumes.append(f' -v "$HOME"{shlex.quote(rest + ":" + container)}')
-        dirs.append(f'"$HOME"{shlex.quote(rest)}')
+        dirs.append(home_path(host))
+        volumes.append(f' -v "$HOME"{shlex.quote(host.removeprefix("$HOME") + ":" + container)}')
     return "".join(volumes), "mkdir -p " + " ".join(dirs) + " && "
 
 

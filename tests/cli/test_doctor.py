@@ -17,20 +17,11 @@ from labkit.recipe.lookup import load_plan
 from labkit.serve.enginehelp import canonical, flag_checks, help_flags, lane_flags, probe_checks, probe_script
 from labkit.serve.plan import launches
 from labkit.serve.verdict import FAIL, OK, SKIP, WARN
-from tests.support.lanes import sim_recipe
+from tests.support.lanes import SPARK_FABRIC, sim_recipe
 from tests.support.serving import labkit_cli
 from tests.support.vllm import vllm_available
 
 IMAGE = "labkit/sim:shim"
-SPARK_FABRIC = '[cluster.fabric]\ninterface = "cx7"\nhcas = ["rocep1s0f1", "roceP2p1s0f1"]\n'
-
-
-@pytest.fixture
-def nodes(cluster):
-    cluster.reset_shims()
-    cluster.clear_calls()
-    yield cluster
-    cluster.reset_shims()
 
 
 def doctor(fake, folder, *args: str) -> tuple[int, str, str]:

@@ -8,21 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from tests.support.lanes import sim_recipe
+from tests.support.lanes import SPARK_FABRIC, sim_recipe
 from tests.support.nodes import NODE_NAMES
 from tests.support.serving import labkit_cli
-
-SPARK_FABRIC = '[cluster.fabric]\ninterface = "cx7"\nhcas = ["rocep1s0f1", "roceP2p1s0f1"]\n'
-
-
-@pytest.fixture
-def nodes(cluster):
-    cluster.reset_shims()
-    cluster.clear_calls()
-    yield cluster
-    cluster.reset_shims()
 
 
 def ib_calls(fake, addr: str) -> list[list[str]]:

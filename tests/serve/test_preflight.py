@@ -30,11 +30,10 @@ from labkit.serve.preflight import (
 from labkit.serve.verdict import FAIL, OK, SKIP, WARN
 from labkit.store import RunFolderSink
 from labkit.units import parse_size
-from tests.support.lanes import sim_recipe
+from tests.support.lanes import SPARK_FABRIC, sim_recipe
 from tests.support.serving import assert_clean_cluster, served_plan
 
 IMAGE = "labkit/sim:shim"
-SPARK_FABRIC = '[cluster.fabric]\ninterface = "cx7"\nhcas = ["rocep1s0f1", "roceP2p1s0f1"]\n'
 MEMINFO = "MemTotal:       131267412 kB\nMemFree:        20123456 kB\nMemAvailable:   98765432 kB\nCached:         70000000 kB\n"
 
 
@@ -214,15 +213,6 @@ def test_each_lane_asks_only_what_its_checks_need():
 
 
 # ---------------------------------------------------------------------------------------------- on the nodes
-
-
-@pytest.fixture
-def nodes(cluster):
-    """The cluster with every shim at its default before and after the test."""
-    cluster.reset_shims()
-    cluster.clear_calls()
-    yield cluster
-    cluster.reset_shims()
 
 
 def lane_on(fake, tmp_path, port, **kw) -> Lane:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import ipaddress
 
-import pytest
-
 from labkit.nodes import Result
 from labkit.serve.reach import parse_probe, probe_command, reach_checks, subnet_note
 from labkit.serve.verdict import FAIL, OK, SKIP, WARN
@@ -93,14 +91,6 @@ def test_two_nodes_with_one_address_fail_and_a_missing_ping_warns(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- on the sshd nodes
-
-
-@pytest.fixture
-def nodes(cluster):
-    cluster.reset_shims()
-    cluster.clear_calls()
-    yield cluster
-    cluster.reset_shims()
 
 
 def test_a_node_on_another_port_is_checked_on_it_and_a_silent_head_refuses_the_start(nodes, tmp_path):

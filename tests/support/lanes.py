@@ -8,6 +8,9 @@ from pathlib import Path
 
 from labkit.recipe import load_recipe
 
+# the fabric of a DGX Spark as the fake nodes model it: the ConnectX-7 netdev and both RoCE twins of its port
+SPARK_FABRIC = '[cluster.fabric]\ninterface = "cx7"\nhcas = ["rocep1s0f1", "roceP2p1s0f1"]\n'
+
 
 def sim_recipe(
     folder: Path,

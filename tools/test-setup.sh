@@ -30,6 +30,37 @@ if ! command -v ping >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get
 fi
 command -v ping >/dev/null 2>&1 || skipped+=("network-namespace ring model (iputils-ping not installed)")
 
+# docker: a real Docker engine (Debian's docker.io) for the docker runtime's tests (tests/support/docker_real.py
+# starts dockerd on its own socket for the session and stops it). No registry is reachable, so the image is a
+# Debian root file system made here from Debian's packages (debootstrap, ~1 min), imported offline by the
+# tests; the engine (the venv and its interpreter) is mounted into the container, not copied. g++: vLLM CPU's
+# torch inductor compiles its kernels at boot (and calls openssl), as on the host.
+ROOTFS_TAR="$VENV/.docker-rootfs.tar"
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
+    echo "test setup: installing docker.io and debootstrap (apt-get)" >&2
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap || { DEBIAN_FRONTEND=noninteractive \
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap; }; } >/dev/null 2>&1 || true
+  fi
+  if command -v debootstrap >/dev/null 2>&1 && [ ! -s "$ROOTFS_TAR" ]; then
+    echo "test setup: building the docker test image's root file system (debootstrap bookworm)" >&2
+    root=$(mktemp -d /tmp/labkit-rootfs.XXXXXX)
+    if debootstrap --variant=minbase --include=python3,libnuma1,g++,openssl bookworm "$root" >"$root.log" 2>&1 \
+        && tar -C "$root" -cf "$ROOTFS_TAR.tmp" . && mv -f "$ROOTFS_TAR.tmp" "$ROOTFS_TAR"; then
+      rm -f "$root.log"
+    else
+      echo "test setup: debootstrap failed (its log: $root.log)" >&2
+      rm -f "$ROOTFS_TAR.tmp"
+    fi
+    rm -rf "$root"
+  fi
+fi
+if ! command -v dockerd >/dev/null 2>&1; then
+  skipped+=("real docker ($( [ "$(id -u)" = 0 ] && echo 'apt-get install docker.io failed' || echo 'not root: docker.io not installed' ))")
+elif [ ! -s "$ROOTFS_TAR" ]; then
+  skipped+=("real docker (no test image root file system: debootstrap failed or is missing)")
+fi
+
 # llama.cpp: llama-cpp-python compiles from source once (~6 min on 2 cores).
 echo "test setup: llama.cpp extra" >&2
 "$MAKE_CMD" --no-print-directory env-llamacpp >&2 || skipped+=("llama.cpp (pip install -e '.[llamacpp]' failed; see above)")
@@ -43,7 +74,7 @@ else
 fi
 
 if [ ${#skipped[@]} -eq 0 ]; then
-  echo "test setup: every test group is set up (sshd nodes, llama.cpp, vLLM CPU)" > "$SKIPS"
+  echo "test setup: every test group is set up (sshd nodes, real docker, llama.cpp, vLLM CPU)" > "$SKIPS"
 else
   line="test setup: SKIPPED groups, their tests skip:"
   for s in "${skipped[@]}"; do line="$line $s;"; done

@@ -229,6 +229,7 @@ def docker_rows(plan: LanePlan) -> list[tuple[str, str]]:
     if d.shm_size:
         parts.append(f"shm-size {d.shm_size}")
     parts.append("compile cache " + ("on" if d.compile_cache else "off"))
+    parts.append("no --gpus (CPU)" if d.gpus == "none" else f"gpus {d.gpus}")
     rows = [("docker", ", ".join(parts))]
     if plan.rdma_access:
         rows.append(

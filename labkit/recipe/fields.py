@@ -144,6 +144,15 @@ def _bind_mount(value: Any, path: str) -> str:
     return f"{host}:{container}" + (":ro" if mode == "ro" else "")
 
 
+def _gpus(value: Any, path: str) -> str:
+    """`--gpus` as docker reads it ("all", a count, "device=0,1"), or "none" to leave the option out (a CPU
+    lane: docker refuses `--gpus` without NVIDIA's runtime)."""
+    text = s.string()(value, path)
+    if not re.fullmatch(r"all|none|[1-9][0-9]*|device=[0-9A-Za-z-]+(?:,[0-9A-Za-z-]+)*", text):
+        raise s.Invalid(path, f'expected "all", "none", a count or "device=0,1", got {text!r}')
+    return text
+
+
 def docker_fields() -> dict[str, s.Field]:
     """[engine.docker]: extra `docker run` options (the docker runtime only)."""
     F = s.Field
@@ -155,6 +164,7 @@ def docker_fields() -> dict[str, s.Field]:
         "shm_size": F(_shm_size),
         "mounts": F(s.array(_bind_mount, unique=True), default=list),
         "compile_cache": F(s.boolean, default=False),
+        "gpus": F(_gpus, default="all"),
     }
 
 

@@ -120,6 +120,7 @@ class DockerOptions:
     compile_cache: bool = (
         False  # mount persistent per-node compile/JIT caches (LanePlan.compile_cache_mounts)
     )
+    gpus: str = "all"  # --gpus value; "none" leaves the option out (a CPU lane)
 
     def ulimit(self, name: str) -> str | None:
         return dict(self.ulimits).get(name)
@@ -152,6 +153,7 @@ def docker_options(table: dict) -> DockerOptions:
         shm_size=table["shm_size"],
         mounts=tuple(mounts),
         compile_cache=table["compile_cache"],
+        gpus=table["gpus"],
     )
 
 

@@ -13,6 +13,7 @@ import shlex
 
 from labkit.nodes import Result
 from labkit.recipe import LanePlan, engine_facts
+from labkit.serve.runtimes import gpu_args
 from labkit.serve.verdict import FAIL, OK, WARN, Check
 
 # argparse help: an option line starts with a few spaces and a dash ("  --port PORT      Port number."); help
@@ -27,13 +28,20 @@ def help_argv(engine, python: str) -> list[str]:
 
 
 def in_image(plan: LanePlan, argv: list[str], gpus: bool = False) -> str:
-    """`argv` as a docker lane runs it (`docker run --rm IMAGE argv`; `--gpus all` for an engine's own CLI,
-    which looks for its platform as it builds the parser), or on the node itself for a process lane."""
-    if plan.engine.runtime == "docker":
-        image = plan.engine.image
-        assert image is not None  # the recipe rules refuse a docker lane without engine.image
-        return shlex.join(["docker", "run", "--rm", *(["--gpus", "all"] if gpus else []), image, *argv])
-    return shlex.join(argv)
+    """`argv` as a docker lane runs it: `docker run --rm` of the lane's image with its model and extra mounts and
+    its recipe env, so an engine that lives in a mounted folder or needs its env answers as in the lane; the
+    lane's `--gpus` for an engine's own CLI, which looks for its platform as it builds the parser. On the node
+    itself for a process lane."""
+    if plan.engine.runtime != "docker":
+        return shlex.join(argv)
+    image = plan.engine.image
+    assert image is not None  # the recipe rules refuse a docker lane without engine.image
+    out = ["docker", "run", "--rm", *(gpu_args(plan.engine.docker) if gpus else [])]
+    for host_path, container_path in plan.mounts():
+        out += ["-v", f"{host_path}:{container_path}"]
+    out += [a for m in plan.engine.docker.mounts for a in ("-v", m.volume)]
+    out += [a for key, value in plan.engine.env for a in ("-e", f"{key}={value}")]
+    return shlex.join([*out, image, *argv])
 
 
 def help_flags(text: str) -> set[str]:

@@ -130,8 +130,7 @@ class DockerRuntime(Runtime):
             "host",
             "--ipc",
             "host",
-            "--gpus",
-            "all",
+            *gpu_args(self.options),
             *docker_option_args(self.options, self.rdma),
         ]
         for host_path, container_path in mounts:
@@ -244,6 +243,12 @@ class ProcessRuntime(Runtime):
             f'D={self.state_dir()}; for P in "$D"/*.pid; do [ -s "$P" ] || continue; {_READ_PID}'
             f'[ -n "$p" ] || continue; if {_GROUP_RUNNING}; then echo "process group $p ($P)"; fi; done'
         )
+
+
+def gpu_args(options) -> list[str]:
+    """`--gpus VALUE` from engine.docker.gpus ("all" when the recipe says nothing; none for "none")."""
+    value = options.gpus if options is not None else "all"
+    return [] if value == "none" else ["--gpus", value]
 
 
 def docker_option_args(options, rdma: bool) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 import textwrap
 from pathlib import Path
 
@@ -15,6 +16,9 @@ from labkit.recipe import describe_plan, load_recipe
 from labkit.recipe.launch import BindMount, DockerOptions, FabricSpec
 from labkit.recipe.lookup import load_plan
 from labkit.recipe.override import with_nodes
+from labkit.serve.enginehelp import in_image
+from labkit.serve.engines import NodeLaunch
+from labkit.serve.runtimes import runtime_for
 
 BASE = """
 [model]
@@ -269,6 +273,8 @@ DOCKER_BAD = [
         "already mounted in the container (a compile cache",
     ),
     ("compile_cach = true", "engine.docker.compile_cach", "unknown key (did you mean 'compile_cache'?)"),
+    ('gpus = "gpu0"', "engine.docker.gpus", 'expected "all", "none", a count or "device=0,1"'),
+    ("gpus = 0", "engine.docker.gpus", "expected a string"),
 ]
 
 
@@ -277,6 +283,30 @@ def test_bad_docker_options_name_file_and_key(tmp_path, line, key, why):
     assert plan_of(tmp_path, DOCKER).engine.docker.compile_cache  # the good table loads
     err = refused(tmp_path, "[engine.docker]\n" + line + "\n")
     assert (err.key, why in err.message) == (key, True), str(err)
+
+
+def test_gpus_none_leaves_the_option_out_of_the_run_and_help_lines(tmp_path):
+    """A CPU lane in docker: docker refuses `--gpus` without NVIDIA's runtime, so "none" drops it from the
+    lane's container and from the help run, which gets the lane's mounts and env like the container does."""
+    default = plan_of(tmp_path)
+    assert default.engine.docker.gpus == "all"
+    launch = NodeLaunch("n1", 0, ("vllm", "serve"), (), True)
+    assert "--gpus all" in runtime_for(default).start_command(launch, "img:1", [])
+    assert "--gpus device=0,1" in runtime_for(
+        plan_of(tmp_path, '[engine.docker]\ngpus = "device=0,1"\n')
+    ).start_command(launch, "img:1", [])
+    cpu = plan_of(
+        tmp_path,
+        '[engine.docker]\ngpus = "none"\nmounts = ["/opt/venv:/opt/venv:ro"]\n'
+        '[engine.env]\nVLLM_CPU_KVCACHE_SPACE = "1"\n',
+    )
+    assert "--gpus" not in runtime_for(cpu).start_command(launch, "img:1", [])
+    assert "no --gpus (CPU)" in describe_plan(cpu)
+    help_line = shlex.split(in_image(cpu, ["vllm", "serve", "--help=all"], gpus=True))
+    assert "--gpus" not in help_line and {"/opt/venv:/opt/venv:ro", "/nas/hub:/nas/hub"} <= set(help_line)
+    assert help_line[-4:] == [cpu.engine.image, "vllm", "serve", "--help=all"]
+    assert [help_line[i + 1] for i, a in enumerate(help_line) if a == "-e"] == ["VLLM_CPU_KVCACHE_SPACE=1"]
+    assert "--gpus" in in_image(default, ["vllm", "--help"], gpus=True)
 
 
 def test_docker_options_on_the_process_runtime_are_refused(tmp_path):

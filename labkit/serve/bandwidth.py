@@ -81,12 +81,21 @@ def ib_client_command(hca: str, server_address: str, seconds: int = SECONDS, tri
     return f"for i in $(seq {int(tries)}); do {client} && exit 0; sleep 1; done; exit 1"
 
 
-def all_reduce_argv(hosts: list[str], mpirun: bool) -> list[str]:
-    """all_reduce_perf from 8 MB to 1 GB, one GPU per process; under mpirun with one process per node."""
+def all_reduce_argv(
+    hosts: list[str], mpirun: bool, env: dict[str, str] | None = None, interface: str | None = None
+) -> list[str]:
+    """all_reduce_perf from 8 MB to 1 GB, one GPU per process. Under mpirun: one slot per node (`-H addr:1`),
+    Open MPI's own TCP traffic on the fabric interface, and the lane's fabric env passed to every rank with
+    `-x`, so NCCL runs as the engine's would (docs/bandwidth.md, "What is measured")."""
     test = [ALL_REDUCE, "-b", "8M", "-e", "1G", "-f", "2", "-g", "1"]
     if not mpirun:
         return test
-    return [MPIRUN, "-np", str(len(hosts)), "-H", ",".join(hosts), *test]
+    argv = [MPIRUN, "-np", str(len(hosts)), "-H", ",".join(f"{h}:1" for h in hosts)]
+    if interface:
+        argv += ["--mca", "btl_tcp_if_include", interface, "--mca", "oob_tcp_if_include", interface]
+    for key, value in (env or {}).items():
+        argv += ["-x", f"{key}={value}"]
+    return [*argv, *test]
 
 
 def parse_ib_write_bw(stdout: str) -> tuple[float, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from labkit.errors import LabkitError
 from labkit.nodes import Host, HostError, Result
+from labkit.recipe import LanePlan
 from labkit.serve.bandwidth import (
     ALL_REDUCE,
     IB_WRITE_BW,
@@ -23,7 +24,7 @@ from labkit.serve.bandwidth import (
     quoted,
     which_command,
 )
-from labkit.serve.fabric import detect_command, parse_address
+from labkit.serve.fabric import detect_command, fabric_env, parse_address
 from labkit.serve.state import LaneState
 
 WHICH_TIMEOUT = 30.0
@@ -89,6 +90,17 @@ def ib_pair(lane: LaneState, a: Host, b: Host, hca: str) -> Measured:
     return got
 
 
+def rank_env(plan: LanePlan, names: list[str]) -> tuple[dict[str, str], str | None]:
+    """The fabric env and interface every node shares, for mpirun's `-x` and `--mca ..._if_include`, which give
+    each rank the same value: a variable whose value differs per node (per-node interfaces) is left out, so
+    each rank keeps its own default rather than the head's."""
+    per_node = [fabric_env(plan, n) for n in names]
+    env = {k: v for k, v in per_node[0].items() if all(e.get(k) == v for e in per_node[1:])} if per_node else {}
+    fabric = plan.cluster.fabric
+    ifaces = {fabric.interface_of(n) for n in names} if fabric is not None else set()
+    return env, ifaces.pop() if len(ifaces) == 1 else None
+
+
 def measure_bandwidth(lane: LaneState) -> list[Measured]:
     """Head to every other node with ib_write_bw (on the lane's first HCA), then all_reduce_perf over the lane."""
     head, others = lane.group.head, [h for h in lane.group if h.name != lane.group.head.name]
@@ -124,5 +136,7 @@ def measure_bandwidth(lane: LaneState) -> list[Measured]:
     if not mpirun and len(names) > 1:
         return [*out, absent(lane_pair, MPIRUN, [head.name])]
     hosts = [fabric_address(lane, h) for h in lane.group] if mpirun else []
-    r = _run(head, quoted(all_reduce_argv(hosts, mpirun)), ALL_REDUCE_TIMEOUT)
+    env, iface = rank_env(lane.plan, names)
+    argv = all_reduce_argv(hosts, mpirun, env, iface)
+    r = _run(head, quoted(argv), ALL_REDUCE_TIMEOUT)
     return [*out, _outcome(lane_pair, ALL_REDUCE, r)]

@@ -3,9 +3,12 @@ argument quoted, and a garbled report refused with a message saying what was mis
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from labkit.errors import LabkitError
+from labkit.recipe.lookup import load_plan
 from labkit.serve.bandwidth import (
     ALL_REDUCE,
     IB_WRITE_BW,
@@ -20,6 +23,8 @@ from labkit.serve.bandwidth import (
     parse_ib_write_bw,
     parse_which,
 )
+from labkit.serve.bandwidth_run import rank_env
+from labkit.serve.fabric import fabric_env
 from tests.support.all_reduce_perf_shim import REPORT as ALL_REDUCE_REPORT
 from tests.support.ib_write_bw_shim import REPORT as IB_REPORT
 
@@ -47,8 +52,31 @@ def test_all_reduce_runs_under_mpirun_over_the_lane_when_mpirun_exists():
     test = ["all_reduce_perf", "-b", "8M", "-e", "1G", "-f", "2", "-g", "1"]
     assert all_reduce_argv([], mpirun=False) == test
     assert all_reduce_argv(["10.0.0.1", "10.0.0.2"], mpirun=True) == [
-        "mpirun", "-np", "2", "-H", "10.0.0.1,10.0.0.2", *test
+        "mpirun", "-np", "2", "-H", "10.0.0.1:1,10.0.0.2:1", *test
     ]  # fmt: skip
+    argv = all_reduce_argv(["10.0.0.1", "10.0.0.2"], True, {"NCCL_IB_HCA": "a,b", "NCCL_NET": "IB"}, "enp1")
+    assert argv == [
+        "mpirun", "-np", "2", "-H", "10.0.0.1:1,10.0.0.2:1",
+        "--mca", "btl_tcp_if_include", "enp1", "--mca", "oob_tcp_if_include", "enp1",
+        "-x", "NCCL_IB_HCA=a,b", "-x", "NCCL_NET=IB", *test,
+    ]  # fmt: skip
+
+
+def test_every_rank_gets_the_lanes_fabric_env_but_no_other_nodes_interface(tmp_path):
+    """mpirun's -x gives each rank one value: the lane's NCCL set goes to all of them, while a variable whose
+    value differs per node (a ring cabled on different ports) is left to each rank."""
+    plan = load_plan("dsv41")
+    names = list(plan.cluster.nodes)
+    env, iface = rank_env(plan, names)
+    assert env == fabric_env(plan, names[0]) and iface == "enp1s0f1np1"
+    assert env["NCCL_NET"] == "IB" and env["NCCL_IB_HCA"] == "rocep1s0f1,roceP2p1s0f1"
+    ring = dataclasses.replace(
+        plan.cluster.fabric, topology="ring", interfaces=((names[1], "enP2p1s0f1np1"),)
+    )
+    ring_plan = dataclasses.replace(plan, cluster=dataclasses.replace(plan.cluster, fabric=ring))
+    env, iface = rank_env(ring_plan, names)
+    assert iface is None and "NCCL_SOCKET_IFNAME" not in env and "UCX_NET_DEVICES" not in env
+    assert env["NCCL_IB_HCA"] == "rocep1s0f1,roceP2p1s0f1" and env["NCCL_NET_PLUGIN"] == "none"
 
 
 def test_ib_write_bw_table_gives_the_average_gbits():

@@ -95,7 +95,9 @@ def rank_env(plan: LanePlan, names: list[str]) -> tuple[dict[str, str], str | No
     each rank the same value: a variable whose value differs per node (per-node interfaces) is left out, so
     each rank keeps its own default rather than the head's."""
     per_node = [fabric_env(plan, n) for n in names]
-    env = {k: v for k, v in per_node[0].items() if all(e.get(k) == v for e in per_node[1:])} if per_node else {}
+    env = (
+        {k: v for k, v in per_node[0].items() if all(e.get(k) == v for e in per_node[1:])} if per_node else {}
+    )
     fabric = plan.cluster.fabric
     ifaces = {fabric.interface_of(n) for n in names} if fabric is not None else set()
     return env, ifaces.pop() if len(ifaces) == 1 else None

@@ -43,11 +43,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def bandwidth_table(measured: list) -> str:
-    """pair, tool, figure (or why there is none) per measurement."""
+    """pair, tool, where it ran (the node's PATH or the lane's image), figure (or why there is none)."""
     from tabulate import tabulate
 
-    rows = [(m.pair, m.tool, f"{m.figure:g} {m.unit}" if m.figure is not None else m.line) for m in measured]
-    return tabulate(rows, headers=["pair", "tool", "figure"])
+    rows = [
+        (m.pair, m.tool, m.where or "-", f"{m.figure:g} {m.unit}" if m.figure is not None else m.line)
+        for m in measured
+    ]
+    return tabulate(rows, headers=["pair", "tool", "ran from", "figure"])
 
 
 def add_doctor(sub: argparse._SubParsersAction) -> None:

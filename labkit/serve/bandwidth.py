@@ -18,6 +18,8 @@ MPIRUN = "mpirun"
 TOOLS = (IB_WRITE_BW, ALL_REDUCE, MPIRUN)
 SECONDS = 5  # ib_write_bw -D: how long each direction is measured
 ABSENT = "absent"
+NODE, IMAGE = "node", "image"  # where a tool runs: on the node's own PATH, or in the lane's docker image
+IMAGE_MARK = "@@image"
 
 # ib_write_bw --report_gbits: a header naming the columns, then one row of numbers
 IB_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[Gb/sec\]\s+BW average\[Gb/sec\]", re.M)
@@ -35,6 +37,7 @@ class Measured:
     figure: float | None
     unit: str
     line: str
+    where: str = ""  # "node", "image", or both joined; "" when it did not run
 
     def to_dict(self) -> dict:
         return {
@@ -43,28 +46,43 @@ class Measured:
             "figure": self.figure,
             "unit": self.unit,
             "line": self.line,
+            "where": self.where,
         }
 
 
-def which_command() -> str:
-    """Prints `<tool> <path>` for each tool on the node's PATH and nothing for an absent one."""
-    return (
+def which_command(image_prefix: list[str] | None = None) -> str:
+    """Prints `<tool> <path>` for each tool on the node's PATH; with `image_prefix` (a docker lane's
+    `docker run --rm ... IMAGE`), then a mark line and the same for the image's PATH."""
+    which = (
         "; ".join(f'p=$(command -v {shlex.quote(t)}) && echo {shlex.quote(t)} "$p"' for t in TOOLS) + "; true"
     )
+    if image_prefix is None:
+        return which
+    in_image = quoted([*image_prefix, "sh", "-c", which])
+    return f"{which}; echo {IMAGE_MARK}; {in_image} 2>/dev/null; true"
 
 
-def parse_which(stdout: str) -> set[str]:
-    """The tools `which_command` found."""
-    return {line.split()[0] for line in stdout.splitlines() if line.split() and line.split()[0] in TOOLS}
+def parse_which(stdout: str) -> dict[str, str]:
+    """{tool: NODE or IMAGE} for the tools `which_command` found; the node's own copy wins."""
+    found: dict[str, str] = {}
+    place = NODE
+    for line in stdout.splitlines():
+        words = line.split()
+        if words == [IMAGE_MARK]:
+            place = IMAGE
+        elif words and words[0] in TOOLS:
+            found.setdefault(words[0], place)
+    return found
 
 
 def ib_server_argv(hca: str, seconds: int = SECONDS) -> list[str]:
     return [IB_WRITE_BW, "-d", hca, "-F", "--report_gbits", "-D", str(seconds)]
 
 
-def ib_server_command(hca: str, seconds: int = SECONDS, limit: int = 40) -> str:
-    """The server, ended by coreutils' timeout after `limit` seconds should no client ever connect."""
-    return f"timeout {int(limit)} " + quoted(ib_server_argv(hca, seconds))
+def ib_server_command(hca: str, seconds: int = SECONDS, limit: int = 40, prefix: tuple[str, ...] = ()) -> str:
+    """The server, ended by coreutils' timeout after `limit` seconds should no client ever connect (inside the
+    container when `prefix` runs it in the image, so no container outlives it)."""
+    return quoted([*prefix, "timeout", str(int(limit)), *ib_server_argv(hca, seconds)])
 
 
 def ib_client_argv(hca: str, server_address: str, seconds: int = SECONDS) -> list[str]:
@@ -75,9 +93,11 @@ def quoted(argv: list[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
-def ib_client_command(hca: str, server_address: str, seconds: int = SECONDS, tries: int = 10) -> str:
+def ib_client_command(
+    hca: str, server_address: str, seconds: int = SECONDS, tries: int = 10, prefix: tuple[str, ...] = ()
+) -> str:
     """The client, retried once a second until the server on the other node listens (it starts at the same time)."""
-    client = quoted(ib_client_argv(hca, server_address, seconds))
+    client = quoted([*prefix, *ib_client_argv(hca, server_address, seconds)])
     return f"for i in $(seq {int(tries)}); do {client} && exit 0; sleep 1; done; exit 1"
 
 
@@ -121,19 +141,20 @@ def parse_all_reduce(stdout: str) -> tuple[float, str]:
     return float(m.group(1)), m.group(0).strip()
 
 
-def absent(pair: str, tool: str, nodes: list[str]) -> Measured:
-    return Measured(pair, tool, None, "", f"{ABSENT}: {tool} is not on the PATH of {', '.join(nodes)}")
+def absent(pair: str, tool: str, nodes: list[str], image: str | None = None) -> Measured:
+    where = f"the PATH of {', '.join(nodes)}" + (f" or in {image}" if image else "")
+    return Measured(pair, tool, None, "", f"{ABSENT}: {tool} is not on {where}")
 
 
-def measured(pair: str, tool: str, ok: bool, stdout: str, stderr: str = "") -> Measured:
+def measured(pair: str, tool: str, ok: bool, stdout: str, stderr: str = "", where: str = "") -> Measured:
     """The tool's figure, or why there is none (its own error's last line, or what the parser missed)."""
     unit = "Gb/s" if tool == IB_WRITE_BW else "GB/s"
     parse = parse_ib_write_bw if tool == IB_WRITE_BW else parse_all_reduce
     if not ok:
         last = (stderr.strip() or stdout.strip() or "no output").splitlines()[-1]
-        return Measured(pair, tool, None, unit, f"failed: {last}")
+        return Measured(pair, tool, None, unit, f"failed: {last}", where)
     try:
         figure, line = parse(stdout)
     except LabkitError as e:
-        return Measured(pair, tool, None, unit, f"unreadable: {e}")
-    return Measured(pair, tool, figure, unit, line)
+        return Measured(pair, tool, None, unit, f"unreadable: {e}", where)
+    return Measured(pair, tool, figure, unit, line, where)

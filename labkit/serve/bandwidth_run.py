@@ -12,7 +12,9 @@ from labkit.recipe import LanePlan
 from labkit.serve.bandwidth import (
     ALL_REDUCE,
     IB_WRITE_BW,
+    IMAGE,
     MPIRUN,
+    NODE,
     SECONDS,
     Measured,
     absent,
@@ -25,6 +27,7 @@ from labkit.serve.bandwidth import (
     which_command,
 )
 from labkit.serve.fabric import detect_command, fabric_env, parse_address
+from labkit.serve.runtimes import DockerRuntime
 from labkit.serve.state import LaneState
 
 WHICH_TIMEOUT = 30.0
@@ -56,11 +59,21 @@ def fabric_address(lane: LaneState, host: Host) -> str:
         return host.address
 
 
-def tools_on(lane: LaneState) -> dict[str, set[str] | str]:
-    """{node: the tools on its PATH, or why it could not be asked}, all nodes at once."""
-    out: dict[str, set[str] | str] = {}
-    outcomes = lane.group.begin(lambda h: _run(h, which_command(), WHICH_TIMEOUT)).outcomes()
-    for node, (r, err) in outcomes.items():
+def image_prefix(lane: LaneState) -> tuple[str, ...] | None:
+    """`docker run --rm ... IMAGE` of a docker lane (its tools run as its engine would), else None."""
+    runtime, image = lane.runtime, lane.plan.engine.image
+    if isinstance(runtime, DockerRuntime) and image:
+        return tuple(runtime.tool_prefix(image))
+    return None
+
+
+def tools_on(lane: LaneState) -> dict[str, dict[str, str] | str]:
+    """{node: {tool: where it is}, or why the node could not be asked}, all nodes at once; a docker lane's
+    image is asked on every node too (each node's copy of it)."""
+    prefix = image_prefix(lane)
+    command = which_command(list(prefix) if prefix else None)
+    out: dict[str, dict[str, str] | str] = {}
+    for node, (r, err) in lane.group.begin(lambda h: _run(h, command, WHICH_TIMEOUT)).outcomes().items():
         if r is None:
             out[node] = str(err)
         else:
@@ -68,25 +81,30 @@ def tools_on(lane: LaneState) -> dict[str, set[str] | str]:
     return out
 
 
-def _outcome(pair: str, tool: str, r: Result | str) -> Measured:
+def _outcome(pair: str, tool: str, r: Result | str, where: str = "") -> Measured:
     if isinstance(r, str):
-        return measured(pair, tool, False, "", r)
-    return measured(pair, tool, r.ok, r.stdout, r.stderr)
+        return measured(pair, tool, False, "", r, where)
+    return measured(pair, tool, r.ok, r.stdout, r.stderr, where)
 
 
-def ib_pair(lane: LaneState, a: Host, b: Host, hca: str) -> Measured:
-    """ib_write_bw with the server on `b` and the client on `a`, started together."""
+def _prefix(lane: LaneState, place: str) -> tuple[str, ...]:
+    return (image_prefix(lane) or ()) if place == IMAGE else ()
+
+
+def ib_pair(lane: LaneState, a: Host, b: Host, hca: str, places: tuple[str, str] = (NODE, NODE)) -> Measured:
+    """ib_write_bw with the server on `b` and the client on `a`, started together, each where it has the tool."""
     pair = f"{a.name}-{b.name}"
+    where = places[0] if places[0] == places[1] else f"{a.name}: {places[0]}, {b.name}: {places[1]}"
     address = fabric_address(lane, b)
-    server = lane.group.begin(
-        lambda h: _run(h, ib_server_command(hca, limit=int(IB_TIMEOUT) - 5), IB_TIMEOUT), [b]
-    )
-    client = _run(a, ib_client_command(hca, address), IB_TIMEOUT)
-    got = _outcome(pair, IB_WRITE_BW, client)
+    server_cmd = ib_server_command(hca, limit=int(IB_TIMEOUT) - 5, prefix=_prefix(lane, places[1]))
+    server = lane.group.begin(lambda h: _run(h, server_cmd, IB_TIMEOUT), [b])
+    client = _run(a, ib_client_command(hca, address, prefix=_prefix(lane, places[0])), IB_TIMEOUT)
+    got = _outcome(pair, IB_WRITE_BW, client, where)
     r, err = server.outcomes()[b.name]
     served = _outcome(pair, IB_WRITE_BW, r if r is not None else str(err))
     if got.figure is None and served.line.startswith("failed: "):
-        return Measured(pair, IB_WRITE_BW, None, got.unit, f"failed: server on {b.name}: {served.line[8:]}")
+        line = f"failed: server on {b.name}: {served.line[8:]}"
+        return Measured(pair, IB_WRITE_BW, None, got.unit, line, where)
     return got
 
 
@@ -104,11 +122,13 @@ def rank_env(plan: LanePlan, names: list[str]) -> tuple[dict[str, str], str | No
 
 
 def measure_bandwidth(lane: LaneState) -> list[Measured]:
-    """Head to every other node with ib_write_bw (on the lane's first HCA), then all_reduce_perf over the lane."""
+    """Head to every other node with ib_write_bw (on the lane's first HCA), then all_reduce_perf over the lane;
+    each tool from the node's PATH, else from the lane's image (docs/bandwidth.md, "Absent tools")."""
     head, others = lane.group.head, [h for h in lane.group if h.name != lane.group.head.name]
     found = tools_on(lane)
     unasked = {n: why for n, why in found.items() if isinstance(why, str)}
     have = {n: t for n, t in found.items() if not isinstance(t, str)}
+    image = lane.plan.engine.image if image_prefix(lane) else None
     out: list[Measured] = []
     fabric = lane.plan.cluster.fabric
     hca = fabric.hcas[0] if fabric is not None and fabric.hcas else None
@@ -120,25 +140,49 @@ def measure_bandwidth(lane: LaneState) -> list[Measured]:
             continue
         missing = [n for n in (head.name, b.name) if IB_WRITE_BW not in have[n]]
         if missing:
-            out.append(absent(pair, IB_WRITE_BW, missing))
+            out.append(absent(pair, IB_WRITE_BW, missing, image))
         elif hca is None:
             out.append(
                 Measured(pair, IB_WRITE_BW, None, "", "not run: the recipe gives no [cluster.fabric] hcas")
             )
         else:
-            out.append(ib_pair(lane, head, b, hca))
-    names = lane.group.names
-    lane_pair = "-".join(names)
+            out.append(ib_pair(lane, head, b, hca, (have[head.name][IB_WRITE_BW], have[b.name][IB_WRITE_BW])))
+    return [*out, all_reduce(lane, have, unasked, image)]
+
+
+def all_reduce(
+    lane: LaneState, have: dict[str, dict[str, str]], unasked: dict[str, str], image: str | None
+) -> Measured:
+    """all_reduce_perf over the lane: on one node from its PATH or the image; across nodes under the head's own
+    mpirun, which starts the ranks on the nodes themselves, so each node needs the tool on its PATH."""
+    head, names = lane.group.head, lane.group.names
+    pair = "-".join(names)
     if head.name in unasked:
-        return [*out, Measured(lane_pair, ALL_REDUCE, None, "", f"failed: {head.name}: {unasked[head.name]}")]
-    missing = [n for n in names if n in have and ALL_REDUCE not in have[n]]
+        return Measured(pair, ALL_REDUCE, None, "", f"failed: {head.name}: {unasked[head.name]}")
+    if len(names) == 1:
+        place = have[head.name].get(ALL_REDUCE)
+        if place is None:
+            return absent(pair, ALL_REDUCE, names, image)
+        argv = all_reduce_argv([], False)
+        return _outcome(
+            pair, ALL_REDUCE, _run(head, quoted([*_prefix(lane, place), *argv]), ALL_REDUCE_TIMEOUT), place
+        )
+    missing = [n for n in names if n in have and have[n].get(ALL_REDUCE) != NODE]
     if missing:
-        return [*out, absent(lane_pair, ALL_REDUCE, missing)]
-    mpirun = MPIRUN in have[head.name]
-    if not mpirun and len(names) > 1:
-        return [*out, absent(lane_pair, MPIRUN, [head.name])]
-    hosts = [fabric_address(lane, h) for h in lane.group] if mpirun else []
+        in_image = [n for n in missing if have[n].get(ALL_REDUCE) == IMAGE]
+        if in_image and len(in_image) == len(missing):
+            return Measured(
+                pair,
+                ALL_REDUCE,
+                None,
+                "",
+                f"not run: all_reduce_perf is only in {image} on "
+                f"{', '.join(in_image)}; mpirun starts ranks on the nodes themselves (docs/bandwidth.md)",
+            )
+        return absent(pair, ALL_REDUCE, missing)
+    if have[head.name].get(MPIRUN) != NODE:
+        return absent(pair, MPIRUN, [head.name])
+    hosts = [fabric_address(lane, h) for h in lane.group]
     env, iface = rank_env(lane.plan, names)
-    argv = all_reduce_argv(hosts, mpirun, env, iface)
-    r = _run(head, quoted(argv), ALL_REDUCE_TIMEOUT)
-    return [*out, _outcome(lane_pair, ALL_REDUCE, r)]
+    r = _run(head, quoted(all_reduce_argv(hosts, True, env, iface)), ALL_REDUCE_TIMEOUT)
+    return _outcome(pair, ALL_REDUCE, r, NODE)

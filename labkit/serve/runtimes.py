@@ -126,12 +126,7 @@ class DockerRuntime(Runtime):
             f"labkit.node={launch.node}",
             "--restart",
             "no",
-            "--network",
-            "host",
-            "--ipc",
-            "host",
-            *gpu_args(self.options),
-            *docker_option_args(self.options, self.rdma),
+            *self.host_access(),
         ]
         for host_path, container_path in mounts:
             argv += ["-v", f"{host_path}:{container_path}"]
@@ -139,6 +134,34 @@ class DockerRuntime(Runtime):
             argv += ["-e", f"{key}={value}"]
         caches, made = home_mounts(self.cache_mounts)
         return made + shlex.join(argv) + caches + " " + shlex.join([image, *launch.argv])
+
+    def host_access(self) -> list[str]:
+        """What the lane's container gets of the host: its network and IPC, the GPUs, the recipe's options and
+        the RoCE devices (shared by the engine's container and doctor's tool runs)."""
+        return [
+            "--network",
+            "host",
+            "--ipc",
+            "host",
+            *gpu_args(self.options),
+            *docker_option_args(self.options, self.rdma),
+        ]
+
+    def tool_prefix(self, image: str) -> list[str]:
+        """`docker run --rm` with the lane's host access, before a tool's argv: a fabric tool that only the image
+        has runs as the engine would (labelled, so a leftover is this lane's); an image absent on the node is
+        not pulled here (doctor's image check reports it)."""
+        return [
+            "docker",
+            "run",
+            "--rm",
+            "--pull",
+            "never",
+            "--label",
+            f"labkit.tool={self.lane_id}",
+            *self.host_access(),
+            image,
+        ]
 
     def alive_command(self, node: str) -> str:
         n = shlex.quote(self.name(node))

@@ -12,6 +12,8 @@ from tests.support.lanes import SPARK_FABRIC, sim_recipe
 from tests.support.nodes import NODE_NAMES
 from tests.support.serving import labkit_cli
 
+IMAGE = "labkit/sim:shim"  # sim_recipe's image for a docker lane
+
 
 def ib_calls(fake, addr: str) -> list[list[str]]:
     f = Path(fake.shim_state) / NODE_NAMES[addr] / "ib_write_bw.jsonl"
@@ -42,7 +44,8 @@ def test_bandwidth_reports_a_tool_absent_on_one_node_by_name(nodes, tmp_path):
         "tool": "ib_write_bw",
         "figure": None,
         "unit": "",
-        "line": f"absent: ib_write_bw is not on the PATH of {other}",
+        "line": f"absent: ib_write_bw is not on the PATH of {other} or in {IMAGE}",
+        "where": "",
     }
     assert got[(pair, "all_reduce_perf")]["line"] == f"absent: all_reduce_perf is not on the PATH of {other}"
     assert ib_calls(nodes, head) == ib_calls(nodes, other) == []  # nothing run where a side lacks the tool
@@ -76,6 +79,7 @@ def test_bandwidth_on_one_node_reads_all_reduce_perf_without_mpirun(nodes, tmp_p
             "figure": 21.3456,
             "unit": "GB/s",
             "line": "# Avg bus bandwidth    : 21.3456",
+            "where": "node",
         }
     ]
 
@@ -94,3 +98,62 @@ def test_a_failing_server_is_reported_with_its_node(nodes, tmp_path):
     assert got["ib_write_bw"]["line"] == (
         f"failed: server on {other}: Unable to find the Infiniband/RoCE device"
     )
+
+
+def tool_runs(fake, addr: str) -> list[list[str]]:
+    """The `docker run --rm` calls of the node's shim that ran a fabric tool (not the engine, not a --help)."""
+    return [c for c in fake.calls(addr) if c[:2] == ["run", "--rm"] and "labkit.tool" in " ".join(c)]
+
+
+def test_tools_only_in_the_image_run_in_a_container_with_the_lanes_host_access(nodes, tmp_path):
+    """Neither node has perftest on its PATH, both have it in the image: the pair is measured inside two
+    `docker run --rm` containers (server and client), each with the engine's network, IPC, GPU and RoCE access,
+    and the result says it ran from the image."""
+    head, other = nodes.addresses[:2]
+    for addr in (head, other):
+        nodes.image_tool(addr, "ib_write_bw")
+    code, out, err = doctor(nodes, tmp_path, "--bandwidth", "--json")
+    assert code == 0, out + err
+    got = {m["tool"]: m for m in json.loads(out)["bandwidth"]}
+    assert (got["ib_write_bw"]["figure"], got["ib_write_bw"]["where"]) == (96.48, "image")
+    server = ["-d", "rocep1s0f1", "-F", "--report_gbits", "-D", "5"]
+    assert ib_calls(nodes, other) == [server] and ib_calls(nodes, head) == [[*server, "10.10.0.6"]]
+    served = [c for c in tool_runs(nodes, other) if "ib_write_bw" in c]
+    client = [c for c in tool_runs(nodes, head) if "ib_write_bw" in c]
+    assert len(served) == len(client) == 1
+    for argv in (served[0], client[0]):
+        image_at = argv.index(IMAGE)
+        options = argv[:image_at]
+        assert options[:4] == ["run", "--rm", "--pull", "never"]
+        assert {"--network", "--ipc", "--device", "--cap-add"} <= set(
+            options
+        ) and "/dev/infiniband" in options
+    assert served[0][served[0].index(IMAGE) + 1 :][:3] == ["timeout", "35", "ib_write_bw"]
+    assert nodes.containers(head) == nodes.containers(other) == []  # every tool container was --rm
+    code, table, err = doctor(nodes, tmp_path, "--bandwidth")
+    assert code == 0 and "image" in table.split("ran from")[-1], table + err
+
+
+def test_all_reduce_only_in_the_image_of_a_multi_node_lane_is_not_run_and_says_why(nodes, tmp_path):
+    """mpirun on the head starts its ranks on the nodes themselves, outside any container: a tool that only the
+    image has cannot be one of them, and doctor says so instead of starting it."""
+    head, other = nodes.addresses[:2]
+    for addr in (head, other):
+        nodes.image_tool(addr, "all_reduce_perf")
+    code, out, err = doctor(nodes, tmp_path, "--bandwidth", "--json")
+    assert code == 0, out + err
+    got = {m["tool"]: m for m in json.loads(out)["bandwidth"]}
+    line = got["all_reduce_perf"]["line"]
+    assert got["all_reduce_perf"]["figure"] is None and line.startswith("not run: all_reduce_perf is only in")
+    assert f"{IMAGE} on {head}, {other}" in line
+    assert not [c for node in (head, other) for c in tool_runs(nodes, node) if "all_reduce_perf" in c]
+
+
+def test_all_reduce_in_the_image_of_a_one_node_lane_runs_there(nodes, tmp_path):
+    nodes.image_tool(nodes.addresses[0], "all_reduce_perf")
+    code, out, err = doctor(nodes, tmp_path, "--bandwidth", "--json", count=1)
+    assert code == 0, out + err
+    [m] = json.loads(out)["bandwidth"]
+    assert (m["figure"], m["where"]) == (21.3456, "image")
+    [run] = [c for c in tool_runs(nodes, nodes.addresses[0]) if "all_reduce_perf" in c]
+    assert run[run.index(IMAGE) + 1 :] == ["all_reduce_perf", "-b", "8M", "-e", "1G", "-f", "2", "-g", "1"]

@@ -12,6 +12,7 @@ from labkit.recipe.lookup import load_plan
 from labkit.serve.bandwidth import (
     ALL_REDUCE,
     IB_WRITE_BW,
+    IMAGE_MARK,
     absent,
     all_reduce_argv,
     ib_client_argv,
@@ -22,9 +23,11 @@ from labkit.serve.bandwidth import (
     parse_all_reduce,
     parse_ib_write_bw,
     parse_which,
+    which_command,
 )
 from labkit.serve.bandwidth_run import rank_env
 from labkit.serve.fabric import fabric_env
+from labkit.serve.runtimes import DockerRuntime, runtime_for
 from tests.support.all_reduce_perf_shim import REPORT as ALL_REDUCE_REPORT
 from tests.support.ib_write_bw_shim import REPORT as IB_REPORT
 
@@ -117,6 +120,43 @@ def test_results_of_a_failed_run_and_an_absent_tool_say_why():
     gone = absent("a-b", IB_WRITE_BW, ["dgx6"])
     assert gone.figure is None and gone.line == "absent: ib_write_bw is not on the PATH of dgx6"
     assert parse_which("ib_write_bw /usr/bin/ib_write_bw\nmpirun /usr/bin/mpirun\n") == {
-        "ib_write_bw",
-        "mpirun",
+        "ib_write_bw": "node",
+        "mpirun": "node",
     }
+    in_image = absent("a-b", ALL_REDUCE, ["dgx6"], "vllm-node:tf5")
+    assert in_image.line == "absent: all_reduce_perf is not on the PATH of dgx6 or in vllm-node:tf5"
+
+
+def test_the_image_is_asked_after_the_node_and_the_nodes_own_copy_wins():
+    prefix = ["docker", "run", "--rm", "--pull", "never", "img:1"]
+    command = which_command(prefix)
+    node_part, _, image_part = command.partition(f"echo {IMAGE_MARK}")
+    assert node_part.startswith(which_command()) and "docker run" not in node_part
+    # the image's question is one quoted `sh -c` argument, its errors (no such image) kept out of the answer
+    assert image_part.strip().startswith("; docker run --rm --pull never img:1 sh -c 'p=$(command -v")
+    assert "2>/dev/null" in image_part
+    stdout = f"mpirun /usr/bin/mpirun\n{IMAGE_MARK}\nmpirun /opt/mpirun\nall_reduce_perf /opt/nccl-tests/x\n"
+    assert parse_which(stdout) == {"mpirun": "node", "all_reduce_perf": "image"}
+
+
+def test_a_tool_in_the_image_runs_inside_a_container_and_the_server_ends_with_it():
+    prefix = ("docker", "run", "--rm", "--label", "labkit.tool=l 1", "img")
+    server = ib_server_command("rocep1s0f1", limit=30, prefix=prefix)
+    # timeout runs inside the container, so the container ends when the server does
+    assert server.startswith(
+        "docker run --rm --label 'labkit.tool=l 1' img timeout 30 ib_write_bw -d rocep1s0f1"
+    )
+    client = ib_client_command("rocep1s0f1", "10.0.0.2", prefix=prefix)
+    assert "do docker run --rm --label 'labkit.tool=l 1' img ib_write_bw -d rocep1s0f1 -F" in client
+
+
+def test_the_tool_container_gets_the_engines_host_access_and_never_pulls(tmp_path):
+    plan = load_plan("dsv41")
+    runtime = runtime_for(plan)
+    assert isinstance(runtime, DockerRuntime)
+    prefix = runtime.tool_prefix(plan.engine.image)
+    assert prefix[:5] == ["docker", "run", "--rm", "--pull", "never"] and prefix[-1] == plan.engine.image
+    assert f"labkit.tool={plan.lane_id}" in prefix
+    access = runtime.host_access()
+    assert prefix[-1 - len(access) : -1] == access
+    assert {"--network", "--ipc", "--gpus", "--device"} <= set(access) and "/dev/infiniband" in access

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import shutil
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,11 +22,12 @@ import pytest
 from labkit.measure import BenchOptions, run_bench
 from labkit.nodes.local import LocalHost
 from labkit.recipe.launch import BindMount, DockerOptions
-from labkit.serve import Lane
+from labkit.serve import Lane, measure_bandwidth
 from labkit.serve.engines import NodeLaunch
 from labkit.serve.errors import LaneBusy
 from labkit.serve.runtimes import runtime_for
 from labkit.store import RunFolderSink
+from tests.support import all_reduce_perf_shim
 from tests.support.docker_real import IMAGE, docker, docker_available, docker_daemon, inspect, labelled
 from tests.support.vllm import vllm_available
 from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan
@@ -151,3 +154,27 @@ def test_a_start_the_daemon_refuses_names_the_node_and_leaves_nothing(daemon):
     assert not r.ok and "could not select device driver" in r.stderr, shlex.quote(r.stderr)
     r = LocalHost().run(runtime.stop_command("localhost"))
     assert r.ok and labelled(f"labkit.lane={plan.lane_id}") == []
+
+
+def test_a_fabric_tool_only_in_the_image_is_measured_in_a_real_container(daemon, tmp_path):
+    """doctor --bandwidth on a one-node docker lane whose image, not the node, has nccl-tests: the image is asked
+    through the daemon, the tool runs in a `docker run --rm` container with the lane's host access, its report is
+    read, and no container is left. The image is the test image plus the all_reduce_perf stand-in."""
+    tools_image = "labkit/cpu:tools"
+    made = docker("create", IMAGE, "true").stdout.strip()
+    shim = tmp_path / "all_reduce_perf"
+    shim.write_text("#!/usr/bin/python3\n" + Path(all_reduce_perf_shim.__file__).read_text())
+    shim.chmod(0o755)
+    docker("cp", str(shim), f"{made}:/usr/local/bin/all_reduce_perf")
+    docker("commit", made, tools_image)
+    docker("rm", made)
+    plan = docker_plan(free_port())
+    plan = dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, image=tools_image))
+    assert shutil.which("all_reduce_perf") is None  # not on this host's PATH: only the image has it
+    lane = Lane(plan, poll=0.2, stop_grace=2)
+    try:
+        [m] = measure_bandwidth(lane.state)
+    finally:
+        lane.close()
+    assert (m.tool, m.figure, m.unit, m.where) == ("all_reduce_perf", 21.3456, "GB/s", "image"), m.line
+    assert labelled(f"labkit.tool={plan.lane_id}") == []

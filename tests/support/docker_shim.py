@@ -12,6 +12,7 @@ Per-node files a test writes (tests/support/nodes.py has helpers for each):
   foreign.json   [{"name", "image", "labels"}]: running containers of someone else, listed by `docker ps`
   pull_fail      its text makes `docker pull` fail with that message
   pull_delay     (in the state root, for every node) seconds each `docker pull` takes
+  image-tools/   programs only "the image" has: a foreground `run --rm` finds them first on its PATH
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ VALUE_OPTS = {
     "--entrypoint",
     "-w",
     "--workdir",
+    "--pull",
 }
 FLAG_OPTS = {"-d", "--detach", "--rm", "--privileged", "--init"}
 
@@ -113,6 +115,9 @@ def cmd_run(args: list[str]) -> None:
             fail("shim: a foreground run must be `run --rm` without --name", 125)
         # `docker run --rm IMAGE CMD...` in the foreground: CMD runs on the node itself (its PATH has python3 and
         # vllm), so an engine's --help and a probe of its package answer for real; the exit code is CMD's.
+        tools = state() / "image-tools"
+        if tools.is_dir():
+            env["PATH"] = f"{tools}:{env.get('PATH', '')}"
         sys.exit(subprocess.run(argv, env=env, stdin=subprocess.DEVNULL).returncode)
     crash = state() / "crash_on_run"  # a broken node: its container prints this file's line and exits 1
     if crash.exists():

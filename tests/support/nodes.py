@@ -172,6 +172,16 @@ class Cluster:
         """Take a fabric tool (NODE_TOOLS) off one node's PATH, as on a node without perftest or nccl-tests."""
         (self.tool_dir(addr) / name).unlink(missing_ok=True)
 
+    def image_tool(self, addr: str, name: str) -> None:
+        """Put a fabric tool (NODE_TOOLS) into the node's copy of the image only: the docker shim's foreground
+        `run --rm` finds it, the node's own shell does not."""
+        self.hide_tool(addr, name)
+        d = self.shim_state / NODE_NAMES[addr] / "image-tools"
+        d.mkdir(parents=True, exist_ok=True)
+        tool = d / name
+        tool.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / NODE_TOOLS[name]).read_text())
+        tool.chmod(0o755)
+
     def _config(self, addr: str) -> Path:
         node = NODE_NAMES[addr]
         d = self.root / node
@@ -328,6 +338,7 @@ class Cluster:
         for addr in self.addresses:
             for name in NODE_SHIM_FILES:
                 self._node_file(addr, name, None)
+            shutil.rmtree(self.shim_state / NODE_NAMES[addr] / "image-tools", ignore_errors=True)
             self._write_tools(addr)
         (self.shim_state / "pull_delay").unlink(missing_ok=True)
 

@@ -1,7 +1,8 @@
 """`labkit doctor --bandwidth`, the pure part: the commands of the tools the Spark launchers measure the fabric
 with (perftest's `ib_write_bw` between two nodes, nccl-tests' `all_reduce_perf` over the lane) and parsers of
 the lines they print, as one `Measured` per pair and tool. A tool missing on a node is a result that says so,
-not an error. docs/bandwidth.md, "What is measured", "The lines read" and "Absent tools".
+not an error. docs/bandwidth.md, "What is measured", "The lines read" and "Absent tools, and tools in the
+image".
 """
 
 from __future__ import annotations

@@ -123,7 +123,8 @@ def rank_env(plan: LanePlan, names: list[str]) -> tuple[dict[str, str], str | No
 
 def measure_bandwidth(lane: LaneState) -> list[Measured]:
     """Head to every other node with ib_write_bw (on the lane's first HCA), then all_reduce_perf over the lane;
-    each tool from the node's PATH, else from the lane's image (docs/bandwidth.md, "Absent tools")."""
+    each tool from the node's PATH, else from the lane's image (docs/bandwidth.md, "Absent tools, and tools in
+    the image")."""
     head, others = lane.group.head, [h for h in lane.group if h.name != lane.group.head.name]
     found = tools_on(lane)
     unasked = {n: why for n, why in found.items() if isinstance(why, str)}

@@ -26,6 +26,7 @@ RANKS = {
     "measure": 4,
     "store": 5,
     "report": 6,
+    "exchange": 6,  # other tools' result files in (stored runs) and out; beside report, neither imports the other
     "notebooks": 7,
     "lab": 8,
     "cli": 9,

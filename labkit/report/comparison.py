@@ -29,7 +29,7 @@ from labkit.report.compare import (
 )
 from labkit.report.content_compare import ContentReading, readings
 from labkit.report.family import corrected, correction_text
-from labkit.report.gate import Gate, axis_keys, gate, key_prefix
+from labkit.report.gate import Gate, axis_keys, gate, imported, key_prefix
 from labkit.report.stats import boot_of, unit_of
 from labkit.store import measure_rows
 
@@ -199,12 +199,28 @@ def swept_keys(docs: Sequence[Mapping[str, Any]], va: Mapping[str, Any], vb: Map
 
 
 def _values(side: Side) -> dict[str, list[tuple[float, float, float]]]:
-    """{measure: [(value, min, max) per run]} from the stored run docs."""
+    """{measure: [(value, min, max) per run]} from the stored run docs; an imported run's figure that speaks of
+    a labkit measure stands in for it, converted (the gate has then named its definition: docs/imports.md)."""
     out: dict[str, list[tuple[float, float, float]]] = {}
     for doc in side.docs:
         for row in measure_rows(doc):
             out.setdefault(row["measure"], []).append((row["value"], row["min"], row["max"]))
+        for key, value in stand_ins(doc).items():
+            out.setdefault(key, []).append((value, value, value))
     return out
+
+
+def stand_ins(doc: Mapping[str, Any]) -> dict[str, float]:
+    """{labkit measure: converted figure} of an imported run's figures not already under the labkit key."""
+    if not imported(doc):
+        return {}
+    have = (doc.get("summary") or {}).get("measures") or {}
+    info = doc.get("measure_info") or {}
+    return {
+        row["about"]: float(row["converted"])
+        for row in info.values()
+        if row.get("about") and row.get("converted") is not None and row["about"] not in have
+    }
 
 
 def _pairing(a: Side, b: Side) -> tuple[bool, str, list[str]]:

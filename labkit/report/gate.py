@@ -76,7 +76,14 @@ def _resolved(doc: Mapping[str, Any]) -> dict:
 
 
 def measure_plan(doc: Mapping[str, Any]) -> str:
-    """What one run measured (api, decode and prefill sweeps, timeout), without the repetition settings."""
+    """What one run measured (api, decode and prefill sweeps, timeout), without the repetition settings; for an
+    imported run, the tool and the setting its file gives."""
+    if imported(doc):
+        setting = ((doc.get("plan") or {}).get("imported") or {}).get("setting") or {}
+        tool = (doc.get("provenance") or {}).get("tool")
+        return f"{tool}'s own: " + (
+            ", ".join(f"{k} {v}" for k, v in sorted(setting.items())) or "no setting given"
+        )
     m = dict(_resolved(doc).get("measure") or (doc.get("provenance") or {}).get("plan") or {})
     for key in REPETITION_KEYS + ADDED_MEASURES_KEYS:
         m.pop(key, None)
@@ -132,9 +139,71 @@ def prompt_set(doc: Mapping[str, Any]) -> str:
     return f"seed {str(seed).split('/')[0]}" if seed is not None else "fresh random prompts"
 
 
+IMPORTED = "import"  # run.json source of a file imported from another tool (labkit/exchange, docs/imports.md)
+
+
+def imported(doc: Mapping[str, Any]) -> bool:
+    return doc.get("source") == IMPORTED
+
+
+def provenance_kind(doc: Mapping[str, Any]) -> str:
+    """Whether labkit measured the run, or which tool's file it came from and what that file could not say."""
+    if not imported(doc):
+        return str(doc.get("source") or "measured")
+    prov = doc.get("provenance") or {}
+    version = prov.get("tool_version")
+    tool = f"{prov.get('tool')} {version}" if version != "unknown" else f"{prov.get('tool')}, version unknown"
+    return f"external run ({tool}): engine image, engine args and boot unknown"
+
+
+def figure_definitions(doc: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """{labkit measure: (definition id, its text)} of one run: labkit's own for a measured figure; for an imported
+    one, the tool field it came from, unless its definition is labkit's (docs/imports.md, "Definitions")."""
+    summary = doc.get("summary") or {}
+    method = summary.get("method") or {}
+    if not imported(doc):
+        return {
+            k: ("labkit", f"labkit: {method.get(k) or 'docs/measurement.md'}")
+            for k in summary.get("measures") or {}
+        }
+    out: dict[str, tuple[str, str]] = {}
+    for key, row in (doc.get("measure_info") or {}).items():
+        about = row.get("about")
+        if about:
+            text = f"{key}: {method.get(key, '')}"
+            out[about] = ("labkit", f"labkit (exact, from {text})") if row.get("exact") else (key, text)
+    return out
+
+
+def definition_items(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> list[GateItem]:
+    """A blocking item per labkit measure whose figures on the two sides have different definitions, naming
+    both; only where a side holds imported runs (labkit's own measures share one definition)."""
+    if not any(imported(d) for d in (*a, *b)):
+        return []
+    side: list[dict[str, dict[str, str]]] = [{}, {}]
+    for i, docs in enumerate((a, b)):
+        for doc in docs:
+            for measure, (ident, text) in figure_definitions(doc).items():
+                side[i].setdefault(measure, {})[ident] = text
+    items = []
+    for measure in sorted(set(side[0]) & set(side[1])):
+        da, db = side[0][measure], side[1][measure]
+        if set(da) != set(db) or len(da) > 1:
+            items.append(
+                GateItem(
+                    f"definition of {measure}",
+                    tuple(da[k] for k in sorted(da)),
+                    tuple(db[k] for k in sorted(db)),
+                    blocking=True,
+                    note="figures of different definitions (docs/imports.md)",
+                )
+            )
+    return items
+
+
 FACTS = {
     "simulated": lambda d: "simulated" if d.get("simulated") else "real",
-    "source": lambda d: str(d.get("source") or "measured"),
+    "source": provenance_kind,
     "engine image": images,
     "engine version": lambda d: str((d.get("provenance") or {}).get("engine_version") or "not recorded"),
     "labkit version": lambda d: str(d.get("labkit_version") or "not recorded"),
@@ -196,16 +265,14 @@ def gate(
         mixed = [side for side, v in (("A", va), ("B", vb)) if len(v) > 1]
         note = f"{' and '.join(mixed)} mix{'es' if len(mixed) == 1 else ''} values" if mixed else ""
         blocking = name in BLOCKING and va != vb
-        if name == "measurement plan" and not mixed:
+        blocking_off = name == "measurement plan" and any(imported(d) for d in (*a, *b))
+        if blocking_off:
+            blocking = False  # another tool's plan is its own; what blocks is a figure's definition, below
+        if name == "measurement plan" and not mixed and not blocking_off:
             va, vb = plan_difference(va[0], vb[0])
         g.items.append(GateItem(name, va, vb, blocking=blocking, note=note))
-    outside, inside = recipe_differences(a, b, expected or ())
-    if outside:
-        note = "keys that differ" if expected is None else "keys that differ besides the varied axes"
-        more = f" and {len(outside) - 12} more" if len(outside) > 12 else ""
-        g.items.append(GateItem("recipe content", (), (), note=f"{note}: " + ", ".join(outside[:12]) + more))
-    if inside:
-        g.items.append(GateItem("varied axes", (), (), note="expected: " + ", ".join(inside[:12])))
+    g.items.extend(definition_items(a, b))
+    g.items.extend(recipe_items(a, b, expected))
     for side, docs in (("A", a), ("B", b)):
         for doc in docs:
             for flag in (doc.get("summary") or {}).get("flags") or ():
@@ -218,6 +285,27 @@ def gate(
                     )
                 )
     return g
+
+
+def recipe_items(
+    a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], expected: Sequence[str] | None
+) -> list[GateItem]:
+    """The recipe keys that differ outside the varied axes, and those inside; a side imported without a
+    recipe has none to compare, and says so."""
+    bare = [
+        side for side, docs in (("A", a), ("B", b)) if any(imported(d) and not _resolved(d) for d in docs)
+    ]
+    if bare:
+        return [GateItem("recipe content", (), (), note=f"{' and '.join(bare)}: imported without a recipe")]
+    items = []
+    outside, inside = recipe_differences(a, b, expected or ())
+    if outside:
+        note = "keys that differ" if expected is None else "keys that differ besides the varied axes"
+        more = f" and {len(outside) - 12} more" if len(outside) > 12 else ""
+        items.append(GateItem("recipe content", (), (), note=f"{note}: " + ", ".join(outside[:12]) + more))
+    if inside:
+        items.append(GateItem("varied axes", (), (), note="expected: " + ", ".join(inside[:12])))
+    return items
 
 
 def axis_keys(overlays: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -1,0 +1,44 @@
+"""`labkit import FILE`: other tools' result files stored as runs beside labkit's own (docs/imports.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from labkit.exchange import ReadOptions, import_file
+
+    outcomes = import_file(
+        args.file,
+        lane=args.lane,
+        recipe=args.recipe,
+        fmt=args.format,
+        results=args.results,
+        options=ReadOptions(extra_keys=args.extra_keys),
+    )
+    for o in outcomes:
+        imp = o.imported
+        unread = f"; {len(imp.unread)} key(s) kept unread" if imp.unread else ""
+        print(f"{o.action:9} {o.path}  ({imp.tool_label}, {len(imp.figures)} figures{unread})")
+    return 0
+
+
+def add_import(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import", help="store another tool's result file as runs, each figure with its definition"
+    )
+    p.add_argument("file", metavar="FILE", help="the result file (JSON or JSON Lines)")
+    p.add_argument("--lane", metavar="NAME", help="the lane the file measured (default: from its model name)")
+    p.add_argument("--recipe", metavar="R", help="the recipe of the lane the file measured, if labkit has it")
+    p.add_argument(
+        "--format",
+        metavar="NAME",
+        help="refuse the file unless it is this format, e.g. vllm-bench (default: recognised from its keys)",
+    )
+    p.add_argument(
+        "--extra-keys",
+        action="store_true",
+        help="keep keys the format's reader does not know (listed as unread) instead of refusing the file",
+    )
+    p.add_argument("--results", metavar="DIR", help="results folder (default $LABKIT_RESULTS or results/)")
+    p.set_defaults(func=cmd_import)

@@ -1,0 +1,145 @@
+"""The definition table: one row per tool and field an import reads, saying what the figure is, where the tool
+defines it, which labkit measure it is about and whether it converts to it exactly. The rows live in
+definitions.toml beside this module; docs/imports.md carries the same table, rendered by `docs_table` (a
+test keeps the two the same).
+
+A figure keeps its own name (`<format>:<field>`) and unit. `about` names the labkit measure it speaks of at
+the result's setting (decode_c<N>, ttft_c<N>, prefill_<P>, ...); `convert` gives it in that measure's unit
+(`x` as it is, `x/1000` ms to s, `1000/x` ms per token to tokens per second); `exact` says the tool's
+definition is labkit's, so the converted figure may stand under the labkit key itself.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from labkit.errors import LabkitError
+from labkit.exchange.model import Setting
+
+TABLE_FILE = Path(__file__).with_name("definitions.toml")
+STD = "_std"
+PERCENTILE = "<Q>"  # in a field name: any percentile the tool writes (p99, p99.9)
+CONVERSIONS = {"x": lambda x: x, "x/1000": lambda x: x / 1000.0, "1000/x": lambda x: 1000.0 / x}
+KEY_SEP = ":"
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One row: `format` and `field` name the figure; `text` says what it is, `cite` where the tool says so."""
+
+    format: str
+    field: str
+    unit: str
+    text: str
+    cite: str
+    about: str = ""  # a labkit measure pattern: decode_c<N>, ttft_c<N>, prefill_<P>, decode_c<N>_span, ...
+    convert: str = "x"
+    exact: bool = False
+    when: str = (
+        ""  # a condition on the setting for `about` to hold: "c1" (concurrency 1 only), "c2+" (above 1)
+    )
+    std: bool = False  # the tool also gives the values' population standard deviation: <field>_std
+
+    def key_of(self, field: str) -> str:
+        """A figure's own name in a stored run's summary (`field` fills a <Q> row: p99_ttft_ms)."""
+        return f"{self.format}{KEY_SEP}{field}"
+
+    def labkit_key(self, setting: Setting) -> str | None:
+        """The labkit measure this figure speaks of at `setting`, None when it speaks of none there."""
+        c = setting.concurrency
+        if not self.about or (self.when == "c1" and c != 1) or (self.when == "c2+" and (c or 0) < 2):
+            return None
+        if setting.phase or (setting.depth and "<D>" not in self.about):
+            return None  # a context-loading request, or a figure at a depth the measure does not name
+        values = {"<N>": setting.concurrency, "<P>": setting.prompt_tokens, "<D>": setting.depth}
+        key = self.about
+        for placeholder, value in values.items():
+            if placeholder in key:
+                if value is None:
+                    return None
+                key = key.replace(placeholder, str(value))
+        return key
+
+    def converted(self, value: float) -> float | None:
+        """The figure in the labkit measure's unit; None where it has no value there (1000/0)."""
+        if self.convert == "1000/x" and value == 0:
+            return None
+        return CONVERSIONS[self.convert](value)
+
+
+@cache
+def definitions() -> dict[str, Definition]:
+    """{figure key: Definition} for every row of definitions.toml."""
+    with open(TABLE_FILE, "rb") as f:
+        rows = tomllib.load(f).get("field", [])
+    out: dict[str, Definition] = {}
+    for i, row in enumerate(rows):
+        try:
+            d = Definition(**row)
+        except TypeError as e:
+            raise LabkitError(f"{TABLE_FILE}: field[{i}]: {e}")
+        if d.convert not in CONVERSIONS:
+            raise LabkitError(
+                f"{TABLE_FILE}: field[{i}].convert: {d.convert!r} is not one of {list(CONVERSIONS)}"
+            )
+        key = d.key_of(d.field)
+        if key in out:
+            raise LabkitError(f"{TABLE_FILE}: field[{i}]: {key} is defined twice")
+        out[key] = d
+    return out
+
+
+def definition(fmt: str, field: str) -> Definition | None:
+    """The row of a format's field, a <Q> row standing for every percentile; None when there is none."""
+    table = definitions()
+    found = table.get(f"{fmt}{KEY_SEP}{field}")
+    if found is not None:
+        return found
+    base = table.get(f"{fmt}{KEY_SEP}{field.removesuffix(STD)}")
+    if field.endswith(STD) and base is not None and base.std:
+        return Definition(
+            fmt,
+            field,
+            base.unit,
+            f"population standard deviation (ddof 0) of the values behind {base.field}",
+            base.cite,
+        )
+    for d in table.values():
+        if d.format == fmt and PERCENTILE in d.field:
+            head, _, tail = d.field.partition(PERCENTILE)
+            if re.fullmatch(re.escape(head) + r"\d+(\.\d+)?" + re.escape(tail), field):
+                return d
+    return None
+
+
+def is_defined(fmt: str, field: str) -> bool:
+    return definition(fmt, field) is not None
+
+
+def fields_of(fmt: str) -> list[Definition]:
+    return [d for d in definitions().values() if d.format == fmt]
+
+
+def docs_table() -> str:
+    """The definition table as Markdown, as docs/imports.md carries it."""
+    from tabulate import tabulate
+
+    rows = [
+        (
+            f"`{d.format}`",
+            f"`{d.field}`",
+            d.unit,
+            d.text,
+            (f"`{d.about}`" + (" (c1)" if d.when == "c1" else "") + f" = {d.convert}") if d.about else "—",
+            "exact" if d.exact else ("not exact" if d.about else "—"),
+            d.cite,
+        )
+        for d in definitions().values()
+    ]
+    headers = ["format", "field", "unit", "definition", "about (labkit measure = conversion)", "conversion"]
+    headers.append("where the tool defines it")
+    return tabulate(rows, headers=headers, tablefmt="github")

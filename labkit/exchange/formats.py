@@ -1,0 +1,63 @@
+"""The formats `labkit import` reads and how a file is recognised: by its keys, never by its name. A file whose
+keys fit no format, or fit two, or fit another than the one asked for, is refused saying which
+(docs/imports.md, "Formats and how they are recognised").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from labkit.exchange.jsonfile import ImportFileError, Loaded
+from labkit.exchange.model import Imported
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How far to trust a file: `extra_keys` keeps keys the reader does not know (listed as unread) instead of
+    refusing the file."""
+
+    extra_keys: bool = False
+
+
+@dataclass(frozen=True)
+class Format:
+    """One importable format: its name, the tool that writes it, the keys that identify it and its reader."""
+
+    name: str
+    tool: str
+    signature: Callable[
+        [Mapping[str, Any]], str | None
+    ]  # the identifying key when the document is this format
+    read: Callable[[Loaded, ReadOptions], list[Imported]]
+    lines: bool = False  # written as JSON Lines (one result per line)
+
+
+def detect(loaded: Loaded, formats: Mapping[str, Format], asked: str | None = None) -> Format:
+    """The one format the file's first document fits; ImportFileError naming the file otherwise."""
+    first = loaded.docs[0]
+    if not isinstance(first, dict):
+        raise ImportFileError(f"{loaded.path}: the top level is a {type(first).__name__}, not an object")
+    fits = {name: key for name, f in formats.items() if (key := f.signature(first)) is not None}
+    known = ", ".join(f"{f.name} ({f.tool})" for f in formats.values())
+    if asked is not None and asked not in formats:
+        raise ImportFileError(f"--format {asked!r} is not a format labkit reads; it reads {known}")
+    if len(fits) > 1:
+        claims = " and ".join(f"{name} (key '{key}')" for name, key in fits.items())
+        raise ImportFileError(f"{loaded.path}: the file claims to be {claims}; a result file is one tool's")
+    if not fits:
+        keys = ", ".join(sorted(first)[:12])
+        raise ImportFileError(
+            f"{loaded.path}: not a result file of a tool labkit reads ({known}); its top-level keys: {keys}"
+        )
+    ((name, key),) = fits.items()
+    if asked is not None and asked != name:
+        raise ImportFileError(
+            f"{loaded.path}: --format {asked}, but the file is {name} (key '{key}' is {formats[name].tool}'s)"
+        )
+    if loaded.lines and not formats[name].lines:
+        raise ImportFileError(
+            f"{loaded.path}: {name} writes one JSON document, and this file holds several lines"
+        )
+    return formats[name]

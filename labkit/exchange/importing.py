@@ -1,0 +1,225 @@
+"""`labkit import`: another tool's result file stored as runs, one per result it holds, each with the tool,
+its version, the file's hash and the file itself, every figure under its own name with its definition.
+
+Everything is read and checked before anything is written, so a refused file stores nothing. Importing the
+same file again finds its runs and leaves them (the run ids come from the file's hash); a run of that id with
+other figures is refused, never overwritten. docs/imports.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labkit.errors import LabkitError
+from labkit.exchange.definitions import definition
+from labkit.exchange.formats import ReadOptions, detect
+from labkit.exchange.jsonfile import ImportFileError, load
+from labkit.exchange.model import UNKNOWN, Imported
+from labkit.exchange.registry import FORMATS
+from labkit.measure import RunSummary
+from labkit.store import ResultsStore, read_run
+
+SOURCE = "import"
+DEFAULT_OPTIONS = ReadOptions()
+RUN_PREFIX = "import-"
+ORIGINAL_PREFIX = "original-"
+# what a measured run records and an imported file does not carry: "unknown", never guessed
+NOT_CARRIED = ("engine_version", "engine_image", "engine_args", "nodes", "boot", "cold_or_warm")
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    run_id: str
+    path: Path
+    action: str  # "created" | "unchanged"
+    imported: Imported
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One result ready to store: where, under which plan, and what."""
+
+    imported: Imported
+    plan: dict[str, Any]
+    run_id: str
+    summary: RunSummary
+    measure_info: dict[str, dict[str, Any]]
+    fingerprint: str
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:80] or "imported"
+
+
+def original_name(path: Path) -> str:
+    """The imported file's name in the run folder: prefixed, so no file name can stand for run.json or the
+    other names the store reads."""
+    return ORIGINAL_PREFIX + _slug(path.name)
+
+
+def lane_plan(imp: Imported, lane: str | None, recipe: str | None) -> dict[str, Any]:
+    """The plan dict the run is stored under: the recipe's, resolved as it is today, when one is named;
+    otherwise a lane named `lane` (default: the model's name) that is no recipe's."""
+    from labkit.recipe import find_recipe, load_recipe
+
+    variant_id = imp.setting.variant_id(imp.format)
+    if recipe is not None:
+        resolved = load_recipe(find_recipe(recipe)).resolve({})
+        data = resolved.to_dict()
+        data["variant_id"] = variant_id
+        data["label"] = lane or f"{data.get('label') or data['recipe']} ({imp.tool})"
+    else:
+        name = _slug(lane or f"import-{imp.model.split('/')[-1]}")
+        try:
+            found = load_recipe(find_recipe(name)).name
+        except LabkitError:
+            found = None
+        if found is not None:
+            raise ImportFileError(
+                f"--lane {name!r} names the recipe {found!r}: pass --recipe {found} to tie the import to it, or "
+                "choose another lane name"
+            )
+        data = {
+            "recipe": name,
+            "variant_id": variant_id,
+            "label": lane or name,
+            "variants": {},
+            "resolved": {},
+        }
+    data["imported"] = {"format": imp.format, "tool": imp.tool, "setting": imp.setting.to_dict()}
+    data["simulated"] = False
+    return data
+
+
+def figure_rows(imp: Imported) -> tuple[dict[str, float], dict[str, dict[str, Any]], dict[str, str]]:
+    """(measures, measure_info, method) of one result: every figure under `<format>:<field>`, and an exact one
+    also under its labkit key."""
+    measures: dict[str, float] = {}
+    info: dict[str, dict[str, Any]] = {}
+    method: dict[str, str] = {}
+    for name, value in imp.figures.items():
+        d = definition(imp.format, name)
+        if d is None:  # a reader keeps only defined fields: this is labkit's own mistake
+            raise LabkitError(f"{imp.format} field {name!r} has no row in the definition table")
+        key = d.key_of(name)
+        measures[key] = value
+        row: dict[str, Any] = {"definition": key, "unit": d.unit, "source": SOURCE}
+        method[key] = f"{imp.tool_label}: {d.text} ({d.cite})"
+        labkit_key = d.labkit_key(imp.setting)
+        converted = d.converted(value) if labkit_key else None
+        if labkit_key and converted is not None:
+            row.update(about=labkit_key, convert=d.convert, converted=converted, exact=d.exact)
+            if d.exact:
+                measures[labkit_key] = converted
+                info[labkit_key] = {"definition": key, "exact": True, "source": SOURCE}
+                method[labkit_key] = f"exact conversion ({d.convert}) of {key}: {method[key]}"
+        info[key] = row
+    return measures, info, method
+
+
+def prepare(imp: Imported, data: bytes, file_name: str, lane: str | None, recipe: str | None) -> Prepared:
+    digest = hashlib.sha256(data).hexdigest()
+    figures, info, method = figure_rows(imp)
+    measures: dict[str, float | None] = dict(figures)
+    ok = int(imp.figures.get("completed", len(imp.requests) or 0) or 0)
+    summary = RunSummary(
+        measures=dict(measures),
+        n_ok=ok,
+        n_failed=int(imp.figures.get("failed", 0) or 0),
+        method=method,
+        notes=[f"imported from {file_name} ({imp.tool_label}, result {imp.index})", *imp.notes],
+    )
+    fingerprint = hashlib.sha256(
+        json.dumps({"m": measures, "s": imp.setting.to_dict(), "f": imp.format}, sort_keys=True).encode()
+    ).hexdigest()[:16]
+    return Prepared(
+        imported=imp,
+        plan=lane_plan(imp, lane, recipe),
+        run_id=f"{RUN_PREFIX}{digest[:12]}-{imp.index}",
+        summary=summary,
+        measure_info=info,
+        fingerprint=fingerprint,
+    )
+
+
+def provenance(imp: Imported, path: Path, data: bytes) -> dict[str, Any]:
+    return {
+        "source": SOURCE,
+        "tool": imp.tool,
+        "tool_version": imp.tool_version,
+        "format": imp.format,
+        "file": path.name,
+        "file_sha256": hashlib.sha256(data).hexdigest(),
+        "file_bytes": len(data),
+        "result_index": imp.index,
+        "imported_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "unread_keys": list(imp.unread),
+        "raw_samples": bool(imp.requests),
+        **{key: UNKNOWN for key in NOT_CARRIED},
+        **imp.provenance,
+        "engine_version": imp.provenance.get("engine_version") or UNKNOWN,
+    }
+
+
+def read_file(
+    path: str | Path, fmt: str | None = None, options: ReadOptions = DEFAULT_OPTIONS
+) -> tuple[list[Imported], bytes]:
+    """Every result the file holds, read and checked; nothing is stored."""
+    loaded = load(path)
+    found = detect(loaded, FORMATS, fmt)
+    results = found.read(loaded, options)
+    if not results:
+        raise ImportFileError(f"{loaded.path}: the file holds no result ({found.name})")
+    return results, loaded.data
+
+
+def import_file(
+    path: str | Path,
+    *,
+    lane: str | None = None,
+    recipe: str | None = None,
+    fmt: str | None = None,
+    results: str | Path | None = None,
+    options: ReadOptions = DEFAULT_OPTIONS,
+) -> list[ImportOutcome]:
+    """Store each result of the file as a run (source "import"); an identical earlier import is left alone."""
+    path = Path(path)
+    found, data = read_file(path, fmt, options)
+    prepared = [prepare(imp, data, path.name, lane, recipe) for imp in found]  # every check before any write
+    store = ResultsStore(results)
+    existing: dict[str, Path] = {}
+    for p in prepared:
+        folder = store.run_dir(p.plan["recipe"], p.plan["variant_id"], p.run_id)
+        if folder.exists():
+            doc = read_run(folder)
+            if (doc.get("imported") or {}).get("fingerprint") != p.fingerprint or doc.get(
+                "status"
+            ) != "complete":
+                raise ImportFileError(
+                    f"{folder}: an import of this file exists with other figures (or is not complete); remove "
+                    "the folder on purpose to import it again"
+                )
+            existing[p.run_id] = folder
+    outcomes = []
+    for p in prepared:
+        if p.run_id in existing:
+            outcomes.append(ImportOutcome(p.run_id, existing[p.run_id], "unchanged", p.imported))
+            continue
+        with store.new_run(
+            p.plan,
+            run_id=p.run_id,
+            source=SOURCE,
+            simulated=False,
+            provenance=provenance(p.imported, path, data),
+            imported={"fingerprint": p.fingerprint, "setting": p.imported.setting.to_dict()},
+        ) as run:
+            run.write_text(original_name(path), data.decode("utf-8"))  # the file itself, byte for byte
+            run.finish(p.summary, boot={"source": SOURCE}, measure_info=p.measure_info)
+        outcomes.append(ImportOutcome(p.run_id, run.path, "created", p.imported))
+    return outcomes

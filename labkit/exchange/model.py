@@ -1,0 +1,76 @@
+"""What an import reads out of one result of another tool, before anything is stored: the tool and its
+version as the file gives them, the setting it measured (concurrency, prompt and output lengths, depth), its
+figures under their own names and units, and the provenance the file carries ("unknown" for the rest).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+UNKNOWN = "unknown"  # provenance a file does not carry: never guessed
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What one result measured, as far as the file says: None where it does not."""
+
+    concurrency: int | None = None
+    prompt_tokens: int | None = None  # the configured prompt length (not what the server counted)
+    output_tokens: int | None = None
+    depth: int | None = None  # context tokens before the prompt (llama-benchy's context_size)
+    requests: int | None = None
+    rate: str | None = None  # requests per second, "inf" for all at once
+    phase: str | None = None  # a result that is not a measurement of its own: "context-load"
+
+    def variant_id(self, fmt: str) -> str:
+        """The stored lane's variant: the format and what sets its figures apart (c2, pp512, d4096)."""
+        parts = [fmt]
+        for prefix, value in (
+            ("c", self.concurrency),
+            ("pp", self.prompt_tokens),
+            ("tg", self.output_tokens),
+        ):
+            if value is not None:
+                parts.append(f"{prefix}{value}")
+        if self.depth:
+            parts.append(f"d{self.depth}")
+        if self.rate not in (None, "inf"):
+            parts.append(f"r{self.rate}")
+        if self.phase:
+            parts.append(self.phase)
+        return "_".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One result of another tool: one stored run. `figures` are {field: value} in the tool's own units;
+    `requests` per-request rows where the file has them; `unread` the keys kept but not read."""
+
+    format: str  # a key of labkit.exchange.formats.FORMATS
+    tool: str  # the tool as its users call it ("vllm bench serve")
+    tool_version: str
+    setting: Setting
+    figures: dict[str, float]
+    provenance: dict[str, Any]
+    index: int = 0  # which result of the file (a row, a benchmark, a line)
+    requests: tuple[dict[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
+    unread: tuple[str, ...] = field(default=())
+
+    @property
+    def tool_label(self) -> str:
+        """The tool and its version as the file gives it: "llama-benchy 0.4.0", "vllm bench serve, version
+        unknown"."""
+        return (
+            f"{self.tool} {self.tool_version}"
+            if self.tool_version != UNKNOWN
+            else f"{self.tool}, version unknown"
+        )
+
+    @property
+    def model(self) -> str:
+        return str(self.provenance.get("model") or UNKNOWN)

@@ -1,0 +1,9 @@
+"""Every format `labkit import` reads, by name (docs/imports.md, "Formats and how they are recognised")."""
+
+from __future__ import annotations
+
+from labkit.exchange import llama_benchy, vllm_bench
+from labkit.exchange.formats import Format
+
+FORMATS: dict[str, Format] = {f.name: f for f in (vllm_bench.FORMAT, llama_benchy.FORMAT)}
+FORMAT_NAMES = tuple(FORMATS)

@@ -1,0 +1,150 @@
+"""`vllm bench serve --save-result` files (one JSON object; `--append-result` makes them JSON Lines, one run per
+line): the run's header, its statistics in ms under their own names, and nothing the file does not say.
+
+The file carries no version of vLLM or of the bench; `--metadata K=V` pairs arrive as top-level string keys, so
+a top-level key this reader does not know is taken as metadata when its value is text, and refused otherwise.
+docs/imports.md, "vllm bench serve".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from labkit.exchange.definitions import is_defined
+from labkit.exchange.formats import Format, ReadOptions
+from labkit.exchange.jsonfile import Doc, ImportFileError, Loaded, NotANumber
+from labkit.exchange.model import UNKNOWN, Imported, Setting
+
+NAME, TOOL = "vllm-bench", "vllm bench serve"
+HEADER = frozenset(
+    {
+        "date",
+        "endpoint_type",
+        "backend",
+        "label",
+        "model_id",
+        "tokenizer_id",
+        "num_prompts",
+        "request_rate",
+        "burstiness",
+        "max_concurrency",
+        "ramp_up_strategy",
+        "ramp_up_start_rps",
+        "ramp_up_end_rps",
+    }
+)
+# kept in the original file, not read as figures: per-request arrays (--save-detailed), texts, events
+ARRAYS = frozenset(
+    {
+        "latencies",
+        "queue_times",
+        "input_lens",
+        "output_lens",
+        "ttfts",
+        "itls",
+        "start_times",
+        "generated_texts",
+        "errors",
+        "spec_decode_per_position_acceptance_rates",
+        "rps_change_events",
+    }
+)
+STAT = re.compile(r"(mean|median|std|p\d+(\.\d+)?)_[a-z_]+_ms")
+DATE = re.compile(r"\d{8}-\d{6}")
+
+
+def signature(doc: Mapping[str, Any]) -> str | None:
+    """vllm bench serve's header: `date` as YYYYMMDD-HHMMSS with `model_id` and `num_prompts` (SGLang has none of
+    these; its latency keys end in _e2e_latency_ms, vLLM's in _e2el_ms)."""
+    date = doc.get("date")
+    if isinstance(date, str) and DATE.fullmatch(date) and "model_id" in doc and "num_prompts" in doc:
+        return "date"
+    return None
+
+
+def _setting(d: Doc) -> Setting:
+    rate = d.data.get("request_rate")
+    concurrency = d.number("max_concurrency", optional=True, minimum=1)
+    return Setting(
+        concurrency=int(concurrency) if concurrency is not None else None,
+        requests=int(d.number("num_prompts", minimum=1) or 0),
+        rate="inf"
+        if rate in ("inf", None) or isinstance(rate, NotANumber)
+        else str(d.number("request_rate")),
+    )
+
+
+def read_one(d: Doc, index: int, options: ReadOptions) -> Imported:
+    d.refuse_not_numbers()
+    figures: dict[str, float] = {}
+    metadata: dict[str, str] = {}
+    unread: list[str] = []
+    for key, value in d.data.items():
+        if key in HEADER or key in ARRAYS:
+            continue
+        if is_defined(NAME, key):
+            if value is not None:  # request_goodput is null without --goodput
+                figures[key] = d.number(key) or 0.0
+        elif STAT.fullmatch(key) or key.startswith(("diffusion_", "probe_")) or value is None:
+            unread.append(key)  # a statistic or mode this reader has no definition for: kept, not read
+        elif isinstance(value, str):
+            metadata[key] = value  # --metadata K=V
+        elif options.extra_keys:
+            unread.append(key)
+        else:
+            raise d.fail(
+                key,
+                f"is not one {TOOL} writes (its --metadata pairs are text): the file is from another tool or a "
+                "version labkit does not read (docs/imports.md); pass --extra-keys to keep such keys unread",
+            )
+    for key in ("duration", "completed"):
+        if key not in figures:
+            raise d.fail(key, "is missing: every vllm bench serve result has it")
+    for key in ARRAYS & set(d.data):
+        if key in ("latencies", "queue_times", "ttfts", "input_lens", "output_lens", "start_times"):
+            d.numbers(key)
+    if "itls" in d.data:
+        for i, gaps in enumerate(d.data["itls"] if isinstance(d.data["itls"], list) else [None]):
+            Doc(d.path, {"gaps": gaps}, d.at(f"itls[{i}]")).numbers("gaps")
+    detailed = "ttfts" in d.data
+    provenance = {
+        "model": d.text("model_id"),
+        "tokenizer": d.text("tokenizer_id", optional=True) or UNKNOWN,
+        "backend": d.text("backend", optional=True) or UNKNOWN,
+        "label": d.text("label", optional=True),
+        "date_local": d.text("date"),  # the bench's local time: its zone is not in the file
+        "metadata": metadata,
+        "per_request_arrays": detailed,
+    }
+    notes = [] if detailed else ["no per-request TTFTs or ITLs in the file (written without --save-detailed)"]
+    if unread:
+        notes.append(f"kept unread: {', '.join(unread)}")
+    return Imported(
+        format=NAME,
+        tool=TOOL,
+        tool_version=UNKNOWN,  # the file has none; a --metadata version=... is the user's text, kept as metadata
+        setting=_setting(d),
+        figures=figures,
+        provenance=provenance,
+        index=index,
+        notes=tuple(notes),
+        unread=tuple(unread),
+    )
+
+
+def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
+    out = []
+    for i, doc in enumerate(loaded.docs):
+        where = f"line {i + 1}" if loaded.lines else ""
+        if not isinstance(doc, dict):
+            raise ImportFileError(f"{loaded.path}: {where or 'the file'} is not a JSON object")
+        d = Doc(loaded.path, doc, where)
+        if signature(doc) is None:
+            raise ImportFileError(f"{loaded.path}: {where} is not a {TOOL} result (no 'date', 'model_id')")
+        out.append(read_one(d, i, options))
+    return out
+
+
+FORMAT = Format(NAME, TOOL, signature, read, lines=True)

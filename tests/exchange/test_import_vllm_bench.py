@@ -1,0 +1,84 @@
+"""`labkit import` of a real `vllm bench serve` file (recorded once here, tests/support/fixtures/imports/): the
+format recognised by its keys, every figure stored under its own name with its definition, the tool, the
+file's hash and the file itself kept, the provenance it does not carry "unknown", and a second import of the
+same file leaving the runs alone."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from labkit.exchange import import_file
+from labkit.exchange.definitions import definition
+from labkit.exchange.importing import ORIGINAL_PREFIX, read_file
+from labkit.store import read_run
+from tests.support.imports import FIXTURES
+
+C1 = FIXTURES / "imports" / "vllm-bench-c1.json"
+C2 = FIXTURES / "imports" / "vllm-bench-c2.json"
+
+
+def test_the_file_is_recognised_by_its_keys_and_its_figures_keep_their_names():
+    [imp], data = read_file(C1)
+    doc = json.loads(C1.read_text())
+    assert imp.format == "vllm-bench" and imp.tool == "vllm bench serve"
+    assert imp.tool_version == "unknown"  # the file names no version
+    assert (imp.setting.concurrency, imp.setting.requests, imp.setting.rate) == (1, 6, "inf")
+    assert imp.figures["median_tpot_ms"] == doc["median_tpot_ms"]
+    assert imp.figures["p99_ttft_ms"] == doc["p99_ttft_ms"]
+    assert imp.figures["completed"] == 6 and imp.figures["failed"] == 0
+    assert "ttfts" not in imp.figures and "generated_texts" not in imp.figures  # arrays stay in the file
+    assert imp.provenance["model"] == "tiny" and imp.provenance["per_request_arrays"] is True
+    assert data == C1.read_bytes()
+
+
+def test_an_import_stores_one_run_with_definitions_provenance_and_the_file(tmp_path):
+    [outcome] = import_file(C1, results=tmp_path)
+    assert outcome.action == "created"
+    doc = read_run(outcome.path)
+    assert (doc["recipe"], doc["variant_id"], doc["source"]) == ("import-tiny", "vllm-bench_c1", "import")
+    prov = doc["provenance"]
+    assert prov["tool"] == "vllm bench serve" and prov["format"] == "vllm-bench"
+    assert prov["file_sha256"] == hashlib.sha256(C1.read_bytes()).hexdigest()
+    assert prov["engine_version"] == prov["engine_image"] == prov["boot"] == "unknown"
+    kept = outcome.path / (ORIGINAL_PREFIX + C1.name)
+    assert kept.read_bytes() == C1.read_bytes() and kept.name in doc["files"]
+    measures, info, method = doc["summary"]["measures"], doc["measure_info"], doc["summary"]["method"]
+    assert measures["vllm-bench:median_tpot_ms"] == json.loads(C1.read_text())["median_tpot_ms"]
+    tpot = info["vllm-bench:median_tpot_ms"]
+    assert (tpot["about"], tpot["convert"], tpot["exact"]) == ("decode_c1", "1000/x", False)
+    assert tpot["converted"] == pytest.approx(1000 / measures["vllm-bench:median_tpot_ms"])
+    assert (
+        "decode_c1" not in measures and "ttft_c1" not in measures
+    )  # not labkit's definitions: own names only
+    assert definition("vllm-bench", "median_tpot_ms").text in method["vllm-bench:median_tpot_ms"]
+    assert info["vllm-bench:p99_ttft_ms"]["definition"] == "vllm-bench:p99_ttft_ms"
+    assert "about" not in info["vllm-bench:p99_ttft_ms"]
+
+
+def test_importing_the_same_file_again_changes_nothing(tmp_path):
+    [first] = import_file(C1, results=tmp_path)
+    before = (first.path / "run.json").read_bytes()
+    [again] = import_file(C1, results=tmp_path)
+    assert (again.action, again.path) == ("unchanged", first.path)
+    assert (first.path / "run.json").read_bytes() == before
+
+
+def test_a_lane_name_and_a_recipe_place_the_runs(tmp_path):
+    [named] = import_file(C2, lane="spark-lab", results=tmp_path)
+    assert named.path.parent == tmp_path / "spark-lab" / "vllm-bench_c2"
+    [tied] = import_file(C2, recipe="tiny-vllm", results=tmp_path)
+    doc = read_run(tied.path)
+    assert doc["recipe"] == "tiny-vllm" and doc["plan"]["resolved"]["engine"]["kind"] == "vllm"
+    assert doc["plan"]["imported"]["format"] == "vllm-bench"
+
+
+def test_a_lane_name_that_is_a_recipe_is_refused_before_anything_is_stored(tmp_path):
+    from labkit.exchange.jsonfile import ImportFileError
+
+    with pytest.raises(ImportFileError, match="--recipe tiny-vllm"):
+        import_file(C1, lane="tiny-vllm", results=tmp_path)
+    assert not any(Path(tmp_path).iterdir())

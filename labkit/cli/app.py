@@ -12,7 +12,7 @@ from labkit import __version__
 from labkit.cli.bench import add_bench
 from labkit.cli.compare import add_compare
 from labkit.cli.doctor import add_doctor
-from labkit.cli.exchange import add_import
+from labkit.cli.exchange import add_export, add_import
 from labkit.cli.recipes import add_check, add_recipes, add_show
 from labkit.cli.report import add_import_note, add_report
 from labkit.cli.run import add_run
@@ -41,6 +41,7 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     add_sweep,
     add_import_note,
     add_import,
+    add_export,
     add_run,
     add_sim,
 )

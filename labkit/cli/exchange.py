@@ -1,8 +1,12 @@
-"""`labkit import FILE`: other tools' result files stored as runs beside labkit's own (docs/imports.md)."""
+"""`labkit import FILE` and `labkit export RUN`: other tools' result files stored as runs beside labkit's own,
+and a labkit run written in their formats (docs/imports.md)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -42,3 +46,32 @@ def add_import(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--results", metavar="DIR", help="results folder (default $LABKIT_RESULTS or results/)")
     p.set_defaults(func=cmd_import)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from labkit.exchange import export_run
+
+    doc = export_run(args.run, args.format, results=args.results, concurrency=args.concurrency)
+    text = json.dumps(doc, indent=2) + "\n"
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output} ({args.format})", file=sys.stderr)
+    return 0
+
+
+def add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="write a stored labkit run in another tool's result format")
+    p.add_argument("run", metavar="RUN", help="the run id (or its folder)")
+    p.add_argument("--format", required=True, metavar="NAME", help="vllm-bench or llama-benchy")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="N",
+        help="vllm-bench: the decode concurrency whose requests make the file (default 1)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write (default: standard output)")
+    p.add_argument("--results", metavar="DIR", help="results folder (default $LABKIT_RESULTS or results/)")
+    p.set_defaults(func=cmd_export)

@@ -7,13 +7,16 @@ jsonfile.py: reading a file without trusting it (size, JSON, NaN, keys named in 
 one result of another tool holds (`Imported`, `Setting`); definitions.py with definitions.toml: the table of
 what each tool's field means and where the tool says so; formats.py: a format and its recognition by keys;
 registry.py: the formats labkit reads; vllm_bench.py: `vllm bench serve` results; llama_benchy.py: llama-benchy
-JSON (0.4); importing.py: storing the results of one file as runs.
+JSON (0.4); importing.py: storing the results of one file as runs; export.py: a labkit run in those two
+formats (pure); run_export.py: `export_run`, a stored run found and exported.
 """
 
 from labkit.exchange.formats import ReadOptions
 from labkit.exchange.importing import import_file
+from labkit.exchange.run_export import export_run
 
 __all__ = [
     "ReadOptions",
+    "export_run",
     "import_file",
 ]

@@ -1,0 +1,214 @@
+"""A labkit run written in another tool's format: the fields that tool defines, each computed by that tool's own
+definition from labkit's per-request stamps (requests.csv), and nothing the run cannot give. Pure: a run.json
+dict and its request rows in, a JSON-ready dict out. docs/imports.md, "labkit export".
+
+Stamps are labkit's (perf_counter_ns from the run's origin): `t_send` the request sent, `t_chunk1` the first
+chunk, `t_content` the first chunk with content, `t_last` the last token-bearing chunk, `chunk_t`/`chunk_n`
+each token-bearing chunk's stamp and tokens. A field neither tool's definition nor the stamps can give is
+left out (vLLM) or null (llama-benchy's optional peaks).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from labkit.errors import LabkitError
+
+FORMATS = ("vllm-bench", "llama-benchy")
+NS = 1e9
+VERSION_PREFIX = "labkit-"  # llama-benchy's version field: a reader cannot take these for llama-benchy's own
+PERCENTILES = (50, 99)
+
+
+class ExportError(LabkitError):
+    """A run that cannot be written in the format asked for; names the run and what it lacks."""
+
+
+def _ok(rows: Sequence[Mapping[str, Any]], phase: str, concurrency: int) -> list[Mapping[str, Any]]:
+    """The requests of one phase at one concurrency that labkit's own figures use: answered, not the cold turn."""
+    return [
+        r
+        for r in rows
+        if r.get("phase") == phase
+        and int(r.get("concurrency") or 0) == concurrency
+        and _true(r.get("ok"))
+        and not _true(r.get("cold"))
+    ]
+
+
+def _true(value: Any) -> bool:
+    return value is True or str(value).lower() == "true"
+
+
+def _stats(name: str, values_s: Sequence[float]) -> dict[str, float]:
+    """vLLM's statistics of one metric in ms: mean, median, population std and linear percentiles."""
+    x = np.asarray(values_s, dtype=float) * 1000.0 if len(values_s) else np.zeros(1)
+    out = {f"mean_{name}_ms": float(np.mean(x)), f"median_{name}_ms": float(np.median(x))}
+    out[f"std_{name}_ms"] = float(np.std(x))
+    for p in PERCENTILES:
+        out[f"p{p}_{name}_ms"] = float(np.percentile(x, p))
+    return out
+
+
+def _stamps(r: Mapping[str, Any]) -> list[float]:
+    return [float(t) / NS for t in r.get("chunk_t") or []]
+
+
+def vllm_bench(
+    doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], concurrency: int = 1
+) -> dict[str, Any]:
+    """The run's decode requests at `concurrency` as `vllm bench serve --save-result --save-detailed` writes a
+    run: TTFT to the first chunk, latency to the last token-bearing chunk, TPOT (latency − TTFT)/(N − 1), ITL
+    the gaps between chunks, duration from the first send to the last chunk."""
+    picked = _ok(rows, "decode", concurrency)
+    if not picked:
+        raise ExportError(
+            f"run {doc.get('run_id')}: no answered decode requests at concurrency {concurrency}"
+        )
+    send = [float(r["t_send"]) / NS for r in picked]
+    ttft = [float(r["t_chunk1"]) / NS - s for r, s in zip(picked, send, strict=True)]
+    latency = [float(r["t_last"]) / NS - s for r, s in zip(picked, send, strict=True)]
+    n_out = [int(r["output_tokens"]) for r in picked]
+    n_in = [int(r["prompt_tokens"]) for r in picked]
+    itls = [list(np.diff([float(r["t_chunk1"]) / NS, *_stamps(r)])) for r in picked]
+    itls = [[g for g in gaps if g >= 0] for gaps in itls]
+    tpot = [(lat - t) / (n - 1) for lat, t, n in zip(latency, ttft, n_out, strict=True) if n > 1]
+    duration = max(s + lat for s, lat in zip(send, latency, strict=True)) - min(send)
+    plan = doc.get("plan") or {}
+    api = ((plan.get("resolved") or {}).get("measure") or {}).get("api", "chat")
+    started = dt.datetime.fromisoformat(str(doc.get("started")).replace("Z", "+00:00"))
+    out: dict[str, Any] = {
+        "date": started.strftime("%Y%m%d-%H%M%S"),
+        "endpoint_type": "openai-chat" if api == "chat" else "openai",
+        "backend": "openai-chat" if api == "chat" else "openai",
+        "label": f"labkit {doc.get('run_id')}",
+        "model_id": str((doc.get("provenance") or {}).get("model") or doc.get("recipe")),
+        "tokenizer_id": None,
+        "num_prompts": len(picked),
+        "labkit_run_id": str(doc.get("run_id")),  # as --metadata K=V pairs: text keys
+        "labkit_recipe": f"{doc.get('recipe')}/{doc.get('variant_id')}",
+        "labkit_recipe_hash": str((doc.get("provenance") or {}).get("recipe_hash") or ""),
+        "labkit_version": str(doc.get("labkit_version") or ""),
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": concurrency,
+        "duration": duration,
+        "completed": len(picked),
+        "failed": 0,
+        "total_input_tokens": sum(n_in),
+        "total_output_tokens": sum(n_out),
+        "request_throughput": len(picked) / duration,
+        "request_goodput": None,
+        "output_throughput": sum(n_out) / duration,
+        "total_token_throughput": (sum(n_in) + sum(n_out)) / duration,
+        "latencies": latency,
+        "input_lens": n_in,
+        "output_lens": n_out,
+        "ttfts": ttft,
+        "itls": itls,
+        "errors": [""] * len(picked),
+    }
+    for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", [g for gaps in itls for g in gaps])):
+        out.update(_stats(name, values))
+    out.update(_stats("e2el", latency))
+    return out
+
+
+def _metric(values: Sequence[float]) -> dict[str, Any] | None:
+    """llama-benchy's {mean, std, values}: numpy mean and population std; None for no values."""
+    if not values:
+        return None
+    return {
+        "mean": float(np.mean(values)),
+        "std": float(np.std(values)),
+        "values": [float(v) for v in values],
+    }
+
+
+def _decode_tokens(r: Mapping[str, Any]) -> tuple[int, float] | None:
+    """llama-benchy's decode of one request: tokens stamped after the first content chunk and the span from it
+    to the last; None for a single chunk."""
+    stamps, counts = _stamps(r), [int(n) for n in r.get("chunk_n") or []]
+    if len(stamps) < 2 or len(counts) != len(stamps) or stamps[-1] <= stamps[0]:
+        return None
+    return int(r["output_tokens"]) - counts[0], stamps[-1] - stamps[0]
+
+
+def benchy_row(
+    rows: Sequence[Mapping[str, Any]], concurrency: int, prompt: int, response: int
+) -> dict[str, Any]:
+    """One llama-benchy row of requests (c1: one per run; cK: the run's lockstep groups as batches), latency
+    mode none: est_ppt = ttfr."""
+    sends = [float(r["t_send"]) / NS for r in rows]
+    ttfr = [float(r["t_chunk1"]) / NS - s for r, s in zip(rows, sends, strict=True)]
+    ttft = [float(r.get("t_content") or r["t_first"]) / NS - s for r, s in zip(rows, sends, strict=True)]
+    prompts = [int(r["prompt_tokens"]) for r in rows]
+    decode = [_decode_tokens(r) for r in rows]
+    per_request_tg = [n / span for n, span in (d for d in decode if d is not None)]
+    per_request_pp = [p / t for p, t in zip(prompts, ttfr, strict=True) if t > 0]
+    if concurrency == 1:
+        tg, pp = per_request_tg, per_request_pp
+    else:
+        batches: dict[str, list[int]] = {}
+        for i, r in enumerate(rows):
+            batches.setdefault(str(r.get("group")), []).append(i)
+        tg, pp = [], []
+        for members in batches.values():
+            counted = [(decode[i], _stamps(rows[i])) for i in members]
+            if all(d is not None for d, _ in counted):
+                total = sum(d[0] for d, _ in counted if d is not None)
+                tg.append(total / (max(s[-1] for _, s in counted) - min(s[0] for _, s in counted)))
+            first_token = max(sends[i] + ttft[i] for i in members)
+            pp.append(sum(prompts[i] for i in members) / (first_token - min(sends[i] for i in members)))
+    return {
+        "concurrency": concurrency,
+        "context_size": 0,
+        "prompt_size": prompt,
+        "response_size": response,
+        "is_context_prefill_phase": False,
+        "pp_throughput": _metric(pp),
+        "pp_req_throughput": _metric(per_request_pp),
+        "tg_throughput": _metric(tg),
+        "tg_req_throughput": _metric(per_request_tg),
+        "peak_throughput": None,
+        "peak_req_throughput": None,
+        "ttfr": _metric([t * 1000 for t in ttfr]),
+        "est_ppt": _metric([t * 1000 for t in ttfr]),
+        "e2e_ttft": _metric([t * 1000 for t in ttft]),
+        "throughput_over_time": None,
+        "requests_throughput_over_time": None,
+    }
+
+
+def llama_benchy(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], version: str) -> dict[str, Any]:
+    """The run as llama-benchy 0.4's JSON: a row per decode concurrency (prompt_size the decode prompts'
+    median length, response_size the requested tokens) and per prefill target length (response 1)."""
+    out_rows = []
+    decode = [r for r in rows if r.get("phase") == "decode"]
+    for c in sorted({int(r["concurrency"]) for r in decode}):
+        picked = _ok(rows, "decode", c)
+        if picked:
+            prompt = int(statistics.median(int(r["prompt_tokens"]) for r in picked))
+            out_rows.append(benchy_row(picked, c, prompt, int(picked[0]["requested_tokens"])))
+    prefill = [r for r in rows if r.get("phase") == "prefill" and _true(r.get("ok"))]
+    for target in sorted({int(r["prompt_target"]) for r in prefill}):
+        picked = [r for r in prefill if int(r["prompt_target"]) == target]
+        out_rows.append(benchy_row(picked, 1, target, 1))
+    if not out_rows:
+        raise ExportError(f"run {doc.get('run_id')}: no answered decode or prefill requests to write")
+    started = dt.datetime.fromisoformat(str(doc.get("started")).replace("Z", "+00:00"))
+    return {
+        "version": VERSION_PREFIX + version,
+        "timestamp": started.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ"),
+        "latency_mode": "none",
+        "latency_ms": 0.0,
+        "model": str((doc.get("provenance") or {}).get("model") or doc.get("recipe")),
+        "prefix_caching_enabled": False,  # llama-benchy's own depth option, which this run did not use
+        "max_concurrency": max(row["concurrency"] for row in out_rows),
+        "benchmarks": out_rows,
+    }

@@ -1,0 +1,62 @@
+"""`labkit export RUN --format F`: a stored run found by its id (or folder), its request rows read back, and
+the format's builder (export.py) run on them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from labkit import __version__
+from labkit.exchange import export
+from labkit.exchange.export import FORMATS, ExportError
+from labkit.store import load_results, read_run
+
+JSON_COLUMNS = ("chunk_t", "chunk_n")  # stored as JSON text in requests.csv
+
+
+def find_run(run: str, results: str | Path | None = None) -> tuple[dict, Path]:
+    """(run.json, folder) of a run id or a run folder; ExportError naming what exists when neither."""
+    folder = Path(run)
+    if (folder / "run.json").is_file():
+        return read_run(folder), folder
+    data = load_results(results)
+    if run not in data.docs:
+        near = sorted(data.docs)[-5:]
+        raise ExportError(
+            f"no complete run {run!r} under {data.root}; the newest: {', '.join(near) or 'none'}"
+        )
+    doc = data.docs[run]
+    return doc, Path(doc["_path"])
+
+
+def request_rows(folder: Path) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    file = folder / "requests.csv"
+    if not file.is_file():
+        raise ExportError(f"{folder}: no requests.csv: the run has no per-request stamps to write from")
+    rows = pd.read_csv(file, dtype={"group": str}).to_dict("records")
+    for row in rows:
+        for key in JSON_COLUMNS:
+            value = row.get(key)
+            row[key] = json.loads(value) if isinstance(value, str) and value else []
+        for key, value in list(row.items()):
+            if isinstance(value, float) and value != value:  # NaN: an empty cell
+                row[key] = None
+    return rows
+
+
+def export_run(run: str, fmt: str, results: str | Path | None = None, concurrency: int = 1) -> dict[str, Any]:
+    """The run in format `fmt` (one of FORMATS); ExportError when the run is imported or lacks what it needs."""
+    if fmt not in FORMATS:
+        raise ExportError(f"--format {fmt!r}: labkit writes {', '.join(FORMATS)}")
+    doc, folder = find_run(run, results)
+    if doc.get("source") in ("import", "recorded"):
+        raise ExportError(
+            f"run {doc['run_id']} is {doc['source']}ed, not measured by labkit: export its own file"
+        )
+    rows = request_rows(folder)
+    if fmt == "vllm-bench":
+        return export.vllm_bench(doc, rows, concurrency)
+    return export.llama_benchy(doc, rows, __version__)

@@ -1,0 +1,137 @@
+"""`labkit export`: a stored labkit run (the simulator lane of results/, copied) written as `vllm bench serve` and
+llama-benchy files, each figure computed by the tool's definition from labkit's stamps. Checked three ways:
+against labkit's own per-request figures where the definitions meet, by labkit's importer, and by the tools'
+own readers (`vllm bench sweep plot`, llama-benchy's pydantic report model) where they are installed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from labkit.cli.app import main
+from labkit.exchange import export_run, import_file
+from labkit.exchange.export import ExportError
+from labkit.exchange.run_export import request_rows
+from labkit.store import read_run
+from tests.support.imports import IMPORTS
+from tests.support.tool_files import tools_root
+from tests.support.vllm import vllm_available, vllm_executable
+
+REPO = Path(__file__).resolve().parents[2]
+LANE = REPO / "results" / "sim" / "spec-none"
+
+
+@pytest.fixture
+def run(tmp_path) -> tuple[Path, str]:
+    """(results root, run id) of one stored sim run with decode c1, c2 and prefill requests."""
+    root = tmp_path / "results"
+    src = sorted(p for p in LANE.iterdir() if (p / "requests.csv").is_file())[-1]
+    shutil.copytree(src, root / "sim" / "spec-none" / src.name)
+    return root, src.name
+
+
+def test_vllm_bench_export_applies_vllms_definitions_to_labkits_stamps(run):
+    root, rid = run
+    doc = export_run(rid, "vllm-bench", results=root)
+    rows = [r for r in request_rows(root / "sim" / "spec-none" / rid) if r["phase"] == "decode"]
+    warm = [r for r in rows if r["concurrency"] == 1 and str(r["cold"]) == "False"]
+    assert doc["num_prompts"] == doc["completed"] == len(warm) and doc["max_concurrency"] == 1
+    assert doc["output_lens"] == [int(r["output_tokens"]) for r in warm]
+    # where labkit's first arrival is the first chunk and holds one token, vLLM's TPOT is labkit's decode
+    same = [(i, r) for i, r in enumerate(warm) if r["t_first"] == r["t_chunk1"] and int(r["n_first"]) == 1]
+    assert same
+    for i, r in same:
+        tpot = (doc["latencies"][i] - doc["ttfts"][i]) / (doc["output_lens"][i] - 1)
+        assert 1 / tpot == pytest.approx(float(r["decode_tps"]), rel=1e-9)
+    assert doc["labkit_run_id"] == rid and doc["label"] == f"labkit {rid}"
+
+
+def test_the_vllm_bench_export_imports_back_as_a_vllm_bench_file(run, tmp_path):
+    root, rid = run
+    out = tmp_path / "export.json"
+    assert main(["export", rid, "--format", "vllm-bench", "--results", str(root), "-o", str(out)]) == 0
+    [back] = import_file(out, results=tmp_path / "back")
+    assert (
+        back.imported.format == "vllm-bench" and back.imported.provenance["metadata"]["labkit_run_id"] == rid
+    )
+    assert back.imported.figures["median_tpot_ms"] == json.loads(out.read_text())["median_tpot_ms"]
+
+
+def test_the_llama_benchy_export_has_a_row_per_concurrency_and_prompt_length(run, tmp_path):
+    root, rid = run
+    doc = export_run(rid, "llama-benchy", results=root)
+    assert doc["version"].startswith("labkit-") and doc["latency_mode"] == "none"
+    rows = {(r["concurrency"], r["response_size"]): r for r in doc["benchmarks"]}
+    summary = read_run(root / "sim" / "spec-none" / rid)["summary"]["measures"]
+    c1 = rows[(1, 64)]
+    # llama-benchy's c1 decode is labkit's per-request formula, averaged: near the median decode_c1
+    assert c1["tg_throughput"]["mean"] == pytest.approx(summary["decode_c1"], rel=0.02)
+    assert rows[(2, 64)]["tg_throughput"]["mean"] > c1["tg_throughput"]["mean"]  # c2 totals over a batch
+    prefill = sorted(r["prompt_size"] for r in doc["benchmarks"] if r["response_size"] == 1)
+    assert prefill == [4096, 12600]
+    out = tmp_path / "benchy.json"
+    out.write_text(json.dumps(doc))
+    imported = import_file(out, results=tmp_path / "back")
+    assert {o.imported.tool for o in imported} == {"labkit export (llama-benchy format)"}
+
+
+def test_an_imported_run_an_unknown_run_and_an_unknown_format_are_refused(run, tmp_path):
+    root, rid = run
+    [imp] = import_file(IMPORTS / "vllm-bench-c1.json", results=root)
+    with pytest.raises(ExportError, match="imported, not measured by labkit"):
+        export_run(imp.run_id, "vllm-bench", results=root)
+    with pytest.raises(ExportError, match=f"no complete run 'nope'.*{rid}"):
+        export_run("nope", "vllm-bench", results=root)
+    with pytest.raises(ExportError, match="labkit writes vllm-bench, llama-benchy"):
+        export_run(rid, "guidellm", results=root)
+    with pytest.raises(ExportError, match="no answered decode requests at concurrency 8"):
+        export_run(rid, "vllm-bench", results=root, concurrency=8)
+
+
+@pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
+def test_vllms_own_sweep_plot_reads_the_export(run, tmp_path):
+    """`vllm bench sweep plot` reads result files as its sweeps store them (summary.json: a list of runs) and
+    plots one field against another: the c1 and c2 exports, median TPOT over max_concurrency."""
+    pytest.importorskip("seaborn", reason="vllm bench sweep plot needs seaborn (the vllm extra installs it)")
+    root, rid = run
+    for c in (1, 2):
+        folder = tmp_path / "sweep" / f"c{c}"
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps([export_run(rid, "vllm-bench", root, concurrency=c)]))
+    argv = [str(vllm_executable()), "bench", "sweep", "plot", str(tmp_path / "sweep")]
+    r = subprocess.run(
+        [*argv, "--var-x", "max_concurrency", "--var-y", "median_tpot_ms"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert (tmp_path / "sweep" / "FIGURE.png").stat().st_size > 0
+
+
+BENCHY_PYTHON = tools_root() / "llama-benchy" / "bin" / "python"
+
+
+@pytest.mark.skipif(
+    not BENCHY_PYTHON.exists(), reason="llama-benchy is not installed (the test setup does it)"
+)
+def test_llama_benchys_own_report_model_reads_the_export_unchanged(run, tmp_path):
+    root, rid = run
+    out = tmp_path / "benchy.json"
+    out.write_text(json.dumps(export_run(rid, "llama-benchy", results=root)))
+    check = (
+        "import json, sys; from llama_benchy.results import BenchmarkReport; "
+        "doc = json.load(open(sys.argv[1])); report = BenchmarkReport.model_validate(doc); "
+        "assert report.model_dump() == doc, 'fields differ'; print(len(report.benchmarks))"
+    )
+    r = subprocess.run(
+        [str(BENCHY_PYTHON), "-c", check, str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout) == 4
+    assert sys.executable != str(BENCHY_PYTHON)

@@ -7,7 +7,8 @@ jsonfile.py: reading a file without trusting it (size, JSON, NaN, keys named in 
 one result of another tool holds (`Imported`, `Setting`); definitions.py with definitions.toml: the table of
 what each tool's field means and where the tool says so; formats.py: a format and its recognition by keys;
 registry.py: the formats labkit reads; vllm_bench.py: `vllm bench serve` results; llama_benchy.py: llama-benchy
-JSON (0.4); importing.py: storing the results of one file as runs; export.py: a labkit run in those two
+JSON (0.4); guidellm.py: guidellm reports (schema 2); aiperf.py: aiperf's aggregate export; sglang_bench.py:
+SGLang bench_serving lines; importing.py: storing the results of one file as runs; export.py: a labkit run in those two
 formats (pure); run_export.py: `export_run`, a stored run found and exported.
 """
 

@@ -23,6 +23,7 @@ from labkit.exchange.model import Setting
 TABLE_FILE = Path(__file__).with_name("definitions.toml")
 STD = "_std"
 PERCENTILE = "<Q>"  # in a field name: any percentile the tool writes (p99, p99.9)
+STATISTIC = "<S>"  # in a field name: mean, median, std or any percentile (mean_ttft_ms, p90_ttft_ms)
 CONVERSIONS = {"x": lambda x: x, "x/1000": lambda x: x / 1000.0, "1000/x": lambda x: 1000.0 / x}
 KEY_SEP = ":"
 
@@ -43,6 +44,8 @@ class Definition:
         ""  # a condition on the setting for `about` to hold: "c1" (concurrency 1 only), "c2+" (above 1)
     )
     std: bool = False  # the tool also gives the values' population standard deviation: <field>_std
+    stats: tuple[str, ...] = ()  # statistics the tool gives of this metric, each a field <field>.<stat>
+    about_stat: str = ""  # which of them speaks of `about` (the others speak of no labkit measure)
 
     def key_of(self, field: str) -> str:
         """A figure's own name in a stored run's summary (`field` fills a <Q> row: p99_ttft_ms)."""
@@ -79,7 +82,7 @@ def definitions() -> dict[str, Definition]:
     out: dict[str, Definition] = {}
     for i, row in enumerate(rows):
         try:
-            d = Definition(**row)
+            d = Definition(**{**row, "stats": tuple(row.get("stats", ()))})
         except TypeError as e:
             raise LabkitError(f"{TABLE_FILE}: field[{i}]: {e}")
         if d.convert not in CONVERSIONS:
@@ -99,6 +102,10 @@ def definition(fmt: str, field: str) -> Definition | None:
     found = table.get(f"{fmt}{KEY_SEP}{field}")
     if found is not None:
         return found
+    head, _, stat = field.rpartition(".")
+    metric = table.get(f"{fmt}{KEY_SEP}{head}")
+    if metric is not None and stat in metric.stats:
+        return statistic_of(metric, field, stat)
     base = table.get(f"{fmt}{KEY_SEP}{field.removesuffix(STD)}")
     if field.endswith(STD) and base is not None and base.std:
         return Definition(
@@ -113,7 +120,33 @@ def definition(fmt: str, field: str) -> Definition | None:
             head, _, tail = d.field.partition(PERCENTILE)
             if re.fullmatch(re.escape(head) + r"\d+(\.\d+)?" + re.escape(tail), field):
                 return d
+        if d.format == fmt and STATISTIC in d.field:
+            head, _, tail = d.field.partition(STATISTIC)
+            hit = re.fullmatch(re.escape(head) + r"(mean|median|std|p\d+(\.\d+)?)" + re.escape(tail), field)
+            if hit:
+                return statistic_of(d, field, hit.group(1))
     return None
+
+
+STAT_WORDS = {"avg": "mean", "mean": "mean", "median": "median", "std": "population standard deviation"}
+STAT_WORDS |= {"std_dev": "population standard deviation", "min": "smallest", "max": "largest"}
+
+
+def statistic_of(metric: Definition, field: str, stat: str) -> Definition:
+    """The row of one statistic of a metric row: `time_to_first_token.p99` of `time_to_first_token`."""
+    word = STAT_WORDS.get(stat) or (f"{stat[1:]}th percentile" if stat.startswith("p") else stat)
+    about = metric.about if stat == metric.about_stat else ""
+    return Definition(
+        metric.format,
+        field,
+        metric.unit,
+        f"{word} of: {metric.text}",
+        metric.cite,
+        about=about,
+        convert=metric.convert if about else "x",
+        exact=metric.exact and bool(about),
+        when=metric.when if about else "",
+    )
 
 
 def is_defined(fmt: str, field: str) -> bool:
@@ -131,10 +164,17 @@ def docs_table() -> str:
     rows = [
         (
             f"`{d.format}`",
-            f"`{d.field}`",
+            f"`{d.field}`" + (f" (.{', .'.join(d.stats)})" if d.stats else ""),
             d.unit,
             d.text,
-            (f"`{d.about}`" + (" (c1)" if d.when == "c1" else "") + f" = {d.convert}") if d.about else "—",
+            (
+                f"`{d.about}`"
+                + (" (c1)" if d.when == "c1" else "")
+                + (f" from .{d.about_stat}" if d.about_stat else "")
+                + f" = {d.convert}"
+            )
+            if d.about
+            else "—",
             "exact" if d.exact else ("not exact" if d.about else "—"),
             d.cite,
         )

@@ -114,6 +114,11 @@ class Doc:
         if bad:
             raise ImportFileError(f"{self.path}: key '{bad[0]}' is NaN or Infinity, which no figure can be")
 
+    def mapping(self, key: str) -> dict[str, Any]:
+        """An object the reader only looks into for context (a model name, a phase): {} when absent or not one."""
+        value = self.data.get(key)
+        return value if isinstance(value, dict) else {}
+
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from labkit.exchange import llama_benchy, vllm_bench
+from labkit.exchange import aiperf, guidellm, llama_benchy, sglang_bench, vllm_bench
 from labkit.exchange.formats import Format
 
-FORMATS: dict[str, Format] = {f.name: f for f in (vllm_bench.FORMAT, llama_benchy.FORMAT)}
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (vllm_bench.FORMAT, llama_benchy.FORMAT, guidellm.FORMAT, aiperf.FORMAT, sglang_bench.FORMAT)
+}
 FORMAT_NAMES = tuple(FORMATS)

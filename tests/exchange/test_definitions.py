@@ -21,8 +21,8 @@ def test_docs_imports_md_carries_the_table_as_the_code_reads_it():
     start, end = "<!-- definitions:start -->\n", "\n<!-- definitions:end -->"
     shown = text.split(start)[1].split(end)[0]
     assert shown == docs_table(), (
-        "docs/imports.md's definition table drifted; regenerate it between its markers with "
-        "labkit.exchange.definitions.docs_table()"
+        "docs/imports.md's definition table drifted from labkit/exchange/definitions.toml: run "
+        ".venv/bin/python tools/imports_doc.py"
     )
 
 

@@ -1,0 +1,145 @@
+"""aiperf profile exports (`profile_export_aiperf.json`, aiperf 0.13, schema 1.x): a header and one top-level key
+per metric, each `{unit, avg, p1 ... p99, min, max, std}`. One file is one result. A metric the definition
+table has is read with its statistics, its unit checked against the table's; any other metric is aiperf's own
+and kept unread; a key that is neither a metric nor one of the header's is refused. docs/imports.md, "aiperf".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from labkit.exchange.definitions import fields_of
+from labkit.exchange.formats import Format, ReadOptions
+from labkit.exchange.jsonfile import Doc, Loaded
+from labkit.exchange.model import UNKNOWN, Imported, Setting
+
+NAME, TOOL = "aiperf", "aiperf"
+HEADER = frozenset(
+    {
+        "schema_version",
+        "aiperf_version",
+        "benchmark_id",
+        "input_config",
+        "run_info",
+        "was_cancelled",
+        "is_complete",
+        "incomplete_reason",
+        "error_summary",
+        "start_time",
+        "end_time",
+        "telemetry_data",
+        "warmup_metrics",
+        "metadata",
+        "branch_stats",
+        "pooled_spec_decode_acceptance_histogram",
+    }
+)
+METRIC_KEYS = frozenset({"unit", "avg", "min", "max", "std", "count", "sum"})
+
+
+def signature(doc: Mapping[str, Any]) -> str | None:
+    """aiperf's header: `aiperf_version`."""
+    return "aiperf_version" if "aiperf_version" in doc else None
+
+
+def is_metric(value: Any) -> bool:
+    return isinstance(value, dict) and "unit" in value and "avg" in value
+
+
+def _metric_keys_ok(m: Doc, name: str) -> None:
+    odd = [
+        k
+        for k in m.data
+        if k not in METRIC_KEYS and not (k.startswith("p") and k[1:].replace(".", "").isdigit())
+    ]
+    if odd:
+        raise m.fail(odd[0], f"is not a statistic aiperf writes for a metric ({name})")
+
+
+def _setting(top: Doc, figures: Mapping[str, float]) -> Setting:
+    """The concurrency of the profiling phase and the configured ISL/OSL, where input_config names them (its
+    layout moves between versions: read defensively, None when not found)."""
+    config = top.mapping("input_config")
+    concurrency = None
+    for phase in config.get("phases") or []:
+        if (
+            isinstance(phase, dict)
+            and phase.get("kind") == "profiling"
+            and isinstance(phase.get("concurrency"), int)
+        ):
+            concurrency = phase["concurrency"]
+    prompts: dict = {}
+    for dataset in config.get("datasets") or []:
+        if isinstance(dataset, dict) and isinstance(dataset.get("prompts"), dict):
+            prompts = dataset["prompts"]
+
+    def mean_of(key: str) -> int | None:
+        value = (prompts.get(key) or {}).get("mean") if isinstance(prompts.get(key), dict) else None
+        return int(value) if isinstance(value, int | float) else None
+
+    requests = figures.get("request_count.avg")
+    return Setting(
+        concurrency=concurrency,
+        prompt_tokens=mean_of("isl"),
+        output_tokens=mean_of("osl"),
+        requests=int(requests) if requests is not None else None,
+    )
+
+
+def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
+    top = Doc(loaded.path, loaded.docs[0])
+    top.refuse_not_numbers()
+    version = top.text("aiperf_version") or UNKNOWN
+    defined = {d.field: d for d in fields_of(NAME)}
+    figures: dict[str, float] = {}
+    unread: list[str] = []
+    for key, value in top.data.items():
+        if key in HEADER:
+            continue
+        if not is_metric(value):
+            if options.extra_keys:
+                unread.append(key)
+                continue
+            top.refuse_unknown(HEADER, TOOL)
+        m = top.child(key)
+        assert m is not None
+        _metric_keys_ok(m, key)
+        d = defined.get(key)
+        if d is None:
+            unread.append(key)
+            continue
+        if m.data["unit"] != d.unit:
+            raise m.fail(
+                "unit", f"is {m.data['unit']!r}, where labkit's definition of {key} is in {d.unit!r}"
+            )
+        for stat in d.stats:
+            if m.has(stat):
+                figures[f"{key}.{stat}"] = m.number(stat) or 0.0
+    notes = [f"aiperf metrics kept unread: {len(unread)}"] if unread else []
+    if top.data.get("was_cancelled") or top.data.get("is_complete") is False:
+        notes.append("aiperf says the run was cancelled or is incomplete")
+    run_info = top.mapping("run_info")
+    models = (top.mapping("input_config").get("models") or {}).get("items") or [{}]
+    provenance = {
+        "model": str(models[0].get("name") or UNKNOWN) if isinstance(models[0], dict) else UNKNOWN,
+        "schema_version": top.text("schema_version", optional=True) or UNKNOWN,
+        "benchmark_id": top.text("benchmark_id", optional=True) or UNKNOWN,
+        "start_time": top.text("start_time", optional=True) or UNKNOWN,
+        "cli_command": str(run_info.get("cli_command") or UNKNOWN),
+    }
+    return [
+        Imported(
+            format=NAME,
+            tool=TOOL,
+            tool_version=version,
+            setting=_setting(top, figures),
+            figures=figures,
+            provenance=provenance,
+            notes=tuple(notes),
+            unread=tuple(unread),
+        )
+    ]
+
+
+FORMAT = Format(NAME, TOOL, signature, read)

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: env env-llamacpp env-vllm test-setup bench test lint report clean
+.PHONY: env env-llamacpp env-vllm env-tools test-setup bench test lint report clean
 
 $(BIN)/labkit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,20 @@ $(VENV)/.vllm: $(BIN)/labkit tools/vllm-cpu-launcher.py
 	touch $@
 
 env-vllm: $(VENV)/.vllm
+
+# The benchmark tools whose result files `labkit import` reads, each in a venv of its own under $(VENV)/tools/
+# (their dependencies clash with vLLM's): llama-benchy, guidellm (on the CPU torch 2.13.0, installed first so
+# that no CUDA torch is pulled) and aiperf. The import tests run them against the real vLLM CPU server
+# (docs/imports.md; SGLang's bench_serving is a recorded file, tests/support/fixtures/imports/README.md).
+TOOLS := $(VENV)/tools
+$(VENV)/.tools: $(BIN)/labkit
+	$(PYTHON) -m venv $(TOOLS)/llama-benchy && $(TOOLS)/llama-benchy/bin/pip install --quiet llama-benchy==0.4.0
+	$(PYTHON) -m venv $(TOOLS)/guidellm && $(TOOLS)/guidellm/bin/pip install --quiet torch==2.13.0 \
+	  && $(TOOLS)/guidellm/bin/pip install --quiet guidellm==0.8.1
+	$(PYTHON) -m venv $(TOOLS)/aiperf && $(TOOLS)/aiperf/bin/pip install --quiet aiperf==0.13.0
+	touch $@
+
+env-tools: $(VENV)/.tools
 
 # Everything the tests need on a fresh machine: sshd for the fake nodes (when root), the llama.cpp and vLLM
 # extras. What cannot be set up is named in one line, repeated at the end of `make test`.

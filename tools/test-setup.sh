@@ -73,8 +73,12 @@ else
   "$MAKE_CMD" --no-print-directory env-vllm >&2 || skipped+=("vLLM CPU (make env-vllm failed; see above)")
 fi
 
+# Benchmark tools (llama-benchy, guidellm, aiperf), each in its own venv: the import tests' real result files.
+echo "test setup: benchmark tools for the import tests" >&2
+"$MAKE_CMD" --no-print-directory env-tools >&2 || skipped+=("benchmark tools (make env-tools failed; see above)")
+
 if [ ${#skipped[@]} -eq 0 ]; then
-  echo "test setup: every test group is set up (sshd nodes, real docker, llama.cpp, vLLM CPU)" > "$SKIPS"
+  echo "test setup: every test group is set up (sshd nodes, real docker, llama.cpp, vLLM CPU, benchmark tools)" > "$SKIPS"
 else
   line="test setup: SKIPPED groups, their tests skip:"
   for s in "${skipped[@]}"; do line="$line $s;"; done

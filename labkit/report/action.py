@@ -19,6 +19,7 @@ from labkit.report.specs import load_spec, spec_path
 from labkit.report.stats import boot_of
 from labkit.report.sweep import select_sweeps, sweep_table
 from labkit.report.tables import Table, as_list, build_table, flags_of, render_document
+from labkit.report.tools_table import tools_table
 from labkit.report.turn_table import turn_table
 
 TABLES_FILE = "TABLES.md"
@@ -64,7 +65,10 @@ def stored_tables(
     points = {(r.recipe, p.variant_id) for r in sweeps or () for p in r.points}
     tables: list[Table] = []
     for spec in chosen:
-        if spec.is_sweep:  # a named sweep is checked against every record, then the recipes filter applies
+        if spec.axis == "tools":  # its figures' definitions are in the run folders, not the measures frame
+            docs = {rid: d for rid, d in data.docs.items() if not recipes or d.get("recipe") in recipes}
+            tables.append(tools_table(spec, docs))
+        elif spec.is_sweep:  # a named sweep is checked against every record, then the recipes filter applies
             picked = [r for r in select_sweeps(spec, sweeps or []) if not recipes or r.recipe in recipes]
             tables += [sweep_table(spec, r, rows, boots, flags) for r in picked]
         else:

@@ -28,6 +28,8 @@ AXES = {
     "content": "a row per lane and prompt content category (content_table.py)",
     "turns": "a row per lane and agentic session turn, then idle turns (turn_table.py)",
     "depths": "a row per lane, context depth and cache state (depth_table.py)",
+    "tools": "a row per lane, labkit's runs and other tools' imported files, each figure's definition named "
+    "(tools_table.py)",
 }
 
 

@@ -160,6 +160,7 @@ def test_report_check_cli_passes_then_fails_after_hand_edit(results_copy):
 
 def test_new_run_makes_check_fail_until_regenerated(results_copy):
     shutil.rmtree(results_copy / "sim", ignore_errors=True)  # only the run made here is measured
+    shutil.rmtree(results_copy / "tiny-vllm", ignore_errors=True)
     make_sim_run(
         results_copy,
         {

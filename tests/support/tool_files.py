@@ -45,7 +45,7 @@ def _run(argv: list[str], log: Path, cwd: Path, extra: dict[str, str] | None = N
 
 
 def vllm_bench(
-    url: str, model_dir: Path, out: Path, concurrency: int = 1, detailed: bool = True
+    url: str, model_dir: Path, out: Path, concurrency: int = 1, prompt: int = PROMPT, output: int = OUTPUT
 ) -> list[str]:
     """`vllm bench serve` at `concurrency` with random prompts of PROMPT tokens and OUTPUT tokens (ignore_eos),
     the result saved with per-request arrays; returns the command line."""
@@ -67,9 +67,9 @@ def vllm_bench(
         "--dataset-name",
         "random",
         "--random-input-len",
-        str(PROMPT),
+        str(prompt),
         "--random-output-len",
-        str(OUTPUT),
+        str(output),
         "--num-prompts",
         str(REQUESTS),
         "--max-concurrency",
@@ -80,7 +80,7 @@ def vllm_bench(
         "--metric-percentiles",
         "50,99",
         "--save-result",
-        *(["--save-detailed"] if detailed else []),
+        "--save-detailed",
         "--result-dir",
         str(out),
         "--result-filename",
@@ -96,7 +96,9 @@ def _tool(root: Path, name: str, exe: str) -> Path | None:
     return path if path.exists() else None
 
 
-def llama_benchy(url: str, model_dir: Path, out: Path, root: Path, home: Path) -> list[str] | None:
+def llama_benchy(
+    url: str, model_dir: Path, out: Path, root: Path, home: Path, prompt: int = PROMPT, output: int = OUTPUT
+) -> list[str] | None:
     """llama-benchy 0.4 at concurrency 1 and 2 (--exact-tg: exactly OUTPUT tokens), prompts cut from labkit's
     pinned corpus: llama-benchy reads its book from ~/.cache/llama-benchy/<md5(url)>.txt before any download,
     so a private HOME holds it."""
@@ -111,14 +113,16 @@ def llama_benchy(url: str, model_dir: Path, out: Path, root: Path, home: Path) -
     (cache / f"{hashlib.md5(book.encode()).hexdigest()}.txt").write_text(text * 4)
     name = "llama-benchy.json"
     argv = [str(exe), "--base-url", f"{url}/v1", "--model", "tiny", "--tokenizer", str(model_dir)]
-    argv += ["--book-url", book, "--pp", str(PROMPT), "--tg", str(OUTPUT), "--depth", "0"]
+    argv += ["--book-url", book, "--pp", str(prompt), "--tg", str(output), "--depth", "0"]
     argv += ["--concurrency", "1", "2", "--runs", "3", "--exact-tg", "--skip-coherence"]
     argv += ["--format", "json", "--save-result", str(out / name)]
     _run(argv, out / f"{name}.log", out, {"HOME": str(home)})
     return argv
 
 
-def guidellm(url: str, model_dir: Path, out: Path, root: Path) -> list[str] | None:
+def guidellm(
+    url: str, model_dir: Path, out: Path, root: Path, prompt: int = PROMPT, output: int = OUTPUT
+) -> list[str] | None:
     """guidellm 0.8, synchronous (one request at a time), synthetic prompts of PROMPT and OUTPUT tokens."""
     exe = _tool(root, "guidellm", "guidellm")
     if exe is None:
@@ -127,13 +131,15 @@ def guidellm(url: str, model_dir: Path, out: Path, root: Path) -> list[str] | No
     argv = [str(exe), "run", "--backend", f"kind=openai_http,target={url},model=tiny"]
     argv += ["--tokenizer", f"kind=huggingface_auto,model={model_dir}", "--profile", "kind=synchronous"]
     argv += ["--constraint", f"kind=max_requests,count={REQUESTS}"]
-    argv += ["--data", f"kind=synthetic_text,prompt_tokens={PROMPT},output_tokens={OUTPUT}"]
+    argv += ["--data", f"kind=synthetic_text,prompt_tokens={prompt},output_tokens={output}"]
     argv += ["--output", f"kind=json,path={out / name}", "--disable-console-interactive"]
     _run(argv, out / f"{name}.log", out)
     return argv
 
 
-def aiperf(url: str, model_dir: Path, out: Path, root: Path, home: Path) -> list[str] | None:
+def aiperf(
+    url: str, model_dir: Path, out: Path, root: Path, home: Path, prompt: int = PROMPT, output: int = OUTPUT
+) -> list[str] | None:
     """aiperf 0.13 at concurrency 1 with server token counts. Offline, aiperf 0.13 takes a local tokenizer folder
     for a hub repo id and fails ("Repo id must be in the form ..."), so the folder is given as a repo
     `local/tiny-llama` in a private HF cache."""
@@ -151,7 +157,7 @@ def aiperf(url: str, model_dir: Path, out: Path, root: Path, home: Path) -> list
             (files / f).write_bytes((model_dir / f).read_bytes())
     argv = [str(exe), "profile", "--model", "tiny", "--url", url, "--endpoint-type", "chat", "--streaming"]
     argv += ["--tokenizer", "local/tiny-llama", "--concurrency", "1", "--request-count", str(REQUESTS)]
-    argv += ["--isl", str(PROMPT), "--osl", str(OUTPUT), "--extra-inputs", "ignore_eos:true"]
+    argv += ["--isl", str(prompt), "--osl", str(output), "--extra-inputs", "ignore_eos:true"]
     argv += [
         "--use-server-token-count",
         "--no-gpu-telemetry",
@@ -161,4 +167,30 @@ def aiperf(url: str, model_dir: Path, out: Path, root: Path, home: Path) -> list
         "none",
     ]
     _run(argv, out / "aiperf.log", out, {"HF_HOME": str(home)})
+    return argv
+
+
+def sglang_bench(
+    url: str, model_dir: Path, out: Path, root: Path, prompt: int = PROMPT, output: int = OUTPUT
+) -> list[str] | None:
+    """SGLang 0.5's bench_serving on the chat endpoint, random token-id prompts (no dataset file), all lengths
+    fixed. Not installed by the test setup (tests/support/fixtures/imports/README.md says why): it runs only
+    where a venv `sglang` stands under the tools root."""
+    python = _tool(root, "sglang", "python")
+    if python is None:
+        return None
+    name = "sglang-bench.jsonl"
+    argv = [str(python), "-m", "sglang.bench_serving", "--backend", "vllm-chat", "--base-url", url]
+    argv += ["--model", str(model_dir), "--served-model-name", "tiny", "--tokenizer", str(model_dir)]
+    argv += [
+        "--dataset-name",
+        "random-ids",
+        "--random-input-len",
+        str(prompt),
+        "--random-output-len",
+        str(output),
+    ]
+    argv += ["--random-range-ratio", "1", "--num-prompts", str(REQUESTS), "--max-concurrency", "1"]
+    argv += ["--output-file", str(out / name)]
+    _run(argv, out / f"{name}.log", out)
     return argv

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.exchange.jsonfile import ImportFileError, Loaded
+from labkit.exchange.jsonfile import Doc, ImportFileError, Loaded
 from labkit.exchange.model import Imported
 
 
@@ -61,3 +61,15 @@ def detect(loaded: Loaded, formats: Mapping[str, Format], asked: str | None = No
             f"{loaded.path}: {name} writes one JSON document, and this file holds several lines"
         )
     return formats[name]
+
+
+def documents(loaded: Loaded, signature: Callable[[Mapping[str, Any]], str | None], tool: str) -> list[Doc]:
+    """Each document of a file whose format writes one result per line, named by its line for errors; a line
+    that is not an object of the format is refused."""
+    out = []
+    for i, doc in enumerate(loaded.docs):
+        where = f"line {i + 1}" if loaded.lines else ""
+        if not isinstance(doc, dict) or signature(doc) is None:
+            raise ImportFileError(f"{loaded.path}: {where or 'the file'} is not a {tool} result")
+        out.append(Doc(loaded.path, doc, where))
+    return out

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from labkit.exchange.definitions import is_defined
-from labkit.exchange.formats import Format, ReadOptions
-from labkit.exchange.jsonfile import Doc, ImportFileError, Loaded, NotANumber
+from labkit.exchange.formats import Format, ReadOptions, documents
+from labkit.exchange.jsonfile import Doc, Loaded, NotANumber
 from labkit.exchange.model import UNKNOWN, Imported, Setting
 
 NAME, TOOL = "sglang-bench", "sglang bench_serving"
@@ -107,13 +107,7 @@ def read_line(d: Doc, index: int, options: ReadOptions) -> Imported:
 
 
 def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
-    out = []
-    for i, doc in enumerate(loaded.docs):
-        where = f"line {i + 1}"
-        if not isinstance(doc, dict) or signature(doc) is None:
-            raise ImportFileError(f"{loaded.path}: {where} is not an SGLang bench_serving result")
-        out.append(read_line(Doc(loaded.path, doc, where), i, options))
-    return out
+    return [read_line(d, i, options) for i, d in enumerate(documents(loaded, signature, TOOL))]
 
 
 FORMAT = Format(NAME, TOOL, signature, read, lines=True)

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from labkit.exchange.definitions import is_defined
-from labkit.exchange.formats import Format, ReadOptions
-from labkit.exchange.jsonfile import Doc, ImportFileError, Loaded, NotANumber
+from labkit.exchange.formats import Format, ReadOptions, documents
+from labkit.exchange.jsonfile import Doc, Loaded, NotANumber
 from labkit.exchange.model import UNKNOWN, Imported, Setting
 
 NAME, TOOL = "vllm-bench", "vllm bench serve"
@@ -135,16 +135,7 @@ def read_one(d: Doc, index: int, options: ReadOptions) -> Imported:
 
 
 def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
-    out = []
-    for i, doc in enumerate(loaded.docs):
-        where = f"line {i + 1}" if loaded.lines else ""
-        if not isinstance(doc, dict):
-            raise ImportFileError(f"{loaded.path}: {where or 'the file'} is not a JSON object")
-        d = Doc(loaded.path, doc, where)
-        if signature(doc) is None:
-            raise ImportFileError(f"{loaded.path}: {where} is not a {TOOL} result (no 'date', 'model_id')")
-        out.append(read_one(d, i, options))
-    return out
+    return [read_one(d, i, options) for i, d in enumerate(documents(loaded, signature, TOOL))]
 
 
 FORMAT = Format(NAME, TOOL, signature, read, lines=True)

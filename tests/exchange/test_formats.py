@@ -74,7 +74,7 @@ def test_sglangs_infinite_request_rate_is_read_and_any_other_infinity_refused(tm
         .read_text()
         .replace('"mean_ttft_ms": ', '"mean_ttft_ms": Infinity, "x": ')
     )
-    with pytest.raises(ImportFileError, match="key 'line 1.mean_ttft_ms' is NaN or Infinity"):
+    with pytest.raises(ImportFileError, match="key 'mean_ttft_ms' is NaN or Infinity"):
         read_file(bad)
 
 

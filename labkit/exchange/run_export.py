@@ -10,7 +10,7 @@ from typing import Any
 from labkit import __version__
 from labkit.exchange import export
 from labkit.exchange.export import FORMATS, ExportError
-from labkit.store import load_results, read_run
+from labkit.store import REQUESTS_FILE, RUN_FILE, load_results, read_run
 
 JSON_COLUMNS = ("chunk_t", "chunk_n")  # stored as JSON text in requests.csv
 
@@ -18,7 +18,7 @@ JSON_COLUMNS = ("chunk_t", "chunk_n")  # stored as JSON text in requests.csv
 def find_run(run: str, results: str | Path | None = None) -> tuple[dict, Path]:
     """(run.json, folder) of a run id or a run folder; ExportError naming what exists when neither."""
     folder = Path(run)
-    if (folder / "run.json").is_file():
+    if (folder / RUN_FILE).is_file():
         return read_run(folder), folder
     data = load_results(results)
     if run not in data.docs:
@@ -33,9 +33,9 @@ def find_run(run: str, results: str | Path | None = None) -> tuple[dict, Path]:
 def request_rows(folder: Path) -> list[dict[str, Any]]:
     import pandas as pd
 
-    file = folder / "requests.csv"
+    file = folder / REQUESTS_FILE
     if not file.is_file():
-        raise ExportError(f"{folder}: no requests.csv: the run has no per-request stamps to write from")
+        raise ExportError(f"{folder}: no {REQUESTS_FILE}: the run has no per-request stamps to write from")
     rows = pd.read_csv(file, dtype={"group": str}).to_dict("records")
     for row in rows:
         for key in JSON_COLUMNS:

@@ -9,7 +9,14 @@ results/_sweeps/ (which runs make each point of a sweep).
 """
 
 from labkit.store.baselines import read_baselines, read_canary, update_baselines, update_canary
-from labkit.store.files import NOTEBOOK_FILE, ResultsError, atomic_write_text, results_root
+from labkit.store.files import (
+    NOTEBOOK_FILE,
+    REQUESTS_FILE,
+    RUN_FILE,
+    ResultsError,
+    atomic_write_text,
+    results_root,
+)
 from labkit.store.load import load_results, measure_rows, read_run
 from labkit.store.recorded import import_figures
 from labkit.store.runfiles import RunFolderSink, read_telemetry, telemetry_rows, write_result, write_staging
@@ -26,6 +33,8 @@ from labkit.store.sweeps import (
 
 __all__ = [
     "NOTEBOOK_FILE",
+    "REQUESTS_FILE",
+    "RUN_FILE",
     "ResultsError",
     "ResultsStore",
     "Run",

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from labkit.errors import LabkitError
+from labkit.exchange.llama_benchy import EXPORTED as VERSION_PREFIX
 
 FORMATS = ("vllm-bench", "llama-benchy")
 NS = 1e9
-VERSION_PREFIX = "labkit-"  # llama-benchy's version field: a reader cannot take these for llama-benchy's own
 PERCENTILES = (50, 99)
 
 
@@ -99,7 +99,13 @@ def vllm_bench(
         "max_concurrency": concurrency,
         "duration": duration,
         "completed": len(picked),
-        "failed": 0,
+        "failed": sum(
+            1
+            for r in rows
+            if r.get("phase") == "decode"
+            and int(r.get("concurrency") or 0) == concurrency
+            and not _true(r.get("ok"))
+        ),
         "total_input_tokens": sum(n_in),
         "total_output_tokens": sum(n_out),
         "request_throughput": len(picked) / duration,

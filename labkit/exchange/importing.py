@@ -23,9 +23,9 @@ from labkit.exchange.jsonfile import ImportFileError, load
 from labkit.exchange.model import UNKNOWN, Imported
 from labkit.exchange.registry import FORMATS
 from labkit.measure import RunSummary
-from labkit.store import ResultsStore, read_run
+from labkit.store import IMPORT_SOURCE, ResultsStore, read_run
 
-SOURCE = "import"
+SOURCE = IMPORT_SOURCE
 DEFAULT_OPTIONS = ReadOptions()
 RUN_PREFIX = "import-"
 ORIGINAL_PREFIX = "original-"

@@ -17,7 +17,8 @@ from labkit.exchange.jsonfile import Doc, ImportFileError, Loaded
 from labkit.exchange.model import UNKNOWN, Imported, Setting
 
 NAME, TOOL = "llama-benchy", "llama-benchy"
-EXPORTED = "labkit-"  # the version labkit's own export writes (labkit/exchange/export.py)
+# the version labkit's export writes (export.py), so no reader takes it for llama-benchy's own measurement
+EXPORTED = "labkit-"
 HEADER = frozenset(
     {
         "version",

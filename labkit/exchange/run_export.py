@@ -10,7 +10,7 @@ from typing import Any
 from labkit import __version__
 from labkit.exchange import export
 from labkit.exchange.export import FORMATS, ExportError
-from labkit.store import REQUESTS_FILE, RUN_FILE, load_results, read_run
+from labkit.store import IMPORT_SOURCE, REQUESTS_FILE, RUN_FILE, load_results, read_run
 
 JSON_COLUMNS = ("chunk_t", "chunk_n")  # stored as JSON text in requests.csv
 
@@ -52,7 +52,7 @@ def export_run(run: str, fmt: str, results: str | Path | None = None, concurrenc
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt!r}: labkit writes {', '.join(FORMATS)}")
     doc, folder = find_run(run, results)
-    if doc.get("source") in ("import", "recorded"):
+    if doc.get("source") in (IMPORT_SOURCE, "recorded"):
         raise ExportError(
             f"run {doc['run_id']} is {doc['source']}ed, not measured by labkit: export its own file"
         )

@@ -14,7 +14,7 @@ from typing import Any
 
 from labkit.exchange.definitions import is_defined
 from labkit.exchange.formats import Format, ReadOptions, documents
-from labkit.exchange.jsonfile import Doc, Loaded, NotANumber
+from labkit.exchange.jsonfile import Doc, Loaded
 from labkit.exchange.model import UNKNOWN, Imported, Setting
 
 NAME, TOOL = "vllm-bench", "vllm bench serve"
@@ -70,9 +70,7 @@ def _setting(d: Doc) -> Setting:
     return Setting(
         concurrency=int(concurrency) if concurrency is not None else None,
         requests=int(d.number("num_prompts", minimum=1) or 0),
-        rate="inf"
-        if rate in ("inf", None) or isinstance(rate, NotANumber)
-        else str(d.number("request_rate")),
+        rate="inf" if rate in ("inf", None) else str(d.number("request_rate")),  # NaN/Infinity refused before
     )
 
 

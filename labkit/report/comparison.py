@@ -29,7 +29,7 @@ from labkit.report.compare import (
 )
 from labkit.report.content_compare import ContentReading, readings
 from labkit.report.family import corrected, correction_text
-from labkit.report.gate import Gate, axis_keys, gate, imported, key_prefix
+from labkit.report.gate import Gate, about_rows, axis_keys, gate, key_prefix
 from labkit.report.stats import boot_of, unit_of
 from labkit.store import measure_rows
 
@@ -212,15 +212,8 @@ def _values(side: Side) -> dict[str, list[tuple[float, float, float]]]:
 
 def stand_ins(doc: Mapping[str, Any]) -> dict[str, float]:
     """{labkit measure: converted figure} of an imported run's figures not already under the labkit key."""
-    if not imported(doc):
-        return {}
     have = (doc.get("summary") or {}).get("measures") or {}
-    info = doc.get("measure_info") or {}
-    return {
-        row["about"]: float(row["converted"])
-        for row in info.values()
-        if row.get("about") and row.get("converted") is not None and row["about"] not in have
-    }
+    return {m: float(row["converted"]) for m, (_, row) in about_rows(doc).items() if m not in have}
 
 
 def _pairing(a: Side, b: Side) -> tuple[bool, str, list[str]]:

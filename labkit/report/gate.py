@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.store import IMPORT_SOURCE
+
 # measure keys that say how often to repeat, not what one run measures
 REPETITION_KEYS = (
     "runs",
@@ -139,21 +141,34 @@ def prompt_set(doc: Mapping[str, Any]) -> str:
     return f"seed {str(seed).split('/')[0]}" if seed is not None else "fresh random prompts"
 
 
-IMPORTED = "import"  # run.json source of a file imported from another tool (labkit/exchange, docs/imports.md)
-
-
 def imported(doc: Mapping[str, Any]) -> bool:
-    return doc.get("source") == IMPORTED
+    return doc.get("source") == IMPORT_SOURCE
+
+
+def tool_of(doc: Mapping[str, Any]) -> str:
+    """The tool and version an imported run's file names: "llama-benchy 0.4.0", "vllm bench serve, version
+    unknown"."""
+    prov = doc.get("provenance") or {}
+    version = prov.get("tool_version")
+    return f"{prov.get('tool')} {version}" if version != "unknown" else f"{prov.get('tool')}, version unknown"
+
+
+def about_rows(doc: Mapping[str, Any]) -> dict[str, tuple[str, Mapping[str, Any]]]:
+    """{labkit measure: (figure key, its measure_info row)} of an imported run's figures that speak of a labkit
+    measure, converted into its unit (docs/imports.md, "Definitions"); {} for a measured run."""
+    if not imported(doc):
+        return {}
+    rows = (doc.get("measure_info") or {}).items()
+    return {
+        row["about"]: (key, row) for key, row in rows if row.get("about") and row.get("converted") is not None
+    }
 
 
 def provenance_kind(doc: Mapping[str, Any]) -> str:
     """Whether labkit measured the run, or which tool's file it came from and what that file could not say."""
     if not imported(doc):
         return str(doc.get("source") or "measured")
-    prov = doc.get("provenance") or {}
-    version = prov.get("tool_version")
-    tool = f"{prov.get('tool')} {version}" if version != "unknown" else f"{prov.get('tool')}, version unknown"
-    return f"external run ({tool}): engine image, engine args and boot unknown"
+    return f"external run ({tool_of(doc)}): engine image, engine args and boot unknown"
 
 
 def figure_definitions(doc: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
@@ -167,11 +182,9 @@ def figure_definitions(doc: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
             for k in summary.get("measures") or {}
         }
     out: dict[str, tuple[str, str]] = {}
-    for key, row in (doc.get("measure_info") or {}).items():
-        about = row.get("about")
-        if about:
-            text = f"{key}: {method.get(key, '')}"
-            out[about] = ("labkit", f"labkit (exact, from {text})") if row.get("exact") else (key, text)
+    for about, (key, row) in about_rows(doc).items():
+        text = f"{key}: {method.get(key, '')}"
+        out[about] = ("labkit", f"labkit (exact, from {text})") if row.get("exact") else (key, text)
     return out
 
 

@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from labkit.report.format import MISSING
-from labkit.report.gate import imported
+from labkit.report.gate import about_rows, imported, tool_of
 from labkit.report.specs import TableSpec
 from labkit.report.tables import LaneColumn, Table
+from labkit.store import IMPORT_SOURCE
 
 IMPORTED_MARK = "\u2021"  # "‡" beside an imported figure
 
@@ -30,10 +31,11 @@ def figure_of(doc: Mapping[str, Any], measure: str) -> tuple[float, str, str] | 
     if not imported(doc):
         text = f"labkit {measure}: {method.get(measure, '')}"
         return None if value is None else (float(value), f"labkit:{measure}", text)
-    for key, row in (doc.get("measure_info") or {}).items():
-        if row.get("about") == measure and row.get("converted") is not None:
-            return float(row["converted"]), key, f"{key} ({row.get('convert')}): {method.get(key, '')}"
-    return None
+    found = about_rows(doc).get(measure)
+    if found is None:
+        return None
+    key, row = found
+    return float(row["converted"]), key, f"{key} ({row.get('convert')}): {method.get(key, '')}"
 
 
 def tool_lanes(
@@ -54,12 +56,7 @@ def source_of(runs: Sequence[Mapping[str, Any]]) -> str:
     latest = sorted(runs, key=lambda d: str(d.get("run_id")))[-1]
     if not imported(latest):
         return "labkit" + (" (simulated)" if latest.get("simulated") else "")
-    prov = latest.get("provenance") or {}
-    version = prov.get("tool_version")
-    tool = (
-        f"{prov.get('tool')} {version}" if version != "unknown" else f"{prov.get('tool')} (version unknown)"
-    )
-    return f"{tool} {IMPORTED_MARK}"
+    return f"{tool_of(latest)} {IMPORTED_MARK}"
 
 
 def tools_table(spec: TableSpec, docs: Mapping[str, Mapping[str, Any]]) -> Table:
@@ -69,7 +66,7 @@ def tools_table(spec: TableSpec, docs: Mapping[str, Mapping[str, Any]]) -> Table
     numbers: dict[str, int] = {}
     index, grid, lanes = [], [], []
     for (recipe, variant), runs in tool_lanes(spec, docs).items():
-        kind = "import" if any(imported(d) for d in runs) else "measured"
+        kind = IMPORT_SOURCE if any(imported(d) for d in runs) else "measured"
         simulated = any(bool(d.get("simulated")) for d in runs)
         lanes.append(LaneColumn(f"{recipe}/{variant}", recipe, variant, kind, simulated, len(runs)))
         cells = [source_of(runs) if runs else MISSING, str(len(runs))]

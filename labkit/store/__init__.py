@@ -10,6 +10,7 @@ results/_sweeps/ (which runs make each point of a sweep).
 
 from labkit.store.baselines import read_baselines, read_canary, update_baselines, update_canary
 from labkit.store.files import (
+    IMPORT_SOURCE,
     NOTEBOOK_FILE,
     REQUESTS_FILE,
     RUN_FILE,
@@ -32,6 +33,7 @@ from labkit.store.sweeps import (
 )
 
 __all__ = [
+    "IMPORT_SOURCE",
     "NOTEBOOK_FILE",
     "REQUESTS_FILE",
     "RUN_FILE",

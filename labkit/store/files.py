@@ -20,6 +20,9 @@ from labkit import settings
 from labkit.errors import LabkitError
 
 RUN_SCHEMA_VERSION = 1
+IMPORT_SOURCE = (
+    "import"  # run.json `source` of a run made from another tool's file (labkit/exchange, docs/imports.md)
+)
 # The names in a run folder (docs/architecture.md, "The run folder"): only store code writes or reads them.
 RUN_FILE = "run.json"
 REQUESTS_FILE = "requests.csv"

@@ -101,7 +101,7 @@ def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
             if options.extra_keys:
                 unread.append(key)
                 continue
-            top.refuse_unknown(HEADER, TOOL)
+            raise top.unknown(key, TOOL)
         m = top.child(key)
         assert m is not None
         _metric_keys_ok(m, key)
@@ -120,9 +120,12 @@ def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
     if top.data.get("was_cancelled") or top.data.get("is_complete") is False:
         notes.append("aiperf says the run was cancelled or is incomplete")
     run_info = top.mapping("run_info")
-    models = (top.mapping("input_config").get("models") or {}).get("items") or [{}]
+    config = top.mapping("input_config")
+    endpoint = config["endpoint"] if isinstance(config.get("endpoint"), dict) else {}
     provenance = {
-        "model": str(models[0].get("name") or UNKNOWN) if isinstance(models[0], dict) else UNKNOWN,
+        "model": _model(config.get("models")),
+        # True: output tokens are the server's usage counts; False: aiperf's tokenizer counted the text
+        "use_server_token_count": endpoint.get("use_server_token_count", UNKNOWN),
         "schema_version": top.text("schema_version", optional=True) or UNKNOWN,
         "benchmark_id": top.text("benchmark_id", optional=True) or UNKNOWN,
         "start_time": top.text("start_time", optional=True) or UNKNOWN,
@@ -136,10 +139,34 @@ def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
             setting=_setting(top, figures),
             figures=figures,
             provenance=provenance,
+            ok=int(figures["request_count.avg"]) if "request_count.avg" in figures else None,
+            failed=_failed(top),
             notes=tuple(notes),
             unread=tuple(unread),
         )
     ]
+
+
+def _model(models: Any) -> str:
+    """The first model aiperf was pointed at: `input_config.models` is `{items: [{name}]}` in 0.13 and a list
+    of names or of such objects elsewhere; "unknown" for any other shape."""
+    items = models.get("items") if isinstance(models, dict) else models
+    first = items[0] if isinstance(items, list) and items else None
+    name = first.get("name") if isinstance(first, dict) else first
+    return str(name) if isinstance(name, str) and name else UNKNOWN
+
+
+def _failed(top: Doc) -> int | None:
+    """The requests that ended in an error: aiperf's error_request_count metric when it wrote one, else the sum
+    of its error summary's counts (an empty summary: none failed)."""
+    metric = top.child("error_request_count", optional=True)
+    if metric is not None and metric.has("avg"):
+        return int(metric.number("avg") or 0)
+    summary = top.data.get("error_summary")
+    if not isinstance(summary, list):
+        return None
+    counts = [e.get("count") for e in summary if isinstance(e, dict)]
+    return sum(c for c in counts if isinstance(c, int) and c >= 0)
 
 
 FORMAT = Format(NAME, TOOL, signature, read)

@@ -99,6 +99,8 @@ def read_benchmark(bench: Doc, index: int, version: str, options: ReadOptions) -
         figures=figures,
         provenance={"model": _model(bench), "strategy": (bench.data.get("config") or {}).get("strategy")},
         index=index,
+        ok=int(figures["request_totals.successful"]),
+        failed=int(figures["request_totals.errored"] + figures["request_totals.incomplete"]),
         notes=tuple(notes),
         unread=tuple(unread),
     )

@@ -127,13 +127,13 @@ def prepare(imp: Imported, data: bytes, file_name: str, lane: str | None, recipe
     digest = hashlib.sha256(data).hexdigest()
     figures, info, method = figure_rows(imp)
     measures: dict[str, float | None] = dict(figures)
-    ok = int(imp.figures.get("completed", len(imp.requests) or 0) or 0)
+    counts = [] if imp.failed is not None else ["the file does not count failed requests"]
     summary = RunSummary(
         measures=dict(measures),
-        n_ok=ok,
-        n_failed=int(imp.figures.get("failed", 0) or 0),
+        n_ok=imp.ok or 0,
+        n_failed=imp.failed or 0,
         method=method,
-        notes=[f"imported from {file_name} ({imp.tool_label}, result {imp.index})", *imp.notes],
+        notes=[f"imported from {file_name} ({imp.tool_label}, result {imp.index})", *imp.notes, *counts],
     )
     fingerprint = hashlib.sha256(
         json.dumps({"m": measures, "s": imp.setting.to_dict(), "f": imp.format}, sort_keys=True).encode()
@@ -160,7 +160,8 @@ def provenance(imp: Imported, path: Path, data: bytes) -> dict[str, Any]:
         "result_index": imp.index,
         "imported_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "unread_keys": list(imp.unread),
-        "raw_samples": bool(imp.requests),
+        "requests_ok": imp.ok if imp.ok is not None else UNKNOWN,
+        "requests_failed": imp.failed if imp.failed is not None else UNKNOWN,
         **{key: UNKNOWN for key in NOT_CARRIED},
         **imp.provenance,
         "engine_version": imp.provenance.get("engine_version") or UNKNOWN,

@@ -185,9 +185,13 @@ class Doc:
         """Every key must be one the tool writes: an unknown one means another tool or version, not a guess."""
         unknown = sorted(k for k in self.data if k not in known and k not in allow)
         if unknown:
-            more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
-            raise self.fail(
-                unknown[0],
-                f"is not one {tool} writes{more}: the file is from another tool or a version labkit does not "
-                "read (docs/imports.md); pass --extra-keys to keep such keys unread",
-            )
+            raise self.unknown(unknown[0], tool, len(unknown) - 1)
+
+    def unknown(self, key: str, tool: str, more: int = 0) -> ImportFileError:
+        """The refusal of a key the tool does not write, naming it."""
+        also = f" (and {more} more)" if more else ""
+        return self.fail(
+            key,
+            f"is not one {tool} writes{also}: the file is from another tool or a version labkit does not read "
+            "(docs/imports.md); pass --extra-keys to keep such keys unread",
+        )

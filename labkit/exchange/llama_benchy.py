@@ -68,12 +68,15 @@ def _version(d: Doc) -> str:
     return version
 
 
-def _metric(row: Doc, name: str, figures: dict[str, float]) -> int:
-    """The metric's mean and std into `figures`; how many values it has (0 when the row has none)."""
+def _metric(row: Doc, name: str, figures: dict[str, float], unread: list[str], options: ReadOptions) -> int:
+    """The metric's mean and std into `figures`, its other keys into `unread` (with --extra-keys; refused
+    otherwise); how many values it has (0 when the row has none)."""
     m = row.child(name, optional=True)
     if m is None:
         return 0
-    m.refuse_unknown(STAT_KEYS, f"{TOOL} ({name})")
+    if not options.extra_keys:
+        m.refuse_unknown(STAT_KEYS, f"{TOOL} ({name})")
+    unread.extend(f"{name}.{k}" for k in m.data if k not in STAT_KEYS)
     values = m.numbers("values") or []
     mean, std = m.number("mean", optional=True), m.number("std", optional=True)
     if mean is not None:
@@ -89,7 +92,12 @@ def read_row(header: Doc, row: Doc, index: int, version: str, options: ReadOptio
         row.refuse_unknown(known, TOOL)
     unread = [k for k in row.data if k not in known]
     figures: dict[str, float] = {}
-    counts = {name: _metric(row, name, figures) for name in METRICS}
+    counts = {name: _metric(row, name, figures, unread, options) for name in METRICS}
+    if not figures:
+        raise ImportFileError(
+            f"{row.path}: key '{row.where}' holds none of llama-benchy's metrics ({', '.join(METRICS)}): a row "
+            "that measured nothing"
+        )
     context = int(row.number("context_size") or 0)
     prefill_phase = bool(row.data.get("is_context_prefill_phase"))
     setting = Setting(
@@ -120,6 +128,9 @@ def read_row(header: Doc, row: Doc, index: int, version: str, options: ReadOptio
         figures=figures,
         provenance=provenance,
         index=index,
+        ok=counts["e2e_ttft"]
+        or counts["ttfr"]
+        or None,  # a value per request that ended; failures not counted
         notes=tuple(notes),
         unread=tuple(unread),
     )

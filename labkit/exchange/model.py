@@ -48,7 +48,8 @@ class Setting:
 @dataclass(frozen=True)
 class Imported:
     """One result of another tool: one stored run. `figures` are {field: value} in the tool's own units;
-    `requests` per-request rows where the file has them; `unread` the keys kept but not read."""
+    `ok` and `failed` the requests that ended well and not, as the file counts them (None: it does not);
+    `unread` the keys kept but not read."""
 
     format: str  # a key of labkit.exchange.formats.FORMATS
     tool: str  # the tool as its users call it ("vllm bench serve")
@@ -57,7 +58,8 @@ class Imported:
     figures: dict[str, float]
     provenance: dict[str, Any]
     index: int = 0  # which result of the file (a row, a benchmark, a line)
-    requests: tuple[dict[str, Any], ...] = ()
+    ok: int | None = None
+    failed: int | None = None
     notes: tuple[str, ...] = ()
     unread: tuple[str, ...] = field(default=())
 

@@ -67,11 +67,10 @@ def read_line(d: Doc, index: int, options: ReadOptions) -> Imported:
         elif options.extra_keys:
             unread.append(key)
         else:
-            d.refuse_unknown(ARGS | DETAILS, TOOL)
+            raise d.unknown(key, TOOL)
     for key in ("duration", "completed"):
         if key not in figures:
             raise d.fail(key, "is missing: every SGLang bench_serving line has it")
-    rate = d.data.get("request_rate")
     concurrency = d.number("max_concurrency", optional=True, minimum=1)
     ratio = d.number("random_range_ratio", optional=True)
     random = str(d.data.get("dataset_name") or "").startswith("random")
@@ -80,7 +79,7 @@ def read_line(d: Doc, index: int, options: ReadOptions) -> Imported:
         prompt_tokens=int(d.number("random_input_len") or 0) if random and ratio == 1 else None,
         output_tokens=int(d.number("random_output_len") or 0) if random and ratio == 1 else None,
         requests=int(figures["completed"]),
-        rate="inf" if isinstance(rate, NotANumber) or rate is None else str(rate),
+        rate=_rate(d),
     )
     server = d.mapping("server_info")
     notes = []
@@ -101,9 +100,21 @@ def read_line(d: Doc, index: int, options: ReadOptions) -> Imported:
         figures=figures,
         provenance=provenance,
         index=index,
+        ok=int(figures["completed"]),  # the line counts no failed requests
         notes=tuple(notes),
         unread=tuple(unread),
     )
+
+
+def _rate(d: Doc) -> str:
+    """The request rate: SGLang writes its default, all at once, as the bare `Infinity`; a NaN or -Infinity
+    there is no rate."""
+    rate = d.data.get("request_rate")
+    if rate is None or (isinstance(rate, NotANumber) and rate.text == "Infinity"):
+        return "inf"
+    if isinstance(rate, NotANumber):
+        raise d.fail("request_rate", f"is {rate.text}: a request rate is a number or Infinity (all at once)")
+    return f"{d.number('request_rate'):g}"
 
 
 def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:

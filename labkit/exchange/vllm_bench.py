@@ -127,6 +127,8 @@ def read_one(d: Doc, index: int, options: ReadOptions) -> Imported:
         figures=figures,
         provenance=provenance,
         index=index,
+        ok=int(figures["completed"]),
+        failed=int(figures["failed"]) if "failed" in figures else None,
         notes=tuple(notes),
         unread=tuple(unread),
     )

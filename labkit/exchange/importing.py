@@ -123,8 +123,22 @@ def figure_rows(imp: Imported) -> tuple[dict[str, float], dict[str, dict[str, An
     return measures, info, method
 
 
-def prepare(imp: Imported, data: bytes, file_name: str, lane: str | None, recipe: str | None) -> Prepared:
-    digest = hashlib.sha256(data).hexdigest()
+def result_digest(imp: Imported) -> str:
+    """The hash of one result's content (format, tool, setting, figures, what the file says of it), not of
+    the file: the same result has one run id in whichever file it arrives, so a JSON Lines file appended to
+    keeps its earlier lines' ids."""
+    content = {
+        "format": imp.format,
+        "tool": [imp.tool, imp.tool_version],
+        "setting": imp.setting.to_dict(),
+        "figures": imp.figures,
+        "provenance": imp.provenance,
+        "counts": [imp.ok, imp.failed],
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def prepare(imp: Imported, file_name: str, lane: str | None, recipe: str | None) -> Prepared:
     figures, info, method = figure_rows(imp)
     measures: dict[str, float | None] = dict(figures)
     counts = [] if imp.failed is not None else ["the file does not count failed requests"]
@@ -135,13 +149,11 @@ def prepare(imp: Imported, data: bytes, file_name: str, lane: str | None, recipe
         method=method,
         notes=[f"imported from {file_name} ({imp.tool_label}, result {imp.index})", *imp.notes, *counts],
     )
-    fingerprint = hashlib.sha256(
-        json.dumps({"m": measures, "s": imp.setting.to_dict(), "f": imp.format}, sort_keys=True).encode()
-    ).hexdigest()[:16]
+    fingerprint = result_digest(imp)
     return Prepared(
         imported=imp,
         plan=lane_plan(imp, lane, recipe),
-        run_id=f"{RUN_PREFIX}{digest[:12]}-{imp.index}",
+        run_id=f"{RUN_PREFIX}{fingerprint[:16]}",
         summary=summary,
         measure_info=info,
         fingerprint=fingerprint,
@@ -180,6 +192,29 @@ def read_file(
     return results, loaded.data
 
 
+def earlier_import(store: ResultsStore, p: Prepared) -> Path | None:
+    """The folder where this result was imported before, when it was (under this lane and variant: left as it
+    is); ImportFileError when it was imported elsewhere or that folder is not a complete import of it, since
+    one run id in two places would hide one of them from the tables."""
+    here = store.run_dir(p.plan["recipe"], p.plan["variant_id"], p.run_id)
+    folders = store.find(p.run_id)
+    for folder in folders:
+        if folder != here:
+            raise ImportFileError(
+                f"result {p.imported.index} of this file is already imported as {folder}; a result is stored "
+                f"once: remove that folder on purpose to store it under {here.parent.parent.name}"
+            )
+    if not folders:
+        return None
+    doc = read_run(here)
+    if (doc.get("imported") or {}).get("fingerprint") != p.fingerprint or doc.get("status") != "complete":
+        raise ImportFileError(
+            f"{here}: an import of this result exists with other figures (or is not complete); remove the "
+            "folder on purpose to import it again"
+        )
+    return here
+
+
 def import_file(
     path: str | Path,
     *,
@@ -192,23 +227,11 @@ def import_file(
     """Store each result of the file as a run (source "import"); an identical earlier import is left alone."""
     path = Path(path)
     found, data = read_file(path, fmt, options)
-    prepared = [prepare(imp, data, path.name, lane, recipe) for imp in found]  # every check before any write
+    prepared = list({p.run_id: p for p in (prepare(imp, path.name, lane, recipe) for imp in found)}.values())
     store = ResultsStore(results)
-    existing: dict[str, Path] = {}
-    for p in prepared:
-        folder = store.run_dir(p.plan["recipe"], p.plan["variant_id"], p.run_id)
-        if folder.exists():
-            doc = read_run(folder)
-            if (doc.get("imported") or {}).get("fingerprint") != p.fingerprint or doc.get(
-                "status"
-            ) != "complete":
-                raise ImportFileError(
-                    f"{folder}: an import of this file exists with other figures (or is not complete); remove "
-                    "the folder on purpose to import it again"
-                )
-            existing[p.run_id] = folder
+    existing = {p.run_id: folder for p in prepared if (folder := earlier_import(store, p)) is not None}
     outcomes = []
-    for p in prepared:
+    for p in prepared:  # every check is made: now the writes
         if p.run_id in existing:
             outcomes.append(ImportOutcome(p.run_id, existing[p.run_id], "unchanged", p.imported))
             continue

@@ -203,6 +203,14 @@ class ResultsStore:
             / check_segment(run_id, "run id")
         )
 
+    def find(self, run_id: str) -> list[Path]:
+        """Every folder of this run id under the root, whatever its recipe and variant (a run id is meant to
+        be unique: more than one is the caller's to report)."""
+        check_segment(run_id, "run id")
+        if not self.root.is_dir():
+            return []
+        return sorted(p.parent for p in self.root.glob(f"*/*/{run_id}/{RUN_FILE}"))
+
     def new_run(
         self,
         plan: Any,

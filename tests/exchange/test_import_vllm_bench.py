@@ -70,7 +70,7 @@ def test_importing_the_same_file_again_changes_nothing(tmp_path):
 def test_a_lane_name_and_a_recipe_place_the_runs(tmp_path):
     [named] = import_file(C2, lane="spark-lab", results=tmp_path)
     assert named.path.parent == tmp_path / "spark-lab" / "vllm-bench_c2"
-    [tied] = import_file(C2, recipe="tiny-vllm", results=tmp_path)
+    [tied] = import_file(C2, recipe="tiny-vllm", results=tmp_path / "other")
     doc = read_run(tied.path)
     assert doc["recipe"] == "tiny-vllm" and doc["plan"]["resolved"]["engine"]["kind"] == "vllm"
     assert doc["plan"]["imported"]["format"] == "vllm-bench"
@@ -82,3 +82,27 @@ def test_a_lane_name_that_is_a_recipe_is_refused_before_anything_is_stored(tmp_p
     with pytest.raises(ImportFileError, match="--recipe tiny-vllm"):
         import_file(C1, lane="tiny-vllm", results=tmp_path)
     assert not any(Path(tmp_path).iterdir())
+
+
+def test_a_result_imported_under_one_lane_is_refused_under_another(tmp_path):
+    """One run id in two folders would hide one of them from the tables: the second import names the first."""
+    from labkit.exchange.jsonfile import ImportFileError
+    from labkit.store import load_results
+
+    [first] = import_file(C1, lane="lab-a", results=tmp_path)
+    with pytest.raises(ImportFileError, match=f"already imported as {first.path}.*under lab-b"):
+        import_file(C1, lane="lab-b", results=tmp_path)
+    assert not (tmp_path / "lab-b").exists()
+    assert list(load_results(tmp_path).docs) == [first.run_id]
+
+
+def test_appending_to_a_json_lines_file_keeps_the_earlier_results_ids(tmp_path):
+    """--append-result adds a line per run: importing the grown file stores only the new line."""
+    lines = tmp_path / "bench.jsonl"
+    one = json.dumps(json.loads(C1.read_text()))
+    lines.write_text(one + "\n")
+    [first] = import_file(lines, results=tmp_path / "r")
+    lines.write_text(one + "\n" + json.dumps(json.loads(C2.read_text())) + "\n")
+    again = import_file(lines, results=tmp_path / "r")
+    assert [(o.action, o.run_id) for o in again][0] == ("unchanged", first.run_id)
+    assert again[1].action == "created" and again[1].run_id != first.run_id

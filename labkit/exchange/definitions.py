@@ -58,7 +58,8 @@ class Definition:
             return None
         if setting.phase or (setting.depth and "<D>" not in self.about):
             return None  # a context-loading request, or a figure at a depth the measure does not name
-        values = {"<N>": setting.concurrency, "<P>": setting.prompt_tokens, "<D>": setting.depth}
+        configured = None if setting.counted else setting.prompt_tokens  # a counted mean is no prefill length
+        values = {"<N>": setting.concurrency, "<P>": configured, "<D>": setting.depth}
         key = self.about
         for placeholder, value in values.items():
             if placeholder in key:

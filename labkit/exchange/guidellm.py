@@ -47,21 +47,50 @@ def signature(doc: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _concurrency(bench: Doc) -> int | None:
-    """Synchronous is one request at a time; a concurrent strategy names its streams; a rate has none."""
+def _pace(bench: Doc) -> Setting:
+    """How the benchmark sent its requests, from its strategy: synchronous is one at a time, concurrent names its
+    streams, throughput sends all at once (up to its max_concurrency), constant and poisson name a rate."""
     config = bench.child("config")
     strategy = config.child("strategy") if config is not None else None
     if strategy is None:
-        return None
+        return Setting()
     kind = strategy.text("type_")
+    cap = strategy.number("max_concurrency", optional=True, minimum=1)
     if kind == "synchronous":
-        return 1
+        return Setting(concurrency=1)
     if kind == "concurrent":
-        return int(strategy.number("streams", minimum=1) or 0) or None
-    return None
+        return Setting(concurrency=int(strategy.number("streams", minimum=1) or 0) or None)
+    if kind == "throughput":
+        return Setting(concurrency=int(cap) if cap else None, rate="inf", schedule=kind)
+    if kind in ("constant", "poisson"):
+        return Setting(rate=f"{strategy.number('rate'):g}", schedule=kind)
+    return Setting(schedule=_slug(kind))
 
 
-def read_benchmark(bench: Doc, index: int, version: str, options: ReadOptions) -> Imported:
+def _slug(word: str | None) -> str:
+    return "".join(ch for ch in str(word) if ch.isalnum()) or "unknown"
+
+
+def lengths(top: Doc) -> tuple[int | None, int | None, str]:
+    """(prompt, output tokens, a note) of the report's data: the configured lengths of one synthetic_text
+    source with no spread; (None, None, why) for anything else (a dataset, several sources, lengths drawn)."""
+    spec = top.mapping("config").get("spec")
+    data = spec.get("data") if isinstance(spec, dict) else None
+    if not isinstance(data, list) or len(data) != 1 or not isinstance(data[0], dict):
+        return None, None, "the report's data is not one synthetic source: lengths not given"
+    source = data[0]
+    spread = [
+        k for k in source if k.startswith(("prompt_tokens_", "output_tokens_")) and source[k] is not None
+    ]
+    sizes = (source.get("prompt_tokens"), source.get("output_tokens"))
+    if source.get("kind") != "synthetic_text" or spread or not all(isinstance(v, int) for v in sizes):
+        return None, None, "prompt and output lengths varied or came from a dataset: lengths not given"
+    return sizes[0], sizes[1], ""
+
+
+def read_benchmark(
+    bench: Doc, index: int, version: str, options: ReadOptions, sizes: tuple[int | None, int | None, str]
+) -> Imported:
     if not options.extra_keys:
         bench.refuse_unknown(BENCHMARK, TOOL)
     if bench.text("type_") != "generative_benchmark":
@@ -88,9 +117,14 @@ def read_benchmark(bench: Doc, index: int, version: str, options: ReadOptions) -
             source = percentiles if stat.startswith("p") else ok  # p50, p90, p99 sit under `percentiles`
             if source is not None and source.has(stat):
                 figures[f"{d.field}.{stat}"] = source.number(stat) or 0.0
-    concurrency = _concurrency(bench)
-    setting = Setting(concurrency=concurrency, requests=int(figures["request_totals.successful"]))
-    notes = [] if concurrency else ["a rate or sweep strategy: no fixed concurrency"]
+    pace = _pace(bench)
+    setting = Setting(
+        **{**pace.to_dict(), "prompt_tokens": sizes[0], "output_tokens": sizes[1]},
+        requests=int(figures["request_totals.successful"]),
+    )
+    notes = [] if pace.concurrency else [f"a {pace.schedule or 'rate'} strategy: no fixed concurrency"]
+    if sizes[2]:
+        notes.append(sizes[2])
     return Imported(
         format=NAME,
         tool=TOOL,
@@ -127,9 +161,10 @@ def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
     if not benches:
         raise ImportFileError(f"{loaded.path}: key 'benchmarks' is empty: the report holds no benchmark")
     model = _top_model(top)
+    sizes = lengths(top)
     out = []
     for i, bench in enumerate(benches):
-        imp = read_benchmark(bench, i, version, options)
+        imp = read_benchmark(bench, i, version, options, sizes)
         if imp.model == UNKNOWN and model != UNKNOWN:
             imp = Imported(**{**imp.__dict__, "provenance": {**imp.provenance, "model": model}})
         out.append(imp)

@@ -21,15 +21,20 @@ class Setting:
     depth: int | None = None  # context tokens before the prompt (llama-benchy's context_size)
     requests: int | None = None
     rate: str | None = None  # requests per second, "inf" for all at once
+    schedule: str | None = None  # how a rate was paced, where the tool names it: "constant", "poisson"
     phase: str | None = None  # a result that is not a measurement of its own: "context-load"
+    # the lengths are means per request of the tokens the file counted, since it names no configured length
+    # (vllm bench serve): never a labkit prefill_<P>, and named in/out in the variant, not pp/tg
+    counted: bool | None = None
 
     def variant_id(self, fmt: str) -> str:
-        """The stored lane's variant: the format and what sets its figures apart (c2, pp512, d4096)."""
+        """The stored lane's variant: the format and what sets its figures apart (c2, pp512, d4096, r4)."""
         parts = [fmt]
+        pp, tg = ("in", "out") if self.counted else ("pp", "tg")
         for prefix, value in (
             ("c", self.concurrency),
-            ("pp", self.prompt_tokens),
-            ("tg", self.output_tokens),
+            (pp, self.prompt_tokens),
+            (tg, self.output_tokens),
         ):
             if value is not None:
                 parts.append(f"{prefix}{value}")
@@ -37,9 +42,15 @@ class Setting:
             parts.append(f"d{self.depth}")
         if self.rate not in (None, "inf"):
             parts.append(f"r{self.rate}")
-        if self.phase:
-            parts.append(self.phase)
+        for word in (self.schedule, self.phase):
+            if word:
+                parts.append(word)
         return "_".join(parts)
+
+    def comparable(self) -> dict[str, Any]:
+        """What one result measured, as a comparison checks it: every setting but the number of requests,
+        which says how long it ran, not what (as labkit's own repetition settings)."""
+        return {k: v for k, v in self.to_dict().items() if k != "requests"}
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}

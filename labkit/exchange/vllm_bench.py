@@ -64,13 +64,25 @@ def signature(doc: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _setting(d: Doc) -> Setting:
+def _setting(d: Doc, figures: dict[str, float]) -> Setting:
+    """The concurrency, rate and request count the header gives, and the lengths as the file counted them: it
+    names no configured length, so the prompt and output tokens are the means per completed request."""
     rate = d.data.get("request_rate")
     concurrency = d.number("max_concurrency", optional=True, minimum=1)
+    done = figures.get("completed") or 0
+
+    def mean(total: str) -> int | None:
+        return round(figures[total] / done) if done and total in figures else None
+
     return Setting(
         concurrency=int(concurrency) if concurrency is not None else None,
+        prompt_tokens=mean("total_input_tokens"),
+        output_tokens=mean("total_output_tokens"),
         requests=int(d.number("num_prompts", minimum=1) or 0),
-        rate="inf" if rate in ("inf", None) else str(d.number("request_rate")),  # NaN/Infinity refused before
+        rate="inf"
+        if rate in ("inf", None)
+        else f"{d.number('request_rate'):g}",  # NaN/Infinity refused before
+        counted=True if done else None,
     )
 
 
@@ -123,7 +135,7 @@ def read_one(d: Doc, index: int, options: ReadOptions) -> Imported:
         format=NAME,
         tool=TOOL,
         tool_version=UNKNOWN,  # the file has none; a --metadata version=... is the user's text, kept as metadata
-        setting=_setting(d),
+        setting=_setting(d, figures),
         figures=figures,
         provenance=provenance,
         index=index,

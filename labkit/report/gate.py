@@ -3,7 +3,8 @@
 Pure: run.json dicts in, a Gate out. Each fact (simulated or real, source, engine image, engine version,
 labkit version, measurement plan, prompt set, prompt content, recipe content) is read from every run of both sides; a fact
 that differs between the sides, or within one side, is listed. Simulated against real and different
-measurement plans make the comparison meaningless, so they block it unless forced. Recipe keys that the
+measurement plans (for imports, different settings) make the comparison meaningless, so they block it unless
+forced. Recipe keys that the
 varied variant axes set are expected and said so. docs/compare.md, "The comparability gate".
 """
 
@@ -79,13 +80,11 @@ def _resolved(doc: Mapping[str, Any]) -> dict:
 
 def measure_plan(doc: Mapping[str, Any]) -> str:
     """What one run measured (api, decode and prefill sweeps, timeout), without the repetition settings; for an
-    imported run, the tool and the setting its file gives."""
+    imported run, the setting its file gives (concurrency, lengths, depth, rate), without its request count."""
     if imported(doc):
-        setting = ((doc.get("plan") or {}).get("imported") or {}).get("setting") or {}
-        tool = (doc.get("provenance") or {}).get("tool")
-        return f"{tool}'s own: " + (
-            ", ".join(f"{k} {v}" for k, v in sorted(setting.items())) or "no setting given"
-        )
+        setting = dict(((doc.get("plan") or {}).get("imported") or {}).get("setting") or {})
+        setting.pop("requests", None)  # how long it ran, not what: as labkit's REPETITION_KEYS
+        return json.dumps({"imported": setting}, sort_keys=True)
     m = dict(_resolved(doc).get("measure") or (doc.get("provenance") or {}).get("plan") or {})
     for key in REPETITION_KEYS + ADDED_MEASURES_KEYS:
         m.pop(key, None)
@@ -278,9 +277,12 @@ def gate(
         mixed = [side for side, v in (("A", va), ("B", vb)) if len(v) > 1]
         note = f"{' and '.join(mixed)} mix{'es' if len(mixed) == 1 else ''} values" if mixed else ""
         blocking = name in BLOCKING and va != vb
-        blocking_off = name == "measurement plan" and any(imported(d) for d in (*a, *b))
+        kinds = {imported(d) for d in (*a, *b)}
+        blocking_off = name == "measurement plan" and kinds == {True, False}
         if blocking_off:
-            blocking = False  # another tool's plan is its own; what blocks is a figure's definition, below
+            # labkit's plan beside another tool's setting: no key to compare; the definitions block, below.
+            # Between imports the settings compare as plans do (c1 against c2, pp512 against pp4096 block).
+            blocking = False
         if name == "measurement plan" and not mixed and not blocking_off:
             va, vb = plan_difference(va[0], vb[0])
         g.items.append(GateItem(name, va, vb, blocking=blocking, note=note))

@@ -39,7 +39,11 @@ def test_an_import_stores_one_run_with_definitions_provenance_and_the_file(tmp_p
     [outcome] = import_file(C1, results=tmp_path)
     assert outcome.action == "created"
     doc = read_run(outcome.path)
-    assert (doc["recipe"], doc["variant_id"], doc["source"]) == ("import-tiny", "vllm-bench_c1", "import")
+    assert (doc["recipe"], doc["variant_id"], doc["source"]) == (
+        "import-tiny",
+        "vllm-bench_c1_in140_out32",
+        "import",
+    )
     prov = doc["provenance"]
     assert prov["tool"] == "vllm bench serve" and prov["format"] == "vllm-bench"
     assert prov["file_sha256"] == hashlib.sha256(C1.read_bytes()).hexdigest()
@@ -69,7 +73,7 @@ def test_importing_the_same_file_again_changes_nothing(tmp_path):
 
 def test_a_lane_name_and_a_recipe_place_the_runs(tmp_path):
     [named] = import_file(C2, lane="spark-lab", results=tmp_path)
-    assert named.path.parent == tmp_path / "spark-lab" / "vllm-bench_c2"
+    assert named.path.parent == tmp_path / "spark-lab" / "vllm-bench_c2_in140_out32"
     [tied] = import_file(C2, recipe="tiny-vllm", results=tmp_path / "other")
     doc = read_run(tied.path)
     assert doc["recipe"] == "tiny-vllm" and doc["plan"]["resolved"]["engine"]["kind"] == "vllm"

@@ -31,11 +31,11 @@ def test_each_lane_shows_its_converted_figure_and_its_definition(tmp_path):
     frame = table.frame
     assert not any(lane.startswith("sim/") for lane in frame.index)
     assert frame.loc["tiny-vllm/spec-none", "source"] == "labkit"
-    vllm = next(d for d in docs.values() if d.get("variant_id") == "vllm-bench_c1")
+    vllm = next(d for d in docs.values() if d.get("variant_id") == "vllm-bench_c1_in140_out128")
     tpot = vllm["summary"]["measures"]["vllm-bench:median_tpot_ms"]
-    assert frame.loc["tiny-vllm/vllm-bench_c1", "decode c1"] == f"{1000 / tpot:,.1f}"
-    assert frame.loc["tiny-vllm/vllm-bench_c1", "source"].endswith(IMPORTED_MARK)
-    cell = frame.loc["tiny-vllm/vllm-bench_c1", "decode c1: definition"]
+    assert frame.loc["tiny-vllm/vllm-bench_c1_in140_out128", "decode c1"] == f"{1000 / tpot:,.1f}"
+    assert frame.loc["tiny-vllm/vllm-bench_c1_in140_out128", "source"].endswith(IMPORTED_MARK)
+    cell = frame.loc["tiny-vllm/vllm-bench_c1_in140_out128", "decode c1: definition"]
     number = cell.split("]")[0] + "]"
     [note] = [n for n in table.notes if n.startswith(number + " ")]
     assert "vllm-bench:median_tpot_ms (1000/x)" in note and "(latency - TTFT) / (N - 1)" in note

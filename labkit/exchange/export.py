@@ -59,12 +59,34 @@ def _stamps(r: Mapping[str, Any]) -> list[float]:
     return [float(t) / NS for t in r.get("chunk_t") or []]
 
 
+def _gaps(r: Mapping[str, Any]) -> list[float]:
+    """vLLM's ITLs of one request: the gaps between its chunks after the first. The first chunk is labkit's
+    t_chunk1, which is also the first token-bearing stamp when it already carried a token (no gap there)."""
+    first, stamps = float(r["t_chunk1"]) / NS, _stamps(r)
+    times = stamps if stamps and stamps[0] <= first else [first, *stamps]
+    return [float(g) for g in np.diff(times)]
+
+
+def _busy(picked: Sequence[Mapping[str, Any]], send: Sequence[float], latency: Sequence[float]) -> float:
+    """vLLM's duration, the wall time its requests ran: here the sum over labkit's lockstep turns (a group of
+    concurrent requests, or one request at c1) of first send to last end, so the /metrics scrapes labkit makes
+    between turns stay outside it, as vLLM's warm-up and scrapes are outside its own."""
+    turns: dict[str, list[int]] = {}
+    for i, r in enumerate(picked):
+        group = r.get("group")
+        turns.setdefault(f"g{group}" if group not in (None, "") else f"r{i}", []).append(i)
+    return sum(
+        max(send[i] + latency[i] for i in members) - min(send[i] for i in members)
+        for members in turns.values()
+    )
+
+
 def vllm_bench(
     doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], concurrency: int = 1
 ) -> dict[str, Any]:
     """The run's decode requests at `concurrency` as `vllm bench serve --save-result --save-detailed` writes a
     run: TTFT to the first chunk, latency to the last token-bearing chunk, TPOT (latency − TTFT)/(N − 1), ITL
-    the gaps between chunks, duration from the first send to the last chunk."""
+    the gaps between chunks, duration the time the turns ran (_busy)."""
     picked = _ok(rows, "decode", concurrency)
     if not picked:
         raise ExportError(
@@ -75,10 +97,9 @@ def vllm_bench(
     latency = [float(r["t_last"]) / NS - s for r, s in zip(picked, send, strict=True)]
     n_out = [int(r["output_tokens"]) for r in picked]
     n_in = [int(r["prompt_tokens"]) for r in picked]
-    itls = [list(np.diff([float(r["t_chunk1"]) / NS, *_stamps(r)])) for r in picked]
-    itls = [[g for g in gaps if g >= 0] for gaps in itls]
+    itls = [_gaps(r) for r in picked]
     tpot = [(lat - t) / (n - 1) for lat, t, n in zip(latency, ttft, n_out, strict=True) if n > 1]
-    duration = max(s + lat for s, lat in zip(send, latency, strict=True)) - min(send)
+    duration = _busy(picked, send, latency)
     plan = doc.get("plan") or {}
     api = ((plan.get("resolved") or {}).get("measure") or {}).get("api", "chat")
     started = dt.datetime.fromisoformat(str(doc.get("started")).replace("Z", "+00:00"))
@@ -152,7 +173,8 @@ def benchy_row(
     mode none: est_ppt = ttfr."""
     sends = [float(r["t_send"]) / NS for r in rows]
     ttfr = [float(r["t_chunk1"]) / NS - s for r, s in zip(rows, sends, strict=True)]
-    ttft = [float(r.get("t_content") or r["t_first"]) / NS - s for r, s in zip(rows, sends, strict=True)]
+    # llama-benchy's e2e_ttft ends at the first token, reasoning or content: labkit's t_first
+    ttft = [float(r["t_first"]) / NS - s for r, s in zip(rows, sends, strict=True)]
     prompts = [int(r["prompt_tokens"]) for r in rows]
     decode = [_decode_tokens(r) for r in rows]
     per_request_tg = [n / span for n, span in (d for d in decode if d is not None)]

@@ -135,3 +135,66 @@ def test_llama_benchys_own_report_model_reads_the_export_unchanged(run, tmp_path
     assert r.returncode == 0, r.stderr[-2000:]
     assert int(r.stdout) == 4
     assert sys.executable != str(BENCHY_PYTHON)
+
+
+def stamped(
+    send: float, chunks: list[float], *, chunk1: float | None = None, first: float | None = None, **kw
+):
+    """One answered c1 decode request row as requests.csv holds it, times in seconds: `chunks` the token-bearing
+    chunks' stamps (one token each), `chunk1` the first chunk (default: the first token-bearing one), `first`
+    the first token (reasoning or content), `content` the first content token."""
+    ns = 1_000_000_000
+    chunk1 = chunks[0] if chunk1 is None else chunk1
+    first = chunks[0] if first is None else first
+    row = {
+        "phase": "decode",
+        "concurrency": 1,
+        "ok": True,
+        "cold": False,
+        "group": None,
+        "t_send": int(send * ns),
+        "t_chunk1": int(chunk1 * ns),
+        "t_first": int(first * ns),
+        "t_content": int(kw.pop("content", first) * ns),
+        "t_last": int(chunks[-1] * ns),
+        "chunk_t": [int(t * ns) for t in chunks],
+        "chunk_n": [1] * len(chunks),
+        "output_tokens": len(chunks),
+        "prompt_tokens": 100,
+        "requested_tokens": len(chunks),
+    }
+    row.update(kw)
+    return row
+
+
+DOC = {"run_id": "r", "recipe": "x", "variant_id": "v", "started": "2026-12-05T10:00:00+00:00"}
+
+
+def test_vllm_itls_have_no_gap_before_a_first_chunk_that_already_carries_a_token():
+    token_first = stamped(0.0, [0.010, 0.012, 0.015])
+    role_first = stamped(1.0, [1.011, 1.013], chunk1=1.010)
+    doc = export_run_rows(DOC, [token_first, role_first])
+    assert doc["itls"][0] == pytest.approx([0.002, 0.003])
+    assert doc["itls"][1] == pytest.approx([0.001, 0.002])  # the role chunk, then each token: vLLM's gaps
+
+
+def test_vllm_duration_is_the_time_the_turns_ran_not_the_scrapes_between_them():
+    a = stamped(0.0, [0.010, 0.020])
+    b = stamped(5.0, [5.010, 5.030])  # labkit scraped /metrics for seconds between the turns
+    doc = export_run_rows(DOC, [a, b])
+    assert doc["duration"] == pytest.approx(0.020 + 0.030)
+    assert doc["request_throughput"] == pytest.approx(2 / 0.050)
+
+
+def test_llama_benchy_e2e_ttft_ends_at_the_first_token_reasoning_included():
+    from labkit.exchange.export import benchy_row
+
+    thinking = stamped(0.0, [0.010, 0.020, 0.030], first=0.010, content=0.025)
+    row = benchy_row([thinking], 1, 100, 3)
+    assert row["e2e_ttft"]["mean"] == pytest.approx(10.0)
+
+
+def export_run_rows(doc, rows):
+    from labkit.exchange.export import vllm_bench
+
+    return vllm_bench(doc, rows, 1)

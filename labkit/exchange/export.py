@@ -3,7 +3,7 @@ definition from labkit's per-request stamps (requests.csv), and nothing the run 
 dict and its request rows in, a JSON-ready dict out. docs/imports.md, "labkit export".
 
 Stamps are labkit's (perf_counter_ns from the run's origin): `t_send` the request sent, `t_chunk1` the first
-chunk, `t_content` the first chunk with content, `t_last` the last token-bearing chunk, `chunk_t`/`chunk_n`
+chunk, `t_first` the first token (reasoning or content), `t_last` the last token-bearing chunk, `chunk_t`/`chunk_n`
 each token-bearing chunk's stamp and tokens. A field neither tool's definition nor the stamps can give is
 left out (vLLM) or null (llama-benchy's optional peaks).
 """
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from labkit.errors import LabkitError
-from labkit.exchange.llama_benchy import EXPORTED as VERSION_PREFIX
+from labkit.exchange.model import EXPORT_RUN_KEY, EXPORT_VERSION
 
 FORMATS = ("vllm-bench", "llama-benchy")
 NS = 1e9
@@ -111,7 +111,7 @@ def vllm_bench(
         "model_id": str((doc.get("provenance") or {}).get("model") or doc.get("recipe")),
         "tokenizer_id": None,
         "num_prompts": len(picked),
-        "labkit_run_id": str(doc.get("run_id")),  # as --metadata K=V pairs: text keys
+        EXPORT_RUN_KEY: str(doc.get("run_id")),  # as --metadata K=V pairs: text keys
         "labkit_recipe": f"{doc.get('recipe')}/{doc.get('variant_id')}",
         "labkit_recipe_hash": str((doc.get("provenance") or {}).get("recipe_hash") or ""),
         "labkit_version": str(doc.get("labkit_version") or ""),
@@ -231,7 +231,7 @@ def llama_benchy(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], vers
         raise ExportError(f"run {doc.get('run_id')}: no answered decode or prefill requests to write")
     started = dt.datetime.fromisoformat(str(doc.get("started")).replace("Z", "+00:00"))
     return {
-        "version": VERSION_PREFIX + version,
+        "version": EXPORT_VERSION + version,
         "timestamp": started.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ"),
         "latency_mode": "none",
         "latency_ms": 0.0,

@@ -109,15 +109,17 @@ def figure_rows(imp: Imported) -> tuple[dict[str, float], dict[str, dict[str, An
             raise LabkitError(f"{imp.format} field {name!r} has no row in the definition table")
         key = d.key_of(name)
         measures[key] = value
-        row: dict[str, Any] = {"definition": key, "unit": d.unit, "source": SOURCE}
-        method[key] = f"{imp.tool_label}: {d.text} ({d.cite})"
+        ident = f"{key}@{_slug(imp.applied_by)}" if imp.applied_by else key  # another's hand: its own id
+        row: dict[str, Any] = {"definition": ident, "unit": d.unit, "source": SOURCE}
+        by = f", computed by {imp.applied_by} from its own stamps" if imp.applied_by else ""
+        method[key] = f"{imp.tool_label}: {d.text} ({d.cite}{by})"
         labkit_key = d.labkit_key(imp.setting)
         converted = d.converted(value) if labkit_key else None
         if labkit_key and converted is not None:
             row.update(about=labkit_key, convert=d.convert, converted=converted, exact=d.exact)
             if d.exact:
                 measures[labkit_key] = converted
-                info[labkit_key] = {"definition": key, "exact": True, "source": SOURCE}
+                info[labkit_key] = {"definition": ident, "exact": True, "source": SOURCE}
                 method[labkit_key] = f"exact conversion ({d.convert}) of {key}: {method[key]}"
         info[key] = row
     return measures, info, method

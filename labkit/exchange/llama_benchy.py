@@ -14,11 +14,9 @@ from typing import Any
 from labkit.exchange.definitions import STD
 from labkit.exchange.formats import Format, ReadOptions
 from labkit.exchange.jsonfile import Doc, ImportFileError, Loaded
-from labkit.exchange.model import UNKNOWN, Imported, Setting
+from labkit.exchange.model import EXPORT_VERSION, EXPORTER, UNKNOWN, Imported, Setting
 
 NAME, TOOL = "llama-benchy", "llama-benchy"
-# the version labkit's export writes (export.py), so no reader takes it for llama-benchy's own measurement
-EXPORTED = "labkit-"
 HEADER = frozenset(
     {
         "version",
@@ -59,7 +57,7 @@ def signature(doc: Mapping[str, Any]) -> str | None:
 def _version(d: Doc) -> str:
     version = d.text("version")
     assert version is not None
-    if not (version.startswith("0.4") or version.startswith(EXPORTED)):
+    if not (version.startswith("0.4") or version.startswith(EXPORT_VERSION)):
         raise d.fail(
             "version",
             f"is {version!r}: labkit reads llama-benchy 0.4 files (0.3 and earlier computed tg_throughput over "
@@ -98,6 +96,7 @@ def read_row(header: Doc, row: Doc, index: int, version: str, options: ReadOptio
             f"{row.path}: key '{row.where}' holds none of llama-benchy's metrics ({', '.join(METRICS)}): a row "
             "that measured nothing"
         )
+    requests = counts["e2e_ttft"] or counts["ttfr"] or None
     context = int(row.number("context_size") or 0)
     prefill_phase = bool(row.data.get("is_context_prefill_phase"))
     setting = Setting(
@@ -105,7 +104,7 @@ def read_row(header: Doc, row: Doc, index: int, version: str, options: ReadOptio
         prompt_tokens=int(row.number("prompt_size") or 0),
         output_tokens=int(row.number("response_size") or 0),
         depth=context,
-        requests=counts["e2e_ttft"] or counts["ttfr"] or None,
+        requests=requests,
         phase="context-load" if prefill_phase else None,
     )
     notes = []
@@ -119,7 +118,8 @@ def read_row(header: Doc, row: Doc, index: int, version: str, options: ReadOptio
         "prefix_caching_enabled": header.data.get("prefix_caching_enabled"),
         "context_prefill_phase": prefill_phase,
     }
-    tool = TOOL if not version.startswith(EXPORTED) else f"labkit export ({TOOL} format)"
+    exported = version.startswith(EXPORT_VERSION)  # labkit's export: llama-benchy's fields, labkit's stamps
+    tool = f"{EXPORTER} ({TOOL} format)" if exported else TOOL
     return Imported(
         format=NAME,
         tool=tool,
@@ -128,9 +128,8 @@ def read_row(header: Doc, row: Doc, index: int, version: str, options: ReadOptio
         figures=figures,
         provenance=provenance,
         index=index,
-        ok=counts["e2e_ttft"]
-        or counts["ttfr"]
-        or None,  # a value per request that ended; failures not counted
+        applied_by=EXPORTER if exported else "",
+        ok=requests,  # a value per request that ended; failures not counted
         notes=tuple(notes),
         unread=tuple(unread),
     )

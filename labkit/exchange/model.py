@@ -8,7 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-UNKNOWN = "unknown"  # provenance a file does not carry: never guessed
+from labkit.store import UNKNOWN, tool_label
+
+# a file labkit export wrote: the tool's fields computed by labkit from its own stamps, not the tool's measurement
+EXPORTER = "labkit export"
+EXPORT_VERSION = "labkit-"  # llama-benchy's `version` of an export: labkit-<labkit version>
+EXPORT_RUN_KEY = "labkit_run_id"  # the text key (a --metadata pair) naming the run in a vllm-bench export
 
 
 @dataclass(frozen=True)
@@ -73,16 +78,14 @@ class Imported:
     failed: int | None = None
     notes: tuple[str, ...] = ()
     unread: tuple[str, ...] = field(default=())
+    # who computed the tool's fields when the tool did not measure them ("labkit export"): its definitions
+    # then get ids of their own, so the gate never takes the file for the tool's own measurement
+    applied_by: str = ""
 
     @property
     def tool_label(self) -> str:
-        """The tool and its version as the file gives it: "llama-benchy 0.4.0", "vllm bench serve, version
-        unknown"."""
-        return (
-            f"{self.tool} {self.tool_version}"
-            if self.tool_version != UNKNOWN
-            else f"{self.tool}, version unknown"
-        )
+        """The tool and its version as the file gives it (store.tool_label)."""
+        return tool_label(self.tool, self.tool_version)
 
     @property
     def model(self) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from labkit.exchange.definitions import is_defined
 from labkit.exchange.formats import Format, ReadOptions, documents
 from labkit.exchange.jsonfile import Doc, Loaded
-from labkit.exchange.model import UNKNOWN, Imported, Setting
+from labkit.exchange.model import EXPORT_RUN_KEY, EXPORTER, UNKNOWN, Imported, Setting
 
 NAME, TOOL = "vllm-bench", "vllm bench serve"
 HEADER = frozenset(
@@ -131,10 +131,13 @@ def read_one(d: Doc, index: int, options: ReadOptions) -> Imported:
     notes = [] if detailed else ["no per-request TTFTs or ITLs in the file (written without --save-detailed)"]
     if unread:
         notes.append(f"kept unread: {', '.join(unread)}")
+    exported = EXPORT_RUN_KEY in metadata  # labkit's export: vLLM's fields computed from labkit's stamps
     return Imported(
         format=NAME,
-        tool=TOOL,
-        tool_version=UNKNOWN,  # the file has none; a --metadata version=... is the user's text, kept as metadata
+        tool=f"{EXPORTER} ({TOOL} format)" if exported else TOOL,
+        # the bench writes no version; a --metadata version=... is the user's text, kept as metadata
+        tool_version=metadata.get("labkit_version", UNKNOWN) if exported else UNKNOWN,
+        applied_by=EXPORTER if exported else "",
         setting=_setting(d, figures),
         figures=figures,
         provenance=provenance,

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.store import IMPORT_SOURCE
+from labkit.store import IMPORT_SOURCE, UNKNOWN, tool_label
 
 # measure keys that say how often to repeat, not what one run measures
 REPETITION_KEYS = (
@@ -145,11 +145,9 @@ def imported(doc: Mapping[str, Any]) -> bool:
 
 
 def tool_of(doc: Mapping[str, Any]) -> str:
-    """The tool and version an imported run's file names: "llama-benchy 0.4.0", "vllm bench serve, version
-    unknown"."""
+    """The tool and version an imported run's file names (store.tool_label)."""
     prov = doc.get("provenance") or {}
-    version = prov.get("tool_version")
-    return f"{prov.get('tool')} {version}" if version != "unknown" else f"{prov.get('tool')}, version unknown"
+    return tool_label(str(prov.get("tool")), str(prov.get("tool_version") or UNKNOWN))
 
 
 def about_rows(doc: Mapping[str, Any]) -> dict[str, tuple[str, Mapping[str, Any]]]:
@@ -183,7 +181,8 @@ def figure_definitions(doc: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
     for about, (key, row) in about_rows(doc).items():
         text = f"{key}: {method.get(key, '')}"
-        out[about] = ("labkit", f"labkit (exact, from {text})") if row.get("exact") else (key, text)
+        ident = str(row.get("definition") or key)  # a tool's definition applied by another: an id of its own
+        out[about] = ("labkit", f"labkit (exact, from {text})") if row.get("exact") else (ident, text)
     return out
 
 

@@ -14,9 +14,11 @@ from labkit.store.files import (
     NOTEBOOK_FILE,
     REQUESTS_FILE,
     RUN_FILE,
+    UNKNOWN,
     ResultsError,
     atomic_write_text,
     results_root,
+    tool_label,
 )
 from labkit.store.load import load_results, measure_rows, read_run
 from labkit.store.recorded import import_figures
@@ -37,6 +39,7 @@ __all__ = [
     "NOTEBOOK_FILE",
     "REQUESTS_FILE",
     "RUN_FILE",
+    "UNKNOWN",
     "ResultsError",
     "ResultsStore",
     "Run",
@@ -59,6 +62,7 @@ __all__ = [
     "results_root",
     "sweep_path",
     "telemetry_rows",
+    "tool_label",
     "update_baselines",
     "update_canary",
     "write_result",

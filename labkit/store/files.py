@@ -23,6 +23,15 @@ RUN_SCHEMA_VERSION = 1
 IMPORT_SOURCE = (
     "import"  # run.json `source` of a run made from another tool's file (labkit/exchange, docs/imports.md)
 )
+UNKNOWN = "unknown"  # provenance an imported file does not carry: never guessed
+
+
+def tool_label(tool: str, version: str) -> str:
+    """An imported run's tool and version as every table and message words them: "llama-benchy 0.4.0",
+    "vllm bench serve, version unknown"."""
+    return f"{tool} {version}" if version != UNKNOWN else f"{tool}, version unknown"
+
+
 # The names in a run folder (docs/architecture.md, "The run folder"): only store code writes or reads them.
 RUN_FILE = "run.json"
 REQUESTS_FILE = "requests.csv"

@@ -198,3 +198,33 @@ def export_run_rows(doc, rows):
     from labkit.exchange.export import vllm_bench
 
     return vllm_bench(doc, rows, 1)
+
+
+@pytest.mark.parametrize(
+    "fmt, real", [("llama-benchy", "llama-benchy.json"), ("vllm-bench", "vllm-bench-c1.json")]
+)
+def test_an_export_imported_back_is_never_taken_for_the_tools_own_measurement(run, tmp_path, fmt, real):
+    """The export applies the tool's definitions to labkit's stamps: its figures get definition ids of their
+    own, so the gate refuses it beside the tool's real file as it refuses two tools."""
+    from labkit.lab import compare
+
+    root, rid = run
+    out = tmp_path / "export.json"
+    out.write_text(json.dumps(export_run(rid, fmt, results=root)))
+    back = next(
+        o
+        for o in import_file(out, lane="exported", results=tmp_path / "r")
+        if o.imported.setting.concurrency == 1
+    )
+    assert back.imported.tool.startswith("labkit export") and back.imported.tool_version != "unknown"
+    info = read_run(back.path)["measure_info"]
+    decode = next(row for row in info.values() if row.get("about") == "decode_c1")
+    assert decode["definition"].endswith("@labkit-export")
+    tool = next(
+        o
+        for o in import_file(IMPORTS / real, lane="tool", results=tmp_path / "r")
+        if o.imported.setting.concurrency == 1
+    )
+    lanes = [f"{o.path.parent.parent.name}/{o.path.parent.name}" for o in (back, tool)]
+    c = compare(*lanes, results=tmp_path / "r", force=True, measures=["decode_c1"])
+    assert "definition of decode_c1" in c.gate.blocked

@@ -9,6 +9,7 @@ in the original file. docs/imports.md, "guidellm".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,25 @@ BENCHMARK = frozenset(
     }
 )
 STATUSES = ("successful", "errored", "incomplete")
+SUMMARY = frozenset({*STATUSES, "total"})  # a metric: one distribution per request status
+DISTRIBUTION = frozenset(
+    {
+        "mean",
+        "median",
+        "mode",
+        "variance",
+        "std_dev",
+        "min",
+        "max",
+        "count",
+        "total_sum",
+        "percentiles",
+        "pdf",
+        "mean_ci",
+        "percentile_cis",
+    }
+)
+PERCENTILE = re.compile(r"p\d+")  # p001 (0.1 %), p50, p999 (99.9 %)
 
 
 def signature(doc: Mapping[str, Any]) -> str | None:
@@ -101,6 +121,9 @@ def read_benchmark(
     unread: list[str] = []
     totals = metrics.child("request_totals")
     assert totals is not None
+    check = not options.extra_keys
+    if check:
+        totals.refuse_unknown(SUMMARY, TOOL)
     for status in STATUSES:
         figures[f"request_totals.{status}"] = totals.number(status) or 0.0
     for d in fields_of(NAME):
@@ -113,6 +136,13 @@ def read_benchmark(
         ok = summary.child("successful")
         assert ok is not None
         percentiles = ok.child("percentiles", optional=True)
+        if check:
+            summary.refuse_unknown(SUMMARY, TOOL)
+            ok.refuse_unknown(DISTRIBUTION, TOOL)
+            if percentiles is not None:
+                odd = [k for k in percentiles.data if not PERCENTILE.fullmatch(k)]
+                if odd:
+                    raise percentiles.unknown(odd[0], TOOL)
         for stat in d.stats:
             source = percentiles if stat.startswith("p") else ok  # p50, p90, p99 sit under `percentiles`
             if source is not None and source.has(stat):

@@ -122,3 +122,26 @@ def test_aiperf_failed_requests_come_from_its_error_summary(tmp_path):
     bad = edited(AIPERF, tmp_path / "e.json", {"error_summary": [{"error_details": detail, "count": 2}]})
     [imp], _ = read_file(bad)
     assert (imp.ok, imp.failed) == (6, 2)
+
+
+@pytest.mark.parametrize(
+    "where, key",
+    [
+        (("inter_token_latency_ms",), "cancelled"),
+        (("inter_token_latency_ms", "successful"), "geomean"),
+        (("inter_token_latency_ms", "successful", "percentiles"), "median"),
+        (("request_totals",), "retried"),
+    ],
+)
+def test_guidellms_statistics_are_checked_key_by_key(tmp_path, where, key):
+    doc = json.loads((IMPORTS / "guidellm.json").read_text())
+    obj = doc["benchmarks"][0]["metrics"]
+    for part in where:
+        obj = obj[part]
+    obj[key] = 1.0
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(doc))
+    place = ".".join(("benchmarks[0].metrics", *where, key)).replace("[", "\\[").replace("]", "\\]")
+    with pytest.raises(ImportFileError, match=f"key '{place}' is not one guidellm writes"):
+        read_file(path)
+    read_file(path, options=ReadOptions(extra_keys=True))

@@ -44,6 +44,7 @@ def signature(doc: Mapping[str, Any]) -> str | None:
 
 
 def is_metric(value: Any) -> bool:
+    """A top-level object aiperf writes for a metric: a unit beside an average."""
     return isinstance(value, dict) and "unit" in value and "avg" in value
 
 
@@ -88,6 +89,7 @@ def _setting(top: Doc, figures: Mapping[str, float]) -> Setting:
 
 
 def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
+    """The file's one result: the defined metrics with their statistics, the others kept unread."""
     top = Doc(loaded.path, loaded.docs[0])
     top.refuse_not_numbers()
     version = top.text("aiperf_version") or UNKNOWN

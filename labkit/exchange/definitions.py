@@ -151,10 +151,12 @@ def statistic_of(metric: Definition, field: str, stat: str) -> Definition:
 
 
 def is_defined(fmt: str, field: str) -> bool:
+    """Whether the table has a row for this field of the format (a reader reads only those)."""
     return definition(fmt, field) is not None
 
 
 def fields_of(fmt: str) -> list[Definition]:
+    """Every row of one format, in the table's order."""
     return [d for d in definitions().values() if d.format == fmt]
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from labkit.exchange.definitions import is_defined
 from labkit.exchange.jsonfile import Doc, ImportFileError, Loaded
 from labkit.exchange.model import Imported
 
@@ -73,3 +74,35 @@ def documents(loaded: Loaded, signature: Callable[[Mapping[str, Any]], str | Non
             raise ImportFileError(f"{loaded.path}: {where or 'the file'} is not a {tool} result")
         out.append(Doc(loaded.path, doc, where))
     return out
+
+
+def flat_figures(
+    d: Doc,
+    fmt: str,
+    tool: str,
+    skip: frozenset[str],
+    options: ReadOptions,
+    other: Callable[[str, Any], bool] | None = None,
+) -> tuple[dict[str, float], list[str]]:
+    """(figures, unread) of one flat result object, vllm bench serve's or an SGLang line: each key the definition
+    table has, as a number (null: not written); `skip` keys are read elsewhere (header, arrays); any other key
+    goes to `other` (True: it took the key), else is kept unread with --extra-keys, else refused by name.
+    Both tools write `duration` and `completed` in every result: a result without them is refused."""
+    figures: dict[str, float] = {}
+    unread: list[str] = []
+    for key, value in d.data.items():
+        if key in skip:
+            continue
+        if is_defined(fmt, key):
+            if value is not None:  # vLLM's request_goodput is null without --goodput
+                figures[key] = d.number(key) or 0.0
+        elif other is not None and other(key, value):
+            continue
+        elif options.extra_keys:
+            unread.append(key)
+        else:
+            raise d.unknown(key, tool)
+    for key in ("duration", "completed"):
+        if key not in figures:
+            raise d.fail(key, f"is missing: every {tool} result has it")
+    return figures, unread

@@ -111,6 +111,7 @@ def lengths(top: Doc) -> tuple[int | None, int | None, str]:
 def read_benchmark(
     bench: Doc, index: int, version: str, options: ReadOptions, sizes: tuple[int | None, int | None, str]
 ) -> Imported:
+    """One benchmark of the report: its successful distributions, request counts and setting."""
     if not options.extra_keys:
         bench.refuse_unknown(BENCHMARK, TOOL)
     if bench.text("type_") != "generative_benchmark":
@@ -176,6 +177,7 @@ def _model(bench: Doc) -> str:
 
 
 def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
+    """Every benchmark of the report, each one result; a schema other than 2 is refused."""
     top = Doc(loaded.path, loaded.docs[0])
     top.refuse_not_numbers()
     if not options.extra_keys:

@@ -141,6 +141,7 @@ def result_digest(imp: Imported) -> str:
 
 
 def prepare(imp: Imported, file_name: str, lane: str | None, recipe: str | None) -> Prepared:
+    """One result made ready to store (plan, run id, summary, definitions), nothing written yet."""
     figures, info, method = figure_rows(imp)
     measures: dict[str, float | None] = dict(figures)
     counts = [] if imp.failed is not None else ["the file does not count failed requests"]
@@ -163,6 +164,7 @@ def prepare(imp: Imported, file_name: str, lane: str | None, recipe: str | None)
 
 
 def provenance(imp: Imported, path: Path, data: bytes) -> dict[str, Any]:
+    """run.json's provenance of an import: the file, the tool, and "unknown" for what it does not carry."""
     return {
         "source": SOURCE,
         "tool": imp.tool,

@@ -85,6 +85,7 @@ def _metric(row: Doc, name: str, figures: dict[str, float], unread: list[str], o
 
 
 def read_row(header: Doc, row: Doc, index: int, version: str, options: ReadOptions) -> Imported:
+    """One row of `benchmarks`: its metrics' means and stds and the setting it ran."""
     known = SETTING | SERIES | set(METRICS)
     if not options.extra_keys:
         row.refuse_unknown(known, TOOL)
@@ -136,6 +137,7 @@ def read_row(header: Doc, row: Doc, index: int, version: str, options: ReadOptio
 
 
 def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
+    """Every row of the file, each one result; files before 0.4 are refused."""
     header = Doc(loaded.path, loaded.docs[0])
     header.refuse_not_numbers()
     known = HEADER

@@ -31,6 +31,7 @@ def find_run(run: str, results: str | Path | None = None) -> tuple[dict, Path]:
 
 
 def request_rows(folder: Path) -> list[dict[str, Any]]:
+    """The run's requests.csv as dicts, the per-chunk stamps parsed and empty cells None."""
     import pandas as pd
 
     file = folder / REQUESTS_FILE

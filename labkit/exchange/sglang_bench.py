@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from labkit.exchange.definitions import is_defined
-from labkit.exchange.formats import Format, ReadOptions, documents
+from labkit.exchange.formats import Format, ReadOptions, documents, flat_figures
 from labkit.exchange.jsonfile import Doc, Loaded, NotANumber
 from labkit.exchange.model import UNKNOWN, Imported, Setting
 
@@ -55,22 +54,10 @@ def signature(doc: Mapping[str, Any]) -> str | None:
 
 
 def read_line(d: Doc, index: int, options: ReadOptions) -> Imported:
+    """One line: its figures, its setting (the lengths only where the random dataset fixed them) and what it
+    says of the server."""
     d.refuse_not_numbers(allow=("request_rate",))
-    figures: dict[str, float] = {}
-    unread: list[str] = []
-    for key, value in d.data.items():
-        if key in ARGS or key in DETAILS:
-            continue
-        if is_defined(NAME, key):
-            if value is not None:
-                figures[key] = d.number(key) or 0.0
-        elif options.extra_keys:
-            unread.append(key)
-        else:
-            raise d.unknown(key, TOOL)
-    for key in ("duration", "completed"):
-        if key not in figures:
-            raise d.fail(key, "is missing: every SGLang bench_serving line has it")
+    figures, unread = flat_figures(d, NAME, TOOL, ARGS | DETAILS, options)
     concurrency = d.number("max_concurrency", optional=True, minimum=1)
     ratio = d.number("random_range_ratio", optional=True)
     random = str(d.data.get("dataset_name") or "").startswith("random")
@@ -118,6 +105,7 @@ def _rate(d: Doc) -> str:
 
 
 def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
+    """Every line of the file, each one result."""
     return [read_line(d, i, options) for i, d in enumerate(documents(loaded, signature, TOOL))]
 
 

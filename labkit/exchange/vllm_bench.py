@@ -12,8 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from labkit.exchange.definitions import is_defined
-from labkit.exchange.formats import Format, ReadOptions, documents
+from labkit.exchange.formats import Format, ReadOptions, documents, flat_figures
 from labkit.exchange.jsonfile import Doc, Loaded
 from labkit.exchange.model import EXPORT_RUN_KEY, EXPORTER, UNKNOWN, Imported, Setting
 
@@ -87,31 +86,23 @@ def _setting(d: Doc, figures: dict[str, float]) -> Setting:
 
 
 def read_one(d: Doc, index: int, options: ReadOptions) -> Imported:
+    """One result (the file, or one line of an --append-result file): its figures, setting and provenance;
+    its per-request arrays checked, not read."""
     d.refuse_not_numbers()
-    figures: dict[str, float] = {}
     metadata: dict[str, str] = {}
-    unread: list[str] = []
-    for key, value in d.data.items():
-        if key in HEADER or key in ARRAYS:
-            continue
-        if is_defined(NAME, key):
-            if value is not None:  # request_goodput is null without --goodput
-                figures[key] = d.number(key) or 0.0
-        elif STAT.fullmatch(key) or key.startswith(("diffusion_", "probe_")) or value is None:
-            unread.append(key)  # a statistic or mode this reader has no definition for: kept, not read
-        elif isinstance(value, str):
+    kept: list[str] = []
+
+    def other(key: str, value: Any) -> bool:
+        if STAT.fullmatch(key) or key.startswith(("diffusion_", "probe_")) or value is None:
+            kept.append(key)  # a statistic or mode this reader has no definition for: kept, not read
+            return True
+        if isinstance(value, str):
             metadata[key] = value  # --metadata K=V
-        elif options.extra_keys:
-            unread.append(key)
-        else:
-            raise d.fail(
-                key,
-                f"is not one {TOOL} writes (its --metadata pairs are text): the file is from another tool or a "
-                "version labkit does not read (docs/imports.md); pass --extra-keys to keep such keys unread",
-            )
-    for key in ("duration", "completed"):
-        if key not in figures:
-            raise d.fail(key, "is missing: every vllm bench serve result has it")
+            return True
+        return False
+
+    figures, unread = flat_figures(d, NAME, TOOL, HEADER | ARRAYS, options, other)
+    unread = kept + unread
     for key in ARRAYS & set(d.data):
         if key in ("latencies", "queue_times", "ttfts", "input_lens", "output_lens", "start_times"):
             d.numbers(key)
@@ -150,6 +141,7 @@ def read_one(d: Doc, index: int, options: ReadOptions) -> Imported:
 
 
 def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
+    """The file's result, or each line's with --append-result."""
     return [read_one(d, i, options) for i, d in enumerate(documents(loaded, signature, TOOL))]
 
 

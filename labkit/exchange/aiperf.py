@@ -35,6 +35,16 @@ HEADER = frozenset(
         "pooled_spec_decode_acceptance_histogram",
     }
 )
+# which of aiperf's two token counts the figures rest on (input_config.endpoint.use_server_token_count): the
+# server's usage is the definition table's first branch; the others get definition ids of their own
+TOKEN_COUNTS: dict[bool | None, tuple[str, str] | None] = {
+    True: None,
+    False: ("client-tokenizer", "tokens counted by aiperf's tokenizer, not the server's usage"),
+    None: (
+        "token-count-unknown",
+        "the file does not say whether the server or aiperf's tokenizer counted tokens",
+    ),
+}
 METRIC_KEYS = frozenset({"unit", "avg", "min", "max", "std", "count", "sum"})
 
 
@@ -48,14 +58,11 @@ def is_metric(value: Any) -> bool:
     return isinstance(value, dict) and "unit" in value and "avg" in value
 
 
-def _metric_keys_ok(m: Doc, name: str) -> None:
-    odd = [
-        k
-        for k in m.data
-        if k not in METRIC_KEYS and not (k.startswith("p") and k[1:].replace(".", "").isdigit())
-    ]
-    if odd:
-        raise m.fail(odd[0], f"is not a statistic aiperf writes for a metric ({name})")
+def _metric_keys_ok(m: Doc, keep: list[str] | None) -> None:
+    """A metric's keys are aiperf's statistics (unit, avg, p1 ... p99, ...); any other refused, or listed in
+    `keep` with --extra-keys."""
+    percentiles = {k for k in m.data if k.startswith("p") and k[1:].replace(".", "").isdigit()}
+    m.check_keys(METRIC_KEYS | percentiles, TOOL, keep)
 
 
 def _setting(top: Doc, figures: Mapping[str, float]) -> Setting:
@@ -106,7 +113,7 @@ def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
             raise top.unknown(key, TOOL)
         m = top.child(key)
         assert m is not None
-        _metric_keys_ok(m, key)
+        _metric_keys_ok(m, unread if options.extra_keys else None)
         d = defined.get(key)
         if d is None:
             unread.append(key)
@@ -124,10 +131,12 @@ def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
     run_info = top.mapping("run_info")
     config = top.mapping("input_config")
     endpoint = config["endpoint"] if isinstance(config.get("endpoint"), dict) else {}
+    counted = endpoint.get("use_server_token_count")
+    counted = counted if isinstance(counted, bool) else None
     provenance = {
         "model": _model(config.get("models")),
-        # True: output tokens are the server's usage counts; False: aiperf's tokenizer counted the text
-        "use_server_token_count": endpoint.get("use_server_token_count", UNKNOWN),
+        # True: token counts are the server's usage; False: aiperf's tokenizer counted the text
+        "use_server_token_count": counted if counted is not None else UNKNOWN,
         "schema_version": top.text("schema_version", optional=True) or UNKNOWN,
         "benchmark_id": top.text("benchmark_id", optional=True) or UNKNOWN,
         "start_time": top.text("start_time", optional=True) or UNKNOWN,
@@ -141,6 +150,7 @@ def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
             setting=_setting(top, figures),
             figures=figures,
             provenance=provenance,
+            qualifier=TOKEN_COUNTS[counted],
             ok=int(figures["request_count.avg"]) if "request_count.avg" in figures else None,
             failed=_failed(top),
             notes=tuple(notes),

@@ -58,6 +58,8 @@ class Definition:
             return None
         if setting.phase or (setting.depth and "<D>" not in self.about):
             return None  # a context-loading request, or a figure at a depth the measure does not name
+        if setting.rate not in (None, "inf"):
+            return None  # paced by a rate: its concurrency is a cap, not labkit's fixed c<N>
         configured = None if setting.counted else setting.prompt_tokens  # a counted mean is no prefill length
         values = {"<N>": setting.concurrency, "<P>": configured, "<D>": setting.depth}
         key = self.about

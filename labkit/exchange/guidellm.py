@@ -82,8 +82,10 @@ def _pace(bench: Doc) -> Setting:
         return Setting(concurrency=int(strategy.number("streams", minimum=1) or 0) or None)
     if kind == "throughput":
         return Setting(concurrency=int(cap) if cap else None, rate="inf", schedule=kind)
-    if kind in ("constant", "poisson"):
-        return Setting(rate=f"{strategy.number('rate'):g}", schedule=kind)
+    if kind in ("constant", "poisson"):  # a rate, its requests capped at max_concurrency when set
+        return Setting(
+            concurrency=int(cap) if cap else None, rate=f"{strategy.number('rate'):g}", schedule=kind
+        )
     return Setting(schedule=_slug(kind))
 
 
@@ -112,19 +114,17 @@ def read_benchmark(
     bench: Doc, index: int, version: str, options: ReadOptions, sizes: tuple[int | None, int | None, str]
 ) -> Imported:
     """One benchmark of the report: its successful distributions, request counts and setting."""
-    if not options.extra_keys:
-        bench.refuse_unknown(BENCHMARK, TOOL)
+    unread: list[str] = []
+    keep = unread if options.extra_keys else None
+    bench.check_keys(BENCHMARK, TOOL, keep)
     if bench.text("type_") != "generative_benchmark":
         raise bench.fail("type_", f"is {bench.data.get('type_')!r}, not a generative_benchmark")
     metrics = bench.child("metrics")
     assert metrics is not None
     figures: dict[str, float] = {"duration": bench.number("duration") or 0.0}
-    unread: list[str] = []
     totals = metrics.child("request_totals")
     assert totals is not None
-    check = not options.extra_keys
-    if check:
-        totals.refuse_unknown(SUMMARY, TOOL)
+    totals.check_keys(SUMMARY, TOOL, keep)
     for status in STATUSES:
         figures[f"request_totals.{status}"] = totals.number(status) or 0.0
     for d in fields_of(NAME):
@@ -137,13 +137,11 @@ def read_benchmark(
         ok = summary.child("successful")
         assert ok is not None
         percentiles = ok.child("percentiles", optional=True)
-        if check:
-            summary.refuse_unknown(SUMMARY, TOOL)
-            ok.refuse_unknown(DISTRIBUTION, TOOL)
-            if percentiles is not None:
-                odd = [k for k in percentiles.data if not PERCENTILE.fullmatch(k)]
-                if odd:
-                    raise percentiles.unknown(odd[0], TOOL)
+        summary.check_keys(SUMMARY, TOOL, keep)
+        ok.check_keys(DISTRIBUTION, TOOL, keep)
+        if percentiles is not None:
+            named = {k for k in percentiles.data if PERCENTILE.fullmatch(k)}
+            percentiles.check_keys(named, TOOL, keep)
         for stat in d.stats:
             source = percentiles if stat.startswith("p") else ok  # p50, p90, p99 sit under `percentiles`
             if source is not None and source.has(stat):
@@ -180,8 +178,8 @@ def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
     """Every benchmark of the report, each one result; a schema other than 2 is refused."""
     top = Doc(loaded.path, loaded.docs[0])
     top.refuse_not_numbers()
-    if not options.extra_keys:
-        top.refuse_unknown(TOP, TOOL)
+    top_unread: list[str] = []
+    top.check_keys(TOP, TOOL, top_unread if options.extra_keys else None)
     meta = top.child("metadata")
     assert meta is not None
     if meta.data.get("version") != SCHEMA:
@@ -197,9 +195,10 @@ def read(loaded: Loaded, options: ReadOptions) -> list[Imported]:
     out = []
     for i, bench in enumerate(benches):
         imp = read_benchmark(bench, i, version, options, sizes)
-        if imp.model == UNKNOWN and model != UNKNOWN:
-            imp = Imported(**{**imp.__dict__, "provenance": {**imp.provenance, "model": model}})
-        out.append(imp)
+        provenance = {**imp.provenance, "model": model} if imp.model == UNKNOWN else imp.provenance
+        out.append(
+            Imported(**{**imp.__dict__, "provenance": provenance, "unread": (*top_unread, *imp.unread)})
+        )
     return out
 
 

@@ -1,9 +1,10 @@
 """`labkit import`: another tool's result file stored as runs, one per result it holds, each with the tool,
 its version, the file's hash and the file itself, every figure under its own name with its definition.
 
-Everything is read and checked before anything is written, so a refused file stores nothing. Importing the
-same file again finds its runs and leaves them (the run ids come from the file's hash); a run of that id with
-other figures is refused, never overwritten. docs/imports.md.
+Everything is read and checked before anything is written, so a refused file stores nothing. A run id is the
+hash of its result's content, so importing a result again finds its run and leaves it; one stored elsewhere
+(another lane, or by an earlier labkit under an older id) is refused, naming it, never stored twice or
+overwritten. docs/imports.md, "What is stored".
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ NOT_CARRIED = ("engine_version", "engine_image", "engine_args", "nodes", "boot",
 class ImportOutcome:
     run_id: str
     path: Path
-    action: str  # "created" | "unchanged"
+    action: str  # "created" | "unchanged" | "duplicate" (the file holds the same result twice)
     imported: Imported
 
 
@@ -51,6 +52,7 @@ class Prepared:
     summary: RunSummary
     measure_info: dict[str, dict[str, Any]]
     fingerprint: str
+    file_sha256: str
 
 
 def _slug(text: str) -> str:
@@ -92,7 +94,12 @@ def lane_plan(imp: Imported, lane: str | None, recipe: str | None) -> dict[str, 
             "variants": {},
             "resolved": {},
         }
-    data["imported"] = {"format": imp.format, "tool": imp.tool, "setting": imp.setting.to_dict()}
+    data["imported"] = {
+        "format": imp.format,
+        "tool": imp.tool,
+        "setting": imp.setting.to_dict(),
+        "compared": {"tool": imp.tool, **imp.setting.comparable()},  # the plan the gate compares
+    }
     data["simulated"] = False
     return data
 
@@ -109,10 +116,10 @@ def figure_rows(imp: Imported) -> tuple[dict[str, float], dict[str, dict[str, An
             raise LabkitError(f"{imp.format} field {name!r} has no row in the definition table")
         key = d.key_of(name)
         measures[key] = value
-        ident = f"{key}@{_slug(imp.applied_by)}" if imp.applied_by else key  # another's hand: its own id
+        ident = f"{key}@{imp.qualifier[0]}" if imp.qualifier else key  # one branch of it: an id of its own
         row: dict[str, Any] = {"definition": ident, "unit": d.unit, "source": SOURCE}
-        by = f", computed by {imp.applied_by} from its own stamps" if imp.applied_by else ""
-        method[key] = f"{imp.tool_label}: {d.text} ({d.cite}{by})"
+        why = f"; {imp.qualifier[1]}" if imp.qualifier else ""
+        method[key] = f"{imp.tool_label}: {d.text} ({d.cite}{why})"
         labkit_key = d.labkit_key(imp.setting)
         converted = d.converted(value) if labkit_key else None
         if labkit_key and converted is not None:
@@ -140,7 +147,9 @@ def result_digest(imp: Imported) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def prepare(imp: Imported, file_name: str, lane: str | None, recipe: str | None) -> Prepared:
+def prepare(
+    imp: Imported, file_name: str, lane: str | None, recipe: str | None, file_sha256: str
+) -> Prepared:
     """One result made ready to store (plan, run id, summary, definitions), nothing written yet."""
     figures, info, method = figure_rows(imp)
     measures: dict[str, float | None] = dict(figures)
@@ -160,6 +169,7 @@ def prepare(imp: Imported, file_name: str, lane: str | None, recipe: str | None)
         summary=summary,
         measure_info=info,
         fingerprint=fingerprint,
+        file_sha256=file_sha256,
     )
 
 
@@ -196,10 +206,11 @@ def read_file(
     return results, loaded.data
 
 
-def earlier_import(store: ResultsStore, p: Prepared) -> Path | None:
+def earlier_import(store: ResultsStore, p: Prepared, by_file: dict[tuple[str, int], Path]) -> Path | None:
     """The folder where this result was imported before, when it was (under this lane and variant: left as it
-    is); ImportFileError when it was imported elsewhere or that folder is not a complete import of it, since
-    one run id in two places would hide one of them from the tables."""
+    is); ImportFileError when it was imported elsewhere, under another id (`by_file`: earlier imports by their
+    file's hash and result index) or that folder is not a complete import of it, since one result in two
+    places would be counted twice, or hide one of them from the tables."""
     here = store.run_dir(p.plan["recipe"], p.plan["variant_id"], p.run_id)
     folders = store.find(p.run_id)
     for folder in folders:
@@ -208,7 +219,17 @@ def earlier_import(store: ResultsStore, p: Prepared) -> Path | None:
                 f"result {p.imported.index} of this file is already imported as {folder}; a result is stored "
                 f"once: remove that folder on purpose to store it under {here.parent.parent.name}"
             )
+    before = by_file.get((p.file_sha256, p.imported.index))
+    if before is not None and before.name != p.run_id:
+        raise ImportFileError(
+            f"result {p.imported.index} of this file was imported before as {before} (an earlier labkit's run "
+            "id); remove that folder on purpose to import it again"
+        )
     if not folders:
+        if here.exists():
+            raise ImportFileError(
+                f"{here}: the folder exists but holds no run.json; remove it on purpose first"
+            )
         return None
     doc = read_run(here)
     if (doc.get("imported") or {}).get("fingerprint") != p.fingerprint or doc.get("status") != "complete":
@@ -217,6 +238,16 @@ def earlier_import(store: ResultsStore, p: Prepared) -> Path | None:
             "folder on purpose to import it again"
         )
     return here
+
+
+def imports_by_file(store: ResultsStore) -> dict[tuple[str, int], Path]:
+    """{(file sha256, result index): folder} of every import stored under the root."""
+    out: dict[tuple[str, int], Path] = {}
+    for folder in store.run_folders():
+        if folder.name.startswith(RUN_PREFIX):
+            prov = read_run(folder).get("provenance") or {}
+            out[(str(prov.get("file_sha256")), int(prov.get("result_index") or 0))] = folder
+    return out
 
 
 def import_file(
@@ -231,13 +262,21 @@ def import_file(
     """Store each result of the file as a run (source "import"); an identical earlier import is left alone."""
     path = Path(path)
     found, data = read_file(path, fmt, options)
-    prepared = list({p.run_id: p for p in (prepare(imp, path.name, lane, recipe) for imp in found)}.values())
+    digest = hashlib.sha256(data).hexdigest()
+    prepared = [prepare(imp, path.name, lane, recipe, digest) for imp in found]
     store = ResultsStore(results)
-    existing = {p.run_id: folder for p in prepared if (folder := earlier_import(store, p)) is not None}
-    outcomes = []
+    by_file = imports_by_file(store)
+    existing = {
+        p.run_id: folder for p in prepared if (folder := earlier_import(store, p, by_file)) is not None
+    }
+    outcomes: list[ImportOutcome] = []
     for p in prepared:  # every check is made: now the writes
         if p.run_id in existing:
             outcomes.append(ImportOutcome(p.run_id, existing[p.run_id], "unchanged", p.imported))
+            continue
+        twin = next((o for o in outcomes if o.run_id == p.run_id), None)
+        if twin is not None:  # the file holds this very result twice: one run, said so
+            outcomes.append(ImportOutcome(p.run_id, twin.path, "duplicate", p.imported))
             continue
         with store.new_run(
             p.plan,

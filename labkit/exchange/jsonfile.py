@@ -187,6 +187,14 @@ class Doc:
         if unknown:
             raise self.unknown(unknown[0], tool, len(unknown) - 1)
 
+    def check_keys(self, known: frozenset[str] | set[str], tool: str, keep: list[str] | None) -> None:
+        """Refuse a key the tool does not write (refuse_unknown) or, given `keep` (--extra-keys), list each by
+        its path there, so an unread key is never dropped silently."""
+        if keep is None:
+            self.refuse_unknown(known, tool)
+        else:
+            keep.extend(self.at(k) for k in self.data if k not in known)
+
     def unknown(self, key: str, tool: str, more: int = 0) -> ImportFileError:
         """The refusal of a key the tool does not write, naming it."""
         also = f" (and {more} more)" if more else ""

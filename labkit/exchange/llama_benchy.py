@@ -14,7 +14,7 @@ from typing import Any
 from labkit.exchange.definitions import STD
 from labkit.exchange.formats import Format, ReadOptions
 from labkit.exchange.jsonfile import Doc, ImportFileError, Loaded
-from labkit.exchange.model import EXPORT_VERSION, EXPORTER, UNKNOWN, Imported, Setting
+from labkit.exchange.model import EXPORT_VERSION, EXPORTED, EXPORTER, UNKNOWN, Imported, Setting
 
 NAME, TOOL = "llama-benchy", "llama-benchy"
 HEADER = frozenset(
@@ -72,9 +72,7 @@ def _metric(row: Doc, name: str, figures: dict[str, float], unread: list[str], o
     m = row.child(name, optional=True)
     if m is None:
         return 0
-    if not options.extra_keys:
-        m.refuse_unknown(STAT_KEYS, f"{TOOL} ({name})")
-    unread.extend(f"{name}.{k}" for k in m.data if k not in STAT_KEYS)
+    m.check_keys(STAT_KEYS, f"{TOOL} ({name})", unread if options.extra_keys else None)
     values = m.numbers("values") or []
     mean, std = m.number("mean", optional=True), m.number("std", optional=True)
     if mean is not None:
@@ -129,7 +127,7 @@ def read_row(header: Doc, row: Doc, index: int, version: str, options: ReadOptio
         figures=figures,
         provenance=provenance,
         index=index,
-        applied_by=EXPORTER if exported else "",
+        qualifier=EXPORTED if exported else None,
         ok=requests,  # a value per request that ended; failures not counted
         notes=tuple(notes),
         unread=tuple(unread),

@@ -5,6 +5,7 @@ figures under their own names and units, and the provenance the file carries ("u
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,15 @@ from labkit.store import UNKNOWN, tool_label
 EXPORTER = "labkit export"
 EXPORT_VERSION = "labkit-"  # llama-benchy's `version` of an export: labkit-<labkit version>
 EXPORT_RUN_KEY = "labkit_run_id"  # the text key (a --metadata pair) naming the run in a vllm-bench export
+EXPORTED = ("labkit-export", "computed by labkit export from labkit's own stamps")  # an export's qualifier
+
+
+def scale_of(tokens: int | None) -> int | None:
+    """The power of two nearest a counted length (140 -> 128, 4108 -> 4096, 31 -> 32): the length a tool was most
+    likely asked for, chat template and end-of-sequence aside; None for none."""
+    if not tokens or tokens <= 0:
+        return None
+    return 2 ** round(math.log2(tokens))
 
 
 @dataclass(frozen=True)
@@ -29,18 +39,19 @@ class Setting:
     schedule: str | None = None  # how a rate was paced, where the tool names it: "constant", "poisson"
     phase: str | None = None  # a result that is not a measurement of its own: "context-load"
     # the lengths are means per request of the tokens the file counted, since it names no configured length
-    # (vllm bench serve): never a labkit prefill_<P>, and named in/out in the variant, not pp/tg
+    # (vllm bench serve): never a labkit prefill_<P>; compared and named by their scale (scale_of)
     counted: bool | None = None
 
     def variant_id(self, fmt: str) -> str:
-        """The stored lane's variant: the format and what sets its figures apart (c2, pp512, d4096, r4)."""
+        """The stored lane's variant: the format and what sets its figures apart (c2, pp512, d4096, r4). Counted
+        lengths drift between runs of one command, so only the prompt's scale names it (in128); the output's,
+        which an end-of-sequence makes vary, is left to the comparison."""
         parts = [fmt]
-        pp, tg = ("in", "out") if self.counted else ("pp", "tg")
-        for prefix, value in (
-            ("c", self.concurrency),
-            (pp, self.prompt_tokens),
-            (tg, self.output_tokens),
-        ):
+        if self.counted:
+            lengths = [("in", scale_of(self.prompt_tokens))]
+        else:
+            lengths = [("pp", self.prompt_tokens), ("tg", self.output_tokens)]
+        for prefix, value in [("c", self.concurrency), *lengths]:
             if value is not None:
                 parts.append(f"{prefix}{value}")
         if self.depth:
@@ -53,9 +64,15 @@ class Setting:
         return "_".join(parts)
 
     def comparable(self) -> dict[str, Any]:
-        """What one result measured, as a comparison checks it: every setting but the number of requests,
-        which says how long it ran, not what (as labkit's own repetition settings)."""
-        return {k: v for k, v in self.to_dict().items() if k != "requests"}
+        """What one result measured, as the comparability gate checks it (stored as the plan's
+        `imported.compared`): every setting but the number of requests, which says how long it ran, not what
+        (as labkit's own repetition settings); counted lengths by their scale, so runs of one command agree."""
+        out = {k: v for k, v in self.to_dict().items() if k != "requests"}
+        if self.counted:
+            for key in ("prompt_tokens", "output_tokens"):
+                if key in out:
+                    out[key] = f"~{scale_of(out[key])}"
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -78,9 +95,10 @@ class Imported:
     failed: int | None = None
     notes: tuple[str, ...] = ()
     unread: tuple[str, ...] = field(default=())
-    # who computed the tool's fields when the tool did not measure them ("labkit export"): its definitions
-    # then get ids of their own, so the gate never takes the file for the tool's own measurement
-    applied_by: str = ""
+    # which branch of the tool's definitions the figures follow, where they have two, as (id suffix, why):
+    # a labkit export's fields were computed by labkit, aiperf's tokens counted by its tokenizer. The
+    # definitions then get ids of their own (`<field>@<suffix>`), so the gate never takes one for the other.
+    qualifier: tuple[str, str] | None = None
 
     @property
     def tool_label(self) -> str:

@@ -14,7 +14,15 @@ from typing import Any
 
 from labkit.exchange.formats import Format, ReadOptions, documents, flat_figures
 from labkit.exchange.jsonfile import Doc, Loaded
-from labkit.exchange.model import EXPORT_RUN_KEY, EXPORTER, UNKNOWN, Imported, Setting
+from labkit.exchange.model import (
+    EXPORT_RUN_KEY,
+    EXPORT_VERSION,
+    EXPORTED,
+    EXPORTER,
+    UNKNOWN,
+    Imported,
+    Setting,
+)
 
 NAME, TOOL = "vllm-bench", "vllm bench serve"
 HEADER = frozenset(
@@ -73,16 +81,21 @@ def _setting(d: Doc, figures: dict[str, float]) -> Setting:
     def mean(total: str) -> int | None:
         return round(figures[total] / done) if done and total in figures else None
 
+    finite = rate not in ("inf", None)  # NaN and Infinity were refused before
     return Setting(
         concurrency=int(concurrency) if concurrency is not None else None,
         prompt_tokens=mean("total_input_tokens"),
         output_tokens=mean("total_output_tokens"),
         requests=int(d.number("num_prompts", minimum=1) or 0),
-        rate="inf"
-        if rate in ("inf", None)
-        else f"{d.number('request_rate'):g}",  # NaN/Infinity refused before
+        rate=f"{d.number('request_rate'):g}" if finite else "inf",
+        # a finite rate's arrivals: gamma-distributed gaps, Poisson at burstiness 1
+        schedule=_pacing(d.number("burstiness", optional=True)) if finite else None,
         counted=True if done else None,
     )
+
+
+def _pacing(burstiness: float | None) -> str:
+    return "poisson" if burstiness in (None, 1.0) else f"gamma{burstiness:g}"
 
 
 def read_one(d: Doc, index: int, options: ReadOptions) -> Imported:
@@ -127,8 +140,10 @@ def read_one(d: Doc, index: int, options: ReadOptions) -> Imported:
         format=NAME,
         tool=f"{EXPORTER} ({TOOL} format)" if exported else TOOL,
         # the bench writes no version; a --metadata version=... is the user's text, kept as metadata
-        tool_version=metadata.get("labkit_version", UNKNOWN) if exported else UNKNOWN,
-        applied_by=EXPORTER if exported else "",
+        tool_version=EXPORT_VERSION + metadata["labkit_version"]
+        if exported and metadata.get("labkit_version")
+        else UNKNOWN,
+        qualifier=EXPORTED if exported else None,
         setting=_setting(d, figures),
         figures=figures,
         provenance=provenance,

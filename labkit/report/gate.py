@@ -80,11 +80,12 @@ def _resolved(doc: Mapping[str, Any]) -> dict:
 
 def measure_plan(doc: Mapping[str, Any]) -> str:
     """What one run measured (api, decode and prefill sweeps, timeout), without the repetition settings; for an
-    imported run, the setting its file gives (concurrency, lengths, depth, rate), without its request count."""
+    imported run, the tool and the setting its file gives (concurrency, lengths, depth, rate)."""
     if imported(doc):
-        setting = dict(((doc.get("plan") or {}).get("imported") or {}).get("setting") or {})
-        setting.pop("requests", None)  # how long it ran, not what: as labkit's REPETITION_KEYS
-        return json.dumps({"imported": setting}, sort_keys=True)
+        # the tool and the setting its file gives, as the import stored them for comparison
+        # (exchange Setting.comparable: no request count, counted lengths by scale)
+        compared = ((doc.get("plan") or {}).get("imported") or {}).get("compared") or {}
+        return json.dumps({"imported": compared}, sort_keys=True)
     m = dict(_resolved(doc).get("measure") or (doc.get("provenance") or {}).get("plan") or {})
     for key in REPETITION_KEYS + ADDED_MEASURES_KEYS:
         m.pop(key, None)

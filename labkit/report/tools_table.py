@@ -35,7 +35,8 @@ def figure_of(doc: Mapping[str, Any], measure: str) -> tuple[float, str, str] | 
     if found is None:
         return None
     key, row = found
-    return float(row["converted"]), key, f"{key} ({row.get('convert')}): {method.get(key, '')}"
+    ident = str(row.get("definition") or key)  # a tool's definition applied by another has an id of its own
+    return float(row["converted"]), ident, f"{ident} ({row.get('convert')}): {method.get(key, '')}"
 
 
 def tool_lanes(

@@ -203,6 +203,10 @@ class ResultsStore:
             / check_segment(run_id, "run id")
         )
 
+    def run_folders(self) -> list[Path]:
+        """Every run folder under the root (those holding a run.json), sorted by recipe, variant, run id."""
+        return run_paths(self.root)
+
     def find(self, run_id: str) -> list[Path]:
         """Every folder of this run id under the root, whatever its recipe and variant (a run id is meant to
         be unique: more than one is the caller's to report)."""

@@ -41,7 +41,7 @@ def test_an_import_stores_one_run_with_definitions_provenance_and_the_file(tmp_p
     doc = read_run(outcome.path)
     assert (doc["recipe"], doc["variant_id"], doc["source"]) == (
         "import-tiny",
-        "vllm-bench_c1_in140_out32",
+        "vllm-bench_c1_in128",
         "import",
     )
     prov = doc["provenance"]
@@ -73,7 +73,7 @@ def test_importing_the_same_file_again_changes_nothing(tmp_path):
 
 def test_a_lane_name_and_a_recipe_place_the_runs(tmp_path):
     [named] = import_file(C2, lane="spark-lab", results=tmp_path)
-    assert named.path.parent == tmp_path / "spark-lab" / "vllm-bench_c2_in140_out32"
+    assert named.path.parent == tmp_path / "spark-lab" / "vllm-bench_c2_in128"
     [tied] = import_file(C2, recipe="tiny-vllm", results=tmp_path / "other")
     doc = read_run(tied.path)
     assert doc["recipe"] == "tiny-vllm" and doc["plan"]["resolved"]["engine"]["kind"] == "vllm"
@@ -110,3 +110,37 @@ def test_appending_to_a_json_lines_file_keeps_the_earlier_results_ids(tmp_path):
     again = import_file(lines, results=tmp_path / "r")
     assert [(o.action, o.run_id) for o in again][0] == ("unchanged", first.run_id)
     assert again[1].action == "created" and again[1].run_id != first.run_id
+
+
+def test_a_result_stored_under_an_earlier_labkits_run_id_is_found_by_its_files_hash(tmp_path):
+    """Imports stored before run ids came from the result (import-<file hash>-<i>) are the same result."""
+    from labkit.exchange.jsonfile import ImportFileError
+
+    [first] = import_file(C1, results=tmp_path)
+    old = first.path.with_name("import-72cbb8ba475f-0")
+    first.path.rename(old)
+    doc = json.loads((old / "run.json").read_text())
+    doc["run_id"] = old.name
+    (old / "run.json").write_text(json.dumps(doc))
+    with pytest.raises(ImportFileError, match=f"imported before as {old}"):
+        import_file(C1, results=tmp_path)
+    assert [p.name for p in old.parent.iterdir()] == [old.name]
+
+
+def test_a_leftover_folder_of_the_run_id_is_refused_before_anything_is_stored(tmp_path):
+    from labkit.exchange.jsonfile import ImportFileError
+
+    [first] = import_file(C1, results=tmp_path / "probe")
+    leftover = tmp_path / "r" / first.path.relative_to(tmp_path / "probe")
+    leftover.mkdir(parents=True)
+    with pytest.raises(ImportFileError, match="exists but holds no run.json"):
+        import_file(C1, results=tmp_path / "r")
+    assert list(leftover.iterdir()) == []
+
+
+def test_a_result_the_file_holds_twice_is_stored_once_and_said_so(tmp_path):
+    lines = tmp_path / "twice.jsonl"
+    one = json.dumps(json.loads(C1.read_text()))
+    lines.write_text(one + "\n" + one + "\n")
+    first, second = import_file(lines, results=tmp_path / "r")
+    assert (first.action, second.action) == ("created", "duplicate") and first.path == second.path

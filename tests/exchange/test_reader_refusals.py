@@ -46,9 +46,10 @@ def test_an_unknown_sglang_key_is_refused_by_its_own_name(tmp_path):
 
 
 def test_sglang_request_rate_is_infinity_or_a_number_never_nan(tmp_path):
-    nan = sglang_line(tmp_path, {}, raw=('"request_rate": Infinity', '"request_rate": NaN'))
-    with pytest.raises(ImportFileError, match="key 'request_rate' is NaN"):
-        read_file(nan)
+    for bad in ("NaN", "-Infinity"):
+        line = sglang_line(tmp_path, {}, raw=('"request_rate": Infinity', f'"request_rate": {bad}'))
+        with pytest.raises(ImportFileError, match=f"key 'request_rate' is {bad}"):
+            read_file(line)
     rated = sglang_line(tmp_path, {"request_rate": 4.0})
     [imp], _ = read_file(rated)
     assert imp.setting.rate == "4"
@@ -90,7 +91,7 @@ def test_extra_keys_reach_llama_benchys_metric_objects(tmp_path):
     with pytest.raises(ImportFileError, match="benchmarks\\[0\\].tg_throughput.median"):
         read_file(path)
     found, _ = read_file(path, options=ReadOptions(extra_keys=True))
-    assert "tg_throughput.median" in found[0].unread
+    assert "benchmarks[0].tg_throughput.median" in found[0].unread
 
 
 def test_aiperf_records_whose_token_counts_it_used(tmp_path):
@@ -144,4 +145,38 @@ def test_guidellms_statistics_are_checked_key_by_key(tmp_path, where, key):
     place = ".".join(("benchmarks[0].metrics", *where, key)).replace("[", "\\[").replace("]", "\\]")
     with pytest.raises(ImportFileError, match=f"key '{place}' is not one guidellm writes"):
         read_file(path)
-    read_file(path, options=ReadOptions(extra_keys=True))
+    [kept], _ = read_file(path, options=ReadOptions(extra_keys=True))
+    assert ".".join(("benchmarks[0].metrics", *where, key)) in kept.unread  # listed, never dropped silently
+
+
+def test_an_unknown_aiperf_statistic_is_refused_or_listed_unread(tmp_path):
+    doc = json.loads(AIPERF.read_text())
+    doc["time_to_first_token"]["geomean"] = 9.0
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ImportFileError, match="key 'time_to_first_token.geomean' is not one aiperf writes"):
+        read_file(path)
+    [kept], _ = read_file(path, options=ReadOptions(extra_keys=True))
+    assert "time_to_first_token.geomean" in kept.unread
+
+
+@pytest.mark.parametrize("flag, suffix", [(False, "@client-tokenizer"), (None, "@token-count-unknown")])
+def test_aiperf_figures_counted_by_its_tokenizer_have_a_definition_of_their_own(tmp_path, flag, suffix):
+    """aiperf counts tokens from the server's usage or with its own tokenizer: two branches of one definition,
+    which the gate must not take for one."""
+    from labkit.lab import compare
+
+    doc = json.loads(AIPERF.read_text())
+    doc["input_config"]["endpoint"]["use_server_token_count"] = flag
+    path = tmp_path / "client.json"
+    path.write_text(json.dumps(doc))
+    [client] = import_file(path, lane="client", results=tmp_path / "r")
+    [server] = import_file(AIPERF, lane="server", results=tmp_path / "r")
+    info = read_run(client.path)
+    decode = next(row for row in info["measure_info"].values() if row.get("about") == "decode_c1")
+    assert decode["definition"].endswith(suffix)
+    assert info["provenance"]["use_server_token_count"] == (False if flag is False else "unknown")
+    ids = [row["definition"] for row in read_run(server.path)["measure_info"].values() if row.get("about")]
+    assert ids and not any("@" in i for i in ids)
+    c = compare("client", "server", results=tmp_path / "r", force=True, measures=["decode_c1"])
+    assert "definition of decode_c1" in c.gate.blocked

@@ -15,6 +15,7 @@ from labkit.exchange.importing import read_file
 from labkit.exchange.model import Setting
 from labkit.lab import compare
 from labkit.report import CompareError
+from labkit.store import read_run
 from tests.support.imports import IMPORTS, edited
 
 GUIDELLM = IMPORTS / "guidellm.json"
@@ -72,7 +73,7 @@ def test_vllm_bench_lengths_are_the_counted_means_and_say_so():
     doc = json.loads((IMPORTS / "vllm-bench-c1.json").read_text())
     assert imp.setting.prompt_tokens == round(doc["total_input_tokens"] / doc["completed"]) == 140
     assert imp.setting.output_tokens == 32 and imp.setting.counted is True
-    assert imp.setting.variant_id("vllm-bench") == "vllm-bench_c1_in140_out32"
+    assert imp.setting.variant_id("vllm-bench") == "vllm-bench_c1_in128"
 
 
 def test_a_counted_prompt_length_names_no_prefill_measure():
@@ -107,12 +108,31 @@ def test_imports_of_different_prompt_lengths_are_refused_by_the_gate(tmp_path):
         compare("pp128/llama-benchy_c1_pp128_tg32", "pp4096/llama-benchy_c1_pp4096_tg32", results=results)
 
 
-def test_imports_of_one_setting_differing_only_in_request_count_compare(tmp_path):
-    more = edited(
-        IMPORTS / "vllm-bench-c1.json", tmp_path / "more.json", {"num_prompts": 60, "date": "20261205-100000"}
-    )
+def test_runs_of_one_command_whose_counts_drift_share_a_variant_and_compare(tmp_path):
+    """The counted means move between runs of one command (a prompt of 142 tokens, an output ended early, more
+    prompts): the same variant, and the gate lets them compare."""
+    drift = {
+        "num_prompts": 60,
+        "date": "20261205-100000",
+        "total_input_tokens": 852,
+        "total_output_tokens": 180,
+    }
+    more = edited(IMPORTS / "vllm-bench-c1.json", tmp_path / "more.json", drift)
     results = tmp_path / "results"
-    import_file(IMPORTS / "vllm-bench-c1.json", lane="few", results=results)
-    import_file(more, lane="many", results=results)
+    [a] = import_file(IMPORTS / "vllm-bench-c1.json", lane="few", results=results)
+    [b] = import_file(more, lane="many", results=results)
+    assert a.path.parent.name == b.path.parent.name == "vllm-bench_c1_in128"
     c = compare("few", "many", results=results, measures=["decode_c1"])
     assert not c.gate.blocked
+
+
+def test_a_vllm_bench_rate_names_its_pacing_and_no_fixed_concurrency_measure(tmp_path):
+    paced = edited(
+        IMPORTS / "vllm-bench-c1.json", tmp_path / "r.json", {"request_rate": 4.0, "burstiness": 0.5}
+    )
+    [imp], _ = read_file(paced)
+    assert (imp.setting.rate, imp.setting.schedule) == ("4", "gamma0.5")
+    assert imp.setting.variant_id("vllm-bench") == "vllm-bench_c1_in128_r4_gamma0.5"
+    [outcome] = import_file(paced, results=tmp_path / "results")
+    info = read_run(outcome.path)["measure_info"]
+    assert not [row for row in info.values() if row.get("about")]  # a rate's cap is not labkit's c1

@@ -245,4 +245,4 @@ def test_compare_notebook_compares_two_lanes_and_shows_the_worked_example(tmp_pa
     # the second worked example: the tools table of results/tiny-vllm and its refused, then forced, comparison
     assert "vllm-bench:median_tpot_ms" in text and "llama-benchy:tg_throughput" in text
     assert "refused: not comparable:" in text and "definition of decode_c1" in text
-    assert "A: tiny-vllm/spec-none" in text and "B: tiny-vllm/vllm-bench_c1_in140_out128" in text
+    assert "A: tiny-vllm/spec-none" in text and "B: tiny-vllm/vllm-bench_c1_in128" in text

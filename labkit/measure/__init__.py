@@ -3,14 +3,13 @@ summary out, each figure with the method that produced it (token source, timer, 
 
 client (stamped streams, sse parsed after the stream) -> recording (records, with the engine's own per-request
 figures from servertruth and the loop mark from sanity) -> runner (`Bench`, the plan; its `BenchOptions`) on
-session (`RunContext` read by the phases, `RunLog` they add to) through decode_phase, content_phase,
-agentic_phase (multi-turn sessions as chat messages from conversation), idle_phase (a request after a pause),
-depth_phase (requests at a context depth, uncached and cached, as text from context), canary_phase (the
-slow-state canary before and after the phases) and
-prefill_phase (prompts, corpus: the pinned prompt corpus of corpus/, tokencount, scrapes, drain, metrics, kvpool,
-io_probe) -> outcome -> summary (RunSummary, from summary_speed, summary_content, summary_counters,
-summary_engine, summary_turns (per session turn, idle turns), summary_depth (per context depth), summary_canary (the slow-state canary),
-summary_evidence and sanity; timing's formulas) and provenance, all in records;
+session (`RunContext` read by the workloads, `RunLog` they add to) through the workloads of workloads/, the
+registry of every way of measuring (multi-turn sessions as chat messages from conversation, context depths as
+text from context; prompts, corpus: the pinned prompt corpus of corpus/, tokencount, scrapes, drain, metrics,
+kvpool, io_probe) -> outcome -> summary (RunSummary: each workload's measures, from summary_speed (decode and
+prefill), summary_content, summary_turns (per session turn, idle turns), summary_depth (per context depth) and
+summary_canary (the slow-state canary); then summary_counters, summary_engine, summary_evidence and sanity;
+timing's formulas) and provenance, all in records;
 summary_text renders the summary as the lab note's table. telemetry_run samples every node (nvidia-smi,
 /proc/meminfo) while a run measures; telemetry_series parses the samples, telemetry_energy summarizes them per
 window with energy per token, and telemetry adds the health flags.
@@ -25,9 +24,11 @@ from labkit.measure.summary_text import render, server_truth_row
 from labkit.measure.telemetry import LOW_CLOCK, healthy_clocks
 from labkit.measure.telemetry_run import NodeTelemetry
 from labkit.measure.timing import median
+from labkit.measure.workloads import WORKLOADS
 
 __all__ = [
     "LOW_CLOCK",
+    "WORKLOADS",
     "BenchOptions",
     "BenchResult",
     "LocalNfsProbe",

@@ -1,10 +1,10 @@
-"""The measurement plan: warmup, decode c1 (cold + warm) and cK lockstep groups, prefill per length, summary.
+"""The measurement plan: the registry's workloads, repetition by repetition, then the summary.
 
 `run_bench(url, plan)` measures one running endpoint with a recipe's MeasurePlan and returns a BenchResult:
 one RequestRecord per request, one GroupRecord per concurrent group, a RunSummary of the named measures
 (labkit/measure/records.py), provenance, and the raw /metrics scrapes the counter-derived numbers came from.
 
-Order of one run (every prompt carries a fresh nonce first):
+Order of one repetition, the registry's (labkit/measure/workloads/; every prompt carries a fresh nonce first):
 1. cold turn (only when the caller says the engine was just booted, and /metrics shows no request served yet);
 2. `decode.warmup` warmup requests of the decode shape;
 3. c1: `decode.turns` sequential turns; cK (K > 1): `decode.turns` groups of K streams fired together;
@@ -13,13 +13,14 @@ Order of one run (every prompt carries a fresh nonce first):
    then, with `[measure.agentic]`, multi-turn sessions, and with `measure.idle_s`, a request after each pause;
    then, with `[measure.depth]`, requests at each context depth, the context uncached and cached;
 4. prefill per target length: prompts fitted to the length in server tokens, `decode.warmup` warmup(s) of that
-   length (at most one), then `prefill.repeats` samples at c1, max_tokens=1, /metrics scraped around each.
+   length (at most one), then `prefill.repeats` samples at c1, max_tokens=1, /metrics scraped around each;
+5. with `[measure.canary]`, the canary after the others (and before them, but on the boot's first repetition).
 A request that errors, ends short or without a finish_reason is a failed record, kept but excluded.
 
-`Bench` runs the plan on a `RunContext` (what every phase reads) and keeps what it measured in a `RunLog`
-(both in session.py); its phases are decode_phase.py and prefill_phase.py, the records are made in
-recording.py, the counter deltas in scrapes.py, and outcome.py turns the log into the BenchResult (the summary
-in summary.py, the provenance in provenance.py). `BenchOptions` holds everything a caller may set.
+`Bench` runs the plan on a `RunContext` (what every workload reads) and keeps what it measured in a `RunLog`
+(both in session.py); the records are made in recording.py, the counter deltas in scrapes.py, and outcome.py
+turns the log into the BenchResult (the summary in summary.py, the provenance in provenance.py).
+`BenchOptions` holds everything a caller may set.
 """
 
 from __future__ import annotations
@@ -36,21 +37,14 @@ from typing import Any
 
 from labkit import settings
 from labkit.measure import io_probe as iop
-from labkit.measure.agentic_phase import measure_agentic
-from labkit.measure.canary_phase import measure_canary
 from labkit.measure.client import EndpointError, StreamClient
-from labkit.measure.content_phase import measure_content
-from labkit.measure.decode_phase import measure_decode
-from labkit.measure.depth_phase import measure_depth
-from labkit.measure.idle_phase import measure_idle
 from labkit.measure.kvpool import read_kv_pool
 from labkit.measure.outcome import bench_result, io_deltas, keep_partial
-from labkit.measure.prefill_phase import measure_prefill
 from labkit.measure.provenance import engine_version
 from labkit.measure.records import BenchResult, RequestRecord
-from labkit.measure.scrapes import pool_acceptance
 from labkit.measure.session import RunContext, RunLog, Session
 from labkit.measure.telemetry_run import NodeTelemetry, as_telemetry
+from labkit.measure.workloads import WORKLOADS, Workload
 from labkit.nodes import Host
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 
@@ -134,7 +128,8 @@ class Bench(Session):
         await self._served()
         ctx, log, plan = self.ctx, self.log, self.ctx.plan
         io_before = {p.name: p.sample() for p in ctx.io_hooks}
-        total = self._planned(decode, prefill)
+        workloads = active_workloads(plan, decode, prefill)
+        total = planned_requests(plan, ctx.cold_expected, decode, prefill)
         bar = None
         if self.progress:
             from tqdm import tqdm
@@ -145,27 +140,17 @@ class Bench(Session):
                 ticks.update(1)
 
             self.on_record = tick
+            self.say = self._say
         try:
             if ctx.telemetry is not None:  # its lifetime on the nodes: the plan's timeout budget
                 ctx.telemetry.start(max_seconds=(total + 10) * plan.timeout)
-            for run in range(plan.runs):
-                self.rep = run
-                await self.canary(run, "before")
-                if decode and plan.decode.turns > 0:
-                    await self.decode(run)
-                    if plan.content:
-                        await self.content(run)
-                    if (
-                        plan.agentic is not None
-                    ):  # sessions, then idle turns (agentic_phase.py, idle_phase.py)
-                        await measure_agentic(self, run)
-                    if plan.idle_s:
-                        await measure_idle(self, run, self._say if self.progress else None)
-                if decode and plan.depth is not None:  # context depths, cached and uncached (depth_phase.py)
-                    await measure_depth(self, run, self._say if self.progress else None)
-                if prefill and plan.prefill.prompt_tokens:
-                    await self.prefill(run)
-                await self.canary(run, "after")
+            for rep in range(plan.runs):
+                self.rep = rep
+                for w in workloads:
+                    if w.before is not None:
+                        await w.before(self, rep)
+                for w in workloads:
+                    await w.run(self, rep)
         except BaseException as e:  # interrupted or crashed: keep what was measured, then re-raise
             self.stop_telemetry()
             if log.records:
@@ -200,7 +185,7 @@ class Bench(Session):
 
     @staticmethod
     def _say(line: str) -> None:
-        """A progress line on stderr (the idle phase's, while it waits)."""
+        """A progress line on stderr (Session.say: the idle workload's while it waits, the depths')."""
         print(f"bench: {line}", file=sys.stderr, flush=True)
 
     def stop_telemetry(self) -> None:
@@ -208,52 +193,17 @@ class Bench(Session):
         if self.ctx.telemetry is not None:
             self.ctx.telemetry.stop()
 
-    def _planned(self, decode: bool, prefill: bool) -> int:
-        plan = self.ctx.plan
-        d, p = plan.decode, plan.prefill
-        n = 0
-        if decode and d.turns:
-            n += self.ctx.cold_expected + d.warmup * plan.runs
-            n += sum(d.turns * k for k in d.concurrency) * plan.runs
-            n += d.turns * len(plan.content) * plan.runs
-            n += ((plan.agentic.requests() if plan.agentic else 0) + len(plan.idle_s)) * plan.runs
-        if decode and plan.depth is not None:
-            n += plan.depth.requests() * plan.runs
-        if plan.canary is not None:
-            n += 2 * plan.canary.requests * plan.runs
-        if prefill:
-            n += len(p.prompt_tokens) * (p.repeats + min(d.warmup, 1)) * plan.runs
-        return n
 
-    # ---------------------------------------------------------------- phases
-    async def decode(self, run: int) -> None:
-        """Cold turn, warmups, c1 turns and cK lockstep groups, between two /metrics scrapes
-        (labkit/measure/decode_phase.py); the window's acceptance is pooled over the repetitions."""
-        acc = await measure_decode(self, run)
-        if acc is not None:
-            self.log.acceptance = pool_acceptance(self.log.acceptance, acc)
+def active_workloads(plan: MeasurePlan, decode: bool = True, prefill: bool = True) -> list[Workload]:
+    """The registry's workloads this plan asks for, among the halves the caller asked for, in run order."""
+    return [w for w in WORKLOADS.values() if w.runs_in(decode, prefill) and w.active(plan)]
 
-    async def content(self, run: int) -> None:
-        """c1 turns on the corpus prompts of each content category, each category in windows of its own
-        (labkit/measure/content_phase.py); each category's acceptance is pooled over the repetitions."""
-        for category, acc in (await measure_content(self, run)).items():
-            pooled = self.log.content_acceptance.get(category)
-            self.log.content_acceptance[category] = pool_acceptance(pooled, acc)
 
-    async def canary(self, run: int, where: str) -> None:
-        """The slow-state canary before or after the phases (canary_phase.py), when the plan has one; not before
-        the boot's first phases when a cold turn is expected (it must be the engine's first request)."""
-        if self.ctx.plan.canary is None:
-            return
-        if where == "before" and run == 0 and self.ctx.cold_expected:
-            self.log.notes.append("canary: none before the boot's first run (its cold turn comes first)")
-            return
-        await measure_canary(self, run, where)
-
-    async def prefill(self, run: int) -> None:
-        """Per target length: fitted prompts, a warmup, then the samples, each between two /metrics scrapes
-        (labkit/measure/prefill_phase.py)."""
-        await measure_prefill(self, run)
+def planned_requests(
+    plan: MeasurePlan, cold_expected: bool, decode: bool = True, prefill: bool = True
+) -> int:
+    """How many requests the plan sends (the progress bar's total): each active workload's count, summed."""
+    return sum(w.planned(plan, cold_expected) for w in active_workloads(plan, decode, prefill))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -13,10 +13,10 @@ Pure: records in, `summary.sanity`, flags and notes out; the measures of an inva
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from labkit.measure.records import RequestRecord, RunSummary
-from labkit.measures import CONTENT_MARK, window_covers
+from labkit.measures import window_covers
 
 LOOP_SHARE = 0.5  # the repeated tail covers at least this share of the text ...
 LOOP_REPEATS = 3  # ... holds its unit at least this many times ...
@@ -66,27 +66,6 @@ def mark_loop(rec: RequestRecord, text: str) -> None:
         rec.loop_period, rec.loop_share = found
 
 
-def window_of(rec: RequestRecord) -> str | None:
-    """The measured window a record belongs to (None for warmups)."""
-    if rec.phase == "prefill":
-        return f"prefill_{rec.prompt_target}"
-    if rec.phase == "content":  # a category's c1 turns: its own window, as the evidence has it
-        return f"decode{CONTENT_MARK}{rec.content}"
-    if rec.phase == "agentic":  # every session's turns: the agentic window
-        return "agentic"
-    if rec.phase == "canary":  # the canary before or after the phases: its own window
-        return f"canary_{rec.canary}"
-    if rec.phase == "depth":  # a depth's requests, the context loads included: the depth_<D> window
-        return f"depth_{rec.depth}"
-    if rec.phase == "idle":
-        return f"idle_{rec.idle_s:g}" if rec.idle_s is not None else None
-    if rec.phase != "decode":
-        return None
-    if rec.concurrency == 1:
-        return "decode_c1_cold" if rec.cold else "decode_c1"
-    return f"decode_c{rec.concurrency}"
-
-
 def kinds(rec: RequestRecord) -> set[str]:
     """What was wrong with one response: failed (any validity rule), empty (no token at all), truncated (tokens,
     but it ended before the requested length), looping (an exact repetition at its end)."""
@@ -102,9 +81,15 @@ def kinds(rec: RequestRecord) -> set[str]:
     return out
 
 
-def apply_sanity(s: RunSummary, records: Sequence[RequestRecord], loops_expected: bool = False) -> None:
+def apply_sanity(
+    s: RunSummary,
+    records: Sequence[RequestRecord],
+    window_of: Callable[[RequestRecord], str | None],
+    loops_expected: bool = False,
+) -> None:
     """Count every window's responses into `s.sanity`; a window with failures (or loops, unless the model
-    loops by nature) is invalid: a flag, a note, and its measures moved out of `s.measures`."""
+    loops by nature) is invalid: a flag, a note, and its measures moved out of `s.measures`. `window_of` names
+    a record's window (the workload registry's: labkit/measure/workloads/__init__.py)."""
     windows: dict[str, list[RequestRecord]] = {}
     for rec in records:
         w = window_of(rec)

@@ -1,9 +1,9 @@
-"""The seam between a Bench and its phases: what every phase reads (`RunContext`, fixed for the run), what
-the phases accumulate (`RunLog`, handed whole to outcome.py), and `Session`, the steps every phase takes on
-them: a /metrics scrape, a request of the plan's shape, a record, a prompt's text seed.
+"""The seam between a Bench and its workloads: what every workload reads (`RunContext`, fixed for the run),
+what the workloads accumulate (`RunLog`, handed whole to outcome.py), and `Session`, the steps every workload
+takes on them: a /metrics scrape, a request of the plan's shape, a record, a prompt's text seed.
 
-runner.py's `Bench` is the Session that runs the plan; decode_phase.py, content_phase.py and prefill_phase.py
-take a Session.
+runner.py's `Bench` is the Session that runs the plan; every workload (labkit/measure/workloads/) measures on a
+Session.
 """
 
 from __future__ import annotations
@@ -83,9 +83,9 @@ class RunLog:
         default_factory=EvidenceLog
     )  # /metrics per window (labkit/measure/scrapes.py)
     acceptance: mx.Acceptance | None = None  # pooled over the repetitions' decode windows
-    # Σ per-request accepted drafts over those windows; None once one could not be checked (decode_phase.py)
+    # Σ per-request accepted drafts over those windows; None once one could not be checked (workloads/decode.py)
     request_accepted: float | None = 0.0
-    # per content category: pooled over the repetitions' windows of its turns (content_phase.py)
+    # per content category: pooled over the repetitions' windows of its turns (workloads/content.py)
     content_acceptance: dict[str, mx.Acceptance] = field(default_factory=dict)
     pc_window: list[tuple[float, float]] = field(default_factory=list)  # (hits, queries) per prefill sample
     # the KV pool with every source the engine offers: a lane's boot facts, else read from the API (Bench.run)
@@ -107,6 +107,8 @@ class Session:
         self.log = RunLog() if log is None else log
         self.rep = 0  # current repetition of the plan
         self.on_record: Callable[[RequestRecord], None] | None = None  # e.g. a progress bar's tick
+        # a progress line for what takes long between requests (a pause, fitting contexts); None: quiet
+        self.say: Callable[[str], None] | None = None
 
     async def scrape(self, key: str) -> mx.Samples | None:
         """GET /metrics, kept under `key`; None (and no further tries) once the endpoint has none."""

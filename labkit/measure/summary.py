@@ -2,11 +2,10 @@
 and method, plus the run's counters (acceptance, prefix cache, NFS), notes on what was excluded and why, and
 each window's evidence with the flags it raises (docs/measurement.md, "Per-run evidence").
 
-The measures come from summary_speed.py (decode and prefill), summary_content.py (per prompt content
-category), summary_counters.py (acceptance, prefix cache, NFS, telemetry figures), summary_engine.py (the
-engine's per-request figures, the effective concurrency) and summary_evidence.py (the windows' evidence and
-flags); sanity.py then counts each window's responses and leaves out the figures of a window with failures.
-This module composes them.
+Each workload of the registry (labkit/measure/workloads/) writes its own measures; then come the run-wide ones,
+from the counters (acceptance, prefix cache, NFS, telemetry figures), the engine's per-request figures and the
+windows' evidence and flags; sanity.py last counts each window's responses and leaves out the figures of a
+window with failures. This module composes them.
 Pure: everything the summary says comes from the records and the counter deltas passed in.
 """
 
@@ -18,20 +17,17 @@ from labkit.measure import metrics as mx
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
 from labkit.measure.sanity import apply_sanity
 from labkit.measure.scrapes import WindowEvidence
-from labkit.measure.summary_canary import canary_measures
-from labkit.measure.summary_content import content_measures
 from labkit.measure.summary_counters import (
     acceptance_measures,
     nfs_summary,
     prefix_cache_measures,
     telemetry_measures,
 )
-from labkit.measure.summary_depth import depth_measures
-from labkit.measure.summary_engine import concurrency_measures, engine_measures
+from labkit.measure.summary_engine import engine_measures
 from labkit.measure.summary_evidence import evidence_flags, pooled_evidence
-from labkit.measure.summary_speed import PREFILL_EXCLUDED, decode_measures, prefill_measures
-from labkit.measure.summary_turns import idle_measures, turn_measures
+from labkit.measure.summary_speed import PREFILL_EXCLUDED
 from labkit.measure.telemetry import TelemetryRun, summarize_telemetry
+from labkit.measure.workloads import WORKLOADS, SummaryInput, window_of
 from labkit.recipe import MeasurePlan
 
 INTERVALS_OVER_RUNS = (
@@ -72,23 +68,15 @@ def summarize(
     s.n_ok, s.n_failed = len(ok), len(records) - len(ok)
     sources = sorted({r.output_tokens_source for r in ok if r.output_tokens_source})
     src = ", ".join(sources) or "none"
-    decode_measures(s, ok, groups, src)
-    concurrency_measures(s, groups)
-    if plan.content:
-        content_measures(s, ok, plan.content, content_acceptance or {}, src)
-    if plan.agentic is not None or plan.idle_s:  # sessions and idle turns (summary_turns.py)
-        turn_measures(s, records, plan, src)
-        idle_measures(s, records, src)
-    if plan.depth is not None:  # context depths (summary_depth.py)
-        depth_measures(s, records, src)
-    if plan.canary is not None:  # the slow-state canary (summary_canary.py)
-        canary_measures(s, records)
-    prefill_measures(s, ok, plan.prefill.prompt_tokens, rtt_ns, counter_kind)
+    inp = SummaryInput(records, ok, groups, plan, src, rtt_ns, counter_kind, content_acceptance)
+    for workload in WORKLOADS.values():  # each workload's own measures (labkit/measure/workloads/)
+        if workload.active(plan):
+            workload.summarize(s, inp)
     if acceptance is not None:
         acceptance_measures(s, acceptance)
     engine_measures(s, ok, engine_metrics_asked)
     if request_accepted is not None and "spec_accepted" in s.counters:
-        s.counters["engine_request_accepted"] = request_accepted  # beside spec_accepted (decode_phase.py)
+        s.counters["engine_request_accepted"] = request_accepted  # beside spec_accepted (workloads/decode.py)
     if pc_window:
         prefix_cache_measures(s, pc_window)
     if io:
@@ -104,6 +92,6 @@ def summarize(
             f"{s.n_failed} failed request(s) excluded: "
             + "; ".join(sorted({r.error for r in records if not r.ok}))[:300]
         )
-    apply_sanity(s, records, loops_expected)
+    apply_sanity(s, records, window_of, loops_expected)
     s.notes = list(notes) + s.notes
     return s

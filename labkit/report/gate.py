@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.measure import WORKLOADS
 from labkit.store import IMPORT_SOURCE, UNKNOWN, tool_label
 
 # measure keys that say how often to repeat, not what one run measures
@@ -27,15 +28,18 @@ REPETITION_KEYS = (
     "telemetry_period",
     "clock_drop",
 )
-# measure keys that add measures of their own without changing the others: the content phase, the sessions,
-# the idle turns, the depths and the canary run before or after the fresh-prompt phases, in windows of their own, with prompts no other
-# phase shares (docs/measurement.md, "Prompt content", "Agentic sessions", "Idle turns", "Context depth");
-# listed as facts of their own ("prompt content", "added workloads"), never blocking
-WORKLOAD_KEYS = ("agentic", "idle_s", "depth", "canary")
-ADDED_MEASURES_KEYS = ("content", *WORKLOAD_KEYS)
+
 BLOCKING = ("simulated", "measurement plan")
 # resolved keys that are not recipe content: the measure table is its own fact, labels only name the lane
 NOT_CONTENT = ("measure.", "lane.label", "lane.description", "lane.aliases")
+
+
+def workload_keys(*roles: str) -> tuple[str, ...]:
+    """The [measure] keys of the registry's workloads of these roles, in registry order. "content" and "added"
+    workloads add measures of their own without changing the others (windows of their own, prompts no other
+    workload shares): listed as facts of their own ("prompt content", "added workloads"), never blocking
+    (labkit/measure/workloads/base.py, Role). Read at each call, so every registered workload counts."""
+    return tuple(w.recipe_key for w in WORKLOADS.values() if w.role in roles)
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ def measure_plan(doc: Mapping[str, Any]) -> str:
         compared = ((doc.get("plan") or {}).get("imported") or {}).get("compared") or {}
         return json.dumps({"imported": compared}, sort_keys=True)
     m = dict(_resolved(doc).get("measure") or (doc.get("provenance") or {}).get("plan") or {})
-    for key in REPETITION_KEYS + ADDED_MEASURES_KEYS:
+    for key in REPETITION_KEYS + workload_keys("content", "added"):
         m.pop(key, None)
     return json.dumps(m, sort_keys=True) if m else "not recorded"
 
@@ -101,7 +105,7 @@ def prompt_content(doc: Mapping[str, Any]) -> str:
 def added_workloads(doc: Mapping[str, Any]) -> str:
     """The workloads a run added beside the fresh-prompt phases: its sessions, idle turns and depths."""
     m = _resolved(doc).get("measure") or {}
-    parts = [f"{key} {json.dumps(m[key], sort_keys=True)}" for key in WORKLOAD_KEYS if m.get(key)]
+    parts = [f"{key} {json.dumps(m[key], sort_keys=True)}" for key in workload_keys("added") if m.get(key)]
     return "; ".join(parts) or "none"
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.measure import WORKLOADS
 from labkit.measures import window_covers
 from labkit.report.format import MISSING, fmt_acceptance, fmt_kv, fmt_nfs, fmt_with_cold, with_cold
 from labkit.report.intervals import interval_cell, interval_note
@@ -22,8 +23,6 @@ from labkit.report.specs import RowSpec, TableSpec
 from labkit.report.stats import sim_title, stat, unit_of
 
 FLAG_MARK = "\u2020"  # "†" beside a figure one of whose runs carries an evidence flag
-# flag windows that cover only their own measures (decode, prefill_4096, agentic, idle_60, depth_8192, ...)
-WINDOWS = ("decode", "prefill", "agentic", "idle", "depth")
 DEFAULT_MEASURES = {
     "acceptance": "accept_per_draft",
     "kv": "kv_pool_tokens",
@@ -150,8 +149,11 @@ def flags_of(doc: Mapping[str, Any]) -> list[dict]:
 
 
 def whole_run(window: str | None) -> bool:
-    """A flag whose window is no decode or prefill window (none, "run", "boot", ...) covers the whole lane."""
-    return not window or not window.startswith(WINDOWS)
+    """A flag whose window is no workload's own (none, "run", "boot", ...) covers the whole lane: the windows
+    that cover only their own measures (decode, prefill_4096, agentic, idle_60, depth_8192, ...) are the
+    registry's workloads', but those whose flags speak of the whole run (the canary's)."""
+    own = tuple(p for w in WORKLOADS.values() if w.local_windows for p in w.windows)
+    return not window or not window.startswith(own)
 
 
 def in_window(measure: str, window: str | None) -> bool:

@@ -18,6 +18,7 @@ from labkit.measure.records import GroupRecord
 from labkit.measure.sanity import apply_sanity, exact_loop, kinds, z_function
 from labkit.measure.scrapes import EvidenceLog
 from labkit.measure.summary import summarize
+from labkit.measure.workloads import window_of
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.report.tables import in_window
 from labkit.sim.oracle import SimOracle
@@ -131,7 +132,7 @@ def test_failed_and_looping_responses_invalidate_their_window_unless_the_model_l
     )
     records = [_rec(), _rec(ok=False, chunks=0, error="HTTP 500: boom"), _rec(cold=True)]
     records.append(_rec(concurrency=2, loop_period=3, loop_share=1.0))
-    apply_sanity(s, records)
+    apply_sanity(s, window_of=window_of, records=records)
     assert s.measures == {"decode_c1_cold": 20.0}  # the cold turn is a window of its own
     assert s.sanity["decode_c1"]["excluded"] == {"decode_c1": 50.0, "ttft_c1": 0.1}
     assert s.sanity["decode_c1"]["failed"] == s.sanity["decode_c1"]["empty"] == 1
@@ -142,7 +143,12 @@ def test_failed_and_looping_responses_invalidate_their_window_unless_the_model_l
         for n in s.notes
     )
     s = RunSummary(measures={"decode_c2_agg": 80.0})
-    apply_sanity(s, [_rec(concurrency=2, loop_period=3, loop_share=1.0)], loops_expected=True)
+    apply_sanity(
+        s,
+        window_of=window_of,
+        records=[_rec(concurrency=2, loop_period=3, loop_share=1.0)],
+        loops_expected=True,
+    )
     assert s.measures == {"decode_c2_agg": 80.0} and s.flags == []
     assert s.sanity["decode_c2"]["looping"] == 1 and s.sanity["decode_c2"]["loops_expected"]
     assert any("loops by nature (model.loops), so this is reported, not gating" in n for n in s.notes)
@@ -158,12 +164,19 @@ def test_a_failed_content_turn_invalidates_its_category_and_a_warm_c1_failure_no
     measures |= {"accept_length@code": 2.0, "decode_c1@prose": 30.0}
     s = RunSummary(measures=dict(measures))
     apply_sanity(
-        s, [_rec(phase="content", content="code", ok=False, chunks=0), _rec(phase="content", content="prose")]
+        s,
+        window_of=window_of,
+        records=[
+            _rec(phase="content", content="code", ok=False, chunks=0),
+            _rec(phase="content", content="prose"),
+        ],
     )
     assert s.measures == {"decode_c1": 50.0, "ttft_c1": 0.1, "decode_c1@prose": 30.0}
     assert _codes(s.flags) == [("failed-requests", "decode@code")]
     s = RunSummary(measures=dict(measures))
-    apply_sanity(s, [_rec(ok=False, chunks=0), _rec(phase="content", content="code")])
+    apply_sanity(
+        s, window_of=window_of, records=[_rec(ok=False, chunks=0), _rec(phase="content", content="code")]
+    )
     assert set(s.measures) == {"decode_c1@code", "ttft_c1@code", "accept_length@code", "decode_c1@prose"}
     assert in_window("ttft_c1", "decode_c1") and in_window("ttft_c1@code", "decode@code")
     assert not in_window("decode_c1_cold", "decode_c1") and not in_window("ttft_c1@code", "decode_c1")
@@ -173,11 +186,11 @@ def test_failed_agentic_and_idle_turns_invalidate_their_own_windows_only():
     measures = {"decode_c1": 50.0, "agentic_ttft_t1": 0.1, "agentic_ttft_t2": 0.2, "idle_60_ttft": 0.3}
     s = RunSummary(measures=dict(measures))
     records = [_rec(phase="agentic", session=0, turn=1), _rec(phase="agentic", session=0, turn=2, ok=False)]
-    apply_sanity(s, records + [_rec(phase="idle", idle_s=60.0), _rec()])
+    apply_sanity(s, window_of=window_of, records=records + [_rec(phase="idle", idle_s=60.0), _rec()])
     assert s.measures == {"decode_c1": 50.0, "idle_60_ttft": 0.3}
     assert _codes(s.flags) == [("failed-requests", "agentic")]
     s = RunSummary(measures=dict(measures))
-    apply_sanity(s, [_rec(phase="idle", idle_s=60.0, ok=False, chunks=0)])
+    apply_sanity(s, window_of=window_of, records=[_rec(phase="idle", idle_s=60.0, ok=False, chunks=0)])
     assert "idle_60_ttft" not in s.measures and "agentic_ttft_t1" in s.measures
 
 

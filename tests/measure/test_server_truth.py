@@ -132,10 +132,10 @@ def test_without_the_switch_there_is_no_truth_and_a_lane_that_asked_is_told():
 def test_a_window_with_a_failed_request_or_without_counts_is_not_summed_against_the_counters():
     """The engine counts a failed request's drafts too, and a window whose acceptance was dropped (a counter
     reset) is not in the counters' total: neither may give a 'sum to X, counters to Y' note."""
-    from labkit.measure.decode_phase import _check_requests
     from labkit.measure.records import RequestRecord
     from labkit.measure.servertruth import requests_accepted
     from labkit.measure.session import RunLog
+    from labkit.measure.workloads.decode import _check_requests
 
     def rec(accepted, ok=True):
         counts = {"num_accepted_draft_tokens": accepted, "num_spec_steps": 10}

@@ -1,4 +1,4 @@
-"""The agentic phase of a Bench's plan: multi-turn sessions after the content phase, each one growing chat
+"""The agentic workload of a Bench's plan: multi-turn sessions after the content phase, each one growing chat
 conversation whose turns append the previous answer and a tool result (labkit/measure/conversation.py;
 docs/measurement.md, "Agentic sessions").
 
@@ -23,11 +23,14 @@ from labkit.measure.conversation import (
     opening,
     tool_result,
 )
-from labkit.measure.decode_phase import TurnWindows
-from labkit.measure.records import RequestRecord
+from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.session import Session
+from labkit.measure.summary_turns import turn_measures
 from labkit.measure.timing import NS, prefill_tps
 from labkit.measure.tokencount import make_counter
+from labkit.measure.workloads.base import SummaryInput, Workload
+from labkit.measure.workloads.windows import TurnWindows
+from labkit.recipe import MeasurePlan
 
 
 async def measure_agentic(s: Session, run: int) -> None:
@@ -134,3 +137,28 @@ def new_token_prefill(rec: RequestRecord, rtt_ns: int) -> None:
         return
     cached = rec.hit_engine if rec.hit_engine is not None else rec.hit_expected
     rec.prefill_tps = prefill_tps(rec.prompt_tokens, int(cached or 0), int(rec.ttft_s * NS), rtt_ns)
+
+
+def _summarize(s: RunSummary, inp: SummaryInput) -> None:
+    turn_measures(s, inp.records, inp.plan, inp.src)
+
+
+def _planned(plan: MeasurePlan, cold: bool) -> int:
+    return (plan.agentic.requests() if plan.agentic else 0) * plan.runs
+
+
+AGENTIC = Workload(
+    name="agentic",
+    recipe_key="agentic",
+    role="added",
+    half="decode",
+    heading="Agentic sessions",
+    table="turns",
+    windows=(AGENTIC_WINDOW,),
+    measures=("agentic_ttft_t<T>", "agentic_prefill_t<T>", "agentic_decode_t<T>", "agentic_hit_agreement"),
+    active=lambda plan: plan.decode.turns > 0 and plan.agentic is not None,
+    planned=_planned,
+    run=measure_agentic,
+    window=lambda rec: AGENTIC_WINDOW,  # every session's turns: the agentic window
+    summarize=_summarize,
+)

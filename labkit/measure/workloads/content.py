@@ -1,4 +1,4 @@
-"""The content phase of a Bench's plan: after the decode phase, c1 turns on the pinned corpus prompts of each
+"""The content workload of a Bench's plan: after the decode phase, c1 turns on the pinned corpus prompts of each
 category the plan names (`measure.content`), each category between scrapes of its own so its acceptance is
 its own turns' counter deltas (docs/measurement.md, "Prompt content").
 
@@ -13,9 +13,12 @@ from __future__ import annotations
 from labkit.measure import metrics as mx
 from labkit.measure import prompts as pr
 from labkit.measure.corpus import content_prompt, load_corpus
-from labkit.measure.decode_phase import TurnWindows, window_result
-from labkit.measure.scrapes import flush_for_acceptance
+from labkit.measure.records import RequestRecord, RunSummary
+from labkit.measure.scrapes import flush_for_acceptance, pool_acceptance
 from labkit.measure.session import Session
+from labkit.measure.summary_content import content_measures
+from labkit.measure.workloads.base import SummaryInput, Workload
+from labkit.measure.workloads.windows import TurnWindows, window_result
 from labkit.measures import content_key
 
 
@@ -54,3 +57,36 @@ async def _category(s: Session, run: int, category: str) -> mx.Acceptance | None
         )
         await windows.close([rec], f"{category} turn {turn}")
     return await window_result(s, window, run, windows.first, windows.last, log.records[n_before:], flushed)
+
+
+async def _run(s: Session, rep: int) -> None:
+    """One repetition's categories; each category's acceptance is pooled over the repetitions."""
+    for category, acc in (await measure_content(s, rep)).items():
+        pooled = s.log.content_acceptance.get(category)
+        s.log.content_acceptance[category] = pool_acceptance(pooled, acc)
+
+
+def _window(rec: RequestRecord) -> str | None:
+    """A category's c1 turns: its own window, decode@<category>, as the evidence has it."""
+    return content_window(rec.content) if rec.content else None
+
+
+def _summarize(s: RunSummary, inp: SummaryInput) -> None:
+    content_measures(s, list(inp.ok), inp.plan.content, inp.content_acceptance or {}, inp.src)
+
+
+CONTENT = Workload(
+    name="content",
+    recipe_key="content",
+    role="content",
+    half="decode",
+    heading="Prompt content",
+    table="content",
+    windows=("decode@",),
+    measures=("decode_c1@<C>", "ttft_c1@<C>", "accept_length@<C>", "accept_per_draft@<C>"),
+    active=lambda plan: plan.decode.turns > 0 and bool(plan.content),
+    planned=lambda plan, cold: plan.decode.turns * len(plan.content) * plan.runs,
+    run=_run,
+    window=_window,
+    summarize=_summarize,
+)

@@ -1,4 +1,4 @@
-"""The decode phase of a Bench's plan: cold turn, warmups, c1 turns and cK lockstep groups, between two
+"""The decode workload of a Bench's plan: cold turn, warmups, c1 turns and cK lockstep groups, between two
 /metrics scrapes whose counter deltas give the window's speculative acceptance.
 
 Every scrape pair is also handed to the run's evidence log as the `decode` window (gauges, finished against
@@ -7,8 +7,8 @@ anywhere in the window leaves it without acceptance.
 
 /metrics is also scraped between the requests (never inside one): each c1 turn and each cK group has its own
 window, and its records carry what the engine's counters say about it (`server_window`, `server_ttft_s`).
-The functions take the `Session` being run (labkit/measure/session.py), add to its log's records, groups and
-notes, and return the window's acceptance for the caller to pool.
+The functions take the `Session` being run (labkit/measure/session.py) and add to its log's records, groups and
+notes; the window's acceptance is pooled into the log over the repetitions.
 """
 
 from __future__ import annotations
@@ -17,50 +17,17 @@ import asyncio
 
 from labkit.measure import metrics as mx
 from labkit.measure import prompts as pr
-from labkit.measure.drain import settled
 from labkit.measure.recording import make_group, set_concurrency
-from labkit.measure.records import RequestRecord
-from labkit.measure.scrapes import (
-    flush_for_acceptance,
-    served_before,
-    server_view,
-    window_acceptance,
-)
+from labkit.measure.records import RequestRecord, RunSummary
+from labkit.measure.scrapes import flush_for_acceptance, pool_acceptance, served_before
 from labkit.measure.servertruth import requests_accepted
 from labkit.measure.session import RunLog, Session
 from labkit.measure.sse import StreamResult
-
-
-class TurnWindows:
-    """The scrapes between a phase's requests: each one closes a request's window and opens the next, so
-    consecutive windows share a scrape and none is taken while a request runs. Every pair goes to the run's
-    evidence as `window` (the decode window, or a content category's: content_phase.py)."""
-
-    def __init__(self, s: Session, run: int, before: mx.Samples | None, window: str = "decode") -> None:
-        self.s, self.run, self.last, self.n, self.window = s, run, before, 0, window
-        self.first = before  # the window's opening scrape, after the drain wait
-
-    @classmethod
-    async def opened(cls, s: Session, run: int, window: str) -> TurnWindows:
-        """The phase's windows from their opening scrape (key `<window>.before.<run>`), taken after the drain
-        wait at the start."""
-        key = f"{window}.before.{run}"
-        before = await settled(s, await s.scrape(key), key=key, window=window, run=run, where="start")
-        return cls(s, run, before, window)
-
-    async def close(self, recs: list[RequestRecord], where: str) -> dict | None:
-        """The scrape after `recs` (the requests `where` names): their window's engine view; then, before the
-        next window opens, the wait for the engine to drain (labkit/measure/drain.py)."""
-        self.n += 1
-        key = f"{self.window}.{self.run}.{self.n}"
-        now = await self.s.scrape(key)
-        self.s.log.evidence.pair(self.window, self.run, self.last, now, len(recs))
-        view = server_view(recs, self.last, now)
-        # None once /metrics failed: no later window (nor the acceptance) has an end
-        self.last = await settled(
-            self.s, now, key=key, window=self.window, run=self.run, where=f"after {where}"
-        )
-        return view
+from labkit.measure.summary_engine import concurrency_measures
+from labkit.measure.summary_speed import decode_measures
+from labkit.measure.workloads.base import SummaryInput, Workload
+from labkit.measure.workloads.windows import TurnWindows, window_result
+from labkit.recipe import MeasurePlan
 
 
 async def measure_decode(s: Session, run: int) -> mx.Acceptance | None:
@@ -97,37 +64,6 @@ async def measure_decode(s: Session, run: int) -> mx.Acceptance | None:
     if acc is not None:
         _check_requests(log, run, window, acc.accepted)
     return acc
-
-
-async def window_result(
-    s: Session,
-    window: str,
-    run: int,
-    before: mx.Samples | None,
-    after: mx.Samples | None,
-    recs: list[RequestRecord],
-    flushed: bool,
-) -> mx.Acceptance | None:
-    """A measured window's acceptance from its counter deltas, for the decode phase and every phase with
-    windows of its own: None (noted) when a counter went backwards inside it, since its deltas then describe
-    two engines; `recs` are the window's requests (docs/measurement.md, "Speculative acceptance conventions")."""
-    ctx, log = s.ctx, s.log
-    reset = log.evidence.reset_in(window, run)
-    if reset:
-        log.notes.append(f"acceptance invalid: {window} window: {reset}")
-        return None
-    counted = [r for r in recs if r.ok and r.chunk_n]
-    return await window_acceptance(
-        ctx.client,
-        before,
-        after,
-        spec_k=ctx.spec_k,
-        spec_k_source=ctx.spec_k_source,
-        n_window=sum(1 for r in recs if r.http_status == 200 and r.finish_reason),
-        flushed=flushed,
-        notes=log.notes,
-        stream=(sum(r.output_tokens or 0 for r in counted), sum(r.chunks for r in counted)),
-    )
 
 
 def _check_requests(log: RunLog, run: int, window: list[RequestRecord], counted: float) -> None:
@@ -193,3 +129,52 @@ async def _lockstep_group(s: Session, k: int, turn: int, N: int, windows: TurnWi
     group.server_window = await windows.close(recs, f"c{k} group {turn}")
     set_concurrency(group, recs)
     groups.append(group)
+
+
+async def _run(s: Session, rep: int) -> None:
+    """One repetition's decode window; its acceptance is pooled over the repetitions."""
+    acc = await measure_decode(s, rep)
+    if acc is not None:
+        s.log.acceptance = pool_acceptance(s.log.acceptance, acc)
+
+
+def _planned(plan: MeasurePlan, cold: bool) -> int:
+    d = plan.decode
+    return cold + (d.warmup + sum(d.turns * k for k in d.concurrency)) * plan.runs
+
+
+def _window(rec: RequestRecord) -> str | None:
+    """decode_c1 (decode_c1_cold for the cold turn) or decode_c<K> for a lockstep group's streams."""
+    if rec.concurrency == 1:
+        return "decode_c1_cold" if rec.cold else "decode_c1"
+    return f"decode_c{rec.concurrency}"
+
+
+def _summarize(s: RunSummary, inp: SummaryInput) -> None:
+    decode_measures(s, list(inp.ok), inp.groups, inp.src)
+    concurrency_measures(s, inp.groups)
+
+
+DECODE = Workload(
+    name="decode",
+    recipe_key="decode",
+    role="plan",
+    half="decode",
+    heading="Decode per request",
+    table="measured",
+    windows=("decode",),
+    measures=(
+        "decode_c1",
+        "decode_c1_cold",
+        "ttft_c1",
+        "decode_c<N>_agg",
+        "decode_c<N>_span",
+        "decode_c<N>_overlap",
+        "decode_c<N>_concurrency",
+    ),
+    active=lambda plan: plan.decode.turns > 0,
+    planned=_planned,
+    run=_run,
+    window=_window,
+    summarize=_summarize,
+)

@@ -12,8 +12,12 @@ serves (the note says so).
 
 from __future__ import annotations
 
-from labkit.measure.decode_phase import TurnWindows
+from labkit.measure.records import RunSummary
 from labkit.measure.session import Session
+from labkit.measure.summary_canary import canary_measures
+from labkit.measure.workloads.base import SummaryInput, Workload
+from labkit.measure.workloads.windows import TurnWindows
+from labkit.recipe import MeasurePlan
 
 # the fixed canary prompt: plain, unambiguous work that any model continues for as long as it is asked
 CANARY_PROMPT = (
@@ -39,3 +43,45 @@ async def measure_canary(s: Session, run: int, where: str) -> None:
         rec = s.record(res, phase="canary", requested=plan.output_tokens, turn=i)
         rec.canary = where
         rec.server_window = await windows.close([rec], f"canary request {i + 1} ({where})")
+
+
+async def _before(s: Session, rep: int) -> None:
+    """Before the others, except on the boot's first repetition (its cold turn must be the engine's first
+    request; noted)."""
+    if rep == 0 and s.ctx.cold_expected:
+        s.log.notes.append("canary: none before the boot's first run (its cold turn comes first)")
+        return
+    await measure_canary(s, rep, "before")
+
+
+async def _after(s: Session, rep: int) -> None:
+    await measure_canary(s, rep, "after")
+
+
+def _planned(plan: MeasurePlan, cold: bool) -> int:
+    """Before and after every repetition, but before the first one after a boot."""
+    return (plan.canary.requests if plan.canary else 0) * (2 * plan.runs - cold)
+
+
+def _summarize(s: RunSummary, inp: SummaryInput) -> None:
+    canary_measures(s, inp.records)
+
+
+CANARY = Workload(
+    name="canary",
+    recipe_key="canary",
+    role="added",
+    half="always",
+    heading="Slow-state canary",
+    table="measured",
+    windows=(CANARY_WINDOW,),
+    # a slow canary speaks of the run as a whole: a flag in its window marks every figure of the run
+    local_windows=False,
+    measures=("canary_ms", "canary_ms_before", "canary_ms_after"),
+    active=lambda plan: plan.canary is not None,
+    planned=_planned,
+    before=_before,
+    run=_after,  # registered last: after every other workload
+    window=lambda rec: canary_window(rec.canary) if rec.canary else None,
+    summarize=_summarize,
+)

@@ -1,4 +1,4 @@
-"""The idle phase of a Bench's plan: for each `measure.idle_s` entry S, the engine is left idle for S seconds,
+"""The idle workload of a Bench's plan: for each `measure.idle_s` entry S, the engine is left idle for S seconds,
 then one request of the decode shape is sent, tagged as an idle turn (`phase = "idle"`, `idle_s = S`) as the
 first request after boot is tagged cold, and reported apart (docs/measurement.md, "Idle turns").
 
@@ -16,8 +16,11 @@ import time
 from collections.abc import Callable
 
 from labkit.measure import prompts as pr
-from labkit.measure.decode_phase import TurnWindows
+from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.session import Session
+from labkit.measure.summary_turns import idle_measures
+from labkit.measure.workloads.base import SummaryInput, Workload
+from labkit.measure.workloads.windows import TurnWindows
 
 IDLE_TICK_S = 10.0  # seconds between the progress lines of a pause
 
@@ -27,9 +30,9 @@ def idle_window(seconds: int) -> str:
     return f"idle_{seconds}"
 
 
-async def measure_idle(s: Session, run: int, say: Callable[[str], None] | None = None) -> None:
+async def measure_idle(s: Session, run: int) -> None:
     """Per idle length of the plan, in plan order: the drain wait, the pause, one forced-length request."""
-    d = s.ctx.plan.decode
+    d, say = s.ctx.plan.decode, s.say
     for i, seconds in enumerate(s.ctx.plan.idle_s, 1):
         window = idle_window(seconds)
         windows = await TurnWindows.opened(s, run, window)
@@ -52,3 +55,28 @@ async def pause(seconds: float, say: Callable[[str], None] | None) -> None:
         if say is not None:
             say(f"idle: {seconds - left:.0f} of {seconds:g} s before the idle turn ({left:.0f} s left)")
         await asyncio.sleep(min(IDLE_TICK_S, left))
+
+
+def _window(rec: RequestRecord) -> str | None:
+    return f"idle_{rec.idle_s:g}" if rec.idle_s is not None else None
+
+
+def _summarize(s: RunSummary, inp: SummaryInput) -> None:
+    idle_measures(s, inp.records, inp.src)
+
+
+IDLE = Workload(
+    name="idle",
+    recipe_key="idle_s",
+    role="added",
+    half="decode",
+    heading="Idle turns",
+    table="turns",
+    windows=("idle",),
+    measures=("idle_<S>_ttft", "idle_<S>_decode", "idle_<S>_slowdown"),
+    active=lambda plan: plan.decode.turns > 0 and bool(plan.idle_s),
+    planned=lambda plan, cold: len(plan.idle_s) * plan.runs,
+    run=measure_idle,
+    window=_window,
+    summarize=_summarize,
+)

@@ -1,4 +1,4 @@
-"""The prefill phase of a Bench's plan: per target length, prompts fitted to it in server tokens (to the token
+"""The prefill workload of a Bench's plan: per target length, prompts fitted to it in server tokens (to the token
 when the server counts them), a warmup, then the samples at c1 with max_tokens=1, each between two /metrics
 scrapes (its prefix-cache hits and the engine's own view of it).
 
@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from labkit.measure import prompts as pr
 from labkit.measure.drain import settled
+from labkit.measure.records import RunSummary
 from labkit.measure.scrapes import COUNTER_RESET, prefix_cache_sample, server_view
 from labkit.measure.session import Session
+from labkit.measure.summary_speed import prefill_measures
 from labkit.measure.tokencount import make_counter
+from labkit.measure.workloads.base import SummaryInput, Workload
+from labkit.recipe import MeasurePlan
 
 
 async def measure_prefill(s: Session, run: int) -> None:
@@ -67,3 +71,29 @@ async def _sample(s: Session, run: int, target: int, i: int, warm: int) -> None:
     pc = prefix_cache_sample(rec, before, after)
     if pc is not None and i >= warm:
         log.pc_window.append(pc)
+
+
+def _planned(plan: MeasurePlan, cold: bool) -> int:
+    p = plan.prefill
+    return len(p.prompt_tokens) * (p.repeats + min(plan.decode.warmup, 1)) * plan.runs
+
+
+def _summarize(s: RunSummary, inp: SummaryInput) -> None:
+    prefill_measures(s, list(inp.ok), inp.plan.prefill.prompt_tokens, inp.rtt_ns, inp.counter_kind)
+
+
+PREFILL = Workload(
+    name="prefill",
+    recipe_key="prefill",
+    role="plan",
+    half="prefill",
+    heading="Prefill and TTFT",
+    table="measured",
+    windows=("prefill",),
+    measures=("prefill_<P>", "prefill_<P>_raw", "prefill_<P>_ttft"),
+    active=lambda plan: bool(plan.prefill.prompt_tokens),
+    planned=_planned,
+    run=measure_prefill,
+    window=lambda rec: f"prefill_{rec.prompt_target}",
+    summarize=_summarize,
+)

@@ -1,4 +1,4 @@
-"""The depth phase of a Bench's plan: per context depth D, requests whose D tokens of context are uncached (a
+"""The depth workload of a Bench's plan: per context depth D, requests whose D tokens of context are uncached (a
 fresh context, computed in full) and cached (a load request sent the same context just before), each asking a
 short question and forcing the answer's length (labkit/measure/context.py; docs/measurement.md, "Context
 depth").
@@ -14,23 +14,24 @@ per context: a progress line per depth says how long it took.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from labkit.measure import metrics as mx
 from labkit.measure import prompts as pr
-from labkit.measure.agentic_phase import engine_hits, new_token_prefill
 from labkit.measure.context import depth_window, measured_chat, measured_text, question
 from labkit.measure.conversation import block_size, expected_hits
-from labkit.measure.decode_phase import TurnWindows
-from labkit.measure.prefill_phase import fit_counter
-from labkit.measure.records import RequestRecord
+from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.session import Session
-from labkit.recipe import DepthPlan
+from labkit.measure.summary_depth import depth_measures
+from labkit.measure.workloads.agentic import engine_hits, new_token_prefill
+from labkit.measure.workloads.base import SummaryInput, Workload
+from labkit.measure.workloads.prefill import fit_counter
+from labkit.measure.workloads.windows import TurnWindows
+from labkit.recipe import DepthPlan, MeasurePlan
 
 
-async def measure_depth(s: Session, run: int, say: Callable[[str], None] | None = None) -> None:
+async def measure_depth(s: Session, run: int) -> None:
     """Per depth of the plan, in plan order: its window, then `repeats` times each cache state's request."""
-    plan = s.ctx.plan.depth
+    plan, say = s.ctx.plan.depth, s.say
     assert plan is not None  # the runner calls this only for a plan with depths
     await fit_counter(s)
     budget = await question_budget(
@@ -104,3 +105,28 @@ async def _measure(
 def _tag(rec: RequestRecord, depth: int, state: str) -> RequestRecord:
     rec.depth, rec.cache_state = depth, state
     return rec
+
+
+def _summarize(s: RunSummary, inp: SummaryInput) -> None:
+    depth_measures(s, inp.records, inp.src)
+
+
+def _planned(plan: MeasurePlan, cold: bool) -> int:
+    return (plan.depth.requests() if plan.depth else 0) * plan.runs
+
+
+DEPTH = Workload(
+    name="depth",
+    recipe_key="depth",
+    role="added",
+    half="decode",
+    heading="Context depth",
+    table="depths",
+    windows=("depth",),
+    measures=("depth_<D>_ttft", "depth_<D>_ttft_cached", "depth_<D>_ttft_gain", "depth_hit_agreement"),
+    active=lambda plan: plan.depth is not None,
+    planned=_planned,
+    run=measure_depth,
+    window=lambda rec: depth_window(rec.depth) if rec.depth is not None else None,
+    summarize=_summarize,
+)

@@ -1,12 +1,15 @@
-"""Prints the structure figures issue 24 asks for: the largest module, modules over 350 lines, names
-exported per package, and parameters without an annotation or annotated `Any` (self/cls not counted).
+"""Prints the structure figures issues 24 and 36 ask for: the largest module, modules over 350 lines, modules per
+package (subpackages counted with their parent), names exported per package, parameters without an annotation,
+annotated `Any` or mentioning `Any` (self/cls not counted), bare `dict` annotations (no key and value types), and,
+given a pytest log run with --durations, its slowest tests.
 
-Usage: python tools/structure_figures.py [ROOT]   (ROOT defaults to labkit/)
+Usage: python tools/structure_figures.py [ROOT] [--pytest-log FILE]   (ROOT defaults to labkit/)
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -28,14 +31,52 @@ def _is_any(node: ast.expr | None) -> bool:
     return text in ("Any", "typing.Any")
 
 
+def _mentions_any(node: ast.expr | None) -> bool:
+    return node is not None and any(
+        isinstance(n, ast.Name) and n.id == "Any" or isinstance(n, ast.Attribute) and n.attr == "Any"
+        for n in ast.walk(node)
+    )
+
+
+def _bare_dicts(node: ast.expr | None) -> int:
+    """`dict` used without its key and value types anywhere in an annotation (`dict`, `dict | None`)."""
+    if node is None:
+        return 0
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a string annotation
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return 0
+    subscripted = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Subscript)}
+    return sum(
+        1 for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == "dict" and id(n) not in subscripted
+    )
+
+
+def _annotations(tree: ast.Module) -> list[ast.expr]:
+    out: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out += [p.annotation for p in _params(node) if p.annotation is not None]
+            if node.returns is not None:
+                out.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            out.append(node.annotation)
+    return out
+
+
 def figures(root: Path) -> dict[str, object]:
     lines: dict[str, int] = {}
     exported: dict[str, int] = {}
-    unannotated = any_typed = 0
+    modules: dict[str, int] = {}
+    unannotated = any_typed = mentions_any = bare_dicts = 0
     for path in sorted(root.rglob("*.py")):
         text = path.read_text()
         rel = str(path.relative_to(root.parent))
         lines[rel] = len(text.splitlines())
+        parts = path.relative_to(root).parts
+        package = parts[0] if len(parts) > 1 else "(top level)"
+        modules[package] = modules.get(package, 0) + 1
         tree = ast.parse(text)
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -44,6 +85,8 @@ def figures(root: Path) -> dict[str, object]:
                         unannotated += 1
                     elif _is_any(p.annotation):
                         any_typed += 1
+                    mentions_any += _mentions_any(p.annotation)
+        bare_dicts += sum(_bare_dicts(a) for a in _annotations(tree))
         if path.name == "__init__.py":
             for node in tree.body:
                 if isinstance(node, ast.Assign) and any(
@@ -55,6 +98,8 @@ def figures(root: Path) -> dict[str, object]:
     largest = max(lines.items(), key=lambda kv: kv[1])
     over = sorted(((n, c) for n, c in lines.items() if c > 350), key=lambda kv: -kv[1])
     return {
+        "modules": f"{len(lines)} ({sum(lines.values())} lines)",
+        "modules per package": ", ".join(f"{n} {c}" for n, c in sorted(modules.items())),
         "largest module": f"{largest[0]} ({largest[1]} lines)",
         "modules over 350 lines": len(over),
         "watch list": ", ".join(f"{n} {c}" for n, c in over) or "none",
@@ -62,13 +107,32 @@ def figures(root: Path) -> dict[str, object]:
         "per package": ", ".join(f"{n} {c}" for n, c in sorted(exported.items())),
         "unannotated parameters": unannotated,
         "Any parameters": any_typed,
+        "parameters mentioning Any": mentions_any,
+        "bare dict annotations": bare_dicts,
     }
 
 
+def slowest_tests(log: str, n: int = 25) -> list[str]:
+    """The `--durations` lines of a pytest log ("12.34s call tests/..."), slowest first."""
+    found = re.findall(r"^(\d+\.\d+)s (call|setup|teardown) +(\S+)", log, re.M)
+    ranked = sorted(found, key=lambda f: -float(f[0]))[:n]
+    return [f"{float(s):8.2f}s {phase:8} {test}" for s, phase, test in ranked]
+
+
 def main() -> None:
-    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "labkit"
+    args = sys.argv[1:]
+    log = None
+    if "--pytest-log" in args:
+        i = args.index("--pytest-log")
+        log = Path(args[i + 1]).read_text(errors="replace")
+        del args[i : i + 2]
+    root = Path(args[0]) if args else Path(__file__).resolve().parents[1] / "labkit"
     for key, value in figures(root).items():
         print(f"{key}: {value}")
+    if log is not None:
+        print("slowest tests:")
+        for line in slowest_tests(log):
+            print(f"  {line}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import pytest
 
 from labkit import lab
 from labkit.errors import LabkitError, NodeError, RecipeError
+from labkit.measure import WORKLOADS
 from labkit.store import load_results
 from tests.support.lanes import sim_recipe
 
@@ -111,12 +112,10 @@ def test_a_run_where_every_request_failed_is_failed_not_complete(tmp_path, monke
 
 
 def test_failure_halfway_keeps_the_measured_requests_in_the_failed_run(tmp_path, monkeypatch):
-    from labkit.measure.runner import Bench
-
-    async def boom(self, run):
+    async def boom(session, rep):
         raise RuntimeError("prompt sizing broke")
 
-    monkeypatch.setattr(Bench, "prefill", boom)
+    monkeypatch.setitem(WORKLOADS, "prefill", dataclasses.replace(WORKLOADS["prefill"], run=boom))
     monkeypatch.setenv("LABKIT_RECIPES", str(_recipes(tmp_path, port=PORT + 3)))
     run_dir, doc = _measure_fails(tmp_path / "results", RuntimeError, "prompt sizing broke")
     assert "prompt sizing broke" in doc["error"] and doc["partial"]["requests"] > 0

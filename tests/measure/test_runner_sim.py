@@ -1,11 +1,12 @@
 """End to end against the simulator in a subprocess: the oracle's ground truth checks what the bench measured."""
 
+import dataclasses
 import time
 from pathlib import Path
 
 import pytest
 
-from labkit.measure import BenchOptions, BenchResult, render, run_bench
+from labkit.measure import WORKLOADS, BenchOptions, BenchResult, render, run_bench
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.sim.oracle import SimOracle
 
@@ -236,12 +237,10 @@ def test_other_transports_measure_the_same(transport, backend, monkeypatch):
 
 
 def test_interrupted_run_keeps_partial_records(tmp_path, monkeypatch):
-    from labkit.measure.runner import Bench
-
-    async def boom(self, run):
+    async def boom(session, rep):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Bench, "prefill", boom)
+    monkeypatch.setitem(WORKLOADS, "prefill", dataclasses.replace(WORKLOADS["prefill"], run=boom))
     out = tmp_path / "partial.json"
     with SimOracle() as sim, pytest.raises(KeyboardInterrupt):
         run_bench(

@@ -10,6 +10,7 @@ Simulators start on a free port of their own choosing (`--port 0`).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import glob
 import io
 import os
@@ -19,8 +20,7 @@ import time
 
 import pytest
 
-from labkit.measure import BenchOptions, NodeTelemetry, healthy_clocks, run_bench
-from labkit.measure.runner import Bench
+from labkit.measure import WORKLOADS, BenchOptions, NodeTelemetry, healthy_clocks, run_bench
 from labkit.nodes.local import LocalHost
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.sim.process import SimProcess
@@ -160,10 +160,10 @@ def test_a_run_that_fails_halfway_stops_every_sampler_and_keeps_the_samples(gpus
     sampler = NodeTelemetry(hosts, period_s=PERIOD)
     kept = []
 
-    async def broken_prefill(self, run):
+    async def broken_prefill(session, rep):
         raise RuntimeError("the prefill phase broke")
 
-    monkeypatch.setattr(Bench, "prefill", broken_prefill)
+    monkeypatch.setitem(WORKLOADS, "prefill", dataclasses.replace(WORKLOADS["prefill"], run=broken_prefill))
     try:
         with (
             SimProcess(["--preset", "test"]) as sim,

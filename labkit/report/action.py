@@ -66,7 +66,7 @@ def stored_tables(
     tables: list[Table] = []
     for spec in chosen:
         if spec.axis == "tools":  # its figures' definitions are in the run folders, not the measures frame
-            docs = {rid: d for rid, d in data.docs.items() if not recipes or d.get("recipe") in recipes}
+            docs = {rid: d for rid, d in data.docs.items() if not recipes or d.recipe in recipes}
             tables.append(tools_table(spec, docs))
         elif spec.is_sweep:  # a named sweep is checked against every record, then the recipes filter applies
             picked = [r for r in select_sweeps(spec, sweeps or []) if not recipes or r.recipe in recipes]

@@ -214,8 +214,8 @@ def save_all(results: Any, folder: str | Path) -> list[Path]:
         out.append(save_png(fig, folder / name))
     for rid in latest_runs_with_requests(results):
         doc = results.docs[rid]
-        fig = tokens_over_time(results.requests([rid]), f"{doc.get('label', '')} — {rid}")
-        out.append(save_png(fig, folder / f"tokens-{doc.get('recipe', '')}-{doc.get('variant_id', '')}.png"))
+        fig = tokens_over_time(results.requests([rid]), f"{doc.label} — {rid}")
+        out.append(save_png(fig, folder / f"tokens-{doc.recipe}-{doc.variant_id}.png"))
     root = getattr(results, "root", None)
     for record in load_sweeps(root) if root is not None else []:
         out.append(save_png(sweep_figure(record, results), sweep_plot_path(folder, record)))

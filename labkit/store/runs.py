@@ -34,8 +34,9 @@ from labkit.store.files import (
     now_iso,
     results_root,
 )
-from labkit.store.load import Results, load_results, read_run, run_paths
+from labkit.store.load import Results, load_results, read_doc, run_paths
 from labkit.store.records import requests_csv
+from labkit.store.storedrun import RunSource, parse_run
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -222,7 +223,7 @@ class ResultsStore:
         run_id: str | None = None,
         label: str | None = None,
         simulated: bool | None = None,
-        source: str = "measured",
+        source: RunSource = "measured",
         provenance: Mapping[str, Any] | None = None,
         **extra: Any,
     ) -> Run:
@@ -301,7 +302,8 @@ def attach_file(run_dir: str | os.PathLike, src: str | os.PathLike, name: str | 
 def attach_bytes(run_dir: str | os.PathLike, name: str, data: bytes) -> Path:
     """attach_file for bytes made in memory (a plot): written atomically and listed in run.json."""
     run_dir = Path(run_dir)
-    doc = read_run(run_dir)
+    doc = read_doc(run_dir)
+    parse_run(doc, run_dir)  # a folder that is no readable run is refused before anything is added
     name = check_segment(name, "file name")
     target = run_dir / name
     if target.exists():

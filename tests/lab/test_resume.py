@@ -1,4 +1,4 @@
-"""Which sweep points a re-run skips (labkit/lab/resume.py), on hand-made run.json dicts: identical
+"""Which sweep points a re-run skips (labkit/lab/resume.py), on hand-made run.json dicts read as stored runs: identical
 provenance resumes, a changed recipe or labkit version refuses, a point with fewer runs than asked is
 measured again, and the engine facts are held to one value after boot unless the engine itself is swept."""
 
@@ -9,18 +9,21 @@ import pytest
 from labkit import __version__, lab
 from labkit.lab.resume import Resume, boot_fingerprint, fingerprint, plan_resume
 from labkit.store import SweepPoint
+from tests.support.results import stored_run
 
 DT = 'engine.args."--decode-tps"'
 
 
 def _doc(plan, run_id, version="0.33.0+labkit.sim", recipe_hash=None, labkit=__version__):
-    return {
-        "run_id": run_id,
-        "status": "complete",
-        "labkit_version": labkit,
-        "plan": {**plan.to_dict(), "recipe_hash": recipe_hash or plan.recipe_hash},
-        "boot": {"engine_version": version},
-    }
+    return stored_run(
+        {
+            "run_id": run_id,
+            "status": "complete",
+            "labkit_version": labkit,
+            "plan": {**plan.to_dict(), "recipe_hash": recipe_hash or plan.recipe_hash},
+            "boot": {"engine_version": version},
+        }
+    )
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ from labkit.store.files import (
 from labkit.store.load import load_results, measure_rows, read_run
 from labkit.store.recorded import import_figures
 from labkit.store.runfiles import RunFolderSink, read_telemetry, telemetry_rows, write_result, write_staging
-from labkit.store.runs import ResultsStore, Run, attach_bytes, attach_file
 from labkit.store.runparts import StoredBoot, StoredPlan
+from labkit.store.runs import ResultsStore, Run, attach_bytes, attach_file
 from labkit.store.storedrun import MeasureInfo, RunFlag, StoredRun
 from labkit.store.sweeps import (
     SweepAxisRecord,

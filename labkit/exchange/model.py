@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from labkit.store import UNKNOWN, tool_label
 
@@ -37,7 +37,7 @@ class Setting:
     requests: int | None = None
     rate: str | None = None  # requests per second, "inf" for all at once
     schedule: str | None = None  # how a rate was paced, where the tool names it: "constant", "poisson"
-    phase: str | None = None  # a result that is not a measurement of its own: "context-load"
+    phase: Literal["context-load"] | None = None  # a result that is not a measurement of its own
     # the lengths are means per request of the tokens the file counted, since it names no configured length
     # (vllm bench serve): never a labkit prefill_<P>; compared and named by their scale (scale_of)
     counted: bool | None = None

@@ -36,7 +36,7 @@ from labkit.store.files import (
 )
 from labkit.store.load import Results, load_results, read_doc, run_paths
 from labkit.store.records import requests_csv
-from labkit.store.storedrun import RunSource, parse_run
+from labkit.store.storedrun import RunSource, RunStatus, parse_run
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -68,7 +68,7 @@ class Run:
         return self.doc["run_id"]
 
     @property
-    def status(self) -> str:
+    def status(self) -> RunStatus:
         return self.doc["status"]
 
     def _save(self) -> None:

@@ -23,7 +23,7 @@ def scale_of(tokens: int | None) -> int | None:
     likely asked for, chat template and end-of-sequence aside; None for none."""
     if not tokens or tokens <= 0:
         return None
-    return 2 ** round(math.log2(tokens))
+    return int(2 ** round(math.log2(tokens)))
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def request_rows(folder: Path) -> list[dict[str, Any]]:
     file = folder / REQUESTS_FILE
     if not file.is_file():
         raise ExportError(f"{folder}: no {REQUESTS_FILE}: the run has no per-request stamps to write from")
-    rows = pd.read_csv(file, dtype={"group": str}).to_dict("records")
+    rows: list[dict[str, Any]] = pd.read_csv(file, dtype={"group": str}).to_dict("records")
     for row in rows:
         for key in JSON_COLUMNS:
             value = row.get(key)

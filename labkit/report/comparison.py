@@ -84,7 +84,9 @@ class Comparison:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        side = lambda s: {"selector": s.selector, "title": s.title, "runs": s.run_ids, "unit": s.unit}  # noqa: E731
+        def side(s: Side) -> dict[str, Any]:
+            return {"selector": s.selector, "title": s.title, "runs": s.run_ids, "unit": s.unit}
+
         return {
             "a": side(self.a),
             "b": side(self.b),

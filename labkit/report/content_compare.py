@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from labkit.measures import CONTENT, content_key
 from labkit.report.compare import ALPHA, FASTER, SLOWER, TOO_FEW, MeasureComparison, compare_values
@@ -46,7 +47,7 @@ class ContentReading:
     reading: str
     why: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "category": self.category,
             "decode": self.decode,

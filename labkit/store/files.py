@@ -59,7 +59,7 @@ class ResultsError(LabkitError):
     """A results folder or file is unusable; names the path."""
 
 
-def results_root(root: str | os.PathLike | None = None) -> Path:
+def results_root(root: str | os.PathLike[str] | None = None) -> Path:
     """Where runs live: the given folder, else $LABKIT_RESULTS, else the checkout's results/."""
     if root is not None:
         return Path(root)

@@ -167,7 +167,7 @@ class Results:
         return pd.concat(frames, ignore_index=True)
 
 
-def load_results(root: str | os.PathLike | None = None, include_incomplete: bool = False) -> Results:
+def load_results(root: str | os.PathLike[str] | None = None, include_incomplete: bool = False) -> Results:
     """Read every run.json under root. Incomplete and failed runs are listed in `runs` (status column) but
     contribute no measures unless include_incomplete; unreadable folders are reported in `skipped`."""
     import pandas as pd

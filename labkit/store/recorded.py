@@ -157,7 +157,7 @@ class ImportOutcome:
     action: Literal["created", "unchanged"]
 
 
-def _plan_for(entry: RecordedRun) -> dict:
+def _plan_for(entry: RecordedRun) -> dict[str, Any]:
     """The lane plan as the recipe resolves it today: ties the figures to a recipe and variant that exist."""
     from labkit.recipe import find_recipe, load_recipe, repo_root
 

@@ -201,7 +201,7 @@ def swept_keys(docs: Sequence[StoredRun], va: Mapping[str, Any], vb: Mapping[str
 
 
 def _values(side: Side) -> dict[str, list[tuple[float, float, float]]]:
-    """{measure: [(value, min, max) per run]} from the stored run docs; an imported run's figure that speaks of
+    """{measure: [(value, min, max) per run]} from the stored runs; an imported run's figure that speaks of
     a labkit measure stands in for it, converted (the gate has then named its definition: docs/imports.md)."""
     out: dict[str, list[tuple[float, float, float]]] = {}
     for doc in side.docs:

@@ -129,8 +129,6 @@ class ImportedPlan:
 class StoredPlan:
     """The lane plan the run was stored under; `resolved` is the recipe as resolved, free-form (TOML tables)."""
 
-    recipe: str = ""
-    variant_id: str = ""
     recipe_hash: str | None = None
     resolved: Mapping[str, Any] = field(default_factory=dict)
     imported: ImportedPlan | None = None
@@ -140,8 +138,6 @@ class StoredPlan:
     def parse(cls, part: Part) -> StoredPlan:
         imported = part.part("imported")
         return cls(
-            recipe=part.text("recipe") or "",
-            variant_id=part.text("variant_id") or "",
             recipe_hash=part.text("recipe_hash"),
             resolved=part.part("resolved").data,
             imported=ImportedPlan.parse(imported) if imported.data else None,

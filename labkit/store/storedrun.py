@@ -148,10 +148,6 @@ class StoredRun:
     imported: ImportedMark | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
-    def file(self) -> Path:
-        return self.path / RUN_FILE
-
 
 def parse_run(doc: object, path: Path) -> StoredRun:
     """run.json's parsed JSON (`doc`) of the run folder `path` as a StoredRun; ResultsError naming the file

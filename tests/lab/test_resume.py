@@ -71,3 +71,24 @@ def test_boots_are_held_to_the_first_engine_unless_the_engine_is_swept(sp):
     swept.check_boot(boot_fingerprint(a, {"engine_version": "2.0"}))  # the swept thing may differ
     assert lab.sweep_plan("sim", 'engine.version="a","b"').engine_swept and not sp.engine_swept
     assert fingerprint(_doc(a, "r"))["engine image"] == "none (process runtime)"
+
+
+def test_a_stored_sweep_over_another_key_under_the_same_short_name_is_refused(sp, tmp_path):
+    """check_folders reads each stored run's provenance.sweep.axes (a key path per short name) as parsed."""
+    import json
+
+    from labkit.errors import LabkitError
+    from labkit.lab.sweep_run import check_folders
+
+    folder = tmp_path / "sim" / sp.plans[0].variant_id / "r1"
+    folder.mkdir(parents=True)
+
+    def store(key: list[str]) -> None:
+        doc = {"run_id": "r1", "schema_version": 1, "provenance": {"sweep": {"axes": {"dt": key}}}}
+        (folder / "run.json").write_text(json.dumps(doc))
+
+    store(["engine", "env", "DT"])
+    with pytest.raises(LabkitError, match="holds a sweep over engine.env.DT under the short name 'dt'"):
+        check_folders(sp, tmp_path)
+    store(["engine", "args", "--decode-tps"])
+    check_folders(sp, tmp_path)  # the same key: the same lane folder

@@ -96,15 +96,14 @@ def main() -> int:
             Path(args.files).mkdir(parents=True, exist_ok=True)
             shutil.copy(path, Path(args.files) / path.name)
     data = load_results(results)
-    docs = [data.docs[rid] for rid in data.docs if data.docs[rid].get("recipe") == RECIPE]
-    measured = [d for d in docs if d.get("run_id") in {p.name for p in done.run_dirs}]
-    engine_decode = statistics.median(d["summary"]["measures"]["decode_c1_engine"] for d in measured)
+    docs = [run for run in data.docs.values() if run.recipe == RECIPE]
+    measured = [d for d in docs if d.run_id in {p.name for p in done.run_dirs}]
+    engine_decode = statistics.median(d.summary.measures["decode_c1_engine"] for d in measured)
     engine_ttft = statistics.median(
-        d["summary"]["measures"]["ttft_c1"] - d["summary"]["measures"]["decode_c1_ttft_engine_gap"]
-        for d in measured
+        d.summary.measures["ttft_c1"] - d.summary.measures["decode_c1_ttft_engine_gap"] for d in measured
     )
     rows = []
-    for doc in [*measured, *[d for d in docs if d.get("source") == "import"]]:
+    for doc in [*measured, *[d for d in docs if d.source == "import"]]:
         decode, ttft = figure_of(doc, "decode_c1"), figure_of(doc, "ttft_c1")
         if decode is None or ttft is None:
             continue

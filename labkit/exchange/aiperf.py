@@ -77,7 +77,7 @@ def _setting(top: Doc, figures: Mapping[str, float]) -> Setting:
             and isinstance(phase.get("concurrency"), int)
         ):
             concurrency = phase["concurrency"]
-    prompts: dict = {}
+    prompts: dict[str, Any] = {}
     for dataset in config.get("datasets") or []:
         if isinstance(dataset, dict) and isinstance(dataset.get("prompts"), dict):
             prompts = dataset["prompts"]

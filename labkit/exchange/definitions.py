@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -24,7 +25,11 @@ TABLE_FILE = Path(__file__).with_name("definitions.toml")
 STD = "_std"
 PERCENTILE = "<Q>"  # in a field name: any percentile the tool writes (p99, p99.9)
 STATISTIC = "<S>"  # in a field name: mean, median, std or any percentile (mean_ttft_ms, p90_ttft_ms)
-CONVERSIONS = {"x": lambda x: x, "x/1000": lambda x: x / 1000.0, "1000/x": lambda x: 1000.0 / x}
+CONVERSIONS: dict[str, Callable[[float], float]] = {
+    "x": lambda x: x,
+    "x/1000": lambda x: x / 1000.0,
+    "1000/x": lambda x: 1000.0 / x,
+}
 KEY_SEP = ":"
 
 

@@ -1,6 +1,6 @@
 """A labkit run written in another tool's format: the fields that tool defines, each computed by that tool's own
-definition from labkit's per-request stamps (requests.csv), and nothing the run cannot give. Pure: a run.json
-dict and its request rows in, a JSON-ready dict out. docs/imports.md, "labkit export".
+definition from labkit's per-request stamps (requests.csv), and nothing the run cannot give. Pure: a stored run
+(store.StoredRun) and its request rows in, a JSON-ready dict out. docs/imports.md, "labkit export".
 
 Stamps are labkit's (perf_counter_ns from the run's origin): `t_send` the request sent, `t_chunk1` the first
 chunk, `t_first` the first token (reasoning or content), `t_last` the last token-bearing chunk, `chunk_t`/`chunk_n`
@@ -19,6 +19,7 @@ import numpy as np
 
 from labkit.errors import LabkitError
 from labkit.exchange.model import EXPORT_RUN_KEY, EXPORT_VERSION
+from labkit.store import StoredRun
 
 FORMATS = ("vllm-bench", "llama-benchy")
 NS = 1e9
@@ -81,17 +82,13 @@ def _busy(picked: Sequence[Mapping[str, Any]], send: Sequence[float], latency: S
     )
 
 
-def vllm_bench(
-    doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], concurrency: int = 1
-) -> dict[str, Any]:
+def vllm_bench(doc: StoredRun, rows: Sequence[Mapping[str, Any]], concurrency: int = 1) -> dict[str, Any]:
     """The run's decode requests at `concurrency` as `vllm bench serve --save-result --save-detailed` writes a
     run: TTFT to the first chunk, latency to the last token-bearing chunk, TPOT (latency − TTFT)/(N − 1), ITL
     the gaps between chunks, duration the time the turns ran (_busy)."""
     picked = _ok(rows, "decode", concurrency)
     if not picked:
-        raise ExportError(
-            f"run {doc.get('run_id')}: no answered decode requests at concurrency {concurrency}"
-        )
+        raise ExportError(f"run {doc.run_id}: no answered decode requests at concurrency {concurrency}")
     send = [float(r["t_send"]) / NS for r in picked]
     ttft = [float(r["t_chunk1"]) / NS - s for r, s in zip(picked, send, strict=True)]
     latency = [float(r["t_last"]) / NS - s for r, s in zip(picked, send, strict=True)]
@@ -100,21 +97,20 @@ def vllm_bench(
     itls = [_gaps(r) for r in picked]
     tpot = [(lat - t) / (n - 1) for lat, t, n in zip(latency, ttft, n_out, strict=True) if n > 1]
     duration = _busy(picked, send, latency)
-    plan = doc.get("plan") or {}
-    api = ((plan.get("resolved") or {}).get("measure") or {}).get("api", "chat")
-    started = dt.datetime.fromisoformat(str(doc.get("started")).replace("Z", "+00:00"))
+    api = doc.plan.measure.get("api", "chat")
+    started = dt.datetime.fromisoformat(str(doc.started).replace("Z", "+00:00"))
     out: dict[str, Any] = {
         "date": started.strftime("%Y%m%d-%H%M%S"),
         "endpoint_type": "openai-chat" if api == "chat" else "openai",
         "backend": "openai-chat" if api == "chat" else "openai",
-        "label": f"labkit {doc.get('run_id')}",
-        "model_id": str((doc.get("provenance") or {}).get("model") or doc.get("recipe")),
+        "label": f"labkit {doc.run_id}",
+        "model_id": doc.provenance.model or doc.recipe,
         "tokenizer_id": None,
         "num_prompts": len(picked),
-        EXPORT_RUN_KEY: str(doc.get("run_id")),  # as --metadata K=V pairs: text keys
-        "labkit_recipe": f"{doc.get('recipe')}/{doc.get('variant_id')}",
-        "labkit_recipe_hash": str((doc.get("provenance") or {}).get("recipe_hash") or ""),
-        "labkit_version": str(doc.get("labkit_version") or ""),
+        EXPORT_RUN_KEY: doc.run_id,  # as --metadata K=V pairs: text keys
+        "labkit_recipe": f"{doc.recipe}/{doc.variant_id}",
+        "labkit_recipe_hash": doc.provenance.recipe_hash or "",
+        "labkit_version": doc.labkit_version or "",
         "request_rate": "inf",
         "burstiness": 1.0,
         "max_concurrency": concurrency,
@@ -213,7 +209,7 @@ def benchy_row(
     }
 
 
-def llama_benchy(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], version: str) -> dict[str, Any]:
+def llama_benchy(doc: StoredRun, rows: Sequence[Mapping[str, Any]], version: str) -> dict[str, Any]:
     """The run as llama-benchy 0.4's JSON: a row per decode concurrency (prompt_size the decode prompts'
     median length, response_size the requested tokens) and per prefill target length (response 1)."""
     out_rows = []
@@ -228,14 +224,14 @@ def llama_benchy(doc: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], vers
         picked = [r for r in prefill if int(r["prompt_target"]) == target]
         out_rows.append(benchy_row(picked, 1, target, 1))
     if not out_rows:
-        raise ExportError(f"run {doc.get('run_id')}: no answered decode or prefill requests to write")
-    started = dt.datetime.fromisoformat(str(doc.get("started")).replace("Z", "+00:00"))
+        raise ExportError(f"run {doc.run_id}: no answered decode or prefill requests to write")
+    started = dt.datetime.fromisoformat(str(doc.started).replace("Z", "+00:00"))
     return {
         "version": EXPORT_VERSION + version,
         "timestamp": started.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ"),
         "latency_mode": "none",
         "latency_ms": 0.0,
-        "model": str((doc.get("provenance") or {}).get("model") or doc.get("recipe")),
+        "model": doc.provenance.model or doc.recipe,
         "prefix_caching_enabled": False,  # llama-benchy's own depth option, which this run did not use
         "max_concurrency": max(row["concurrency"] for row in out_rows),
         "benchmarks": out_rows,

@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from labkit.errors import LabkitError
 from labkit.exchange.definitions import definition
@@ -26,7 +26,7 @@ from labkit.exchange.registry import FORMATS
 from labkit.measure import RunSummary
 from labkit.store import IMPORT_SOURCE, ResultsStore, read_run
 
-SOURCE = IMPORT_SOURCE
+SOURCE: Final = IMPORT_SOURCE
 DEFAULT_OPTIONS = ReadOptions()
 RUN_PREFIX = "import-"
 ORIGINAL_PREFIX = "original-"
@@ -38,7 +38,7 @@ NOT_CARRIED = ("engine_version", "engine_image", "engine_args", "nodes", "boot",
 class ImportOutcome:
     run_id: str
     path: Path
-    action: str  # "created" | "unchanged" | "duplicate" (the file holds the same result twice)
+    action: Literal["created", "unchanged", "duplicate"]  # duplicate: the file holds the same result twice
     imported: Imported
 
 
@@ -231,8 +231,8 @@ def earlier_import(store: ResultsStore, p: Prepared, by_file: dict[tuple[str, in
                 f"{here}: the folder exists but holds no run.json; remove it on purpose first"
             )
         return None
-    doc = read_run(here)
-    if (doc.get("imported") or {}).get("fingerprint") != p.fingerprint or doc.get("status") != "complete":
+    stored = read_run(here)
+    if stored.imported is None or stored.imported.fingerprint != p.fingerprint or stored.status != "complete":
         raise ImportFileError(
             f"{here}: an import of this result exists with other figures (or is not complete); remove the "
             "folder on purpose to import it again"
@@ -245,8 +245,8 @@ def imports_by_file(store: ResultsStore) -> dict[tuple[str, int], Path]:
     out: dict[tuple[str, int], Path] = {}
     for folder in store.run_folders():
         if folder.name.startswith(RUN_PREFIX):
-            prov = read_run(folder).get("provenance") or {}
-            out[(str(prov.get("file_sha256")), int(prov.get("result_index") or 0))] = folder
+            prov = read_run(folder).provenance
+            out[(str(prov.file_sha256), prov.result_index or 0)] = folder
     return out
 
 

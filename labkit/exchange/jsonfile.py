@@ -181,7 +181,7 @@ class Doc:
 
     def refuse_unknown(
         self, known: frozenset[str] | set[str], tool: str, allow: frozenset[str] = frozenset()
-    ):
+    ) -> None:
         """Every key must be one the tool writes: an unknown one means another tool or version, not a guess."""
         unknown = sorted(k for k in self.data if k not in known and k not in allow)
         if unknown:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from labkit.store import UNKNOWN, tool_label
 
@@ -23,7 +23,7 @@ def scale_of(tokens: int | None) -> int | None:
     likely asked for, chat template and end-of-sequence aside; None for none."""
     if not tokens or tokens <= 0:
         return None
-    return 2 ** round(math.log2(tokens))
+    return int(2 ** round(math.log2(tokens)))
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Setting:
     requests: int | None = None
     rate: str | None = None  # requests per second, "inf" for all at once
     schedule: str | None = None  # how a rate was paced, where the tool names it: "constant", "poisson"
-    phase: str | None = None  # a result that is not a measurement of its own: "context-load"
+    phase: Literal["context-load"] | None = None  # a result that is not a measurement of its own
     # the lengths are means per request of the tokens the file counted, since it names no configured length
     # (vllm bench serve): never a labkit prefill_<P>; compared and named by their scale (scale_of)
     counted: bool | None = None

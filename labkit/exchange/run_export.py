@@ -10,13 +10,13 @@ from typing import Any
 from labkit import __version__
 from labkit.exchange import export
 from labkit.exchange.export import FORMATS, ExportError
-from labkit.store import IMPORT_SOURCE, REQUESTS_FILE, RUN_FILE, load_results, read_run
+from labkit.store import IMPORT_SOURCE, REQUESTS_FILE, RUN_FILE, StoredRun, load_results, read_run
 
 JSON_COLUMNS = ("chunk_t", "chunk_n")  # stored as JSON text in requests.csv
 
 
-def find_run(run: str, results: str | Path | None = None) -> tuple[dict, Path]:
-    """(run.json, folder) of a run id or a run folder; ExportError naming what exists when neither."""
+def find_run(run: str, results: str | Path | None = None) -> tuple[StoredRun, Path]:
+    """(the stored run, its folder) of a run id or a run folder; ExportError naming what exists when neither."""
     folder = Path(run)
     if (folder / RUN_FILE).is_file():
         return read_run(folder), folder
@@ -27,7 +27,7 @@ def find_run(run: str, results: str | Path | None = None) -> tuple[dict, Path]:
             f"no complete run {run!r} under {data.root}; the newest: {', '.join(near) or 'none'}"
         )
     doc = data.docs[run]
-    return doc, Path(doc["_path"])
+    return doc, doc.path
 
 
 def request_rows(folder: Path) -> list[dict[str, Any]]:
@@ -37,7 +37,7 @@ def request_rows(folder: Path) -> list[dict[str, Any]]:
     file = folder / REQUESTS_FILE
     if not file.is_file():
         raise ExportError(f"{folder}: no {REQUESTS_FILE}: the run has no per-request stamps to write from")
-    rows = pd.read_csv(file, dtype={"group": str}).to_dict("records")
+    rows: list[dict[str, Any]] = pd.read_csv(file, dtype={"group": str}).to_dict("records")
     for row in rows:
         for key in JSON_COLUMNS:
             value = row.get(key)
@@ -53,10 +53,8 @@ def export_run(run: str, fmt: str, results: str | Path | None = None, concurrenc
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt!r}: labkit writes {', '.join(FORMATS)}")
     doc, folder = find_run(run, results)
-    if doc.get("source") in (IMPORT_SOURCE, "recorded"):
-        raise ExportError(
-            f"run {doc['run_id']} is {doc['source']}ed, not measured by labkit: export its own file"
-        )
+    if doc.source in (IMPORT_SOURCE, "recorded"):
+        raise ExportError(f"run {doc.run_id} is {doc.source}ed, not measured by labkit: export its own file")
     rows = request_rows(folder)
     if fmt == "vllm-bench":
         return export.vllm_bench(doc, rows, concurrency)

@@ -1,7 +1,7 @@
 """Which points of a sweep are already measured: a re-run skips points whose stored runs have identical
 provenance (recipe content, engine image, engine version, labkit version) and refuses to add new points to a
-sweep measured under different provenance (docs/sweeps.md, "Resuming a sweep"). Pure: records and run.json
-dicts in, decisions out.
+sweep measured under different provenance (docs/sweeps.md, "Resuming a sweep"). Pure: records and stored
+runs in, decisions out.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from labkit import __version__
 from labkit.errors import LabkitError
 from labkit.recipe import LanePlan
 from labkit.report import images
+from labkit.store import StoredBoot, StoredPlan, StoredRun
 
 # the facts that must be identical for runs to belong to one sweep; the last two are known only after boot
 PRE_BOOT = ("recipe content", "labkit version")
@@ -24,20 +25,24 @@ class SweepRefused(LabkitError):
     """Stored points and this run of the sweep differ in provenance; `fresh` measures every point anew."""
 
 
-def fingerprint(doc: Mapping[str, Any]) -> dict[str, str]:
-    """The provenance facts of one stored run (run.json as a dict)."""
-    boot = doc.get("boot") or {}
+def fingerprint(doc: StoredRun) -> dict[str, str]:
+    """The provenance facts of one stored run."""
+    return facts(doc.plan, doc.boot, doc.labkit_version)
+
+
+def facts(plan: StoredPlan, boot: StoredBoot, labkit_version: str | None) -> dict[str, str]:
+    """The provenance facts of a plan, its boot facts and the labkit that measured on them."""
     return {
-        "recipe content": str((doc.get("plan") or {}).get("recipe_hash") or "not recorded"),
-        "labkit version": str(doc.get("labkit_version") or "not recorded"),
-        "engine image": images(doc),
-        "engine version": str(boot.get("engine_version") or "not recorded"),
+        "recipe content": plan.recipe_hash or "not recorded",
+        "labkit version": labkit_version or "not recorded",
+        "engine image": images(boot, plan),
+        "engine version": boot.engine_version or "not recorded",
     }
 
 
 def boot_fingerprint(plan: LanePlan, boot: Mapping[str, Any]) -> dict[str, str]:
     """The same facts for a lane booted now (its plan and BootFacts.to_dict())."""
-    return fingerprint({"plan": plan.to_dict(), "boot": dict(boot), "labkit_version": __version__})
+    return facts(StoredPlan.of(plan.to_dict()), StoredBoot.of(boot), __version__)
 
 
 @dataclass
@@ -71,7 +76,7 @@ class Resume:
 def plan_resume(
     old_points: Sequence[Any],
     plans: Sequence[LanePlan],
-    docs: Mapping[str, Mapping[str, Any]],
+    docs: Mapping[str, StoredRun],
     label: str,
     engine_swept: bool = False,
 ) -> Resume:
@@ -79,7 +84,7 @@ def plan_resume(
     done when it was measured and every listed run is stored complete; SweepRefused names every point whose
     runs differ from now in recipe content or labkit version, or when the done points disagree among
     themselves on the engine. A point with fewer runs than its plan asks for now is measured again.
-    `docs`: run id -> run.json of the runs the record lists."""
+    `docs`: run id -> the stored runs the record lists."""
     by_id = {p.variant_id: p for p in plans}
     out, problems = Resume(engine_swept=engine_swept), []
     engines: dict[str, set[str]] = {k: set() for k in AFTER_BOOT}
@@ -87,7 +92,7 @@ def plan_resume(
         plan = by_id.get(point.variant_id)
         if plan is None or point.status not in ("measured", "resumed") or len(point.runs) < plan.measure.runs:
             continue  # not measured, or with fewer runs than asked for now: measure it again
-        stored = [d for r in point.runs if (d := docs.get(r)) is not None and d.get("status") == "complete"]
+        stored = [d for r in point.runs if (d := docs.get(r)) is not None and d.status == "complete"]
         if len(stored) < len(point.runs):
             continue  # a listed run is gone or unfinished: measure the point again
         now = {"recipe content": plan.recipe_hash, "labkit version": __version__}
@@ -95,7 +100,7 @@ def plan_resume(
             fp = fingerprint(d)
             for k in PRE_BOOT:
                 if fp[k] != now[k]:
-                    problems.append(f"{point.variant_id} (run {d['run_id']}): {k} {fp[k]}, now {now[k]}")
+                    problems.append(f"{point.variant_id} (run {d.run_id}): {k} {fp[k]}, now {now[k]}")
             for k in AFTER_BOOT:
                 engines[k].add(fp[k])
         out.done[point.variant_id] = list(point.runs)

@@ -43,7 +43,8 @@ def agreement(done: LaneRun, results: str | Path | None = None) -> str:
     data, _ = _measures(done, results)
     lines = []
     for rid in done.run_ids:
-        row = server_truth_row(RunSummary.from_dict((data.docs.get(rid) or {}).get("summary") or {}))
+        stored = data.docs.get(rid)
+        row = server_truth_row(RunSummary.from_dict(dict(stored.summary.raw) if stored else {}))
         lines.append(
             f"{rid}: " + (f"{row[1]}: {row[2]}" if row else "no per-request metrics from the engine")
         )

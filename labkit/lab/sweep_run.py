@@ -23,6 +23,7 @@ from labkit.lab.runs import BootHooks, LaneRun, measure_on_one_boot
 from labkit.nodes import SshOptions
 from labkit.recipe import LanePlan, SweepAxis, expand, find_recipe, load_recipe, parse_over, resolve_point
 from labkit.store import (
+    StoredRun,
     SweepAxisRecord,
     SweepPoint,
     SweepRecord,
@@ -172,10 +173,9 @@ def check_folders(sp: SweepPlan, root: Path) -> None:
     for point, plan in zip(sp.points, sp.plans, strict=True):
         for doc_file in sorted((root / sp.recipe / plan.variant_id).glob("*/run.json"))[:20]:
             try:
-                prov = read_run(doc_file.parent).get("provenance") or {}
+                axes = read_run(doc_file.parent).provenance.sweep_axes
             except LabkitError:
                 continue
-            axes = (prov.get("sweep") or {}).get("axes") or {}
             for axis, _ in point:
                 theirs = axes.get(axis.short)
                 if theirs is not None and tuple(theirs) != axis.key:
@@ -187,7 +187,7 @@ def check_folders(sp: SweepPlan, root: Path) -> None:
                     )
 
 
-def _stored_docs(root: Path, record: SweepRecord) -> dict[str, dict]:
+def _stored_docs(root: Path, record: SweepRecord) -> dict[str, StoredRun]:
     docs = {}
     for point in record.points:
         for run_id in point.runs:

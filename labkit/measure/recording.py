@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from labkit.measure import prompts as pr
-from labkit.measure.records import GroupRecord, RequestRecord
+from labkit.measure.records import GroupRecord, Phase, RequestRecord
 from labkit.measure.sanity import mark_loop
 from labkit.measure.servertruth import apply_server_truth
 from labkit.measure.sse import StreamResult
@@ -42,7 +42,7 @@ def make_record(
     *,
     t_origin: int,
     rtt_ns: int,
-    phase: str,
+    phase: Phase,
     requested: int,
     rep: int = 0,
     run_id: str = "",

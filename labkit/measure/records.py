@@ -55,9 +55,14 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 SCHEMA_VERSION = 1
+# a request's phase (a warmup request is sent but never summarised; docs/measurement.md names each phase)
+Phase = Literal["", "warmup", "decode", "content", "agentic", "idle", "depth", "prefill", "canary"]
+ConcurrencySource = Literal[
+    "", "engine steps", "client timing"
+]  # what a group's effective concurrency is from
 
 
 def _known_fields(cls, data: dict[str, Any]):
@@ -73,7 +78,7 @@ class RequestRecord:
     run_id: str = ""
     lane: str = ""
     rep: int = 0  # repetition of the measure plan within the run (measure.runs)
-    phase: str = ""  # "warmup" | "decode" | "content" | "agentic" | "idle" | "prefill"
+    phase: Phase = ""
     content: str = (
         ""  # a "content" turn's category and corpus prompt id (docs/measurement.md, "Prompt content")
     )
@@ -197,7 +202,7 @@ class GroupRecord:
     # how many streams the engine actually ran at once (docs/measurement.md, "Drain and effective concurrency"): its
     # request steps per engine step over the group's window, else the streams' decode time over their span
     effective_concurrency: float | None = None
-    concurrency_source: str = ""  # "engine steps" | "client timing" | ""
+    concurrency_source: ConcurrencySource = ""
     concurrency_engine: float | None = None  # Δrequest_steps / Δengine_steps of the group's window
     concurrency_client: float | None = None  # Σ_i (t_last_i - t_first_i) / (max t_last - min t_first)
 

@@ -15,12 +15,13 @@ from typing import Any
 from labkit.report.content_table import content_table
 from labkit.report.depth_table import depth_table
 from labkit.report.plots import save_all
-from labkit.report.specs import load_spec, spec_path
+from labkit.report.specs import TableSpec, load_spec, spec_path
 from labkit.report.stats import boot_of
 from labkit.report.sweep import select_sweeps, sweep_table
 from labkit.report.tables import Table, as_list, build_table, flags_of, render_document
 from labkit.report.tools_table import tools_table
 from labkit.report.turn_table import turn_table
+from labkit.store import SweepRecord
 
 TABLES_FILE = "TABLES.md"
 # the builder of each axis table (specs.AXES): a row per lane and axis value
@@ -38,12 +39,12 @@ class Report:
 
 def stored_tables(
     data: Any,
-    specs: list,
+    specs: list[TableSpec],
     *,
     measures: Any = None,
     only: list[str] | None = None,
     recipes: list[str] | None = None,
-    sweeps: list | None = None,
+    sweeps: list[SweepRecord] | None = None,
 ) -> list[Table]:
     """The tables of loaded results (`measures`: a subset of data.measures, default all), in spec order,
     with what the run folders say beside the figures: each run's boot (the unit of interval rows) and its
@@ -66,7 +67,7 @@ def stored_tables(
     tables: list[Table] = []
     for spec in chosen:
         if spec.axis == "tools":  # its figures' definitions are in the run folders, not the measures frame
-            docs = {rid: d for rid, d in data.docs.items() if not recipes or d.get("recipe") in recipes}
+            docs = {rid: d for rid, d in data.docs.items() if not recipes or d.recipe in recipes}
             tables.append(tools_table(spec, docs))
         elif spec.is_sweep:  # a named sweep is checked against every record, then the recipes filter applies
             picked = [r for r in select_sweeps(spec, sweeps or []) if not recipes or r.recipe in recipes]

@@ -16,14 +16,23 @@ from labkit.report.format import MISSING
 from labkit.report.intervals import interval_note
 from labkit.report.specs import RowSpec, TableSpec
 from labkit.report.stats import unit_of
-from labkit.report.tables import LaneColumn, Table, cell, flag_note, lane_groups, mark_cell, run_flags
+from labkit.report.tables import (
+    LaneColumn,
+    RunFlags,
+    Table,
+    cell,
+    flag_note,
+    lane_groups,
+    mark_cell,
+    run_flags,
+)
 
 
 def axis_table(
     spec: TableSpec,
     measures: Any,
     boots: Mapping[str, str | None] | None,
-    flags: Mapping[str, list[dict] | None] | None,
+    flags: RunFlags | None,
     *,
     axis: str,
     values_of: Callable[[Any], list[str]],

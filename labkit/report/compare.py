@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from labkit.measures import measure_info
 from labkit.report.stats import (
@@ -107,7 +107,7 @@ class MeasureComparison:
     def equivalent(self) -> bool:
         return self.verdict.startswith(EQUIVALENT)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             **asdict(self),
             "rel": self.rel,

@@ -31,7 +31,7 @@ from labkit.report.content_compare import ContentReading, readings
 from labkit.report.family import corrected, correction_text
 from labkit.report.gate import Gate, about_rows, axis_keys, gate, key_prefix
 from labkit.report.stats import boot_of, unit_of
-from labkit.store import measure_rows
+from labkit.store import StoredRun, measure_rows
 
 
 class CompareError(LabkitError):
@@ -40,16 +40,16 @@ class CompareError(LabkitError):
 
 @dataclass(frozen=True)
 class Side:
-    """One side of a comparison: how it was asked for, its complete runs (run.json dicts) and their unit."""
+    """One side of a comparison: how it was asked for, its complete runs and their unit."""
 
     selector: str
     title: str
-    docs: tuple[dict, ...]
+    docs: tuple[StoredRun, ...]
     unit: str
 
     @property
     def run_ids(self) -> list[str]:
-        return [d["run_id"] for d in self.docs]
+        return [d.run_id for d in self.docs]
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,10 @@ class Comparison:
             r for r in self.rows if r.verdict in REGRESSIONS and r.rel is not None and abs(r.rel) * 100 > pct
         ]
 
-    def to_dict(self) -> dict:
-        side = lambda s: {"selector": s.selector, "title": s.title, "runs": s.run_ids, "unit": s.unit}  # noqa: E731
+    def to_dict(self) -> dict[str, Any]:
+        def side(s: Side) -> dict[str, Any]:
+            return {"selector": s.selector, "title": s.title, "runs": s.run_ids, "unit": s.unit}
+
         return {
             "a": side(self.a),
             "b": side(self.b),
@@ -101,7 +103,7 @@ class Comparison:
         }
 
 
-def _complete(data: Any) -> dict[str, dict]:
+def _complete(data: Any) -> dict[str, StoredRun]:
     ok = set(data.runs[data.runs["status"] == "complete"]["run"]) if len(data.runs) else set()
     return {rid: doc for rid, doc in data.docs.items() if rid in ok}
 
@@ -120,7 +122,7 @@ def _recipe_name(name: str, present: set[str]) -> str:
 def select(data: Any, selector: str) -> Side:
     """The complete runs a selector names; CompareError naming what exists when it names none or several lanes."""
     docs = _complete(data)
-    present = {d.get("recipe", "") for d in docs.values()}
+    present = {d.recipe for d in docs.values()}
     if "/" not in selector and "@" not in selector and all(p in docs for p in selector.split(",")):
         picked = [docs[r] for r in selector.split(",")]
         return _side(selector, picked, "runs " + selector)
@@ -129,17 +131,17 @@ def select(data: Any, selector: str) -> Side:
         raise CompareError(f"no complete run {missing[0]!r}{suggest(missing[0], docs)}")
     recipe, _, rest = selector.partition("@") if "@" in selector else selector.partition("/")
     recipe = _recipe_name(recipe, present)
-    picked = [d for d in docs.values() if d.get("recipe") == recipe]
+    picked = [d for d in docs.values() if d.recipe == recipe]
     if "@" in selector:
         want = dict(kv.split("=", 1) for kv in rest.split(",") if "=" in kv)
-        picked = [d for d in picked if all((d.get("variants") or {}).get(k) == v for k, v in want.items())]
+        picked = [d for d in picked if all(d.variants.get(k) == v for k, v in want.items())]
         # a sweep point's axis is not the recipe's: the point is named only by a selector that names it
         picked = [d for d in picked if set(swept_axes(d)) <= set(want)]
     elif rest:
-        picked = [d for d in picked if d.get("variant_id") == rest]
-    variants = sorted({d.get("variant_id", "") for d in picked})
+        picked = [d for d in picked if d.variant_id == rest]
+    variants = sorted({d.variant_id for d in picked})
     if not picked:
-        have = sorted({d.get("variant_id", "") for d in docs.values() if d.get("recipe") == recipe})
+        have = sorted({d.variant_id for d in docs.values() if d.recipe == recipe})
         raise CompareError(
             f"{selector!r}: no complete runs; {recipe} has variants: {', '.join(have) or 'none'}"
         )
@@ -151,29 +153,29 @@ def select(data: Any, selector: str) -> Side:
     return _side(selector, picked, f"{recipe}/{variants[0]}")
 
 
-def _side(selector: str, picked: Sequence[dict], title: str) -> Side:
-    picked = sorted(picked, key=lambda d: d["run_id"])
-    label = picked[-1].get("label") or ""
-    boots = {d["run_id"]: boot_of(d) for d in picked}
-    unit = unit_of([d["run_id"] for d in picked], boots)
-    if all(d.get("source") == "recorded" for d in picked):
+def _side(selector: str, picked: Sequence[StoredRun], title: str) -> Side:
+    picked = sorted(picked, key=lambda d: d.run_id)
+    label = picked[-1].label
+    boots = {d.run_id: boot_of(d) for d in picked}
+    unit = unit_of([d.run_id for d in picked], boots)
+    if all(d.source == "recorded" for d in picked):
         unit = "recorded figures"
     return Side(selector, f"{title} ({label})" if label else title, tuple(picked), unit)
 
 
 def _expected_keys(a: Side, b: Side) -> list[str] | None:
     """Recipe key prefixes set by the variant axes on which the two sides differ (same recipe only)."""
-    ra, rb = {d.get("recipe") for d in a.docs}, {d.get("recipe") for d in b.docs}
+    ra, rb = {d.recipe for d in a.docs}, {d.recipe for d in b.docs}
     if len(ra | rb) != 1:
         return None
     name = next(iter(ra))
-    if not isinstance(name, str):  # a run folder without a recipe name
+    if not name:  # a run folder without a recipe name
         return None
     try:
         rec = load_recipe(find_recipe(name))
     except LabkitError:
         return None
-    va, vb = a.docs[0].get("variants") or {}, b.docs[0].get("variants") or {}
+    va, vb = a.docs[0].variants, b.docs[0].variants
     overlays = {}
     for axis in sorted(set(va) | set(vb)):
         for side, choice in (("a", va.get(axis)), ("b", vb.get(axis))):
@@ -182,12 +184,12 @@ def _expected_keys(a: Side, b: Side) -> list[str] | None:
     return axis_keys(overlays) + swept_keys(a.docs + b.docs, va, vb)
 
 
-def swept_axes(doc: Mapping[str, Any]) -> dict[str, list[str]]:
+def swept_axes(doc: StoredRun) -> Mapping[str, tuple[str, ...]]:
     """{short name: key path} of the sweep a run belongs to (provenance.sweep.axes), {} for a plain lane."""
-    return dict((((doc.get("provenance") or {}).get("sweep") or {}).get("axes")) or {})
+    return doc.provenance.sweep_axes
 
 
-def swept_keys(docs: Sequence[Mapping[str, Any]], va: Mapping[str, Any], vb: Mapping[str, Any]) -> list[str]:
+def swept_keys(docs: Sequence[StoredRun], va: Mapping[str, Any], vb: Mapping[str, Any]) -> list[str]:
     """The recipe keys of sweep axes (provenance.sweep.axes, {short name: key path}) on which the sides
     differ: a sweep point's axis is not in the recipe file (docs/sweeps.md, "Points")."""
     keys = set()
@@ -199,7 +201,7 @@ def swept_keys(docs: Sequence[Mapping[str, Any]], va: Mapping[str, Any], vb: Map
 
 
 def _values(side: Side) -> dict[str, list[tuple[float, float, float]]]:
-    """{measure: [(value, min, max) per run]} from the stored run docs; an imported run's figure that speaks of
+    """{measure: [(value, min, max) per run]} from the stored runs; an imported run's figure that speaks of
     a labkit measure stands in for it, converted (the gate has then named its definition: docs/imports.md)."""
     out: dict[str, list[tuple[float, float, float]]] = {}
     for doc in side.docs:
@@ -210,10 +212,14 @@ def _values(side: Side) -> dict[str, list[tuple[float, float, float]]]:
     return out
 
 
-def stand_ins(doc: Mapping[str, Any]) -> dict[str, float]:
+def stand_ins(doc: StoredRun) -> dict[str, float]:
     """{labkit measure: converted figure} of an imported run's figures not already under the labkit key."""
-    have = (doc.get("summary") or {}).get("measures") or {}
-    return {m: float(row["converted"]) for m, (_, row) in about_rows(doc).items() if m not in have}
+    have = doc.summary.measures
+    return {
+        m: row.converted
+        for m, (_, row) in about_rows(doc).items()
+        if m not in have and row.converted is not None
+    }
 
 
 def _pairing(a: Side, b: Side) -> tuple[bool, str, list[str]]:
@@ -221,7 +227,7 @@ def _pairing(a: Side, b: Side) -> tuple[bool, str, list[str]]:
     one run of each side) and the two sides ran the same seeds; else Welch, naming each of these that failed."""
     why, seeds = [], {}
     for tag, side in (("A", a), ("B", b)):
-        found = [(d.get("provenance") or {}).get("prompt_seed") for d in side.docs]
+        found = [d.provenance.prompt_seed for d in side.docs]
         seeds[tag] = [str(x) for x in found if x is not None]
         if len(seeds[tag]) < len(found):
             some = f"{len(found) - len(seeds[tag])} of {len(found)}" if seeds[tag] else f"all {len(found)}"
@@ -297,20 +303,16 @@ def compare_sides(
     return out
 
 
-def _in_seed_order(side: Side, seeds: Sequence[str]) -> list[dict]:
-    by = {(d.get("provenance") or {}).get("prompt_seed"): d for d in side.docs}
+def _in_seed_order(side: Side, seeds: Sequence[str]) -> list[StoredRun]:
+    by = {d.provenance.prompt_seed: d for d in side.docs}
     return [by[seed] for seed in seeds]
 
 
-def _order(measure: str) -> tuple:
+def _order(measure: str) -> tuple[int | str, ...]:
     """decode before prefill, numbers in numeric order (prefill_4096 before prefill_12600)."""
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", measure))
 
 
 def _by_seed(side: Side, measure: str, seeds: Sequence[str]) -> list[float | None]:
-    by = {(d.get("provenance") or {}).get("prompt_seed"): d for d in side.docs}
-    out: list[float | None] = []
-    for seed in seeds:
-        v = ((by[seed].get("summary") or {}).get("measures") or {}).get(measure)
-        out.append(None if v is None else float(v))
-    return out
+    by = {d.provenance.prompt_seed: d for d in side.docs}
+    return [by[seed].summary.measures.get(measure) for seed in seeds]

@@ -154,7 +154,7 @@ class Shown:
         how = f"{c.pairing}; family-wise correction: {c.correction}." if c.rows else ""
         return (
             f"<p>{head}</p><ul>{gate}</ul><p>{html.escape(how)}</p>"
-            + to_frame(c).to_html(index=False)
+            + str(to_frame(c).to_html(index=False))
             + "".join(
                 f"<p>{html.escape(r.measure)}: {html.escape(r.verdict)} — {html.escape(r.why)}</p>"
                 for r in c.rows

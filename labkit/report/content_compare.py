@@ -7,7 +7,7 @@ the two sides' r are compared like any measure (Welch, or paired on shared promp
 the log decode difference that acceptance accounts for is ln(τ_B/τ_A) / ln(decode_B/decode_A). When B decodes
 significantly faster or slower: explained when r shows no detectable difference and the share is at least
 EXPLAINS, or when r moved the other way (share ≥ 1); partly explained when the share is between; not
-explained when τ does not move with decode (share ≤ 0). Pure: the comparison's decode rows and the sides' run documents in, one reading per category out.
+explained when τ does not move with decode (share ≤ 0). Pure: the comparison's decode rows and the sides' stored runs in, one reading per category out.
 These are explanations of verdicts already made (the decode rows, Holm-corrected), not verdicts of their
 own, so they are not in the family.
 """
@@ -15,11 +15,13 @@ own, so they are not in the family.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from labkit.measures import CONTENT, content_key
 from labkit.report.compare import ALPHA, FASTER, SLOWER, TOO_FEW, MeasureComparison, compare_values
+from labkit.store import StoredRun
 
 EXPLAINED, PARTLY, NOT_EXPLAINED = (
     "explained by acceptance",
@@ -45,7 +47,7 @@ class ContentReading:
     reading: str
     why: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "category": self.category,
             "decode": self.decode,
@@ -63,33 +65,33 @@ def _ratio(b: float | None, a: float | None) -> float | None:
     return None if a is None or b is None or a <= 0 or b <= 0 else b / a
 
 
-def step_rates(docs: Sequence[Mapping], category: str) -> list[float | None]:
+def step_rates(docs: Sequence[StoredRun], category: str) -> list[float | None]:
     """Per run, in the order given: decode_c1@<C> / accept_length@<C>, engine steps per second (None
     without both)."""
     out: list[float | None] = []
     for doc in docs:
-        m = (doc.get("summary") or {}).get("measures") or {}
+        m = doc.summary.measures
         d, tau = m.get(content_key("decode_c1", category)), m.get(content_key("accept_length", category))
-        out.append(float(d) / float(tau) if d is not None and tau and tau > 0 else None)
+        out.append(d / tau if d is not None and tau and tau > 0 else None)
     return out
 
 
-def _mean(docs: Sequence[Mapping], key: str) -> float | None:
-    vals = [((d.get("summary") or {}).get("measures") or {}).get(key) for d in docs]
-    got = [float(v) for v in vals if v is not None and math.isfinite(float(v))]
+def _mean(docs: Sequence[StoredRun], key: str) -> float | None:
+    vals = [d.summary.measures.get(key) for d in docs]
+    got = [v for v in vals if v is not None and math.isfinite(v)]
     return sum(got) / len(got) if got else None
 
 
 def readings(
     rows: Sequence[MeasureComparison],
-    a: Sequence[Mapping],
-    b: Sequence[Mapping],
+    a: Sequence[StoredRun],
+    b: Sequence[StoredRun],
     *,
     paired: bool,
     margin: float,
 ) -> list[ContentReading]:
-    """A reading per category whose decode_c1@<C> the comparison tested; `a` and `b` are the sides' run
-    documents, in seed order when `paired` (run i of A and of B saw the same prompts)."""
+    """A reading per category whose decode_c1@<C> the comparison tested; `a` and `b` are the sides' stored
+    runs, in seed order when `paired` (run i of A and of B saw the same prompts)."""
     decode = {r.measure: r for r in rows}
     out = []
     for category in CONTENT:

@@ -19,6 +19,7 @@ from labkit.report.axis_table import axis_table
 from labkit.report.specs import RowSpec, TableSpec
 from labkit.report.tables import (
     DEFAULT_MEASURES,
+    RunFlags,
     Table,
 )
 
@@ -44,7 +45,7 @@ def content_table(
     spec: TableSpec,
     measures: Any,
     boots: Mapping[str, str | None] | None = None,
-    flags: Mapping[str, list[dict] | None] | None = None,
+    flags: RunFlags | None = None,
 ) -> Table:
     """The content table of one spec; `boots` and `flags` as for tables.build_table (interval unit, †
     marks and their notes)."""

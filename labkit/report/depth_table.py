@@ -19,7 +19,7 @@ from typing import Any
 from labkit.measures import DEPTH_STATES, depth_key
 from labkit.report.axis_table import axis_table
 from labkit.report.specs import RowSpec, TableSpec
-from labkit.report.tables import Table
+from labkit.report.tables import RunFlags, Table
 
 DEPTH = re.compile(r"depth_(\d+)_[a-z_]+?(_cached)?")
 PER_DEPTH = ("ttft_gain",)  # figures of a depth, not of one cache state: shown on its cached row
@@ -51,7 +51,7 @@ def depth_table(
     spec: TableSpec,
     measures: Any,
     boots: Mapping[str, str | None] | None = None,
-    flags: Mapping[str, list[dict] | None] | None = None,
+    flags: RunFlags | None = None,
 ) -> Table:
     """The depth table of one spec; `boots` and `flags` as for tables.build_table."""
     return axis_table(spec, measures, boots, flags, axis="depth", values_of=depth_rows, read_as=for_depth)

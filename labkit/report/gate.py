@@ -1,6 +1,6 @@
 """The comparability gate: what differs between two sets of stored runs besides what was meant to differ.
 
-Pure: run.json dicts in, a Gate out. Each fact (simulated or real, source, engine image, engine version,
+Pure: stored runs (store.StoredRun) in, a Gate out. Each fact (simulated or real, source, engine image, engine version,
 labkit version, measurement plan, prompt set, prompt content, recipe content) is read from every run of both sides; a fact
 that differs between the sides, or within one side, is listed. Simulated against real and different
 measurement plans (for imports, different settings) make the comparison meaningless, so they block it unless
@@ -11,12 +11,12 @@ varied variant axes set are expected and said so. docs/compare.md, "The comparab
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.measure import WORKLOADS
-from labkit.store import IMPORT_SOURCE, UNKNOWN, tool_label
+from labkit.store import IMPORT_SOURCE, UNKNOWN, MeasureInfo, StoredBoot, StoredPlan, StoredRun, tool_label
 
 # measure keys that say how often to repeat, not what one run measures
 REPETITION_KEYS = (
@@ -68,7 +68,7 @@ class Gate:
     def blocked(self) -> list[str]:
         return [i.fact for i in self.items if i.blocking]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "blocked": self.blocked,
             "items": [
@@ -78,120 +78,114 @@ class Gate:
         }
 
 
-def _resolved(doc: Mapping[str, Any]) -> dict:
-    return dict((doc.get("plan") or {}).get("resolved") or {})
-
-
-def measure_plan(doc: Mapping[str, Any]) -> str:
+def measure_plan(doc: StoredRun) -> str:
     """What one run measured (api, decode and prefill sweeps, timeout), without the repetition settings; for an
     imported run, the tool and the setting its file gives (concurrency, lengths, depth, rate)."""
     if imported(doc):
         # the tool and the setting its file gives, as the import stored them for comparison
         # (exchange Setting.comparable: no request count, counted lengths by scale)
-        compared = ((doc.get("plan") or {}).get("imported") or {}).get("compared") or {}
+        compared = doc.plan.imported.compared if doc.plan.imported else {}
         return json.dumps({"imported": compared}, sort_keys=True)
-    m = dict(_resolved(doc).get("measure") or (doc.get("provenance") or {}).get("plan") or {})
+    m = dict(doc.plan.measure or doc.provenance.plan)
     for key in REPETITION_KEYS + workload_keys("content", "added"):
         m.pop(key, None)
     return json.dumps(m, sort_keys=True) if m else "not recorded"
 
 
-def prompt_content(doc: Mapping[str, Any]) -> str:
+def prompt_content(doc: StoredRun) -> str:
     """The content categories a run measured besides the default synthetic prose, in plan order."""
-    content = (_resolved(doc).get("measure") or {}).get("content")
+    content = doc.plan.measure.get("content")
     return ", ".join(content) if content else "synthetic prose only"
 
 
-def added_workloads(doc: Mapping[str, Any]) -> str:
+def added_workloads(doc: StoredRun) -> str:
     """The workloads a run added beside the fresh-prompt phases: its sessions, idle turns and depths."""
-    m = _resolved(doc).get("measure") or {}
+    m = doc.plan.measure
     parts = [f"{key} {json.dumps(m[key], sort_keys=True)}" for key in workload_keys("added") if m.get(key)]
     return "; ".join(parts) or "none"
 
 
-def node_versions(doc: Mapping[str, Any]) -> str:
+def node_versions(doc: StoredRun) -> str:
     """The kernel, driver, CUDA and NIC firmware the run's nodes booted with (each distinct set once; the nodes
     themselves are the lane's), from the boot state (docs/engines.md, "Boot state")."""
-    state = (doc.get("boot") or {}).get("state") or {}
-    keys = ("kernel", "driver", "cuda", "firmware")
-    sets = {", ".join(f"{k} {facts.get(k) or 'unknown'}" for k in keys) for facts in state.values()}
+    sets = {
+        f"kernel {n.kernel or 'unknown'}, driver {n.driver or 'unknown'}, cuda {n.cuda or 'unknown'}, "
+        f"firmware {n.firmware or 'unknown'}"
+        for n in doc.boot.state.values()
+    }
     return " | ".join(sorted(sets)) or "not recorded"
 
 
-def compile_caches(doc: Mapping[str, Any]) -> str:
+def compile_caches(doc: StoredRun) -> str:
     """Whether the engine found its compile caches warm, cold (on which nodes) or had none to find."""
-    state = (doc.get("boot") or {}).get("state") or {}
-    if not any(facts.get("caches") for facts in state.values()):
+    state = doc.boot.state
+    if not any(facts.caches for facts in state.values()):
         return "none recorded"
-    cold = sorted(node for node, facts in state.items() if facts.get("cold"))
+    cold = sorted(node for node, facts in state.items() if facts.cold)
     return f"cold on {', '.join(cold)}" if cold else "warm"
 
 
-def images(doc: Mapping[str, Any]) -> str:
+def images(boot: StoredBoot, plan: StoredPlan) -> str:
     """The image ID every node ran (from the pre-boot checks), else the recipe's image name, else none."""
-    found = sorted(
-        {str(f.get("id")) for f in ((doc.get("boot") or {}).get("images") or {}).values() if f.get("id")}
-    )
+    found = sorted(set(boot.image_ids.values()))
     if found:
         return "+".join(found)
-    image = (_resolved(doc).get("engine") or {}).get("image")
+    image = plan.image
     return f"{image} (tag; no image ID recorded)" if image else "none (process runtime)"
 
 
-def prompt_set(doc: Mapping[str, Any]) -> str:
-    prov = doc.get("provenance") or {}
-    seed = prov.get("prompt_seed")
+def prompt_set(doc: StoredRun) -> str:
+    seed = doc.provenance.prompt_seed
     # "7/3" is repetition 3 of seed 7: every run of a lane has its own, the set is the seed before the slash
     return f"seed {str(seed).split('/')[0]}" if seed is not None else "fresh random prompts"
 
 
-def imported(doc: Mapping[str, Any]) -> bool:
-    return doc.get("source") == IMPORT_SOURCE
+def imported(doc: StoredRun) -> bool:
+    return doc.source == IMPORT_SOURCE
 
 
-def tool_of(doc: Mapping[str, Any]) -> str:
+def tool_of(doc: StoredRun) -> str:
     """The tool and version an imported run's file names (store.tool_label)."""
-    prov = doc.get("provenance") or {}
-    return tool_label(str(prov.get("tool")), str(prov.get("tool_version") or UNKNOWN))
+    prov = doc.provenance
+    return tool_label(str(prov.tool), str(prov.tool_version or UNKNOWN))
 
 
-def about_rows(doc: Mapping[str, Any]) -> dict[str, tuple[str, Mapping[str, Any]]]:
+def about_rows(doc: StoredRun) -> dict[str, tuple[str, MeasureInfo]]:
     """{labkit measure: (figure key, its measure_info row)} of an imported run's figures that speak of a labkit
     measure, converted into its unit (docs/imports.md, "Definitions"); {} for a measured run."""
     if not imported(doc):
         return {}
-    rows = (doc.get("measure_info") or {}).items()
     return {
-        row["about"]: (key, row) for key, row in rows if row.get("about") and row.get("converted") is not None
+        row.about: (key, row)
+        for key, row in doc.measure_info.items()
+        if row.about and row.converted is not None
     }
 
 
-def provenance_kind(doc: Mapping[str, Any]) -> str:
+def provenance_kind(doc: StoredRun) -> str:
     """Whether labkit measured the run, or which tool's file it came from and what that file could not say."""
     if not imported(doc):
-        return str(doc.get("source") or "measured")
+        return doc.source
     return f"external run ({tool_of(doc)}): engine image, engine args and boot unknown"
 
 
-def figure_definitions(doc: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+def figure_definitions(doc: StoredRun) -> dict[str, tuple[str, str]]:
     """{labkit measure: (definition id, its text)} of one run: labkit's own for a measured figure; for an imported
     one, the tool field it came from, unless its definition is labkit's (docs/imports.md, "Definitions")."""
-    summary = doc.get("summary") or {}
-    method = summary.get("method") or {}
+    method = doc.summary.method
     if not imported(doc):
         return {
-            k: ("labkit", f"labkit: {method.get(k) or 'docs/measurement.md'}")
-            for k in summary.get("measures") or {}
+            k: ("labkit", f"labkit: {method.get(k) or 'docs/measurement.md'}") for k in doc.summary.measures
         }
     out: dict[str, tuple[str, str]] = {}
     for about, (key, row) in about_rows(doc).items():
         text = f"{key}: {method.get(key, '')}"
-        ident = str(row.get("definition") or key)  # a tool's definition applied by another: an id of its own
-        out[about] = ("labkit", f"labkit (exact, from {text})") if row.get("exact") else (ident, text)
+        ident = row.definition or key  # a tool's definition applied by another: an id of its own
+        out[about] = ("labkit", f"labkit (exact, from {text})") if row.exact else (ident, text)
     return out
 
 
-def definition_items(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> list[GateItem]:
+def definition_items(a: Sequence[StoredRun], b: Sequence[StoredRun]) -> list[GateItem]:
     """A blocking item per labkit measure whose figures on the two sides have different definitions, naming
     both; only where a side holds imported runs (labkit's own measures share one definition)."""
     if not any(imported(d) for d in (*a, *b)):
@@ -217,12 +211,12 @@ def definition_items(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, An
     return items
 
 
-FACTS = {
-    "simulated": lambda d: "simulated" if d.get("simulated") else "real",
+FACTS: dict[str, Callable[[StoredRun], str]] = {
+    "simulated": lambda d: "simulated" if d.simulated else "real",
     "source": provenance_kind,
-    "engine image": images,
-    "engine version": lambda d: str((d.get("provenance") or {}).get("engine_version") or "not recorded"),
-    "labkit version": lambda d: str(d.get("labkit_version") or "not recorded"),
+    "engine image": lambda d: images(d.boot, d.plan),
+    "engine version": lambda d: d.provenance.engine_version or "not recorded",
+    "labkit version": lambda d: d.labkit_version or "not recorded",
     "measurement plan": measure_plan,
     "prompt set": prompt_set,
     "prompt content": prompt_content,
@@ -251,26 +245,24 @@ def flatten(data: Any, prefix: str = "") -> dict[str, str]:
     return {prefix: json.dumps(data, sort_keys=True, default=str)} if prefix else {}
 
 
-def _values(docs: Sequence[Mapping[str, Any]], fact) -> tuple[str, ...]:
+def _values(docs: Sequence[StoredRun], fact: Callable[[StoredRun], str]) -> tuple[str, ...]:
     return tuple(sorted({fact(d) for d in docs}))
 
 
 def recipe_differences(
-    a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], expected: Sequence[str] = ()
+    a: Sequence[StoredRun], b: Sequence[StoredRun], expected: Sequence[str] = ()
 ) -> tuple[list[str], list[str]]:
     """(differing resolved recipe keys outside `expected`, those inside it) between the first run of each side;
     `expected` holds key prefixes the varied axes set. The measure table is the gate's own fact."""
-    fa = {k: v for k, v in flatten(_resolved(a[0])).items() if not k.startswith(NOT_CONTENT)}
-    fb = {k: v for k, v in flatten(_resolved(b[0])).items() if not k.startswith(NOT_CONTENT)}
+    fa = {k: v for k, v in flatten(dict(a[0].plan.resolved)).items() if not k.startswith(NOT_CONTENT)}
+    fb = {k: v for k, v in flatten(dict(b[0].plan.resolved)).items() if not k.startswith(NOT_CONTENT)}
     null = json.dumps(None)
     keys = sorted(k for k in set(fa) | set(fb) if fa.get(k, null) != fb.get(k, null))
     inside = [k for k in keys if any(k == p or k.startswith(p + ".") for p in expected)]
     return [k for k in keys if k not in inside], inside
 
 
-def gate(
-    a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], expected: Sequence[str] | None = None
-) -> Gate:
+def gate(a: Sequence[StoredRun], b: Sequence[StoredRun], expected: Sequence[str] | None = None) -> Gate:
     """The gate between run sets A and B (both non-empty). `expected`: recipe key prefixes the varied axes
     set (None when unknown, e.g. the recipe file is gone: every recipe difference is then just listed)."""
     g = Gate()
@@ -294,25 +286,25 @@ def gate(
     g.items.extend(recipe_items(a, b, expected))
     for side, docs in (("A", a), ("B", b)):
         for doc in docs:
-            for flag in (doc.get("summary") or {}).get("flags") or ():
+            for flag in doc.summary.flags:
                 g.items.append(
                     GateItem(
-                        f"run flag ({side} {doc.get('run_id')})",
+                        f"run flag ({side} {doc.run_id})",
                         (),
                         (),
-                        note=f"{flag.get('code')} in {flag.get('window')}: {flag.get('message')}",
+                        note=f"{flag.code} in {flag.window}: {flag.message}",
                     )
                 )
     return g
 
 
 def recipe_items(
-    a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], expected: Sequence[str] | None
+    a: Sequence[StoredRun], b: Sequence[StoredRun], expected: Sequence[str] | None
 ) -> list[GateItem]:
     """The recipe keys that differ outside the varied axes, and those inside; a side imported without a
     recipe has none to compare, and says so."""
     bare = [
-        side for side, docs in (("A", a), ("B", b)) if any(imported(d) and not _resolved(d) for d in docs)
+        side for side, docs in (("A", a), ("B", b)) if any(imported(d) and not d.plan.resolved for d in docs)
     ]
     if bare:
         return [GateItem("recipe content", (), (), note=f"{' and '.join(bare)}: imported without a recipe")]

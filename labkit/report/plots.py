@@ -31,7 +31,7 @@ BAR_MEASURES = (
 PNG_META = {"Software": None}  # no matplotlib version in the file: same figure, same bytes
 
 
-def _figure(**kw: Any):
+def _figure(**kw: Any) -> Any:
     """A bare Figure (no pyplot): nothing global, no GUI backend, and ~1 s less import time. Notebooks show it
     with display(fig)."""
     from matplotlib.figure import Figure
@@ -53,7 +53,7 @@ def _lanes(measures: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def measure_bars(measures: Any, keys: tuple[tuple[str, str], ...] = BAR_MEASURES):
+def measure_bars(measures: Any, keys: tuple[tuple[str, str], ...] = BAR_MEASURES) -> Any:
     """One subplot per measure, one bar per lane at the median, whiskers over min–max across runs."""
     found = _lanes(measures)
     keys = tuple(k for k in keys if len(measures) and (measures["measure"] == k[0]).any()) or keys[:1]
@@ -92,7 +92,7 @@ def measure_bars(measures: Any, keys: tuple[tuple[str, str], ...] = BAR_MEASURES
     return fig
 
 
-def tokens_over_time(requests: Any, title: str = ""):
+def tokens_over_time(requests: Any, title: str = "") -> Any:
     """Cumulative output tokens per stream against seconds since the group's first send.
 
     Uses per-chunk arrival data when requests.csv carries it (columns chunk_t / chunk_tokens as
@@ -145,11 +145,11 @@ def tokens_over_time(requests: Any, title: str = ""):
     return fig
 
 
-def _list(cell: Any) -> list:
+def _list(cell: Any) -> list[Any]:
     """A per-chunk list cell: JSON ("[1,2]") as the store writes it, or ';'-separated."""
     text = str(cell).strip()
     if text.startswith("["):
-        return json.loads(text)
+        return list(json.loads(text))
     return [x for x in text.split(";") if x]
 
 
@@ -160,11 +160,11 @@ def _nan(v: Any) -> bool:
         return True
 
 
-def prefill_by_length(measures: Any):
+def prefill_by_length(measures: Any) -> Any:
     """Prefill t/s (median, min–max whiskers) against prompt length, one line per lane."""
     fig = _figure(figsize=(8, 3.5))
     ax = fig.subplots()
-    by_lane: dict[str, list] = {}
+    by_lane: dict[str, list[Any]] = {}
     for name, length, st in prefill_points(measures):
         by_lane.setdefault(name, []).append((length, st))
     for name, points in by_lane.items():
@@ -214,8 +214,8 @@ def save_all(results: Any, folder: str | Path) -> list[Path]:
         out.append(save_png(fig, folder / name))
     for rid in latest_runs_with_requests(results):
         doc = results.docs[rid]
-        fig = tokens_over_time(results.requests([rid]), f"{doc.get('label', '')} — {rid}")
-        out.append(save_png(fig, folder / f"tokens-{doc.get('recipe', '')}-{doc.get('variant_id', '')}.png"))
+        fig = tokens_over_time(results.requests([rid]), f"{doc.label} — {rid}")
+        out.append(save_png(fig, folder / f"tokens-{doc.recipe}-{doc.variant_id}.png"))
     root = getattr(results, "root", None)
     for record in load_sweeps(root) if root is not None else []:
         out.append(save_png(sweep_figure(record, results), sweep_plot_path(folder, record)))
@@ -244,7 +244,7 @@ def _num(text: str | None) -> float | None:
         return None
 
 
-def node_series(csvs: dict[str, str], title: str = ""):
+def node_series(csvs: dict[str, str], title: str = "") -> Any:
     """Per node, GPU power and SM clock over the run (the nodes' telemetry CSVs, docs/measurement.md, "Node
     telemetry"), drawn beside the tokens-over-time plot so a slow window can be laid against its node. Nodes
     without GPU samples show MemAvailable instead, so the figure is never empty where memory was sampled."""
@@ -312,14 +312,16 @@ def sweep_point(part: Any, key: str) -> tuple[float, float, float] | None:
     return (rs.mean, min(values), max(values))
 
 
-def sweep_series(record: Any, parts: list, key: str) -> tuple[dict[str, list], list[float], dict[str, float]]:
+def sweep_series(
+    record: Any, parts: list[Any], key: str
+) -> tuple[dict[str, list[tuple[float, ...]]], list[float], dict[str, float]]:
     """({line label: [(x, mean, low, high)]}, x of each failed point, {first-axis value: x}) of one measure:
     x is the first axis's value when all its values are numbers, else its position; a line per combination
     of the other axes' values ("mean over runs" for a one-axis sweep)."""
     first, rest = record.axes[0], record.axes[1:]
     numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in first.values)
     pos = {value_text(v): (float(v) if numeric else float(i)) for i, v in enumerate(first.values)}
-    lines: dict[str, list] = {}
+    lines: dict[str, list[tuple[float, ...]]] = {}
     failed = []
     for p, part in zip(record.points, parts, strict=True):
         x = pos.get(value_text(p.values.get(first.short)))
@@ -331,7 +333,7 @@ def sweep_series(record: Any, parts: list, key: str) -> tuple[dict[str, list], l
     return {label: sorted(pts) for label, pts in lines.items()}, failed, pos
 
 
-def sweep_figure(record: Any, data: Any, measures: list[str] | None = None):
+def sweep_figure(record: Any, data: Any, measures: list[str] | None = None) -> Any:
     """One subplot per measure (default: the headline ones present) against the first axis, one line per
     combination of the other axes: the mean of a point's runs with a 95 % interval (3+ runs) or min–max
     whiskers, failed points an "x" at the bottom. docs/sweeps.md, "The sweep table and plot"."""

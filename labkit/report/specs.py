@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from labkit.errors import LabkitError
 from labkit.recipe import read_toml
@@ -117,7 +118,7 @@ def load_spec(path: str | Path | None = None) -> tuple[str, list[TableSpec]]:
     return str(data.get("title", "Comparison tables")), tables
 
 
-def _known(d: dict, allowed: set[str], what: str) -> None:
+def _known(d: dict[str, Any], allowed: set[str], what: str) -> None:
     unknown = set(d) - allowed
     if unknown:
         raise ValueError(f"{what}: unknown key(s) {', '.join(sorted(unknown))}")
@@ -141,7 +142,7 @@ def _interval(value: object, what: str) -> str:
     return str(value)
 
 
-def _row_spec(r: dict) -> RowSpec:
+def _row_spec(r: dict[str, Any]) -> RowSpec:
     _known(r, {"label", "format", "measure", "cold", "decimals", "thousands", "per", "interval"}, "row")
     fmt = r.get("format", "number")
     if fmt not in FORMATS:
@@ -163,7 +164,7 @@ def _row_spec(r: dict) -> RowSpec:
     )
 
 
-def _table_spec(t: dict) -> TableSpec:
+def _table_spec(t: dict[str, Any]) -> TableSpec:
     _known(
         t,
         {
@@ -212,7 +213,7 @@ def _table_spec(t: dict) -> TableSpec:
     )
 
 
-def _axis_key(t: dict, sweep: str) -> str:
+def _axis_key(t: dict[str, Any], sweep: str) -> str:
     """Which axis table the table is (`content`, `turns` or `depths` = "auto"), "" for none; an axis table
     has its lanes as rows, so it takes no `lanes` and is no sweep table."""
     named = [key for key in AXES if key in t]
@@ -230,7 +231,7 @@ def _axis_key(t: dict, sweep: str) -> str:
     return axis
 
 
-def _sweep_key(t: dict) -> str:
+def _sweep_key(t: dict[str, Any]) -> str:
     """SWEEPS_AUTO for `sweeps = "auto"`, "<recipe>/<name>" for `sweep = ...`, "" for a lane table."""
     if "sweeps" in t and "sweep" in t:
         raise ValueError('a table takes sweeps = "auto" or sweep = "<recipe>/<name>", not both')

@@ -19,6 +19,7 @@ from typing import Any
 from labkit.measure import median
 from labkit.measures import prefill_tokens
 from labkit.report.format import Stat
+from labkit.store import StoredRun
 
 
 def sim_title(title: str, simulated: bool) -> str:
@@ -214,14 +215,14 @@ def run_values(part: Any, measure: str) -> list[float]:
     return [v for v in rows["value"].tolist() if not math.isnan(v)]
 
 
-def boot_of(doc: Mapping[str, Any]) -> str | None:
+def boot_of(doc: StoredRun) -> str | None:
     """Which boot a stored run ran on, from its run.json: its own run id when it booted its lane (the caller
     said so: provenance.cold_expected), the booting run's id when it ran on a kept lane (boot_run), and None
     when the run does not say (a run against an existing endpoint, a recorded figure)."""
-    if doc.get("boot_run"):
-        return str(doc["boot_run"])
-    if (doc.get("provenance") or {}).get("cold_expected") is True:
-        return str(doc.get("run_id"))
+    if doc.boot_run:
+        return doc.boot_run
+    if doc.provenance.cold_expected is True:
+        return doc.run_id
     return None
 
 

@@ -18,6 +18,7 @@ from labkit.report.specs import SWEEPS_AUTO, ReportError, RowSpec, TableSpec
 from labkit.report.stats import sim_title, unit_of
 from labkit.report.tables import (
     LaneColumn,
+    RunFlags,
     Table,
     cell,
     expand_rows,
@@ -26,7 +27,7 @@ from labkit.report.tables import (
     mark_cell,
     run_flags,
 )
-from labkit.store import SweepAxisRecord, SweepPoint, SweepRecord
+from labkit.store import RunFlag, SweepAxisRecord, SweepPoint, SweepRecord
 
 FAILED = "failed"  # every cell of a failed point
 NOT_MEASURED = "not measured"  # every cell of a point the sweep has not reached (status pending)
@@ -118,7 +119,7 @@ def point_cells(
     point: SweepPoint,
     lane: LaneColumn,
     part: Any,
-    pairs: list[tuple[str, dict]],
+    pairs: list[tuple[str, RunFlag]],
 ) -> tuple[list[str], set[int]]:
     """One point's cells (one per row spec) and the indexes of its (run, flag) pairs that mark them."""
     if point.status == "failed":
@@ -137,7 +138,7 @@ def sweep_table(
     record: SweepRecord,
     measures: Any,
     boots: Mapping[str, str | None] | None = None,
-    flags: Mapping[str, list[dict] | None] | None = None,
+    flags: RunFlags | None = None,
 ) -> Table:
     """The table of one sweep record: a row per point, the axes' values first, a column per row spec;
     `boots` and `flags` as for tables.build_table (interval unit, † marks and their notes)."""
@@ -206,7 +207,7 @@ def sweep_tables(
     records: Sequence[SweepRecord],
     measures: Any,
     boots: Mapping[str, str | None] | None = None,
-    flags: Mapping[str, list[dict] | None] | None = None,
+    flags: RunFlags | None = None,
 ) -> list[Table]:
     """One table per record the spec selects (select_sweeps); none for `sweeps = "auto"` without records."""
     return [sweep_table(spec, r, measures, boots, flags) for r in select_sweeps(spec, records)]

@@ -21,8 +21,10 @@ from labkit.report.format import MISSING, fmt_acceptance, fmt_kv, fmt_nfs, fmt_w
 from labkit.report.intervals import interval_cell, interval_note
 from labkit.report.specs import RowSpec, TableSpec
 from labkit.report.stats import sim_title, stat, unit_of
+from labkit.store import RunFlag, StoredRun
 
 FLAG_MARK = "\u2020"  # "†" beside a figure one of whose runs carries an evidence flag
+RunFlags = Mapping[str, Sequence[RunFlag] | None]  # run id -> its summary's evidence flags
 DEFAULT_MEASURES = {
     "acceptance": "accept_per_draft",
     "kv": "kv_pool_tokens",
@@ -142,10 +144,9 @@ def cell(row: RowSpec, part: Any, lane: LaneColumn, form: str = "range") -> str:
     return with_cold(text, cold, row.decimals, row.thousands)
 
 
-def flags_of(doc: Mapping[str, Any]) -> list[dict]:
-    """The evidence flags a stored run's summary carries ({code, window, message} each); none in older runs."""
-    flags = (doc.get("summary") or {}).get("flags") or []
-    return [dict(f) for f in flags if isinstance(f, Mapping)]
+def flags_of(doc: StoredRun) -> list[RunFlag]:
+    """The evidence flags a stored run's summary carries; none in older runs."""
+    return list(doc.summary.flags)
 
 
 def whole_run(window: str | None) -> bool:
@@ -161,22 +162,22 @@ def in_window(measure: str, window: str | None) -> bool:
     return window is not None and not whole_run(window) and window_covers(window, measure)
 
 
-def flag_marks(row: RowSpec, lane_flags: list[tuple[str, dict]]) -> list[int]:
+def flag_marks(row: RowSpec, lane_flags: list[tuple[str, RunFlag]]) -> list[int]:
     """Indexes of the lane's (run, flag) pairs that cover this row."""
     measures = [m for m in (row.measure or DEFAULT_MEASURES.get(row.format, ""), row.cold) if m]
     return [
         i
         for i, (_, flag) in enumerate(lane_flags)
-        if whole_run(flag.get("window")) or any(in_window(m, flag.get("window")) for m in measures)
+        if whole_run(flag.window) or any(in_window(m, flag.window) for m in measures)
     ]
 
 
-def run_flags(runs: Sequence[str], flags: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+def run_flags(runs: Sequence[str], flags: RunFlags | None) -> list[tuple[str, RunFlag]]:
     """(run id, flag) for each evidence flag the runs carry, in run order: what `flag_marks` indexes."""
-    return [(r, f) for r in runs for f in (flags or {}).get(r) or [] if isinstance(f, Mapping)]
+    return [(r, f) for r in runs for f in (flags or {}).get(r) or ()]
 
 
-def mark_cell(text: str, row: RowSpec, pairs: list[tuple[str, dict]], used: set[int]) -> str:
+def mark_cell(text: str, row: RowSpec, pairs: list[tuple[str, RunFlag]], used: set[int]) -> str:
     """`text` with FLAG_MARK when a flag of `pairs` covers `row` (never on a missing cell); the indexes of
     the flags that marked it go into `used`, for their notes."""
     hits = flag_marks(row, pairs)
@@ -186,11 +187,11 @@ def mark_cell(text: str, row: RowSpec, pairs: list[tuple[str, dict]], used: set[
     return f"{text} {FLAG_MARK}"
 
 
-def flag_note(lane: LaneColumn, run: str, flag: Mapping[str, Any]) -> str:
+def flag_note(lane: LaneColumn, run: str, flag: RunFlag) -> str:
     """The note under a table for one flag of one run, keyed by FLAG_MARK."""
-    window = flag.get("window") or "whole run"
-    message = str(flag.get("message") or "").strip()
-    return f"{FLAG_MARK} {lane.title}, run {run}, {window}: {flag.get('code', 'flag')}" + (
+    window = flag.window or "whole run"
+    message = flag.message.strip()
+    return f"{FLAG_MARK} {lane.title}, run {run}, {window}: {flag.code}" + (
         f": {message}" if message else "."
     )
 
@@ -199,7 +200,7 @@ def build_table(
     spec: TableSpec,
     measures: Any,
     boots: Mapping[str, str | None] | None = None,
-    flags: Mapping[str, list[dict] | None] | None = None,
+    flags: RunFlags | None = None,
 ) -> Table:
     """Table of display strings for one spec from the long-form measures frame; `boots` (run id -> the
     boot it ran on, stats.boot_of) names the unit of interval rows, "runs" without it; `flags` (run id ->
@@ -259,7 +260,7 @@ def build_tables(
     only: list[str] | None = None,
     recipes: list[str] | None = None,
     boots: Mapping[str, str | None] | None = None,
-    flags: Mapping[str, list[dict] | None] | None = None,
+    flags: RunFlags | None = None,
 ) -> list[Table]:
     """All lane tables (or those whose id is in `only`), optionally restricted to runs of some recipes;
     `boots` and `flags` as for build_table. Sweep tables need the sweep records: sweep.sweep_tables builds

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from labkit.report.stats import MIN_INTERVAL_RUNS, run_stats
 
@@ -36,7 +37,7 @@ class TargetCheck:
         state = "reached" if self.reached else f"run {self.n} of at most {cap}"
         return f"target ±{self.target * 100:g} %: " + "; ".join(parts) + f" — {state}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "target_ci": self.target,
             "runs": self.n,

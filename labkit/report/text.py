@@ -36,7 +36,7 @@ def to_text(table: Table, width: int = WIDTH) -> str:
 def to_html(table: Table) -> str:
     """The styled table (to_styler) with its notes as paragraphs below it."""
     notes = "".join(f"<p>{html.escape(note)}</p>" for note in table.notes)
-    return to_styler(table).to_html() + notes
+    return str(to_styler(table).to_html()) + notes
 
 
 class TableView:

@@ -3,7 +3,7 @@ tools side by side, each figure with the definition it has. An imported figure t
 measure (its `about`, docs/imports.md) stands in that measure's column converted to its unit, and its
 definition is named in a note, so no reader takes two definitions for one.
 
-Pure: run.json dicts in, a finished Table out. `tools = "auto"` picks every lane holding imported runs and the
+Pure: stored runs (store.StoredRun) in, a finished Table out. `tools = "auto"` picks every lane holding imported runs and the
 labkit-measured lanes of the recipes those were imported under; explicit `columns` pick lanes as a lane table
 does. A cell is the median over the lane's runs.
 """
@@ -12,55 +12,50 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from labkit.report.format import MISSING
 from labkit.report.gate import about_rows, imported, tool_of
 from labkit.report.specs import TableSpec
 from labkit.report.tables import LaneColumn, Table
-from labkit.store import IMPORT_SOURCE
+from labkit.store import IMPORT_SOURCE, MeasureInfo, StoredRun
 
 IMPORTED_MARK = "\u2021"  # "‡" beside an imported figure
 
 
-def figure_of(doc: Mapping[str, Any], measure: str) -> tuple[float, str, str] | None:
+def figure_of(doc: StoredRun, measure: str) -> tuple[float, str, str] | None:
     """(value in the measure's unit, definition id, its text) of one run for one labkit measure, or None."""
-    summary = doc.get("summary") or {}
-    method = summary.get("method") or {}
-    value = (summary.get("measures") or {}).get(measure)
+    method = doc.summary.method
+    value = doc.summary.measures.get(measure)
     if not imported(doc):
         text = f"labkit {measure}: {method.get(measure, '')}"
-        return None if value is None else (float(value), f"labkit:{measure}", text)
-    found = about_rows(doc).get(measure)
-    if found is None:
+        return None if value is None else (value, f"labkit:{measure}", text)
+    key, row = about_rows(doc).get(measure) or ("", MeasureInfo())
+    if row.converted is None:
         return None
-    key, row = found
-    ident = str(row.get("definition") or key)  # a tool's definition applied by another has an id of its own
-    return float(row["converted"]), ident, f"{ident} ({row.get('convert')}): {method.get(key, '')}"
+    ident = row.definition or key  # a tool's definition applied by another has an id of its own
+    return row.converted, ident, f"{ident} ({row.convert}): {method.get(key, '')}"
 
 
-def tool_lanes(
-    spec: TableSpec, docs: Mapping[str, Mapping[str, Any]]
-) -> dict[tuple[str, str], list[Mapping]]:
+def tool_lanes(spec: TableSpec, docs: Mapping[str, StoredRun]) -> dict[tuple[str, str], list[StoredRun]]:
     """{(recipe, variant): complete runs} in the table, in recipe then variant order."""
-    lanes: dict[tuple[str, str], list[Mapping]] = {}
+    lanes: dict[tuple[str, str], list[StoredRun]] = {}
     for doc in docs.values():
-        if doc.get("status") == "complete":
-            lanes.setdefault((str(doc.get("recipe")), str(doc.get("variant_id"))), []).append(doc)
+        if doc.status == "complete":
+            lanes.setdefault((doc.recipe, doc.variant_id), []).append(doc)
     if spec.columns is not None:
         return {(c.recipe, c.variant): lanes.get((c.recipe, c.variant), []) for c in spec.columns}
     recipes = {lane[0] for lane, runs in lanes.items() if any(imported(d) for d in runs)}
     return {lane: runs for lane, runs in sorted(lanes.items()) if lane[0] in recipes}
 
 
-def source_of(runs: Sequence[Mapping[str, Any]]) -> str:
-    latest = sorted(runs, key=lambda d: str(d.get("run_id")))[-1]
+def source_of(runs: Sequence[StoredRun]) -> str:
+    latest = sorted(runs, key=lambda d: d.run_id)[-1]
     if not imported(latest):
-        return "labkit" + (" (simulated)" if latest.get("simulated") else "")
+        return "labkit" + (" (simulated)" if latest.simulated else "")
     return f"{tool_of(latest)} {IMPORTED_MARK}"
 
 
-def tools_table(spec: TableSpec, docs: Mapping[str, Mapping[str, Any]]) -> Table:
+def tools_table(spec: TableSpec, docs: Mapping[str, StoredRun]) -> Table:
     import pandas as pd
 
     notes: list[str] = []
@@ -68,7 +63,7 @@ def tools_table(spec: TableSpec, docs: Mapping[str, Mapping[str, Any]]) -> Table
     index, grid, lanes = [], [], []
     for (recipe, variant), runs in tool_lanes(spec, docs).items():
         kind = IMPORT_SOURCE if any(imported(d) for d in runs) else "measured"
-        simulated = any(bool(d.get("simulated")) for d in runs)
+        simulated = any(d.simulated for d in runs)
         lanes.append(LaneColumn(f"{recipe}/{variant}", recipe, variant, kind, simulated, len(runs)))
         cells = [source_of(runs) if runs else MISSING, str(len(runs))]
         for row in spec.rows:

@@ -17,7 +17,7 @@ from typing import Any
 
 from labkit.report.axis_table import axis_table
 from labkit.report.specs import RowSpec, TableSpec
-from labkit.report.tables import Table
+from labkit.report.tables import RunFlags, Table
 
 TURN = re.compile(r"agentic_[a-z_]+_t(\d+)")
 IDLE = re.compile(r"idle_(\d+)_[a-z]+")
@@ -42,7 +42,7 @@ def turn_table(
     spec: TableSpec,
     measures: Any,
     boots: Mapping[str, str | None] | None = None,
-    flags: Mapping[str, list[dict] | None] | None = None,
+    flags: RunFlags | None = None,
 ) -> Table:
     """The turn table of one spec; `boots` and `flags` as for tables.build_table."""
     return axis_table(spec, measures, boots, flags, axis="turn", values_of=turn_rows, read_as=for_turn)

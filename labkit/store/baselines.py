@@ -17,6 +17,7 @@ import os
 import statistics
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from labkit.store.files import ResultsError, atomic_write_text, check_segment, dumps, now_iso, results_root
 
@@ -25,11 +26,11 @@ KEEP = 10  # healthy run medians a baseline is the median of
 METHOD = f"median of the SM-clock medians (MHz) of the last {KEEP} healthy runs' unflagged windows"
 
 
-def baseline_path(root: str | os.PathLike | None, node: str) -> Path:
+def baseline_path(root: str | os.PathLike[str] | None, node: str) -> Path:
     return results_root(root) / BASELINE_DIR / f"{check_segment(node, 'node name')}.json"
 
 
-def read_baselines(root: str | os.PathLike | None, nodes: Iterable[str]) -> dict[str, float]:
+def read_baselines(root: str | os.PathLike[str] | None, nodes: Iterable[str]) -> dict[str, float]:
     """{node: healthy SM clock in MHz} for the nodes that have a baseline; ResultsError naming a bad file."""
     out: dict[str, float] = {}
     for node in nodes:
@@ -45,7 +46,7 @@ def read_baselines(root: str | os.PathLike | None, nodes: Iterable[str]) -> dict
 
 
 def update_baselines(
-    root: str | os.PathLike | None, medians: Mapping[str, float], run_id: str
+    root: str | os.PathLike[str] | None, medians: Mapping[str, float], run_id: str
 ) -> dict[str, float]:
     """Add one healthy run's per-node SM-clock medians; returns the new {node: baseline MHz}. A run already
     recorded for a node is not counted twice."""
@@ -61,14 +62,14 @@ CANARY_METHOD = (
 )
 
 
-def canary_path(root: str | os.PathLike | None, recipe_hash: str, nodes: Iterable[str]) -> Path:
+def canary_path(root: str | os.PathLike[str] | None, recipe_hash: str, nodes: Iterable[str]) -> Path:
     """The canary baseline of one lane (its recipe hash) on one node set (any order)."""
     key = hashlib.sha256(",".join(sorted(nodes)).encode()).hexdigest()[:10]
     name = check_segment(f"{recipe_hash}-{key}.json", "canary baseline")
     return results_root(root) / BASELINE_DIR / "canary" / name
 
 
-def read_canary(root: str | os.PathLike | None, recipe_hash: str, nodes: Iterable[str]) -> float | None:
+def read_canary(root: str | os.PathLike[str] | None, recipe_hash: str, nodes: Iterable[str]) -> float | None:
     """The healthy canary ms per token of this lane on these nodes; None before its first healthy run."""
     path = canary_path(root, recipe_hash, nodes)
     if not path.is_file():
@@ -80,7 +81,7 @@ def read_canary(root: str | os.PathLike | None, recipe_hash: str, nodes: Iterabl
 
 
 def update_canary(
-    root: str | os.PathLike | None, recipe_hash: str, nodes: Iterable[str], ms: float, run_id: str
+    root: str | os.PathLike[str] | None, recipe_hash: str, nodes: Iterable[str], ms: float, run_id: str
 ) -> float:
     """Add one healthy run's canary figure; returns the new baseline ms per token."""
     names = sorted(nodes)
@@ -88,10 +89,10 @@ def update_canary(
     return _add(canary_path(root, recipe_hash, names), CANARY_FIELD, ms, run_id, extra, CANARY_METHOD)
 
 
-def _add(path: Path, field: str, value: float, run_id: str, extra: dict, method: str) -> float:
+def _add(path: Path, field: str, value: float, run_id: str, extra: dict[str, Any], method: str) -> float:
     """One run's figure added to a baseline file (a run already there is not counted twice), the baseline the
     median of the last KEEP; written atomically. Returns the new baseline."""
-    runs: list[dict] = []
+    runs: list[dict[str, Any]] = []
     if path.is_file():
         try:
             runs = list(json.loads(path.read_text(encoding="utf-8")).get("runs") or [])

@@ -14,15 +14,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from labkit import settings
 from labkit.errors import LabkitError
 
 RUN_SCHEMA_VERSION = 1
-IMPORT_SOURCE = (
-    "import"  # run.json `source` of a run made from another tool's file (labkit/exchange, docs/imports.md)
-)
+# run.json `source` of a run made from another tool's file (labkit/exchange, docs/imports.md)
+IMPORT_SOURCE: Final = "import"
 UNKNOWN = "unknown"  # provenance an imported file does not carry: never guessed
 
 
@@ -60,7 +59,7 @@ class ResultsError(LabkitError):
     """A results folder or file is unusable; names the path."""
 
 
-def results_root(root: str | os.PathLike | None = None) -> Path:
+def results_root(root: str | os.PathLike[str] | None = None) -> Path:
     """Where runs live: the given folder, else $LABKIT_RESULTS, else the checkout's results/."""
     if root is not None:
         return Path(root)

@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from labkit.errors import LabkitError
 from labkit.measure import RunSummary
@@ -154,10 +154,10 @@ class ImportOutcome:
     key: str
     run_id: str
     path: Path
-    action: str  # "created" | "unchanged"
+    action: Literal["created", "unchanged"]
 
 
-def _plan_for(entry: RecordedRun) -> dict:
+def _plan_for(entry: RecordedRun) -> dict[str, Any]:
     """The lane plan as the recipe resolves it today: ties the figures to a recipe and variant that exist."""
     from labkit.recipe import find_recipe, load_recipe, repo_root
 
@@ -184,10 +184,11 @@ def import_figures(path: str | Path | None = None, results: str | Path | None = 
         plan = plans[entry.key]
         folder = store.run_dir(plan["recipe"], plan["variant_id"], entry.run_id)
         if (folder / RUN_FILE).exists():
-            doc = read_run(folder)
+            stored = read_run(folder)
             if (
-                doc.get("recorded", {}).get("fingerprint") != entry.fingerprint()
-                or doc.get("status") != "complete"
+                stored.recorded is None
+                or stored.recorded.fingerprint != entry.fingerprint()
+                or stored.status != "complete"
             ):
                 raise RecordedError(
                     f"{folder}: a recorded run with this key exists but its figures differ from "

@@ -17,6 +17,7 @@ import secrets
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Literal
 
 from labkit import __version__
@@ -34,8 +35,9 @@ from labkit.store.files import (
     now_iso,
     results_root,
 )
-from labkit.store.load import Results, load_results, read_run, run_paths
+from labkit.store.load import Results, load_results, read_doc, run_paths
 from labkit.store.records import requests_csv
+from labkit.store.storedrun import RunSource, RunStatus, parse_run
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -44,7 +46,7 @@ def new_run_id(now: dt.datetime | None = None) -> str:
     return f"{now.astimezone(dt.UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def _plan_dict(plan: Any) -> dict:
+def _plan_dict(plan: Any) -> dict[str, Any]:
     data = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
     for key in ("recipe", "variant_id"):
         if not data.get(key):
@@ -57,18 +59,19 @@ def _plan_dict(plan: Any) -> dict:
 class Run:
     """An open run folder. Use as a context manager (see ResultsStore.new_run)."""
 
-    def __init__(self, path: Path, doc: dict):
+    def __init__(self, path: Path, doc: dict[str, Any]):
         self.path = path
         self.doc = doc
         self.closed = False
 
     @property
     def run_id(self) -> str:
-        return self.doc["run_id"]
+        return str(self.doc["run_id"])
 
     @property
-    def status(self) -> str:
-        return self.doc["status"]
+    def status(self) -> RunStatus:
+        status: RunStatus = self.doc["status"]
+        return status
 
     def _save(self) -> None:
         """Write run.json as it stands now (atomically)."""
@@ -104,7 +107,7 @@ class Run:
         lines = text.splitlines()[-max_lines:]
         return self.write_text(name, "\n".join(lines) + ("\n" if lines else ""))
 
-    def copy_file(self, src: str | os.PathLike, name: str | None = None) -> Path:
+    def copy_file(self, src: str | os.PathLike[str], name: str | None = None) -> Path:
         """Copy e.g. the executed notebook into the run folder (atomically)."""
         self._check_open()
         src = Path(src)
@@ -172,7 +175,9 @@ class Run:
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         if exc_type is not None and not self.closed:
             reason = (
                 "interrupted" if issubclass(exc_type, KeyboardInterrupt) else f"{exc_type.__name__}: {exc}"
@@ -192,7 +197,7 @@ MANAGED_FIELDS = {"schema", "schema_version", "run_id", "status", "plan", "files
 class ResultsStore:
     """Creates and lists run folders under one root."""
 
-    def __init__(self, root: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike[str] | None = None):
         self.root = results_root(root)
 
     def run_dir(self, recipe: str, variant_id: str, run_id: str) -> Path:
@@ -222,7 +227,7 @@ class ResultsStore:
         run_id: str | None = None,
         label: str | None = None,
         simulated: bool | None = None,
-        source: str = "measured",
+        source: RunSource = "measured",
         provenance: Mapping[str, Any] | None = None,
         **extra: Any,
     ) -> Run:
@@ -292,16 +297,19 @@ class ResultsStore:
         return load_results(self.root, include_incomplete=include_incomplete)
 
 
-def attach_file(run_dir: str | os.PathLike, src: str | os.PathLike, name: str | None = None) -> Path:
+def attach_file(
+    run_dir: str | os.PathLike[str], src: str | os.PathLike[str], name: str | None = None
+) -> Path:
     """Add a file to a run that may already be finished: the executed notebook exists only after its last
     cell ran, i.e. after the run closed. Adds, never replaces: an existing file of that name is an error."""
     return attach_bytes(run_dir, name or Path(src).name, Path(src).read_bytes())
 
 
-def attach_bytes(run_dir: str | os.PathLike, name: str, data: bytes) -> Path:
+def attach_bytes(run_dir: str | os.PathLike[str], name: str, data: bytes) -> Path:
     """attach_file for bytes made in memory (a plot): written atomically and listed in run.json."""
     run_dir = Path(run_dir)
-    doc = read_run(run_dir)
+    doc = read_doc(run_dir)
+    parse_run(doc, run_dir)  # a folder that is no readable run is refused before anything is added
     name = check_segment(name, "file name")
     target = run_dir / name
     if target.exists():

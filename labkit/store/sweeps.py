@@ -66,7 +66,7 @@ class SweepRecord:
                 return p
         raise KeyError(variant_id)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"schema": SWEEP_SCHEMA, "schema_version": SWEEP_SCHEMA_VERSION, **asdict(self)}
 
     @classmethod
@@ -82,7 +82,7 @@ class SweepRecord:
         )
 
 
-def sweep_path(root: str | os.PathLike | None, recipe: str, name: str) -> Path:
+def sweep_path(root: str | os.PathLike[str] | None, recipe: str, name: str) -> Path:
     return (
         results_root(root)
         / SWEEP_DIR
@@ -91,7 +91,7 @@ def sweep_path(root: str | os.PathLike | None, recipe: str, name: str) -> Path:
     )
 
 
-def write_sweep(root: str | os.PathLike | None, record: SweepRecord) -> Path:
+def write_sweep(root: str | os.PathLike[str] | None, record: SweepRecord) -> Path:
     """Write (atomically) and return the record's path; `updated` is set to now."""
     record.updated = now_iso()
     path = sweep_path(root, record.recipe, record.name)
@@ -100,7 +100,7 @@ def write_sweep(root: str | os.PathLike | None, record: SweepRecord) -> Path:
     return path
 
 
-def read_sweep(path: str | os.PathLike) -> SweepRecord:
+def read_sweep(path: str | os.PathLike[str]) -> SweepRecord:
     """One record; ResultsError naming the file when it is unreadable or not a sweep record."""
     file = Path(path)
     try:
@@ -112,7 +112,7 @@ def read_sweep(path: str | os.PathLike) -> SweepRecord:
         raise ResultsError(f"{file}: not a labkit sweep record ({e}); fix or remove it")
 
 
-def load_sweeps(root: str | os.PathLike | None) -> list[SweepRecord]:
+def load_sweeps(root: str | os.PathLike[str] | None) -> list[SweepRecord]:
     """Every sweep record under the results folder, by recipe and name."""
     base = results_root(root) / SWEEP_DIR
     return [read_sweep(p) for p in sorted(base.glob("*/*.json"))] if base.is_dir() else []

@@ -46,9 +46,9 @@ def test_a_labkit_lane_and_an_imported_one_are_refused_naming_both_definitions(r
 def test_forced_the_comparison_uses_the_converted_figures_and_lists_the_import(results):
     c = compare(SIM, "bench-tiny", results=results, force=True)
     doc = load_results(results).docs
-    imported = next(d for d in doc.values() if d["source"] == "import")
+    imported = next(d for d in doc.values() if d.source == "import")
     rows = {r.measure: r for r in c.rows}
-    tpot = imported["summary"]["measures"]["vllm-bench:median_tpot_ms"]
+    tpot = imported.summary.measures["vllm-bench:median_tpot_ms"] or 0
     assert rows["decode_c1"].mean_b == pytest.approx(1000 / tpot)
     facts = {i.fact: i for i in c.gate.items}
     assert "external run (vllm bench serve, version unknown)" in " ".join(facts["source"].b)

@@ -19,6 +19,7 @@ from labkit.exchange.export import ExportError
 from labkit.exchange.run_export import request_rows
 from labkit.store import read_run
 from tests.support.imports import IMPORTS
+from tests.support.results import stored_run
 from tests.support.tool_files import tools_root
 from tests.support.vllm import vllm_available, vllm_executable
 
@@ -67,7 +68,7 @@ def test_the_llama_benchy_export_has_a_row_per_concurrency_and_prompt_length(run
     doc = export_run(rid, "llama-benchy", results=root)
     assert doc["version"].startswith("labkit-") and doc["latency_mode"] == "none"
     rows = {(r["concurrency"], r["response_size"]): r for r in doc["benchmarks"]}
-    summary = read_run(root / "sim" / "spec-none" / rid)["summary"]["measures"]
+    summary = read_run(root / "sim" / "spec-none" / rid).summary.measures
     c1 = rows[(1, 64)]
     # llama-benchy's c1 decode is labkit's per-request formula, averaged: near the median decode_c1
     assert c1["tg_throughput"]["mean"] == pytest.approx(summary["decode_c1"], rel=0.02)
@@ -167,7 +168,7 @@ def stamped(
     return row
 
 
-DOC = {"run_id": "r", "recipe": "x", "variant_id": "v", "started": "2026-12-05T10:00:00+00:00"}
+DOC = stored_run({"run_id": "r", "recipe": "x", "variant_id": "v", "started": "2026-12-05T10:00:00+00:00"})
 
 
 def test_vllm_itls_have_no_gap_before_a_first_chunk_that_already_carries_a_token():
@@ -217,9 +218,9 @@ def test_an_export_imported_back_is_never_taken_for_the_tools_own_measurement(ru
         if o.imported.setting.concurrency == 1
     )
     assert back.imported.tool.startswith("labkit export") and back.imported.tool_version != "unknown"
-    info = read_run(back.path)["measure_info"]
-    decode = next(row for row in info.values() if row.get("about") == "decode_c1")
-    assert decode["definition"].endswith("@labkit-export")
+    info = read_run(back.path).measure_info
+    decode = next(row for row in info.values() if row.about == "decode_c1")
+    assert str(decode.definition).endswith("@labkit-export")
     tool = next(
         o
         for o in import_file(IMPORTS / real, lane="tool", results=tmp_path / "r")

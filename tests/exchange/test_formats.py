@@ -31,13 +31,13 @@ def test_each_real_file_is_recognised_and_speaks_of_decode_and_ttft_at_c1(name, 
     assert [(i.format, i.tool_version) for i in found] == [(fmt, version)] * results
     outcomes = import_file(IMPORTS / name, results=tmp_path)
     c1 = next(o for o in outcomes if o.imported.setting.concurrency == 1)
-    info = read_run(c1.path)["measure_info"]
-    about = {row["about"]: row for row in info.values() if row.get("about")}
+    info = read_run(c1.path).measure_info
+    about = {row.about: row for row in info.values() if row.about}
     assert {"decode_c1", "ttft_c1"} <= set(about), sorted(about)
     # the tiny model on 2 cores: hundreds of tokens per second, TTFT in milliseconds, by every tool
-    assert 100 < about["decode_c1"]["converted"] < 5000
-    assert 0.0005 < about["ttft_c1"]["converted"] < 0.5
-    assert all(row["exact"] is False for row in about.values())
+    assert 100 < (about["decode_c1"].converted or 0) < 5000
+    assert 0.0005 < (about["ttft_c1"].converted or 0) < 0.5
+    assert all(row.raw["exact"] is False for row in about.values())
 
 
 def test_guidellm_figures_are_its_successful_distributions():

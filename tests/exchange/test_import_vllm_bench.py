@@ -39,28 +39,28 @@ def test_an_import_stores_one_run_with_definitions_provenance_and_the_file(tmp_p
     [outcome] = import_file(C1, results=tmp_path)
     assert outcome.action == "created"
     doc = read_run(outcome.path)
-    assert (doc["recipe"], doc["variant_id"], doc["source"]) == (
+    assert (doc.recipe, doc.variant_id, doc.source) == (
         "import-tiny",
         "vllm-bench_c1_in128",
         "import",
     )
-    prov = doc["provenance"]
-    assert prov["tool"] == "vllm bench serve" and prov["format"] == "vllm-bench"
-    assert prov["file_sha256"] == hashlib.sha256(C1.read_bytes()).hexdigest()
-    assert prov["engine_version"] == prov["engine_image"] == prov["boot"] == "unknown"
+    prov = doc.provenance
+    assert prov.tool == "vllm bench serve" and prov.raw["format"] == "vllm-bench"
+    assert prov.file_sha256 == hashlib.sha256(C1.read_bytes()).hexdigest()
+    assert prov.engine_version == prov.raw["engine_image"] == prov.raw["boot"] == "unknown"
     kept = outcome.path / (ORIGINAL_PREFIX + C1.name)
-    assert kept.read_bytes() == C1.read_bytes() and kept.name in doc["files"]
-    measures, info, method = doc["summary"]["measures"], doc["measure_info"], doc["summary"]["method"]
+    assert kept.read_bytes() == C1.read_bytes() and kept.name in doc.files
+    measures, info, method = doc.summary.measures, doc.measure_info, doc.summary.method
     assert measures["vllm-bench:median_tpot_ms"] == json.loads(C1.read_text())["median_tpot_ms"]
     tpot = info["vllm-bench:median_tpot_ms"]
-    assert (tpot["about"], tpot["convert"], tpot["exact"]) == ("decode_c1", "1000/x", False)
-    assert tpot["converted"] == pytest.approx(1000 / measures["vllm-bench:median_tpot_ms"])
+    assert (tpot.about, tpot.convert, tpot.raw["exact"]) == ("decode_c1", "1000/x", False)
+    assert tpot.converted == pytest.approx(1000 / (measures["vllm-bench:median_tpot_ms"] or 0))
     assert (
         "decode_c1" not in measures and "ttft_c1" not in measures
     )  # not labkit's definitions: own names only
     assert definition("vllm-bench", "median_tpot_ms").text in method["vllm-bench:median_tpot_ms"]
-    assert info["vllm-bench:p99_ttft_ms"]["definition"] == "vllm-bench:p99_ttft_ms"
-    assert "about" not in info["vllm-bench:p99_ttft_ms"]
+    assert info["vllm-bench:p99_ttft_ms"].definition == "vllm-bench:p99_ttft_ms"
+    assert "about" not in info["vllm-bench:p99_ttft_ms"].raw
 
 
 def test_importing_the_same_file_again_changes_nothing(tmp_path):
@@ -76,8 +76,8 @@ def test_a_lane_name_and_a_recipe_place_the_runs(tmp_path):
     assert named.path.parent == tmp_path / "spark-lab" / "vllm-bench_c2_in128"
     [tied] = import_file(C2, recipe="tiny-vllm", results=tmp_path / "other")
     doc = read_run(tied.path)
-    assert doc["recipe"] == "tiny-vllm" and doc["plan"]["resolved"]["engine"]["kind"] == "vllm"
-    assert doc["plan"]["imported"]["format"] == "vllm-bench"
+    assert doc.recipe == "tiny-vllm" and doc.plan.resolved["engine"]["kind"] == "vllm"
+    assert doc.plan.imported is not None and doc.plan.imported.format == "vllm-bench"
 
 
 def test_a_lane_name_that_is_a_recipe_is_refused_before_anything_is_stored(tmp_path):

@@ -112,10 +112,10 @@ def test_aiperf_records_whose_token_counts_it_used(tmp_path):
 def test_each_stored_run_counts_the_requests_its_file_counts(tmp_path, name, ok, failed):
     outcome = import_file(IMPORTS / name, results=tmp_path)[0]
     doc = read_run(outcome.path)
-    assert doc["summary"]["n_ok"] == ok
-    assert doc["provenance"]["requests_failed"] == ("unknown" if failed is None else failed)
+    assert doc.summary.n_ok == ok
+    assert doc.provenance.raw["requests_failed"] == ("unknown" if failed is None else failed)
     if failed is None:
-        assert "the file does not count failed requests" in doc["summary"]["notes"]
+        assert "the file does not count failed requests" in doc.summary.raw["notes"]
 
 
 def test_aiperf_failed_requests_come_from_its_error_summary(tmp_path):
@@ -173,10 +173,10 @@ def test_aiperf_figures_counted_by_its_tokenizer_have_a_definition_of_their_own(
     [client] = import_file(path, lane="client", results=tmp_path / "r")
     [server] = import_file(AIPERF, lane="server", results=tmp_path / "r")
     info = read_run(client.path)
-    decode = next(row for row in info["measure_info"].values() if row.get("about") == "decode_c1")
-    assert decode["definition"].endswith(suffix)
-    assert info["provenance"]["use_server_token_count"] == (False if flag is False else "unknown")
-    ids = [row["definition"] for row in read_run(server.path)["measure_info"].values() if row.get("about")]
+    decode = next(row for row in info.measure_info.values() if row.about == "decode_c1")
+    assert str(decode.definition).endswith(suffix)
+    assert info.provenance.raw["use_server_token_count"] == (False if flag is False else "unknown")
+    ids = [str(row.definition) for row in read_run(server.path).measure_info.values() if row.about]
     assert ids and not any("@" in i for i in ids)
     c = compare("client", "server", results=tmp_path / "r", force=True, measures=["decode_c1"])
     assert "definition of decode_c1" in c.gate.blocked

@@ -66,7 +66,7 @@ def test_each_tools_file_imports_with_its_version_and_definitions(written, fmt, 
         assert {o.imported.tool_version for o in outcomes} == {installed_version(*TOOLS[fmt])}
     c1 = next(o for o in outcomes if o.imported.setting.concurrency == 1)
     doc = read_run(c1.path)
-    about = {row["about"] for row in doc["measure_info"].values() if row.get("about")}
+    about = {row.about for row in doc.measure_info.values() if row.about}
     assert {"decode_c1", "ttft_c1"} <= about
-    assert doc["provenance"]["model"] == "tiny" and doc["source"] == "import"
+    assert doc.provenance.model == "tiny" and doc.source == "import"
     assert (c1.path / f"original-{written.files[fmt].name}").read_bytes() == written.files[fmt].read_bytes()

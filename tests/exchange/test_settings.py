@@ -134,5 +134,5 @@ def test_a_vllm_bench_rate_names_its_pacing_and_no_fixed_concurrency_measure(tmp
     assert (imp.setting.rate, imp.setting.schedule) == ("4", "gamma0.5")
     assert imp.setting.variant_id("vllm-bench") == "vllm-bench_c1_in128_r4_gamma0.5"
     [outcome] = import_file(paced, results=tmp_path / "results")
-    info = read_run(outcome.path)["measure_info"]
-    assert not [row for row in info.values() if row.get("about")]  # a rate's cap is not labkit's c1
+    info = read_run(outcome.path).measure_info
+    assert not [row for row in info.values() if row.about]  # a rate's cap is not labkit's c1

@@ -68,5 +68,5 @@ def test_papermill_with_a_content_parameter_shows_the_content_table(tmp_path):
     assert m["decode_c1@code"] == pytest.approx(15 / (4 * 2.5 / 200), rel=0.03)  # 300 t/s
     assert m["decode_c1@prose"] == pytest.approx(200 / 2.5, rel=0.03)  # 80 t/s
     doc = next(iter(data.docs.values()))
-    assert doc["plan"]["resolved"]["measure"]["content"] == ["prose", "code"]
-    assert doc["provenance"]["prompt_corpus"]["categories"] == ["prose", "code"]
+    assert doc.plan.measure["content"] == ["prose", "code"]
+    assert doc.provenance.raw["prompt_corpus"]["categories"] == ["prose", "code"]

@@ -98,7 +98,7 @@ def _measure_fails(results: Path, error: type[BaseException], match: str) -> tup
         lab.measure(lab.plan("fastsim"), results=results, progress=False)
     data = load_results(results, include_incomplete=True)
     assert list(data.runs["status"]) == ["failed"]
-    run_dir = Path(data.docs[data.runs["run"].iloc[0]]["_path"])
+    run_dir = data.docs[data.runs["run"].iloc[0]].path
     return run_dir, json.loads((run_dir / "run.json").read_text())
 
 
@@ -186,7 +186,7 @@ def test_users_papermill_command_leaves_a_complete_run(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     data = load_results(tmp_path / "results")
     assert list(data.runs["status"]) == ["complete"] and data.runs["simulated"].all()
-    run_dir = Path(data.docs[data.runs["run"].iloc[0]]["_path"])
+    run_dir = data.docs[data.runs["run"].iloc[0]].path
     assert {"run.json", "requests.csv", "bench.ipynb", "boot.json"} <= {p.name for p in run_dir.iterdir()}
     m = data.measures.set_index("measure")["value"]
     assert 45 < m["decode_c1"] < 60 and 600 * 0.95 < m["prefill_4096"] < 605 * 1.05

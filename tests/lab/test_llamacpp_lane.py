@@ -190,12 +190,12 @@ def test_bench_notebook_runs_the_lane_end_to_end(tmp_path, cache, monkeypatch):
     assert out.returncode == 0, out.stderr[-3000:]
     data = load_results(tmp_path / "results")
     (doc,) = data.docs.values()
-    assert doc["status"] == "complete" and doc["recipe"] == "tiny-llamacpp"
-    assert doc["boot"]["kv_pool_tokens"] == 16384 and doc["boot"]["kv_pool_context"] == 16384
-    m = doc["summary"]["measures"]
+    assert doc.status == "complete" and doc.recipe == "tiny-llamacpp"
+    assert doc.boot.raw["kv_pool_tokens"] == 16384 and doc.boot.raw["kv_pool_context"] == 16384
+    m = doc.summary.measures
     assert {"decode_c1", "decode_c1_cold", "prefill_4096", "prefill_12600", "kv_pool_tokens"} <= set(m)
-    assert "decode_c2_agg" not in m and any("serialised" in n for n in doc["summary"]["notes"])
-    assert "chunk_count" in doc["summary"]["method"]["decode_c1"]
+    assert "decode_c2_agg" not in m and any("serialised" in n for n in doc.summary.raw["notes"])
+    assert "chunk_count" in doc.summary.method["decode_c1"]
     md = report.generate(tmp_path / "results", write=False, plots=False).markdown
     assert "llama.cpp tiny CPU" in md
     monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path / "state"))

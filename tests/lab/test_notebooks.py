@@ -207,7 +207,7 @@ def test_executed_notebook_is_copied_into_the_recorded_run(tmp_path):
 
     [run_dir] = ResultsStore(tmp_path / "res").run_paths()
     assert (run_dir / "mini.ipynb").read_bytes() == out.read_bytes()
-    assert "mini.ipynb" in read_run(run_dir)["files"] and read_run(run_dir)["status"] == "complete"
+    assert "mini.ipynb" in read_run(run_dir).files and read_run(run_dir).status == "complete"
     with pytest.raises(ResultsError, match="never overwritten"):
         attach_file(run_dir, out, "mini.ipynb")
 

@@ -1,4 +1,4 @@
-"""Which sweep points a re-run skips (labkit/lab/resume.py), on hand-made run.json dicts: identical
+"""Which sweep points a re-run skips (labkit/lab/resume.py), on hand-made run.json dicts read as stored runs: identical
 provenance resumes, a changed recipe or labkit version refuses, a point with fewer runs than asked is
 measured again, and the engine facts are held to one value after boot unless the engine itself is swept."""
 
@@ -9,18 +9,21 @@ import pytest
 from labkit import __version__, lab
 from labkit.lab.resume import Resume, boot_fingerprint, fingerprint, plan_resume
 from labkit.store import SweepPoint
+from tests.support.results import stored_run
 
 DT = 'engine.args."--decode-tps"'
 
 
 def _doc(plan, run_id, version="0.33.0+labkit.sim", recipe_hash=None, labkit=__version__):
-    return {
-        "run_id": run_id,
-        "status": "complete",
-        "labkit_version": labkit,
-        "plan": {**plan.to_dict(), "recipe_hash": recipe_hash or plan.recipe_hash},
-        "boot": {"engine_version": version},
-    }
+    return stored_run(
+        {
+            "run_id": run_id,
+            "status": "complete",
+            "labkit_version": labkit,
+            "plan": {**plan.to_dict(), "recipe_hash": recipe_hash or plan.recipe_hash},
+            "boot": {"engine_version": version},
+        }
+    )
 
 
 @pytest.fixture
@@ -68,3 +71,24 @@ def test_boots_are_held_to_the_first_engine_unless_the_engine_is_swept(sp):
     swept.check_boot(boot_fingerprint(a, {"engine_version": "2.0"}))  # the swept thing may differ
     assert lab.sweep_plan("sim", 'engine.version="a","b"').engine_swept and not sp.engine_swept
     assert fingerprint(_doc(a, "r"))["engine image"] == "none (process runtime)"
+
+
+def test_a_stored_sweep_over_another_key_under_the_same_short_name_is_refused(sp, tmp_path):
+    """check_folders reads each stored run's provenance.sweep.axes (a key path per short name) as parsed."""
+    import json
+
+    from labkit.errors import LabkitError
+    from labkit.lab.sweep_run import check_folders
+
+    folder = tmp_path / "sim" / sp.plans[0].variant_id / "r1"
+    folder.mkdir(parents=True)
+
+    def store(key: list[str]) -> None:
+        doc = {"run_id": "r1", "schema_version": 1, "provenance": {"sweep": {"axes": {"dt": key}}}}
+        (folder / "run.json").write_text(json.dumps(doc))
+
+    store(["engine", "env", "DT"])
+    with pytest.raises(LabkitError, match="holds a sweep over engine.env.DT under the short name 'dt'"):
+        check_folders(sp, tmp_path)
+    store(["engine", "args", "--decode-tps"])
+    check_folders(sp, tmp_path)  # the same key: the same lane folder

@@ -193,9 +193,9 @@ def test_bench_notebook_runs_the_default_lane_end_to_end(tmp_path, tmp_path_fact
     assert out.returncode == 0, out.stderr[-3000:]
     data = load_results(tmp_path / "results")
     (doc,) = data.docs.values()
-    assert doc["status"] == "complete" and doc["recipe"] == "tiny-vllm"
-    assert doc["boot"]["kv_pool_tokens"] == 524_288 and doc["boot"]["engine_version"].startswith("0.32")
-    m = doc["summary"]["measures"]
+    assert doc.status == "complete" and doc.recipe == "tiny-vllm"
+    assert doc.boot.raw["kv_pool_tokens"] == 524_288 and str(doc.boot.engine_version).startswith("0.32")
+    m = doc.summary.measures
     assert {"decode_c1", "decode_c1_cold", "decode_c2_agg", "prefill_4096", "prefill_12600"} <= set(m)
     assert {"decode_c1@code", "depth_1024_ttft_cached", "agentic_ttft_t3", "depth_hit_agreement"} <= set(m)
     assert m["depth_hit_agreement"] == 1 and m["agentic_hit_agreement"] == 1  # vLLM's own hits, as expected

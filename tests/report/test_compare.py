@@ -10,7 +10,7 @@ import pytest
 from labkit import report as rp
 from labkit.cli.app import main
 from labkit.store import ResultsStore
-from tests.support.results import REPO, requests_for, sim_plan
+from tests.support.results import REPO, requests_for, sim_plan, stored_run
 
 A = [50.1, 49.8, 50.3, 49.9, 50.0]
 B = [51.6, 51.4, 51.9, 51.5, 51.7]
@@ -96,7 +96,7 @@ def _doc(**over):
         "summary": {"measures": {}},
     }
     doc.update(over)
-    return doc
+    return stored_run(doc)
 
 
 def test_gate_lists_differences_and_blocks_sim_against_real():

@@ -18,7 +18,7 @@ from labkit.report.content_compare import (
     readings,
 )
 from labkit.store import ResultsStore, load_results
-from tests.support.results import sim_plan
+from tests.support.results import sim_plan, stored_run
 
 JITTER = (1.0, 1.02, 0.98, 1.01, 0.99)  # run to run, the same on both sides' prompts (paired)
 # (decode c1, τ) per category, lane A and lane B; steps per second = decode / τ
@@ -79,7 +79,9 @@ def test_the_explanation_needs_both_sides_tau_and_enough_runs(stored):
     few = readings(two.rows, a.docs[:2], b.docs[:2], paired=False, margin=0.02)
     assert few[0].reading == "too few runs"
     assert rp.compare_sides(a, b, measures=["decode_c1"]).content == []  # no category compared: no reading
-    no_tau = [{"summary": {"measures": {"decode_c1@code": 30.0}}}] * 5  # a lane without speculation
+    no_tau = [
+        stored_run({"run_id": f"n{i}", "summary": {"measures": {"decode_c1@code": 30.0}}}) for i in range(5)
+    ]
     assert (
         readings(c.rows, no_tau, b.docs, paired=False, margin=0.02)[0].reading
         == "no acceptance on both sides"

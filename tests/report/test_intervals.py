@@ -9,7 +9,7 @@ import pytest
 from labkit import report as rp
 from labkit.report.format import EN_DASH, PLUS_MINUS
 from labkit.store import ResultsStore
-from tests.support.results import REPO, requests_for, sim_plan
+from tests.support.results import REPO, requests_for, sim_plan, stored_run
 
 # --- the t quantile --------------------------------------------------------------------------------------
 
@@ -94,10 +94,11 @@ def test_no_interval_from_fewer_than_three_runs(values):
 
 
 def test_boot_of_reads_the_run_json_facts():
-    assert rp.stats.boot_of({"run_id": "a", "provenance": {"cold_expected": True}}) == "a"
-    assert rp.stats.boot_of({"run_id": "b", "boot_run": "a", "provenance": {"cold_expected": False}}) == "a"
-    assert rp.stats.boot_of({"run_id": "c", "provenance": {"cold_expected": False}}) is None
-    assert rp.stats.boot_of({"run_id": "d", "source": "recorded", "provenance": {}}) is None
+    boot_of = lambda doc: rp.stats.boot_of(stored_run(doc))  # noqa: E731
+    assert boot_of({"run_id": "a", "provenance": {"cold_expected": True}}) == "a"
+    assert boot_of({"run_id": "b", "boot_run": "a", "provenance": {"cold_expected": False}}) == "a"
+    assert boot_of({"run_id": "c", "provenance": {"cold_expected": False}}) is None
+    assert boot_of({"run_id": "d", "source": "recorded", "provenance": {}}) is None
 
 
 def test_unit_of_runs():

@@ -43,26 +43,29 @@ def test_import_is_idempotent_and_honest(tmp_path):
     assert [o.action for o in second] == ["unchanged"] * 5
     for o in first:
         doc = read_run(o.path)
-        assert doc["source"] == "recorded" and doc["status"] == "complete"
-        assert doc["provenance"]["note"] == "recorded in the lane's NOTE.md, 2026-10-23"
-        assert doc["provenance"]["raw_samples"] is False
+        assert doc.source == "recorded" and doc.status == "complete"
+        assert doc.provenance.raw["note"] == "recorded in the lane's NOTE.md, 2026-10-23"
+        assert doc.provenance.raw["raw_samples"] is False
         assert not (o.path / "requests.csv").exists()
-        assert doc["summary"]["n_ok"] == 0
+        assert doc.summary.n_ok == 0
     prod = read_run(next(o.path for o in first if o.key == "baseline-sglang-production"))
-    assert prod["summary"]["measures"]["decode_c1"] is None  # a range, no median
-    assert prod["measure_info"]["decode_c1"] == {"min": 47.8, "max": 50.7, "kind": "recorded range"}
+    assert prod.summary.measures["decode_c1"] is None  # a range, no median
+    assert prod.measure_info["decode_c1"].raw == {"min": 47.8, "max": 50.7, "kind": "recorded range"}
+    assert (prod.measure_info["decode_c1"].min, prod.measure_info["decode_c1"].max) == (47.8, 50.7)
     spec = read_run(next(o.path for o in first if o.key == "dspark-vllm"))
-    assert "3.79" in spec["measure_info"]["accept_per_draft"]["note"]
+    assert "3.79" in spec.measure_info["accept_per_draft"].raw["note"]
 
 
 def test_committed_recorded_runs_match_the_figures_file():
     """The committed runs were made by the importer from recorded.toml: importing again changes nothing."""
     entries = {e.key: e for e in parse_figures(FIGURES)}
     data = load_results(REPO / "results")
-    recorded = {d["recorded"]["key"]: d for d in data.docs.values() if d["source"] == "recorded"}
+    recorded = {
+        d.recorded.key: d.recorded for d in data.docs.values() if d.recorded and d.source == "recorded"
+    }
     assert set(recorded) == set(entries)
     for key, entry in entries.items():
-        assert recorded[key]["recorded"]["fingerprint"] == entry.fingerprint()
+        assert recorded[key].fingerprint == entry.fingerprint()
 
 
 def test_changed_figure_is_refused_not_overwritten(tmp_path):
@@ -75,7 +78,7 @@ def test_changed_figure_is_refused_not_overwritten(tmp_path):
         tmp_path
         / "res/dsv41-flash-1017-4x-vllm032/spec-none_staging-nas/20261023-recorded-baseline-vllm-nospec"
     )
-    assert doc["summary"]["measures"]["decode_c1"] == 29.7
+    assert doc.summary.measures["decode_c1"] == 29.7
 
 
 @pytest.mark.parametrize(

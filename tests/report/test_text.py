@@ -7,8 +7,8 @@ import pytest
 
 from labkit import report as rp
 from labkit.report.tables import FLAG_MARK
-from labkit.store import ResultsStore
-from tests.support.results import requests_for, sim_plan
+from labkit.store import ResultsStore, RunFlag
+from tests.support.results import requests_for, sim_plan, stored_run
 
 TABLES = """
 title = "T"
@@ -196,8 +196,9 @@ def test_build_tables_takes_flags_like_boots():
         id="t", title="T", columns=None, rows=(rp.specs.RowSpec("d", measure="decode_c1"),)
     )
     [plain] = rp.tables.build_tables(measures, [spec])
-    [marked] = rp.tables.build_tables(measures, [spec], flags={"r1": [{"code": "x", "window": "decode"}]})
+    [marked] = rp.tables.build_tables(measures, [spec], flags={"r1": [RunFlag("x", "decode")]})
     assert plain.frame.iloc[0, 0] == "49.0" and marked.frame.iloc[0, 0] == f"49.0 {FLAG_MARK}"
     assert marked.notes == [f"{FLAG_MARK} sim lane (sim), run r1, decode: x."]
-    assert rp.tables.flags_of({"summary": {"measures": {}}}) == []
-    assert rp.tables.flags_of({"summary": {"flags": [{"code": "x"}, "junk"]}}) == [{"code": "x"}]
+    assert rp.tables.flags_of(stored_run({"run_id": "r0", "summary": {"measures": {}}})) == []
+    flagged = stored_run({"run_id": "r1", "summary": {"flags": [{"code": "x", "window": "decode"}]}})
+    assert rp.tables.flags_of(flagged) == [RunFlag("x", "decode", "")]

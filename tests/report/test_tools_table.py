@@ -31,8 +31,8 @@ def test_each_lane_shows_its_converted_figure_and_its_definition(tmp_path):
     frame = table.frame
     assert not any(lane.startswith("sim/") for lane in frame.index)
     assert frame.loc["tiny-vllm/spec-none", "source"] == "labkit"
-    vllm = next(d for d in docs.values() if d.get("variant_id") == "vllm-bench_c1_in128")
-    tpot = vllm["summary"]["measures"]["vllm-bench:median_tpot_ms"]
+    vllm = next(d for d in docs.values() if d.variant_id == "vllm-bench_c1_in128")
+    tpot = vllm.summary.measures["vllm-bench:median_tpot_ms"] or 0
     assert frame.loc["tiny-vllm/vllm-bench_c1_in128", "decode c1"] == f"{1000 / tpot:,.1f}"
     assert frame.loc["tiny-vllm/vllm-bench_c1_in128", "source"].endswith(IMPORTED_MARK)
     cell = frame.loc["tiny-vllm/vllm-bench_c1_in128", "decode c1: definition"]

@@ -75,7 +75,7 @@ def test_a_run_folder_holds_only_names_from_stores_constants(tmp_path):
         store.files.node_log_name("node-a"),
         store.files.telemetry_name("node-a"),
     }
-    assert set(store.read_run(run.path)["files"]) == present
+    assert set(store.read_run(run.path).files) == present
     assert (run.path / store.files.node_log_name("node-a")).read_text() == "INFO booting\nINFO ready\n"
     assert store.read_telemetry(run.path) == {"node-a": TELEMETRY_CSV}
     assert store.telemetry_rows(TELEMETRY_CSV) == [

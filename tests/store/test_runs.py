@@ -32,14 +32,14 @@ def test_run_layout_and_round_trip(tmp_path):
     assert run.path.parent.name == plan.variant_id == "spec-dspark"
     assert run.path.parent.parent.name == "sim"
     doc = R.read_run(run.path)
-    assert doc["status"] == "complete"
-    assert doc["schema_version"] == R.files.RUN_SCHEMA_VERSION
-    assert doc["simulated"] is True
-    assert doc["plan"] == json.loads(json.dumps(plan.to_dict()))
-    assert RunSummary.from_dict(doc["summary"]) == summary
-    assert doc["boot"] == {"kv_pool_tokens": 123}
-    assert doc["provenance"]["git"] == "abc"
-    assert set(doc["files"]) >= {"run.json", "requests.csv", "engine.log"}
+    assert doc.status == "complete"
+    assert doc.schema_version == R.files.RUN_SCHEMA_VERSION
+    assert doc.simulated is True
+    assert doc.plan.raw == json.loads(json.dumps(plan.to_dict()))
+    assert RunSummary.from_dict(dict(doc.summary.raw)) == summary
+    assert doc.boot.raw == {"kv_pool_tokens": 123}
+    assert doc.provenance.raw["git"] == "abc"
+    assert set(doc.files) >= {"run.json", "requests.csv", "engine.log"}
     log = (run.path / "engine.log").read_text().splitlines()
     assert len(log) == 2000 and log[-1] == "line 4999"
     with open(run.path / "requests.csv", newline="") as f:
@@ -92,7 +92,7 @@ def test_exception_marks_run_failed(tmp_path):
         run.write_requests(requests_for("x", n=1))
         raise RuntimeError("engine died")
     doc = R.read_run(run.path)
-    assert doc["status"] == "failed" and "engine died" in doc["error"]
+    assert doc.status == "failed" and "engine died" in doc.error
     data = R.load_results(tmp_path)
     assert data.runs["status"].tolist() == ["failed"]
     assert len(data.measures) == 0 and data.skipped
@@ -101,7 +101,7 @@ def test_exception_marks_run_failed(tmp_path):
 def test_leaving_without_finish_stays_incomplete(tmp_path):
     with R.ResultsStore(tmp_path).new_run(sim_plan()) as run:
         run.write_requests(requests_for("x", n=1))
-    assert R.read_run(run.path)["status"] == "incomplete"
+    assert R.read_run(run.path).status == "incomplete"
 
 
 def test_crash_leaves_run_visibly_incomplete(tmp_path):
@@ -125,7 +125,7 @@ def test_crash_leaves_run_visibly_incomplete(tmp_path):
     assert proc.returncode == 3, proc.stderr
     [path] = R.ResultsStore(tmp_path).run_paths()
     doc = R.read_run(path)
-    assert doc["status"] == "incomplete" and doc["boot"] == {"kv_pool_tokens": 5}
+    assert doc.status == "incomplete" and doc.boot.raw == {"kv_pool_tokens": 5}
     data = R.load_results(tmp_path)
     assert data.runs["status"].tolist() == ["incomplete"]
     assert len(data.measures) == 0

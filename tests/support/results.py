@@ -6,7 +6,9 @@ from pathlib import Path
 
 from labkit.measure import RequestRecord, RunSummary
 from labkit.recipe import find_recipe, load_recipe
-from labkit.store import ResultsStore
+from labkit.store import ResultsStore, StoredRun
+from labkit.store.files import RUN_SCHEMA_VERSION
+from labkit.store.storedrun import parse_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -92,3 +94,10 @@ def first_table(results: Path, spec_text: str, folder: Path):
     spec_file.write_text(spec_text)
     _, specs = report.load_spec(spec_file)
     return report.stored_tables(load_results(results), specs)[0]
+
+
+def stored_run(doc: dict, folder: Path = Path("/nowhere/results/sim/spec-none")) -> StoredRun:
+    """A run.json dict (schema version filled in) as the store reads it back: for the pure gate, table and
+    resume tests, which build their runs by hand."""
+    full = {"schema_version": RUN_SCHEMA_VERSION, **doc}
+    return parse_run(full, folder / str(full["run_id"]))

@@ -1,0 +1,81 @@
+"""The README's two commands in order, `make bench` then the tests, on a copy of this checkout: the tests that
+read the committed lab record pass whatever run `make bench` has added to results/ (issue 36)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.record import REPO, copy_record
+
+# the tests that read the lab record (results/)
+RECORD_TESTS = [
+    "tests/report/test_compare.py",
+    "tests/report/test_recorded_and_report.py",
+    "tests/report/test_intervals.py",
+    "tests/report/test_tools_table.py",
+    "tests/exchange/test_export.py",
+    "tests/exchange/test_compare_imported.py",
+    "tests/lab/test_notebooks.py",
+]
+
+
+def _checkout_copy(dst: Path) -> Path:
+    """This checkout's files as they are now (uncommitted edits included) with git's version of results/,
+    in a git repository of its own whose index holds them all, as a fresh clone's would."""
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
+    for rel in sorted({p for p in listed if p and not p.startswith("results/")}):
+        src = REPO / rel
+        if src.is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel)
+    copy_record(dst / "results")
+    subprocess.run(["git", "init", "-q", str(dst)], check=True)
+    subprocess.run(["git", "-C", str(dst), "add", "-A"], check=True)
+    return dst
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+
+
+def test_the_record_tests_pass_after_make_bench_stored_a_run(tmp_path):
+    repo = _checkout_copy(tmp_path / "checkout")
+    results = repo / "results"
+    env = {**os.environ, "PYTHONPATH": str(repo), "LABKIT_RESULTS": str(results)}
+    env.pop("LABKIT_BATCH", None)
+    before = sorted(p.name for p in (results / "sim" / "spec-none").iterdir())
+
+    # what `make bench` runs after `labkit check`
+    bench = _run(
+        [
+            sys.executable,
+            "-m",
+            "labkit",
+            "run",
+            "bench",
+            "-p",
+            "recipe",
+            "sim",
+            "-o",
+            str(tmp_path / "out.ipynb"),
+        ],
+        repo,
+        env,
+    )
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    report = _run([sys.executable, "-m", "labkit", "report"], repo, env)
+    assert report.returncode == 0, report.stderr[-3000:]
+    after = sorted(p.name for p in (results / "sim" / "spec-none").iterdir())
+    assert len(after) == len(before) + 1  # the record now holds a run the commit does not
+
+    tests = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *RECORD_TESTS], repo, env)
+    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]

@@ -1,13 +1,17 @@
-"""Shared fixtures: four real sshd nodes (tests/support/nodes.py) and an isolated environment for local lanes."""
+"""Shared fixtures: four real sshd nodes (tests/support/nodes.py), an isolated environment for local lanes and
+a copy of the committed lab record (tests/support/record.py)."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import uuid
+from pathlib import Path
 
 import pytest
 
 from tests.support.nodes import Cluster, kill_processes, session_processes, sshd_available
+from tests.support.record import copy_record
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +55,19 @@ def local_env(tmp_path, monkeypatch):
     env = LocalEnv(token, tmp_path / "state")
     yield env
     kill_processes(token)
+
+
+@pytest.fixture(scope="session")
+def committed_record(tmp_path_factory) -> Path:
+    """git's version of results/, copied once per session; read it through `lab_record`, which may be changed."""
+    return copy_record(tmp_path_factory.mktemp("committed") / "results")
+
+
+@pytest.fixture
+def lab_record(committed_record, tmp_path) -> Path:
+    """The test's own copy of the committed lab record: never results/ itself, whose runs beyond the commit
+    (a `make bench`, a user's own) no test may count."""
+    return Path(shutil.copytree(committed_record, tmp_path / "lab-record" / "results"))
 
 
 def pytest_configure(config):

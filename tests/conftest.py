@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.nodes import Cluster, kill_processes, session_processes, sshd_available
 from tests.support.record import copy_record
+from tests.support.tiers import RECORD_FIXTURE, tiers_of_test
 
 
 @pytest.fixture(scope="session")
@@ -77,6 +78,20 @@ def pytest_configure(config):
     (a Python handler here, so exec'd children start with the default action)."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(items):
+    """Each test gets its tier markers from what it uses (tests/support/tiers.py), so `-m` picks tiers, and
+    `record` when it reads the committed lab record."""
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        defs = item._fixtureinfo.name2fixturedefs
+        fixtures = {name: {d.func.__module__ for d in defs.get(name, ())} for name in item.fixturenames}
+        for tier in sorted(tiers_of_test(item.path, item.originalname, fixtures)):
+            item.add_marker(tier)
+        if RECORD_FIXTURE in item.fixturenames:
+            item.add_marker("record")
 
 
 def pytest_terminal_summary(terminalreporter):

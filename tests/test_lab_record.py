@@ -4,6 +4,7 @@ read the committed lab record pass whatever run `make bench` has added to result
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.sim  # `labkit run bench` on the sim lane (the notebook
 
 # the tests that read the lab record: those that request it (tests/support/tiers.py marks them `record`), in
 # this test's own tiers (a record test that also boots vLLM reads the same runs as one that does not)
-RECORD_TESTS = ["-m", "record and not (ssh or llamacpp or vllm or docker)", "tests"]
+RECORD_ONLY = "record and not (ssh or llamacpp or vllm or docker)"
 # one of them, the one `make bench` used to break (issue 36)
 BROKE = "tests/report/test_compare.py::test_compare_on_the_stored_sim_lanes_prints_the_correction_it_applied"
 
@@ -42,6 +43,14 @@ def _checkout_copy(dst: Path) -> Path:
     return dst
 
 
+def _record_files() -> list[str]:
+    """The test files that name the record's fixtures: collecting only these saves collecting the suite."""
+    files = (p for p in (REPO / "tests").rglob("test_*.py") if p != Path(__file__).resolve())
+    return sorted(
+        str(p.relative_to(REPO)) for p in files if re.search(r"\b(lab|committed)_record\b", p.read_text())
+    )
+
+
 def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
 
@@ -54,21 +63,9 @@ def test_the_record_tests_pass_after_make_bench_stored_a_run(tmp_path):
     before = sorted(p.name for p in (results / "sim" / "spec-none").iterdir())
 
     # what `make bench` runs after `labkit check`
+    notebook = str(tmp_path / "out.ipynb")
     bench = _run(
-        [
-            sys.executable,
-            "-m",
-            "labkit",
-            "run",
-            "bench",
-            "-p",
-            "recipe",
-            "sim",
-            "-o",
-            str(tmp_path / "out.ipynb"),
-        ],
-        repo,
-        env,
+        [sys.executable, "-m", "labkit", "run", "bench", "-p", "recipe", "sim", "-o", notebook], repo, env
     )
     assert bench.returncode == 0, bench.stderr[-3000:]
     report = _run([sys.executable, "-m", "labkit", "report"], repo, env)
@@ -76,5 +73,7 @@ def test_the_record_tests_pass_after_make_bench_stored_a_run(tmp_path):
     after = sorted(p.name for p in (results / "sim" / "spec-none").iterdir())
     assert len(after) == len(before) + 1  # the record now holds a run the commit does not
 
-    tests = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *RECORD_TESTS], repo, env)
+    select = ["-m", RECORD_ONLY, *_record_files()]
+    tests = _run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *select], repo, env)
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+    assert f"PASSED {BROKE}" in tests.stdout

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.support.record import REPO
-from tests.support.tiers import TIERS, ModuleCode
+from tests.support.tiers import TIERS, ModuleCode, tiers_of_test
 
 PLUGIN = """
 def pytest_collection_finish(session):
@@ -109,3 +109,12 @@ def test_a_modules_pytestmark_applies_to_each_of_its_tests():
         "def test_a():\n    pass\n"
     )
     assert code.tiers(["test_a"]) == {"vllm"}
+
+
+def test_a_fixture_defined_in_a_support_module_gives_that_modules_tier(tmp_path):
+    """A fixture added to tests/support/vllm.py (or any listed module) tiers its tests without a list."""
+    module = tmp_path / "test_x.py"
+    module.write_text("def test_x(engine):\n    pass\n")
+    assert tiers_of_test(module, "test_x", {"engine": {"tests.support.vllm"}}) == {"vllm"}
+    assert tiers_of_test(module, "test_x", {"cluster": {"tests.conftest"}}) == {"ssh"}
+    assert tiers_of_test(module, "test_x", {"tmp_path": {"_pytest.tmpdir"}}) == {"pure"}

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: env env-llamacpp env-vllm env-tools test-setup bench test lint report clean
+.PHONY: env env-llamacpp env-vllm env-tools test-setup bench test test-fast lint report clean
 
 $(BIN)/labkit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,11 +68,18 @@ test: test-setup
 	  && $(BIN)/ruff format --check labkit tests benchmarks \
 	  && $(BIN)/mypy \
 	  && $(BIN)/nbstripout --verify notebooks/*.ipynb \
-	  && $(BIN)/python -m pytest -q \
+	  && $(BIN)/python -m pytest -q --durations=25 \
 	  && $(BIN)/labkit report --check; } || status=$$?; \
 	cat $(VENV)/.test-skips; \
 	if [ $$status -ne 0 ]; then echo "make test: FAILED (exit $$status)"; fi; \
 	exit $$status
+
+# The quick part of the tests, with the venv already built: the pure, sim and notebook tiers (labkit's simulated
+# engine, papermill on the sim lane), none that needs the sshd nodes, llama.cpp, vLLM or Docker (tiers: the
+# markers in pyproject.toml, set by tests/conftest.py). No lint, no setup; `make test` runs everything.
+FAST := (pure or sim or notebook) and not (ssh or llamacpp or vllm or docker)
+test-fast: env
+	$(BIN)/python -m pytest -q --durations=10 -m "$(FAST)"
 
 # Regenerate results/TABLES.md and results/plots/ from the stored runs.
 report: env

@@ -1,13 +1,18 @@
-"""Shared fixtures: four real sshd nodes (tests/support/nodes.py) and an isolated environment for local lanes."""
+"""Shared fixtures: four real sshd nodes (tests/support/nodes.py), an isolated environment for local lanes and
+a copy of the committed lab record (tests/support/record.py)."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import uuid
+from pathlib import Path
 
 import pytest
 
 from tests.support.nodes import Cluster, kill_processes, session_processes, sshd_available
+from tests.support.record import copy_record
+from tests.support.tiers import RECORD_FIXTURE, tiers_of_test
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +58,19 @@ def local_env(tmp_path, monkeypatch):
     kill_processes(token)
 
 
+@pytest.fixture(scope="session")
+def committed_record(tmp_path_factory) -> Path:
+    """git's version of results/, copied once per session; read it through `lab_record`, which may be changed."""
+    return copy_record(tmp_path_factory.mktemp("committed") / "results")
+
+
+@pytest.fixture
+def lab_record(committed_record, tmp_path) -> Path:
+    """The test's own copy of the committed lab record: never results/ itself, whose runs beyond the commit
+    (a `make bench`, a user's own) no test may count."""
+    return Path(shutil.copytree(committed_record, tmp_path / "lab-record" / "results"))
+
+
 def pytest_configure(config):
     """A suite started from a background job (`nohup make test &`) inherits SIGINT ignored, and Python then
     leaves it ignored: every test that sends a real Ctrl-C would wait for an interrupt that never comes, and
@@ -60,6 +78,20 @@ def pytest_configure(config):
     (a Python handler here, so exec'd children start with the default action)."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(items):
+    """Each test gets its tier markers from what it uses (tests/support/tiers.py), so `-m` picks tiers, and
+    `record` when it reads the committed lab record."""
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        defs = item._fixtureinfo.name2fixturedefs
+        fixtures = {name: {d.func.__module__ for d in defs.get(name, ())} for name in item.fixturenames}
+        for tier in sorted(tiers_of_test(item.path, item.originalname, fixtures)):
+            item.add_marker(tier)
+        if RECORD_FIXTURE in item.fixturenames:
+            item.add_marker("record")
 
 
 def pytest_terminal_summary(terminalreporter):

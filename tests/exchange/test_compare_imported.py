@@ -5,7 +5,6 @@ tool's definition compare without a refusal. The measured side is a stored simul
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -17,15 +16,14 @@ from labkit.store import load_results
 from tests.support.imports import IMPORTS, edited
 
 C1 = IMPORTS / "vllm-bench-c1.json"
-REPO = Path(__file__).resolve().parents[2]
 SIM = "sim/spec-none"
 
 
 @pytest.fixture
-def results(tmp_path):
+def results(tmp_path, committed_record):
     """A results folder with the stored sim lane spec-none and the recorded vllm bench serve file imported."""
     root = tmp_path / "results"
-    shutil.copytree(REPO / "results" / "sim" / "spec-none", root / SIM)
+    shutil.copytree(committed_record / SIM, root / SIM)
     import_file(C1, lane="bench-tiny", results=root)
     return root
 

@@ -23,15 +23,13 @@ from tests.support.results import stored_run
 from tests.support.tool_files import tools_root
 from tests.support.vllm import vllm_available, vllm_executable
 
-REPO = Path(__file__).resolve().parents[2]
-LANE = REPO / "results" / "sim" / "spec-none"
-
 
 @pytest.fixture
-def run(tmp_path) -> tuple[Path, str]:
+def run(tmp_path, committed_record) -> tuple[Path, str]:
     """(results root, run id) of one stored sim run with decode c1, c2 and prefill requests."""
     root = tmp_path / "results"
-    src = sorted(p for p in LANE.iterdir() if (p / "requests.csv").is_file())[-1]
+    lane = committed_record / "sim" / "spec-none"
+    src = sorted(p for p in lane.iterdir() if (p / "requests.csv").is_file())[-1]
     shutil.copytree(src, root / "sim" / "spec-none" / src.name)
     return root, src.name
 

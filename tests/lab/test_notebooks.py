@@ -34,9 +34,9 @@ def test_templates_are_stripped():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_compare_notebook_runs_against_temp_results_and_writes_tables(tmp_path):
+def test_compare_notebook_runs_against_temp_results_and_writes_tables(tmp_path, committed_record):
     res = tmp_path / "results"
-    shutil.copytree(REPO / "results", res, ignore=shutil.ignore_patterns("plots", "TABLES.md"))
+    shutil.copytree(committed_record, res, ignore=shutil.ignore_patterns("TABLES.md"))
     make_sim_run(res, {"decode_c1": 30.1, "decode_c1_cold": 18.2, "prefill_4096": 702.0})
     out_md = tmp_path / "written" / "TABLES.md"
     out_md.parent.mkdir()
@@ -212,9 +212,9 @@ def test_executed_notebook_is_copied_into_the_recorded_run(tmp_path):
         attach_file(run_dir, out, "mini.ipynb")
 
 
-def test_compare_notebook_compares_two_lanes_and_shows_the_worked_example(tmp_path):
+def test_compare_notebook_compares_two_lanes_and_shows_the_worked_example(tmp_path, committed_record):
     res = tmp_path / "results"
-    shutil.copytree(REPO / "results", res, ignore=shutil.ignore_patterns("plots", "TABLES.md", "sim"))
+    shutil.copytree(committed_record, res, ignore=shutil.ignore_patterns("TABLES.md", "sim"))
     for none, dspark in ((30.0, 50.0), (30.3, 50.4), (29.8, 49.7)):
         make_sim_run(res, {"decode_c1": none, "decode_c2_agg": 45.0}, spec="none")
         make_sim_run(res, {"decode_c1": dspark, "decode_c2_agg": 45.0}, spec="dspark")

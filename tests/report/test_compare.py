@@ -10,7 +10,7 @@ import pytest
 from labkit import report as rp
 from labkit.cli.app import main
 from labkit.store import ResultsStore
-from tests.support.results import REPO, requests_for, sim_plan, stored_run
+from tests.support.results import requests_for, sim_plan, stored_run
 
 A = [50.1, 49.8, 50.3, 49.9, 50.0]
 B = [51.6, 51.4, 51.9, 51.5, 51.7]
@@ -322,8 +322,8 @@ def test_compare_says_what_each_interval_is_over(stored, capsys):
     assert "| 95 % [" in decode and "| boots " in decode  # every stored run booted its lane
 
 
-def test_compare_on_the_stored_sim_lanes_prints_the_correction_it_applied(capsys):
-    results = REPO / "results"
+def test_compare_on_the_stored_sim_lanes_prints_the_correction_it_applied(capsys, lab_record):
+    results = lab_record
     assert main(["compare", "sim/spec-none", "sim/spec-dspark", "--results", str(results)]) == 0
     out = capsys.readouterr().out
     assert "Family-wise correction: Holm over the 5 tested measures" in out

@@ -9,7 +9,7 @@ import pytest
 from labkit import report as rp
 from labkit.report.format import EN_DASH, PLUS_MINUS
 from labkit.store import ResultsStore
-from tests.support.results import REPO, requests_for, sim_plan, stored_run
+from tests.support.results import requests_for, sim_plan, stored_run
 
 # --- the t quantile --------------------------------------------------------------------------------------
 
@@ -230,15 +230,15 @@ def test_default_form_is_unchanged(stored):
     assert explicit.frame.equals(table.frame)
 
 
-def test_committed_tables_do_not_opt_in_and_render_as_before():
-    title, specs = rp.load_spec(REPO / "results" / "tables.toml")
+def test_committed_tables_do_not_opt_in_and_render_as_before(lab_record):
+    title, specs = rp.load_spec(lab_record / "tables.toml")
     assert all(
         s.interval == "range" and all(r.interval == "" for r in s.rows)
         for s in specs
         if not s.is_sweep and not s.axis  # the sweep and axis tables (content, turns, depths) opt in
     )
-    rep = rp.generate(REPO / "results", write=False, plots=False)
-    assert rep.markdown == (REPO / "results" / "TABLES.md").read_text(encoding="utf-8")
+    rep = rp.generate(lab_record, write=False, plots=False)
+    assert rep.markdown == (lab_record / "TABLES.md").read_text(encoding="utf-8")
     lane_tables = [
         t for t in rep.tables if not t.id.startswith("sweeps:") and t.id not in ("content", "turns")
     ]

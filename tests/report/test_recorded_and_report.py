@@ -29,11 +29,9 @@ def labkit(*args, cwd=None, env=None):
 
 
 @pytest.fixture()
-def results_copy(tmp_path):
+def results_copy(lab_record):
     """A temp copy of the committed results/ (tests never write into results/)."""
-    dst = tmp_path / "results"
-    shutil.copytree(REPO / "results", dst, ignore=shutil.ignore_patterns("plots"))
-    return dst
+    return lab_record
 
 
 def test_import_is_idempotent_and_honest(tmp_path):
@@ -56,10 +54,10 @@ def test_import_is_idempotent_and_honest(tmp_path):
     assert "3.79" in spec.measure_info["accept_per_draft"].raw["note"]
 
 
-def test_committed_recorded_runs_match_the_figures_file():
+def test_committed_recorded_runs_match_the_figures_file(lab_record):
     """The committed runs were made by the importer from recorded.toml: importing again changes nothing."""
-    entries = {e.key: e for e in parse_figures(FIGURES)}
-    data = load_results(REPO / "results")
+    entries = {e.key: e for e in parse_figures(lab_record / "recorded.toml")}
+    data = load_results(lab_record)
     recorded = {
         d.recorded.key: d.recorded for d in data.docs.values() if d.recorded and d.source == "recorded"
     }
@@ -103,8 +101,8 @@ def test_bad_figures_name_the_entry_and_write_nothing(tmp_path, edit, match):
     assert not (tmp_path / "res").exists() or not list((tmp_path / "res").rglob("run.json"))
 
 
-def test_generated_tables_contain_the_lab_note_figures():
-    md = rp.generate(REPO / "results", write=False, plots=False).markdown
+def test_generated_tables_contain_the_lab_note_figures(lab_record):
+    md = rp.generate(lab_record, write=False, plots=False).markdown
     for text in [
         "29.7 (20.0 cold)",
         f"47.8{EN_DASH}50.7",
@@ -129,7 +127,7 @@ def test_generated_tables_contain_the_lab_note_figures():
         "shared-NFS reads during a run",
     ]:
         assert text in md, text
-    tables = {t.id: t for t in rp.generate(REPO / "results", write=False, plots=False).tables}
+    tables = {t.id: t for t in rp.generate(lab_record, write=False, plots=False).tables}
     base = tables["baseline"].frame
     assert base.loc["prefill (~4K prompt, t/s)"].tolist() == ["~750", f"2,800{EN_DASH}3,127"]
     assert base.loc["KV pool"].tolist() == ["8.73M tokens @131072", "\u2014"]
@@ -141,8 +139,8 @@ def test_generated_tables_contain_the_lab_note_figures():
     assert st.loc["Engram staged locally"].tolist() == ["3,957", "0 MB", "59.7"]
 
 
-def test_committed_tables_md_is_current():
-    ok, diff = rp.check(REPO / "results")
+def test_committed_tables_md_is_current(lab_record):
+    ok, diff = rp.check(lab_record)
     assert ok, diff
 
 

@@ -6,13 +6,11 @@ imports (the simulator's) are left out."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 from labkit.report.specs import RowSpec, TableSpec
 from labkit.report.tools_table import IMPORTED_MARK, tools_table
 from labkit.store import load_results
 
-REPO = Path(__file__).resolve().parents[2]
 SPEC = TableSpec(
     id="tools",
     title="tools",
@@ -22,10 +20,10 @@ SPEC = TableSpec(
 )
 
 
-def test_each_lane_shows_its_converted_figure_and_its_definition(tmp_path):
+def test_each_lane_shows_its_converted_figure_and_its_definition(tmp_path, committed_record):
     root = tmp_path / "results"
-    shutil.copytree(REPO / "results" / "tiny-vllm", root / "tiny-vllm")
-    shutil.copytree(REPO / "results" / "sim" / "spec-none", root / "sim" / "spec-none")
+    shutil.copytree(committed_record / "tiny-vllm", root / "tiny-vllm")
+    shutil.copytree(committed_record / "sim" / "spec-none", root / "sim" / "spec-none")
     docs = load_results(root).docs
     table = tools_table(SPEC, docs)
     frame = table.frame
@@ -47,14 +45,14 @@ def test_each_lane_shows_its_converted_figure_and_its_definition(tmp_path):
     )  # five tools and labkit, two measures each
 
 
-def test_a_labkit_export_imported_back_has_its_own_footnote(tmp_path):
+def test_a_labkit_export_imported_back_has_its_own_footnote(tmp_path, committed_record):
     """llama-benchy's definition applied by labkit export is not llama-benchy's measurement: its own note."""
     import json
 
     from labkit.exchange import export_run, import_file
 
     root = tmp_path / "results"
-    shutil.copytree(REPO / "results" / "tiny-vllm", root / "tiny-vllm")
+    shutil.copytree(committed_record / "tiny-vllm", root / "tiny-vllm")
     labkit_run = next(p.name for p in (root / "tiny-vllm" / "spec-none").iterdir())
     out = tmp_path / "export.json"
     out.write_text(json.dumps(export_run(labkit_run, "llama-benchy", results=root)))

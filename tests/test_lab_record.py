@@ -1,0 +1,79 @@
+"""The README's two commands in order, `make bench` then the tests, on a copy of this checkout: the tests that
+read the committed lab record pass whatever run `make bench` has added to results/ (issue 36)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.record import REPO, copy_record
+
+pytestmark = pytest.mark.sim  # `labkit run bench` on the sim lane (the notebook tier is seen by itself)
+
+# the tests that read the lab record: those that request it (tests/support/tiers.py marks them `record`), in
+# this test's own tiers (a record test that also boots vLLM reads the same runs as one that does not)
+RECORD_ONLY = "record and not (ssh or llamacpp or vllm or docker)"
+# one of them, the one `make bench` used to break (issue 36)
+BROKE = "tests/report/test_compare.py::test_compare_on_the_stored_sim_lanes_prints_the_correction_it_applied"
+
+
+def _checkout_copy(dst: Path) -> Path:
+    """This checkout's files as they are now (uncommitted edits included) with git's version of results/,
+    in a git repository of its own whose index holds them all, as a fresh clone's would."""
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
+    for rel in sorted({p for p in listed if p and not p.startswith("results/")}):
+        src = REPO / rel
+        if src.is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel)
+    copy_record(dst / "results")
+    subprocess.run(["git", "init", "-q", str(dst)], check=True)
+    subprocess.run(["git", "-C", str(dst), "add", "-A"], check=True)
+    return dst
+
+
+def _record_files() -> list[str]:
+    """The test files that name the record's fixtures: collecting only these saves collecting the suite."""
+    files = (p for p in (REPO / "tests").rglob("test_*.py") if p != Path(__file__).resolve())
+    return sorted(
+        str(p.relative_to(REPO)) for p in files if re.search(r"\b(lab|committed)_record\b", p.read_text())
+    )
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+
+
+def test_the_record_tests_pass_after_make_bench_stored_a_run(tmp_path):
+    repo = _checkout_copy(tmp_path / "checkout")
+    results = repo / "results"
+    env = {**os.environ, "PYTHONPATH": str(repo), "LABKIT_RESULTS": str(results)}
+    env.pop("LABKIT_BATCH", None)
+    before = sorted(p.name for p in (results / "sim" / "spec-none").iterdir())
+
+    # what `make bench` runs after `labkit check`
+    notebook = str(tmp_path / "out.ipynb")
+    bench = _run(
+        [sys.executable, "-m", "labkit", "run", "bench", "-p", "recipe", "sim", "-o", notebook], repo, env
+    )
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    report = _run([sys.executable, "-m", "labkit", "report"], repo, env)
+    assert report.returncode == 0, report.stderr[-3000:]
+    after = sorted(p.name for p in (results / "sim" / "spec-none").iterdir())
+    assert len(after) == len(before) + 1  # the record now holds a run the commit does not
+
+    select = ["-m", RECORD_ONLY, *_record_files()]
+    tests = _run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *select], repo, env)
+    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+    assert f"PASSED {BROKE}" in tests.stdout

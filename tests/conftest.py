@@ -9,6 +9,8 @@ import pytest
 
 from tests.support.nodes import Cluster, kill_processes, session_processes, sshd_available
 
+pytest_plugins = ["tests.support.vllm_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):

@@ -14,6 +14,8 @@ from tests.support.nodes import Cluster, kill_processes, session_processes, sshd
 from tests.support.record import copy_record
 from tests.support.tiers import RECORD_FIXTURE, tiers_of_test
 
+pytest_plugins = ["tests.support.vllm_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):

@@ -1,7 +1,10 @@
 """The tools themselves, run here against one real vLLM CPU server (the tiny model), their files imported as they
 come: `vllm bench serve` (from the vLLM CPU build), llama-benchy, guidellm and aiperf (each in its venv under
 <venv>/tools/, made by the test setup). A tool that is not installed skips its test saying so. The figures'
-agreement across tools is the benchmark's business (benchmarks/bench_tools_table.py), not a test's."""
+agreement across tools is the benchmark's business (benchmarks/bench_tools_table.py), not a test's.
+
+The server is the session's shared tiny-vllm lane (tests/support/vllm_fixtures.py): what is asserted is how each
+tool's file imports, which neither the engine's speculation nor the requests it served before change."""
 
 from __future__ import annotations
 
@@ -14,8 +17,7 @@ import pytest
 from labkit.exchange import import_file
 from labkit.store import read_run
 from tests.support import tool_files as tf
-from tests.support.vllm import serve, tiny_hf_model, vllm_available
-from tests.support.vllm_lanes import free_port
+from tests.support.vllm import vllm_available
 
 pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
 
@@ -27,20 +29,20 @@ TOOLS = {  # format: (tool venv, how the tool names its version)
 
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory):
-    """Every installed tool's file against one vLLM server: {format: path}, and the commands."""
+def written(vllm_shared, tmp_path_factory):
+    """Every installed tool's file against the shared vLLM server: {format: path}, and the commands."""
     root = tmp_path_factory.mktemp("tools")
-    model = tiny_hf_model(root / "model")
+    model, url = vllm_shared.model_dir, vllm_shared.url
     files: dict[str, Path] = {}
-    with serve(model, free_port(), log_path=root / "vllm.log") as url:
-        tf.vllm_bench(url, model, root, 1)
-        files["vllm-bench"] = root / "vllm-bench-c1.json"
-        if tf.llama_benchy(url, model, root, tf.tools_root(), root / "home"):
-            files["llama-benchy"] = root / "llama-benchy.json"
-        if tf.guidellm(url, model, root, tf.tools_root()):
-            files["guidellm"] = root / "guidellm.json"
-        if tf.aiperf(url, model, root, tf.tools_root(), root / "hf-home"):
-            files["aiperf"] = root / "aiperf" / "profile_export_aiperf.json"
+    vllm_shared.prepare()
+    tf.vllm_bench(url, model, root, 1)
+    files["vllm-bench"] = root / "vllm-bench-c1.json"
+    if tf.llama_benchy(url, model, root, tf.tools_root(), root / "home"):
+        files["llama-benchy"] = root / "llama-benchy.json"
+    if tf.guidellm(url, model, root, tf.tools_root()):
+        files["guidellm"] = root / "guidellm.json"
+    if tf.aiperf(url, model, root, tf.tools_root(), root / "hf-home"):
+        files["aiperf"] = root / "aiperf" / "profile_export_aiperf.json"
     return SimpleNamespace(files=files, root=root)
 
 

@@ -7,6 +7,10 @@ whatever the text, that every category asked gets its turns, its windows and its
 acceptance is the server's counter deltas over that category's windows (worked out here from the stored raw
 scrapes with this file's own parser). What the run showed is printed (`pytest -s`) and written down in
 docs/measurement.md.
+
+The engine is the session's shared lane (ngram, K = 4, with each response's cached_tokens;
+tests/support/vllm_fixtures.py): its prefix cache is emptied before the run, and everything asserted is a
+delta over this run's own windows, so nothing that ran on the engine before matters.
 """
 
 from __future__ import annotations
@@ -22,10 +26,8 @@ from labkit.measure.corpus import load_corpus
 from labkit.measures import CONTENT
 from labkit.recipe import DecodePlan, DepthPlan
 from labkit.recipe.sessionplan import AgenticPlan
-from labkit.serve import Lane
-from labkit.store import RunFolderSink
 from tests.support.vllm import vllm_available
-from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan
+from tests.support.vllm_lanes import short_plan
 
 pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
 TURNS, N = 4, 96
@@ -43,40 +45,33 @@ def totals(text: str) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory):
-    """One boot of tiny-vllm with ngram; one run: a short decode phase, every content category, one session,
-    three context depths."""
-    root = tmp_path_factory.mktemp("vllm-content")
-    with isolated(root) as env:
-        plan = tiny_vllm_plan(free_port(), spec="ngram", concurrency=(1,), turns=2, prompt_tokens=())
-        # the same boot also runs a short agentic session (test_the_sessions_hits_are_vllms_own below), with
-        # each response's cached_tokens asked for beside the prefix-cache counters
-        details = (("--enable-prompt-tokens-details", ()),)
-        plan = dataclasses.replace(
-            plan, engine=dataclasses.replace(plan.engine, args=plan.engine.args + details)
-        )
-        measure = dataclasses.replace(
-            plan.measure,
-            decode=DecodePlan((1,), TURNS, N, 1),
-            content=CONTENT,
-            agentic=SESSION,
-            depth=DEPTH,
-        )
-        lane = Lane(plan, sink=RunFolderSink(root / "run"), poll=0.2, stop_grace=10)
-        with lane.up() as ep:
-            res = run_bench(
-                ep.base_url,
-                measure,
-                BenchOptions(
-                    model=ep.model,
-                    progress=False,
-                    lane=plan.recipe,
-                    prompt_seed="26",
-                    spec_k=4,
-                    loops_expected=plan.model.loops,  # the tiny random model loops: reported, not gating
-                ),
-            )
-        assert lane.status() == {"localhost": "absent"} and env.processes() == []
+def measured(vllm_shared):
+    """One run on the shared lane: a short decode phase, every content category, one agentic session (each
+    response's cached_tokens asked for beside the prefix-cache counters), three context depths."""
+    argv = next(launch.argv for launch in vllm_shared.lane.launches())
+    assert "--speculative-config" in argv and "--enable-prompt-tokens-details" in argv  # the premise
+    measure = dataclasses.replace(
+        short_plan(concurrency=(1,), turns=2, prompt_tokens=()),
+        decode=DecodePlan((1,), TURNS, N, 1),
+        content=CONTENT,
+        agentic=SESSION,
+        depth=DEPTH,
+    )
+    plan, ep = vllm_shared.plan, vllm_shared.endpoint
+    vllm_shared.prepare()
+    res = run_bench(
+        ep.base_url,
+        measure,
+        BenchOptions(
+            model=ep.model,
+            progress=False,
+            lane=plan.recipe,
+            prompt_seed="26",
+            spec_k=4,
+            loops_expected=plan.model.loops,  # the tiny random model loops: reported, not gating
+            cold_expected=False,  # a shared engine: no cold turn
+        ),
+    )
     return SimpleNamespace(res=res)
 
 

@@ -2,7 +2,9 @@
 facts come from its real log, labkit measures it, stores the run, and teardown leaves nothing behind, also
 when the engine is killed mid-run or Ctrl-C arrives during boot.
 
-One lane (spec = ngram) is shared by the module: vLLM CPU boots in 40-65 s here. Agreement with vLLM's own
+The boot facts and the measurement read the session's shared lane (spec = ngram,
+tests/support/vllm_fixtures.py): vLLM CPU boots in 40-65 s here. The killed engine, Ctrl-C during boot and
+the notebook's cold first turn each need an engine of their own (`vllm_fresh`). Agreement with vLLM's own
 server-side figures is a timing comparison: benchmarks/bench_vllm_agreement.py, not an assertion here.
 """
 
@@ -15,8 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -24,28 +24,14 @@ from labkit import notebooks as nbk
 from labkit.measure import BenchOptions, render, run_bench
 from labkit.recipe.lookup import load_plan
 from labkit.serve import Lane
-from labkit.store import RunFolderSink
 from tests.support.vllm import vllm_available
-from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan
 
 pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
 
 
-@pytest.fixture(scope="module")
-def ngram(tmp_path_factory):
-    """The ngram lane, up for the whole module (the last test kills its engine)."""
-    root = tmp_path_factory.mktemp("vllm-ngram")
-    with isolated(root) as env:
-        plan = tiny_vllm_plan(free_port(), spec="ngram")
-        lane = Lane(plan, sink=RunFolderSink(root / "run"), poll=0.2, stop_grace=10)
-        with lane.up() as ep:
-            yield SimpleNamespace(plan=plan, lane=lane, ep=ep, env=env, root=root)
-        assert lane.status() == {"localhost": "absent"} and lane.leftovers() == {}
-        assert env.processes() == []
-
-
-def test_boot_facts_come_from_the_real_log(ngram):
-    boot = ngram.ep.boot
+def test_boot_facts_come_from_the_real_log(vllm_shared):
+    """The facts the shared lane's one boot left: whatever ran on the engine since does not change them."""
+    boot = vllm_shared.endpoint.boot
     assert boot.engine_version.startswith("0.32")  # the engine-core line (the banner draws it in block art)
     # 1 GiB of KV (VLLM_CPU_KVCACHE_SPACE=1) / (4 layers x K and V x 128 wide x 2 bytes) = 524,288 tokens
     assert (boot.kv_pool_tokens, boot.kv_pool_context, boot.max_concurrency) == (524_288, 16_384, 32.0)
@@ -59,23 +45,24 @@ def test_boot_facts_come_from_the_real_log(ngram):
     ]  # vLLM CPU's workers use gloo (docs/engines.md, "NCCL transport lines")
     assert gloo["kind"] == "gloo" and "backend=gloo" in gloo["line"] and not gloo["libibverbs_missing"]
     assert all(len(line) <= 500 for line in boot.lines.values())  # the 3.5 KB config line as an excerpt
-    assert str(ngram.plan.model.path).endswith("-hf")  # the HF build of the tiny model
-    log = (ngram.root / "run" / "logs" / "localhost.log").read_text()
+    assert str(vllm_shared.plan.model.path).endswith("-hf")  # the HF build of the tiny model
+    log = (vllm_shared.root / "run" / "logs" / "localhost.log").read_text()
     assert "Initializing a V1 LLM engine (v0.32" in log  # the node's log is saved in the run folder
 
 
-def test_measures_decode_c2_prefill_and_acceptance_of_4(ngram, tmp_path):
-    plan = ngram.plan
+def test_measures_decode_c2_prefill_and_acceptance_of_4(vllm_lane, tmp_path):
+    plan, ep = vllm_lane.plan, vllm_lane.endpoint
     # as the lab path measures it: the tiny random model loops by nature (model.loops), which is reported, not
-    # gating; the recipe turns the engine's per-request figures on
+    # gating; the recipe turns the engine's per-request figures on. No cold turn: the engine is shared.
     options = BenchOptions(
-        model=ngram.ep.model,
+        model=ep.model,
         progress=False,
         lane=plan.recipe,
         loops_expected=plan.model.loops,
         engine_metrics_asked=plan.engine_metrics_asked,
+        cold_expected=False,
     )
-    result = run_bench(ngram.ep.base_url, plan.measure, options)
+    result = run_bench(ep.base_url, plan.measure, options)
     recs = result.records
     assert recs and all(r.ok for r in recs), [r.error for r in recs if not r.ok]
     m = result.summary.measures
@@ -97,50 +84,41 @@ def test_measures_decode_c2_prefill_and_acceptance_of_4(ngram, tmp_path):
 
     with ResultsStore(tmp_path / "results").new_run(plan, provenance=result.provenance) as run:
         run.write_requests(result.records)
-        run.finish(result.summary, boot=ngram.ep.boot.to_dict())
+        run.finish(result.summary, boot=ep.boot.to_dict())
     data = load_results(tmp_path / "results")
     assert {"decode_c1", "prefill_1024", "decode_c2_agg"} <= set(data.measures["measure"])
     md = report.generate(tmp_path / "results", write=False, plots=False).markdown
     assert plan.label in md
 
 
-def test_engine_killed_mid_run_gives_failed_records_and_leaves_nothing(ngram):
-    """Last in the module: SIGKILL to the API server alone while a stream runs; the engine core and worker it
-    spawned are orphaned in the lane's process group, and teardown must still find and remove them."""
-    plan = ngram.plan
-    pid_file = ngram.env.state_dir / "lanes" / plan.lane_id / "localhost.pid"
-    pgid = int(pid_file.read_text())
-    measure = tiny_vllm_plan(
-        plan.engine.port,
-        spec="ngram",
-        concurrency=(1,),
-        turns=2,
-        output_tokens=8000,
-        warmup=0,
-        prompt_tokens=(),
-        timeout=30.0,
-    ).measure
+def test_engine_killed_mid_run_gives_failed_records_and_leaves_nothing(vllm_fresh):
+    """A fresh engine, because the test kills it: SIGKILL to the API server alone while a stream runs; the engine
+    core and worker it spawned are orphaned in the lane's process group, and teardown must still find and
+    remove them. Eager (no torch.compile at boot): its speed does not matter here."""
+    plan = vllm_fresh.plan(
+        eager=True, concurrency=(1,), turns=2, output_tokens=8000, warmup=0, prompt_tokens=(), timeout=30.0
+    )
+    lane = vllm_fresh.lane(plan)
+    ep = lane.start()
+    pgid = int((vllm_fresh.state_dir / "lanes" / plan.lane_id / "localhost.pid").read_text())
     killer = threading.Timer(2.0, os.kill, (pgid, signal.SIGKILL))
     killer.start()
-    result = run_bench(
-        ngram.ep.base_url, measure, BenchOptions(model=ngram.ep.model, progress=False, prefill=False)
-    )
+    result = run_bench(ep.base_url, plan.measure, BenchOptions(model=ep.model, progress=False, prefill=False))
     killer.join()
     recs = result.records
     assert recs and not any(r.ok for r in recs)
     assert all(r.error and r.decode_tps is None for r in recs)
     assert not any(k.startswith("decode") for k in result.summary.measures)
     assert result.summary.n_ok == 0 and result.summary.n_failed == len(recs)
-    ngram.lane.down()
-    assert ngram.lane.status() == {"localhost": "absent"} and ngram.lane.leftovers() == {}
-    assert ngram.env.processes() == []
+    lane.down()
+    assert lane.status() == {"localhost": "absent"} and lane.leftovers() == {}
+    assert vllm_fresh.processes() == []
 
 
-def test_ctrl_c_during_boot_leaves_nothing(tmp_path, local_env, monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path_factory.getbasetemp() / "labkit-cache"))
-    plan = tiny_vllm_plan(free_port())
-    lane = Lane(plan, sink=RunFolderSink(tmp_path / "run"), poll=0.2, stop_grace=10)
-    saved_log = tmp_path / "run" / "logs" / "localhost.log"
+def test_ctrl_c_during_boot_leaves_nothing(vllm_fresh):
+    """A fresh engine, because Ctrl-C must arrive while it boots."""
+    lane = vllm_fresh.lane()
+    saved_log = lane.sink.path / "logs" / "localhost.log"
 
     def ctrl_c_once_the_engine_loads() -> None:
         deadline = time.monotonic() + 120
@@ -160,19 +138,17 @@ def test_ctrl_c_during_boot_leaves_nothing(tmp_path, local_env, monkeypatch, tmp
         lane.down()
     assert "Starting to load model" in saved_log.read_text(errors="replace")  # it was really booting
     assert lane.status() == {"localhost": "absent"} and lane.leftovers() == {}
-    assert local_env.processes() == []  # API server, engine core and worker: the whole group is gone
+    assert vllm_fresh.processes() == []  # API server, engine core and worker: the whole group is gone
 
 
-def test_bench_notebook_runs_the_default_lane_end_to_end(tmp_path, tmp_path_factory, monkeypatch):
+def test_bench_notebook_runs_the_default_lane_end_to_end(vllm_fresh, tmp_path):
     """`labkit run bench -p recipe tiny-vllm` with the workload parameters (two content categories, two
     context depths, three-turn agentic sessions): the recipe's own plan and port, through papermill; the run is
     stored and shows in the tables, the notebook shows the content, depth and turn tables; the lane is torn
-    down."""
+    down. A fresh engine, booted by the notebook: the run's first turn is its cold turn."""
     from labkit import report
     from labkit.store import load_results
 
-    cache = tmp_path_factory.getbasetemp() / "labkit-cache"
-    env = {**os.environ, "LABKIT_CACHE": str(cache), "LABKIT_STATE_DIR": str(tmp_path / "state")}
     argv = [
         sys.executable,
         "-m",
@@ -189,7 +165,7 @@ def test_bench_notebook_runs_the_default_lane_end_to_end(tmp_path, tmp_path_fact
         "-o",
         str(tmp_path / "out.ipynb"),
     ]
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=900)  # vllm_fresh's environment
     assert out.returncode == 0, out.stderr[-3000:]
     data = load_results(tmp_path / "results")
     (doc,) = data.docs.values()
@@ -208,6 +184,5 @@ def test_bench_notebook_runs_the_default_lane_end_to_end(tmp_path, tmp_path_fact
         assert any(s.startswith(title) for s in shown), shown
     md = report.generate(tmp_path / "results", write=False, plots=False).markdown
     assert "vLLM tiny CPU" in md
-    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path / "state"))
     assert Lane(load_plan("tiny-vllm"), progress=None).status() == {"localhost": "absent"}
-    assert not list(Path(tmp_path / "state").glob("lanes/*/*.pid"))
+    assert not list(vllm_fresh.state_dir.glob("lanes/*/*.pid")) and vllm_fresh.processes() == []

@@ -2,14 +2,17 @@
 (K = 4): K from the engine, τ per engine step, a deliberate prefix-cache hit, /tokenize-sized prompts, bursts,
 and the engine's own per-request figures (--enable-per-request-metrics, --per-request-spec-decode-metrics).
 
-One server for the whole module (a CPU boot takes ~50 s on 2 cores). The expected figures are worked out
-here from the server's own /metrics and streams, with a parser of this file, not labkit's. No assertion is
-about speed. Facts: docs/measurement.md, "Speculative acceptance conventions".
+The engine is the session's shared tiny-vllm lane (ngram, the recipe's per-request switches;
+tests/support/vllm_fixtures.py): a CPU boot takes ~50 s on 2 cores. Every expected figure is a delta of the
+server's own /metrics around this file's requests, worked out with a parser of this file, not labkit's, and
+no test expects a cold engine. No assertion is about speed. Facts: docs/measurement.md, "Speculative
+acceptance conventions".
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import urllib.request
 
@@ -17,8 +20,7 @@ import pytest
 
 from labkit.measure import BenchOptions, render, run_bench
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
-from labkit.sim.oracle import free_port
-from tests.support.vllm import serve, tiny_hf_model, vllm_available
+from tests.support.vllm import vllm_available
 
 pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
 
@@ -27,13 +29,18 @@ NGRAM = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"pro
 TRUTH = ("--enable-per-request-metrics", "--per-request-spec-decode-metrics", "summary")
 
 
-@pytest.fixture(scope="module")
-def url(tmp_path_factory):
-    root = tmp_path_factory.mktemp("vllm-real")
-    model = tiny_hf_model(root / "models")
-    port = free_port(18670, 18699)
-    with serve(model, port, "--speculative-config", NGRAM, *TRUTH, log_path=root / "vllm.log") as u:
-        yield u
+def test_the_shared_lane_runs_the_flags_this_file_is_about(vllm_shared):
+    """The figures below hold for ngram with K = 4 and the per-request switches: the shared lane must have them."""
+    argv = next(launch.argv for launch in vllm_shared.lane.launches())
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert json.loads(NGRAM) == spec
+    assert TRUTH[0] in argv and argv[argv.index(TRUTH[1]) + 1] == TRUTH[2]
+
+
+@pytest.fixture
+def url(vllm_lane):
+    """The shared lane's root URL, idle and with an empty prefix cache."""
+    return vllm_lane.url
 
 
 def plan(*, decode=(), prompts=(), turns=3, n=128, warmup=1, repeats=1, api="chat") -> MeasurePlan:
@@ -56,8 +63,10 @@ def counters(url: str) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def decode_run(url):
+def decode_run(vllm_shared):
     """One decode window (warmup, 3 c1 turns, 3 c2 groups), with the server's counters around it."""
+    vllm_shared.prepare()
+    url = vllm_shared.url
     before = counters(url)
     # the tiny random model loops by nature (its recipes say model.loops): loops reported, not gating
     options = BenchOptions(progress=False, cold_expected=False, prefill=False, loops_expected=True)

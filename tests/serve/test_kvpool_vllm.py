@@ -1,20 +1,18 @@
 """The KV pool of a real vLLM (the CPU build, tiny-vllm lane; issue 16, item 3): its boot line and its /metrics
 `vllm:cache_config_info` labels land in the boot facts as sources that agree, and the same endpoint read by
-URL (labkit.measure.kvpool, no boot log) reports the label's figure. One boot (vLLM CPU takes 40-65 s here)."""
+URL (labkit.measure.kvpool, no boot log) reports the label's figure. The boot is the session's shared lane
+(tests/support/vllm_fixtures.py; vLLM CPU takes 40-65 s to boot here): the pool is a fact of its boot, and the
+by-URL read sends only GETs."""
 
 from __future__ import annotations
 
 import asyncio
-import io
 
 import pytest
 
 from labkit.measure.client import StreamClient
 from labkit.measure.kvpool import read_kv_pool
-from labkit.serve import Lane
-from labkit.store import RunFolderSink
 from tests.support.vllm import vllm_available
-from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan
 
 pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
 
@@ -24,25 +22,19 @@ async def by_url(url: str) -> dict:
         return await read_kv_pool(client)
 
 
-def test_a_real_vllm_boot_keeps_its_log_line_and_cache_config_info_in_agreement(tmp_path):
-    with isolated(tmp_path) as env:
-        lane = Lane(
-            tiny_vllm_plan(free_port()),
-            sink=RunFolderSink(tmp_path / "run"),
-            poll=0.2,
-            progress=io.StringIO(),
-        )
-        with lane.up() as ep:
-            pool, memory = ep.boot.kv_pool, ep.boot.memory_at_boot
-            bare = asyncio.run(by_url(ep.base_url))
-        assert lane.leftovers() == {} and env.processes() == []
+def test_a_real_vllm_boot_keeps_its_log_line_and_cache_config_info_in_agreement(vllm_shared):
+    ep = vllm_shared.endpoint
+    pool, memory = ep.boot.kv_pool, ep.boot.memory_at_boot
+    bare = asyncio.run(by_url(ep.base_url))
     # 1 GiB of KV (VLLM_CPU_KVCACHE_SPACE=1) for the tiny model: 4,096 blocks of 128 tokens
     assert (pool["tokens"], pool["chosen"], pool["disagree"]) == (524_288, "log", False)
     assert "CPU KV cache size: 524,288 tokens" in pool["sources"]["log"]["raw"]
     cc = pool["sources"]["cache_config_info"]
     assert (cc["num_gpu_blocks"], cc["block_size"], cc["kv_cache_size_tokens"]) == (4096, 128, 524_288)
     assert cc["labels"]["kv_cache_memory_bytes"] == "1073741824"
-    assert pool["absent"] == {"server_info": "/server_info: HTTP 404"}  # vLLM without VLLM_SERVER_DEV_MODE
+    # VLLM_SERVER_DEV_MODE (the shared lane's, for /reset_prefix_cache): /server_info answers, with vLLM's config
+    # but no token figure; without it the route is absent (HTTP 404). Either way absent, never 0.
+    assert pool["absent"] == {"server_info": "/server_info has no max_total_num_tokens"}
     assert bare["tokens"] == 524_288 and bare["chosen"] == "cache_config_info.kv_cache_size_tokens"
     assert bare["sources"]["cache_config_info"] == cc and not bare["disagree"]
     assert set(memory) == {"localhost"} and "absent" not in memory["localhost"]

@@ -1,8 +1,9 @@
 """The tiny-vllm lane in tests: the shipped recipe on a port of the test's own, with a short measurement plan,
 the tiny model built into the test cache and pointed at (as `labkit up` and `lab.measure` do).
 
-vLLM CPU boots in 40-65 s on 2 cores, so test modules share one lane per module (module-scoped fixtures with
-their own state dir and leftover token, see `isolated`), never one per test.
+vLLM CPU boots in 40-65 s on 2 cores: the tests share one lane per session where their flags agree, and boot
+one of their own only where they must (tests/support/vllm_fixtures.py); `isolated` is the environment of a
+lane that outlives one test (the docker runtime's module lane).
 """
 
 from __future__ import annotations

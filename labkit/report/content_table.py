@@ -37,7 +37,11 @@ def for_content(row: RowSpec, content: str) -> RowSpec:
     if content == DEFAULT_CONTENT or row.format in ("runs", "kv", "nfs"):
         return row
     measure = row.measure or DEFAULT_MEASURES.get(row.format, "")
-    return dataclasses.replace(row, measure=content_key(measure, content), cold="")
+    try:
+        key = content_key(measure, content)
+    except ValueError:  # no family of that measure per content (energy): no figure
+        key = ""
+    return dataclasses.replace(row, measure=key, cold="")
 
 
 def content_table(

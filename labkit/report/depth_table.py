@@ -12,38 +12,39 @@ flags whose window covers them (`depth_<D>`).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from labkit.measures import DEPTH_STATES, depth_key
+from labkit.measures import CACHE_STATES, depth_key, parse_key
 from labkit.report.axis_table import axis_table
 from labkit.report.specs import RowSpec, TableSpec
 from labkit.report.tables import Table
 
-DEPTH = re.compile(r"depth_(\d+)_[a-z_]+?(_cached)?")
 PER_DEPTH = ("ttft_gain",)  # figures of a depth, not of one cache state: shown on its cached row
 
 
 def depth_rows(part: Any) -> list[str]:
     """The row keys of one lane: "<D> uncached", "<D> cached" per depth and state measured, by depth."""
     keys = [str(m) for m in part["measure"].unique()] if len(part) else []
-    found = set()
-    for key in keys:
-        if (hit := DEPTH.fullmatch(key)) and not key.endswith(PER_DEPTH):
-            found.add((int(hit.group(1)), "cached" if hit.group(2) else "uncached"))
-    order = list(DEPTH_STATES)
-    return [f"{d} {state}" for d, state in sorted(found, key=lambda f: (f[0], order.index(f[1])))]
+    parsed = [p for p in map(parse_key, keys) if p is not None and p.get("cache") is not None]
+    found = {(p.get("depth"), str(p.get("cache"))) for p in parsed}
+    pairs = sorted(
+        ((d, c) for d, c in found if isinstance(d, int)), key=lambda f: (f[0], CACHE_STATES.index(f[1]))
+    )
+    return [f"{d} {state}" for d, state in pairs]
 
 
 def for_depth(row: RowSpec, key: str) -> RowSpec:
     """The row spec as it reads one depth and state's figure of its measure."""
     digits, state = key.split()
     depth = int(digits)
-    if row.measure in PER_DEPTH:
-        measure = f"depth_{depth}_{row.measure}" if state == "cached" else ""
-    else:
-        measure = depth_key(row.measure, depth, state)
+    try:
+        if row.measure in PER_DEPTH:
+            measure = depth_key(row.measure, depth) if state == "cached" else ""
+        else:
+            measure = depth_key(row.measure, depth, state)
+    except ValueError:  # no family of that measure per depth (energy): no figure
+        measure = ""
     return dataclasses.replace(row, measure=measure, cold="")
 
 

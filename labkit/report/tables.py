@@ -258,7 +258,7 @@ def build_tables(
 ) -> list[Table]:
     """All lane tables (or those whose id is in `only`), optionally restricted to runs of some recipes;
     `boots` and `flags` as for build_table. Sweep tables need the sweep records: sweep.sweep_tables builds
-    them, content_table.py the content tables, action.stored_tables every kind in spec order."""
+    them, axis_table.py the axis tables, action.stored_tables every kind in spec order."""
     recipes, only = as_list(recipes), as_list(only)
     if recipes:
         measures = measures[measures["recipe"].isin(recipes)]

@@ -36,7 +36,7 @@ SPEED_UNITS = (RATE, "s")  # a rate or a time: its better side is the faster one
 AxisValue = int | float | str
 _COUNT = r"0|[1-9][0-9]*"  # no leading zeros, so one number has one spelling
 _DECIMAL = r"(?:0|[1-9][0-9]*)(?:\.[0-9]*[1-9])?"  # no trailing zeros either: 0.5, 30, never 30.0
-_STATISTIC = r"mean|min|max|std|p[1-9][0-9]?(?:\.[0-9]*[1-9])?"  # p50, p90, p99, p99.9
+_STATISTIC = r"mean|min|max|std|p(?:[1-9][0-9]?(?:\.[0-9]*[1-9])?|0\.[0-9]*[1-9])"  # p0.1, p50, p99.9
 
 
 @dataclass(frozen=True)

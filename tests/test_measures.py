@@ -289,6 +289,7 @@ def test_the_helpers_write_the_stored_strings():
         ),
         ("decode_c1@code@rate=0.00001@stat=p99.9", {"content": "code", "rate": 1e-05, "stat": "p99.9"}, None),
         ("decode_c2_agg@stat=mean", {"concurrency": 2, "stat": "mean"}, "decode c2 aggregate, mean"),
+        ("ttft_c1@stat=p0.1", {"stat": "p0.1"}, "TTFT c1, p0.1"),
     ],
 )
 def test_decimals_and_qualifiers_round_trip(key, axes, shown):
@@ -320,7 +321,9 @@ def test_a_value_has_one_spelling():
         "decode_c01_agg",  # no leading zero
         "idle_30.0_ttft",  # no trailing zero
         "idle_1e-05_ttft",  # no exponent
-        "ttft_c1@stat=p100",  # a percentile lies below 100
+        "ttft_c1@stat=p100",  # a percentile lies between 0 and 100
+        "ttft_c1@stat=p0",
+        "ttft_c1@stat=p050",
         "ttft_c1@stat=q5",
         "ttft_c1@rate=-1",
         "ttft_c1@stat=p90@rate=1",  # qualifiers in their order: rate, load, stat

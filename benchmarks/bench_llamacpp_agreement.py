@@ -29,6 +29,7 @@ from tabulate import tabulate  # noqa: E402
 from labkit import tinymodel  # noqa: E402
 from labkit.measure import BenchOptions, run_bench  # noqa: E402
 from labkit.measure import prompts as pr  # noqa: E402
+from labkit.measures import decode_key, prefill_key  # noqa: E402
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.lookup import load_plan
 from labkit.serve import Lane  # noqa: E402
@@ -57,7 +58,7 @@ def oracle_round(
         prompt, counted = oc.fitted_words(port, target - overhead, lambda w, x=nonce: pr.prefill_prompt(x, w))
         res = oc.stream(port, oc.chat_body(prompt, 1, min_tokens=1, ignore_eos=True))
         assert res.n == 1, (res.status, res.error)
-        out[f"prefill_{target}"].append(res.prefill_tps(counted + overhead))
+        out[prefill_key(target)].append(res.prefill_tps(counted + overhead))
 
 
 def labkit_round(
@@ -72,7 +73,7 @@ def labkit_round(
         pre = MeasurePlan("chat", 1, DecodePlan((1,), 1, n, 0), PrefillPlan(lengths, 1), 120.0)
         r = run_bench(url, pre, dataclasses.replace(opts, prefill=True, decode=False))
         for target in lengths:
-            out[f"prefill_{target}"] += r.summary.samples[f"prefill_{target}"]
+            out[prefill_key(target)] += r.summary.samples[prefill_key(target)]
 
 
 def main() -> int:
@@ -99,7 +100,7 @@ def main() -> int:
     plan = dataclasses.replace(plan, engine=dataclasses.replace(plan.engine, port=oc.free_port()))
     plan = tinymodel.materialize(plan, log=sys.stderr)  # the recipe's model is one labkit builds
     lane = Lane(plan, sink=RunFolderSink(tmp / "run"), poll=0.1, stop_grace=5)
-    keys = ["decode_c1"] + [f"prefill_{t}" for t in lengths]
+    keys = [decode_key(1)] + [prefill_key(t) for t in lengths]
     got: dict[str, dict[str, list[float]]] = {
         "labkit": {k: [] for k in keys},
         "oracle": {k: [] for k in keys},

@@ -45,6 +45,7 @@ from tabulate import tabulate  # noqa: E402
 
 from labkit.measure import BenchOptions, run_bench  # noqa: E402
 from labkit.measure import metrics as mx  # noqa: E402
+from labkit.measures import depth_key, prefill_key  # noqa: E402
 from labkit.recipe import DecodePlan, DepthPlan, MeasurePlan, PrefillPlan  # noqa: E402
 from labkit.sim.oracle import free_port  # noqa: E402
 from labkit.store import RunFolderSink
@@ -233,10 +234,10 @@ def prefill_window(ep, k: int, p: int) -> dict:
         "server_median_tps": srv,
         "cached_tokens": d["cached"],
         "token_mismatch": sum(r.prompt_tokens or 0 for r in recs) - d["prompt"],
-        "labkit_tps": m[f"prefill_{p}"],
-        "labkit_raw_tps": m[f"prefill_{p}_raw"],
-        "ratio_median": m[f"prefill_{p}"] / srv if srv else None,
-        "ratio_raw_median": m[f"prefill_{p}_raw"] / srv if srv else None,
+        "labkit_tps": m[prefill_key(p)],
+        "labkit_raw_tps": m[prefill_key(p, "raw")],
+        "ratio_median": m[prefill_key(p)] / srv if srv else None,
+        "ratio_raw_median": m[prefill_key(p, "raw")] / srv if srv else None,
         "ratio_sum": sum(r.prompt_tokens for r in recs) / sum(r.ttft_s for r in recs) / server,
         "ttft_diff_ms": (ttft_lab - ttft_srv) * 1e3,
         "records": [detail(r) for r in recs],
@@ -258,9 +259,9 @@ def depth_window(ep, k: int, p: int) -> dict:
     m = res.summary.measures
     return {
         "requests": len(recs),
-        "ttft_uncached_ms": m[f"depth_{p}_ttft"] * 1e3,
-        "ttft_cached_ms": m[f"depth_{p}_ttft_cached"] * 1e3,
-        "ttft_gain": m.get(f"depth_{p}_ttft_gain"),
+        "ttft_uncached_ms": m[depth_key("ttft", p, "uncached")] * 1e3,
+        "ttft_cached_ms": m[depth_key("ttft", p, "cached")] * 1e3,
+        "ttft_gain": m.get(depth_key("ttft_gain", p)),
         "hit_agreement": m.get("depth_hit_agreement"),
         **agreement(recs),
         "records": [detail(r) | {"cache_state": r.cache_state, "hit": r.hit_engine} for r in recs],

@@ -1,15 +1,22 @@
-"""The measure catalogue: every key a run summary holds, with its title, unit, direction and whether it is a
-headline measure, so the plan, the summary text, the tables, the plots and `labkit compare` read one list
-instead of keeping their own (docs/measurement.md, "The measure catalogue").
+"""The measure catalogue and the measure keys: every key a run summary holds, with its title, unit, direction,
+definition and whether it is a headline measure, so the plan, the summary text, the tables, the plots and
+`labkit compare` read one list instead of keeping their own (docs/measurement.md, "The measure catalogue").
 
+A key is a family (a catalogue row's pattern, "decode_c<N>_agg") plus named axes (`MeasureKey`); this module
+is the only one that writes a key string or reads one back, so a new axis or a decimal value changes one place.
 Pure data and lookups, at the base of the tree: recipe, measure and report all import it.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable
+import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+from pathlib import Path
 from typing import Literal
 
 Direction = Literal["higher", "lower", "none"]
@@ -21,26 +28,106 @@ CONTENT_MARK = "@"
 # the header a content prompt's text starts with, "[<nonce> <category>] ": labkit/measure/corpus.py writes it,
 # the simulator reads the category from it (labkit/sim/speculation.py)
 CONTENT_HEADER = re.compile(r"\[([0-9a-f]+) ([a-z]+)\] ")
-# a key pattern's placeholders: <N> a concurrency, <P> a prompt length in tokens, <i> a draft position,
-# <C> a content category, <T> a turn of an agentic session, <S> seconds of idle engine before an idle turn,
-# <D> a context depth in tokens
-PLACEHOLDER = re.compile(r"<(N|P|i|C|T|S|D)>")
-_GROUPS = {"N": r"(\d+)", "P": r"(\d+)", "i": r"(\d+)", "C": "(" + "|".join(CONTENT) + ")"}
-_GROUPS |= {"T": r"(\d+)", "S": r"(\d+)", "D": r"(\d+)"}
+# how a context-depth request finds its context: computed afresh (uncached), or sent before (cached)
+CACHE_STATES = ("uncached", "cached")
 RATE = "t/s"
 SPEED_UNITS = (RATE, "s")  # a rate or a time: its better side is the faster one
+
+AxisValue = int | float | str
+_COUNT = r"0|[1-9][0-9]*"  # no leading zeros, so one number has one spelling
+_DECIMAL = r"(?:0|[1-9][0-9]*)(?:\.[0-9]*[1-9])?"  # no trailing zeros either: 0.5, 30, never 30.0
+_STATISTIC = r"mean|min|max|std|p(?:[1-9][0-9]?(?:\.[0-9]*[1-9])?|0\.[0-9]*[1-9])"  # p0.1, p50, p99.9
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One named axis of a measure key. A placeholder axis is written where a row's pattern holds its
+    placeholder ("<N>" in "decode_c<N>_agg"); a qualifier (no placeholder) follows any key as
+    `@<name>=<value>`, so rate, load and statistic need no new row per family. `syntax` is the regex of a
+    value's text; a choice has `words`, each written as its `texts` (default: the word); `shown` is how a
+    title writes the value."""
+
+    name: str
+    placeholder: str
+    syntax: str
+    words: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()
+    shown: str = "{}"
+    thousands: bool = False
+
+    def pattern(self) -> str:
+        return "(" + ("|".join(re.escape(t) for t in self.texts or self.words) or self.syntax) + ")"
+
+    def value(self, text: str) -> AxisValue:
+        """The value a key's text of this axis stands for (the text already matched `pattern`)."""
+        if self.words:
+            return self.words[(self.texts or self.words).index(text)]
+        return text if self.syntax == _STATISTIC else float(text) if "." in text else int(text)
+
+    def normal(self, value: object) -> AxisValue:
+        """The value as a key holds it (an integral decimal as an int, so 30.0 and 30 are one key); ValueError
+        for a value this axis cannot take (a fraction of a count, a negative, NaN, a word not among `words`)."""
+        if value in self.words or (self.syntax == _STATISTIC and re.fullmatch(_STATISTIC, str(value))):
+            return str(value)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if (
+            self.syntax in (_COUNT, _DECIMAL)
+            and isinstance(value, int | float)
+            and number
+            and 0 <= value < math.inf
+        ):
+            if float(value).is_integer():
+                return int(value)
+            if self.syntax == _DECIMAL:
+                return float(value)
+        raise ValueError(f"{self.name} cannot be {value!r}")
+
+    def text_of(self, value: AxisValue) -> str:
+        """How a key writes a (normal) value of this axis: 0.5 or 0.00001, never 1e-05."""
+        if self.words:
+            return (self.texts or self.words)[self.words.index(str(value))]
+        return format(Decimal(repr(value)), "f") if isinstance(value, float) else str(value)
+
+    def title_of(self, value: AxisValue) -> str:
+        return self.shown.format(f"{value:,}" if self.thousands and isinstance(value, int) else str(value))
+
+
+# Every axis a key may have, placeholders in the order a pattern may hold them, then the qualifiers in the
+# order a key writes them: decode_c1@code@rate=0.5@load=4@stat=p90 (docs/measurement.md, "Measure keys").
+AXES: tuple[Axis, ...] = (
+    Axis("concurrency", "<N>", _COUNT),
+    Axis("prompt", "<P>", _COUNT, thousands=True),
+    Axis("position", "<i>", _COUNT),
+    Axis("content", "<C>", "", CONTENT),
+    Axis("turn", "<T>", _COUNT),
+    Axis("idle", "<S>", _DECIMAL),
+    Axis("depth", "<D>", _COUNT, thousands=True),
+    Axis("cache", "<K>", "", CACHE_STATES, ("", "_cached")),
+    Axis("rate", "", _DECIMAL, shown="at {} requests/s"),
+    Axis("load", "", _DECIMAL, shown="load {}"),
+    Axis("stat", "", _STATISTIC),
+)
+AXIS = {a.name: a for a in AXES}
+QUALIFIERS = tuple(a.name for a in AXES if not a.placeholder)
+QUALIFIER_MARK, QUALIFIER_SET = CONTENT_MARK, "="
+PLACEHOLDER = re.compile("|".join(re.escape(a.placeholder) for a in AXES if a.placeholder))
+_BY_PLACEHOLDER = {a.placeholder: a for a in AXES if a.placeholder}
+_QUALIFIED = "".join(
+    f"(?:{re.escape(QUALIFIER_MARK + name + QUALIFIER_SET)}{AXIS[name].pattern()})?" for name in QUALIFIERS
+)
 
 
 @dataclass(frozen=True)
 class Measure:
-    """One catalogue row. `key` is a summary key or a pattern of them ("decode_c<N>_agg"); `title` may use
-    the same placeholders; `direction` says which way is better ("none": neither, e.g. acceptance);
-    `headline`: a lane is judged by it."""
+    """One catalogue row (labkit/measures.toml). `key` is a summary key or a pattern of them, the family of the
+    keys it matches ("decode_c<N>_agg"); `title` may use the same placeholders; `direction` says which way is
+    better ("none": neither); `definition` what the figure is; `headline`: a lane is judged by it."""
 
     key: str
     title: str
     unit: str
     direction: Direction
+    definition: str
     headline: bool = False
 
     @property
@@ -48,140 +135,129 @@ class Measure:
         """Whether better means faster (a token rate or a time), so a comparison says faster or slower."""
         return self.direction != "none" and self.unit in SPEED_UNITS
 
+    @property
+    def axes(self) -> tuple[str, ...]:
+        """The names of the axes its pattern holds, in the order it holds them."""
+        return tuple(_BY_PLACEHOLDER[p].name for p in PLACEHOLDER.findall(self.key))
+
     def regex(self) -> re.Pattern[str]:
-        return re.compile(PLACEHOLDER.sub(lambda p: _GROUPS[p.group(1)], re.escape(self.key)))
+        """The keys of this row: its pattern's placeholders filled, then any qualifiers."""
+        body = PLACEHOLDER.sub(lambda p: _BY_PLACEHOLDER[p.group(0)].pattern(), re.escape(self.key))
+        return re.compile(body + _QUALIFIED)
 
 
-# agentic sessions per turn <T> and idle turns after <S> seconds (docs/measurement.md, "Agentic sessions",
-# "Idle turns"): one tuple, so the catalogue takes them in one line
-TURN_MEASURES: tuple[Measure, ...] = (
-    Measure("agentic_ttft_t<T>", "TTFT, session turn <T>", "s", "lower"),
-    Measure("agentic_prefill_t<T>", "prefill of the new tokens, session turn <T>", RATE, "higher"),
-    Measure("agentic_new_tokens_t<T>", "new (uncached) prompt tokens, session turn <T>", "tokens", "none"),
-    Measure("agentic_prompt_tokens_t<T>", "prompt tokens, session turn <T>", "tokens", "none"),
-    Measure("agentic_hit_t<T>", "prefix-cache hit tokens, session turn <T> (engine)", "tokens", "none"),
-    Measure(
-        "agentic_hit_expected_t<T>", "prefix-cache hit tokens, session turn <T> (expected)", "tokens", "none"
-    ),
-    Measure("agentic_decode_t<T>", "decode, session turn <T>", RATE, "higher"),
-    Measure("agentic_hit_agreement", "session turns whose engine hits match the expected", "ratio", "none"),
-    Measure("idle_<S>_ttft", "TTFT after <S> s idle", "s", "lower"),
-    Measure("idle_<S>_decode", "decode after <S> s idle", RATE, "higher"),
-    Measure("idle_<S>_slowdown", "decode c1 / decode after <S> s idle", "ratio", "none"),
-)
-
-# per context depth <D>, the context uncached (a fresh one) and cached (sent before): depth_<D>_<m> and
-# depth_<D>_<m>_cached (docs/measurement.md, "Context depth"; labkit/measure/summary_depth.py)
-DEPTH_STATES = {"uncached": "", "cached": "_cached"}  # a cache state's key suffix
-_DEPTH_ROWS: tuple[tuple[str, str, str, Direction], ...] = (
-    ("ttft", "TTFT", "s", "lower"),
-    ("prefill", "prefill of the new tokens", RATE, "higher"),
-    ("decode", "decode", RATE, "higher"),
-    ("prompt_tokens", "prompt tokens", "tokens", "none"),
-    ("new_tokens", "new (uncached) prompt tokens", "tokens", "none"),
-    ("hit", "prefix-cache hit tokens (engine)", "tokens", "none"),
-    ("hit_expected", "prefix-cache hit tokens (expected)", "tokens", "none"),
-)
-DEPTH_MEASURES: tuple[Measure, ...] = tuple(
-    Measure(f"depth_<D>_{m}{suffix}", f"{title} at depth <D>, {state}", unit, better)
-    for m, title, unit, better in _DEPTH_ROWS
-    for state, suffix in DEPTH_STATES.items()
-    if m != "hit_expected" or state == "cached"  # a fresh context has no hits to expect
-) + (
-    Measure("depth_<D>_ttft_gain", "TTFT at depth <D>, uncached / cached", "ratio", "none"),
-    Measure(
-        "depth_hit_agreement", "cached depth requests whose engine hits match the expected", "ratio", "none"
-    ),
-)
-
-# In display order: decode, prefill, TTFT, acceptance, caches, KV pool, NFS, node telemetry.
-CATALOGUE: tuple[Measure, ...] = (
-    Measure("decode_c1", "decode c1", RATE, "higher", headline=True),
-    Measure("decode_c1_cold", "decode c1, cold turn", RATE, "higher"),
-    Measure("decode_c<N>_agg", "decode c<N> aggregate", RATE, "higher", headline=True),
-    Measure("decode_c<N>_span", "decode c<N> span", RATE, "higher"),
-    Measure("decode_c<N>_overlap", "decode c<N> overlap", "ratio", "none"),
-    Measure("decode_c<N>_concurrency", "decode c<N> effective concurrency", "streams", "none"),
-    Measure("decode_c<N>_engine", "decode c<N> per request, engine's own", RATE, "higher"),
-    Measure("decode_c<N>_engine_gap", "decode c<N>, client / engine - 1", "ratio", "none"),
-    Measure("decode_c<N>_ttft_engine_gap", "TTFT c<N>, client - engine", "s", "none"),
-    Measure(
-        "decode_c<N>_accept_per_draft",
-        "accepted per drafting step at c<N> (per request)",
-        "tokens/step",
-        "none",
-    ),
-    Measure("decode_c<N>_accept_length", "acceptance length at c<N> (per request)", "tokens/step", "none"),
-    Measure("prefill_<P>", "prefill <P>-token prompt", RATE, "higher", headline=True),
-    Measure("prefill_<P>_raw", "prefill <P>-token prompt, raw", RATE, "higher"),
-    Measure("prefill_<P>_ttft", "TTFT of the <P>-token prompt", "s", "lower"),
-    Measure("ttft_c1", "TTFT c1", "s", "lower", headline=True),
-    Measure("ttft_c1_server", "TTFT c1, engine's own", "s", "lower"),
-    Measure("accept_per_draft", "accepted per drafting step", "tokens/step", "none"),
-    Measure("accept_k", "draft tokens per step (K)", "tokens", "none"),
-    Measure("accept_length", "acceptance length", "tokens/step", "none", headline=True),
-    Measure("accept_length_stream", "tokens per SSE chunk", "tokens/chunk", "none"),
-    Measure("accept_proposed_per_draft", "proposed per drafting step", "tokens/step", "none"),
-    Measure("accept_drafted_share", "share of decode steps drafted", "ratio", "none"),
-    Measure("accept_rate", "acceptance rate", "ratio", "none"),
-    Measure("accept_pos_<i>", "accepted at draft position <i>", "ratio", "none"),
-    # by prompt content: c1 turns on the corpus prompts of one category, each category its own window
-    Measure("decode_c1@<C>", "decode c1, <C> prompts", RATE, "higher", headline=True),
-    Measure("ttft_c1@<C>", "TTFT c1, <C> prompts", "s", "lower"),
-    Measure("accept_length@<C>", "acceptance length, <C> prompts", "tokens/step", "none", headline=True),
-    Measure("accept_length_stream@<C>", "tokens per SSE chunk, <C> prompts", "tokens/chunk", "none"),
-    Measure("accept_per_draft@<C>", "accepted per drafting step, <C> prompts", "tokens/step", "none"),
-    Measure(
-        "accept_proposed_per_draft@<C>", "proposed per drafting step, <C> prompts", "tokens/step", "none"
-    ),
-    Measure("accept_drafted_share@<C>", "share of decode steps drafted, <C> prompts", "ratio", "none"),
-    Measure("accept_rate@<C>", "acceptance rate, <C> prompts", "ratio", "none"),
-    # agentic sessions, per turn (labkit/measure/summary_turns.py), and idle turns
-    *TURN_MEASURES,
-    *DEPTH_MEASURES,
-    Measure("prefix_cache_hit_ratio", "prefix-cache hits (prefill)", "ratio", "none"),
-    Measure("kv_pool_tokens", "KV pool", "tokens", "none"),
-    Measure("kv_pool_context", "KV pool context", "tokens", "none"),
-    Measure("nfs_read_bytes", "shared-NFS reads", "bytes", "none"),
-    Measure("nfs_read_bytes_per_completion", "shared-NFS reads per completion", "bytes", "none"),
-    Measure("energy_per_token_decode", "energy per output token (decode)", "J/tok", "lower"),
-    Measure("energy_per_token_prefill_<P>", "energy per prompt token (<P>-token prefill)", "J/tok", "lower"),
-    Measure("sm_clock_decode_median", "SM clock (decode, lowest node median)", "MHz", "none"),
-    # the slow-state canary: a fixed short decode before and after the phases (labkit/measure/summary_canary.py)
-    Measure("canary_ms", "canary ms per token (the slower of before and after)", "ms/tok", "lower"),
-    Measure("canary_ms_before", "canary ms per token, before the phases", "ms/tok", "lower"),
-    Measure("canary_ms_after", "canary ms per token, after the phases", "ms/tok", "lower"),
-)
+# the catalogue's rows, in display order: decode, prefill, TTFT, acceptance, content, sessions, idle turns,
+# depths, caches, KV pool, NFS, node telemetry, the canary (measures.toml says what each field holds)
+CATALOGUE_FILE = Path(__file__).with_name("measures.toml")
+CATALOGUE = tuple(Measure(**row) for row in tomllib.loads(CATALOGUE_FILE.read_text("utf-8"))["measure"])
+FAMILIES: Mapping[str, Measure] = {row.key: row for row in CATALOGUE}
 
 
-# each row's key pattern compiled once: every title, unit, direction and order lookup walks these
+@dataclass(frozen=True)
+class MeasureKey:
+    """A measure key as a value: its family (a catalogue row's pattern) and its named axes, in the order a key
+    writes them. `str()` is the key a summary holds, `parse_key` reads one back; ValueError for a family the
+    catalogue does not know, a missing or foreign axis, or a value its axis cannot take."""
+
+    family: str
+    axes: tuple[tuple[str, AxisValue], ...] = ()
+
+    def __post_init__(self) -> None:
+        row = FAMILIES.get(self.family)
+        if row is None:
+            raise ValueError(f"{self.family!r} is no measure family of the catalogue")
+        given = dict(self.axes)
+        missing = [a for a in row.axes if a not in given]
+        foreign = [a for a in given if a not in row.axes and a not in QUALIFIERS]
+        if missing or foreign:
+            raise ValueError(f"{self.family}: missing axes {missing}, foreign axes {foreign}")
+        order = [*row.axes, *QUALIFIERS]
+        normal = tuple((a, AXIS[a].normal(given[a])) for a in order if a in given)
+        object.__setattr__(self, "axes", normal)
+
+    @property
+    def row(self) -> Measure:
+        return FAMILIES[self.family]
+
+    def get(self, axis: str) -> AxisValue | None:
+        """The value of one axis, None when the key has none."""
+        return dict(self.axes).get(axis)
+
+    @property
+    def qualified(self) -> bool:
+        """Whether a qualifier (rate, load, statistic) sets it beside its family's own figure."""
+        return any(name in QUALIFIERS for name, _ in self.axes)
+
+    def __str__(self) -> str:
+        values = dict(self.axes)
+        text = PLACEHOLDER.sub(lambda p: _axis_text(p, values), self.family)
+        for n in (n for n in QUALIFIERS if n in values):
+            text += f"{QUALIFIER_MARK}{n}{QUALIFIER_SET}{AXIS[n].text_of(values[n])}"
+        return text
+
+
+def _axis_text(placeholder: re.Match[str], values: Mapping[str, AxisValue], shown: bool = False) -> str:
+    axis = _BY_PLACEHOLDER[placeholder.group(0)]
+    value = values[axis.name]
+    return axis.title_of(value) if shown else axis.text_of(value)
+
+
+# each row's pattern compiled once: every parse and lookup walks these
 _PATTERNS = tuple((row, row.regex()) for row in CATALOGUE)
 
 
-def _match(key: str) -> tuple[int, Measure, re.Match[str]] | None:
+@lru_cache(maxsize=8192)
+def _match(key: str) -> tuple[int, MeasureKey] | None:
     for i, (row, pattern) in enumerate(_PATTERNS):
         if hit := pattern.fullmatch(key):
-            return i, row, hit
+            names = [*row.axes, *QUALIFIERS]
+            axes = [(n, AXIS[n].value(t)) for n, t in zip(names, hit.groups(), strict=True) if t is not None]
+            return i, MeasureKey(row.key, tuple(axes))
     return None
+
+
+def parse_key(key: str) -> MeasureKey | None:
+    """The family and axes of a summary key; None for a key the catalogue does not know (an imported
+    figure, a typo, a count with a leading zero)."""
+    found = _match(key)
+    return found[1] if found else None
+
+
+def measure_key(family: str, **axes: AxisValue) -> str:
+    """The key of a family at these axes: measure_key("decode_c<N>_span", concurrency=2) is decode_c2_span."""
+    return str(MeasureKey(family, tuple(axes.items())))
+
+
+def axis_values(keys: Iterable[str], families: str | Iterable[str], axis: str) -> list[AxisValue]:
+    """The values of one axis among the keys of these families, each once, in order (c2 before c16, content
+    categories in CONTENT order); keys with a qualifier are left out, as figures beside the family's own."""
+    wanted = {families} if isinstance(families, str) else set(families)
+    parsed = [p for p in map(parse_key, keys) if p is not None and p.family in wanted and not p.qualified]
+    return sorted({v for p in parsed if (v := p.get(axis)) is not None}, key=lambda v: _rank(axis, v))
 
 
 def measure_info(key: str) -> Measure | None:
     """The catalogue row a summary key matches, None for a key the catalogue does not know."""
     found = _match(key)
-    return found[1] if found else None
+    return found[1].row if found else None
 
 
 def direction(key: str) -> Direction:
     """Which way is better for this key; "none" for a key without one or not in the catalogue."""
-    row = measure_info(key)
-    return row.direction if row else "none"
+    return getattr(measure_info(key), "direction", "none")
 
 
 def is_headline(key: str, rates_only: bool = False) -> bool:
     """A headline measure (a lane is judged by it); `rates_only`: only the token-rate ones (decode c1, the
-    cK aggregates, prefill), the figures a plan repeats for and a sweep plot shows."""
-    row = measure_info(key)
-    return row is not None and row.headline and (row.unit == RATE or not rates_only)
+    cK aggregates, prefill), the figures a plan repeats for and a sweep plot shows. A key with a qualifier
+    (a percentile, a rate) is a figure beside its headline, not one."""
+    found = parse_key(key)
+    return (
+        found is not None
+        and not found.qualified
+        and found.row.headline
+        and (found.row.unit == RATE or not rates_only)
+    )
 
 
 def headline(keys: Iterable[str], rates_only: bool = False) -> list[str]:
@@ -189,38 +265,37 @@ def headline(keys: Iterable[str], rates_only: bool = False) -> list[str]:
     return [k for k in keys if is_headline(k, rates_only)]
 
 
-def order_key(key: str) -> tuple[int, int, str]:
-    """Catalogue order, then the key's number (c2 before c16, prefill_4096 before prefill_12600) or its
-    content category in CONTENT order; unknown keys last."""
+def order_key(key: str) -> tuple[int, tuple[float, ...], str]:
+    """Catalogue order, then the key's axis values (c2 before c16, prefill_4096 before prefill_12600, a content
+    category in CONTENT order, uncached before cached); unknown keys last."""
     found = _match(key)
     if not found:
-        return len(CATALOGUE), 0, key
-    i, _, hit = found
-    if not hit.groups():
-        return i, 0, key
-    first = hit.group(1)
-    return i, CONTENT.index(first) if first in CONTENT else int(first), key
+        return len(CATALOGUE), (), key
+    i, parsed = found
+    return i, tuple(_rank(name, value) for name, value in parsed.axes), key
+
+
+def _rank(axis: str, value: AxisValue) -> float:
+    if isinstance(value, str):  # a choice by its place among the words, a percentile by its number
+        words = AXIS[axis].words
+        return float(words.index(value)) if value in words else float(value[1:] if value[0] == "p" else 0)
+    return float(value)
 
 
 def title(key: str) -> str:
-    """The catalogue title with the key's number filled in ("decode c2 aggregate", "prefill 4,096-token
-    prompt"); the key itself when the catalogue does not know it."""
-    found = _match(key)
-    if not found:
+    """The catalogue title with the key's axes filled in ("decode c2 aggregate", "prefill 4,096-token prompt",
+    qualifiers after it: "TTFT c1, p90"); the key itself when the catalogue does not know it."""
+    found = parse_key(key)
+    if found is None:
         return key
-    _, row, hit = found
-    numbers = iter(hit.groups())
-    return PLACEHOLDER.sub(lambda p: _number(p.group(1), next(numbers)), row.title)
-
-
-def _number(placeholder: str, digits: str) -> str:
-    return f"{int(digits):,}" if placeholder in ("P", "D") else digits  # a content category is kept as it is
+    values = dict(found.axes)
+    text = PLACEHOLDER.sub(lambda p: _axis_text(p, values, shown=True), found.row.title)
+    return ", ".join([text, *(AXIS[n].title_of(values[n]) for n in QUALIFIERS if n in values)])
 
 
 def unit(key: str) -> str:
     """The key's unit ("t/s", "s", "J/tok", ...); "" when the catalogue does not know it."""
-    row = measure_info(key)
-    return row.unit if row else ""
+    return getattr(measure_info(key), "unit", "")
 
 
 def label(key: str) -> str:
@@ -231,33 +306,51 @@ def label(key: str) -> str:
 
 def decode_key(concurrency: int) -> str:
     """The headline decode key at a concurrency: decode_c1 per request, decode_c<N>_agg for N streams."""
-    return "decode_c1" if concurrency == 1 else f"decode_c{concurrency}_agg"
+    return (
+        measure_key("decode_c<N>_agg", concurrency=concurrency)
+        if concurrency > 1
+        else measure_key("decode_c1")
+    )
 
 
-def prefill_key(prompt_tokens: int) -> str:
-    """The headline prefill key at a prompt length."""
-    return f"prefill_{prompt_tokens}"
+def prefill_key(prompt_tokens: int, measure: str = "") -> str:
+    """The prefill key at a prompt length: prefill_4096 (the headline), with `measure` prefill_4096_ttft."""
+    return measure_key("prefill_<P>" + (f"_{measure}" if measure else ""), prompt=prompt_tokens)
 
 
 def prefill_tokens(key: str) -> int | None:
     """The prompt length of a headline prefill key (prefill_key's inverse), None for any other key."""
-    head, _, digits = key.partition("_")
-    return int(digits) if head == "prefill" and digits.isdigit() else None
+    found = parse_key(key)
+    tokens = found.get("prompt") if found and found.family == "prefill_<P>" and not found.qualified else None
+    return tokens if isinstance(tokens, int) else None
 
 
-def depth_key(measure: str, depth: int, state: str) -> str:
-    """The key of a measure at a context depth in a cache state: depth_8192_ttft, depth_8192_ttft_cached."""
-    return f"depth_{depth}_{measure}{DEPTH_STATES[state]}"
+def depth_key(measure: str, depth: int, state: str | None = None) -> str:
+    """The key of a measure at a context depth in a cache state: depth_8192_ttft, depth_8192_ttft_cached; a
+    figure of the depth itself (ttft_gain) takes no state."""
+    if state is None:
+        return measure_key(f"depth_<D>_{measure}", depth=depth)
+    return measure_key(f"depth_<D>_{measure}<K>", depth=depth, cache=state)
 
 
-def content_key(key: str, category: str) -> str:
+def turn_key(measure: str, turn: int) -> str:
+    """agentic_ttft_t2: a measure of session turn 2."""
+    return measure_key(f"agentic_{measure}_t<T>", turn=turn)
+
+
+def idle_key(measure: str, seconds: float) -> str:
+    """idle_60_ttft: a measure of the idle turn after 60 s (its window idle_60 prefixes it, as prefill_<P>'s)."""
+    return measure_key(f"idle_<S>_{measure}", idle=seconds)
+
+
+def content_key(base: str, category: str) -> str:
     """The key of a measure taken on one content category: decode_c1 on code prompts is decode_c1@code."""
-    return f"{key}{CONTENT_MARK}{category}"
+    return measure_key(f"{base}{CONTENT_MARK}<C>", content=category)
 
 
 def split_content(key: str) -> tuple[str, str | None]:
     """(the measure, its content category) of a key: ("decode_c1", "code") for decode_c1@code, (key, None)
-    for a key measured on the default content or not ending in a known category."""
+    for a key measured on the default content or not ending in a known category (windows too: decode@code)."""
     base, mark, category = key.rpartition(CONTENT_MARK)
     return (base, category) if mark and base and category in CONTENT else (key, None)
 
@@ -278,6 +371,21 @@ def window_covers(window: str, key: str) -> bool:
     if window_content != key_content or key.startswith(_WINDOW_NOT.get(window, ())):
         return False
     return key == window or key.startswith((f"{window}_", *_WINDOW_ALSO.get(window, ())))
+
+
+def docs_table() -> str:
+    """The catalogue as docs/measurement.md's table (tools/measures_doc.py writes it, tests check it); a
+    placeholder as code, so Markdown does not read it as a tag."""
+    lines = ["| key | title | unit | direction | headline | definition |", "|---|---|---|---|---|---|"]
+    for r in CATALOGUE:
+        texts = [
+            PLACEHOLDER.sub(lambda p: f"`{p.group(0)}`", t).replace("|", "\\|")
+            for t in (r.title, r.definition)
+        ]
+        lines.append(
+            f"| `{r.key}` | {texts[0]} | {r.unit} | {r.direction} | {'yes' if r.headline else ''} | {texts[1]} |"
+        )
+    return "\n".join(lines)
 
 
 def content_header(nonce: str, category: str) -> str:

@@ -17,14 +17,25 @@ from labkit.measure import RunSummary
 from labkit.measure.summary_counters import nfs_summary
 from labkit.measures import (
     CATALOGUE,
+    FAMILIES,
     PLACEHOLDER,
+    MeasureKey,
+    content_key,
+    decode_key,
+    depth_key,
     direction,
+    docs_table,
     headline,
+    idle_key,
     is_headline,
     label,
     measure_info,
+    measure_key,
     order_key,
+    parse_key,
+    prefill_key,
     title,
+    turn_key,
     unit,
 )
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
@@ -32,6 +43,7 @@ from tests.support.lanes import sim_recipe
 
 PORT = 18793
 SHIM = Path(__file__).resolve().parent / "support" / "nvidia_smi_shim.py"
+DOC = Path(__file__).resolve().parents[1] / "docs/measurement.md"
 SPEC = {"spec_method": "mtp", "spec_k": 2, "spec_accept": [0.8, 0.5], "cold_requests": 1}
 # the engine's own per-request figures, as the vLLM lanes turn them on (docs/measurement.md, "Per-request server truth")
 SPEC |= {"enable_per_request_metrics": True, "per_request_spec_decode_metrics": "summary"}
@@ -131,8 +143,8 @@ def test_directions_energy_per_token_is_lower_is_better(sim_run):
         direction("decode_c2_overlap") == direction("accept_length") == direction("kv_pool_tokens") == "none"
     )
     assert direction("not_a_measure") == "none"
-    for key in sim_run.keys:  # labkit compare judges by the catalogue: "" is its word for none
-        assert report.compare.direction(key) == ("" if direction(key) == "none" else direction(key))
+    for key in sim_run.keys:  # labkit compare judges by the catalogue's direction
+        assert report.compare.direction(key) == direction(key)
 
 
 def test_headline_queries_give_what_each_caller_relied_on(sim_run):
@@ -176,3 +188,184 @@ def test_a_prefill_key_gives_back_its_prompt_length_and_no_other_key_does():
     assert [
         prefill_tokens(k) for k in ("prefill_4096_raw", "prefill_4096_ttft", "decode_c1", "prefill_")
     ] == [None] * 4
+
+
+# one key of every family the lab record holds, as stored: new runs must write exactly these strings
+STORED = (
+    "decode_c1",
+    "decode_c1_cold",
+    "decode_c2_agg",
+    "decode_c2_span",
+    "decode_c2_overlap",
+    "decode_c2_concurrency",
+    "decode_c2_engine",
+    "decode_c1_engine_gap",
+    "decode_c2_ttft_engine_gap",
+    "prefill_4096",
+    "prefill_12600_raw",
+    "prefill_4096_ttft",
+    "ttft_c1",
+    "ttft_c1_server",
+    "accept_pos_0",
+    "accept_length",
+    "prefix_cache_hit_ratio",
+    "kv_pool_tokens",
+    "nfs_read_bytes_per_completion",
+)
+# and the families the sim lane above writes, which the record has no run of yet
+WRITTEN = (
+    "decode_c1@code",
+    "accept_length_stream@chat",
+    "agentic_ttft_t3",
+    "agentic_hit_expected_t2",
+    "idle_30_decode",
+    "idle_1_slowdown",
+    "depth_8192_ttft_cached",
+    "depth_0_ttft",
+    "depth_256_hit_expected_cached",
+    "depth_8192_ttft_gain",
+    "energy_per_token_prefill_512",
+    "decode_c2_accept_per_draft",
+    "canary_ms_before",
+)
+
+
+def _stored_keys() -> set[str]:
+    """Every summary key the committed run folders hold (read only; imported figures are `<format>:<field>`)."""
+    root = Path(__file__).resolve().parents[1] / "results"
+    keys: set[str] = set()
+    for path in root.rglob("run.json"):
+        keys |= set((json.loads(path.read_text()).get("summary") or {}).get("measures") or {})
+    return keys
+
+
+@pytest.mark.parametrize("key", STORED + WRITTEN)
+def test_a_key_reads_back_as_its_family_and_axes_and_is_written_the_same(key):
+    parsed = parse_key(key)
+    assert parsed is not None and str(parsed) == key
+    assert MeasureKey(parsed.family, parsed.axes) == parsed and measure_info(key) == parsed.row
+
+
+def test_every_key_of_the_lab_record_round_trips_and_only_imported_figures_are_outside():
+    keys = _stored_keys()
+    assert set(STORED) <= keys  # the list above is what the record holds
+    outside = {k for k in keys if parse_key(k) is None}
+    assert all(":" in k for k in outside), sorted(k for k in outside if ":" not in k)
+    assert [k for k in keys - outside if str(parse_key(k)) != k] == []
+
+
+def test_the_helpers_write_the_stored_strings():
+    assert decode_key(1) == "decode_c1" and decode_key(2) == "decode_c2_agg"
+    assert prefill_key(4096, "ttft") == "prefill_4096_ttft" and prefill_key(12600) == "prefill_12600"
+    assert depth_key("ttft", 8192, "cached") == "depth_8192_ttft_cached"
+    assert (
+        depth_key("hit", 0, "uncached") == "depth_0_hit"
+        and depth_key("ttft_gain", 8192) == "depth_8192_ttft_gain"
+    )
+    assert content_key("decode_c1", "code") == "decode_c1@code" and turn_key("ttft", 3) == "agentic_ttft_t3"
+    assert (
+        idle_key("decode", 30.0) == "idle_30_decode"
+        and measure_key("accept_pos_<i>", position=2) == "accept_pos_2"
+    )
+    parsed = parse_key("depth_8192_prefill_cached")
+    assert parsed is not None and (parsed.family, parsed.get("depth"), parsed.get("cache")) == (
+        "depth_<D>_prefill<K>",
+        8192,
+        "cached",
+    )
+    assert parse_key("depth_8192_prefill").get("cache") == "uncached"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("key", "axes", "shown"),
+    [
+        ("idle_0.5_ttft", {"idle": 0.5}, "TTFT after 0.5 s idle"),
+        ("decode_c1@rate=0.5", {"rate": 0.5}, "decode c1, at 0.5 requests/s"),
+        ("ttft_c1@stat=p90", {"stat": "p90"}, "TTFT c1, p90"),
+        (
+            "prefill_4096_ttft@load=2.25",
+            {"prompt": 4096, "load": 2.25},
+            "TTFT of the 4,096-token prompt, load 2.25",
+        ),
+        ("decode_c1@code@rate=0.00001@stat=p99.9", {"content": "code", "rate": 1e-05, "stat": "p99.9"}, None),
+        ("decode_c2_agg@stat=mean", {"concurrency": 2, "stat": "mean"}, "decode c2 aggregate, mean"),
+        ("ttft_c1@stat=p0.1", {"stat": "p0.1"}, "TTFT c1, p0.1"),
+    ],
+)
+def test_decimals_and_qualifiers_round_trip(key, axes, shown):
+    parsed = parse_key(key)
+    assert parsed is not None and dict(parsed.axes) == axes and str(parsed) == key
+    assert measure_key(parsed.family, **axes) == key
+    if shown:
+        assert title(key) == shown
+    # a qualified key keeps its family's unit and direction but is no headline of its own
+    assert unit(key) == parsed.row.unit and direction(key) == parsed.row.direction and not is_headline(key)
+
+
+def test_a_value_has_one_spelling():
+    assert measure_key("idle_<S>_ttft", idle=30.0) == measure_key("idle_<S>_ttft", idle=30) == "idle_30_ttft"
+    assert measure_key("decode_c1", rate=0.1 + 0.2) == "decode_c1@rate=0.30000000000000004"
+    assert parse_key("decode_c1@rate=0.30000000000000004").get("rate") == 0.1 + 0.2  # type: ignore[union-attr]
+    assert order_key("ttft_c1@stat=p50") < order_key("ttft_c1@stat=p90") < order_key("ttft_c1@stat=p99.9")
+    assert (
+        order_key("depth_4096_ttft_cached")
+        < order_key("depth_8192_ttft")
+        < order_key("depth_8192_ttft_cached")
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "decode_c1.5_agg",  # a concurrency is a count
+        "decode_c01_agg",  # no leading zero
+        "idle_30.0_ttft",  # no trailing zero
+        "idle_1e-05_ttft",  # no exponent
+        "ttft_c1@stat=p100",  # a percentile lies between 0 and 100
+        "ttft_c1@stat=p0",
+        "ttft_c1@stat=p050",
+        "ttft_c1@stat=q5",
+        "ttft_c1@rate=-1",
+        "ttft_c1@stat=p90@rate=1",  # qualifiers in their order: rate, load, stat
+        "decode_c1@poetry",
+        "depth_8192_ttft_warm",
+        "vllm-bench:p99_ttft_ms",  # an imported figure keeps its tool's name
+    ],
+)
+def test_a_malformed_key_has_no_family(key):
+    assert parse_key(key) is None and measure_info(key) is None and title(key) == key
+
+
+@pytest.mark.parametrize(
+    ("family", "axes"),
+    [
+        ("decode_c<N>_agg", {"concurrency": 1.5}),
+        ("decode_c<N>_agg", {"concurrency": -2}),
+        ("decode_c<N>_agg", {"concurrency": True}),
+        ("decode_c<N>_agg", {}),  # its axis missing
+        ("decode_c1", {"depth": 8192}),  # an axis its family does not hold
+        ("idle_<S>_ttft", {"idle": float("nan")}),
+        ("decode_c1", {"rate": float("inf")}),
+        ("decode_c1", {"stat": "p0"}),
+        ("depth_<D>_ttft<K>", {"depth": 8192, "cache": "warm"}),
+        ("decode_c<N>_median", {"concurrency": 2}),  # no such family
+    ],
+)
+def test_a_key_that_cannot_be_is_refused_when_written(family, axes):
+    with pytest.raises(ValueError):
+        measure_key(family, **axes)
+
+
+def test_every_row_has_a_definition_and_docs_measurement_md_shows_the_catalogue():
+    assert all(row.definition and "<" not in row.definition for row in CATALOGUE)
+    assert set(FAMILIES) == {row.key for row in CATALOGUE}
+    doc = DOC.read_text()
+    shown = doc.split("<!-- catalogue:start -->\n")[1].split("\n<!-- catalogue:end -->")[0]
+    assert shown == docs_table(), (
+        "docs/measurement.md's catalogue table drifted from labkit/measures.toml: run "
+        ".venv/bin/python tools/measures_doc.py"
+    )
+    assert (
+        len(shown.splitlines()) == len(CATALOGUE) + 2
+        and "`decode_c<N>_agg` | decode c`<N>` aggregate" in shown
+    )

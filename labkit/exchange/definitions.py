@@ -20,6 +20,7 @@ from pathlib import Path
 
 from labkit.errors import LabkitError
 from labkit.exchange.model import Setting
+from labkit.measures import FAMILIES, measure_key
 
 TABLE_FILE = Path(__file__).with_name("definitions.toml")
 STD = "_std"
@@ -61,19 +62,15 @@ class Definition:
         c = setting.concurrency
         if not self.about or (self.when == "c1" and c != 1) or (self.when == "c2+" and (c or 0) < 2):
             return None
-        if setting.phase or (setting.depth and "<D>" not in self.about):
+        axes = FAMILIES[self.about].axes  # the catalogue family it names (a test keeps every row's one)
+        if setting.phase or (setting.depth and "depth" not in axes):
             return None  # a context-loading request, or a figure at a depth the measure does not name
         if setting.rate not in (None, "inf"):
             return None  # paced by a rate: its concurrency is a cap, not labkit's fixed c<N>
         configured = None if setting.counted else setting.prompt_tokens  # a counted mean is no prefill length
-        values = {"<N>": setting.concurrency, "<P>": configured, "<D>": setting.depth}
-        key = self.about
-        for placeholder, value in values.items():
-            if placeholder in key:
-                if value is None:
-                    return None
-                key = key.replace(placeholder, str(value))
-        return key
+        values = {"concurrency": setting.concurrency, "prompt": configured, "depth": setting.depth}
+        given = {axis: value for axis in axes if (value := values.get(axis)) is not None}
+        return measure_key(self.about, **given) if len(given) == len(axes) else None
 
     def converted(self, value: float) -> float | None:
         """The figure in the labkit measure's unit; None where it has no value there (1000/0)."""

@@ -22,14 +22,13 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
     table by turn when they ran agentic sessions or idle turns ("Agentic sessions", "Idle turns"), and the table
     by depth when they measured context depths ("Context depth")."""
     from labkit import report
-    from labkit.measures import split_content
+    from labkit.measures import parse_key
 
     data, measures = _measures(done, results)
     _, specs = report.load_spec(report.spec_path(data.root))
     keys = [str(m) for m in measures["measure"].unique()] if len(measures) else []
-    content = any(split_content(k)[1] for k in keys)
-    turns = any(k.startswith(("agentic_", "idle_")) for k in keys)
-    depths = any(k.startswith("depth_") for k in keys)
+    axes = {name for k in keys if (key := parse_key(k)) for name, _ in key.axes}
+    content, turns, depths = "content" in axes, bool(axes & {"turn", "idle"}), "depth" in axes
     only = ["measured"] + ["content"] * content + ["turns"] * turns + ["depths"] * depths
     return report.stored_tables(data, specs, measures=measures, only=only)
 

@@ -6,47 +6,9 @@ Times are integers in nanoseconds from `time.perf_counter_ns()`, relative to the
 (`t_send` of a request is when the client handed it to the HTTP stack; chunk stamps are taken when the bytes of
 a network read arrive, before any JSON parsing; see labkit/measure/client.py).
 
-Measure keys (RunSummary.measures) are fixed names, so reports never parse labels:
-    decode_c1            median per-request decode t/s over warm c1 turns
-    decode_c1_cold       decode t/s of the first request after boot (the cold turn)
-    decode_c2_agg        aggregate decode t/s of two concurrent streams, steady-state window
-    decode_c<K>_agg      same for other concurrencies
-    decode_c<K>_span     the span estimator of the same groups (valid only when overlap is high)
-    decode_c<K>_overlap  median |steady window| / span of those groups (1.0 = perfect lockstep)
-    decode_c<K>_concurrency  median effective concurrency of the groups (engine steps, else client timing)
-    decode_c<N>_engine   median of the engine's own per-request decode rate ((N-1) / generation time)
-    decode_c<N>_engine_gap       median per request of labkit's decode / the engine's - 1
-    decode_c<N>_ttft_engine_gap  median per request of labkit's TTFT - the engine's (queue + TTFT), seconds
-    decode_c<N>_accept_per_draft, decode_c<N>_accept_length  a-bar and tau from the requests' own counts
-    prefill_<P>          median prefill t/s at a target prompt length P (tokens), unique prompts, RTT-corrected
-    prefill_<P>_raw      the same without the RTT correction (P / TTFT)
-    prefill_<P>_ttft     median TTFT (seconds) of those samples
-    ttft_c1              median TTFT (seconds) of warm c1 decode turns, as the client saw it
-    ttft_c1_server       median of the engine's own TTFT (its /metrics) over the same turns
-    accept_per_draft     mean accepted draft tokens per drafting step (a-bar, bonus token excluded)
-    accept_k             K, the configured draft tokens per step (an integer; method says where from)
-    accept_length        tau: tokens per request per engine step, bonus included (method says how counted)
-    accept_length_stream tokens per token-bearing SSE chunk of the same requests (tau as the client saw it)
-    accept_proposed_per_draft  mean draft tokens proposed per drafting step (<= K)
-    accept_drafted_share share of decode steps in which the drafter proposed anything
-    accept_rate          accepted / draft tokens proposed (alpha)
-    accept_pos_<i>       accepted at draft position i per drafting step
-    prefix_cache_hit_ratio   prefix-cache hits / queries over the prefill phase (should be ~0)
-    kv_pool_tokens       KV cache capacity in tokens at boot
-    kv_pool_context      the context length the KV capacity refers to
-    nfs_read_bytes       shared-NFS bytes read during the run (sum over nodes)
-    nfs_read_bytes_per_completion   the same per completed request
-    energy_per_token_decode      J per output token over the decode window, all nodes' GPUs (nvidia-smi power)
-    energy_per_token_prefill_<P> J per prompt token over the prefill samples of target P
-    sm_clock_decode_median       MHz: the lowest node median of the SM clock over the decode window
-    <key>@<category>     decode_c1, ttft_c1, accept_* on the corpus prompts of one content category
-    agentic_<x>_t<T>     per turn T of the agentic sessions: ttft, prefill (new tokens), new_tokens,
-                         prompt_tokens, hit (engine), hit_expected, decode; agentic_hit_agreement
-    idle_<S>_ttft, idle_<S>_decode, idle_<S>_slowdown   the idle turn after S seconds of idle engine
-    depth_<D>_<x>[_cached]  at context depth D, the context uncached or cached: ttft, prefill (new tokens),
-                         decode, prompt_tokens, new_tokens, hit, hit_expected; depth_<D>_ttft_gain;
-                         depth_hit_agreement
-    canary_ms_before, canary_ms_after, canary_ms   ms per token of the slow-state canary (the slower: canary_ms)
+Measure keys (RunSummary.measures) are written and read only by labkit/measures.py, so reports never parse
+labels; what each one is, its unit and direction are rows of the catalogue, labkit/measures.toml
+(docs/measurement.md, "The measure catalogue", "Measure keys").
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from labkit.measure.recording import BURST_FLAG
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.summary_counters import acceptance_figures
 from labkit.measure.summary_speed import DECODE_WINDOW, put
-from labkit.measures import content_key
+from labkit.measures import CONTENT_MARK, content_key
 
 # the acceptance figures a category gets (K is the engine's, the same for every category; no per-position rates)
 CONTENT_ACCEPTANCE = (
@@ -67,4 +67,4 @@ def content_measures(
                 s.method[content_key(key, category)] = how
         for key, v in (("spec_accepted", a.accepted), ("spec_drafts", a.drafts), ("spec_steps", a.steps)):
             if v is not None:
-                s.counters[content_key(key, category)] = v
+                s.counters[f"{key}{CONTENT_MARK}{category}"] = v  # a counter, no catalogue key

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from labkit.measure import io_probe as iop
 from labkit.measure import metrics as mx
 from labkit.measure.records import RunSummary
+from labkit.measures import measure_key, prefill_tokens
 
 PROPOSED = "mean draft tokens proposed per drafting step (≤ K: ngram proposes fewer without a match)"
 DRAFTED = "the share of decode steps (per request) in which the drafter proposed anything"
@@ -37,7 +38,7 @@ def acceptance_measures(s: RunSummary, a: mx.Acceptance) -> None:
         if value is not None:
             s.measures[key], s.method[key] = value, how
     for i, v in enumerate(a.per_pos):
-        s.measures[f"accept_pos_{i}"] = v
+        s.measures[measure_key("accept_pos_<i>", position=i)] = v
     s.counters.update(spec_accepted=a.accepted, spec_drafts=a.drafts)
     for key, value in (
         ("spec_draft_tokens", a.draft_tokens),
@@ -100,8 +101,9 @@ def telemetry_measures(s: RunSummary) -> None:
             f"repetition), / the output tokens of the requests inside it; nodes {', '.join(nodes)}"
         )
     for name, win in t.items():
-        if name.startswith("prefill_") and "joules_per_token" in win:
-            key = f"energy_per_token_{name}"
+        tokens = prefill_tokens(name)  # a prefill window is named as its headline key
+        if tokens is not None and "joules_per_token" in win:
+            key = measure_key("energy_per_token_prefill_<P>", prompt=tokens)
             s.measures[key] = win["joules_per_token"]
             s.method[key] = (
                 f"J per prompt token: {ENERGY} over each clean sample's t_send..t_end, / the samples' "

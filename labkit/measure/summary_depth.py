@@ -13,9 +13,7 @@ from functools import partial
 
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.summary_turns import hit_agreement, per_request_measures
-from labkit.measures import DEPTH_STATES, depth_key
-
-CACHE_STATES = tuple(DEPTH_STATES)  # uncached, cached
+from labkit.measures import CACHE_STATES, depth_key
 
 
 def depth_measures(s: RunSummary, records: Sequence[RequestRecord], src: str) -> None:
@@ -42,7 +40,7 @@ def _gain(s: RunSummary, depth: int) -> None:
     """depth_<D>_ttft_gain: uncached TTFT over cached TTFT (above 1: the cached context answered sooner)."""
     uncached, cached = (s.measures.get(depth_key("ttft", depth, c)) for c in CACHE_STATES)
     if uncached and cached:
-        key = f"depth_{depth}_ttft_gain"
+        key = depth_key("ttft_gain", depth)
         s.measures[key] = uncached / cached
         s.method[key] = (
             f"{depth_key('ttft', depth, 'uncached')} / {depth_key('ttft', depth, 'cached')}: above 1, the "

@@ -15,6 +15,7 @@ from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
 from labkit.measure.servertruth import spec_counts
 from labkit.measure.summary_speed import put
 from labkit.measure.timing import median
+from labkit.measures import measure_key
 
 SHORT_SHARE = 0.75  # a group whose effective concurrency is below this share of K ran short
 ENGINE_TTFT = (
@@ -43,20 +44,20 @@ def engine_measures(s: RunSummary, ok: Sequence[RequestRecord], asked: bool = Fa
         clean = [r for r in recs if BURST_FLAG not in r.flags]
         put(
             s,
-            f"decode_c{k}_engine",
+            measure_key("decode_c<N>_engine", concurrency=k),
             [r.engine_decode_tps for r in recs],
             f"median over the requests of c{k}: {ENGINE_DECODE}",
         )
         put(
             s,
-            f"decode_c{k}_engine_gap",
+            measure_key("decode_c<N>_engine_gap", concurrency=k),
             [r.decode_vs_engine for r in clean],
             f"median per request of labkit's decode_tps / the engine's - 1 ({ENGINE_DECODE}); "
             "burst-read requests left out",
         )
         put(
             s,
-            f"decode_c{k}_ttft_engine_gap",
+            measure_key("decode_c<N>_ttft_engine_gap", concurrency=k),
             [r.ttft_minus_engine_s for r in recs],
             f"median per request of labkit's TTFT - the engine's ({ENGINE_TTFT}), seconds",
         )
@@ -74,12 +75,12 @@ def _request_acceptance(s: RunSummary, k: int, recs: Sequence[RequestRecord]) ->
     tokens = sum(r.output_tokens or 0 for r, _ in got)
     how = f"{len(got)} requests of c{k}, each response's metrics.speculative_decoding, pooled"
     if steps:
-        key = f"decode_c{k}_accept_per_draft"
+        key = measure_key("decode_c<N>_accept_per_draft", concurrency=k)
         s.measures[key] = accepted / steps
         s.samples[key] = [r.engine_accept_per_draft for r, _ in got if r.engine_accept_per_draft is not None]
         s.method[key] = f"ā = Σ num_accepted_draft_tokens / Σ num_spec_steps ({how})"
     if tokens > accepted:
-        key = f"decode_c{k}_accept_length"
+        key = measure_key("decode_c<N>_accept_length", concurrency=k)
         s.measures[key] = tokens / (tokens - accepted)
         s.samples[key] = [r.engine_accept_length for r, _ in got if r.engine_accept_length is not None]
         s.method[key] = (
@@ -97,7 +98,7 @@ def concurrency_measures(s: RunSummary, groups: Sequence[GroupRecord]) -> None:
         sources = sorted({g.concurrency_source for g in gs if g.concurrency_source})
         put(
             s,
-            f"decode_c{k}_concurrency",
+            measure_key("decode_c<N>_concurrency", concurrency=k),
             values,
             f"median over the groups of {k} of the streams the engine ran at once ({', '.join(sources)}: "
             "request steps per engine step from /metrics, else the streams' decode time over their span)",

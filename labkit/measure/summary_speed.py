@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from labkit.measure.recording import BURST_BLAME, BURST_FLAG
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
 from labkit.measure.timing import BURST_GAP_NS, median
+from labkit.measures import measure_key, prefill_key
 
 DECODE_WINDOW = (
     "decode: (N - n_first) / (t_last - t_first); t_first/n_first = last stamp/tokens of the first "
@@ -82,19 +83,19 @@ def decode_measures(s: RunSummary, ok: list[RequestRecord], groups: Sequence[Gro
         gs = [g for g in groups if g.concurrency == k and g.ok]
         put(
             s,
-            f"decode_c{k}_agg",
+            measure_key("decode_c<N>_agg", concurrency=k),
             [g.agg_tps for g in gs if not g.serialised and not g.burst_streams],
             f"median over lockstep groups of {k}; {AGG_WINDOW}; tokens: {src}",
         )
         put(
             s,
-            f"decode_c{k}_span",
+            measure_key("decode_c<N>_span", concurrency=k),
             [g.span_tps for g in gs if not g.burst_streams],
             f"span estimator, {k} streams",
         )
         put(
             s,
-            f"decode_c{k}_overlap",
+            measure_key("decode_c<N>_overlap", concurrency=k),
             [g.overlap for g in gs if not g.burst_streams],
             "|steady window| / span (groups with burst-read streams excluded)",
         )
@@ -114,15 +115,15 @@ def prefill_measures(
         rows = [r for r in pre if r.prompt_target == target]
         clean = [r for r in rows if not any(f in r.flags for f in PREFILL_EXCLUDED)]
         if len(clean) < len(rows):
-            s.notes.append(f"prefill_{target}: {len(rows) - len(clean)} flagged sample(s) excluded")
+            s.notes.append(f"{prefill_key(target)}: {len(rows) - len(clean)} flagged sample(s) excluded")
         put(
             s,
-            f"prefill_{target}",
+            prefill_key(target),
             [r.prefill_tps for r in clean],
             f"median; {PREFILL_WINDOW}; RTT {rtt_ns / 1e6:.2f} ms; prompt length via {counter_kind}",
         )
-        put(s, f"prefill_{target}_raw", [r.prefill_tps_raw for r in clean], "P / TTFT, no RTT correction")
-        put(s, f"prefill_{target}_ttft", [r.ttft_s for r in clean], "median TTFT, seconds")
+        put(s, prefill_key(target, "raw"), [r.prefill_tps_raw for r in clean], "P / TTFT, no RTT correction")
+        put(s, prefill_key(target, "ttft"), [r.ttft_s for r in clean], "median TTFT, seconds")
 
 
 def group_burst_note(k: int, burst: Sequence[GroupRecord]) -> str:

@@ -13,10 +13,16 @@ value is never shown without its sample size. Titles and units are the catalogue
 
 from __future__ import annotations
 
-import re
-
 from labkit.measure.records import RunSummary
-from labkit.measures import CONTENT, RATE, content_key, title
+from labkit.measures import (
+    CONTENT,
+    RATE,
+    axis_values,
+    content_key,
+    measure_key,
+    prefill_key,
+    title,
+)
 
 
 def fmt_rate(value: float | None) -> str:
@@ -57,37 +63,38 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
             if ttft_server is not None:
                 detail += f" (engine's own: {ttft_server * 1e3:.1f} ms)"
         out.append((title("decode_c1"), value, detail))
-    ks = sorted({int(k) for k in re.findall(r"decode_c(\d+)_(?:agg|span)", " ".join(m))})
-    for k in ks:
-        agg = m.get(f"decode_c{k}_agg")
-        detail = _spread(s, f"decode_c{k}_agg")
-        if m.get(f"decode_c{k}_overlap") is not None:
-            detail += f"{', ' if detail else ''}overlap {m[f'decode_c{k}_overlap']:.2f}"
+    for k in axis_values(m, ("decode_c<N>_agg", "decode_c<N>_span"), "concurrency"):
+        agg = m.get(measure_key("decode_c<N>_agg", concurrency=k))
+        detail = _spread(s, measure_key("decode_c<N>_agg", concurrency=k))
+        overlap = m.get(measure_key("decode_c<N>_overlap", concurrency=k))
+        if overlap is not None:
+            detail += f"{', ' if detail else ''}overlap {overlap:.2f}"
         if agg is None:
-            overlap = m.get(f"decode_c{k}_overlap")
             why = (
                 "serialised (no overlap)"
                 if overlap is not None and overlap <= 0
                 else "no aggregate (no per-chunk token counts, or burst-read streams; see notes)"
             )
             out.append(
-                (f"decode c{k} (aggregate)", why, f"span {fmt_rate(m.get(f'decode_c{k}_span'))} {RATE}")
+                (
+                    f"decode c{k} (aggregate)",
+                    why,
+                    f"span {fmt_rate(m.get(measure_key('decode_c<N>_span', concurrency=k)))} {RATE}",
+                )
             )
         else:
             out.append((f"decode c{k} (aggregate)", f"{fmt_rate(agg)} {RATE}", detail))
-        conc = m.get(f"decode_c{k}_concurrency")
+        conc_key = measure_key("decode_c<N>_concurrency", concurrency=k)
+        conc = m.get(conc_key)
         if conc is not None:
-            source = (
-                "engine steps" if "engine steps" in s.method.get(f"decode_c{k}_concurrency", "") else "client"
-            )
+            source = "engine steps" if "engine steps" in s.method.get(conc_key, "") else "client"
             out[-1] = (*out[-1][:2], out[-1][2] + f", effective concurrency {conc:.2f} ({source})")
-    targets = sorted({int(k) for k in re.findall(r"prefill_(\d+)(?:\s|$)", " ".join(m) + " ")})
-    for t in targets:
-        detail = _spread(s, f"prefill_{t}")
-        ttft = m.get(f"prefill_{t}_ttft")
+    for t in axis_values(m, "prefill_<P>", "prompt"):
+        detail = _spread(s, prefill_key(int(t)))
+        ttft = m.get(prefill_key(int(t), "ttft"))
         if ttft is not None:
             detail += f", TTFT {ttft:.2f} s"
-        out.append((f"prefill ({t:,} prompt)", f"{fmt_rate(m[f'prefill_{t}'])} {RATE}", detail))
+        out.append((f"prefill ({t:,} prompt)", f"{fmt_rate(m[prefill_key(int(t))])} {RATE}", detail))
     if m.get("accept_per_draft") is not None:
         out.append(acceptance_row(s))
     truth = server_truth_row(s)
@@ -140,12 +147,7 @@ def acceptance_row(s: RunSummary) -> tuple[str, str, str]:
     rate = m.get("accept_rate")
     if rate is not None:
         parts.append(f"α {rate * 100:.1f}%")
-    pos = [
-        m[key]
-        for key in sorted(
-            (x for x in m if x.startswith("accept_pos_")), key=lambda x: int(x.rsplit("_", 1)[1])
-        )
-    ]
+    pos = [m[measure_key("accept_pos_<i>", position=i)] for i in axis_values(m, "accept_pos_<i>", "position")]
     if pos:
         parts.append("per position " + " ".join(f"{p:.2f}" for p in pos))
     if k and s.method.get("accept_k"):
@@ -153,8 +155,8 @@ def acceptance_row(s: RunSummary) -> tuple[str, str, str]:
     return "acceptance", value, "; ".join(parts)
 
 
-def _concurrencies(m: dict, suffix: str) -> list[int]:
-    return sorted({int(k) for k in re.findall(rf"decode_c(\d+)_{suffix}(?:\s|$)", " ".join(m) + " ")})
+def _concurrencies(m: dict, measure: str) -> list[int]:
+    return [int(k) for k in axis_values(m, f"decode_c<N>_{measure}", "concurrency")]
 
 
 def server_truth_row(s: RunSummary) -> tuple[str, str, str] | None:
@@ -168,18 +170,24 @@ def server_truth_row(s: RunSummary) -> tuple[str, str, str] | None:
     parts = []
     for k in ks:
         bits = []
-        ttft, dec = m.get(f"decode_c{k}_ttft_engine_gap"), m.get(f"decode_c{k}_engine_gap")
+        ttft_key, dec_key = (
+            measure_key(f"decode_c<N>_{x}", concurrency=k) for x in ("ttft_engine_gap", "engine_gap")
+        )
+        ttft, dec = m.get(ttft_key), m.get(dec_key)
         if ttft is not None:
-            lo, hi = s.ranges.get(f"decode_c{k}_ttft_engine_gap", [ttft, ttft])
+            lo, hi = s.ranges.get(ttft_key, [ttft, ttft])
             bits.append(f"TTFT {ttft * 1e3:+.1f} ms ({lo * 1e3:+.1f} to {hi * 1e3:+.1f})")
         if dec is not None:
-            lo, hi = s.ranges.get(f"decode_c{k}_engine_gap", [dec, dec])
+            lo, hi = s.ranges.get(dec_key, [dec, dec])
             bits.append(f"decode {dec * 100:+.1f}% ({lo * 100:+.1f} to {hi * 100:+.1f})")
-        n = max(len(s.samples.get(f"decode_c{k}_{x}", [])) for x in ("engine_gap", "ttft_engine_gap"))
-        engine = m.get(f"decode_c{k}_engine")
+        n = max(len(s.samples.get(x, [])) for x in (dec_key, ttft_key))
+        engine = m.get(measure_key("decode_c<N>_engine", concurrency=k))
         if engine is not None:
             bits.append(f"engine decode {fmt_rate(engine)} {RATE}")
-        apd, tau = m.get(f"decode_c{k}_accept_per_draft"), m.get(f"decode_c{k}_accept_length")
+        apd, tau = (
+            m.get(measure_key(f"decode_c<N>_{x}", concurrency=k))
+            for x in ("accept_per_draft", "accept_length")
+        )
         if apd is not None:
             bits.append(f"ā {apd:.2f}" + (f", τ {tau:.2f}" if tau is not None else "") + " from the requests")
         parts.append(f"c{k} (n={n}): " + ", ".join(bits))

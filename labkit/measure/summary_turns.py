@@ -15,17 +15,8 @@ from functools import partial
 from labkit.measure.recording import BURST_FLAG
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.summary_speed import DECODE_WINDOW, put
+from labkit.measures import idle_key, turn_key
 from labkit.recipe import MeasurePlan
-
-
-def turn_key(measure: str, turn: int) -> str:
-    """agentic_ttft_t2: a measure of session turn 2."""
-    return f"agentic_{measure}_t{turn}"
-
-
-def idle_key(measure: str, seconds: float) -> str:
-    """idle_60_ttft: a measure of the idle turn after 60 s (its window idle_60 prefixes it, as prefill_<P>'s)."""
-    return f"idle_{int(seconds)}_{measure}"
 
 
 def new_tokens(r: RequestRecord) -> float | None:

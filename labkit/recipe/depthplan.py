@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import labkit.recipe.schema as s
-from labkit.measures import DEPTH_STATES
+from labkit.measures import (
+    CACHE_STATES,  # how the context is found: computed afresh (uncached), or sent before
+)
 
-CACHE_STATES = tuple(DEPTH_STATES)  # how the context is found: computed afresh (uncached), or sent before
 MAX_DEPTH = 1_048_576  # tokens: far beyond any lane's window, a typo guard
 
 

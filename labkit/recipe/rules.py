@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 
 import labkit.recipe.schema as s
-from labkit.measures import content_key, depth_key
+from labkit.measures import content_key, decode_key, depth_key, idle_key, measure_key, prefill_key, turn_key
 from labkit.recipe.build import render_args
 from labkit.recipe.depthplan import check_depth_window, context_window
 from labkit.recipe.enginefacts import engine_facts
@@ -166,9 +166,10 @@ def _unknown_measure(name: str, measure: dict) -> str | None:
     conc, lengths = measure["decode"]["concurrency"], measure["prefill"]["prompt_tokens"]
     known = set(_PER_RUN)
     for k in conc:
-        known |= {f"decode_c{k}"} if k == 1 else {f"decode_c{k}_{x}" for x in ("agg", "span")}
+        groups = {measure_key(f"decode_c<N>_{x}", concurrency=k) for x in ("agg", "span")}
+        known |= {decode_key(1)} if k == 1 else groups
     for n in lengths:
-        known |= {f"prefill_{n}", f"prefill_{n}_raw", f"prefill_{n}_ttft"}
+        known |= {prefill_key(n, m) for m in ("", "raw", "ttft")}
     for c in measure.get("content") or ():  # the content phase's c1 measures (docs/measurement.md)
         known |= {content_key(m, c) for m in ("decode_c1", *sorted(_PER_RUN - {"prefix_cache_hit_ratio"}))}
     known |= _session_measures(measure)
@@ -183,9 +184,9 @@ def _session_measures(measure: dict) -> set[str]:
     out: set[str] = set()
     agentic = measure.get("agentic")
     for turn in range(1, (agentic or {}).get("turns", 0) + 1):
-        out |= {f"agentic_{m}_t{turn}" for m in ("ttft", "prefill", "decode")}
+        out |= {turn_key(m, turn) for m in ("ttft", "prefill", "decode")}
     for seconds in measure.get("idle_s") or ():
-        out |= {f"idle_{seconds}_{m}" for m in ("ttft", "decode")}
+        out |= {idle_key(m, seconds) for m in ("ttft", "decode")}
     depth = measure.get("depth")
     for tokens in (depth or {}).get("tokens", ()):
         for state in (depth or {}).get("cache", ()):

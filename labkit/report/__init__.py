@@ -4,9 +4,8 @@ and plots out. Always regenerated from the run folders, never edited by hand.
 specs.py reads tables.toml; format.py turns numbers into cell strings; stats.py reduces a lane's runs to a
 Stat (shared by tables and plots) and to RunStats (n, median, mean, 95 % interval, CV); tables.py builds and
 renders tables, intervals.py their interval cells (with what the runs are) and note; plots.py draws figures;
-axis_table.py builds a table with a row per lane and one more axis, for content_table.py (the table by prompt
-content: a row per lane and category), turn_table.py (the table "TTFT by turn": a row per lane and session
-turn, then idle turns) and depth_table.py (the table by context depth: a row per lane, depth and cache state); tools_table.py the
+axis_table.py builds the tables with a row per lane and one more axis of the measure keys, declared in
+tables.toml (content category, session turn, or depth and cache state); tools_table.py the
 table of labkit's and other tools' figures of one measure, a row per lane, each figure's definition named; sweep.py builds a sweep's table from its record (a row per point) and
 plots.py its figure (docs/sweeps.md, "The sweep table and plot"); text.py shows tables as text in a terminal
 (TableView: text there, styled HTML in Jupyter); action.py is the `labkit report` action (write, or check for

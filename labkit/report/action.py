@@ -12,20 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit.report.content_table import content_table
-from labkit.report.depth_table import depth_table
+from labkit.report.axis_table import axis_table
 from labkit.report.plots import save_all
-from labkit.report.specs import TableSpec, load_spec, spec_path
+from labkit.report.specs import AXES, TOOLS, TableSpec, load_spec, spec_path
 from labkit.report.stats import boot_of
 from labkit.report.sweep import select_sweeps, sweep_table
 from labkit.report.tables import Table, as_list, build_table, flags_of, render_document
 from labkit.report.tools_table import tools_table
-from labkit.report.turn_table import turn_table
 from labkit.store import SweepRecord
 
 TABLES_FILE = "TABLES.md"
-# the builder of each axis table (specs.AXES): a row per lane and axis value
-AXIS_TABLES = {"content": content_table, "turns": turn_table, "depths": depth_table}
 
 
 @dataclass
@@ -49,9 +45,8 @@ def stored_tables(
     """The tables of loaded results (`measures`: a subset of data.measures, default all), in spec order,
     with what the run folders say beside the figures: each run's boot (the unit of interval rows) and its
     evidence flags. Sweep tables read the sweep records (`sweeps`, default those stored under data.root);
-    docs/sweeps.md, "The sweep table and plot". Content tables have a row per lane and content category
-    (content_table.py), turn tables a row per lane and session turn (turn_table.py), depth tables a row per
-    lane, depth and cache state (depth_table.py)."""
+    docs/sweeps.md, "The sweep table and plot". Axis tables have a row per lane and value of their declared
+    axis: content category, session turn, or depth and cache state (axis_table.py)."""
     from labkit.store import load_sweeps
 
     boots = {rid: boot_of(doc) for rid, doc in data.docs.items()}
@@ -66,14 +61,14 @@ def stored_tables(
     points = {(r.recipe, p.variant_id) for r in sweeps or () for p in r.points}
     tables: list[Table] = []
     for spec in chosen:
-        if spec.axis == "tools":  # its figures' definitions are in the run folders, not the measures frame
+        if spec.axis == TOOLS:  # its figures' definitions are in the run folders, not the measures frame
             docs = {rid: d for rid, d in data.docs.items() if not recipes or d.recipe in recipes}
             tables.append(tools_table(spec, docs))
         elif spec.is_sweep:  # a named sweep is checked against every record, then the recipes filter applies
             picked = [r for r in select_sweeps(spec, sweeps or []) if not recipes or r.recipe in recipes]
             tables += [sweep_table(spec, r, rows, boots, flags) for r in picked]
         else:
-            build = AXIS_TABLES.get(spec.axis, build_table)
+            build = axis_table if spec.axis in AXES else build_table
             if spec.columns is None and not spec.sweep_points and points and len(rows):
                 lanes = list(
                     zip(rows["recipe"], rows["variant"], strict=True)

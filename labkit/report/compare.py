@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 from typing import Any, TypedDict
 
-from labkit.measures import measure_info
+from labkit.measures import direction, measure_info
 from labkit.report.stats import (
     CONFIDENCE,
     MIN_INTERVAL_RUNS,
@@ -45,14 +45,6 @@ FASTER, SLOWER, NO_DIFFERENCE, EQUIVALENT, TOO_FEW, NO_VALUES = (
 )
 BETTER, WORSE = "better", "worse"  # the verdicts of a measure with a direction that is no speed (energy)
 REGRESSIONS = (SLOWER, WORSE)  # the verdicts --fail-on-regression counts
-
-
-def direction(measure: str) -> str:
-    """ "higher" or "lower": the better side (a larger token rate, a smaller TTFT or energy per token); ""
-    when the measure has none (acceptance, overlap, pool sizes) or is not in the catalogue: then the
-    verdict says higher or lower."""
-    info = measure_info(measure)
-    return "" if info is None or info.direction == "none" else info.direction
 
 
 def verdict_words(measure: str) -> tuple[str, str]:
@@ -269,8 +261,8 @@ def decide(r: MeasureComparison, p_adj: float, family: int) -> MeasureComparison
     held = _held(r.p, p_adj, family, significant)
     width = f"±{r.margin * 100:g} %"
     if significant:
-        way = direction(r.measure)
-        if not way:
+        way = direction(r.measure)  # the catalogue's Direction
+        if way == "none":  # acceptance, pool sizes, a measure it does not know: said higher or lower
             verdict, why = (
                 ("higher" if r.diff > 0 else "lower"),
                 f"{held}; the measure has no speed direction",

@@ -258,7 +258,7 @@ def _relation(measure: str, a: tuple[float, float] | None, b: tuple[float, float
     if b[0] > a[1] or b[1] < a[0]:
         above, way = b[0] > a[1], direction(measure)
         good, bad = verdict_words(measure)
-        word = f" ({good if above == (way == 'higher') else bad})" if way else ""
+        word = f" ({good if above == (way == 'higher') else bad})" if way != "none" else ""
         return f"B's range lies entirely {'above' if above else 'below'} A's{word}; no test: no run values behind a recorded range"
     return "the ranges overlap; no test: no run values behind a recorded range"
 

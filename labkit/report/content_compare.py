@@ -103,13 +103,13 @@ def readings(
         )
         decode_ratio = _ratio(row.mean_b, row.mean_a)
         if tau_ratio is None or decode_ratio is None:
-            why = f"accept_length@{category} is not in both sides' runs (or decode c1 has no mean)"
+            why = f"{content_key('accept_length', category)} is not in both sides' runs (or decode c1 has no mean)"
             out.append(
                 ContentReading(category, row.verdict, decode_ratio, None, None, None, NO_ACCEPTANCE, why)
             )
             continue
         step = compare_values(
-            f"decode_c1@{category} / accept_length@{category}",
+            f"{content_key('decode_c1', category)} / {content_key('accept_length', category)}",
             step_rates(a, category),
             step_rates(b, category),
             pairs=paired,

@@ -1,9 +1,9 @@
 """Table definitions: results/tables.toml in, validated TableSpecs out (which lanes are columns, which
 measures are rows and how each row is formatted). Bad input raises ReportError naming the file and table.
 A sweep table (`sweeps = "auto"` or `sweep = "<recipe>/<name>"`) has no columns: its points are its rows
-and its row specs become its columns (docs/sweeps.md, "The sweep table and plot"). A content table
-(`content = "auto"`) picks lanes like a lane table, has a row per lane and prompt content category, and its
-row specs become its columns (docs/measurement.md, "Prompt content").
+and its row specs become its columns (docs/sweeps.md, "The sweep table and plot"). An axis table
+(`axis = "content"`, `"turn"` or `"depth"`) picks lanes like a lane table, has a row per lane and value of that
+axis of the measure keys, and its row specs become its columns (axis_table.py).
 """
 
 from __future__ import annotations
@@ -23,15 +23,17 @@ FORMATS = ("number", "acceptance", "kv", "nfs", "runs")
 INTERVALS = ("range", "pm", "ci")
 SWEEPS_AUTO = "auto"  # `sweeps = "auto"`: one table per stored sweep record
 SWEEP_ONLY = {"columns", "lanes", "source"}  # keys a sweep table does not take (its points are its rows)
-AXIS_AUTO = "auto"  # `content = "auto"`, `turns = "auto"`, `depths = "auto"`: an axis table (axis_table.py)
-# the keys that make a table an axis table, each with what its rows are: a row per lane and one more axis value
+# `axis = "<name>"`: an axis table (axis_table.py), each axis with what its rows are: a row per lane and value
 AXES = {
-    "content": "a row per lane and prompt content category (content_table.py)",
-    "turns": "a row per lane and agentic session turn, then idle turns (turn_table.py)",
-    "depths": "a row per lane, context depth and cache state (depth_table.py)",
-    "tools": "a row per lane, labkit's runs and other tools' imported files, each figure's definition named "
-    "(tools_table.py)",
+    "content": "a row per lane and prompt content category",
+    "turn": "a row per lane and agentic session turn, then idle turns",
+    "depth": "a row per lane, context depth and cache state",
 }
+# `tools = "auto"`: a row per lane, labkit's runs and other tools' imported files, each figure's definition named
+# (tools_table.py); its TableSpec.axis is "tools"
+TOOLS, TOOLS_AUTO = "tools", "auto"
+# how tables.toml declared the axis tables before `axis`, each refused with its new spelling
+FORMER_AXES = {"content": "content", "turns": "turn", "depths": "depth"}
 
 
 class ReportError(LabkitError):
@@ -73,7 +75,7 @@ class TableSpec:
     interval: str = "range"  # the cell form of number rows that do not choose one (INTERVALS)
     sweep: str = ""  # "": not a sweep table; SWEEPS_AUTO: one table per sweep record; else "<recipe>/<name>"
     sweep_points: bool = True  # auto columns: false leaves out lanes that are points of a stored sweep
-    axis: str = ""  # "": lanes as columns or rows; else one of AXES: a row per lane and axis value
+    axis: str = ""  # "": lanes as columns or rows; one of AXES: a row per lane and axis value; TOOLS
     where: str = field(default="", compare=False)  # "<file>: table[i]", for errors found when building
 
     @property
@@ -165,6 +167,9 @@ def _row_spec(r: dict[str, Any]) -> RowSpec:
 
 
 def _table_spec(t: dict[str, Any]) -> TableSpec:
+    former = [key for key in FORMER_AXES if key in t]
+    if former:
+        raise ValueError(f'{former[0]} = "auto" is written axis = "{FORMER_AXES[former[0]]}" now')
     _known(
         t,
         {
@@ -182,7 +187,8 @@ def _table_spec(t: dict[str, Any]) -> TableSpec:
             "sweeps",
             "sweep",
             "sweep_points",
-            *AXES,
+            "axis",
+            TOOLS,
         },
         "table",
     )
@@ -214,16 +220,21 @@ def _table_spec(t: dict[str, Any]) -> TableSpec:
 
 
 def _axis_key(t: dict[str, Any], sweep: str) -> str:
-    """Which axis table the table is (`content`, `turns` or `depths` = "auto"), "" for none; an axis table
+    """Which axis the table has (`axis = "depth"`, or TOOLS for `tools = "auto"`), "" for none; an axis table
     has its lanes as rows, so it takes no `lanes` and is no sweep table."""
-    named = [key for key in AXES if key in t]
-    if not named:
+    if "axis" in t and TOOLS in t:
+        raise ValueError(f"a table is an axis table or the {TOOLS} table, not both")
+    if TOOLS in t:
+        if t[TOOLS] != TOOLS_AUTO:
+            raise ValueError(f'{TOOLS} = {t[TOOLS]!r}: only "auto"')
+        axis = TOOLS
+    elif "axis" in t:
+        axis = t["axis"]
+        if axis not in AXES:
+            choices = "; ".join(f'"{name}": {what}' for name, what in AXES.items())
+            raise ValueError(f"axis = {axis!r}: one of {choices}")
+    else:
         return ""
-    if len(named) > 1:
-        raise ValueError(f"a table has one axis: {' and '.join(named)} are both set")
-    axis = named[0]
-    if t[axis] != AXIS_AUTO:
-        raise ValueError(f'{axis} = {t[axis]!r}: only "auto" ({AXES[axis]})')
     if sweep:
         raise ValueError(f"a table is a sweep table or a {axis} table, not both")
     if "lanes" in t:

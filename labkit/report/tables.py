@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.measure import WORKLOADS
-from labkit.measures import window_covers
+from labkit.measures import axis_values, measure_key, window_covers
 from labkit.report.format import MISSING, fmt_acceptance, fmt_kv, fmt_nfs, fmt_with_cold, with_cold
 from labkit.report.intervals import interval_cell, interval_note
 from labkit.report.specs import RowSpec, TableSpec
@@ -110,14 +110,11 @@ def expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
     out = []
     for row in rows:
         if row.measure.endswith("*"):
-            prefix = row.measure[:-1]
-            # Only a numeric tail (the prompt length): prefill_4096, not prefill_4096_raw or _ttft.
-            keys = [k for k in present if k.startswith(prefix) and k[len(prefix) :].isdigit()]
-            n = len(prefix)
-            lengths = {k: int(k[n:]) for k in keys}
-            for key in sorted(keys, key=lengths.__getitem__):
-                label = row.label.replace("{P}", f"{int(key[n:]):,}")
-                out.append(dataclasses.replace(row, label=label, measure=key))
+            # "prefill_*" is the family prefill_<P>: prefill_4096, not prefill_4096_raw or _ttft
+            family = row.measure.removesuffix("*") + "<P>"
+            for tokens in axis_values(present, family, "prompt"):
+                label = row.label.replace("{P}", f"{tokens:,}")
+                out.append(dataclasses.replace(row, label=label, measure=measure_key(family, prompt=tokens)))
         else:
             out.append(row)
     return out
@@ -264,7 +261,7 @@ def build_tables(
 ) -> list[Table]:
     """All lane tables (or those whose id is in `only`), optionally restricted to runs of some recipes;
     `boots` and `flags` as for build_table. Sweep tables need the sweep records: sweep.sweep_tables builds
-    them, content_table.py the content tables, action.stored_tables every kind in spec order."""
+    them, axis_table.py the axis tables, action.stored_tables every kind in spec order."""
     recipes, only = as_list(recipes), as_list(only)
     if recipes:
         measures = measures[measures["recipe"].isin(recipes)]

@@ -48,7 +48,9 @@ def test_unequal_sizes_and_tost_match_scipy():
 
 def test_direction_turns_the_verdict_for_times():
     assert rp.compare.direction("ttft_c1") == "lower" and rp.compare.direction("prefill_4096_ttft") == "lower"
-    assert rp.compare.direction("decode_c2_agg") == "higher" and rp.compare.direction("accept_length") == ""
+    assert (
+        rp.compare.direction("decode_c2_agg") == "higher" and rp.compare.direction("accept_length") == "none"
+    )
     assert rp.compare.compare_values("ttft_c1", A, B).verdict == rp.compare.SLOWER  # higher TTFT is slower
     assert rp.compare.compare_values("accept_length", A, B).verdict == "higher"
     assert rp.compare.compare_values("decode_c1", B, A).verdict == rp.compare.SLOWER

@@ -19,12 +19,12 @@ from labkit.measure.session import Session
 from labkit.measure.summary_content import content_measures
 from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.measure.workloads.windows import TurnWindows, window_result
-from labkit.measures import content_key
+from labkit.measures import CONTENT_MARK
 
 
 def content_window(category: str) -> str:
     """The evidence window of a category's turns: decode@code."""
-    return content_key("decode", category)
+    return f"decode{CONTENT_MARK}{category}"  # a window, no catalogue key: no content_key
 
 
 async def measure_content(s: Session, run: int) -> dict[str, mx.Acceptance]:

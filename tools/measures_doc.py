@@ -1,0 +1,23 @@
+"""Rewrite the catalogue table of docs/measurement.md (between its markers) from labkit/measures.toml;
+tests/test_measures.py fails until this has been run after a change to the catalogue.
+
+    .venv/bin/python tools/measures_doc.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from labkit.measures import docs_table  # noqa: E402
+
+START, END = "<!-- catalogue:start -->\n", "\n<!-- catalogue:end -->"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "measurement.md"
+
+text = DOC.read_text()
+head, rest = text.split(START)
+_, tail = rest.split(END)
+DOC.write_text(head + START + docs_table() + END + tail)
+print(f"wrote the catalogue table of {DOC}")

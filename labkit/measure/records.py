@@ -106,7 +106,7 @@ class RequestRecord:
     # length in characters and the share of the text the repetition covers; None when it does not
     loop_period: int | None = None
     loop_share: float | None = None
-    # agentic sessions and idle turns (labkit/measure/agentic_phase.py, idle_phase.py; docs/measurement.md,
+    # agentic sessions and idle turns (labkit/measure/workloads/agentic.py, idle.py; docs/measurement.md,
     # "Agentic sessions", "Idle turns"): the session a turn belongs to (its `turn` counts from 1), the prefix-cache
     # hit tokens the previous turns should give it (least, most), the engine's own hits for it (usage
     # cached_tokens, else its window's counter delta when it ran alone), its turn window's counter delta (all
@@ -117,12 +117,12 @@ class RequestRecord:
     hit_engine: float | None = None
     hit_window: float | None = None
     idle_s: float | None = None
-    # context depth (labkit/measure/depth_phase.py; docs/measurement.md, "Context depth"): the depth in tokens
+    # context depth (labkit/measure/workloads/depth.py; docs/measurement.md, "Context depth"): the depth in tokens
     # of context before the question, and how the context was found: "uncached", "cached", or "load" (the
     # request that put it in the cache, not itself a measurement)
     depth: int | None = None
     cache_state: str = ""
-    # the slow-state canary (labkit/measure/canary_phase.py): "before" or "after" the run's phases
+    # the slow-state canary (labkit/measure/workloads/canary.py): "before" or "after" the run's phases
     canary: str = ""
 
     @classmethod

@@ -94,22 +94,3 @@ def pytest_collection_modifyitems(items):
             item.add_marker(tier)
         if RECORD_FIXTURE in item.fixturenames:
             item.add_marker("record")
-
-
-def pytest_terminal_summary(terminalreporter):
-    """After a run that included tests/test_layout.py: the watch list of modules near the size cap."""
-    ran = any(
-        getattr(r, "nodeid", "").startswith("tests/test_layout.py")
-        for reports in terminalreporter.stats.values()
-        for r in reports
-    )
-    if not ran:
-        return
-    from tests.test_layout import WATCH_LINES, watch_list
-
-    listed = watch_list()
-    terminalreporter.write_sep(
-        "-", f"watch list: modules over {WATCH_LINES} lines (plan a cut along a concept)"
-    )
-    for path, lines in listed:
-        terminalreporter.write_line(f"{lines:5d}  {path}")

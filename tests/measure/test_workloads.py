@@ -43,7 +43,7 @@ def workload_problems(workloads: Mapping[str, Workload]) -> list[str]:
         if not w.measures:
             out.append(f"{name}: names no catalogue measure")
         out += [
-            f"{name}: {m} is not a catalogue row (labkit/measures.py)" for m in w.measures if m not in rows
+            f"{name}: {m} is not a catalogue row (labkit/measures.toml)" for m in w.measures if m not in rows
         ]
         if w.heading not in headings:
             out.append(f"{name}: docs/measurement.md has no section '{w.heading}'")

@@ -1,9 +1,8 @@
 """Node side of staging: the ONE script every node op runs, `python3 -I -S -c SCRIPT OP REQUEST_JSON`.
 
 This file is sent as it is (labkit.stage.transport reads its text), so it is one module, stdlib only (nodes
-have sshd, python3 and coreutils, nothing of labkit) and exempt by name from the module size cap
-(tests/test_layout.py, EXEMPT_SIZE). Ops: `probe` (a read-only look at the shared cache - commit, sizes, blob
-names, sampled blocks - and at the view), `hash` (whole-file hashes for deep verification), `build` (remove,
+have sshd, python3 and coreutils, nothing of labkit). Ops: `probe` (a read-only look at the shared cache -
+commit, sizes, blob names, sampled blocks - and at the view), `hash` (whole-file hashes for deep verification), `build` (remove,
 link, copy), `write` (a small file in the view) and `check` (broken links before launch). Output is JSON
 lines on stdout: zero or more {"event": "progress", ...} while copying, then exactly one
 {"event": "result", "data": ...} (exit 0) or {"event": "error", "message": ...} (exit 2).

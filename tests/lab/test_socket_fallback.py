@@ -4,8 +4,6 @@ summary, where the tables read flags. Text in, facts out: no NCCL here."""
 
 from __future__ import annotations
 
-import json
-
 from labkit import store
 from labkit.lab.runs import boot_flags, store_result
 from labkit.measure import BenchResult, RunSummary
@@ -78,5 +76,7 @@ def test_the_flag_is_stored_in_the_runs_summary_where_the_tables_read_it(tmp_pat
     run = store.ResultsStore(tmp_path).new_run(plan)
     with run:
         store_result(run, result, {"transport": {}}, [flag])
-    doc = json.loads((run.path / store.files.RUN_FILE).read_text())
-    assert flags_of(doc) == [flag]
+    doc = store.read_run(run.path)
+    assert [(f.code, f.window, f.message) for f in flags_of(doc)] == [
+        (flag["code"], flag["window"], flag["message"])
+    ]

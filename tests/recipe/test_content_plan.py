@@ -12,6 +12,7 @@ from labkit import lab
 from labkit.errors import RecipeError
 from labkit.recipe import describe_plan, load_recipe, with_content
 from labkit.report.gate import added_workloads, gate, measure_plan, prompt_content
+from tests.support.results import stored_run
 
 BASE = """
 [model]
@@ -117,8 +118,8 @@ def test_the_notebook_api_takes_content_and_the_gate_lists_it_without_blocking()
     plan = lab.plan("sim", spec="dspark", content="code")
     assert plan.measure.content == ("code",) and lab.plan("sim").measure.content == ()
     docs = [
-        {"plan": {"resolved": lab.plan("sim", spec="dspark").resolved}, "run_id": "a"},
-        {"plan": {"resolved": plan.resolved}, "run_id": "b"},
+        stored_run({"plan": {"resolved": lab.plan("sim", spec="dspark").resolved}, "run_id": "a"}),
+        stored_run({"plan": {"resolved": plan.resolved}, "run_id": "b"}),
     ]
     assert measure_plan(docs[0]) == measure_plan(docs[1])  # the other measures mean what they meant
     assert [prompt_content(d) for d in docs] == ["synthetic prose only", "code"]
@@ -132,7 +133,9 @@ def test_added_workloads_are_listed_by_the_gate_without_blocking():
     one without on every other measure (this failed before: they entered the blocking measurement plan)."""
     plain = lab.plan("sim", spec="dspark")
     deep = lab.plan("sim", spec="dspark", depth="0,4096", agentic=3)
-    docs = [{"plan": {"resolved": p.resolved}, "run_id": r} for p, r in ((plain, "a"), (deep, "b"))]
+    docs = [
+        stored_run({"plan": {"resolved": p.resolved}, "run_id": r}) for p, r in ((plain, "a"), (deep, "b"))
+    ]
     assert measure_plan(docs[0]) == measure_plan(docs[1])
     assert added_workloads(docs[0]) == "none" and added_workloads(docs[1]).startswith(
         'agentic {"answer_tokens"'

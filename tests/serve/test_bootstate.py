@@ -13,6 +13,7 @@ from labkit.report.gate import compile_caches, gate, node_versions
 from labkit.serve import cold_cache_flags
 from labkit.serve.bootstate import parse_state, state_check, state_command
 from labkit.serve.verdict import OK, WARN
+from tests.support.results import stored_run
 
 OUTPUT = """# kernel
 6.11.0-1016-nvidia
@@ -106,12 +107,13 @@ def test_a_cold_cache_flags_the_run_and_the_gate_lists_the_state():
     assert cold_cache_flags(warm) == []
     newer = {n: {**f, "kernel": "6.14.0-1001-nvidia"} for n, f in warm.items()}
     docs = [
-        {"run_id": "a", "boot": {"state": cold}},
-        {"run_id": "b", "boot": {"state": newer}},
+        stored_run({"run_id": "a", "boot": {"state": cold}}),
+        stored_run({"run_id": "b", "boot": {"state": newer}}),
     ]
     assert compile_caches(docs[0]) == "cold on dgx5, dgx6" and compile_caches(docs[1]) == "warm"
     assert node_versions(docs[1]).startswith("kernel 6.14.0-1001-nvidia, driver 580.95.05, cuda 13.0")
     g = gate(docs[:1], docs[1:])
     items = {i.fact: i for i in g.items}
     assert {"node versions", "compile caches"} <= set(items) and not items["node versions"].blocking
-    assert compile_caches({"run_id": "c"}) == "none recorded" and node_versions({}) == "not recorded"
+    bare = stored_run({"run_id": "c"})
+    assert compile_caches(bare) == "none recorded" and node_versions(bare) == "not recorded"

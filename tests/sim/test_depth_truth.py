@@ -70,7 +70,14 @@ def test_each_depth_recovers_the_true_hits_ttft_and_decode(measured):
             assert r.hit_expected == t["cached_tokens"]
         new = t["prompt_tokens"] - t["cached_tokens"]
         assert m[f"depth_{r.depth}_new_tokens{key}"] == new
-        assert m[f"depth_{r.depth}_ttft{key}"] == pytest.approx(new / PREFILL_TPS, rel=0.1, abs=0.004)
+        # never shorter than the simulated prefill of the new tokens; what the client adds on top grows with
+        # the prompt and with how fast the machine is, so the cached figure is checked against the uncached
+        # one of the same depth below, where it cancels
+        assert m[f"depth_{r.depth}_ttft{key}"] > 0.9 * new / PREFILL_TPS
+        if r.cache_state == "cached":
+            saved = t["cached_tokens"] / PREFILL_TPS  # the prefill the cache hit spared
+            gap = m[f"depth_{r.depth}_ttft"] - m[f"depth_{r.depth}_ttft_cached"]
+            assert gap == pytest.approx(saved, rel=0.15, abs=0.004)
         want = DECODE_TPS / (1 + SLOPE * t["prompt_tokens"] / 1000)
         assert m[f"depth_{r.depth}_decode{key}"] == pytest.approx(want, rel=0.03)
         # the question is about QUESTION server tokens past the context (and its acknowledgement)

@@ -26,10 +26,10 @@ from labkit.measure.workloads.prefill import PREFILL
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (DECODE, CONTENT, AGENTIC, IDLE, DEPTH, PREFILL, CANARY)}
 
 
-def window_of(rec: RequestRecord, workloads: dict[str, Workload] = WORKLOADS) -> str | None:
+def window_of(rec: RequestRecord) -> str | None:
     """The measured window a record belongs to: its workload's (records are tagged with the workload's name as
     their phase); None for warmups and any phase no workload claims."""
-    w = workloads.get(rec.phase)
+    w = WORKLOADS.get(rec.phase)
     return w.window(rec) if w is not None else None
 
 

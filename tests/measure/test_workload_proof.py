@@ -30,7 +30,7 @@ from labkit.store import load_results
 from tests.support.lanes import sim_recipe
 
 PORT = 18470
-PHASE = "echo"
+PHASE = "echo_proof"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +53,7 @@ def _rows(p: EchoPlan, m: MeasurePlan) -> Rows:
 
 
 ECHO_TABLE = WorkloadTable[EchoPlan](
-    key="echo",
+    key="echo_proof",
     field=lambda partial: s.Field(s.table(_fields(), partial=partial)),
     plan=lambda t: EchoPlan(t["requests"], t["output_tokens"]),
     rows=_rows,
@@ -75,9 +75,9 @@ async def _run(s: Session, rep: int) -> None:
 def _summarize(summary: RunSummary, inp: SummaryInput) -> None:
     ttft = [r.ttft_s * 1000 for r in inp.ok if r.phase == PHASE and r.ttft_s is not None]
     if ttft:
-        summary.measures["echo_ms"] = statistics.median(ttft)
-        summary.samples["echo_ms"] = ttft
-        summary.method["echo_ms"] = "median TTFT over the echo requests"
+        summary.measures["echo_proof_ms"] = statistics.median(ttft)
+        summary.samples["echo_proof_ms"] = ttft
+        summary.method["echo_proof_ms"] = "median TTFT over the echo requests"
 
 
 def _window(rec: RequestRecord) -> str | None:
@@ -86,13 +86,13 @@ def _window(rec: RequestRecord) -> str | None:
 
 ECHO = Workload(
     name=PHASE,
-    recipe_key="echo",
+    recipe_key="echo_proof",
     role="added",
     half="decode",
     heading="Echo",
-    table="echo",
+    table="echo_proof",
     windows=(PHASE,),
-    measures=("echo_ms",),
+    measures=("echo_proof_ms",),
     active=lambda plan: ECHO_TABLE.of(plan) is not None,
     planned=lambda plan, cold: (p.requests * plan.runs) if (p := ECHO_TABLE.of(plan)) else 0,
     run=_run,
@@ -102,10 +102,10 @@ ECHO = Workload(
 
 TABLES = """title = "Echo"
 [[table]]
-id = "echo"
+id = "echo_proof"
 title = "Echo requests"
 columns = "auto"
-rows = [{ label = "echo TTFT (ms)", measure = "echo_ms", decimals = 1 }]
+rows = [{ label = "echo TTFT (ms)", measure = "echo_proof_ms", decimals = 1 }]
 """
 
 
@@ -118,7 +118,7 @@ def echo_registered(monkeypatch):
 
 def _lane(tmp_path: Path, measure: str = "") -> Path:
     folder = tmp_path / "recipes" / "echolane"
-    extra = "[variants.echo.off]\n[variants.echo.on]\nmeasure.echo = { requests = 3 }\n"
+    extra = "[variants.echo.off]\n[variants.echo.on]\nmeasure.echo_proof = { requests = 3 }\n"
     sim_recipe(folder, port=PORT, measure=measure, extra=extra)
     return folder
 
@@ -126,11 +126,11 @@ def _lane(tmp_path: Path, measure: str = "") -> Path:
 @pytest.mark.pure
 def test_its_recipe_table_is_validated_with_file_and_key(tmp_path, echo_registered):
     with pytest.raises(RecipeError) as bad:
-        load_recipe(_lane(tmp_path, measure="echo = { requests = 0 }"))
-    assert "echolane/recipe.toml" in str(bad.value) and "measure.echo.requests" in str(bad.value)
+        load_recipe(_lane(tmp_path, measure="echo_proof = { requests = 0 }"))
+    assert "echolane/recipe.toml" in str(bad.value) and "measure.echo_proof.requests" in str(bad.value)
     recipe = load_recipe(_lane(tmp_path))
     off, on = recipe.resolve({"echo": "off"}), recipe.resolve({"echo": "on"})
-    assert ECHO_TABLE.of(off.measure) is None and "echo" not in off.resolved["measure"]
+    assert ECHO_TABLE.of(off.measure) is None and "echo_proof" not in off.resolved["measure"]
     assert ECHO_TABLE.of(on.measure) == EchoPlan(3, 8)
     assert "3 requests of 8 forced tokens" in lab.describe(on)
     assert planned_requests(on.measure, False) == planned_requests(off.measure, False) + 3
@@ -148,10 +148,15 @@ def test_it_is_run_stored_summarised_compared_and_shown(tmp_path, echo_registere
     docs = {doc.variants["echo"]: doc for doc in data.docs.values()}
     assert sorted(docs) == ["off", "on"]
     on_doc, off_doc = docs["on"], docs["off"]
-    assert on_doc.plan.measure["echo"] == {"requests": 3, "output_tokens": 8}  # stored in the resolved recipe
-    assert on_doc.provenance.plan["echo"] == {"requests": 3, "output_tokens": 8}
-    assert off_doc.provenance.plan["echo"] is None  # the run's plan record names every registered workload
-    assert on_doc.summary.measures["echo_ms"] > 0 and "echo_ms" not in off_doc.summary.measures
+    assert on_doc.plan.measure["echo_proof"] == {
+        "requests": 3,
+        "output_tokens": 8,
+    }  # stored in the resolved recipe
+    assert on_doc.provenance.plan["echo_proof"] == {"requests": 3, "output_tokens": 8}
+    assert (
+        off_doc.provenance.plan["echo_proof"] is None
+    )  # the run's plan record names every registered workload
+    assert on_doc.summary.measures["echo_proof_ms"] > 0 and "echo_proof_ms" not in off_doc.summary.measures
     ids = {d.variants["echo"]: run_id for run_id, d in data.docs.items()}
     stored = data.requests([ids["on"]])
     assert list(stored["phase"]).count(PHASE) == planned_requests(on.measure, False) - planned_requests(
@@ -168,4 +173,4 @@ def test_it_is_run_stored_summarised_compared_and_shown(tmp_path, echo_registere
     text = report.generate(results, spec, write=False, plots=False).markdown
     assert "Echo requests" in text and "echo TTFT (ms)" in text
     echo_row = next(line for line in text.splitlines() if line.startswith("| echo TTFT (ms)"))
-    assert f"{on_doc.summary.measures['echo_ms']:.1f}" in echo_row
+    assert f"{on_doc.summary.measures['echo_proof_ms']:.1f}" in echo_row

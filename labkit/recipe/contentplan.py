@@ -7,8 +7,6 @@ Kept apart from measureplan.py so each optional workload's recipe half is one mo
 
 from __future__ import annotations
 
-from typing import Any
-
 import labkit.recipe.schema as s
 from labkit.measures import CONTENT, content_key
 from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
@@ -26,7 +24,7 @@ def _rows(content: tuple[str, ...], m: MeasurePlan) -> Rows:
     return [("content", f"c1 on corpus prompts: {', '.join(content)}, {m.decode.turns} turns each")]
 
 
-def _targets(content: Any) -> set[str]:
+def _targets(content: list[str]) -> set[str]:
     return {content_key(m, c) for c in content for m in CONTENT_MEASURES}
 
 

@@ -8,7 +8,6 @@ of a depth the lane's context window cannot hold, the dataclass they become and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import labkit.recipe.schema as s
 from labkit.measures import (
@@ -103,7 +102,7 @@ def _rows(d: DepthPlan, m: MeasurePlan) -> Rows:
     ]
 
 
-def _targets(table: Any) -> set[str]:
+def _targets(table: dict[str, list]) -> set[str]:
     """The per-depth measures (labkit/measure/summary_depth.py)."""
     out: set[str] = set()
     for tokens in table["tokens"]:

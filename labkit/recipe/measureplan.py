@@ -114,11 +114,11 @@ T = TypeVar("T")
 Rows = list[tuple[str, str]]
 
 
-def _no_rule(merged: dict) -> None:
+def _no_rule(merged: dict[str, Any]) -> None:
     """A workload table without a cross-key rule."""
 
 
-def _no_targets(value: Any) -> set[str]:
+def _no_targets(value: object) -> set[str]:
     """A workload whose measures target_ci may not name."""
     return set()
 

@@ -87,7 +87,7 @@ def _agentic_rows(a: AgenticPlan, m: MeasurePlan) -> Rows:
     ]
 
 
-def _turn_targets(table: Any) -> set[str]:
+def _turn_targets(table: dict[str, int]) -> set[str]:
     """The per-turn measures (labkit/measure/summary_turns.py)."""
     return {turn_key(m, turn) for turn in range(1, table["turns"] + 1) for m in ("ttft", "prefill", "decode")}
 
@@ -96,7 +96,7 @@ def _idle_rows(idle_s: tuple[int, ...], m: MeasurePlan) -> Rows:
     return [("idle", f"one request after {', '.join(map(str, idle_s))} s of idle engine")]
 
 
-def _idle_targets(seconds: Any) -> set[str]:
+def _idle_targets(seconds: list[int]) -> set[str]:
     return {idle_key(m, s) for s in seconds for m in ("ttft", "decode")}
 
 

@@ -248,7 +248,9 @@ def depth_window(ep, k: int, p: int) -> dict:
     """k uncached and k cached requests at a context depth of p tokens (labkit's depth phase), with the
     engine's per-request TTFT beside labkit's; hits by design, so not the other windows' exclusion rules."""
     depth = DepthPlan((p,), repeats=k, prompt_tokens=64, output_tokens=16)
-    plan = MeasurePlan("chat", 1, DecodePlan((1,), 0, 1, 0), PrefillPlan((), 1), 120.0, depth=depth)
+    plan = MeasurePlan(
+        "chat", 1, DecodePlan((1,), 0, 1, 0), PrefillPlan((), 1), 120.0, workloads={"depth": depth}
+    )
     opts = BenchOptions(
         model=ep.model, progress=False, cold_expected=False, loops_expected=True, prefill=False
     )

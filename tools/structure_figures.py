@@ -1,7 +1,8 @@
 """Prints the structure figures issues 24 and 36 ask for: the largest module, modules over 350 lines, modules per
 package (subpackages counted with their parent), names exported per package, parameters without an annotation,
-annotated `Any` or mentioning `Any` (self/cls not counted), bare `dict` annotations (no key and value types), and,
-given a pytest log run with --durations, its slowest tests.
+annotated `Any` or mentioning `Any` (self/cls not counted), bare `dict` annotations (no key and value types), the
+files a new workload touches (counted by the test-only workload of tests/measure/test_workload_proof.py: every
+file of the checkout that names it), and, given a pytest log run with --durations, its slowest tests.
 
 Usage: python tools/structure_figures.py [ROOT] [--pytest-log FILE]   (ROOT defaults to labkit/)
 """
@@ -112,6 +113,30 @@ def figures(root: Path) -> dict[str, object]:
     }
 
 
+PROOF = Path("tests/measure/test_workload_proof.py")  # a workload defined entirely inside the test
+SEARCHED = ("labkit", "tests", "docs", "recipes", "notebooks", "tools", "results/tables.toml")
+
+
+def workload_files(repo: Path) -> str:
+    """The files that name the test-only workload (its registry name, PHASE in the proof test): a workload that
+    is one place is named by its own file alone."""
+    found = (
+        re.search(r'^PHASE = "(\w+)"', (repo / PROOF).read_text(), re.M) if (repo / PROOF).is_file() else None
+    )
+    if found is None:
+        return "not counted (no test-only workload)"
+    name, files = found.group(1), []
+    for top in SEARCHED:
+        for path in sorted((repo / top).rglob("*") if (repo / top).is_dir() else [repo / top]):
+            if (
+                path.is_file()
+                and path.suffix in (".py", ".toml", ".md", ".ipynb")
+                and path.name != Path(__file__).name
+            ) and name in path.read_text(errors="replace"):
+                files.append(str(path.relative_to(repo)))
+    return f"{len(files)} ({', '.join(files)})"
+
+
 def slowest_tests(log: str, n: int = 25) -> list[str]:
     """The `--durations` lines of a pytest log ("12.34s call tests/..."), slowest first."""
     found = re.findall(r"^(\d+\.\d+)s (call|setup|teardown) +(\S+)", log, re.M)
@@ -129,6 +154,7 @@ def main() -> None:
     root = Path(args[0]) if args else Path(__file__).resolve().parents[1] / "labkit"
     for key, value in figures(root).items():
         print(f"{key}: {value}")
+    print(f"files a new workload touches (the test-only workload): {workload_files(root.parent)}")
     if log is not None:
         print("slowest tests:")
         for line in slowest_tests(log):

@@ -5,7 +5,6 @@ the host, the plan and the method strings; stored in run.json beside the figures
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime as dt
 import json
 import platform
@@ -20,7 +19,7 @@ from labkit.measure.client import EndpointError, StreamClient
 from labkit.measure.records import RequestRecord
 from labkit.measure.summary_speed import AGG_WINDOW, DECODE_WINDOW, PREFILL_WINDOW
 from labkit.measure.timing import NS
-from labkit.recipe import MeasurePlan, repo_root
+from labkit.recipe import MeasurePlan, plan_record, repo_root
 
 TIMER = (
     "time.perf_counter_ns; t_send before the SDK call, chunk stamps at each network read before SSE/JSON "
@@ -102,7 +101,7 @@ def provenance(
             "server": "engine /metrics deltas between the scrapes around each c1 turn, cK group and prefill "
             "sample (the records' server_window)",
         },
-        "plan": dataclasses.asdict(plan),
+        "plan": plan_record(plan),
         "cold_expected": cold_expected,
         "python": platform.python_version(),
         "openai_sdk": openai.__version__,

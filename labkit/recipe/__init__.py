@@ -2,8 +2,10 @@
 
 Schema checks name the file and key path; variants are applied before the plan is frozen; lookup finds a
 recipe by folder name or alias. Modules: plan (the frozen `LanePlan`), specs (its model, engine and cluster
-parts), staging (its staging entries), measureplan (what it measures), sessionplan (its agentic sessions and
-idle turns), depthplan (its context depths), canaryplan (its slow-state canary), build (a merged table made a plan,
+parts), staging (its staging entries), measureplan (what it measures, and `WorkloadTable`, an optional
+workload's recipe half), contentplan (its prompt content), sessionplan (its agentic sessions and idle turns),
+depthplan (its context depths), canaryplan (its slow-state canary), workloads (the workload tables by [measure]
+key, which the schema, build, rules and description read), build (a merged table made a plan,
 the recipe hash), launch (the fabric and docker options), schema (the generic validator), names (node, user
 and image names), fields (the recipe format), rules (cross-key rules), load (reading + validating, Recipe,
 resolve), variants (overlays), lookup (finding recipes), override (`with_nodes`, `with_content`, `with_depth`, `with_agentic`), describe (the plan as
@@ -25,6 +27,7 @@ from labkit.recipe.specs import EngineSpec
 from labkit.recipe.staging import StagingSpec
 from labkit.recipe.sweep import SweepAxis, expand, parse_over, resolve_point
 from labkit.recipe.topology import mesh_env, ring_advice
+from labkit.recipe.workloads import plan_record
 
 __all__ = [
     "BUILT_MODEL_PREFIX",
@@ -51,6 +54,7 @@ __all__ = [
     "load_recipe",
     "mesh_env",
     "parse_over",
+    "plan_record",
     "read_toml",
     "repo_root",
     "resolve_point",

@@ -13,15 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 
-from labkit.recipe.canaryplan import canary_plan
-from labkit.recipe.depthplan import depth_plan
 from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.launch import docker_options, fabric_spec
 from labkit.recipe.measureplan import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.plan import LanePlan
-from labkit.recipe.sessionplan import agentic_plan
 from labkit.recipe.specs import ClusterSpec, EngineSpec, ModelSpec, Parallel
 from labkit.recipe.staging import StagingSpec
+from labkit.recipe.workloads import WORKLOAD_TABLES, workload_plans
 
 
 def render_args(args: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -42,16 +40,18 @@ def render_args(args: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 # keys (section, key) left out of the resolved table while they hold no value, so a recipe that does not use
-# a key added later keeps its hash, its `labkit show` text and its measurement plan in the comparability gate
+# a key added later keeps its hash, its `labkit show` text and its measurement plan in the comparability gate;
+# every optional workload's [measure] key is too (unset_left_out)
 UNSET_LEFT_OUT = (
-    ("measure", "content"),
-    ("measure", "agentic"),
-    ("measure", "idle_s"),
-    ("measure", "depth"),
-    ("measure", "canary"),
     ("model", "loops"),
     ("cluster", "min_free_after_drop"),
 )
+
+
+def unset_left_out() -> tuple[tuple[str, str], ...]:
+    """Every key left out of the resolved table while unset: the registered workloads' (read at each call, so
+    a workload registered later counts), then UNSET_LEFT_OUT."""
+    return tuple(("measure", key) for key in WORKLOAD_TABLES) + UNSET_LEFT_OUT
 
 
 # cluster.fabric keys left out of the resolved table while they hold their default (today's switch fabric, one
@@ -60,7 +60,7 @@ FABRIC_DEFAULTS_LEFT_OUT = {"topology": "switch", "interfaces": {}}
 
 
 def _blob(name: str, choices: dict[str, str], merged: dict) -> str:
-    for section, key in UNSET_LEFT_OUT:
+    for section, key in unset_left_out():
         table = merged.get(section)
         if isinstance(table, dict) and key in table and not table[key]:
             merged = {**merged, section: {k: v for k, v in table.items() if k != key}}
@@ -161,9 +161,5 @@ def measure_plan(m: dict) -> MeasurePlan:
         m["seed"],
         m["telemetry_period"],
         m["clock_drop"],
-        content=tuple(m["content"] or ()),
-        agentic=agentic_plan(m.get("agentic")),
-        idle_s=tuple(m.get("idle_s") or ()),
-        depth=depth_plan(m.get("depth")),
-        canary=canary_plan(m.get("canary")),
+        workloads=workload_plans(m),
     )

@@ -1,7 +1,8 @@
 """The slow-state canary of a measure plan (`[measure.canary]`): a fixed short decode before and after each run's
 measurement, compared with the node set's healthy baseline (docs/measurement.md, "Slow-state canary").
 
-Kept apart from measureplan.py so the canary reads as one idea: its keys, their defaults and its dataclass.
+Kept apart from measureplan.py so the canary reads as one idea: its keys, their defaults, its dataclass and its
+line; it ends in its table.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import labkit.recipe.schema as s
+from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,24 @@ def canary_fields() -> dict[str, s.Field]:
     }
 
 
-def canary_plan(table: dict | None) -> CanaryPlan | None:
-    """The checked [measure.canary] table as a plan; None when the recipe has none (no canary)."""
-    if table is None:
-        return None
+def canary_plan(table: dict) -> CanaryPlan:
+    """The checked [measure.canary] table as a plan."""
     return CanaryPlan(table["requests"], table["output_tokens"], float(table["slow"]))
+
+
+def _rows(c: CanaryPlan, m: MeasurePlan) -> Rows:
+    return [
+        (
+            "canary",
+            f"{c.requests} requests of {c.output_tokens} forced tokens before and after each run; "
+            f"slow-canary above +{c.slow:.0%} of the lane's healthy baseline on its nodes",
+        )
+    ]
+
+
+CANARY_TABLE = WorkloadTable[CanaryPlan](
+    key="canary",
+    field=lambda partial: s.Field(s.table(canary_fields(), partial=partial)),
+    plan=canary_plan,
+    rows=_rows,
+)

@@ -2,7 +2,7 @@
 measure step reads (docs/measurement.md, "Context depth").
 
 Kept apart from measureplan.py so the depth workload reads as one idea: its keys, their defaults, the refusal
-of a depth the lane's context window cannot hold, and the dataclass they become.
+of a depth the lane's context window cannot hold, the dataclass they become and its lines; it ends in its table.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from dataclasses import dataclass
 import labkit.recipe.schema as s
 from labkit.measures import (
     CACHE_STATES,  # how the context is found: computed afresh (uncached), or sent before
+    depth_key,
 )
+from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
 
 MAX_DEPTH = 1_048_576  # tokens: far beyond any lane's window, a typo guard
 
@@ -54,10 +56,8 @@ def depth_fields() -> dict[str, s.Field]:
     }
 
 
-def depth_plan(table: dict | None) -> DepthPlan | None:
-    """The checked [measure.depth] table as a plan; None when the recipe has none."""
-    if table is None:
-        return None
+def depth_plan(table: dict) -> DepthPlan:
+    """The checked [measure.depth] table as a plan."""
     return DepthPlan(
         tuple(table["tokens"]),
         tuple(table["cache"]),
@@ -89,3 +89,36 @@ def check_depth_window(depth: dict | None, window: int | None) -> None:
                 f"{depth['output_tokens']} of answer = {need:,}, over the context window of {window:,} "
                 "(engine.args --max-model-len)",
             )
+
+
+def _rows(d: DepthPlan, m: MeasurePlan) -> Rows:
+    depths = ", ".join(f"{n:,}" for n in d.tokens)
+    return [
+        (
+            "depth",
+            f"{depths} tokens of context, {' and '.join(d.cache)} x {d.repeats}, "
+            f"~{d.prompt_tokens}-token questions, {d.output_tokens}-token answers",
+        )
+    ]
+
+
+def _targets(table: dict[str, list]) -> set[str]:
+    """The per-depth measures (labkit/measure/summary_depth.py)."""
+    out: set[str] = set()
+    for tokens in table["tokens"]:
+        for state in table["cache"]:
+            if tokens or state == "uncached":
+                out |= {depth_key(m, tokens, state) for m in ("ttft", "prefill", "decode")}
+    return out
+
+
+DEPTH_TABLE = WorkloadTable[DepthPlan](
+    key="depth",
+    field=lambda partial: s.Field(s.table(depth_fields(), partial=partial)),
+    plan=depth_plan,
+    rows=_rows,
+    rule=lambda merged: check_depth_window(
+        merged["measure"].get("depth"), context_window(merged["engine"]["args"])
+    ),
+    targets=_targets,
+)

@@ -10,6 +10,7 @@ from labkit.recipe.plan import LanePlan
 from labkit.recipe.rules import fabric_problem
 from labkit.recipe.specs import shell_command
 from labkit.recipe.topology import mesh_env
+from labkit.recipe.workloads import workload_rows
 from labkit.units import format_size
 
 
@@ -79,52 +80,16 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
 
 
 def measure_rows(m: MeasurePlan) -> list[tuple[str, str]]:
-    """The measurement plan's lines: decode, prompt content (when asked), prefill, runs."""
+    """The measurement plan's lines: decode, the optional workloads the plan asks for (their tables' lines, in
+    registry order), prefill, runs."""
     d, p = m.decode, m.prefill
     conc = "/c".join(map(str, d.concurrency))
-    content = [("content", f"c1 on corpus prompts: {', '.join(m.content)}, {d.turns} turns each")]
     return [
         ("decode", f"c{conc}, {d.turns} turns x {d.output_tokens} tokens, {d.warmup} warmup"),
-        *(content if m.content else []),
-        *session_rows(m),
+        *workload_rows(m),
         ("prefill", f"{', '.join(map(str, p.prompt_tokens))} prompt tokens x {p.repeats}, unique prompts"),
         ("runs", f"{m.runs} ({m.api} API, {m.timeout:g} s request timeout)" + _target(m)),
     ]
-
-
-def session_rows(m: MeasurePlan) -> list[tuple[str, str]]:
-    """The agentic sessions', idle turns' and context depths' lines, when the plan has them
-    (docs/measurement.md)."""
-    rows = []
-    if (a := m.agentic) is not None:
-        at_once = "1 session" if a.sessions == 1 else f"{a.sessions} sessions at once"
-        rows.append(
-            (
-                "agentic",
-                f"{at_once} x {a.repeats}, {a.turns} turns, ~{a.tool_tokens}-token tool results, "
-                f"{a.answer_tokens}-token answers",
-            )
-        )
-    if m.idle_s:
-        rows.append(("idle", f"one request after {', '.join(map(str, m.idle_s))} s of idle engine"))
-    if (d := m.depth) is not None:
-        depths = ", ".join(f"{n:,}" for n in d.tokens)
-        rows.append(
-            (
-                "depth",
-                f"{depths} tokens of context, {' and '.join(d.cache)} x {d.repeats}, "
-                f"~{d.prompt_tokens}-token questions, {d.output_tokens}-token answers",
-            )
-        )
-    if (c := m.canary) is not None:
-        rows.append(
-            (
-                "canary",
-                f"{c.requests} requests of {c.output_tokens} forced tokens before and after each run; "
-                f"slow-canary above +{c.slow:.0%} of the lane's healthy baseline on its nodes",
-            )
-        )
-    return rows
 
 
 def _loops(plan: LanePlan) -> str:

@@ -11,13 +11,10 @@ from typing import Any
 
 import labkit.recipe.names as names
 import labkit.recipe.schema as s
-from labkit.measures import CONTENT
-from labkit.recipe.canaryplan import canary_fields
-from labkit.recipe.depthplan import depth_fields
 from labkit.recipe.enginefacts import ENGINE_KINDS
-from labkit.recipe.sessionplan import agentic_fields, idle_field
 from labkit.recipe.staging import VIEW_MOUNT
 from labkit.recipe.topology import DEFAULT_TOPOLOGY, TOPOLOGIES
+from labkit.recipe.workloads import workload_fields
 
 RUNTIMES = ("docker", "process")
 STAGING_KINDS = ("local-view",)
@@ -266,7 +263,8 @@ def _staging() -> dict[str, s.Field]:
 
 
 def _measure(partial: bool) -> dict[str, s.Field]:
-    """[measure] with its [measure.decode] and [measure.prefill] sweeps."""
+    """[measure] with its [measure.decode] and [measure.prefill] sweeps, and the optional workloads' keys
+    (labkit/recipe/workloads.py; each absent: that workload is not run)."""
     F = s.Field
     decode = {
         "concurrency": F(s.array(s.integer(1, 64), nonempty=True, unique=True), default=lambda: [1, 2]),
@@ -287,19 +285,8 @@ def _measure(partial: bool) -> dict[str, s.Field]:
         "telemetry_period": F(s.number(0.0), default=1.0),  # s between node samples; 0: no node telemetry
         "clock_drop": F(s.number(0.0), default=0.10),  # SM clock this far below the node baseline: low-clock
         "seed": F(s.integer(0)),  # shared prompt texts: run i draws them from "<seed>/<i>" (docs/compare.md)
-        # prompt content categories measured after the decode phase, c1 on the pinned corpus; absent: none,
-        # only the default synthetic prose (docs/measurement.md, "Prompt content")
-        "content": F(s.array(s.choice(*CONTENT), unique=True)),
-        # multi-turn sessions and idle turns (labkit/recipe/sessionplan.py; docs/measurement.md, "Agentic
-        # sessions", "Idle turns"); absent: none
-        "agentic": F(s.table(agentic_fields(), partial=partial)),
-        "idle_s": idle_field(),
-        # decode and prefill at a context depth, cached and uncached (labkit/recipe/depthplan.py;
-        # docs/measurement.md, "Context depth"); absent: none
-        "depth": F(s.table(depth_fields(), partial=partial)),
-        # a fixed short decode before and after each run, against the node set's healthy baseline
-        # (labkit/recipe/canaryplan.py; docs/measurement.md, "Slow-state canary"); absent: none
-        "canary": F(s.table(canary_fields(), partial=partial)),
+        # here, between seed and decode, so the known keys an unknown one is told of read as they always did
+        **workload_fields(partial),
         "decode": F(s.table(decode, partial=partial), default=dict),
         "prefill": F(s.table(prefill, partial=partial), default=dict),
         "timeout": F(s.number(1.0), default=600.0),

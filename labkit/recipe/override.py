@@ -20,8 +20,8 @@ from labkit.recipe.build import recipe_hash
 from labkit.recipe.depthplan import check_depth_window, context_window, depth_fields, depth_plan
 from labkit.recipe.measureplan import MeasurePlan
 from labkit.recipe.plan import LanePlan
-from labkit.recipe.rules import check_session_api, check_target_keys, parallel_problem, world_size
-from labkit.recipe.sessionplan import agentic_fields, agentic_plan
+from labkit.recipe.rules import check_target_keys, parallel_problem, world_size
+from labkit.recipe.sessionplan import agentic_fields, agentic_plan, check_session_api
 
 
 def with_nodes(plan: LanePlan, nodes: str | Sequence[str]) -> LanePlan:
@@ -88,7 +88,7 @@ def with_content(plan: LanePlan, content: str | Sequence[str]) -> LanePlan:
             )
     return dataclasses.replace(
         plan,
-        measure=dataclasses.replace(plan.measure, content=checked),
+        measure=plan.measure.with_workload("content", checked),
         resolved=resolved,
         recipe_hash=recipe_hash(plan.recipe, dict(plan.variants), resolved) if resolved else plan.recipe_hash,
     )
@@ -111,7 +111,7 @@ def with_depth(plan: LanePlan, depth: int | str | Sequence[int | str]) -> LanePl
     def fits() -> None:
         check_depth_window(table, window)
 
-    measure = dataclasses.replace(plan.measure, depth=depth_plan(table))
+    measure = plan.measure.with_workload("depth", depth_plan(table) if table is not None else None)
     return _with_measure(
         plan, "depth", table, measure, f"depth override: {', '.join(map(str, items)) or 'none'}", fits
     )
@@ -129,7 +129,7 @@ def with_agentic(plan: LanePlan, turns: int | str) -> LanePlan:
     def chat_only() -> None:
         check_session_api({"agentic": table, "api": plan.measure.api})
 
-    measure = dataclasses.replace(plan.measure, agentic=agentic_plan(table))
+    measure = plan.measure.with_workload("agentic", agentic_plan(table) if table is not None else None)
     return _with_measure(plan, "agentic", table, measure, f"agentic override: {text or 'none'}", chat_only)
 
 

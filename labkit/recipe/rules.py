@@ -14,12 +14,12 @@ from __future__ import annotations
 import ipaddress
 
 import labkit.recipe.schema as s
-from labkit.measures import content_key, decode_key, depth_key, idle_key, measure_key, prefill_key, turn_key
+from labkit.measures import decode_key, measure_key, prefill_key
 from labkit.recipe.build import render_args
-from labkit.recipe.depthplan import check_depth_window, context_window
 from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.fields import docker_fields
 from labkit.recipe.launch import compile_cache_mounts
+from labkit.recipe.workloads import check_workloads, workload_targets
 
 
 def world_size(kind: str, sizes: dict[str, int], args: dict[str, tuple[str, ...]]) -> tuple[int, str]:
@@ -106,8 +106,7 @@ def check_whole(merged: dict) -> None:
         )
     _check_staging(merged)
     check_target_keys(merged["measure"])
-    check_depth_window(merged["measure"].get("depth"), context_window(engine["args"]))
-    check_session_api(merged["measure"])
+    check_workloads(merged)
     if runtime == "docker":
         _check_mounts(merged)
 
@@ -126,14 +125,6 @@ def _check_request_metrics(kind: str, args: dict[str, tuple[str, ...]]) -> None:
             f'engine.args."{flags.spec[0]}"',
             f"needs {flags.spec_needs}: {engine_facts(kind).name} refuses per-request speculative-decoding "
             "metrics without speculation (set it in the variant that turns speculation on)",
-        )
-
-
-def check_session_api(measure: dict) -> None:
-    """Agentic sessions are chat conversations: a plan with them needs the chat API."""
-    if measure.get("agentic") is not None and measure["api"] != "chat":
-        raise s.Invalid(
-            "measure.agentic", 'agentic sessions are chat conversations: they need measure.api = "chat"'
         )
 
 
@@ -170,29 +161,10 @@ def _unknown_measure(name: str, measure: dict) -> str | None:
         known |= {decode_key(1)} if k == 1 else groups
     for n in lengths:
         known |= {prefill_key(n, m) for m in ("", "raw", "ttft")}
-    for c in measure.get("content") or ():  # the content phase's c1 measures (docs/measurement.md)
-        known |= {content_key(m, c) for m in ("decode_c1", *sorted(_PER_RUN - {"prefix_cache_hit_ratio"}))}
-    known |= _session_measures(measure)
+    known |= workload_targets(measure)  # content categories, turns, idle lengths, depths (workloads.py)
     if name in known:
         return None
     return f"{name!r} is not a measure this plan produces{s.suggest(name, sorted(known))}"
-
-
-def _session_measures(measure: dict) -> set[str]:
-    """The per-turn, idle and depth measures a plan with sessions, idle turns or depths produces (the summary
-    writes them: labkit/measure/summary_turns.py, summary_depth.py)."""
-    out: set[str] = set()
-    agentic = measure.get("agentic")
-    for turn in range(1, (agentic or {}).get("turns", 0) + 1):
-        out |= {turn_key(m, turn) for m in ("ttft", "prefill", "decode")}
-    for seconds in measure.get("idle_s") or ():
-        out |= {idle_key(m, seconds) for m in ("ttft", "decode")}
-    depth = measure.get("depth")
-    for tokens in (depth or {}).get("tokens", ()):
-        for state in (depth or {}).get("cache", ()):
-            if tokens or state == "uncached":
-                out |= {depth_key(m, tokens, state) for m in ("ttft", "prefill", "decode")}
-    return out
 
 
 def _check_fabric(cluster: dict) -> None:

@@ -35,8 +35,7 @@ def _plan(sessions=1, idle=(), turns=TURNS, prefill=()):
         DecodePlan((1,), 3, 64, 1),
         PrefillPlan(prefill, 1),
         30.0,
-        agentic=AgenticPlan(turns, TOOL, ANSWER, sessions),
-        idle_s=idle,
+        workloads={"agentic": AgenticPlan(turns, TOOL, ANSWER, sessions), "idle_s": tuple(idle)},
     )
 
 

@@ -30,7 +30,9 @@ N = 41  # 1 + 40: whole steps of 4 tokens for code, so its rate has no cut last 
 
 
 def _plan(content=("prose", "code", "structured"), runs=1):
-    return MeasurePlan("chat", runs, DecodePlan((1,), 3, N, 1), PrefillPlan((), 1), 30.0, content=content)
+    return MeasurePlan(
+        "chat", runs, DecodePlan((1,), 3, N, 1), PrefillPlan((), 1), 30.0, workloads={"content": content}
+    )
 
 
 def test_each_category_recovers_its_truth_through_run_bench():

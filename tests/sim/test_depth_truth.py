@@ -31,7 +31,7 @@ def _plan(api: str = "chat", cache: tuple[str, ...] = ("uncached", "cached")) ->
         DecodePlan((1,), 2, 32, 1),
         PrefillPlan((), 1),
         30.0,
-        depth=DepthPlan(DEPTHS, cache, QUESTION, ANSWER),
+        workloads={"depth": DepthPlan(DEPTHS, cache, QUESTION, ANSWER)},
     )
 
 

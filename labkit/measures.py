@@ -4,7 +4,8 @@ definition and whether it is a headline measure, so the plan, the summary text, 
 
 A key is a family (a catalogue row's pattern, "decode_c<N>_agg") plus named axes (`MeasureKey`); this module
 is the only one that writes a key string or reads one back, so a new axis or a decimal value changes one place.
-Pure data and lookups, at the base of the tree: recipe, measure and report all import it.
+Pure data and lookups, at the base of the tree: recipe, measure and report all import it. The shipped rows are
+measures.toml's; a workload defined outside labkit registers its own in ADDED_ROWS, which every lookup reads.
 """
 
 from __future__ import annotations
@@ -146,11 +147,49 @@ class Measure:
         return re.compile(body + _QUALIFIED)
 
 
-# the catalogue's rows, in display order: decode, prefill, TTFT, acceptance, content, sessions, idle turns,
+# the shipped rows, in display order: decode, prefill, TTFT, acceptance, content, sessions, idle turns,
 # depths, caches, KV pool, NFS, node telemetry, the canary (measures.toml says what each field holds)
 CATALOGUE_FILE = Path(__file__).with_name("measures.toml")
 CATALOGUE = tuple(Measure(**row) for row in tomllib.loads(CATALOGUE_FILE.read_text("utf-8"))["measure"])
-FAMILIES: Mapping[str, Measure] = {row.key: row for row in CATALOGUE}
+# Rows beyond the shipped ones, by the name of the workload that fills them: an explicit registry, as WORKLOADS
+# is, so a workload defined outside labkit (a test's) brings its rows without editing measures.toml
+# (monkeypatch.setitem). Every lookup reads it, after the shipped rows, so a registered row never shadows one.
+ADDED_ROWS: dict[str, tuple[Measure, ...]] = {}
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The catalogue at one content of ADDED_ROWS: its rows in order, by family, and each pattern compiled."""
+
+    rows: tuple[Measure, ...]
+    families: Mapping[str, Measure]
+    patterns: tuple[tuple[Measure, re.Pattern[str]], ...]
+
+
+def _added() -> tuple[Measure, ...]:
+    return tuple(row for rows in ADDED_ROWS.values() for row in rows)
+
+
+@lru_cache(maxsize=16)
+def _rows(added: tuple[Measure, ...]) -> _Rows:
+    """Built once per content of the registry (the cache is keyed by the added rows themselves, so a change to
+    the registry is never answered from an older catalogue); ValueError when two rows share a family."""
+    rows = CATALOGUE + added
+    families = {row.key: row for row in rows}
+    if len(families) < len(rows):
+        twice = sorted({r.key for r in rows if sum(s.key == r.key for s in rows) > 1})
+        raise ValueError(f"catalogue rows registered twice: {', '.join(twice)}")
+    return _Rows(rows, families, tuple((row, row.regex()) for row in rows))
+
+
+def catalogue() -> tuple[Measure, ...]:
+    """Every row: the shipped ones (CATALOGUE), then those of ADDED_ROWS in the order they were registered."""
+    return _rows(_added()).rows
+
+
+def families() -> Mapping[str, Measure]:
+    """Every row by its family (its pattern)."""
+    return _rows(_added()).families
 
 
 @dataclass(frozen=True)
@@ -163,7 +202,7 @@ class MeasureKey:
     axes: tuple[tuple[str, AxisValue], ...] = ()
 
     def __post_init__(self) -> None:
-        row = FAMILIES.get(self.family)
+        row = families().get(self.family)
         if row is None:
             raise ValueError(f"{self.family!r} is no measure family of the catalogue")
         given = dict(self.axes)
@@ -177,7 +216,7 @@ class MeasureKey:
 
     @property
     def row(self) -> Measure:
-        return FAMILIES[self.family]
+        return families()[self.family]
 
     def get(self, axis: str) -> AxisValue | None:
         """The value of one axis, None when the key has none."""
@@ -202,13 +241,14 @@ def _axis_text(placeholder: re.Match[str], values: Mapping[str, AxisValue], show
     return axis.title_of(value) if shown else axis.text_of(value)
 
 
-# each row's pattern compiled once: every parse and lookup walks these
-_PATTERNS = tuple((row, row.regex()) for row in CATALOGUE)
+def _match(key: str) -> tuple[int, MeasureKey] | None:
+    """The place in the catalogue of the row a key matches, and the key parsed; every lookup comes here."""
+    return _match_in(key, _added())
 
 
 @lru_cache(maxsize=8192)
-def _match(key: str) -> tuple[int, MeasureKey] | None:
-    for i, (row, pattern) in enumerate(_PATTERNS):
+def _match_in(key: str, added: tuple[Measure, ...]) -> tuple[int, MeasureKey] | None:
+    for i, (row, pattern) in enumerate(_rows(added).patterns):
         if hit := pattern.fullmatch(key):
             names = [*row.axes, *QUALIFIERS]
             axes = [(n, AXIS[n].value(t)) for n, t in zip(names, hit.groups(), strict=True) if t is not None]
@@ -270,7 +310,7 @@ def order_key(key: str) -> tuple[int, tuple[float, ...], str]:
     category in CONTENT order, uncached before cached); unknown keys last."""
     found = _match(key)
     if not found:
-        return len(CATALOGUE), (), key
+        return len(catalogue()), (), key
     i, parsed = found
     return i, tuple(_rank(name, value) for name, value in parsed.axes), key
 
@@ -374,8 +414,8 @@ def window_covers(window: str, key: str) -> bool:
 
 
 def docs_table() -> str:
-    """The catalogue as docs/measurement.md's table (tools/measures_doc.py writes it, tests check it); a
-    placeholder as code, so Markdown does not read it as a tag."""
+    """The shipped catalogue as docs/measurement.md's table (tools/measures_doc.py writes it, tests check it),
+    never a registered row of ADDED_ROWS; a placeholder as code, so Markdown does not read it as a tag."""
     lines = ["| key | title | unit | direction | headline | definition |", "|---|---|---|---|---|---|"]
     for r in CATALOGUE:
         texts = [

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -16,15 +16,18 @@ from labkit import lab, report
 from labkit.measure import RunSummary
 from labkit.measure.summary_counters import nfs_summary
 from labkit.measures import (
+    ADDED_ROWS,
     CATALOGUE,
-    FAMILIES,
     PLACEHOLDER,
+    Measure,
     MeasureKey,
+    catalogue,
     content_key,
     decode_key,
     depth_key,
     direction,
     docs_table,
+    families,
     headline,
     idle_key,
     is_headline,
@@ -358,7 +361,7 @@ def test_a_key_that_cannot_be_is_refused_when_written(family, axes):
 
 def test_every_row_has_a_definition_and_docs_measurement_md_shows_the_catalogue():
     assert all(row.definition and "<" not in row.definition for row in CATALOGUE)
-    assert set(FAMILIES) == {row.key for row in CATALOGUE}
+    assert set(families()) == {row.key for row in CATALOGUE}
     doc = DOC.read_text()
     shown = doc.split("<!-- catalogue:start -->\n")[1].split("\n<!-- catalogue:end -->")[0]
     assert shown == docs_table(), (
@@ -369,3 +372,41 @@ def test_every_row_has_a_definition_and_docs_measurement_md_shows_the_catalogue(
         len(shown.splitlines()) == len(CATALOGUE) + 2
         and "`decode_c<N>_agg` | decode c`<N>` aggregate" in shown
     )
+
+
+ECHO_ROWS = (
+    Measure("echo_c<N>_ms", "echo c<N> TTFT", "ms", "lower", "median TTFT of the echo requests"),
+    Measure("echo_total", "echo requests", "requests", "none", "how many echo requests were sent"),
+)
+
+
+def test_a_registered_row_is_read_by_every_lookup_and_gone_when_unregistered(monkeypatch):
+    """A workload defined outside labkit brings its rows in ADDED_ROWS (docs/architecture.md, "How to add a
+    measure"): they come after the shipped rows, and no lookup answers from a catalogue cached before."""
+    assert measure_info("echo_c2_ms") is None and title("echo_c2_ms") == "echo_c2_ms"  # looked up, cached
+    shipped_table = docs_table()
+    with monkeypatch.context() as m:
+        m.setitem(ADDED_ROWS, "echo", ECHO_ROWS)
+        assert catalogue() == CATALOGUE + ECHO_ROWS and families()["echo_total"] == ECHO_ROWS[1]
+        assert label("echo_c2_ms") == "echo c2 TTFT (ms)" and direction("echo_c2_ms") == "lower"
+        assert title("echo_c2_ms@stat=p90") == "echo c2 TTFT, p90" and unit("echo_total") == "requests"
+        assert measure_key("echo_c<N>_ms", concurrency=4) == "echo_c4_ms"
+        assert parse_key("echo_c4_ms") == MeasureKey("echo_c<N>_ms", (("concurrency", 4),))
+        keys = ["echo_total", "echo_c16_ms", "not_a_measure", "decode_c1", "echo_c2_ms"]
+        assert sorted(keys, key=order_key) == [
+            "decode_c1",
+            "echo_c2_ms",
+            "echo_c16_ms",
+            "echo_total",
+            "not_a_measure",
+        ]
+        assert docs_table() == shipped_table  # the docs show the shipped rows only
+    assert measure_info("echo_c2_ms") is None and catalogue() == CATALOGUE
+    with pytest.raises(ValueError, match="echo_c<N>_ms"):
+        measure_key("echo_c<N>_ms", concurrency=4)
+
+
+def test_a_registered_row_never_takes_a_shipped_family(monkeypatch):
+    monkeypatch.setitem(ADDED_ROWS, "echo", (replace(ECHO_ROWS[0], key="decode_c1"),))
+    with pytest.raises(ValueError, match="registered twice: decode_c1"):
+        title("decode_c1")

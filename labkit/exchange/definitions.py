@@ -20,7 +20,7 @@ from pathlib import Path
 
 from labkit.errors import LabkitError
 from labkit.exchange.model import Setting
-from labkit.measures import FAMILIES, measure_key
+from labkit.measures import families, measure_key
 
 TABLE_FILE = Path(__file__).with_name("definitions.toml")
 STD = "_std"
@@ -62,7 +62,7 @@ class Definition:
         c = setting.concurrency
         if not self.about or (self.when == "c1" and c != 1) or (self.when == "c2+" and (c or 0) < 2):
             return None
-        axes = FAMILIES[self.about].axes  # the catalogue family it names (a test keeps every row's one)
+        axes = families()[self.about].axes  # the catalogue family it names (a test keeps every row's one)
         if setting.phase or (setting.depth and "depth" not in axes):
             return None  # a context-loading request, or a figure at a depth the measure does not name
         if setting.rate not in (None, "inf"):

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.measures import label as measure_label
+from labkit.measures import measure_info
 from labkit.recipe import read_toml
 
 TABLES_SPEC = "tables.toml"
@@ -144,6 +146,14 @@ def _interval(value: object, what: str) -> str:
     return str(value)
 
 
+def _catalogue_label(measure: str) -> str:
+    """A row without a label of its own is named as the catalogue names its measure, title and unit ("decode c1
+    (t/s)"), so a workload's rows need not repeat them; KeyError (a missing label) for a key it does not know."""
+    if measure_info(measure) is None:
+        raise KeyError("label")
+    return measure_label(measure)
+
+
 def _row_spec(r: dict[str, Any]) -> RowSpec:
     _known(r, {"label", "format", "measure", "cold", "decimals", "thousands", "per", "interval"}, "row")
     fmt = r.get("format", "number")
@@ -155,7 +165,7 @@ def _row_spec(r: dict[str, Any]) -> RowSpec:
     if interval and fmt != "number":
         raise ValueError(f"row {r.get('label')!r}: interval is for number rows, not format {fmt!r}")
     return RowSpec(
-        label=str(r["label"]),
+        label=str(r["label"] if "label" in r else _catalogue_label(r.get("measure", ""))),
         format=fmt,
         measure=r.get("measure", ""),
         cold=r.get("cold", ""),

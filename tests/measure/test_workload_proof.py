@@ -1,8 +1,9 @@
 """Proof that a workload is one place (issue 36): a workload defined entirely in this file, its recipe table and
 its measure side registered for the test only, is validated in a recipe, planned, run against the simulator,
 stored, summarised, compared by the gate as an added workload and shown in a table, with no labkit file
-naming it. Its table comes from a tables.toml of the test's own (`labkit report --spec`); its measure is not a
-catalogue row (labkit/measures.toml), so it is shown under its key.
+naming it. Its measure's catalogue row is registered beside the shipped ones (labkit.measures.ADDED_ROWS), so
+the table, which comes from a tables.toml of the test's own (`labkit report --spec`), names it by the row's
+title and unit, and the registry's own check (tests/measure/test_workloads.py) passes for it.
 """
 
 from __future__ import annotations
@@ -23,14 +24,18 @@ from labkit.measure.runner import active_workloads, planned_requests
 from labkit.measure.session import Session
 from labkit.measure.workloads import SummaryInput, Workload
 from labkit.measure.workloads.windows import TurnWindows
+from labkit.measures import ADDED_ROWS, Measure, label, measure_info
 from labkit.recipe import MeasurePlan, load_recipe
 from labkit.recipe.measureplan import Rows, WorkloadTable
 from labkit.recipe.workloads import WORKLOAD_TABLES
 from labkit.store import load_results
+from tests.measure.test_workloads import workload_problems
 from tests.support.lanes import sim_recipe
 
 PORT = 18470
 PHASE = "echo_proof"
+KEY = "echo_proof_ms"
+ECHO_ROWS = (Measure(KEY, "echo TTFT", "ms", "lower", 'median TTFT over the echo requests ("Echo")'),)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,9 +80,9 @@ async def _run(s: Session, rep: int) -> None:
 def _summarize(summary: RunSummary, inp: SummaryInput) -> None:
     ttft = [r.ttft_s * 1000 for r in inp.ok if r.phase == PHASE and r.ttft_s is not None]
     if ttft:
-        summary.measures["echo_proof_ms"] = statistics.median(ttft)
-        summary.samples["echo_proof_ms"] = ttft
-        summary.method["echo_proof_ms"] = "median TTFT over the echo requests"
+        summary.measures[KEY] = statistics.median(ttft)
+        summary.samples[KEY] = ttft
+        summary.method[KEY] = "median TTFT over the echo requests"
 
 
 def _window(rec: RequestRecord) -> str | None:
@@ -92,7 +97,7 @@ ECHO = Workload(
     heading="Echo",
     table="echo_proof",
     windows=(PHASE,),
-    measures=("echo_proof_ms",),
+    measures=(KEY,),
     active=lambda plan: ECHO_TABLE.of(plan) is not None,
     planned=lambda plan, cold: (p.requests * plan.runs) if (p := ECHO_TABLE.of(plan)) else 0,
     run=_run,
@@ -105,15 +110,17 @@ TABLES = """title = "Echo"
 id = "echo_proof"
 title = "Echo requests"
 columns = "auto"
-rows = [{ label = "echo TTFT (ms)", measure = "echo_proof_ms", decimals = 1 }]
+rows = [{ measure = "echo_proof_ms", decimals = 1 }]
 """
+DOC = "# Measurement\n\n## Echo\n\nEcho TTFT: the median TTFT over the echo requests.\n"
 
 
 @pytest.fixture
 def echo_registered(monkeypatch):
-    """The test's workload registered on both halves, for this test only."""
+    """The test's workload registered on both halves and its catalogue rows, for this test only."""
     monkeypatch.setitem(WORKLOAD_TABLES, ECHO_TABLE.key, ECHO_TABLE)
     monkeypatch.setitem(WORKLOADS, ECHO.name, ECHO)
+    monkeypatch.setitem(ADDED_ROWS, ECHO.name, ECHO_ROWS)
 
 
 def _lane(tmp_path: Path, measure: str = "") -> Path:
@@ -137,6 +144,17 @@ def test_its_recipe_table_is_validated_with_file_and_key(tmp_path, echo_register
     assert [w.name for w in active_workloads(on.measure)][-1] == PHASE
 
 
+@pytest.mark.pure
+def test_its_measure_is_a_catalogue_row_and_the_registry_check_passes_for_it(monkeypatch):
+    monkeypatch.setitem(WORKLOAD_TABLES, ECHO_TABLE.key, ECHO_TABLE)
+    assert measure_info(KEY) is None and workload_problems({PHASE: ECHO}, DOC, TABLES) == [
+        f"{PHASE}: {KEY} is not a catalogue row (labkit/measures.toml)"
+    ]
+    monkeypatch.setitem(ADDED_ROWS, ECHO.name, ECHO_ROWS)
+    assert label(KEY) == "echo TTFT (ms)" and measure_info(f"{KEY}@stat=p90") == ECHO_ROWS[0]
+    assert workload_problems({PHASE: ECHO}, DOC, TABLES) == []
+
+
 @pytest.mark.sim
 def test_it_is_run_stored_summarised_compared_and_shown(tmp_path, echo_registered):
     recipe = load_recipe(_lane(tmp_path))
@@ -156,7 +174,7 @@ def test_it_is_run_stored_summarised_compared_and_shown(tmp_path, echo_registere
     assert (
         off_doc.provenance.plan["echo_proof"] is None
     )  # the run's plan record names every registered workload
-    assert on_doc.summary.measures["echo_proof_ms"] > 0 and "echo_proof_ms" not in off_doc.summary.measures
+    assert on_doc.summary.measures[KEY] > 0 and KEY not in off_doc.summary.measures
     ids = {d.variants["echo"]: run_id for run_id, d in data.docs.items()}
     stored = data.requests([ids["on"]])
     assert list(stored["phase"]).count(PHASE) == planned_requests(on.measure, False) - planned_requests(
@@ -171,6 +189,6 @@ def test_it_is_run_stored_summarised_compared_and_shown(tmp_path, echo_registere
     spec = tmp_path / "tables.toml"
     spec.write_text(TABLES)
     text = report.generate(results, spec, write=False, plots=False).markdown
-    assert "Echo requests" in text and "echo TTFT (ms)" in text
-    echo_row = next(line for line in text.splitlines() if line.startswith("| echo TTFT (ms)"))
-    assert f"{on_doc.summary.measures['echo_proof_ms']:.1f}" in echo_row
+    assert "Echo requests" in text  # its row named by its catalogue row, as tables.toml gives it no label
+    echo_row = next(line for line in text.splitlines() if line.startswith("| echo TTFT (ms) |"))
+    assert f"{on_doc.summary.measures[KEY]:.1f}" in echo_row

@@ -15,7 +15,7 @@ import pytest
 from labkit.measure import WORKLOADS, BenchOptions, run_bench
 from labkit.measure.runner import active_workloads, planned_requests
 from labkit.measure.workloads import Workload, window_of
-from labkit.measures import CATALOGUE
+from labkit.measures import catalogue
 from labkit.recipe import DecodePlan, DepthPlan, MeasurePlan, PrefillPlan
 from labkit.recipe.canaryplan import CanaryPlan
 from labkit.recipe.sessionplan import AgenticPlan
@@ -28,14 +28,19 @@ MEASUREMENT_DOC = REPO / "docs/measurement.md"
 TABLES_TOML = REPO / "results" / "tables.toml"
 
 
-def workload_problems(workloads: Mapping[str, Workload]) -> list[str]:
-    """What a registered workload lacks: catalogue rows for the measures it names, the docs section it cites,
-    the table it is shown in, and its recipe key: a MeasurePlan field for a "plan" workload, else a registered
-    recipe table (labkit/recipe/workloads.py), whose key the build leaves out of the recipe hash while unset
-    (else every older recipe's hash would change: tests/recipe/test_workload_tables.py)."""
-    rows = {m.key for m in CATALOGUE}
-    headings = set(re.findall(r"^## (.+)$", MEASUREMENT_DOC.read_text(), re.M))
-    tables = {t["id"] for t in tomllib.loads(TABLES_TOML.read_text())["table"]}
+def workload_problems(
+    workloads: Mapping[str, Workload], doc: str | None = None, tables_toml: str | None = None
+) -> list[str]:
+    """What a registered workload lacks: catalogue rows for the measures it names (shipped or registered in
+    ADDED_ROWS), the docs section it cites, the table it is shown in, and its recipe key: a MeasurePlan field
+    for a "plan" workload, else a registered recipe table (labkit/recipe/workloads.py), whose key the build
+    leaves out of the recipe hash while unset (else every older recipe's hash would change:
+    tests/recipe/test_workload_tables.py). `doc` and `tables_toml` stand in for docs/measurement.md and
+    results/tables.toml, for a workload defined in a test with a docs section and table of its own."""
+    rows = {m.key for m in catalogue()}
+    headings = set(re.findall(r"^## (.+)$", MEASUREMENT_DOC.read_text() if doc is None else doc, re.M))
+    toml = TABLES_TOML.read_text() if tables_toml is None else tables_toml
+    tables = {t["id"] for t in tomllib.loads(toml)["table"]}
     plan_keys = {f.name for f in dataclasses.fields(MeasurePlan)}
     out = []
     for name, w in workloads.items():

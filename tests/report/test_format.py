@@ -170,6 +170,7 @@ def test_styler_marks_sim_columns():
             "duplicate id",
         ),
         ("title = [", "TOML syntax"),
+        ('[[table]]\nid="a"\ncolumns="auto"\nrows=[{measure="echo_ms"}]', "table\\[0\\]: 'label'"),
     ],
 )
 def test_bad_table_spec_names_file_and_table(tmp_path, text, match):
@@ -206,3 +207,12 @@ def test_prefill_points_keep_recorded_and_measured_figures_of_a_lane_apart():
     )
     points = {name: stat.median for name, _, stat in prefill_points(measures)}
     assert points == {"DSV4.1 [spec-dspark] (recorded)": 750.0, "DSV4.1 [spec-dspark]": 3900.0}
+
+
+def test_a_row_without_a_label_is_named_by_the_catalogue(tmp_path):
+    f = tmp_path / "tables.toml"
+    f.write_text(
+        '[[table]]\nid="a"\ncolumns="auto"\nrows=[{measure="decode_c2_agg"}, {label="x", measure="ttft_c1"}]'
+    )
+    (spec,) = rp.load_spec(f)[1]
+    assert [r.label for r in spec.rows] == ["decode c2 aggregate (t/s)", "x"]

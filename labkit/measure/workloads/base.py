@@ -47,10 +47,10 @@ class SummaryInput:
 @dataclass(frozen=True)
 class Workload:
     """One way of measuring. `name` is its registry key and its records' `phase`; `recipe_key` the [measure]
-    key that asks for it; `measures` the catalogue rows it fills (key patterns of labkit/measures.py);
-    `heading` its section in docs/measurement.md; `table` the id of the results/tables.toml table that shows
-    it; `windows` the name prefixes of its evidence windows, and `local_windows` whether a flag raised in one
-    covers only its own measures (False: a flag there speaks of the whole run, as the canary's does).
+    key that asks for it; `measures` the catalogue rows it fills (key patterns of labkit/measures.py, shipped or
+    registered in its ADDED_ROWS); `heading` its section in docs/measurement.md; `table` the id of the
+    results/tables.toml table that shows it; `windows` the name prefixes of its evidence windows, and
+    `local_windows` whether a flag raised in one covers only its own measures (False: a flag there speaks of the whole run, as the canary's does).
 
     `active(plan)`: the plan asks for it. `planned(plan, cold)`: its requests over all the plan's repetitions
     (`cold`: a cold turn is expected), for the progress bar. `run(session, rep)` measures one repetition;

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Literal
 
 Direction = Literal["higher", "lower", "none"]
-# The prompt content categories, in display order: one file of the pinned corpus each (labkit/measure/corpus/),
+# The prompt content categories, in display order: one file of the pinned corpus each (labkit/measure/prompt/corpus/),
 # the names `measure.content` takes, and the `@<category>` suffix of their measures (docs/measurement.md,
 # "Prompt content"). A key without a suffix is measured on the default content, fresh synthetic prose.
 CONTENT = ("prose", "code", "structured", "chat")
 CONTENT_MARK = "@"
-# the header a content prompt's text starts with, "[<nonce> <category>] ": labkit/measure/corpus.py writes it,
+# the header a content prompt's text starts with, "[<nonce> <category>] ": labkit/measure/prompt/corpus.py writes it,
 # the simulator reads the category from it (labkit/sim/speculation.py)
 CONTENT_HEADER = re.compile(r"\[([0-9a-f]+) ([a-z]+)\] ")
 # how a context-depth request finds its context: computed afresh (uncached), or sent before (cached)

@@ -14,7 +14,7 @@ import pytest
 
 from labkit import lab, report
 from labkit.measure import RunSummary
-from labkit.measure.summary_counters import nfs_summary
+from labkit.measure.summary.counters import nfs_summary
 from labkit.measures import (
     CATALOGUE,
     FAMILIES,

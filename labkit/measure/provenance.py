@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from labkit import __version__
-from labkit.measure import io_probe as iop
-from labkit.measure.client import EndpointError, StreamClient
 from labkit.measure.records import RequestRecord
-from labkit.measure.summary_speed import AGG_WINDOW, DECODE_WINDOW, PREFILL_WINDOW
-from labkit.measure.timing import NS
+from labkit.measure.request.client import EndpointError, StreamClient
+from labkit.measure.request.timing import NS
+from labkit.measure.summary.speed import AGG_WINDOW, DECODE_WINDOW, PREFILL_WINDOW
+from labkit.measure.telemetry import io_probe as iop
 from labkit.recipe import MeasurePlan, repo_root
 
 TIMER = (

@@ -4,7 +4,7 @@ BenchResult holds them all and round-trips them through one JSON file.
 These are the shapes the results store writes (requests.csv, run.json) and the reports read back.
 Times are integers in nanoseconds from `time.perf_counter_ns()`, relative to the run's start stamp
 (`t_send` of a request is when the client handed it to the HTTP stack; chunk stamps are taken when the bytes of
-a network read arrive, before any JSON parsing; see labkit/measure/client.py).
+a network read arrive, before any JSON parsing; see labkit/measure/request/client.py).
 
 Measure keys (RunSummary.measures) are written and read only by labkit/measures.py, so reports never parse
 labels; what each one is, its unit and direction are rows of the catalogue, labkit/measures.toml
@@ -94,7 +94,7 @@ class RequestRecord:
     chunk_t: list[int] = field(default_factory=list)  # arrival stamp of every token-bearing chunk
     chunk_n: list[int] = field(default_factory=list)  # tokens in that chunk (empty when unknown)
     # the engine's own figures for this request, from the response's `metrics` object (vLLM with
-    # --enable-per-request-metrics / --per-request-spec-decode-metrics): labkit/measure/servertruth.py
+    # --enable-per-request-metrics / --per-request-spec-decode-metrics): labkit/measure/server/servertruth.py
     engine_metrics: dict | None = None  # the object as the engine sent it
     engine_ttft_s: float | None = None  # queue + time to first token: engine core queue -> first token
     engine_decode_tps: float | None = None  # (N - 1) / generation_time: first to last token in the engine
@@ -102,7 +102,7 @@ class RequestRecord:
     decode_vs_engine: float | None = None  # decode_tps / engine_decode_tps - 1
     engine_accept_per_draft: float | None = None  # accepted draft tokens per verify step (bonus excluded)
     engine_accept_length: float | None = None  # N / (N - accepted): tokens per engine step of this request
-    # output sanity (labkit/measure/sanity.py): when the text ends in an exact repetition, the repeated unit's
+    # output sanity (labkit/measure/summary/sanity.py): when the text ends in an exact repetition, the repeated unit's
     # length in characters and the share of the text the repetition covers; None when it does not
     loop_period: int | None = None
     loop_share: float | None = None
@@ -225,7 +225,7 @@ class BenchResult:
     )  # "<phase>.<before|after>[.<i>]" -> raw /metrics text
     io: dict[str, dict[str, float]] = field(default_factory=dict)  # probe name -> counter deltas
     # node -> the raw telemetry samples as CSV text, for the run folder's telemetry/<node>.csv (columns:
-    # labkit/measure/telemetry_series.py CSV_HEADER; docs/measurement.md, "Node telemetry"); empty without telemetry
+    # labkit/measure/telemetry/series.py CSV_HEADER; docs/measurement.md, "Node telemetry"); empty without telemetry
     telemetry: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

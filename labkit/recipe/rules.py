@@ -180,7 +180,7 @@ def _unknown_measure(name: str, measure: dict) -> str | None:
 
 def _session_measures(measure: dict) -> set[str]:
     """The per-turn, idle and depth measures a plan with sessions, idle turns or depths produces (the summary
-    writes them: labkit/measure/summary_turns.py, summary_depth.py)."""
+    writes them: labkit/measure/summary/turns.py, depth.py)."""
     out: set[str] = set()
     agentic = measure.get("agentic")
     for turn in range(1, (agentic or {}).get("turns", 0) + 1):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from labkit.measure.records import RunSummary
 from labkit.measure.session import Session
-from labkit.measure.summary_canary import canary_measures
+from labkit.measure.summary.canary import canary_measures
 from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.measure.workloads.windows import TurnWindows
 from labkit.recipe import MeasurePlan

@@ -8,10 +8,10 @@ windows; consecutive windows share a scrape, so no request falls between two.
 
 from __future__ import annotations
 
-from labkit.measure import metrics as mx
-from labkit.measure.drain import settled
 from labkit.measure.records import RequestRecord
-from labkit.measure.scrapes import server_view, window_acceptance
+from labkit.measure.server import metrics as mx
+from labkit.measure.server.drain import settled
+from labkit.measure.server.scrapes import server_view, window_acceptance
 from labkit.measure.session import Session
 
 
@@ -34,7 +34,7 @@ class TurnWindows:
 
     async def close(self, recs: list[RequestRecord], where: str) -> dict | None:
         """The scrape after `recs` (the requests `where` names): their window's engine view; then, before the
-        next window opens, the wait for the engine to drain (labkit/measure/drain.py)."""
+        next window opens, the wait for the engine to drain (labkit/measure/server/drain.py)."""
         self.n += 1
         key = f"{self.window}.{self.run}.{self.n}"
         now = await self.s.scrape(key)

@@ -112,7 +112,7 @@ def read_corpus(folder: Path) -> Corpus:
 @functools.lru_cache(maxsize=1)
 def load_corpus() -> Corpus:
     """The corpus shipped with labkit (package data, read once per process)."""
-    with resources.as_file(resources.files("labkit.measure") / "corpus") as folder:
+    with resources.as_file(resources.files("labkit.measure.prompt") / "corpus") as folder:
         return read_corpus(folder)
 
 

@@ -2,7 +2,7 @@
 /proc/meminfo readings, what was not available and why) and the series written back as CSV text
 (docs/measurement.md, "Node telemetry").
 
-The sampler (labkit/measure/telemetry_run.py) hands over `(t, line)` pairs, t being labkit's own
+The sampler (labkit/measure/telemetry/sampling.py) hands over `(t, line)` pairs, t being labkit's own
 `time.perf_counter_ns()` when the line arrived, already made relative to the run's origin like the records'
 stamps. A value the tool could not give ("[N/A]", "[Not Supported]") stays None, never 0, and a node without
 nvidia-smi says so once in its status instead of carrying empty GPU figures. Pure.

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from labkit.measure.records import RequestRecord
-from labkit.measure.telemetry_series import LIMIT_REASONS, GpuSample, MemSample, NodeSeries, reason_names
-from labkit.measure.timing import NS, median
+from labkit.measure.request.timing import NS, median
+from labkit.measure.telemetry.series import LIMIT_REASONS, GpuSample, MemSample, NodeSeries, reason_names
 
 Sample = TypeVar("Sample", GpuSample, MemSample)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.measure import prompts as pr
-from labkit.measure.client import EndpointError, StreamClient
+from labkit.measure.prompt import prompts as pr
+from labkit.measure.request.client import EndpointError, StreamClient
 
 
 async def usage_prompt_tokens(client: StreamClient, prompt: str, model: str, api: str) -> int:

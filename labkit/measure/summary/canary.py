@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from labkit.measure.recording import BURST_FLAG
 from labkit.measure.records import RequestRecord, RunSummary
-from labkit.measure.summary_speed import DECODE_WINDOW, put
+from labkit.measure.request.recording import BURST_FLAG
+from labkit.measure.summary.speed import DECODE_WINDOW, put
 
 SLOW_CANARY = "slow-canary"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.measure.client import EndpointError, StreamClient
+from labkit.measure.request.client import EndpointError, StreamClient
 from labkit.serve import Fetched, api_sources, kv_pool
 
 GET_TIMEOUT = 10.0  # seconds for one GET of /metrics or /server_info

@@ -2,7 +2,7 @@
 a context takes, the load request that puts it in the prefix cache and the measured request that repeats it
 (docs/measurement.md, "Context depth").
 
-The context itself is a fitted prefill prompt (labkit/measure/prompts.py, fit_prompt): a fresh nonce first, so
+The context itself is a fitted prefill prompt (labkit/measure/prompt/prompts.py, fit_prompt): a fresh nonce first, so
 no other request shares its prefix, then seeded prose, `D` server tokens in all as the engine counts a request
 of it alone (template included). The measured request repeats that request token for token, then asks a
 question of about `q` tokens with its own nonce: in chat, the context is the first user message, a fixed
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 
-from labkit.measure import prompts as pr
-from labkit.measure.conversation import AGENTIC_WINDOW
+from labkit.measure.prompt import prompts as pr
+from labkit.measure.prompt.conversation import AGENTIC_WINDOW
 
 ACK = "Noted."  # the assistant's reply to the context in the measured chat request, fixed so caching sees it
 _ASKS = (

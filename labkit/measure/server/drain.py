@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from labkit.measure import metrics as mx
-from labkit.measure.scrapes import busy
+from labkit.measure.server import metrics as mx
+from labkit.measure.server.scrapes import busy
 from labkit.measure.session import Session
 
 DRAIN_POLL_S = 0.05  # seconds between the scrapes of a wait

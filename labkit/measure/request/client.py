@@ -20,7 +20,7 @@ on a 2-core host: ~50-60 µs of client CPU per chunk with aiohttp vs ~120-140 µ
 ~40 µs with aiohttp on uvloop (labkit.measure.run_bench uses uvloop when installed). The hot loop only stamps
 and stores each read; parsing happens after the stream ends.
 
-Token counting and the SSE parsing happen in labkit/measure/sse.py, after the stream ended.
+Token counting and the SSE parsing happen in labkit/measure/request/sse.py, after the stream ended.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from labkit import settings
 from labkit.errors import LabkitError
-from labkit.measure.sse import SSEParser, StreamResult
+from labkit.measure.request.sse import SSEParser, StreamResult
 
 if TYPE_CHECKING:
     import openai

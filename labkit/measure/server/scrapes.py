@@ -8,7 +8,7 @@ engine served requests before the run (then the first one is not cold). The form
 pair of consecutive scrapes around labkit's requests, all taken while labkit had nothing in flight, with the
 number of requests sent between them. Per window it keeps the running/waiting gauges at the first and last
 scrape, requests finished against requests sent, prefix-cache hits, every watched counter that went
-backwards, and the drain check's waits (labkit/measure/drain.py). A metric the engine does not export stays
+backwards, and the drain check's waits (labkit/measure/server/drain.py). A metric the engine does not export stays
 absent, never 0.
 """
 
@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from labkit.measure import metrics as mx
-from labkit.measure.client import EndpointError, StreamClient
-from labkit.measure.recording import CACHE_HIT_TOLERANCE
 from labkit.measure.records import RequestRecord
+from labkit.measure.request.client import EndpointError, StreamClient
+from labkit.measure.request.recording import CACHE_HIT_TOLERANCE
+from labkit.measure.server import metrics as mx
 
 # requests an engine finished since boot: any > 0 means the first request of this run is not a cold one
 SERVED_COUNTERS = (
@@ -243,7 +243,7 @@ class WindowEvidence:
     busy: int = 0  # ... of them with running or waiting > 0
     resets: list[tuple[str, float, float]] = field(default_factory=list)
     last: object = None  # the last scrape seen (consecutive pairs share one)
-    # the drain check (labkit/measure/drain.py): boundaries between labkit's requests at which the live gauges
+    # the drain check (labkit/measure/server/drain.py): boundaries between labkit's requests at which the live gauges
     # were not zero, so labkit waited; those still busy after the wait, as (where, running, waiting, waited s)
     drain_waits: int = 0
     drain_wait_s: float = 0.0
@@ -281,7 +281,7 @@ class WindowEvidence:
 
 
 class EvidenceLog:
-    """The evidence of every window of one run, fed by the phases; summary_evidence.py pools it and words its flags."""
+    """The evidence of every window of one run, fed by the phases; summary/evidence.py pools it and words its flags."""
 
     def __init__(self) -> None:
         self.windows: list[WindowEvidence] = []

@@ -13,20 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from labkit.measure import metrics as mx
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
-from labkit.measure.sanity import apply_sanity
-from labkit.measure.scrapes import WindowEvidence
-from labkit.measure.summary_counters import (
+from labkit.measure.server import metrics as mx
+from labkit.measure.server.scrapes import WindowEvidence
+from labkit.measure.summary.counters import (
     acceptance_measures,
     nfs_summary,
     prefix_cache_measures,
     telemetry_measures,
 )
-from labkit.measure.summary_engine import engine_measures
-from labkit.measure.summary_evidence import evidence_flags, pooled_evidence
-from labkit.measure.summary_speed import PREFILL_EXCLUDED
-from labkit.measure.telemetry import TelemetryRun, summarize_telemetry
+from labkit.measure.summary.engine import engine_measures
+from labkit.measure.summary.evidence import evidence_flags, pooled_evidence
+from labkit.measure.summary.sanity import apply_sanity
+from labkit.measure.summary.speed import PREFILL_EXCLUDED
+from labkit.measure.telemetry.health import TelemetryRun, summarize_telemetry
 from labkit.measure.workloads import WORKLOADS, SummaryInput, window_of
 from labkit.recipe import MeasurePlan
 

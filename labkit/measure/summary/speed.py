@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from labkit.measure.recording import BURST_BLAME, BURST_FLAG
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
-from labkit.measure.timing import BURST_GAP_NS, median
+from labkit.measure.request.recording import BURST_BLAME, BURST_FLAG
+from labkit.measure.request.timing import BURST_GAP_NS, median
 from labkit.measures import measure_key, prefill_key
 
 DECODE_WINDOW = (

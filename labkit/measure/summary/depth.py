@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from labkit.measure.records import RequestRecord, RunSummary
-from labkit.measure.summary_turns import hit_agreement, per_request_measures
+from labkit.measure.summary.turns import hit_agreement, per_request_measures
 from labkit.measures import CACHE_STATES, depth_key
 
 

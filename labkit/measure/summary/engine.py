@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from labkit.measure.recording import BURST_FLAG
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
-from labkit.measure.servertruth import spec_counts
-from labkit.measure.summary_speed import put
-from labkit.measure.timing import median
+from labkit.measure.request.recording import BURST_FLAG
+from labkit.measure.request.timing import median
+from labkit.measure.server.servertruth import spec_counts
+from labkit.measure.summary.speed import put
 from labkit.measures import measure_key
 
 SHORT_SHARE = 0.75  # a group whose effective concurrency is below this share of K ran short

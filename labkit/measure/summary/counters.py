@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from labkit.measure import io_probe as iop
-from labkit.measure import metrics as mx
 from labkit.measure.records import RunSummary
+from labkit.measure.server import metrics as mx
+from labkit.measure.telemetry import io_probe as iop
 from labkit.measures import measure_key, prefill_tokens
 
 PROPOSED = "mean draft tokens proposed per drafting step (≤ K: ngram proposes fewer without a match)"

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from labkit.measure import metrics as mx
-from labkit.measure.recording import BURST_FLAG
 from labkit.measure.records import RequestRecord, RunSummary
-from labkit.measure.summary_counters import acceptance_figures
-from labkit.measure.summary_speed import DECODE_WINDOW, put
+from labkit.measure.request.recording import BURST_FLAG
+from labkit.measure.server import metrics as mx
+from labkit.measure.summary.counters import acceptance_figures
+from labkit.measure.summary.speed import DECODE_WINDOW, put
 from labkit.measures import CONTENT_MARK, content_key
 
 # the acceptance figures a category gets (K is the engine's, the same for every category; no per-position rates)

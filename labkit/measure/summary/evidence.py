@@ -2,16 +2,16 @@
 repetitions (`summary.evidence`), and the findings worded as flags (counter reset, foreign traffic, busy at
 start, not drained, prefix-cache hits): docs/measurement.md, "Per-run evidence".
 
-Pure: the evidence log's windows (labkit/measure/scrapes.py) in.
+Pure: the evidence log's windows (labkit/measure/server/scrapes.py) in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from labkit.measure.context import cached_by_design
-from labkit.measure.recording import CACHE_HIT_TOLERANCE
-from labkit.measure.scrapes import WindowEvidence, reset_message
+from labkit.measure.prompt.context import cached_by_design
+from labkit.measure.request.recording import CACHE_HIT_TOLERANCE
+from labkit.measure.server.scrapes import WindowEvidence, reset_message
 
 
 def pooled_evidence(windows: Sequence[WindowEvidence]) -> dict[str, dict]:

@@ -1,6 +1,6 @@
 """Raw streams into records: one StreamResult -> one RequestRecord, one lockstep group -> one GroupRecord.
 
-Pure: the timing formulas (labkit/measure/timing.py) and the validity rules, no I/O. A record that fails a
+Pure: the timing formulas (labkit/measure/request/timing.py) and the validity rules, no I/O. A record that fails a
 rule is kept with ok=False and its reason; a suspect one keeps ok=True and says why in `flags`. The engine's
 own per-request figures, when the response carries them, are set beside labkit's (servertruth.py), and a
 text that ends in an exact repetition is marked (sanity.py).
@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.measure import prompts as pr
+from labkit.measure.prompt import prompts as pr
 from labkit.measure.records import GroupRecord, Phase, RequestRecord
-from labkit.measure.sanity import mark_loop
-from labkit.measure.servertruth import apply_server_truth
-from labkit.measure.sse import StreamResult
-from labkit.measure.timing import (
+from labkit.measure.request.sse import StreamResult
+from labkit.measure.request.timing import (
     BURST_GAP_NS,
     NS,
     decode_tps,
@@ -24,6 +22,8 @@ from labkit.measure.timing import (
     group_aggregate,
     prefill_tps,
 )
+from labkit.measure.server.servertruth import apply_server_truth
+from labkit.measure.summary.sanity import mark_loop
 
 CACHE_HIT_TOLERANCE = (
     64  # cached prompt tokens allowed per unique prompt: a shared template preamble (≤ a block)

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from labkit.errors import LabkitError
-from labkit.measure.telemetry_series import (
+from labkit.measure.telemetry.series import (
     GPU_QUERY,
     REASONS_FIELDS,
     NodeSeries,

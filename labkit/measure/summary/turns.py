@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from labkit.measure.recording import BURST_FLAG
 from labkit.measure.records import RequestRecord, RunSummary
-from labkit.measure.summary_speed import DECODE_WINDOW, put
+from labkit.measure.request.recording import BURST_FLAG
+from labkit.measure.summary.speed import DECODE_WINDOW, put
 from labkit.measures import idle_key, turn_key
 from labkit.recipe import MeasurePlan
 
@@ -26,7 +26,7 @@ def new_tokens(r: RequestRecord) -> float | None:
 
 
 # the figures of one request of a session turn or a depth: measure -> (its value on one record, its method with
-# {where} the requests, {src} the token source, {least} what the least expected hits are); summary_depth.py too
+# {where} the requests, {src} the token source, {least} what the least expected hits are); depth.py too
 PER_REQUEST: dict[str, tuple[Callable[[RequestRecord], float | None], str]] = {
     "ttft": (lambda r: r.ttft_s, "median t_first - t_send over {where}, s"),
     "prefill": (

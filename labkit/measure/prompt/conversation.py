@@ -17,8 +17,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from labkit.measure import metrics as mx
-from labkit.measure import prompts as pr
+from labkit.measure.prompt import prompts as pr
+from labkit.measure.server import metrics as mx
 
 AGENTIC_WINDOW = "agentic"  # the sessions' evidence window; its prompts hit the prefix cache by design
 SESSION_MARK = "agentic"  # the opening message's marker after the nonce: "[<nonce> agentic] ..."

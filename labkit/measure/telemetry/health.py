@@ -1,7 +1,7 @@
-"""Node telemetry, the run's summary: every window's figures over every node (telemetry_energy.py) with the
+"""Node telemetry, the run's summary: every window's figures over every node (energy.py) with the
 health marks they raise (`low-clock` against a node's healthy SM-clock baseline, `throttled` when the GPU
 reported a thermal or power limit), and the healthy clocks a baseline is updated from (docs/measurement.md,
-"Node telemetry"). The samples themselves are parsed in telemetry_series.py. Pure.
+"Node telemetry"). The samples themselves are parsed in series.py. Pure.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from labkit.measure.records import RequestRecord
-from labkit.measure.telemetry_energy import run_windows, window_summary
-from labkit.measure.telemetry_series import LIMIT_REASONS, TelemetryRun
-from labkit.measure.timing import median
+from labkit.measure.request.timing import median
+from labkit.measure.telemetry.energy import run_windows, window_summary
+from labkit.measure.telemetry.series import LIMIT_REASONS, TelemetryRun
 
 LOW_CLOCK = "low-clock"  # the flag of a node whose SM clock sat well below its healthy baseline
 

@@ -29,7 +29,8 @@ CONTENT_MARK = "@"
 # the simulator reads the category from it (labkit/sim/speculation.py)
 CONTENT_HEADER = re.compile(r"\[([0-9a-f]+) ([a-z]+)\] ")
 # how a context-depth request finds its context: computed afresh (uncached), or sent before (cached)
-CACHE_STATES = ("uncached", "cached")
+CacheState = Literal["uncached", "cached"]
+CACHE_STATES: tuple[CacheState, ...] = ("uncached", "cached")
 RATE = "t/s"
 SPEED_UNITS = (RATE, "s")  # a rate or a time: its better side is the faster one
 
@@ -325,7 +326,7 @@ def prefill_tokens(key: str) -> int | None:
     return tokens if isinstance(tokens, int) else None
 
 
-def depth_key(measure: str, depth: int, state: str | None = None) -> str:
+def depth_key(measure: str, depth: int, state: CacheState | None = None) -> str:
     """The key of a measure at a context depth in a cache state: depth_8192_ttft, depth_8192_ttft_cached; a
     figure of the depth itself (ttft_gain) takes no state."""
     if state is None:

@@ -20,7 +20,7 @@ from labkit.measure.request.client import EndpointError, StreamClient
 from labkit.measure.request.timing import NS
 from labkit.measure.summary.speed import AGG_WINDOW, DECODE_WINDOW, PREFILL_WINDOW
 from labkit.measure.telemetry import io_probe as iop
-from labkit.recipe import MeasurePlan, repo_root
+from labkit.recipe import Api, MeasurePlan, repo_root
 
 TIMER = (
     "time.perf_counter_ns; t_send before the SDK call, chunk stamps at each network read before SSE/JSON "
@@ -59,7 +59,7 @@ def provenance(
     recipe_hash: str | None,
     variant: str | None,
     run_id: str,
-    api: str,
+    api: Api,
     counter_kind: str,
     t_origin: int,
     rtt_ns: int,

@@ -19,9 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from labkit.measures import CacheState
+from labkit.recipe import Api
+
 SCHEMA_VERSION = 1
 # a request's phase (a warmup request is sent but never summarised; docs/measurement.md names each phase)
 Phase = Literal["", "warmup", "decode", "content", "agentic", "idle", "depth", "prefill", "canary"]
+# where the slow-state canary runs: before or after the run's other phases
+CanaryWhere = Literal["before", "after"]
 ConcurrencySource = Literal[
     "", "engine steps", "client timing"
 ]  # what a group's effective concurrency is from
@@ -49,7 +54,7 @@ class RequestRecord:
     turn: int = 0  # index within its phase
     stream: int = 0  # stream index within a concurrent group
     cold: bool = False  # first request after engine boot
-    api: str = "chat"
+    api: Api = "chat"
     requested_tokens: int = 0
     prompt_target: int = 0  # requested prompt length in server tokens (prefill)
     prompt_tokens: int | None = None
@@ -121,9 +126,9 @@ class RequestRecord:
     # of context before the question, and how the context was found: "uncached", "cached", or "load" (the
     # request that put it in the cache, not itself a measurement)
     depth: int | None = None
-    cache_state: str = ""
+    cache_state: Literal["", "load"] | CacheState = ""
     # the slow-state canary (labkit/measure/workloads/canary.py): "before" or "after" the run's phases
-    canary: str = ""
+    canary: Literal[""] | CanaryWhere = ""
 
     @classmethod
     def columns(cls) -> list[str]:

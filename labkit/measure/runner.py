@@ -46,7 +46,7 @@ from labkit.measure.telemetry import io_probe as iop
 from labkit.measure.telemetry.sampling import NodeTelemetry, as_telemetry
 from labkit.measure.workloads import WORKLOADS, Workload
 from labkit.nodes import Host
-from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
+from labkit.recipe import Api, DecodePlan, MeasurePlan, PrefillPlan
 
 
 def default_plan() -> MeasurePlan:
@@ -83,7 +83,7 @@ class BenchOptions:
     error); `on_partial(result)` is called with that partial result too, before re-raising."""
 
     model: str | None = None  # None: the first model /models names
-    api: str | None = None  # None: the plan's
+    api: Api | None = None  # None: the plan's
     cold_expected: bool = True  # the engine was just booted: record a cold turn
     io_hooks: Sequence[iop.IOProbe] = ()
     progress: bool = True

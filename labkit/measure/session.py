@@ -22,7 +22,7 @@ from labkit.measure.server import metrics as mx
 from labkit.measure.server.scrapes import EvidenceLog
 from labkit.measure.telemetry import io_probe as iop
 from labkit.measure.telemetry.sampling import NodeTelemetry
-from labkit.recipe import MeasurePlan
+from labkit.recipe import Api, MeasurePlan
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class RunContext:
     client: StreamClient
     plan: MeasurePlan
     model: str | None  # the served model: given by the caller, else the first /models names (Bench.run)
-    api: str
+    api: Api
     run_id: str
     lane: str = ""
     recipe_hash: str | None = None

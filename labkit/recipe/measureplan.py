@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from labkit.measures import content_key, decode_key, headline, prefill_key
 from labkit.recipe.canaryplan import CanaryPlan
 from labkit.recipe.depthplan import DepthPlan
 from labkit.recipe.sessionplan import AgenticPlan
 
+Api = Literal["chat", "completions"]  # the OpenAI endpoint a lane's requests go to (measure.api)
 TARGET_MAX_RUNS = 10  # measure.max_runs when target_ci is set without it
 
 
@@ -28,7 +30,7 @@ class PrefillPlan:
 
 @dataclass(frozen=True)
 class MeasurePlan:
-    api: str
+    api: Api
     runs: int
     decode: DecodePlan
     prefill: PrefillPlan

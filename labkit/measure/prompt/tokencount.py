@@ -15,9 +15,10 @@ from typing import Any
 
 from labkit.measure.prompt import prompts as pr
 from labkit.measure.request.client import EndpointError, StreamClient
+from labkit.recipe import Api
 
 
-async def usage_prompt_tokens(client: StreamClient, prompt: str, model: str, api: str) -> int:
+async def usage_prompt_tokens(client: StreamClient, prompt: str, model: str, api: Api) -> int:
     """usage.prompt_tokens of a non-streamed 1-token request (every engine reports usage when not streaming)."""
     body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": False, "temperature": 0.0}
     if api == "chat":
@@ -33,7 +34,7 @@ async def usage_prompt_tokens(client: StreamClient, prompt: str, model: str, api
         raise EndpointError(client.root + path, f"HTTP {status}: no usage.prompt_tokens in {str(data)[:200]}")
 
 
-async def make_counter(client: StreamClient, model: str, api: str) -> tuple[pr.Counter, str]:
+async def make_counter(client: StreamClient, model: str, api: Api) -> tuple[pr.Counter, str]:
     """(async count(prompt) -> server tokens, description of the method)."""
 
     async def tokenize(prompt: str) -> int:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from labkit import settings
 from labkit.errors import LabkitError
 from labkit.measure.request.sse import SSEParser, StreamResult
+from labkit.recipe import Api
 
 if TYPE_CHECKING:
     import openai
@@ -72,7 +73,7 @@ class StreamRequest:
 
     prompt: str
     max_tokens: int
-    api: str = "chat"  # "chat" | "completions"
+    api: Api = "chat"
     model: str = ""
     min_tokens: int | None = None
     ignore_eos: bool = False

@@ -24,6 +24,7 @@ from labkit.measure.request.timing import (
 )
 from labkit.measure.server.servertruth import apply_server_truth
 from labkit.measure.summary.sanity import mark_loop
+from labkit.recipe import Api
 
 CACHE_HIT_TOLERANCE = (
     64  # cached prompt tokens allowed per unique prompt: a shared template preamble (≤ a block)
@@ -47,7 +48,7 @@ def make_record(
     rep: int = 0,
     run_id: str = "",
     lane: str = "",
-    api: str = "chat",
+    api: Api = "chat",
     concurrency: int = 1,
     turn: int = 0,
     stream: int = 0,

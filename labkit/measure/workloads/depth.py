@@ -14,6 +14,7 @@ per context: a progress line per depth says how long it took.
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from labkit.measure.prompt import prompts as pr
 from labkit.measure.prompt.context import depth_window, measured_chat, measured_text, question
@@ -26,6 +27,7 @@ from labkit.measure.workloads.agentic import engine_hits, new_token_prefill
 from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.measure.workloads.prefill import fit_counter
 from labkit.measure.workloads.windows import TurnWindows
+from labkit.measures import CacheState
 from labkit.recipe import DepthPlan, MeasurePlan
 
 
@@ -63,7 +65,7 @@ async def _measure(
     windows: TurnWindows,
     plan: DepthPlan,
     depth: int,
-    state: str,
+    state: CacheState,
     i: int,
     block: int | None,
     budget: int,
@@ -102,7 +104,7 @@ async def _measure(
     new_token_prefill(rec, log.rtt_ns)
 
 
-def _tag(rec: RequestRecord, depth: int, state: str) -> RequestRecord:
+def _tag(rec: RequestRecord, depth: int, state: CacheState | Literal["load"]) -> RequestRecord:
     rec.depth, rec.cache_state = depth, state
     return rec
 

@@ -17,12 +17,16 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from labkit.measures import CacheState
 from labkit.recipe import Api
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 SCHEMA_VERSION = 1
+T = TypeVar("T", bound="DataclassInstance")  # a record dataclass read back from its dict
 # a request's phase (a warmup request is sent but never summarised; docs/measurement.md names each phase)
 Phase = Literal["", "warmup", "decode", "content", "agentic", "idle", "depth", "prefill", "canary"]
 # where the slow-state canary runs: before or after the run's other phases
@@ -32,7 +36,7 @@ ConcurrencySource = Literal[
 ]  # what a group's effective concurrency is from
 
 
-def _known_fields(cls, data: dict[str, Any]):
+def _known_fields(cls: type[T], data: dict[str, Any]) -> T:
     """An instance from a dict, ignoring keys this version does not know (files written by newer labkit)."""
     known = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in data.items() if k in known})
@@ -92,15 +96,15 @@ class RequestRecord:
     group: int | None = None  # concurrency group index (lockstep streams fired together)
     nonce: str = ""  # the prompt's leading nonce (unique per request)
     response_id: str = ""  # the server's completion id (matches engine logs / the simulator's ground truth)
-    usage: dict | None = None  # the raw final usage object
+    usage: dict[str, Any] | None = None  # the raw final usage object
     # what the engine's /metrics say about this request's scrape window (one request at c1, the group at cK):
     # requests, mean ttft_s/queue_s/prefill_s/decode_s/e2e_s, generation_tokens, request_steps, engine_steps
-    server_window: dict | None = None
+    server_window: dict[str, Any] | None = None
     chunk_t: list[int] = field(default_factory=list)  # arrival stamp of every token-bearing chunk
     chunk_n: list[int] = field(default_factory=list)  # tokens in that chunk (empty when unknown)
     # the engine's own figures for this request, from the response's `metrics` object (vLLM with
     # --enable-per-request-metrics / --per-request-spec-decode-metrics): labkit/measure/server/servertruth.py
-    engine_metrics: dict | None = None  # the object as the engine sent it
+    engine_metrics: dict[str, Any] | None = None  # the object as the engine sent it
     engine_ttft_s: float | None = None  # queue + time to first token: engine core queue -> first token
     engine_decode_tps: float | None = None  # (N - 1) / generation_time: first to last token in the engine
     ttft_minus_engine_s: float | None = None  # ttft_s - engine_ttft_s
@@ -165,7 +169,7 @@ class GroupRecord:
         0  # streams flagged burst-read: their stamps do not show arrival times (agg excluded)
     )
     note: str = ""
-    server_window: dict | None = None  # the engine's /metrics over the group (see RequestRecord)
+    server_window: dict[str, Any] | None = None  # the engine's /metrics over the group (see RequestRecord)
     # how many streams the engine actually ran at once (docs/measurement.md, "Drain and effective concurrency"): its
     # request steps per engine step over the group's window, else the streams' decode time over their span
     effective_concurrency: float | None = None

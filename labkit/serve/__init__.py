@@ -10,6 +10,7 @@ with a labkit-built model already materialized (labkit.tinymodel, by the caller)
 Its modules, each with what it is for: docs/architecture.md, "Packages" (generated from their docstrings).
 """
 
+from labkit.serve.bandwidth import Measured
 from labkit.serve.bandwidth_run import measure_bandwidth
 from labkit.serve.bootstate import cold_cache_flags
 from labkit.serve.checks import doctor
@@ -27,6 +28,7 @@ __all__ = [
     "Endpoint",
     "Fetched",
     "Lane",
+    "Measured",
     "Samples",
     "api_sources",
     "check_flags",

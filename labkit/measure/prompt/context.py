@@ -13,6 +13,7 @@ context after a blank line. Pure: text in, request text out.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from labkit.measure.prompt import prompts as pr
 from labkit.measure.prompt.conversation import AGENTIC_WINDOW
@@ -50,7 +51,7 @@ def question(nonce: str, seed: str, n_pieces: int) -> str:
     return "\n\n".join(filter(None, (head, body, ask)))
 
 
-def measured_chat(context: str, ask: str) -> list[dict]:
+def measured_chat(context: str, ask: str) -> list[dict[str, Any]]:
     """The measured chat request: the context as it was loaded, the fixed acknowledgement, the question."""
     return [
         {"role": "user", "content": context},

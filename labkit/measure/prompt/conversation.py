@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from labkit.measure.prompt import prompts as pr
 from labkit.measure.server import metrics as mx
@@ -60,7 +61,7 @@ def tool_result(seed: str, tokens: int, turn: int) -> str:
 class Conversation:
     """The growing message list of one session, and its previous turn's prompt and answer sizes."""
 
-    messages: list[dict] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
     prev_prompt: int | None = None  # the previous turn's prompt tokens (the server's count)
     prev_output: int | None = None  # ... and its answer's tokens
     broken: str = ""  # why the session stopped (a failed turn has no answer to append)

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from labkit.errors import LabkitError
 from labkit.measures import CONTENT, content_header
@@ -53,7 +54,7 @@ class Corpus:
         random.Random(f"corpus/{category}/{seed}").shuffle(pool)
         return [pool[i % len(pool)] for i in range(count)]
 
-    def facts(self) -> dict:
+    def facts(self) -> dict[str, Any]:
         """What a run stores about the corpus it drew from (provenance.prompt_corpus)."""
         return {"digest": self.digest, "prompts": {c: len(p) for c, p in self.prompts.items()}}
 

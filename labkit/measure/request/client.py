@@ -80,11 +80,11 @@ class StreamRequest:
     temperature: float = 0.0
     seed: int | None = None
     timeout: float = 600.0  # whole request, seconds
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
     # a whole conversation (chat only; an agentic session's turn): sent instead of one user message of `prompt`
-    messages: list[dict] | None = None
+    messages: list[dict[str, Any]] | None = None
 
-    def chat(self) -> list[dict]:
+    def chat(self) -> list[dict[str, Any]]:
         """The chat messages this request sends."""
         return self.messages if self.messages is not None else [{"role": "user", "content": self.prompt}]
 
@@ -152,7 +152,7 @@ class StreamClient:
             raise EndpointError(url, f"{type(e).__name__}: {e}")
         return r.status_code, r.text
 
-    async def post_json(self, path: str, body: dict, timeout: float = 60.0) -> tuple[int, Any]:
+    async def post_json(self, path: str, body: dict[str, Any], timeout: float = 60.0) -> tuple[int, Any]:
         url = self.root + path
         try:
             r = await self._http.post(url, json=body, timeout=timeout)
@@ -226,7 +226,7 @@ class StreamClient:
             if self._gc_was_enabled:
                 gc.enable()
 
-    def _json(self, req: StreamRequest) -> tuple[str, dict]:
+    def _json(self, req: StreamRequest) -> tuple[str, dict[str, Any]]:
         """(path, JSON body) of the direct transport: the same fields the SDK would send."""
         body: dict[str, Any] = {
             "model": req.model,
@@ -250,7 +250,7 @@ class StreamClient:
             return "/completions", body
         raise ValueError(f"api must be 'chat' or 'completions', got {req.api!r}")
 
-    def _body(self, req: StreamRequest) -> tuple[Any, dict]:
+    def _body(self, req: StreamRequest) -> tuple[Any, dict[str, Any]]:
         extra: dict[str, Any] = {}
         if req.min_tokens is not None:
             extra["min_tokens"] = req.min_tokens

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -31,13 +32,13 @@ class StreamResult:
     output_tokens_source: str = ""
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
-    usage: dict | None = None
+    usage: dict[str, Any] | None = None
     finish_reason: str | None = None
     http_status: int | None = None
     response_id: str = ""  # the server's id of the completion (first event's "id")
     # the engine's own per-request figures (vLLM's `metrics` object, on the final usage chunk when the server
     # runs with --enable-per-request-metrics / --per-request-spec-decode-metrics; docs/engines.md)
-    engine_metrics: dict | None = None
+    engine_metrics: dict[str, Any] | None = None
     text: str = (
         ""  # the generated text (answer and reasoning), joined after the stream, for the sanity checks
     )
@@ -80,7 +81,7 @@ class SSEParser:
                 self._event(json.loads(payload), now)
         return False
 
-    def _event(self, ev: dict, now: int) -> None:
+    def _event(self, ev: dict[str, Any], now: int) -> None:
         res = self.res
         res.sse_events += 1
         if not res.response_id and isinstance(ev.get("id"), str):

@@ -26,7 +26,7 @@ async def fetch(client: StreamClient, path: str, timeout: float = GET_TIMEOUT) -
         return None, str(e)
 
 
-async def read_kv_pool(client: StreamClient, log: dict[str, dict] | None = None) -> dict[str, Any]:
+async def read_kv_pool(client: StreamClient, log: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The KV pool from the endpoint's API, compared with `log` ({source: facts} of a boot log, e.g. the "log"
     and "log_allocated" entries of a lane's BootFacts.kv_pool["sources"]); the same shape as BootFacts.kv_pool.
     Call it outside a measurement window: it sends two GETs."""

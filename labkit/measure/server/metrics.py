@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from labkit.recipe import EngineSpec
 
@@ -293,7 +294,7 @@ def prefix_cache(before: Samples, after: Samples) -> tuple[float, float] | None:
     return None
 
 
-def server_info_acceptance(info: dict) -> Acceptance | None:
+def server_info_acceptance(info: dict[str, Any]) -> Acceptance | None:
     """SGLang without spec counters: `avg_spec_accept_length` from GET /server_info, valid for a window only when
     POST /flush_cache reset it (idle) right before the window. τ includes the bonus token, floor 1."""
     states = info.get("internal_states") or [{}]

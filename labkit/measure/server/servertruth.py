@@ -23,7 +23,7 @@ from labkit.measure.records import RequestRecord
 MS = 1000.0
 
 
-def _number(d: dict, key: str) -> float | None:
+def _number(d: dict[str, Any], key: str) -> float | None:
     v = d.get(key)
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 

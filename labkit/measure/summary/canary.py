@@ -9,6 +9,7 @@ Pure: records in, measures on the RunSummary; a figure and a baseline in, a flag
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.request.recording import BURST_FLAG
@@ -38,7 +39,9 @@ def canary_measures(s: RunSummary, records: Sequence[RequestRecord]) -> None:
         )
 
 
-def canary_flag(ms: float | None, baseline: float | None, slow: float, nodes: Sequence[str]) -> dict | None:
+def canary_flag(
+    ms: float | None, baseline: float | None, slow: float, nodes: Sequence[str]
+) -> dict[str, Any] | None:
     """`slow-canary` (window boot: the whole run) when `ms` is more than `slow` above `baseline`; None without
     either figure or within the bound."""
     if ms is None or not baseline or ms <= baseline * (1.0 + slow):

@@ -8,18 +8,19 @@ Pure: the evidence log's windows (labkit/measure/server/scrapes.py) in.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from labkit.measure.prompt.context import cached_by_design
 from labkit.measure.request.recording import CACHE_HIT_TOLERANCE
 from labkit.measure.server.scrapes import WindowEvidence, reset_message
 
 
-def pooled_evidence(windows: Sequence[WindowEvidence]) -> dict[str, dict]:
+def pooled_evidence(windows: Sequence[WindowEvidence]) -> dict[str, dict[str, Any]]:
     """Per window name, pooled over repetitions: see docs/measurement.md, "Per-run evidence"."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(w.name for w in windows):
         ws = [w for w in windows if w.name == name]
-        e: dict = {"sent": sum(w.sent for w in ws), "scrapes": sum(w.scrapes for w in ws)}
+        e: dict[str, Any] = {"sent": sum(w.sent for w in ws), "scrapes": sum(w.scrapes for w in ws)}
         for key, value in ws[0].start.items():
             e[f"{key}_start"] = value
         for key, value in ws[-1].end.items():

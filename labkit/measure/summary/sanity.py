@@ -14,6 +14,7 @@ Pure: records in, `summary.sanity`, flags and notes out; the measures of an inva
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measures import window_covers
@@ -97,7 +98,7 @@ def apply_sanity(
             windows.setdefault(w, []).append(rec)
     for name, recs in windows.items():
         found = [kinds(r) for r in recs]
-        entry: dict = {"requests": len(recs), **{k: sum(k in f for f in found) for k in KINDS}}
+        entry: dict[str, Any] = {"requests": len(recs), **{k: sum(k in f for f in found) for k in KINDS}}
         gating = ["failed"] + ([] if loops_expected else ["looping"])
         if loops_expected:
             entry["loops_expected"] = True
@@ -129,7 +130,7 @@ def _exclude(s: RunSummary, window: str) -> dict[str, float | None]:
     return out
 
 
-def _flag(window: str, code: str, entry: dict, recs: Sequence[RequestRecord]) -> dict[str, str]:
+def _flag(window: str, code: str, entry: dict[str, Any], recs: Sequence[RequestRecord]) -> dict[str, str]:
     n = entry["requests"]
     if code == "failed":
         errors = "; ".join(sorted({r.error for r in recs if not r.ok}))[:200]
@@ -146,7 +147,7 @@ def _flag(window: str, code: str, entry: dict, recs: Sequence[RequestRecord]) ->
     return {"code": "looping-output", "window": window, "message": message}
 
 
-def _invalid_note(window: str, entry: dict) -> str:
+def _invalid_note(window: str, entry: dict[str, Any]) -> str:
     left = ", ".join(entry["excluded"]) or "no figure"
     parts = [f"{entry[k]} {k}" for k in KINDS if entry[k]]
     return f"{window} invalid ({', '.join(parts)} of {entry['requests']}): left out: {left}"

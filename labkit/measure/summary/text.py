@@ -13,6 +13,8 @@ value is never shown without its sample size. Titles and units are the catalogue
 
 from __future__ import annotations
 
+from typing import Any
+
 from labkit.measure.records import RunSummary
 from labkit.measures import (
     CONTENT,
@@ -155,7 +157,7 @@ def acceptance_row(s: RunSummary) -> tuple[str, str, str]:
     return "acceptance", value, "; ".join(parts)
 
 
-def _concurrencies(m: dict, measure: str) -> list[int]:
+def _concurrencies(m: dict[str, Any], measure: str) -> list[int]:
     return [int(k) for k in axis_values(m, f"decode_c<N>_{measure}", "concurrency")]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from labkit.measure.records import RequestRecord
 from labkit.measure.request.timing import NS, median
@@ -78,7 +78,7 @@ def ended(r: RequestRecord) -> int:
     return r.t_end
 
 
-def node_window(s: NodeSeries, w: Window) -> dict:
+def node_window(s: NodeSeries, w: Window) -> dict[str, Any]:
     """One node over one window: energy and mean power, SM clock, temperature, utilization, clock reasons,
     minimum MemAvailable. Keys without a sample behind them are left out, never 0."""
 
@@ -88,7 +88,7 @@ def node_window(s: NodeSeries, w: Window) -> dict:
         part, n = in_window([g for g in s.gpu if g.gpu == index], w.intervals)
         gpu, borrowed = gpu + part, borrowed + n
     mem = [m.available_kb for m in in_window(s.memory, w.intervals)[0] if m.available_kb is not None]
-    out: dict = {}
+    out: dict[str, Any] = {}
     if s.gpu:
         out["samples"] = len(gpu)
         if borrowed:
@@ -142,12 +142,12 @@ def mean(values: Sequence[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def window_summary(series: Mapping[str, NodeSeries], w: Window) -> dict:
+def window_summary(series: Mapping[str, NodeSeries], w: Window) -> dict[str, Any]:
     """The window over every node, with the window's energy per token when every node that sampled its GPU
     covered the whole window (docs/measurement.md, "Node telemetry")."""
     seconds = sum(b - a for a, b in w.intervals) / NS
     nodes = {name: node_window(s, w) for name, s in sorted(series.items())}
-    out: dict = {"seconds": seconds, "tokens": w.tokens, "token_kind": w.token_kind, "nodes": nodes}
+    out: dict[str, Any] = {"seconds": seconds, "tokens": w.tokens, "token_kind": w.token_kind, "nodes": nodes}
     gpus = [n for name, n in nodes.items() if series[name].gpu]
     if gpus and all(n.get("covered_s", 0) >= seconds * 0.99 for n in gpus):
         out["energy_j"] = sum(n["energy_j"] for n in gpus)

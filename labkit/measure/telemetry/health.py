@@ -7,6 +7,7 @@ reported a thermal or power limit), and the healthy clocks a baseline is updated
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from labkit.measure.records import RequestRecord
 from labkit.measure.request.timing import median
@@ -17,7 +18,7 @@ LOW_CLOCK = "low-clock"  # the flag of a node whose SM clock sat well below its 
 
 
 def health_flags(
-    name: str, win: dict, baseline: Mapping[str, float] | None, drop: float
+    name: str, win: dict[str, Any], baseline: Mapping[str, float] | None, drop: float
 ) -> list[dict[str, str]]:
     """`low-clock` (a node's SM-clock median more than `drop` below its healthy baseline) and `throttled` (the
     GPU reported a thermal or power limit) for one window summary; each node entry gets its flag codes."""
@@ -45,9 +46,12 @@ def health_flags(
 
 def summarize_telemetry(
     run: TelemetryRun, records: Sequence[RequestRecord], targets: Sequence[int], excluded: Sequence[str] = ()
-) -> tuple[dict, list[dict[str, str]]]:
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """(summary.telemetry, flags): per-node availability, each window's summary, the health flags."""
-    out: dict = {"period_ms": run.period_ms, "nodes": {n: s.status() for n, s in sorted(run.series.items())}}
+    out: dict[str, Any] = {
+        "period_ms": run.period_ms,
+        "nodes": {n: s.status() for n, s in sorted(run.series.items())},
+    }
     flags = []
     for w in run_windows(records, targets, excluded):
         out[w.name] = window_summary(run.series, w)
@@ -55,12 +59,12 @@ def summarize_telemetry(
     return out, flags
 
 
-def telemetry_windows(telemetry: Mapping) -> dict[str, dict]:
+def telemetry_windows(telemetry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The window entries of a summary.telemetry ("decode", "prefill_<P>"), without "nodes" and "period_ms"."""
     return {k: v for k, v in telemetry.items() if k == "decode" or k.startswith("prefill_")}
 
 
-def healthy_clocks(telemetry: Mapping) -> dict[str, float]:
+def healthy_clocks(telemetry: Mapping[str, Any]) -> dict[str, float]:
     """Per node, the median of its SM-clock medians over the windows that raised no flag on it: what a
     baseline of healthy clocks can be updated from. Nodes without such a window are left out."""
     seen: dict[str, list[float]] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from labkit.errors import LabkitError
 from labkit.nodes import Host, each_node
@@ -126,7 +126,7 @@ def nfs_counters(hosts: Iterable[Host]) -> dict[str, dict[str, dict[str, int]]]:
     return each_node(hosts, read_mountstats, "NFS counters")
 
 
-def nfs_read_delta(before: dict, after: dict) -> dict[str, int]:
+def nfs_read_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
     """{node: serverreadbytes read over NFS between two `nfs_counters` snapshots} (all NFS mounts)."""
     out = {}
     for node, mounts in after.items():

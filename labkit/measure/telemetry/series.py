@@ -15,6 +15,7 @@ import io
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # what the sampler asks nvidia-smi for, in this order; the clock-reasons field is added last under the name the
 # node's driver accepts (REASONS_FIELDS, newest first)
@@ -82,7 +83,7 @@ class NodeSeries:
     reasons_field: str = ""  # the clock-reasons field name the node's nvidia-smi accepted
     gpu_error: str = ""  # nvidia-smi stopped during the run after giving samples
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         out = {"gpu": self.gpu_status, "gpu_samples": len(self.gpu), "memory": self.memory_status}
         out["memory_samples"] = len(self.memory)
         if self.gpu:

@@ -8,6 +8,8 @@ windows; consecutive windows share a scrape, so no request falls between two.
 
 from __future__ import annotations
 
+from typing import Any
+
 from labkit.measure.records import RequestRecord
 from labkit.measure.server import metrics as mx
 from labkit.measure.server.drain import settled
@@ -32,7 +34,7 @@ class TurnWindows:
         before = await settled(s, await s.scrape(key), key=key, window=window, run=run, where="start")
         return cls(s, run, before, window)
 
-    async def close(self, recs: list[RequestRecord], where: str) -> dict | None:
+    async def close(self, recs: list[RequestRecord], where: str) -> dict[str, Any] | None:
         """The scrape after `recs` (the requests `where` names): their window's engine view; then, before the
         next window opens, the wait for the engine to drain (labkit/measure/server/drain.py)."""
         self.n += 1

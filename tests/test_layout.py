@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tools.docgen import markers, replaced, section
+from tools.modules_doc import module_lists
+
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "labkit"
 
@@ -364,19 +367,9 @@ def outside_citations(paths: list[Path]) -> list[str]:
     return bad
 
 
-def unnamed_modules(mods: dict[str, Module]) -> list[str]:
-    """Each package under labkit/ names every module and subpackage it holds in its docstring (as a word:
-    `plan`, `plan.py`, `node/`), so the docstring a reader starts from does not hide part of the package."""
-    bad = []
-    for m in mods.values():
-        if not m.is_package or m.name.count(".") != 1:
-            continue
-        doc = ast.get_docstring(m.tree) or ""
-        for child in sorted(mods):
-            parent, _, stem = child.rpartition(".")
-            if parent == m.name and stem != "__main__" and not re.search(rf"\b{re.escape(stem)}\b", doc):
-                bad.append(f"{rel(m.path)}: the docstring does not name {stem}")
-    return bad
+def stale_module_lists(doc: str, lists: dict[str, str]) -> list[str]:
+    """The generated module lists (tools/modules_doc.py) that `doc` lacks or shows as an earlier generation wrote them."""
+    return [name for name, body in lists.items() if markers(name)[0] not in doc or section(doc, name) != body]
 
 
 def step_table(readme: str) -> str:
@@ -557,8 +550,11 @@ def test_every_package_says_what_comes_in_and_goes_out(mods):
     assert missing == []
 
 
-def test_every_package_docstring_names_its_modules(mods):
-    assert unnamed_modules(mods) == []
+def test_architecture_doc_module_lists_are_generated():
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    assert stale_module_lists(doc, module_lists()) == [], (
+        "docs/architecture.md's module lists drifted from the code: run .venv/bin/python tools/modules_doc.py"
+    )
 
 
 def test_docstrings_cite_only_docs_in_this_repo():
@@ -628,10 +624,16 @@ def test_an_upward_import_and_a_private_import_are_found(tmp_path):
             "cli/__init__.py": '"""c"""\ndef main(): ...\n',
             "serve/__init__.py": '"""s"""\nfrom labkit import tinymodel\n',
             "tinymodel/__init__.py": '"""t"""\n',
+            "measure/request/__init__.py": '"""a subfolder is part of its package"""\n',
+            "measure/request/client.py": "from labkit.cli import main\nfrom labkit.measure.runner import x\n",
         },
     )
     up = upward_imports({k: m for k, m in mods.items()})
     assert any("measure imports cli" in b for b in up) and any("tinymodel is for" in b for b in up)
+    assert [b for b in up if "request/client.py" in b] == [
+        f"{tmp_path / 'labkit/measure/request/client.py'}:1: measure imports cli (labkit.cli)"
+        " - imports go recipe > nodes > stage/serve > measure > store > report > lab > cli"
+    ]
     assert any("_Parser" in b for b in private_imports(mods))
 
 
@@ -727,20 +729,27 @@ def test_a_bad_citation_in_a_toml_comment_is_found(tmp_path):
     ]
 
 
-def test_a_module_missing_from_its_package_docstring_is_found(tmp_path):
-    mods = _tree(
-        tmp_path,
-        {
-            "__init__.py": "",
-            "store/__init__.py": '"""Modules: files (paths), runs (the run folder)."""\n',
-            "store/files.py": "",
-            "store/runs.py": "",
-            "store/sweeps.py": "",
-        },
+def test_a_stale_module_list_is_found(tmp_path):
+    root = tmp_path / "labkit"
+    (root / "store" / "sub").mkdir(parents=True)
+    (root / "store" / "__init__.py").write_text('"""s"""\n')
+    (root / "store" / "sub" / "__init__.py").write_text('"""The part below. More."""\n')
+    (root / "store" / "files.py").write_text('"""Paths, e.g. run.json; atomic writes. Why."""\n')
+    (root / "store" / "sub" / "deep.py").write_text("x = 1\n")
+    lists = module_lists(root)
+    assert lists == {
+        "modules:store": "- `files.py`: Paths, e.g. run.json; atomic writes.\n"
+        "- `sub/`: The part below.\n  - `deep.py`: —"
+    }
+    doc = replaced(
+        "a\n<!-- modules:store:start -->\n-\n<!-- modules:store:end -->\nb",
+        "modules:store",
+        lists["modules:store"],
     )
-    assert unnamed_modules(mods) == [
-        f"{tmp_path / 'labkit/store/__init__.py'}: the docstring does not name sweeps"
-    ]
+    assert stale_module_lists(doc, lists) == []
+    (root / "store" / "runs.py").write_text('"""The run folder."""\n')
+    assert stale_module_lists(doc, module_lists(root)) == ["modules:store"]
+    assert stale_module_lists("no markers", lists) == ["modules:store"]
 
 
 def test_store_and_report_load_without_the_http_client():

@@ -14,7 +14,7 @@ import pytest
 
 from labkit import lab, report
 from labkit.measure import RunSummary
-from labkit.measure.summary_counters import nfs_summary
+from labkit.measure.summary.counters import nfs_summary
 from labkit.measures import (
     ADDED_ROWS,
     CATALOGUE,
@@ -43,6 +43,7 @@ from labkit.measures import (
 )
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from tests.support.lanes import sim_recipe
+from tools.docgen import section
 
 PORT = 18793
 SHIM = Path(__file__).resolve().parent / "support" / "nvidia_smi_shim.py"
@@ -363,7 +364,7 @@ def test_every_row_has_a_definition_and_docs_measurement_md_shows_the_catalogue(
     assert all(row.definition and "<" not in row.definition for row in CATALOGUE)
     assert set(families()) == {row.key for row in CATALOGUE}
     doc = DOC.read_text()
-    shown = doc.split("<!-- catalogue:start -->\n")[1].split("\n<!-- catalogue:end -->")[0]
+    shown = section(doc, "catalogue")
     assert shown == docs_table(), (
         "docs/measurement.md's catalogue table drifted from labkit/measures.toml: run "
         ".venv/bin/python tools/measures_doc.py"

@@ -12,12 +12,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labkit.exchange.definitions import docs_table  # noqa: E402
+from tools.docgen import REPO, rewrite  # noqa: E402
 
-START, END = "<!-- definitions:start -->\n", "\n<!-- definitions:end -->"
-DOC = Path(__file__).resolve().parents[1] / "docs" / "imports.md"
+DOC = REPO / "docs" / "imports.md"
 
-text = DOC.read_text()
-head, rest = text.split(START)
-_, tail = rest.split(END)
-DOC.write_text(head + START + docs_table() + END + tail)
-print(f"wrote the definition table of {DOC}")
+if __name__ == "__main__":
+    rewrite(DOC, {"definitions": docs_table()})
+    print(f"wrote the definition table of {DOC}")

@@ -12,12 +12,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labkit.measures import docs_table  # noqa: E402
+from tools.docgen import REPO, rewrite  # noqa: E402
 
-START, END = "<!-- catalogue:start -->\n", "\n<!-- catalogue:end -->"
-DOC = Path(__file__).resolve().parents[1] / "docs" / "measurement.md"
+DOC = REPO / "docs" / "measurement.md"
 
-text = DOC.read_text()
-head, rest = text.split(START)
-_, tail = rest.split(END)
-DOC.write_text(head + START + docs_table() + END + tail)
-print(f"wrote the catalogue table of {DOC}")
+if __name__ == "__main__":
+    rewrite(DOC, {"catalogue": docs_table()})
+    print(f"wrote the catalogue table of {DOC}")

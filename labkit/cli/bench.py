@@ -117,7 +117,7 @@ def _int_list(text: str) -> tuple[int, ...]:
     return values
 
 
-def add_bench(sub: argparse._SubParsersAction) -> None:
+def add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "bench", help="measure a running endpoint (URL) or a recipe's lane (decode, prefill, acceptance)"
     )

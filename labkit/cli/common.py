@@ -6,11 +6,14 @@ import argparse
 from collections.abc import Callable
 
 from labkit.errors import LabkitError
-from labkit.recipe import find_recipe, load_recipe
+from labkit.recipe import LanePlan, find_recipe, load_recipe
 
 
 def add_lane_command(
-    sub: argparse._SubParsersAction, name: str, help: str, func: Callable[[argparse.Namespace], int]
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    func: Callable[[argparse.Namespace], int],
 ) -> argparse.ArgumentParser:
     """A subcommand that acts on one lane: `labkit NAME RECIPE [--spec S] [--staging S] [-V AXIS=NAME]`."""
     p = sub.add_parser(name, help=help)
@@ -44,7 +47,7 @@ def variant_choices(args: argparse.Namespace) -> dict[str, str | None]:
     return choices
 
 
-def plan_from_args(args: argparse.Namespace):
+def plan_from_args(args: argparse.Namespace) -> LanePlan:
     """The LanePlan for args.recipe with the variants chosen on the command line."""
     recipe = load_recipe(find_recipe(args.recipe))
     choices = {k: v for k, v in variant_choices(args).items() if v is not None}

@@ -32,7 +32,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_compare(sub: argparse._SubParsersAction) -> None:
+def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "compare", help="compare two lanes or run sets of stored runs, with a verdict per measure"
     )

@@ -7,8 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from labkit.cli.common import add_lane_command, plan_from_args
+
+if TYPE_CHECKING:
+    from labkit.serve import Measured
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -42,7 +46,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def bandwidth_table(measured: list) -> str:
+def bandwidth_table(measured: list[Measured]) -> str:
     """pair, tool, where it ran (the node's PATH or the lane's image), figure (or why there is none)."""
     from tabulate import tabulate
 
@@ -53,7 +57,7 @@ def bandwidth_table(measured: list) -> str:
     return tabulate(rows, headers=["pair", "tool", "ran from", "figure"])
 
 
-def add_doctor(sub: argparse._SubParsersAction) -> None:
+def add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_lane_command(
         sub,
         "doctor",

@@ -27,7 +27,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_import(sub: argparse._SubParsersAction) -> None:
+def add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "import", help="store another tool's result file as runs, each figure with its definition"
     )
@@ -61,7 +61,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_export(sub: argparse._SubParsersAction) -> None:
+def add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("export", help="write a stored labkit run in another tool's result format")
     p.add_argument("run", metavar="RUN", help="the run id (or its folder)")
     p.add_argument("--format", required=True, metavar="NAME", help="vllm-bench or llama-benchy")

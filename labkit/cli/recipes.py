@@ -68,17 +68,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def add_recipes(sub: argparse._SubParsersAction) -> None:
+def add_recipes(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("recipes", help="list recipes, aliases and variants")
     p.set_defaults(func=cmd_recipes)
 
 
-def add_show(sub: argparse._SubParsersAction) -> None:
+def add_show(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_lane_command(sub, "show", "print the resolved lane plan", cmd_show)
     p.add_argument("--json", action="store_true", help="machine-readable plan")
 
 
-def add_check(sub: argparse._SubParsersAction) -> None:
+def add_check(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("check", help="validate recipes (all when none named); non-zero exit on any error")
     p.add_argument("recipes", nargs="*")
     p.set_defaults(func=cmd_check)

@@ -38,7 +38,7 @@ def cmd_import_note(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_report(sub: argparse._SubParsersAction) -> None:
+def add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("report", help="regenerate results/TABLES.md and plots from stored runs")
     p.add_argument(
         "--check",
@@ -51,7 +51,7 @@ def add_report(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_report)
 
 
-def add_import_note(sub: argparse._SubParsersAction) -> None:
+def add_import_note(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("import-note", help="store the lab note's recorded figures as runs (idempotent)")
     p.add_argument("--figures", metavar="FILE", help="figures file (default results/recorded.toml)")
     p.add_argument("--results", metavar="DIR", help="results folder (default $LABKIT_RESULTS or results/)")

@@ -32,7 +32,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_run(sub: argparse._SubParsersAction) -> None:
+def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "run", help="execute a notebook template with papermill (e.g. labkit run bench -p recipe sim)"
     )

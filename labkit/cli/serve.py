@@ -99,22 +99,22 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_up(sub: argparse._SubParsersAction) -> None:
+def add_up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_lane_command(sub, "up", "boot a lane on its nodes and leave it running", cmd_up)
     p.add_argument(
         "--logs", metavar="DIR", help="folder for boot logs and boot.json (default: a temp folder)"
     )
 
 
-def add_down(sub: argparse._SubParsersAction) -> None:
+def add_down(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_lane_command(sub, "down", "remove a lane on every node and verify it is gone", cmd_down)
 
 
-def add_status(sub: argparse._SubParsersAction) -> None:
+def add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_lane_command(sub, "status", "per-node state of a lane (exit 0 only when ready)", cmd_status)
 
 
-def add_logs(sub: argparse._SubParsersAction) -> None:
+def add_logs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_lane_command(sub, "logs", "print the end of each node's engine log", cmd_logs)
     p.add_argument("--tail", type=int, default=50, help="lines per node (default 50)")
     p.add_argument("--node", help="only this node")

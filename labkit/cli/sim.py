@@ -11,7 +11,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def add_sim(sub: argparse._SubParsersAction) -> None:
+def add_sim(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from labkit.sim import add_cli_arguments as sim_arguments
 
     p = sub.add_parser("sim", help="run the simulated engine (an OpenAI-compatible server at known speeds)")

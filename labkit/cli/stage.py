@@ -43,7 +43,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_stage(sub: argparse._SubParsersAction) -> None:
+def add_stage(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_lane_command(
         sub, "stage", "stage the lane's local view on every node (preflight, copy, link, verify)", cmd_stage
     )

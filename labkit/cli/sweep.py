@@ -31,7 +31,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 1 if sw.failed else 0
 
 
-def add_sweep(sub: argparse._SubParsersAction) -> None:
+def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "sweep",
         help="walk a recipe key (engine flag, env, measure setting) across values: one stored lane per point",

@@ -15,7 +15,7 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_tiny_model(sub: argparse._SubParsersAction) -> None:
+def add_tiny_model(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "tiny-model",
         help="build (once) and print the path of a tiny random-weight llama (GGUF file or HF directory)",

@@ -10,9 +10,7 @@ Teardown always happens: `measure` boots inside `Lane.up()`, whose exit removes 
 every node whatever happened in between. Every repetition (`measure.runs`) is its own run folder, so tables
 show the median and min–max across runs; only the first after boot carries the cold turn.
 
-The steps: resolve.py (recipe to plan), runs.py (stage, boot, measure, store, teardown), show.py (tables
-and figures from the stored files), compare_lanes.py (stored lanes compared), papermill.py (the executed notebook's copy),
-sweep_run.py (one key walked across values, a lane per point) and resume.py (which points a re-run skips).
+Its modules, each with what it is for: docs/architecture.md, "Packages" (generated from their docstrings).
 """
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from labkit.measure import io_probe as iop
-from labkit.measure.corpus import load_corpus
+from labkit.measure.prompt.corpus import load_corpus
 from labkit.measure.provenance import provenance
 from labkit.measure.records import BenchResult
 from labkit.measure.session import RunContext, RunLog
-from labkit.measure.summary import summarize
+from labkit.measure.summary.compose import summarize
+from labkit.measure.telemetry import io_probe as iop
 
 
 def io_deltas(

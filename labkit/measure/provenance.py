@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from labkit import __version__
-from labkit.measure import io_probe as iop
-from labkit.measure.client import EndpointError, StreamClient
 from labkit.measure.records import RequestRecord
-from labkit.measure.summary_speed import AGG_WINDOW, DECODE_WINDOW, PREFILL_WINDOW
-from labkit.measure.timing import NS
-from labkit.recipe import MeasurePlan, plan_record, repo_root
+from labkit.measure.request.client import EndpointError, StreamClient
+from labkit.measure.request.timing import NS
+from labkit.measure.summary.speed import AGG_WINDOW, DECODE_WINDOW, PREFILL_WINDOW
+from labkit.measure.telemetry import io_probe as iop
+from labkit.recipe import Api, MeasurePlan, plan_record, repo_root
 
 TIMER = (
     "time.perf_counter_ns; t_send before the SDK call, chunk stamps at each network read before SSE/JSON "
@@ -58,7 +58,7 @@ def provenance(
     recipe_hash: str | None,
     variant: str | None,
     run_id: str,
-    api: str,
+    api: Api,
     counter_kind: str,
     t_origin: int,
     rtt_ns: int,

@@ -4,7 +4,7 @@ BenchResult holds them all and round-trips them through one JSON file.
 These are the shapes the results store writes (requests.csv, run.json) and the reports read back.
 Times are integers in nanoseconds from `time.perf_counter_ns()`, relative to the run's start stamp
 (`t_send` of a request is when the client handed it to the HTTP stack; chunk stamps are taken when the bytes of
-a network read arrive, before any JSON parsing; see labkit/measure/client.py).
+a network read arrive, before any JSON parsing; see labkit/measure/request/client.py).
 
 Measure keys (RunSummary.measures) are written and read only by labkit/measures.py, so reports never parse
 labels; what each one is, its unit and direction are rows of the catalogue, labkit/measures.toml
@@ -17,17 +17,26 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from labkit.measures import CacheState
+from labkit.recipe import Api
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 SCHEMA_VERSION = 1
+T = TypeVar("T", bound="DataclassInstance")  # a record dataclass read back from its dict
 # a request's phase (a warmup request is sent but never summarised; docs/measurement.md names each phase)
 Phase = Literal["", "warmup", "decode", "content", "agentic", "idle", "depth", "prefill", "canary"]
+# where the slow-state canary runs: before or after the run's other phases
+CanaryWhere = Literal["before", "after"]
 ConcurrencySource = Literal[
     "", "engine steps", "client timing"
 ]  # what a group's effective concurrency is from
 
 
-def _known_fields(cls, data: dict[str, Any]):
+def _known_fields(cls: type[T], data: dict[str, Any]) -> T:
     """An instance from a dict, ignoring keys this version does not know (files written by newer labkit)."""
     known = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in data.items() if k in known})
@@ -49,7 +58,7 @@ class RequestRecord:
     turn: int = 0  # index within its phase
     stream: int = 0  # stream index within a concurrent group
     cold: bool = False  # first request after engine boot
-    api: str = "chat"
+    api: Api = "chat"
     requested_tokens: int = 0
     prompt_target: int = 0  # requested prompt length in server tokens (prefill)
     prompt_tokens: int | None = None
@@ -87,22 +96,22 @@ class RequestRecord:
     group: int | None = None  # concurrency group index (lockstep streams fired together)
     nonce: str = ""  # the prompt's leading nonce (unique per request)
     response_id: str = ""  # the server's completion id (matches engine logs / the simulator's ground truth)
-    usage: dict | None = None  # the raw final usage object
+    usage: dict[str, Any] | None = None  # the raw final usage object
     # what the engine's /metrics say about this request's scrape window (one request at c1, the group at cK):
     # requests, mean ttft_s/queue_s/prefill_s/decode_s/e2e_s, generation_tokens, request_steps, engine_steps
-    server_window: dict | None = None
+    server_window: dict[str, Any] | None = None
     chunk_t: list[int] = field(default_factory=list)  # arrival stamp of every token-bearing chunk
     chunk_n: list[int] = field(default_factory=list)  # tokens in that chunk (empty when unknown)
     # the engine's own figures for this request, from the response's `metrics` object (vLLM with
-    # --enable-per-request-metrics / --per-request-spec-decode-metrics): labkit/measure/servertruth.py
-    engine_metrics: dict | None = None  # the object as the engine sent it
+    # --enable-per-request-metrics / --per-request-spec-decode-metrics): labkit/measure/server/servertruth.py
+    engine_metrics: dict[str, Any] | None = None  # the object as the engine sent it
     engine_ttft_s: float | None = None  # queue + time to first token: engine core queue -> first token
     engine_decode_tps: float | None = None  # (N - 1) / generation_time: first to last token in the engine
     ttft_minus_engine_s: float | None = None  # ttft_s - engine_ttft_s
     decode_vs_engine: float | None = None  # decode_tps / engine_decode_tps - 1
     engine_accept_per_draft: float | None = None  # accepted draft tokens per verify step (bonus excluded)
     engine_accept_length: float | None = None  # N / (N - accepted): tokens per engine step of this request
-    # output sanity (labkit/measure/sanity.py): when the text ends in an exact repetition, the repeated unit's
+    # output sanity (labkit/measure/summary/sanity.py): when the text ends in an exact repetition, the repeated unit's
     # length in characters and the share of the text the repetition covers; None when it does not
     loop_period: int | None = None
     loop_share: float | None = None
@@ -121,9 +130,9 @@ class RequestRecord:
     # of context before the question, and how the context was found: "uncached", "cached", or "load" (the
     # request that put it in the cache, not itself a measurement)
     depth: int | None = None
-    cache_state: str = ""
+    cache_state: Literal["", "load"] | CacheState = ""
     # the slow-state canary (labkit/measure/workloads/canary.py): "before" or "after" the run's phases
-    canary: str = ""
+    canary: Literal[""] | CanaryWhere = ""
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -160,7 +169,7 @@ class GroupRecord:
         0  # streams flagged burst-read: their stamps do not show arrival times (agg excluded)
     )
     note: str = ""
-    server_window: dict | None = None  # the engine's /metrics over the group (see RequestRecord)
+    server_window: dict[str, Any] | None = None  # the engine's /metrics over the group (see RequestRecord)
     # how many streams the engine actually ran at once (docs/measurement.md, "Drain and effective concurrency"): its
     # request steps per engine step over the group's window, else the streams' decode time over their span
     effective_concurrency: float | None = None
@@ -225,7 +234,7 @@ class BenchResult:
     )  # "<phase>.<before|after>[.<i>]" -> raw /metrics text
     io: dict[str, dict[str, float]] = field(default_factory=dict)  # probe name -> counter deltas
     # node -> the raw telemetry samples as CSV text, for the run folder's telemetry/<node>.csv (columns:
-    # labkit/measure/telemetry_series.py CSV_HEADER; docs/measurement.md, "Node telemetry"); empty without telemetry
+    # labkit/measure/telemetry/series.py CSV_HEADER; docs/measurement.md, "Node telemetry"); empty without telemetry
     telemetry: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -18,8 +18,8 @@ Order of one repetition, the registry's (labkit/measure/workloads/; every prompt
 A request that errors, ends short or without a finish_reason is a failed record, kept but excluded.
 
 `Bench` runs the plan on a `RunContext` (what every workload reads) and keeps what it measured in a `RunLog`
-(both in session.py); the records are made in recording.py, the counter deltas in scrapes.py, and outcome.py
-turns the log into the BenchResult (the summary in summary.py, the provenance in provenance.py).
+(both in session.py); the records are made in request/recording.py, the counter deltas in server/scrapes.py, and outcome.py
+turns the log into the BenchResult (the summary in summary/compose.py, the provenance in provenance.py).
 `BenchOptions` holds everything a caller may set.
 """
 
@@ -36,17 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from labkit import settings
-from labkit.measure import io_probe as iop
-from labkit.measure.client import EndpointError, StreamClient
-from labkit.measure.kvpool import read_kv_pool
 from labkit.measure.outcome import bench_result, io_deltas, keep_partial
 from labkit.measure.provenance import engine_version
 from labkit.measure.records import BenchResult, RequestRecord
+from labkit.measure.request.client import EndpointError, StreamClient
+from labkit.measure.server.kvpool import read_kv_pool
 from labkit.measure.session import RunContext, RunLog, Session
-from labkit.measure.telemetry_run import NodeTelemetry, as_telemetry
+from labkit.measure.telemetry import io_probe as iop
+from labkit.measure.telemetry.sampling import NodeTelemetry, as_telemetry
 from labkit.measure.workloads import WORKLOADS, Workload
 from labkit.nodes import Host
-from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
+from labkit.recipe import Api, DecodePlan, MeasurePlan, PrefillPlan
 
 
 def default_plan() -> MeasurePlan:
@@ -78,12 +78,12 @@ class BenchOptions:
     concurrency"). `loops_expected`: the model loops by nature (a random-weight test model, `model.loops`), so
     looping responses are reported, not gating ("Output sanity"). `engine_metrics_asked`: the lane turned on
     the engine's per-request metrics, so a run whose responses carry none says so ("Per-request server truth").
-    `transport`: "direct" (default) or "sdk", see labkit/measure/client.py. `save_to`: the result is written
+    `transport`: "direct" (default) or "sdk", see labkit/measure/request/client.py. `save_to`: the result is written
     there at the end, and also when the run is interrupted or fails halfway (then marked partial, with the
     error); `on_partial(result)` is called with that partial result too, before re-raising."""
 
     model: str | None = None  # None: the first model /models names
-    api: str | None = None  # None: the plan's
+    api: Api | None = None  # None: the plan's
     cold_expected: bool = True  # the engine was just booted: record a cold turn
     io_hooks: Sequence[iop.IOProbe] = ()
     progress: bool = True
@@ -214,7 +214,7 @@ def run_bench(url: str, plan: MeasurePlan | None = None, options: BenchOptions |
     """Synchronous `run_bench_async`; also works inside Jupyter, where an event loop is already running
     (the measurement then runs on its own loop in a worker thread, so the notebook's loop is not blocked
     by, nor interleaved with, the timed streams). The loop is uvloop's when installed (less client CPU
-    per streamed chunk; the figures are in labkit/measure/client.py's docstring).
+    per streamed chunk; the figures are in labkit/measure/request/client.py's docstring).
 
     Ctrl-C (a kernel interrupt) while the worker measures cancels its streams at once, lets the partial
     result be saved (`save_to` / `on_partial`), and then raises KeyboardInterrupt here."""

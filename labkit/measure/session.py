@@ -13,16 +13,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.measure import io_probe as iop
-from labkit.measure import metrics as mx
-from labkit.measure import prompts as pr
-from labkit.measure.client import EndpointError, StreamClient, StreamRequest
-from labkit.measure.recording import make_record
+from labkit.measure.prompt import prompts as pr
 from labkit.measure.records import GroupRecord, RequestRecord
-from labkit.measure.scrapes import EvidenceLog
-from labkit.measure.sse import StreamResult
-from labkit.measure.telemetry_run import NodeTelemetry
-from labkit.recipe import MeasurePlan
+from labkit.measure.request.client import EndpointError, StreamClient, StreamRequest
+from labkit.measure.request.recording import make_record
+from labkit.measure.request.sse import StreamResult
+from labkit.measure.server import metrics as mx
+from labkit.measure.server.scrapes import EvidenceLog
+from labkit.measure.telemetry import io_probe as iop
+from labkit.measure.telemetry.sampling import NodeTelemetry
+from labkit.recipe import Api, MeasurePlan
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class RunContext:
     client: StreamClient
     plan: MeasurePlan
     model: str | None  # the served model: given by the caller, else the first /models names (Bench.run)
-    api: str
+    api: Api
     run_id: str
     lane: str = ""
     recipe_hash: str | None = None
@@ -43,11 +43,17 @@ class RunContext:
     prompt_seed: str | None = None  # shared prompt texts across runs and lanes (docs/compare.md)
     io_hooks: Sequence[iop.IOProbe] = ()
     telemetry: NodeTelemetry | None = (
-        None  # node samplers while the plan runs (labkit/measure/telemetry_run.py)
+        None  # node samplers while the plan runs (labkit/measure/telemetry/sampling.py)
     )
-    drain_timeout: float = 10.0  # seconds to wait for busy gauges to read zero (labkit/measure/drain.py)
-    loops_expected: bool = False  # the model loops by nature: loops are reported, not gating (sanity.py)
-    engine_metrics_asked: bool = False  # the lane turned on the engine's per-request metrics (servertruth.py)
+    drain_timeout: float = (
+        10.0  # seconds to wait for busy gauges to read zero (labkit/measure/server/drain.py)
+    )
+    loops_expected: bool = (
+        False  # the model loops by nature: loops are reported, not gating (summary/sanity.py)
+    )
+    engine_metrics_asked: bool = (
+        False  # the lane turned on the engine's per-request metrics (server/servertruth.py)
+    )
     t_origin: int = field(default_factory=time.perf_counter_ns)  # the records' stamps count from here
 
     def text_seed(self, rep: int, place: str) -> str | None:
@@ -81,7 +87,7 @@ class RunLog:
     notes: list[str] = field(default_factory=list)
     evidence: EvidenceLog = field(
         default_factory=EvidenceLog
-    )  # /metrics per window (labkit/measure/scrapes.py)
+    )  # /metrics per window (labkit/measure/server/scrapes.py)
     acceptance: mx.Acceptance | None = None  # pooled over the repetitions' decode windows
     # Σ per-request accepted drafts over those windows; None once one could not be checked (workloads/decode.py)
     request_accepted: float | None = 0.0
@@ -95,7 +101,7 @@ class RunLog:
     models: list[str] = field(default_factory=list)  # what /models served
     rtt_ns: int = 0
     has_metrics: bool = True  # False once /metrics failed: no further scrapes
-    counter: pr.Counter | None = None  # prompt-length counter (labkit/measure/tokencount.py)
+    counter: pr.Counter | None = None  # prompt-length counter (labkit/measure/prompt/tokencount.py)
     counter_kind: str = ""
 
 
@@ -135,7 +141,7 @@ class Session:
     def record(self, res: StreamResult, **labels: Any) -> RequestRecord:
         """The stream as this run's RequestRecord, kept and ticked off. `labels` are make_record's
         per-request keywords (phase, requested, concurrency, turn, stream, cold, nonce, group, ...); the
-        run-wide ones come from the context (labkit/measure/recording.py)."""
+        run-wide ones come from the context (labkit/measure/request/recording.py)."""
         ctx, log = self.ctx, self.log
         rec = make_record(
             res,

@@ -1,9 +1,7 @@
 """Where commands run: a node name in, a `Host` out (local or over SSH), and a group that runs one call on
 every node in parallel, with interrupts handled so a Ctrl-C reaches every node.
 
-Modules: base (Result, the errors, the Host interface), local (LocalHost), ssh (SshOptions, SshHost), group
-(HostGroup, NodeCalls, map_nodes, each_node, host_for), interrupts (Ctrl-C, SIGTERM and SIGHUP as one interrupt), addresses (the IPv4 addresses `ip` lists, link-local ones
-skipped).
+Its modules, each with what it is for: docs/architecture.md, "Packages" (generated from their docstrings).
 """
 
 from labkit.nodes.addresses import all_addresses, no_address, routable

@@ -171,7 +171,7 @@ def map_nodes(
 
 
 def _stop_calls(
-    calls: NodeCalls,
+    calls: NodeCalls[Any],
     hosts: list[H],
     stop: Callable[[H], Any],
     what: str,
@@ -184,7 +184,7 @@ def _stop_calls(
         return
     say(f"labkit: interrupted: stopping {what} on {', '.join(pending)} (waiting up to {bound:g} s)")
     by_name = {h.name: h for h in hosts}
-    stoppers: dict[str, NodeCalls] = {}
+    stoppers: dict[str, NodeCalls[Any]] = {}
     deadline = time.monotonic() + bound
     with interrupts_noted() as noted:
         told = 0

@@ -18,7 +18,7 @@ from labkit.recipe.describe import describe_plan, lane_warnings
 from labkit.recipe.enginefacts import ENGINE_FACTS, EngineFacts, engine_facts
 from labkit.recipe.load import Recipe, load_recipe
 from labkit.recipe.lookup import find_recipe, list_recipes, repo_root
-from labkit.recipe.measureplan import DecodePlan, MeasurePlan, PrefillPlan
+from labkit.recipe.measureplan import Api, DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.names import user_name
 from labkit.recipe.override import with_agentic, with_content, with_depth, with_nodes
 from labkit.recipe.plan import BUILT_MODEL_PREFIX, LanePlan
@@ -32,6 +32,7 @@ from labkit.recipe.workloads import plan_record
 __all__ = [
     "BUILT_MODEL_PREFIX",
     "ENGINE_FACTS",
+    "Api",
     "DecodePlan",
     "DepthPlan",
     "EngineFacts",

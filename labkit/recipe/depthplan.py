@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import labkit.recipe.schema as s
 from labkit.measures import (
     CACHE_STATES,  # how the context is found: computed afresh (uncached), or sent before
+    CacheState,
     depth_key,
 )
 from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
@@ -26,7 +27,7 @@ class DepthPlan:
     forcing `output_tokens` answer tokens; `repeats` of each per repetition."""
 
     tokens: tuple[int, ...]
-    cache: tuple[str, ...] = CACHE_STATES
+    cache: tuple[CacheState, ...] = CACHE_STATES
     prompt_tokens: int = 128
     output_tokens: int = 64
     repeats: int = 1
@@ -39,7 +40,7 @@ class DepthPlan:
             per += ("uncached" in self.cache) + (2 if depth and "cached" in self.cache else 0)
         return per * self.repeats
 
-    def states(self, depth: int) -> tuple[str, ...]:
+    def states(self, depth: int) -> tuple[CacheState, ...]:
         """The cache states measured at `depth`, in plan order (depth 0 has only the uncached one)."""
         return tuple(c for c in self.cache if depth or c == "uncached")
 

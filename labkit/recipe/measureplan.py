@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 import labkit.recipe.schema as s
 from labkit.measures import content_key, decode_key, headline, prefill_key
@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # annotations only: those modules define their WorkloadTable 
     from labkit.recipe.depthplan import DepthPlan
     from labkit.recipe.sessionplan import AgenticPlan
 
+Api = Literal["chat", "completions"]  # the OpenAI endpoint a lane's requests go to (measure.api)
 TARGET_MAX_RUNS = 10  # measure.max_runs when target_ci is set without it
 
 
@@ -42,7 +43,7 @@ class PrefillPlan:
 
 @dataclass(frozen=True)
 class MeasurePlan:
-    api: str
+    api: Api
     runs: int
     decode: DecodePlan
     prefill: PrefillPlan

@@ -9,14 +9,13 @@ finished string out. docs/measurement.md, "Intervals over runs".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from labkit.report.format import Stat, fmt_few, fmt_interval
 from labkit.report.stats import MIN_INTERVAL_RUNS, run_stats, run_values
 
 if TYPE_CHECKING:
     from labkit.report.specs import RowSpec
-    from labkit.report.tables import LaneColumn
 
 # what an interval over each unit (stats.unit_of) covers, for the note under a table
 MEANINGS = {
@@ -54,7 +53,18 @@ def interval_cell(row: RowSpec, part: Any, main: Stat | None, unit: str, form: s
     return f"{text} {unit_tag(rs.n, unit)}"
 
 
-def interval_note(lanes: Sequence[LaneColumn], forms: set[str]) -> str:
+class Counted(Protocol):
+    """What the note reads of a table's column (tables.LaneColumn): its run count and what one run value is.
+    A protocol, so this module, which tables.py imports, does not import tables.py back."""
+
+    @property
+    def runs(self) -> int: ...
+
+    @property
+    def unit(self) -> str: ...
+
+
+def interval_note(lanes: Sequence[Counted], forms: set[str]) -> str:
     """The note under a table with interval rows: what the interval is, what the tag beside it says for the
     units its lanes have, and the fewer-than-3-runs rule."""
     shape = " or ".join(
@@ -80,5 +90,5 @@ def interval_note(lanes: Sequence[LaneColumn], forms: set[str]) -> str:
     )
 
 
-def _units(lanes: Sequence[LaneColumn]) -> list[str]:
+def _units(lanes: Sequence[Counted]) -> list[str]:
     return [lane.unit for lane in lanes if lane.runs]

@@ -3,7 +3,7 @@
 
 Sources: the head's boot-log lines (`Engine.kv_sources`), vLLM's `vllm:cache_config_info` labels and SGLang's
 `sglang:max_total_num_tokens` gauge from GET /metrics, and SGLang's GET /server_info. Pure: the lane's boot
-(labkit.serve.readyfacts) and `labkit bench URL` (labkit.measure.kvpool) fetch the bodies and hand them here,
+(labkit.serve.readyfacts) and `labkit bench URL` (labkit.measure.server.kvpool) fetch the bodies and hand them here,
 so a lane and a bare endpoint report the pool the same way.
 """
 

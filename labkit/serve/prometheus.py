@@ -1,7 +1,7 @@
 """Prometheus text exposition read into samples: {metric name: [(labels, value), ...]}.
 
 It lives here, below labkit.measure, because the lane's boot reads the engine's /metrics too (the KV pool's
-`vllm:cache_config_info` labels, labkit.serve.kvsources); labkit.measure.metrics re-exports it for the
+`vllm:cache_config_info` labels, labkit.serve.kvsources); labkit.measure.server.metrics re-exports it for the
 per-run counter deltas (docs/engines.md, "Metrics labkit reads").
 """
 

@@ -1,13 +1,7 @@
 """Step 5, store: a plan and its records in, `results/<recipe>/<variant>/<run-id>/` out (run.json with
 provenance, raw samples as CSV/JSON); loading reads every run folder back into tables for the report.
 
-files.py: where results live, the names in a run folder, atomic writes; runfiles.py: a bench result's raw
-files, the lane's boot facts and node logs (RunFolderSink), telemetry CSVs read back; records.py: requests.csv; runs.py: the run folder and
-ResultsStore; storedrun.py: run.json parsed once into a frozen StoredRun (summary, flags, per-measure facts,
-recorded and imported marks), runparts.py: its typed plan, provenance and boot facts and the key-by-key reader;
-load.py: run folders back as StoredRuns and DataFrames; recorded.py: lab-note figures imported as runs;
-baselines.py: per-node healthy SM-clock baselines under results/_baselines/; sweeps.py: sweep records under
-results/_sweeps/ (which runs make each point of a sweep).
+Its modules, each with what it is for: docs/architecture.md, "Packages" (generated from their docstrings).
 """
 
 from labkit.store.baselines import read_baselines, read_canary, update_baselines, update_canary

@@ -86,7 +86,7 @@ def read_telemetry(folder: str | Path) -> dict[str, str]:
 
 
 def telemetry_rows(text: str) -> list[dict[str, str]]:
-    """One telemetry CSV's rows (columns: labkit/measure/telemetry.py CSV_HEADER), values as text."""
+    """One telemetry CSV's rows (columns: labkit/measure/telemetry/health.py CSV_HEADER), values as text."""
     return list(csv.DictReader(io.StringIO(text)))
 
 

@@ -58,7 +58,7 @@ def hf_name(gguf_name: str) -> str:
     raise ModelBuildError(f"no HF name for the GGUF tensor {gguf_name}")
 
 
-def rope_rows(array, heads: int):
+def rope_rows(array: Any, heads: int) -> Any:
     """Q or K rows from llama.cpp's RoPE layout (each head's rotated pairs adjacent) to HF's rotate-half
     layout (pairs half a head apart): the inverse of the permutation llama.cpp's HF converter applies."""
     rows = array.shape[0]

@@ -16,7 +16,7 @@ from typing import Any
 METADATA = {"format": "pt"}  # what torch-saved files carry; transformers and vLLM read "pt" files
 
 
-def bf16_bits(array) -> Any:
+def bf16_bits(array: Any) -> Any:
     """The BF16 bit patterns (uint16, same shape) nearest to a float32 array, ties to even; NaN stays NaN."""
     import numpy as np
 
@@ -30,7 +30,7 @@ def bf16_bits(array) -> Any:
     return rounded
 
 
-def bf16_to_float32(bits) -> Any:
+def bf16_to_float32(bits: Any) -> Any:
     """BF16 bit patterns (uint16) back to float32: exact (BF16 is float32 with the low 16 bits zero)."""
     import numpy as np
 

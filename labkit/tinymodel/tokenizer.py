@@ -8,6 +8,7 @@ large negative logit bias (labkit.tinymodel.weights), so the model never generat
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from labkit.tinymodel.spec import MAX_PIECE_BYTES, SPECIALS, ModelBuildError
 
@@ -31,7 +32,7 @@ def piece_bytes(token: str, inverse: dict[str, int] | None = None) -> bytes:
     return bytes(inverse[c] for c in token)
 
 
-def train(texts: list[str], vocab: int):
+def train(texts: list[str], vocab: int) -> Any:
     """The trained byte-level BPE (a `tokenizers.Tokenizer`), checked: `vocab` contiguous ids, the specials
     first and marked special. `.to_str()` is the HF `tokenizer.json`; `tokens_and_merges` gives the GGUF side."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -60,7 +61,7 @@ def train(texts: list[str], vocab: int):
     return tok
 
 
-def tokens_and_merges(tok) -> tuple[list[str], list[str]]:
+def tokens_and_merges(tok: Any) -> tuple[list[str], list[str]]:
     """(tokens by id, merges as 'a b' strings) of a trained tokenizer (some `tokenizers` versions
     serialise merges as pairs)."""
     by_id = {i: t for t, i in tok.get_vocab().items()}

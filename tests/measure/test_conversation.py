@@ -3,15 +3,15 @@ pure, no engine."""
 
 from __future__ import annotations
 
-from labkit.measure import prompts as pr
-from labkit.measure.conversation import (
+from labkit.measure.prompt import prompts as pr
+from labkit.measure.prompt.conversation import (
     Conversation,
     block_size,
     expected_hits,
     opening,
     tool_result,
 )
-from labkit.measure.metrics import parse_prometheus
+from labkit.measure.server.metrics import parse_prometheus
 
 
 def test_the_expected_hits_are_the_previous_prompt_to_its_answer_in_whole_blocks():

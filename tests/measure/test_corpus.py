@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.measure.corpus import (
+from labkit.measure.prompt.corpus import (
     CorpusError,
     content_prompt,
     load_corpus,
@@ -22,7 +22,7 @@ from labkit.measure.corpus import (
 from labkit.measures import CONTENT, header_content
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDER = REPO / "labkit" / "measure" / "corpus"
+FOLDER = REPO / "labkit" / "measure" / "prompt" / "corpus"
 
 
 def test_every_category_has_tens_of_prompts_with_origin_and_licence():
@@ -108,5 +108,5 @@ def test_an_installed_labkit_carries_the_corpus(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = out.glob("labkit-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {f"labkit/measure/corpus/{f.name}" for f in FOLDER.iterdir()}
-    assert shipped <= names and "labkit/measure/corpus/code.txt" in names
+    shipped = {f"labkit/measure/prompt/corpus/{f.name}" for f in FOLDER.iterdir()}
+    assert shipped <= names and "labkit/measure/prompt/corpus/code.txt" in names

@@ -13,11 +13,11 @@ import urllib.request
 import pytest
 
 from labkit.measure import BenchOptions, RequestRecord, RunSummary, run_bench
-from labkit.measure import metrics as mx
 from labkit.measure.records import GroupRecord
-from labkit.measure.sanity import apply_sanity, exact_loop, kinds, z_function
-from labkit.measure.scrapes import EvidenceLog
-from labkit.measure.summary import summarize
+from labkit.measure.server import metrics as mx
+from labkit.measure.server.scrapes import EvidenceLog
+from labkit.measure.summary.compose import summarize
+from labkit.measure.summary.sanity import apply_sanity, exact_loop, kinds, z_function
 from labkit.measure.workloads import window_of
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.report.tables import in_window
@@ -49,7 +49,7 @@ def _codes(flags: list[dict]) -> list[tuple[str, str]]:
 def test_a_start_that_drained_during_the_wait_is_not_flagged_and_one_that_did_not_is():
     log = EvidenceLog()
     busy, idle = _vllm(0, 1, 0), _vllm(1, 0, 0)
-    log.see("decode", 0, busy)  # the start's wait only records gauges (labkit/measure/drain.py)
+    log.see("decode", 0, busy)  # the start's wait only records gauges (labkit/measure/server/drain.py)
     log.see("decode", 0, idle)
     log.drained("decode", 0, "start", 0.4, idle)
     log.pair("decode", 0, idle, _vllm(2), 1)
@@ -83,7 +83,7 @@ def test_effective_concurrency_from_engine_steps_else_client_timing_and_short_gr
     def stream(first, last, flags=""):
         return RequestRecord(phase="decode", concurrency=2, t_first=first, t_last=last, flags=flags)
 
-    from labkit.measure.recording import client_concurrency, set_concurrency
+    from labkit.measure.request.recording import client_concurrency, set_concurrency
 
     assert client_concurrency([stream(0, 100), stream(5, 100)]) == pytest.approx(195 / 100)
     assert client_concurrency([stream(0, 100), stream(100, 200)]) == pytest.approx(1.0)  # one after the other

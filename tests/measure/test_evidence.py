@@ -12,9 +12,9 @@ import time
 import urllib.request
 
 from labkit.measure import BenchOptions, BenchResult, RunSummary, run_bench
-from labkit.measure import metrics as mx
-from labkit.measure.scrapes import EvidenceLog
-from labkit.measure.summary import summarize
+from labkit.measure.server import metrics as mx
+from labkit.measure.server.scrapes import EvidenceLog
+from labkit.measure.summary.compose import summarize
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.sim.process import SimProcess
 
@@ -280,7 +280,7 @@ def test_a_restart_inside_a_prefill_sample_leaves_it_out():
 
 
 def test_repeated_prompts_flag_the_prefill_window(monkeypatch):
-    from labkit.measure import prompts as pr
+    from labkit.measure.prompt import prompts as pr
 
     monkeypatch.setattr(pr, "nonce", lambda: "fixedfixed00")  # every prompt the same: the cache serves them
     with SimProcess(["--preset", "test"]) as sim:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from labkit.measure import io_probe
+from labkit.measure.telemetry import io_probe
 from labkit.nodes.local import LocalHost
 
 MOUNTSTATS = """device rootfs mounted on / with fstype rootfs

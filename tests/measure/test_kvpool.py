@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from labkit.measure.client import StreamClient
-from labkit.measure.kvpool import NO_LOG, read_kv_pool
+from labkit.measure.request.client import StreamClient
+from labkit.measure.server.kvpool import NO_LOG, read_kv_pool
 from labkit.sim.oracle import free_port
 from tests.support.sim import SimProc
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.measure import io_probe as iop
-from labkit.measure import metrics as mx
+from labkit.measure.server import metrics as mx
+from labkit.measure.telemetry import io_probe as iop
 
 VLLM_BEFORE = """
 # HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.

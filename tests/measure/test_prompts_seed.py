@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from labkit.measure import prompts as pr
+from labkit.measure.prompt import prompts as pr
 from labkit.measure.runner import Bench
 from labkit.measure.session import RunContext
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan

@@ -3,9 +3,9 @@
 import pytest
 
 from labkit.measure import RunSummary, render
-from labkit.measure.recording import make_record
-from labkit.measure.sse import StreamResult
-from labkit.measure.summary_text import fmt_range, fmt_rate, rows
+from labkit.measure.request.recording import make_record
+from labkit.measure.request.sse import StreamResult
+from labkit.measure.summary.text import fmt_range, fmt_rate, rows
 
 MS = 1_000_000
 
@@ -179,7 +179,7 @@ def test_mostly_burst_read_decode_is_flagged():
 
 
 def _group(recs, k=2):
-    from labkit.measure.recording import make_group
+    from labkit.measure.request.recording import make_group
 
     return make_group(recs, k, 0, run_id="r", rep=0)
 
@@ -246,7 +246,7 @@ def test_group_window_opens_after_each_streams_first_arrival():
 
 def test_a_burst_read_turn_keeps_its_ttft_sample():
     from labkit.measure import default_plan
-    from labkit.measure.summary import summarize
+    from labkit.measure.summary.compose import summarize
 
     good = make_record(_res(n=40), t_origin=0, rtt_ns=0, phase="decode", requested=40)
     burst = _res(n=40)

@@ -109,7 +109,7 @@ def test_every_decode_turn_and_group_carries_the_engines_own_window():
 
 
 def test_reused_prompts_are_flagged_and_excluded(monkeypatch):
-    from labkit.measure import prompts as pr
+    from labkit.measure.prompt import prompts as pr
 
     monkeypatch.setattr(pr, "nonce", lambda: "samesame")  # every prompt identical: the prefix cache hits
     with SimOracle() as sim:
@@ -301,7 +301,7 @@ def test_interrupt_inside_a_running_loop_stops_at_once_and_keeps_what_was_measur
 @pytest.mark.parametrize("engine", ["llamacpp", "none"])
 def test_prompt_sizing_without_a_tokenize_endpoint(engine, monkeypatch):
     """llama-cpp-python has only /extras/tokenize/count (raw text); some engines have nothing: calibrate."""
-    from labkit.measure.client import StreamClient
+    from labkit.measure.request.client import StreamClient
 
     orig = StreamClient.post_json
 
@@ -403,7 +403,7 @@ def test_no_nfs_mount_means_no_nfs_figure_not_zero(tmp_path):
 
 def test_nfs_counter_reset_is_reported_not_summed():
     from labkit.measure import RunSummary
-    from labkit.measure.summary_counters import nfs_summary
+    from labkit.measure.summary.counters import nfs_summary
 
     s = RunSummary()
     nfs_summary(s, {"n1-nfs": {"/nas:serverreadbytes": 5e6}, "n2-nfs": {"/nas:serverreadbytes.reset": 1.0}})

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from labkit.measure import BenchOptions, BenchResult, RequestRecord, render, run_bench
-from labkit.measure.servertruth import apply_server_truth
-from labkit.measure.sse import SSEParser, StreamResult
+from labkit.measure.request.sse import SSEParser, StreamResult
+from labkit.measure.server.servertruth import apply_server_truth
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.sim.oracle import SimOracle
 
@@ -133,7 +133,7 @@ def test_a_window_with_a_failed_request_or_without_counts_is_not_summed_against_
     """The engine counts a failed request's drafts too, and a window whose acceptance was dropped (a counter
     reset) is not in the counters' total: neither may give a 'sum to X, counters to Y' note."""
     from labkit.measure.records import RequestRecord
-    from labkit.measure.servertruth import requests_accepted
+    from labkit.measure.server.servertruth import requests_accepted
     from labkit.measure.session import RunLog
     from labkit.measure.workloads.decode import _check_requests
 

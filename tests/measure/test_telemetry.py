@@ -10,10 +10,10 @@ import subprocess
 import pytest
 
 from labkit.measure import BenchResult, RequestRecord, RunSummary, healthy_clocks
-from labkit.measure.summary import summarize
-from labkit.measure.telemetry_energy import Window, integrate, window_summary
-from labkit.measure.telemetry_run import sampler_script
-from labkit.measure.telemetry_series import (
+from labkit.measure.summary.compose import summarize
+from labkit.measure.telemetry.energy import Window, integrate, window_summary
+from labkit.measure.telemetry.sampling import sampler_script
+from labkit.measure.telemetry.series import (
     TelemetryRun,
     node_csv,
     number,

@@ -3,7 +3,7 @@
 import pytest
 
 from labkit.measure import median
-from labkit.measure.timing import NS, decode_tps, group_aggregate, prefill_tps
+from labkit.measure.request.timing import NS, decode_tps, group_aggregate, prefill_tps
 
 MS = 1_000_000
 
@@ -94,7 +94,7 @@ def test_agg_survives_client_read_coalescing():
 
 
 def test_cumulative_tokens_spreads_chunks():
-    from labkit.measure.timing import cumulative_tokens
+    from labkit.measure.request.timing import cumulative_tokens
 
     t, n = [0, 100, 200], [1, 4, 2]
     assert cumulative_tokens(t, n, -1) == 0
@@ -115,7 +115,7 @@ def test_agg_is_continuous_in_the_window_edge():
 
 
 def test_decode_window_groups_back_to_back_chunks_into_arrivals():
-    from labkit.measure.timing import decode_window
+    from labkit.measure.request.timing import decode_window
 
     us = 1000
     # first token, two more read 20 us later (same socket read), then one token every 10 ms
@@ -129,7 +129,7 @@ def test_decode_window_groups_back_to_back_chunks_into_arrivals():
 
 
 def test_decode_window_counts_a_multi_token_chunk_as_one_arrival_not_a_burst():
-    from labkit.measure.timing import decode_window
+    from labkit.measure.request.timing import decode_window
 
     # spec decoding: one chunk of 4 tokens every 10 ms is the engine's own batching, never a burst
     t = [i * 10 * MS for i in range(6)]

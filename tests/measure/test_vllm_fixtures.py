@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from labkit.measure import RequestRecord, default_plan
-from labkit.measure import metrics as mx
-from labkit.measure.recording import make_group, make_record
-from labkit.measure.scrapes import prefix_cache_sample, server_view
-from labkit.measure.sse import SSEParser, StreamResult
-from labkit.measure.summary import summarize
-from labkit.measure.summary_text import rows
+from labkit.measure.request.recording import make_group, make_record
+from labkit.measure.request.sse import SSEParser, StreamResult
+from labkit.measure.server import metrics as mx
+from labkit.measure.server.scrapes import prefix_cache_sample, server_view
+from labkit.measure.summary.compose import summarize
+from labkit.measure.summary.text import rows
 
 DATA = Path(__file__).parents[1] / "support" / "fixtures" / "vllm-0.32-cpu"
 

@@ -126,7 +126,7 @@ def test_prompts_sized_with_tokenize_are_exact(url, api):
 
 
 def test_a_prompt_repeated_on_purpose_is_a_prefix_cache_hit(url, monkeypatch):
-    from labkit.measure import prompts as pr
+    from labkit.measure.prompt import prompts as pr
 
     same = pr.nonce()
     monkeypatch.setattr(pr, "nonce", lambda: same)  # every prefill prompt identical

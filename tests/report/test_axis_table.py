@@ -31,13 +31,12 @@ interval = "ci"
 drop_empty_rows = true
 empty = "no content"
 rows = [
-    {{ label = "decode c1 (t/s)", measure = "decode_c1", decimals = 1 }},
-    {{ label = "τ", measure = "accept_length", decimals = 2 }},
-    {{ label = "acceptance", format = "acceptance" }},
-    {{ label = "energy", measure = "energy_per_token_decode" }},
-    {{ label = "runs", format = "runs" }},
+    { label = "decode c1 (t/s)", measure = "decode_c1", decimals = 1 },
+    { label = "τ", measure = "accept_length", decimals = 2 },
+    { label = "acceptance", format = "acceptance" },
+    { label = "energy", measure = "energy_per_token_decode" },
+    { label = "runs", format = "runs" },
 ]
-{extra}
 """
 CODE = (70.0, 74.0, 78.0)
 
@@ -77,13 +76,9 @@ def content_results(tmp_path):
     return root, ids
 
 
-def _content_table(results, tmp_path, extra=""):
-    return first_table(results, CONTENT_TABLE.format(extra=extra), tmp_path)
-
-
 def test_a_row_per_lane_and_content_with_intervals_and_the_categorys_flag(content_results, tmp_path):
     root, ids = content_results
-    t = _content_table(root, tmp_path)
+    t = first_table(root, CONTENT_TABLE, tmp_path)
     lane = "simulated stock vLLM + DSpark k5 (sim)"
     assert list(t.frame.index) == [(lane, "synthetic"), (lane, "prose"), (lane, "code")]  # catalogue order
     assert list(t.frame.columns) == ["decode c1 (t/s)", "τ", "acceptance", "runs"]  # energy: empty, dropped
@@ -106,13 +101,6 @@ def test_a_row_per_lane_and_content_with_intervals_and_the_categorys_flag(conten
     assert "synthetic |" in md and "Runs: 3 (any)." in md
 
 
-def test_no_content_anywhere_is_the_empty_message(tmp_path):
-    root = tmp_path / "results"
-    make_sim_run(root, {"decode_c1": 29.7}, spec="none")
-    t = _content_table(root, tmp_path)
-    assert t.frame.shape[0] == 0 and "_no content_" in rp.tables.to_markdown(t)
-
-
 TURN_TABLE = """
 [[table]]
 id = "turns"
@@ -123,13 +111,12 @@ interval = "ci"
 drop_empty_rows = true
 empty = "no turns"
 rows = [
-    {{ label = "TTFT (s)", measure = "ttft", decimals = 3 }},
-    {{ label = "hits", measure = "hit", decimals = 0 }},
-    {{ label = "expected", measure = "hit_expected", decimals = 0 }},
-    {{ label = "slowdown", measure = "slowdown", decimals = 2 }},
-    {{ label = "energy", measure = "energy" }},
+    { label = "TTFT (s)", measure = "ttft", decimals = 3 },
+    { label = "hits", measure = "hit", decimals = 0 },
+    { label = "expected", measure = "hit_expected", decimals = 0 },
+    { label = "slowdown", measure = "slowdown", decimals = 2 },
+    { label = "energy", measure = "energy" },
 ]
-{extra}
 """
 TTFT2 = (0.10, 0.12, 0.14)
 
@@ -158,13 +145,9 @@ def turn_results(tmp_path):
     return root, ids
 
 
-def _turn_table(results, tmp_path, extra=""):
-    return first_table(results, TURN_TABLE.format(extra=extra), tmp_path)
-
-
 def test_a_row_per_lane_and_turn_then_idle_with_intervals_and_the_windows_flag(turn_results, tmp_path):
     root, ids = turn_results
-    t = _turn_table(root, tmp_path)
+    t = first_table(root, TURN_TABLE, tmp_path)
     lane = next(iter(t.frame.index))[0]
     assert list(t.frame.index) == [(lane, "turn 1"), (lane, "turn 2"), (lane, "idle 60 s")]
     assert list(t.frame.columns) == ["TTFT (s)", "hits", "expected", "slowdown"]  # energy: empty, dropped
@@ -182,13 +165,6 @@ def test_a_row_per_lane_and_turn_then_idle_with_intervals_and_the_windows_flag(t
     assert md.splitlines()[2].split("|")[2].strip() == "turn" and "idle 60 s |" in md
 
 
-def test_no_sessions_anywhere_is_the_empty_message(tmp_path):
-    root = tmp_path / "results"
-    make_sim_run(root, {"decode_c1": 29.7}, spec="none")
-    t = _turn_table(root, tmp_path)
-    assert t.frame.shape[0] == 0 and "_no turns_" in rp.tables.to_markdown(t)
-
-
 DEPTH_TABLE = """
 [[table]]
 id = "depths"
@@ -199,12 +175,11 @@ interval = "ci"
 drop_empty_rows = true
 empty = "no depths"
 rows = [
-    {{ label = "TTFT (s)", measure = "ttft", decimals = 3 }},
-    {{ label = "hits", measure = "hit", decimals = 0 }},
-    {{ label = "gain", measure = "ttft_gain", decimals = 1 }},
-    {{ label = "energy", measure = "energy" }},
+    { label = "TTFT (s)", measure = "ttft", decimals = 3 },
+    { label = "hits", measure = "hit", decimals = 0 },
+    { label = "gain", measure = "ttft_gain", decimals = 1 },
+    { label = "energy", measure = "energy" },
 ]
-{extra}
 """
 CACHED = (0.010, 0.012, 0.014)
 
@@ -230,13 +205,9 @@ def depth_results(tmp_path):
     return root, ids
 
 
-def _depth_table(results, tmp_path, extra=""):
-    return first_table(results, DEPTH_TABLE.format(extra=extra), tmp_path)
-
-
 def test_a_row_per_lane_depth_and_state_with_intervals_and_the_windows_flag(depth_results, tmp_path):
     root, ids = depth_results
-    t = _depth_table(root, tmp_path)
+    t = first_table(root, DEPTH_TABLE, tmp_path)
     lane = next(iter(t.frame.index))[0]
     assert list(t.frame.index) == [(lane, "0 uncached"), (lane, "8192 uncached"), (lane, "8192 cached")]
     assert list(t.frame.columns) == ["TTFT (s)", "hits", "gain"]  # energy: empty, dropped
@@ -253,11 +224,14 @@ def test_a_row_per_lane_depth_and_state_with_intervals_and_the_windows_flag(dept
     assert rp.tables.to_markdown(t).splitlines()[2].split("|")[2].strip() == "depth"
 
 
-def test_no_depths_anywhere_is_the_empty_message(tmp_path):
+@pytest.mark.parametrize(
+    ("table", "empty"), [(CONTENT_TABLE, "no content"), (TURN_TABLE, "no turns"), (DEPTH_TABLE, "no depths")]
+)
+def test_a_lane_without_the_axis_anywhere_is_the_empty_message(table, empty, tmp_path):
     root = tmp_path / "results"
     make_sim_run(root, {"decode_c1": 29.7}, spec="none")
-    t = _depth_table(root, tmp_path)
-    assert t.frame.shape[0] == 0 and "_no depths_" in rp.tables.to_markdown(t)
+    t = first_table(root, table, tmp_path)
+    assert t.frame.shape[0] == 0 and f"_{empty}_" in rp.tables.to_markdown(t)
 
 
 @pytest.mark.parametrize(
@@ -281,14 +255,12 @@ def test_the_shipped_axis_tables_declare_their_axis(table_id, axis, tmp_path):
     ],
 )
 def test_an_axis_is_declared_once_and_by_name(declared, words, tmp_path):
-    (tmp_path / "t.toml").write_text(CONTENT_TABLE.format(extra="").replace('axis = "content"', declared))
+    (tmp_path / "t.toml").write_text(CONTENT_TABLE.replace('axis = "content"', declared))
     with pytest.raises(ReportError, match=re.escape(words)):
         load_spec(tmp_path / "t.toml")
 
 
 def test_an_axis_table_is_no_sweep_table(tmp_path):
-    (tmp_path / "s.toml").write_text(
-        CONTENT_TABLE.format(extra="").replace('columns = "auto"', 'sweeps = "auto"')
-    )
+    (tmp_path / "s.toml").write_text(CONTENT_TABLE.replace('columns = "auto"', 'sweeps = "auto"'))
     with pytest.raises(ReportError, match="sweep table or a content table"):
         load_spec(tmp_path / "s.toml")

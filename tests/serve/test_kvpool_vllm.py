@@ -1,6 +1,6 @@
 """The KV pool of a real vLLM (the CPU build, tiny-vllm lane; issue 16, item 3): its boot line and its /metrics
 `vllm:cache_config_info` labels land in the boot facts as sources that agree, and the same endpoint read by
-URL (labkit.measure.kvpool, no boot log) reports the label's figure. The boot is the session's shared lane
+URL (labkit.measure.server.kvpool, no boot log) reports the label's figure. The boot is the session's shared lane
 (tests/support/vllm_fixtures.py; vLLM CPU takes 40-65 s to boot here): the pool is a fact of its boot, and the
 by-URL read sends only GETs."""
 
@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
-from labkit.measure.client import StreamClient
-from labkit.measure.kvpool import read_kv_pool
+from labkit.measure.request.client import StreamClient
+from labkit.measure.server.kvpool import read_kv_pool
 from tests.support.vllm import vllm_available
 
 pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from labkit import tinymodel
-from labkit.measure.client import StreamClient, StreamRequest
+from labkit.measure.request.client import StreamClient, StreamRequest
 from labkit.tinymodel.spec import EOS_ID
 from tests.support.llamacpp import (
     LOG_KV,

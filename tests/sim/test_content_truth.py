@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from labkit.measure import BenchOptions, run_bench
-from labkit.measure.corpus import content_prompt, load_corpus
+from labkit.measure.prompt.corpus import content_prompt, load_corpus
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.sim.config import SimConfigError, build_config
 from labkit.sim.oracle import SimOracle

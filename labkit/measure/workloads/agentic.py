@@ -1,5 +1,5 @@
 """The agentic workload of a Bench's plan: multi-turn sessions after the content phase, each one growing chat
-conversation whose turns append the previous answer and a tool result (labkit/measure/conversation.py;
+conversation whose turns append the previous answer and a tool result (labkit/measure/prompt/conversation.py;
 docs/measurement.md, "Agentic sessions").
 
 Why its own window (`agentic`): its prompts hit the prefix cache by design, so they must neither enter the
@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import asyncio
 
-from labkit.measure import metrics as mx
-from labkit.measure import prompts as pr
-from labkit.measure.conversation import (
+from labkit.measure.prompt import prompts as pr
+from labkit.measure.prompt.conversation import (
     AGENTIC_WINDOW,
     Conversation,
     block_size,
@@ -23,11 +22,12 @@ from labkit.measure.conversation import (
     opening,
     tool_result,
 )
+from labkit.measure.prompt.tokencount import make_counter
 from labkit.measure.records import RequestRecord, RunSummary
+from labkit.measure.request.timing import NS, prefill_tps
+from labkit.measure.server import metrics as mx
 from labkit.measure.session import Session
-from labkit.measure.summary_turns import turn_measures
-from labkit.measure.timing import NS, prefill_tps
-from labkit.measure.tokencount import make_counter
+from labkit.measure.summary.turns import turn_measures
 from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.measure.workloads.windows import TurnWindows
 from labkit.recipe import MeasurePlan

@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from labkit.measure import metrics as mx
 from labkit.measure.records import GroupRecord, RequestRecord, RunSummary
+from labkit.measure.server import metrics as mx
 from labkit.measure.session import Session
 from labkit.recipe import MeasurePlan
 

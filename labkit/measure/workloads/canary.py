@@ -12,9 +12,9 @@ serves (the note says so).
 
 from __future__ import annotations
 
-from labkit.measure.records import RunSummary
+from labkit.measure.records import CanaryWhere, RunSummary
 from labkit.measure.session import Session
-from labkit.measure.summary_canary import canary_measures
+from labkit.measure.summary.canary import canary_measures
 from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.measure.workloads.windows import TurnWindows
 from labkit.recipe import MeasurePlan
@@ -27,12 +27,12 @@ CANARY_PROMPT = (
 CANARY_WINDOW = "canary"  # canary_before, canary_after
 
 
-def canary_window(where: str) -> str:
+def canary_window(where: CanaryWhere) -> str:
     """The evidence window of the canary `where` ("before" or "after") the run's phases."""
     return f"{CANARY_WINDOW}_{where}"
 
 
-async def measure_canary(s: Session, run: int, where: str) -> None:
+async def measure_canary(s: Session, run: int, where: CanaryWhere) -> None:
     """The canary's requests one after the other, each in a window of its own, between drain waits."""
     plan = s.ctx.plan.canary
     assert plan is not None  # the runner calls this only for a plan with a canary

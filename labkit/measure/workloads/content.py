@@ -10,13 +10,13 @@ window `decode@<category>`; a counter that went backwards in it leaves that cate
 
 from __future__ import annotations
 
-from labkit.measure import metrics as mx
-from labkit.measure import prompts as pr
-from labkit.measure.corpus import content_prompt, load_corpus
+from labkit.measure.prompt import prompts as pr
+from labkit.measure.prompt.corpus import content_prompt, load_corpus
 from labkit.measure.records import RequestRecord, RunSummary
-from labkit.measure.scrapes import flush_for_acceptance, pool_acceptance
+from labkit.measure.server import metrics as mx
+from labkit.measure.server.scrapes import flush_for_acceptance, pool_acceptance
 from labkit.measure.session import Session
-from labkit.measure.summary_content import content_measures
+from labkit.measure.summary.content import content_measures
 from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.measure.workloads.windows import TurnWindows, window_result
 from labkit.measures import CONTENT_MARK

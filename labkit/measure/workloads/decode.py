@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import asyncio
 
-from labkit.measure import metrics as mx
-from labkit.measure import prompts as pr
-from labkit.measure.recording import make_group, set_concurrency
+from labkit.measure.prompt import prompts as pr
 from labkit.measure.records import RequestRecord, RunSummary
-from labkit.measure.scrapes import flush_for_acceptance, pool_acceptance, served_before
-from labkit.measure.servertruth import requests_accepted
+from labkit.measure.request.recording import make_group, set_concurrency
+from labkit.measure.request.sse import StreamResult
+from labkit.measure.server import metrics as mx
+from labkit.measure.server.scrapes import flush_for_acceptance, pool_acceptance, served_before
+from labkit.measure.server.servertruth import requests_accepted
 from labkit.measure.session import RunLog, Session
-from labkit.measure.sse import StreamResult
-from labkit.measure.summary_engine import concurrency_measures
-from labkit.measure.summary_speed import decode_measures
+from labkit.measure.summary.engine import concurrency_measures
+from labkit.measure.summary.speed import decode_measures
 from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.measure.workloads.windows import TurnWindows, window_result
 from labkit.recipe import MeasurePlan

@@ -1,6 +1,6 @@
 """The depth workload of a Bench's plan: per context depth D, requests whose D tokens of context are uncached (a
 fresh context, computed in full) and cached (a load request sent the same context just before), each asking a
-short question and forcing the answer's length (labkit/measure/context.py; docs/measurement.md, "Context
+short question and forcing the answer's length (labkit/measure/prompt/context.py; docs/measurement.md, "Context
 depth").
 
 Why its own window per depth (`depth_<D>`): the cached requests hit the prefix cache by design, so they must
@@ -14,18 +14,20 @@ per context: a progress line per depth says how long it took.
 from __future__ import annotations
 
 import time
+from typing import Literal
 
-from labkit.measure import metrics as mx
-from labkit.measure import prompts as pr
-from labkit.measure.context import depth_window, measured_chat, measured_text, question
-from labkit.measure.conversation import block_size, expected_hits
+from labkit.measure.prompt import prompts as pr
+from labkit.measure.prompt.context import depth_window, measured_chat, measured_text, question
+from labkit.measure.prompt.conversation import block_size, expected_hits
 from labkit.measure.records import RequestRecord, RunSummary
+from labkit.measure.server import metrics as mx
 from labkit.measure.session import Session
-from labkit.measure.summary_depth import depth_measures
+from labkit.measure.summary.depth import depth_measures
 from labkit.measure.workloads.agentic import engine_hits, new_token_prefill
 from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.measure.workloads.prefill import fit_counter
 from labkit.measure.workloads.windows import TurnWindows
+from labkit.measures import CacheState
 from labkit.recipe import DepthPlan, MeasurePlan
 
 
@@ -63,7 +65,7 @@ async def _measure(
     windows: TurnWindows,
     plan: DepthPlan,
     depth: int,
-    state: str,
+    state: CacheState,
     i: int,
     block: int | None,
     budget: int,
@@ -102,7 +104,7 @@ async def _measure(
     new_token_prefill(rec, log.rtt_ns)
 
 
-def _tag(rec: RequestRecord, depth: int, state: str) -> RequestRecord:
+def _tag(rec: RequestRecord, depth: int, state: CacheState | Literal["load"]) -> RequestRecord:
     rec.depth, rec.cache_state = depth, state
     return rec
 

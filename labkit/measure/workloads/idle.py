@@ -15,10 +15,10 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from labkit.measure import prompts as pr
+from labkit.measure.prompt import prompts as pr
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.session import Session
-from labkit.measure.summary_turns import idle_measures
+from labkit.measure.summary.turns import idle_measures
 from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.measure.workloads.windows import TurnWindows
 

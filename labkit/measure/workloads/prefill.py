@@ -9,13 +9,13 @@ docs/measurement.md, "Per-run evidence"), sample by sample, so a run stopped hal
 
 from __future__ import annotations
 
-from labkit.measure import prompts as pr
-from labkit.measure.drain import settled
+from labkit.measure.prompt import prompts as pr
+from labkit.measure.prompt.tokencount import make_counter
 from labkit.measure.records import RunSummary
-from labkit.measure.scrapes import COUNTER_RESET, prefix_cache_sample, server_view
+from labkit.measure.server.drain import settled
+from labkit.measure.server.scrapes import COUNTER_RESET, prefix_cache_sample, server_view
 from labkit.measure.session import Session
-from labkit.measure.summary_speed import prefill_measures
-from labkit.measure.tokencount import make_counter
+from labkit.measure.summary.speed import prefill_measures
 from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.recipe import MeasurePlan
 
@@ -32,7 +32,7 @@ async def measure_prefill(s: Session, run: int) -> None:
 
 
 async def fit_counter(s: Session) -> None:
-    """Choose how prompt lengths are counted in server tokens (labkit/measure/tokencount.py)."""
+    """Choose how prompt lengths are counted in server tokens (labkit/measure/prompt/tokencount.py)."""
     if s.log.counter is None:
         s.log.counter, s.log.counter_kind = await make_counter(s.ctx.client, s.ctx.model or "", s.ctx.api)
 

@@ -8,10 +8,12 @@ windows; consecutive windows share a scrape, so no request falls between two.
 
 from __future__ import annotations
 
-from labkit.measure import metrics as mx
-from labkit.measure.drain import settled
+from typing import Any
+
 from labkit.measure.records import RequestRecord
-from labkit.measure.scrapes import server_view, window_acceptance
+from labkit.measure.server import metrics as mx
+from labkit.measure.server.drain import settled
+from labkit.measure.server.scrapes import server_view, window_acceptance
 from labkit.measure.session import Session
 
 
@@ -32,9 +34,9 @@ class TurnWindows:
         before = await settled(s, await s.scrape(key), key=key, window=window, run=run, where="start")
         return cls(s, run, before, window)
 
-    async def close(self, recs: list[RequestRecord], where: str) -> dict | None:
+    async def close(self, recs: list[RequestRecord], where: str) -> dict[str, Any] | None:
         """The scrape after `recs` (the requests `where` names): their window's engine view; then, before the
-        next window opens, the wait for the engine to drain (labkit/measure/drain.py)."""
+        next window opens, the wait for the engine to drain (labkit/measure/server/drain.py)."""
         self.n += 1
         key = f"{self.window}.{self.run}.{self.n}"
         now = await self.s.scrape(key)

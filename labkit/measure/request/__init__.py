@@ -1,0 +1,3 @@
+"""The request path: a request sent on one keep-alive client, every network read stamped (client), the stream
+parsed after it ended (sse), turned into a record (recording) with the speed formulas on its timeline (timing).
+"""

@@ -20,7 +20,8 @@ A request that errors, ends short or without a finish_reason is a failed record,
 `Bench` runs the plan on a `RunContext` (what every workload reads) and keeps what it measured in a `RunLog`
 (both in session.py); the records are made in request/recording.py, the counter deltas in server/scrapes.py, and outcome.py
 turns the log into the BenchResult (the summary in summary/compose.py, the provenance in provenance.py).
-`BenchOptions` holds everything a caller may set.
+`BenchOptions` holds everything a caller may set: the run settings `RunContext` shares (`RunSettings`)
+and what run_bench resolves or uses itself.
 """
 
 from __future__ import annotations
@@ -41,8 +42,7 @@ from labkit.measure.provenance import engine_version
 from labkit.measure.records import BenchResult, RequestRecord
 from labkit.measure.request.client import EndpointError, StreamClient
 from labkit.measure.server.kvpool import read_kv_pool
-from labkit.measure.session import RunContext, RunLog, Session
-from labkit.measure.telemetry import io_probe as iop
+from labkit.measure.session import RunContext, RunLog, RunSettings, Session
 from labkit.measure.telemetry.sampling import NodeTelemetry, as_telemetry
 from labkit.measure.workloads import WORKLOADS, Workload
 from labkit.nodes import Host
@@ -60,50 +60,31 @@ def default_plan() -> MeasurePlan:
     )
 
 
-@dataclass(frozen=True)
-class BenchOptions:
-    """Everything a caller of `run_bench` may set besides the URL and the plan; the defaults measure a bare
-    endpoint just booted, both phases, with a progress bar.
+@dataclass(frozen=True, kw_only=True)
+class BenchOptions(RunSettings):
+    """Everything a caller of `run_bench` may set besides the URL and the plan: the run settings (RunSettings,
+    session.py, which the workloads read as they are given) and what `run_bench` resolves or uses itself. The
+    defaults measure a bare endpoint just booted, both phases, with a progress bar.
 
-    `spec_k`: the engine's configured draft tokens per step, and `spec_k_source` where it came from (e.g.
-    `configured_k(lane.engine)`); without it K is read from /metrics where the engine exports it.
-    `prompt_seed`: draw prompt texts from it (not from each prompt's nonce), so two lanes run with the same
-    seed see the same texts, place by place, and can be paired (docs/compare.md, "Shared prompt seeds").
     `telemetry`: hosts (or a NodeTelemetry, for its period and health-mark settings) to sample GPU power,
     clocks and memory on while the plan runs, one long-lived command per node; the summary gets
     `telemetry` and the result `telemetry` ({node: CSV}) (docs/measurement.md, "Node telemetry").
     `kv_pool`: the pool as the lane's boot already read it (BootFacts.kv_pool), so it is not read again.
-    `drain_timeout`: how long to wait at a boundary between requests for the engine's running and waiting gauges
-    to read zero before the window is flagged (0: check, never wait; docs/measurement.md, "Drain and effective
-    concurrency"). `loops_expected`: the model loops by nature (a random-weight test model, `model.loops`), so
-    looping responses are reported, not gating ("Output sanity"). `engine_metrics_asked`: the lane turned on
-    the engine's per-request metrics, so a run whose responses carry none says so ("Per-request server truth").
     `transport`: "direct" (default) or "sdk", see labkit/measure/request/client.py. `save_to`: the result is written
     there at the end, and also when the run is interrupted or fails halfway (then marked partial, with the
     error); `on_partial(result)` is called with that partial result too, before re-raising."""
 
-    model: str | None = None  # None: the first model /models names
+    cold_expected: bool = True  # a bare endpoint is taken as just booted: record a cold turn
     api: Api | None = None  # None: the plan's
-    cold_expected: bool = True  # the engine was just booted: record a cold turn
-    io_hooks: Sequence[iop.IOProbe] = ()
-    progress: bool = True
-    lane: str = ""
-    recipe_hash: str | None = None
-    variant: str | None = None
-    spec_k: int | None = None
-    spec_k_source: str = ""
     run_id: str | None = None  # None: the UTC time the run starts
+    telemetry: NodeTelemetry | Sequence[Host] | None = None
+    progress: bool = True
     decode: bool = True
     prefill: bool = True
     transport: str = "direct"
     save_to: str | Path | None = None
     on_partial: Callable[[BenchResult], None] | None = None
-    prompt_seed: str | None = None
-    telemetry: NodeTelemetry | Sequence[Host] | None = None
     kv_pool: dict[str, Any] | None = None
-    drain_timeout: float = 10.0
-    loops_expected: bool = False
-    engine_metrics_asked: bool = False
 
 
 class Bench(Session):
@@ -269,24 +250,17 @@ async def run_bench_async(
     plan = plan or default_plan()
     o = options or BenchOptions()
     async with StreamClient(url, timeout=plan.timeout, transport=o.transport) as client:
+        # the shared settings as given; then what run_bench resolves: the API, the run id, the samplers
+        shared: dict[str, Any] = {f.name: getattr(o, f.name) for f in dataclasses.fields(RunSettings)}
+        if o.spec_k is not None and not o.spec_k_source:
+            shared["spec_k_source"] = "given by the caller"
         ctx = RunContext(
-            client,
-            plan,
-            model=o.model,
+            **shared,
+            client=client,
+            plan=plan,
             api=o.api or plan.api,
             run_id=o.run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"),
-            lane=o.lane,
-            recipe_hash=o.recipe_hash,
-            variant=o.variant,
-            cold_expected=o.cold_expected,
-            spec_k=o.spec_k,
-            spec_k_source=o.spec_k_source or ("given by the caller" if o.spec_k is not None else ""),
-            prompt_seed=o.prompt_seed,
-            io_hooks=o.io_hooks,
             telemetry=as_telemetry(o.telemetry),
-            drain_timeout=o.drain_timeout,
-            loops_expected=o.loops_expected,
-            engine_metrics_asked=o.engine_metrics_asked,
         )
         bench = Bench(ctx, progress=o.progress, kv_pool=o.kv_pool)
         return await bench.run(decode=o.decode, prefill=o.prefill, save_to=o.save_to, on_partial=o.on_partial)

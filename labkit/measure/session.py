@@ -3,7 +3,7 @@ what the workloads accumulate (`RunLog`, handed whole to outcome.py), and `Sessi
 takes on them: a /metrics scrape, a request of the plan's shape, a record, a prompt's text seed.
 
 runner.py's `Bench` is the Session that runs the plan; every workload (labkit/measure/workloads/) measures on a
-Session.
+Session. `RunSettings` is the part of the context a caller sets (runner.py's `BenchOptions` extends it too).
 """
 
 from __future__ import annotations
@@ -25,35 +25,46 @@ from labkit.measure.telemetry.sampling import NodeTelemetry
 from labkit.recipe import Api, MeasurePlan
 
 
-@dataclass(frozen=True)
-class RunContext:
-    """What every phase reads: the open client, the plan, the request shape and the run-wide labels."""
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """The run settings that mean the same to the caller and to the workloads, declared once: `BenchOptions`
+    (what a caller sets, runner.py) and `RunContext` (what the workloads read) both extend it, so
+    `run_bench` copies them field by field instead of by a hand-kept list. A subclass rather than a
+    `settings` member, because every caller's `BenchOptions(...)` keywords and every workload's `ctx.x` read
+    stay as they are. Keyword-only: a class that extends it adds fields without defaults."""
 
-    client: StreamClient
-    plan: MeasurePlan
-    model: str | None  # the served model: given by the caller, else the first /models names (Bench.run)
-    api: Api
-    run_id: str
+    model: str | None = None  # the served model; None: the first one /models names (Bench.run)
     lane: str = ""
     recipe_hash: str | None = None
     variant: str | None = None
     cold_expected: bool = False  # the engine was just booted: the first repetition records a cold turn
-    spec_k: int | None = None  # the engine's configured draft tokens per step, None: read from /metrics
+    # the engine's configured draft tokens per step and where that came from (`configured_k(lane.engine)`);
+    # None: read from /metrics where the engine exports it
+    spec_k: int | None = None
     spec_k_source: str = ""
-    prompt_seed: str | None = None  # shared prompt texts across runs and lanes (docs/compare.md)
+    # draw prompt texts from it, not from each prompt's nonce, so two lanes run with the same seed see the
+    # same texts, place by place, and can be paired (docs/compare.md, "Shared prompt seeds")
+    prompt_seed: str | None = None
     io_hooks: Sequence[iop.IOProbe] = ()
-    telemetry: NodeTelemetry | None = (
-        None  # node samplers while the plan runs (labkit/measure/telemetry/sampling.py)
-    )
-    drain_timeout: float = (
-        10.0  # seconds to wait for busy gauges to read zero (labkit/measure/server/drain.py)
-    )
-    loops_expected: bool = (
-        False  # the model loops by nature: loops are reported, not gating (summary/sanity.py)
-    )
-    engine_metrics_asked: bool = (
-        False  # the lane turned on the engine's per-request metrics (server/servertruth.py)
-    )
+    # seconds to wait at a boundary between requests for the busy gauges to read zero before the window is
+    # flagged; 0: check, never wait (labkit/measure/server/drain.py)
+    drain_timeout: float = 10.0
+    # the model loops by nature (a random-weight test model): loops are reported, not gating (summary/sanity.py)
+    loops_expected: bool = False
+    # the lane turned on the engine's per-request metrics, so responses without them say so (server/servertruth.py)
+    engine_metrics_asked: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunContext(RunSettings):
+    """What every phase reads: the open client, the plan, the request shape and the run-wide labels (the
+    settings as the caller gave them, with `run_bench`'s resolutions below)."""
+
+    client: StreamClient
+    plan: MeasurePlan
+    api: Api  # the caller's, else the plan's
+    run_id: str  # the caller's, else the UTC time the run started
+    telemetry: NodeTelemetry | None = None  # node samplers while the plan runs (telemetry/sampling.py)
     t_origin: int = field(default_factory=time.perf_counter_ns)  # the records' stamps count from here
 
     def text_seed(self, rep: int, place: str) -> str | None:

@@ -26,7 +26,7 @@ def test_seeded_texts_repeat_and_nonces_stay_fresh():
 
 def test_text_seed_names_seed_repetition_and_place():
     plan = MeasurePlan("chat", 1, DecodePlan((1,), 1, 8, 0), PrefillPlan((), 1), 10.0)
-    ctx = RunContext(None, plan, model="m", api="chat", run_id="r", prompt_seed="7/2")  # type: ignore[arg-type]
+    ctx = RunContext(client=None, plan=plan, model="m", api="chat", run_id="r", prompt_seed="7/2")  # type: ignore[arg-type]
     bench = Bench(ctx, progress=False)
     bench.rep = 1
     assert bench.text_seed("c1.3") == "7/2:1:c1.3"

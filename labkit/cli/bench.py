@@ -53,13 +53,10 @@ def override_plan(plan: MeasurePlan, args: Any) -> MeasurePlan:
 
 def bench_cli(args: Any) -> int:
     """`labkit bench`: resolve the target, measure, print the lab-note table, write the JSON file."""
-    from labkit.measure import BenchOptions, LocalNfsProbe, configured_k, default_plan, render, run_bench
+    from labkit.measure import BenchOptions, LocalNfsProbe, default_plan, render, run_bench
 
     target = args.target
-    recipe_hash = variant = None
-    k_found = None  # a bare URL: K from /metrics
-    lane = ""
-    loops = asked = False  # a bare URL: nothing known about its model or flags
+    lane_plan = None  # a bare URL: no lane, K from /metrics, nothing known about its model or flags
     if (
         "://" in target
         or target.replace(".", "").replace(":", "").isdigit()
@@ -73,33 +70,22 @@ def bench_cli(args: Any) -> int:
     else:
         args.recipe = target
         lane_plan = plan_from_args(args)
-        plan, lane = lane_plan.measure, lane_plan.lane_id
-        recipe_hash, variant = lane_plan.recipe_hash, lane_plan.variant_id
+        plan = lane_plan.measure
         url = args.url or f"http://127.0.0.1:{lane_plan.engine.port}"
-        k_found = configured_k(lane_plan.engine)  # the recipe's K, as `labkit run` measures it
-        loops, asked = lane_plan.model.loops, lane_plan.engine_metrics_asked
     plan = override_plan(plan, args)
     probes = [LocalNfsProbe()] if args.nfs else []
-    result = run_bench(
-        url,
-        plan,
-        BenchOptions(
-            model=args.model,
-            cold_expected=args.cold,
-            progress=not args.quiet,
-            lane=lane,
-            recipe_hash=recipe_hash,
-            variant=variant,
-            decode=args.decode,
-            prefill=args.prefill,
-            save_to=args.json,
-            io_hooks=probes,
-            spec_k=k_found[0] if k_found else None,
-            spec_k_source=k_found[1] if k_found else "",
-            loops_expected=loops,
-            engine_metrics_asked=asked,
-        ),
+    options = BenchOptions(
+        model=args.model,
+        cold_expected=args.cold,
+        progress=not args.quiet,
+        decode=args.decode,
+        prefill=args.prefill,
+        save_to=args.json,
+        io_hooks=probes,
     )
+    if lane_plan is not None:  # the lane's settings as `labkit run` sets them, but named by its lane id
+        options = dataclasses.replace(options.with_lane(lane_plan), lane=lane_plan.lane_id)
+    result = run_bench(url, plan, options)
     title = f"{result.provenance['model']} @ {result.provenance['endpoint']}"
     print(render(result.summary, title=title), flush=True)
     if args.json:

@@ -166,13 +166,12 @@ def _repeat(
     boot's own folder, or None for a later plan on a shared boot); with `measure.target_ci`, more until every
     target measure's interval is that tight or `max_runs` is reached. Each run records where the target stood
     after it (docs/measurement.md, "Repeating until the interval is tight")."""
-    from labkit.measure import BenchOptions, NodeNfsProbe, configured_k, run_bench
+    from labkit.measure import BenchOptions, NodeNfsProbe, run_bench
     from labkit.report import check_target
 
     boot = endpoint.boot.to_dict()
     provenance = _provenance(plan, hooks.provenance)
     once = dataclasses.replace(plan.measure, runs=1)  # each repetition is its own run folder
-    k_found = configured_k(plan.engine)  # K from the recipe, with where it came from
     m = plan.measure
     values: dict[str, list[float | None]] = {name: [] for name in m.ci_measures()}
     cap = m.ci_run_cap()
@@ -195,19 +194,12 @@ def _repeat(
                     cold_expected=cold,
                     io_hooks=probes,
                     progress=progress,
-                    lane=plan.label,
-                    recipe_hash=plan.recipe_hash,
-                    variant=plan.variant_id,
-                    spec_k=k_found[0] if k_found else None,
-                    spec_k_source=k_found[1] if k_found else "",
                     run_id=run.run_id,
                     on_partial=functools.partial(write_records, run),
                     prompt_seed=None if m.seed is None else f"{m.seed}/{i}",
                     telemetry=node_telemetry(plan, hosts, store.root),
                     kv_pool=boot.get("kv_pool"),  # read at boot from the log and the API
-                    loops_expected=plan.model.loops,
-                    engine_metrics_asked=plan.engine_metrics_asked,
-                ),
+                ).with_lane(plan),
             )
             done.results.append(result)
             if result.summary.n_ok == 0:  # a folder of failures is not a result: keep it, failed

@@ -21,7 +21,7 @@ A request that errors, ends short or without a finish_reason is a failed record,
 (both in session.py); the records are made in request/recording.py, the counter deltas in server/scrapes.py, and outcome.py
 turns the log into the BenchResult (the summary in summary/compose.py, the provenance in provenance.py).
 `BenchOptions` holds everything a caller may set: the run settings `RunContext` shares (`RunSettings`)
-and what run_bench resolves or uses itself.
+and what run_bench resolves or uses itself; `BenchOptions.with_lane` adds what a lane plan fixes.
 """
 
 from __future__ import annotations
@@ -42,11 +42,12 @@ from labkit.measure.provenance import engine_version
 from labkit.measure.records import BenchResult, RequestRecord
 from labkit.measure.request.client import EndpointError, StreamClient
 from labkit.measure.server.kvpool import read_kv_pool
+from labkit.measure.server.metrics import configured_k
 from labkit.measure.session import RunContext, RunLog, RunSettings, Session
 from labkit.measure.telemetry.sampling import NodeTelemetry, as_telemetry
 from labkit.measure.workloads import WORKLOADS, Workload
 from labkit.nodes import Host
-from labkit.recipe import Api, DecodePlan, MeasurePlan, PrefillPlan
+from labkit.recipe import Api, DecodePlan, LanePlan, MeasurePlan, PrefillPlan
 
 
 def default_plan() -> MeasurePlan:
@@ -85,6 +86,23 @@ class BenchOptions(RunSettings):
     save_to: str | Path | None = None
     on_partial: Callable[[BenchResult], None] | None = None
     kv_pool: dict[str, Any] | None = None
+
+    def with_lane(self, plan: LanePlan) -> BenchOptions:
+        """These options with the settings `plan`'s lane fixes: its label, hash and variant, the configured
+        K and where it came from, whether its model loops and whether it asked for the engine's per-request
+        metrics. A method on the options, not a constructor taking `**rest`, so the type checker still
+        checks the caller's own keywords."""
+        k_found = configured_k(plan.engine)  # K from the recipe, with where it came from
+        return dataclasses.replace(
+            self,
+            lane=plan.label,
+            recipe_hash=plan.recipe_hash,
+            variant=plan.variant_id,
+            spec_k=k_found[0] if k_found else None,
+            spec_k_source=k_found[1] if k_found else "",
+            loops_expected=plan.model.loops,
+            engine_metrics_asked=plan.engine_metrics_asked,
+        )
 
 
 class Bench(Session):

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from labkit.measure import BenchResult
+from labkit.recipe.lookup import load_plan
 from labkit.sim.oracle import SimOracle, free_port
 
 
@@ -98,6 +99,8 @@ def test_bench_recipe_uses_its_plan_against_url(tmp_path):
     assert "acceptance" in p.stdout and "of 5" in p.stdout and "incl. bonus" in p.stdout
     back = BenchResult.load(tmp_path / "r.json")
     assert back.provenance["variant"] == "spec-dspark" and back.provenance["recipe_hash"]
+    # the records name the lane by its lane id (`labkit run` names it by the plan's label)
+    assert {r.lane for r in back.records} == {load_plan("sim", spec="dspark").lane_id}
     # the sim recipe states no K: it is the count of the engine's per-position series
     assert (
         back.summary.measures["accept_k"] == 5 and "5 per-position series" in back.summary.method["accept_k"]

@@ -47,12 +47,21 @@ env-vllm: $(VENV)/.vllm
 # (their dependencies clash with vLLM's): llama-benchy, guidellm (on the CPU torch 2.13.0, installed first so
 # that no CUDA torch is pulled) and aiperf. The import tests run them against the real vLLM CPU server
 # (docs/imports.md; SGLang's bench_serving is a recorded file, tests/support/fixtures/imports/README.md).
+# Each venv is a target of its own, so that `make -j3 env-tools` builds the three at once (none shares a file
+# with another or with .venv: tools/test-setup.sh runs them beside the .venv installs). Order-only on the venv:
+# they hold none of labkit, so a change of pyproject.toml does not rebuild them.
 TOOLS := $(VENV)/tools
-$(VENV)/.tools: $(BIN)/labkit
+$(TOOLS)/.llama-benchy: | $(BIN)/labkit
 	$(PYTHON) -m venv $(TOOLS)/llama-benchy && $(TOOLS)/llama-benchy/bin/pip install --quiet llama-benchy==0.4.0
+	touch $@
+$(TOOLS)/.guidellm: | $(BIN)/labkit
 	$(PYTHON) -m venv $(TOOLS)/guidellm && $(TOOLS)/guidellm/bin/pip install --quiet torch==2.13.0 \
 	  && $(TOOLS)/guidellm/bin/pip install --quiet guidellm==0.8.1
+	touch $@
+$(TOOLS)/.aiperf: | $(BIN)/labkit
 	$(PYTHON) -m venv $(TOOLS)/aiperf && $(TOOLS)/aiperf/bin/pip install --quiet aiperf==0.13.0
+	touch $@
+$(VENV)/.tools: $(TOOLS)/.llama-benchy $(TOOLS)/.guidellm $(TOOLS)/.aiperf
 	touch $@
 
 env-tools: $(VENV)/.tools

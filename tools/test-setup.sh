@@ -61,6 +61,13 @@ elif [ ! -s "$ROOTFS_TAR" ]; then
   skipped+=("real docker (no test image root file system: debootstrap failed or is missing)")
 fi
 
+# Benchmark tools (llama-benchy, guidellm, aiperf), each in its own venv: the import tests' real result files.
+# Their three venvs share no file with .venv, so they install in the background, three at once, while the
+# llama.cpp compile and the vLLM install below use .venv (mostly downloads against a compile: ~5 min saved).
+echo "test setup: benchmark tools for the import tests (in the background; log: $VENV/.tools.log)" >&2
+"$MAKE_CMD" --no-print-directory -j3 env-tools >"$VENV/.tools.log" 2>&1 &
+tools_pid=$!
+
 # llama.cpp: llama-cpp-python compiles from source once (~6 min on 2 cores).
 echo "test setup: llama.cpp extra" >&2
 "$MAKE_CMD" --no-print-directory env-llamacpp >&2 || skipped+=("llama.cpp (pip install -e '.[llamacpp]' failed; see above)")
@@ -73,9 +80,10 @@ else
   "$MAKE_CMD" --no-print-directory env-vllm >&2 || skipped+=("vLLM CPU (make env-vllm failed; see above)")
 fi
 
-# Benchmark tools (llama-benchy, guidellm, aiperf), each in its own venv: the import tests' real result files.
-echo "test setup: benchmark tools for the import tests" >&2
-"$MAKE_CMD" --no-print-directory env-tools >&2 || skipped+=("benchmark tools (make env-tools failed; see above)")
+if ! wait "$tools_pid"; then
+  tail -n 40 "$VENV/.tools.log" >&2
+  skipped+=("benchmark tools (make env-tools failed; see $VENV/.tools.log)")
+fi
 
 if [ ${#skipped[@]} -eq 0 ]; then
   echo "test setup: every test group is set up (sshd nodes, real docker, llama.cpp, vLLM CPU, benchmark tools)" > "$SKIPS"

@@ -19,9 +19,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _recipe(folder: Path, port: int) -> None:
-    """The shipped tiny-vllm recipe on a test port, with a short measurement plan."""
+    """The shipped tiny-vllm recipe on a test port, with a short measurement plan, eager (no torch.compile at
+    boot: what is tested is the two boots and their stored runs, not the compiled kernels)."""
     text = (REPO / "recipes" / "tiny-vllm" / "recipe.toml").read_text()
     text = text.replace("port = 18670", f"port = {port}")
+    text = text.replace('"--dtype" = "bfloat16"', '"--dtype" = "bfloat16"\n"--enforce-eager" = true')
     text = re.sub(
         r"^decode = .*$",
         "decode = { concurrency = [1], turns = 1, output_tokens = 32, warmup = 0 }",

@@ -30,7 +30,7 @@ from labkit.store import RunFolderSink
 from tests.support import all_reduce_perf_shim
 from tests.support.docker_real import IMAGE, docker, docker_available, docker_daemon, inspect, labelled
 from tests.support.vllm import vllm_available
-from tests.support.vllm_lanes import free_port, isolated, tiny_vllm_plan
+from tests.support.vllm_lanes import eager, free_port, isolated, tiny_vllm_plan
 
 pytestmark = pytest.mark.skipif(
     (docker_available() or vllm_available()) is not None, reason=docker_available() or vllm_available() or ""
@@ -41,8 +41,9 @@ NOFILE = ("nofile", "16384:16384")  # a ulimit this machine allows (its hard mem
 
 def docker_plan(port: int, **measure):
     """The tiny-vllm lane with runtime = docker: the test image, no --gpus, the venv and its interpreter mounted
-    read-only at their own paths, the venv first on the container's PATH."""
-    plan = tiny_vllm_plan(port, **measure)
+    read-only at their own paths, the venv first on the container's PATH; eager, as what is tested is the
+    container, not the compiled kernels (tests/support/vllm_lanes.py)."""
+    plan = eager(tiny_vllm_plan(port, **measure))
     venv, interpreter = sys.prefix, sys.base_prefix
     options = DockerOptions(
         gpus="none",

@@ -31,6 +31,7 @@ from labkit.serve.plan import Endpoint
 from labkit.store import RunFolderSink
 from tests.support.nodes import kill_processes, session_processes
 from tests.support.vllm import vllm_available
+from tests.support.vllm_lanes import eager as with_eager
 from tests.support.vllm_lanes import free_port, tiny_vllm_plan
 
 SHARED = "vllm_shared"
@@ -201,10 +202,7 @@ class FreshVllm:
         `eager`: with --enforce-eager, which skips the boot's torch.compile (for a test to which the engine's
         speed and compile facts do not matter)."""
         plan = tiny_vllm_plan(free_port(), spec=spec, **measure)
-        if not eager:
-            return plan
-        engine = dataclasses.replace(plan.engine, args=plan.engine.args + (("--enforce-eager", ()),))
-        return dataclasses.replace(plan, engine=engine)
+        return with_eager(plan) if eager else plan
 
     def lane(self, plan: LanePlan | None = None, **options) -> Lane:
         """A Lane of `plan` (default: `self.plan()`) with its run folder under the test's own root."""

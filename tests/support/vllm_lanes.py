@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from labkit import tinymodel
-from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan, load_recipe
+from labkit.recipe import DecodePlan, LanePlan, MeasurePlan, PrefillPlan, load_recipe
 from labkit.recipe.lookup import load_plan
 from labkit.sim.oracle import free_port as sim_free_port
 from tests.support.nodes import kill_processes, session_processes
@@ -41,6 +41,17 @@ def short_plan(**measure) -> MeasurePlan:
         ),
         prefill=PrefillPlan(measure.get("prompt_tokens", (1024,)), measure.get("repeats", 1)),
         timeout=measure.get("timeout", 120.0),
+    )
+
+
+EAGER = ("--enforce-eager", ())  # skips the boot's torch.compile: ~30 s of g++ per cold boot on 2 cores
+
+
+def eager(plan: LanePlan) -> LanePlan:
+    """`plan` with --enforce-eager, for a test to which the engine's speed and compile facts do not matter: a
+    boot without torch.compile (vLLM then compiles no kernels with g++), the same serve path otherwise."""
+    return dataclasses.replace(
+        plan, engine=dataclasses.replace(plan.engine, args=plan.engine.args + (EAGER,))
     )
 
 
@@ -106,6 +117,7 @@ def two_node_recipe(
         '"--max-model-len" = 16384',
         '"--dtype" = "bfloat16"',
         '"--max-num-seqs" = 8',
+        '"--enforce-eager" = true',  # what is tested is the two nodes, not the compiled kernels (eager above)
         "[engine.env]",
         "HF_HUB_OFFLINE = 1",
         "VLLM_CPU_KVCACHE_SPACE = 1",

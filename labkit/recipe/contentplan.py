@@ -11,7 +11,7 @@ import labkit.recipe.schema as s
 from labkit.measures import CONTENT, content_key
 from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
 
-# the per-run figures the content phase writes per category beside decode_c1 (labkit/measure/summary_content.py)
+# the per-run figures the content phase writes per category beside decode_c1 (labkit/measure/summary/content.py)
 CONTENT_MEASURES = ("decode_c1", "accept_length", "accept_per_draft", "accept_rate", "ttft_c1")
 
 

@@ -104,7 +104,7 @@ def _rows(d: DepthPlan, m: MeasurePlan) -> Rows:
 
 
 def _targets(table: dict[str, list]) -> set[str]:
-    """The per-depth measures (labkit/measure/summary_depth.py)."""
+    """The per-depth measures (labkit/measure/summary/depth.py)."""
     out: set[str] = set()
     for tokens in table["tokens"]:
         for state in table["cache"]:

@@ -88,7 +88,7 @@ def _agentic_rows(a: AgenticPlan, m: MeasurePlan) -> Rows:
 
 
 def _turn_targets(table: dict[str, int]) -> set[str]:
-    """The per-turn measures (labkit/measure/summary_turns.py)."""
+    """The per-turn measures (labkit/measure/summary/turns.py)."""
     return {turn_key(m, turn) for turn in range(1, table["turns"] + 1) for m in ("ttft", "prefill", "decode")}
 
 

@@ -53,9 +53,7 @@ def measured(vllm_shared):
     measure = dataclasses.replace(
         short_plan(concurrency=(1,), turns=2, prompt_tokens=()),
         decode=DecodePlan((1,), TURNS, N, 1),
-        content=CONTENT,
-        agentic=SESSION,
-        depth=DEPTH,
+        workloads={"content": CONTENT, "agentic": SESSION, "depth": DEPTH},
     )
     plan, ep = vllm_shared.plan, vllm_shared.endpoint
     vllm_shared.prepare()

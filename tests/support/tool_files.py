@@ -108,7 +108,7 @@ def llama_benchy(
     book = "local://labkit-corpus"
     cache = home / ".cache" / "llama-benchy"
     cache.mkdir(parents=True, exist_ok=True)
-    corpus = Path(__file__).resolve().parents[2] / "labkit" / "measure" / "corpus"
+    corpus = Path(__file__).resolve().parents[2] / "labkit" / "measure" / "prompt" / "corpus"
     text = "\n\n".join(p.read_text() for p in sorted(corpus.glob("*.txt")))
     (cache / f"{hashlib.md5(book.encode()).hexdigest()}.txt").write_text(text * 4)
     name = "llama-benchy.json"

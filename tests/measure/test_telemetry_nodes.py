@@ -189,8 +189,9 @@ def test_a_sampler_never_stopped_ends_by_itself_after_its_lifetime(gpus):
     hosts = ssh_hosts(cluster)
     sampler = NodeTelemetry(hosts[:1], period_s=PERIOD)
     try:
-        sampler.start(max_seconds=1)  # labkit "crashed": nobody calls stop()
-        assert sampler_processes(cluster) != []
+        # labkit "crashed": nobody calls stop(). That the sampler ran is shown by its samples below, not by
+        # catching its process alive: on a loaded machine the SSH start can take the whole second (CI saw it)
+        sampler.start(max_seconds=1)
         sampler.threads[HEALTHY].join(30)
         assert not sampler.threads[HEALTHY].is_alive()
         _no_sampler_left(cluster, sampler)

@@ -28,7 +28,7 @@ from tabulate import tabulate  # noqa: E402
 
 from labkit import tinymodel  # noqa: E402
 from labkit.measure import BenchOptions, run_bench  # noqa: E402
-from labkit.measure import prompts as pr  # noqa: E402
+from labkit.measure.prompt import prompts as pr  # noqa: E402
 from labkit.measures import decode_key, prefill_key  # noqa: E402
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.lookup import load_plan

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tabulate import tabulate  # noqa: E402
 
 from labkit.measure import BenchOptions, run_bench  # noqa: E402
-from labkit.measure import metrics as mx  # noqa: E402
+from labkit.measure.server import metrics as mx  # noqa: E402
 from labkit.measures import depth_key, prefill_key  # noqa: E402
 from labkit.recipe import DecodePlan, DepthPlan, MeasurePlan, PrefillPlan  # noqa: E402
 from labkit.sim.oracle import free_port  # noqa: E402

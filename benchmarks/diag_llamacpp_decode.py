@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labkit import tinymodel  # noqa: E402
-from labkit.measure import prompts as pr  # noqa: E402
+from labkit.measure.prompt import prompts as pr  # noqa: E402
 from labkit.measure.request.client import StreamClient, StreamRequest
 from tests.support import llamacpp as oc  # noqa: E402
 

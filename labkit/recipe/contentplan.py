@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import labkit.recipe.schema as s
 from labkit.measures import CONTENT, content_key
-from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
+from labkit.recipe.measureplan import PER_RUN_MEASURES, MeasurePlan, Rows, WorkloadTable
 
-# the per-run figures the content phase writes per category beside decode_c1 (labkit/measure/summary/content.py)
-CONTENT_MEASURES = ("decode_c1", "accept_length", "accept_per_draft", "accept_rate", "ttft_c1")
+# what the content phase writes per category (labkit/measure/summary/content.py): decode_c1 and the per-run
+# figures but the prefix-cache ratio
+CONTENT_MEASURES = ("decode_c1", *sorted(PER_RUN_MEASURES - {"prefix_cache_hit_ratio"}))
 
 
 def content_field(partial: bool = False) -> s.Field:

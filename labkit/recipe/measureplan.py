@@ -25,6 +25,10 @@ if TYPE_CHECKING:  # annotations only: those modules define their WorkloadTable 
 
 Api = Literal["chat", "completions"]  # the OpenAI endpoint a lane's requests go to (measure.api)
 TARGET_MAX_RUNS = 10  # measure.max_runs when target_ci is set without it
+# the measures every run makes once, whatever its plan; measure.target_measures may name them
+PER_RUN_MEASURES = frozenset(
+    {"ttft_c1", "accept_length", "accept_rate", "accept_per_draft", "prefix_cache_hit_ratio"}
+)
 
 
 @dataclass(frozen=True)

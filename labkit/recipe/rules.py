@@ -19,6 +19,7 @@ from labkit.recipe.build import render_args
 from labkit.recipe.enginefacts import engine_facts
 from labkit.recipe.fields import docker_fields
 from labkit.recipe.launch import compile_cache_mounts
+from labkit.recipe.measureplan import PER_RUN_MEASURES
 from labkit.recipe.workloads import check_workloads, workload_targets
 
 
@@ -149,13 +150,10 @@ def check_target_keys(measure: dict) -> None:
         )
 
 
-_PER_RUN = {"ttft_c1", "accept_length", "accept_rate", "accept_per_draft", "prefix_cache_hit_ratio"}
-
-
 def _unknown_measure(name: str, measure: dict) -> str | None:
     """Why a target measure can never be measured by this plan (None when it can)."""
     conc, lengths = measure["decode"]["concurrency"], measure["prefill"]["prompt_tokens"]
-    known = set(_PER_RUN)
+    known = set(PER_RUN_MEASURES)
     for k in conc:
         groups = {measure_key(f"decode_c<N>_{x}", concurrency=k) for x in ("agg", "span")}
         known |= {decode_key(1)} if k == 1 else groups

@@ -78,6 +78,11 @@ bench: env
 	$(BIN)/labkit run bench -p recipe sim -o $(OUT)/bench-sim.ipynb
 	$(BIN)/labkit report
 
+# Two pytest-xdist workers, one per core: most of a test's time is spent waiting on a server, a kernel or a
+# node, so two side by side nearly halve the wall time. What tests share (an engine, the sshd nodes' addresses,
+# a module's ports) keeps them on one worker, and timing truths run alone (tests/support/workers.py).
+WORKERS := -n 2 --dist loadgroup
+
 # Tests may write bytecode even where the shell sets PYTHONDONTWRITEBYTECODE (an empty value unsets it): every
 # pytest process would otherwise re-rewrite the asserts of ~160 test files and every subprocess recompile labkit.
 test test-fast: export PYTHONDONTWRITEBYTECODE :=
@@ -87,7 +92,7 @@ test: test-setup
 	  && $(BIN)/ruff format --check labkit tests benchmarks \
 	  && $(BIN)/mypy \
 	  && $(BIN)/nbstripout --verify notebooks/*.ipynb \
-	  && $(BIN)/python -m pytest -q --durations=25 \
+	  && $(BIN)/python -m pytest -q $(WORKERS) --durations=25 \
 	  && $(BIN)/labkit report --check; } || status=$$?; \
 	cat $(VENV)/.test-skips; \
 	if [ $$status -ne 0 ]; then echo "make test: FAILED (exit $$status)"; fi; \
@@ -98,7 +103,7 @@ test: test-setup
 # markers in pyproject.toml, set by tests/conftest.py). No lint, no setup; `make test` runs everything.
 FAST := (pure or sim or notebook) and not (ssh or llamacpp or vllm or docker)
 test-fast: env
-	$(BIN)/python -m pytest -q --durations=10 -m "$(FAST)"
+	$(BIN)/python -m pytest -q $(WORKERS) --durations=10 -m "$(FAST)"
 
 # Regenerate results/TABLES.md and results/plots/ from the stored runs.
 report: env

@@ -13,6 +13,7 @@ import pytest
 from tests.support.nodes import Cluster, kill_processes, session_processes, sshd_available
 from tests.support.record import copy_record
 from tests.support.tiers import RECORD_FIXTURE, tiers_of_test
+from tests.support.workers import ALONE, Turns, alone_first, group_of
 
 pytest_plugins = ["tests.support.vllm_fixtures"]
 
@@ -82,15 +83,42 @@ def pytest_configure(config):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Each test gets its tier markers from what it uses (tests/support/tiers.py), so `-m` picks tiers, and
-    `record` when it reads the committed lab record."""
+    `record` when it reads the committed lab record; and the xdist group of what it shares with other tests
+    (tests/support/workers.py), before xdist reads the groups. The `alone` tests go first."""
     for item in items:
         if not isinstance(item, pytest.Function):
             continue
         defs = item._fixtureinfo.name2fixturedefs
         fixtures = {name: {d.func.__module__ for d in defs.get(name, ())} for name in item.fixturenames}
-        for tier in sorted(tiers_of_test(item.path, item.originalname, fixtures)):
+        tiers = tiers_of_test(item.path, item.originalname, fixtures)
+        for tier in sorted(tiers):
             item.add_marker(tier)
         if RECORD_FIXTURE in item.fixturenames:
             item.add_marker("record")
+        scopes = {d.scope for name in item.fixturenames for d in defs.get(name, ())}
+        group = group_of(tiers, scopes, item.fixturenames, item.nodeid.split("::")[0])
+        if group and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items[:] = alone_first(items, _alone)
+
+
+def _alone(item: pytest.Item) -> bool:
+    return item.get_closest_marker(ALONE) is not None
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under xdist, a test marked `alone` runs while no other test does (tests/support/workers.py, `Turns`):
+    its set-up, call and teardown. Outermost, so that pytest-timeout's clock starts once the lock is held."""
+    turns = item.config.stash.setdefault(TURNS, Turns())
+    turns.take(_alone(item))
+    try:
+        yield
+    finally:
+        turns.done(_alone(nextitem) if nextitem is not None else None)
+
+
+TURNS = pytest.StashKey[Turns]()

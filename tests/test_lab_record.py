@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.record import REPO, copy_record
+from tests.support.workers import without_workers
 
 pytestmark = pytest.mark.sim  # `labkit run bench` on the sim lane (the notebook tier is seen by itself)
 
@@ -55,6 +56,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complete
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
 
 
+@pytest.mark.xdist_group("recipe-sim")  # the shipped sim recipe's port (tests/support/workers.py)
 def test_the_record_tests_pass_after_make_bench_stored_a_run(tmp_path):
     repo = _checkout_copy(tmp_path / "checkout")
     results = repo / "results"
@@ -74,6 +76,7 @@ def test_the_record_tests_pass_after_make_bench_stored_a_run(tmp_path):
     assert len(after) == len(before) + 1  # the record now holds a run the commit does not
 
     select = ["-m", RECORD_ONLY, *_record_files()]
-    tests = _run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *select], repo, env)
+    pytest = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *select]
+    tests = _run(pytest, repo, without_workers(env))
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert f"PASSED {BROKE}" in tests.stdout

@@ -1,9 +1,12 @@
 """The suite holds however it was started: here, from a job that ignores SIGINT (`nohup make test &`)."""
 
+import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.support.workers import without_workers
 
 ROOT = Path(__file__).resolve().parent.parent
 CTRL_C_TEST = (
@@ -20,6 +23,7 @@ def test_ctrl_c_tests_pass_when_the_suite_starts_with_sigint_ignored():
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", CTRL_C_TEST],
         cwd=ROOT,
+        env=without_workers(dict(os.environ)),
         preexec_fn=_ignore_sigint,
         capture_output=True,
         text=True,

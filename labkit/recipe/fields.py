@@ -262,6 +262,14 @@ def _staging() -> dict[str, s.Field]:
     }
 
 
+def prefill_fields() -> dict[str, s.Field]:
+    """[measure.prefill]: the prompt lengths sent alone, each `repeats` times (empty: no prefill window)."""
+    return {
+        "prompt_tokens": s.Field(s.array(s.integer(16), unique=True), default=lambda: [4096, 12600]),
+        "repeats": s.Field(s.integer(1), default=3),
+    }
+
+
 def _measure(partial: bool) -> dict[str, s.Field]:
     """[measure] with its [measure.decode] and [measure.prefill] sweeps, and the optional workloads' keys
     (labkit/recipe/workloads.py; each absent: that workload is not run)."""
@@ -272,10 +280,7 @@ def _measure(partial: bool) -> dict[str, s.Field]:
         "output_tokens": F(s.integer(2), default=256),
         "warmup": F(s.integer(0), default=1),
     }
-    prefill = {
-        "prompt_tokens": F(s.array(s.integer(16), unique=True), default=lambda: [4096, 12600]),
-        "repeats": F(s.integer(1), default=3),
-    }
+    prefill = prefill_fields()
     return {
         "api": F(s.choice("chat", "completions"), default="chat"),
         "runs": F(s.integer(1), default=1),

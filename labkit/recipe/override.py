@@ -1,6 +1,7 @@
 """Overrides of a resolved plan, checked as the recipe's own values are: `with_nodes` puts a lane on other
-nodes (the notebook's `nodes` parameter, `labkit.lab.plan(nodes=...)`), `with_content` measures other prompt
-content categories (the notebook's `content` parameter).
+nodes (the notebook's `nodes` parameter, `labkit.lab.plan(nodes=...)`), `with_prefill` other prompt lengths,
+`with_content` other prompt content categories, `with_depth` other context depths and `with_agentic` other
+sessions (the notebook's parameters of the same names).
 
 A plan is frozen, so an override returns a new one. Its `resolved` table and `recipe_hash` record the
 override, so a run folder says which nodes ran; the lane id stays the recipe's and variant's.
@@ -18,7 +19,8 @@ from labkit.errors import RecipeError
 from labkit.measures import CONTENT
 from labkit.recipe.build import recipe_hash
 from labkit.recipe.depthplan import check_depth_window, context_window, depth_fields, depth_plan
-from labkit.recipe.measureplan import MeasurePlan
+from labkit.recipe.fields import prefill_fields
+from labkit.recipe.measureplan import MeasurePlan, PrefillPlan
 from labkit.recipe.plan import LanePlan
 from labkit.recipe.rules import check_target_keys, parallel_problem, world_size
 from labkit.recipe.sessionplan import agentic_fields, agentic_plan, check_session_api
@@ -92,6 +94,42 @@ def with_content(plan: LanePlan, content: str | Sequence[str]) -> LanePlan:
         resolved=resolved,
         recipe_hash=recipe_hash(plan.recipe, dict(plan.variants), resolved) if resolved else plan.recipe_hash,
     )
+
+
+def with_prefill(plan: LanePlan, prompt_tokens: int | str | Sequence[int | str]) -> LanePlan:
+    """`plan` measuring prefill at these prompt lengths ("4096,12600" or a list; empty: no prefill window), with
+    the recipe's `measure.prefill.repeats`, checked as `measure.prefill` is, with the target measures it
+    leaves; a RecipeError names the recipe file, the key and the override. A quick look at a lane whose long
+    prompts take minutes (docs/measurement.md, "Prefill and TTFT")."""
+    # papermill hands `-p prefill 4096` over as an int, `-p prefill 1024,4096` as a string
+    given = [prompt_tokens] if isinstance(prompt_tokens, int) else _items(prompt_tokens)
+    items: list[object] = [int(p) if isinstance(p, str) and p.isdigit() else p for p in given]
+    shown = f"prefill override: {', '.join(map(str, items)) or 'none'}"
+    table = _measure_table(plan, "prefill", prefill_fields(), {"prompt_tokens": items}, shown)
+    assert table is not None  # a change was given
+    resolved = copy.deepcopy(plan.resolved)
+    if resolved:
+        measure = resolved.setdefault("measure", {})
+        measure["prefill"] = table
+        try:  # a target measure of a prompt length no longer measured could never be met
+            check_target_keys(measure)
+        except s.Invalid as e:
+            raise RecipeError(plan.file, e.key, e.message + f" ({shown})")
+    prefill = PrefillPlan(tuple(table["prompt_tokens"]), table["repeats"])
+    return dataclasses.replace(
+        plan,
+        measure=dataclasses.replace(plan.measure, prefill=prefill),
+        resolved=resolved,
+        recipe_hash=recipe_hash(plan.recipe, dict(plan.variants), resolved) if resolved else plan.recipe_hash,
+    )
+
+
+def _items(given: str | Sequence[int | str]) -> list[int | str]:
+    """The non-empty items of "a,b" or a list, strings stripped."""
+    items = given.split(",") if isinstance(given, str) else list(given)
+    return [
+        i.strip() if isinstance(i, str) else i for i in items if not (isinstance(i, str) and not i.strip())
+    ]
 
 
 def with_depth(plan: LanePlan, depth: int | str | Sequence[int | str]) -> LanePlan:

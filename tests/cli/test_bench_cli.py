@@ -6,7 +6,8 @@ import sys
 
 from labkit.measure import BenchResult
 from labkit.recipe.lookup import load_plan
-from labkit.sim.oracle import SimOracle, free_port
+from labkit.sim.oracle import SimOracle
+from tests.support.workers import free_port
 
 
 def _labkit(*args, timeout=120):

@@ -10,10 +10,10 @@ import json
 import pytest
 
 from labkit import lab
-from labkit.sim.oracle import free_port
 from labkit.store import load_results, read_canary
 from labkit.store.baselines import canary_path
 from tests.support.lanes import sim_recipe
+from tests.support.workers import free_port
 
 PORTS = (18980, 18999)  # this file's sim ports, clear of the other tests' ranges
 CANARY = "runs = {runs}\ncanary = {{ requests = 2, output_tokens = 32, slow = 0.5 }}"

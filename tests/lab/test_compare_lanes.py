@@ -9,6 +9,8 @@ from labkit import lab
 from labkit.report import compare as cmp
 from tests.support.lanes import sim_recipe
 
+pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
+
 PORTS = {"slow": 18783, "fast": 18784}
 # four 32-token c1 turns per run: 1 % per-request noise (sim decode_noise) plus the timing jitter
 PLAN = "runs = 5\ndecode = { concurrency = [1], turns = 4, output_tokens = 32, warmup = 0 }"

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from labkit import notebooks as nbk
-from labkit.sim.oracle import free_port
 from labkit.store import load_results
 from tests.support.lanes import sim_recipe
+from tests.support.workers import free_port
+
+pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = (18920, 18939)  # this file's sim ports, clear of the other tests' ranges

@@ -180,6 +180,7 @@ def test_bench_notebook_unreachable_nodes_named(tmp_path):
     assert "dgx7" in (tmp_path / "out.ipynb").read_text()
 
 
+@pytest.mark.xdist_group("recipe-sim")  # the shipped sim recipe's port (tests/support/workers.py)
 def test_users_papermill_command_leaves_a_complete_run(tmp_path):
     """The README's command, from another working directory: sim lane with DSpark, real kernel, real engine."""
     r = _papermill(["out.ipynb", "-p", "recipe", "sim", "-p", "spec", "dspark"], tmp_path, _env(tmp_path))

@@ -12,9 +12,9 @@ import sys
 import threading
 from pathlib import Path
 
-from labkit.sim.oracle import free_port
 from tests.support.lanes import sim_recipe
 from tests.support.results import REPO, make_sim_run
+from tests.support.workers import free_port
 
 PORTS = (18520, 18560)  # this file's sim ports: clear of recipes/sim's 18000 and the other tests' ranges
 PLACEHOLDERS = ("<pandas.io.formats.style.Styler", "<IPython.core.display.Markdown object>")

@@ -13,6 +13,8 @@ from labkit.errors import RecipeError
 from labkit.report import check_target
 from tests.support.lanes import sim_recipe
 
+pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
+
 PORT = 18781
 
 

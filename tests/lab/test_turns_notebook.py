@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from labkit import notebooks as nbk
-from labkit.sim.oracle import free_port
 from labkit.store import load_results
 from tests.support.lanes import sim_recipe
+from tests.support.workers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = (18940, 18959)  # this file's sim ports, clear of the other tests' ranges

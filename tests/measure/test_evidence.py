@@ -11,12 +11,16 @@ import threading
 import time
 import urllib.request
 
+import pytest
+
 from labkit.measure import BenchOptions, BenchResult, RunSummary, run_bench
 from labkit.measure.server import metrics as mx
 from labkit.measure.server.scrapes import EvidenceLog
 from labkit.measure.summary.compose import summarize
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.sim.process import SimProcess
+
+pytestmark = pytest.mark.alone  # another client's load is what it detects (tests/support/workers.py)
 
 # ---- the window bookkeeping, from Prometheus texts --------------------------------------------------
 

@@ -8,8 +8,8 @@ import asyncio
 
 from labkit.measure.request.client import StreamClient
 from labkit.measure.server.kvpool import NO_LOG, read_kv_pool
-from labkit.sim.oracle import free_port
 from tests.support.sim import SimProc
+from tests.support.workers import free_port
 
 
 def pool_of(url: str, log: dict | None = None) -> dict:

@@ -10,6 +10,8 @@ from labkit.measure import WORKLOADS, BenchOptions, BenchResult, render, run_ben
 from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
 from labkit.sim.oracle import SimOracle
 
+pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
+
 
 def _plan(turns=2, n=24, conc=(1, 2), warmup=1, prompts=(), repeats=1, timeout=20.0):
     return MeasurePlan(

@@ -14,6 +14,8 @@ from labkit.recipe.sessionplan import AgenticPlan
 from labkit.sim.config import SimConfigError, build_config
 from labkit.sim.oracle import SimOracle
 
+pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
+
 PORTS = (18940, 18959)  # this file's sim ports, clear of the other tests' ranges
 PREFILL_TPS, DECODE_TPS, BLOCK = 2000.0, 200.0, 16
 IDLE_AFTER, FACTOR = 1.0, 1.6

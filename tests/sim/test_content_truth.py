@@ -13,6 +13,8 @@ from labkit.sim.config import SimConfigError, build_config
 from labkit.sim.oracle import SimOracle
 from labkit.sim.speculation import content_of_text, request_content
 
+pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
+
 PORTS = (18900, 18919)  # this file's sim ports, clear of the other tests' ranges
 DECODE_TPS = 100.0
 # code: every draft accepted (4 tokens a step), prose: none (1 a step), structured: drawn; default: 1.5 a step

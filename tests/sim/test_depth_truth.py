@@ -12,6 +12,8 @@ from labkit.measure import BenchOptions, run_bench
 from labkit.recipe import DecodePlan, DepthPlan, MeasurePlan, PrefillPlan
 from labkit.sim.oracle import SimOracle
 
+pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
+
 PORTS = (18960, 18979)  # this file's sim ports, clear of the other tests' ranges
 PREFILL_TPS, DECODE_TPS, BLOCK, SLOPE = 20_000.0, 200.0, 16, 0.25
 SETS = {

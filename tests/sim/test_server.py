@@ -17,6 +17,8 @@ import pytest
 
 from tests.support.sim import SimProc, chat, get_json, metric_sum, metrics, post_json, request, stream
 
+pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
+
 
 @pytest.fixture
 def sim():

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labkit.sim.oracle import free_port as sim_free_port
+from tests.support.workers import free_port as sim_free_port
 
 PORT_RANGE = (18400, 18500)  # this lane's test ports
 # As the recipe: one decode thread (two on a 2-core host thrash at ggml's barriers whenever the client runs,

@@ -19,8 +19,8 @@ import pytest
 from labkit import tinymodel
 from labkit.recipe import DecodePlan, LanePlan, MeasurePlan, PrefillPlan, load_recipe
 from labkit.recipe.lookup import load_plan
-from labkit.sim.oracle import free_port as sim_free_port
 from tests.support.nodes import kill_processes, session_processes
+from tests.support.workers import free_port as sim_free_port
 
 PORTS = (18600, 18660)  # this lane's test ports (the recipe's own 18670 stays free for users)
 

@@ -1,0 +1,115 @@
+"""Running the suite on several pytest-xdist workers (`make test` and `make test-fast` run `pytest -n 2`).
+
+Tests run side by side unless they share something one worker must own; tests/conftest.py gives those an
+`xdist_group`, and `--dist loadgroup` sends a group's tests to one worker, in collection order:
+
+    vllm           the vLLM and docker tiers: the shared lane's tests have one boot per session
+                   (tests/support/vllm_fixtures.py), which a second worker would boot again, and two vLLM
+                   engines on two cores starve each other's streams (a docker lane's run came out with
+                   no decode c1 figure while another worker ran vLLM)
+    nodes          the rest of the ssh tier: engines on the sshd nodes listen on the same addresses in every
+                   worker's cluster
+    <module path>  the llama.cpp, sim and notebook tiers (a module's lanes share its fixed ports and lane ids,
+                   lanes keep their state under ~/.cache/labkit/lanes/<lane id>), and a module with a
+                   module-scoped fixture (a simulator, a tool's shared lane): one set-up
+    explicit       a test marked `xdist_group` itself (a shipped recipe's fixed port)
+
+Each worker has its own sshd nodes (a free port of their own) and temp folders. Ports from a test range go to
+the workers in turn (`free_port`), so two workers never probe and bind the same one.
+
+A test marked `alone` checks a timing truth within a few percent (the simulator's decode rate, a 3 % lane
+difference): another worker's engine boot or notebook kernel on the same two cores delays the client's reads
+by more than that. It runs while no other test runs (`Turns`): every test holds the run's lock, shared, and an
+`alone` test holds it exclusively, kept across the `alone` tests that follow it on its worker; a gate lock in
+front keeps a waiting `alone` test from being passed by ever new shared holders. The `alone` tests are
+collected first, so they run at the start, before the long engine tests they would otherwise wait behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO, TypeVar
+
+from labkit.sim.oracle import free_port as first_free_port
+
+T = TypeVar("T")
+
+VLLM = "vllm"
+NODES = "nodes"
+ALONE = "alone"
+
+
+def group_of(tiers: Iterable[str], scopes: Iterable[str], fixtures: Iterable[str], module: str) -> str | None:
+    """The xdist group of a test with `tiers`, using `fixtures` of `scopes`, in test module `module`."""
+    tiers, fixtures = set(tiers), set(fixtures)
+    if {"vllm", "docker"} & tiers or "vllm_shared" in fixtures:
+        return VLLM
+    if "ssh" in tiers and "llamacpp" not in tiers:
+        return NODES
+    if {"llamacpp", "sim", "notebook"} & tiers or {"module", "class", "package"} & set(scopes):
+        return module
+    return None
+
+
+def alone_first(items: list[T], alone: Callable[[T], bool]) -> list[T]:
+    """`items` with the `alone` ones first, each part in its order."""
+    return [i for i in items if alone(i)] + [i for i in items if not alone(i)]
+
+
+def worker() -> tuple[int, int]:
+    """(this worker's number, the number of workers); (0, 1) outside xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(name.removeprefix("gw") or 0), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
+def free_port(low: int, high: int) -> int:
+    """A port in [low, high] nobody listens on now, among the ports dealt to this worker (every n-th)."""
+    number, count = worker()
+    others = {port for port in range(low, high + 1) if port % count != number}
+    return first_free_port(low, high, skip=others)
+
+
+class Turns:
+    """This worker's hold on the run's test lock (nothing outside xdist). `take(alone)` before a test: shared,
+    or exclusive for an `alone` test (kept when the previous test was `alone` too); `done(next_alone)` after
+    it: a shared hold is let go after every test, so an `alone` test waiting at the gate gets its turn; an
+    exclusive one is kept while the worker's next test is `alone` too (None: no next test)."""
+
+    def __init__(self, run: str | None = None, folder: Path | None = None):
+        self.run = run if run is not None else os.environ.get("PYTEST_XDIST_TESTRUNUID")
+        self.folder = folder or Path(tempfile.gettempdir())
+        self.alone: bool | None = None  # what is held now (None: nothing)
+        self._files: tuple[IO[str], IO[str]] | None = None
+
+    def take(self, alone: bool) -> None:
+        if not self.run or self.alone is alone:
+            return
+        self.release()
+        gate = (self.folder / f"labkit-tests-{self.run}.gate").open("a")
+        lock = (self.folder / f"labkit-tests-{self.run}.lock").open("a")
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        self._files, self.alone = (gate, lock), alone
+
+    def done(self, next_alone: bool | None) -> None:
+        if not (self.alone and next_alone):
+            self.release()
+
+    def release(self) -> None:
+        if self._files is not None:
+            for f in self._files:
+                f.close()  # closing the file lets go of its lock
+        self._files, self.alone = None, None
+
+
+def without_workers(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a pytest run started by a test: without this run's xdist variables, so it neither waits on this
+    run's test lock (which the test starting it holds) nor takes this worker's share of the ports."""
+    return {k: v for k, v in env.items() if not k.startswith("PYTEST_XDIST_")}

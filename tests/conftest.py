@@ -87,7 +87,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(items):
     """Each test gets its tier markers from what it uses (tests/support/tiers.py), so `-m` picks tiers, and
     `record` when it reads the committed lab record; and the xdist group of what it shares with other tests
-    (tests/support/workers.py), before xdist reads the groups. The `alone` tests go first."""
+    (tests/support/workers.py), before xdist reads the groups. The modules with `alone` tests go first."""
     for item in items:
         if not isinstance(item, pytest.Function):
             continue
@@ -102,7 +102,7 @@ def pytest_collection_modifyitems(items):
         group = group_of(tiers, scopes, item.fixturenames, item.nodeid.split("::")[0])
         if group and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
-    items[:] = alone_first(items, _alone)
+    items[:] = alone_first(items, _alone, lambda item: str(item.path))
 
 
 def _alone(item: pytest.Item) -> bool:

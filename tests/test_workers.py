@@ -36,8 +36,10 @@ def test_each_kind_of_test_gets_its_group(tiers, scopes, fixtures, group):
     assert group_of(tiers, scopes, fixtures, "tests/x/test_a.py") == group
 
 
-def test_the_alone_tests_go_first_each_part_in_its_order():
-    assert alone_first([1, 2, 3, 4, 5, 6], lambda n: n % 3 == 0) == [3, 6, 1, 2, 4, 5]
+def test_the_modules_with_alone_tests_go_first_each_part_in_its_order():
+    items = [("a", 1), ("b", 2), ("b", 3), ("c", 4), ("a", 5), ("d", 6)]
+    moved = alone_first(items, lambda i: i[1] in (3, 6), lambda i: i[0])
+    assert moved == [("b", 2), ("b", 3), ("d", 6), ("a", 1), ("c", 4), ("a", 5)]
 
 
 def test_each_worker_takes_only_its_share_of_a_port_range(monkeypatch):

@@ -105,6 +105,7 @@ def test_the_container_carries_the_lanes_labels_env_mounts_and_limits(lane_up):
     ]
 
 
+@pytest.mark.alone  # its c1 turns came out without a decode figure beside another worker's load (workers.py)
 def test_boot_facts_come_from_the_containers_log_and_it_serves(lane_up):
     boot = lane_up.ep.boot
     assert boot.engine_version.startswith("0.32")

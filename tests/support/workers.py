@@ -21,8 +21,9 @@ A test marked `alone` checks a timing truth within a few percent (the simulator'
 difference): another worker's engine boot or notebook kernel on the same two cores delays the client's reads
 by more than that. It runs while no other test runs (`Turns`): every test holds the run's lock, shared, and an
 `alone` test holds it exclusively, kept across the `alone` tests that follow it on its worker; a gate lock in
-front keeps a waiting `alone` test from being passed by ever new shared holders. The `alone` tests are
-collected first, so they run at the start, before the long engine tests they would otherwise wait behind.
+front keeps a waiting `alone` test from being passed by ever new shared holders. The modules holding `alone`
+tests are collected first, so they run at the start, before the long engine tests they would otherwise wait
+behind.
 """
 
 from __future__ import annotations
@@ -55,9 +56,11 @@ def group_of(tiers: Iterable[str], scopes: Iterable[str], fixtures: Iterable[str
     return None
 
 
-def alone_first(items: list[T], alone: Callable[[T], bool]) -> list[T]:
-    """`items` with the `alone` ones first, each part in its order."""
-    return [i for i in items if alone(i)] + [i for i in items if not alone(i)]
+def alone_first(items: list[T], alone: Callable[[T], bool], module: Callable[[T], str]) -> list[T]:
+    """`items` with the modules that hold an `alone` item first, each part in its order. Whole modules move,
+    so a module-scoped fixture (a docker lane) is still set up once."""
+    first = {module(i) for i in items if alone(i)}
+    return [i for i in items if module(i) in first] + [i for i in items if module(i) not in first]
 
 
 def worker() -> tuple[int, int]:

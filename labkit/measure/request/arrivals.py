@@ -33,13 +33,20 @@ LATENESS_SHARE = 0.05  # ... nor below this share of the mean gap (measure.load.
 LATENESS_PERCENTILE = 99.0  # the percentile of the per-request lateness the threshold is compared with
 
 
-def _positive(value: float, name: str) -> float:
-    """`value` as a float when it is a finite number > 0; else a ValueError naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name}: expected a number, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
+def _finite(value: object) -> float | None:
+    """`value` as a float when it is a finite number (a bool is not one), else None; typed `object` because
+    callers pass what they were given, checked here."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
     return float(value)
+
+
+def _positive(value: object, name: str) -> float:
+    """`value` as a float when it is a finite number > 0; else a ValueError naming `name`."""
+    number = _finite(value)
+    if number is None or number <= 0:
+        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
+    return number
 
 
 def level_seed(seed: str | int | None, rate: float) -> str:
@@ -124,17 +131,13 @@ def ramped(times: Sequence[float], ramp_s: float) -> tuple[float, ...]:
     requests as the steady one by u, t = √(2·ramp_s·u) while u < ramp_s/2, else u + ramp_s/2. The order and the
     count stay; the level gets ramp_s/2 longer (a level given by duration D draws its steady schedule for
     D − ramp_s/2). For Poisson arrivals the result is exactly a Poisson process of that rising rate."""
-    if (
-        isinstance(ramp_s, bool)
-        or not isinstance(ramp_s, int | float)
-        or not math.isfinite(ramp_s)
-        or ramp_s < 0
-    ):
+    ramp = _finite(ramp_s)
+    if ramp is None or ramp < 0:
         raise ValueError(f"ramp_s: expected a finite number >= 0, got {ramp_s!r}")
-    if ramp_s == 0:
+    if ramp == 0:
         return tuple(times)
-    half = ramp_s / 2.0
-    return tuple(math.sqrt(2.0 * ramp_s * u) if u < half else u + half for u in times)
+    half = ramp / 2.0
+    return tuple(math.sqrt(2.0 * ramp * u) if u < half else u + half for u in times)
 
 
 def linear_percentile(values: Sequence[float], q: float) -> float:
@@ -190,7 +193,7 @@ def client_bound(
     if not lateness_s:
         raise ValueError("lateness_s: no requests to judge")
     for i, late in enumerate(lateness_s):
-        if isinstance(late, bool) or not isinstance(late, int | float) or not math.isfinite(late):
+        if _finite(late) is None:
             raise ValueError(f"lateness_s[{i}]: expected a finite number of seconds, got {late!r}")
     threshold = lateness_threshold(mean_gap_s, floor_s, share)
     late = quantile(lateness_s, percentile)

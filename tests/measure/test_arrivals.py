@@ -1,6 +1,6 @@
 """Open-loop arrival schedules and the client-bound rule (labkit/measure/request/arrivals.py;
-docs/measurement.md, "Load levels and arrival schedules"): one seed gives one schedule, the rates and spreads are the ones asked for,
-and a hostile argument is refused naming it."""
+docs/measurement.md, "Load levels and arrival schedules"): one seed gives one schedule, the rates and spreads are
+the ones asked for, and a hostile argument is refused naming it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """`[measure.load]` and `[measure.slo]` (labkit/recipe/loadplan.py;
 docs/measurement.md, "Load levels and arrival schedules"): their keys' defaults, the plans they make, and every
-hostile value or combination refused naming the key. The tables are not registered yet (the load workload's measure half does not exist), so the fields, plans
-and rules are called directly on a minimal merged recipe; the last tests register both for one test to show the
-file and key a recipe's error names."""
+hostile value or combination refused naming the key. The tables are not registered yet (the load workload's
+measure half does not exist), so the fields, plans and rules are called directly on a minimal merged recipe; the
+last tests register both for one test to show the file and key a recipe's error names."""
 
 from __future__ import annotations
 

@@ -3,10 +3,10 @@ summary out, each figure with the method that produced it (token source, timer, 
 
 runner (`Bench`, the plan; its `BenchOptions`) on session (`RunContext` read by the workloads, `RunLog` they add
 to) through workloads/, the registry of every way of measuring -> outcome (the `BenchResult`, with provenance),
-all in records. The families, a folder each: request/ (client, stream, record, timing formulas), prompt/ (what
-the requests say), server/ (what the engine says: per-request figures, /metrics counters, gauges, KV pool),
-telemetry/ (what the nodes did: samples, energy, health, NFS counters) and summary/ (records into measures, the
-lab-note rendering).
+all in records. The families, a folder each: request/ (client, stream, record, timing formulas, arrival
+schedules), prompt/ (what the requests say), server/ (what the engine says: per-request figures, /metrics
+counters, gauges, KV pool), telemetry/ (what the nodes did: samples, energy, health, NFS counters) and summary/
+(records into measures, the lab-note rendering).
 """
 
 from labkit.measure.records import BenchResult, RequestRecord, RunSummary

@@ -4,7 +4,8 @@ Schema checks name the file and key path; variants are applied before the plan i
 recipe by folder name or alias. Modules: plan (the frozen `LanePlan`), specs (its model, engine and cluster
 parts), staging (its staging entries), measureplan (what it measures, and `WorkloadTable`, an optional
 workload's recipe half), contentplan (its prompt content), sessionplan (its agentic sessions and idle turns),
-depthplan (its context depths), canaryplan (its slow-state canary), workloads (the workload tables by [measure]
+depthplan (its context depths), canaryplan (its slow-state canary), loadplan (load levels and their SLO, not
+registered yet), workloads (the workload tables by [measure]
 key, which the schema, build, rules and description read), build (a merged table made a plan,
 the recipe hash), launch (the fabric and docker options), schema (the generic validator), names (node, user
 and image names), fields (the recipe format), rules (cross-key rules), load (reading + validating, Recipe,

@@ -1,0 +1,375 @@
+"""Serving under load, the recipe half: load levels (`[measure.load]`) and the SLO they are judged against
+(`[measure.slo]`), as recipe fields, cross-key rules, the frozen plans the measure step will read and their lines
+(docs/measurement.md, "Load levels and arrival schedules").
+
+Not registered yet: LOAD_TABLE and SLO_TABLE are complete `WorkloadTable` values, but they are not in
+`WORKLOAD_TABLES` (labkit/recipe/workloads.py), so no recipe can set either key today. The measure half of the
+load workload (the sender, its records and measures) does not exist yet, and tests/measure/test_workloads.py
+requires every registered recipe table to have its workload and every workload its table; registering the
+tables alone would let a recipe ask for load levels that nothing sends. They join the registry together with
+that workload. Until then tests/recipe/test_load_plan.py checks them through their fields, plans and rules, and
+by registering them for one test with monkeypatch, as a test-defined workload does.
+
+Kept apart from measureplan.py so load reads as one idea: the keys, their defaults, what may not be combined,
+the engine's own caps a level may not exceed, the two dataclasses and their lines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import labkit.recipe.schema as s
+from labkit.recipe.depthplan import context_window
+from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
+
+Arrival = Literal["constant", "poisson", "gamma"]
+ARRIVALS: tuple[Arrival, ...] = (
+    "constant",
+    "poisson",
+    "gamma",
+)  # labkit/measure/request/arrivals.py draws them
+DEFAULT_ARRIVAL: Arrival = "poisson"
+# typo guards, far beyond any lane this lab serves
+MAX_CONCURRENCY = 4096
+MAX_RATE = 10_000.0  # requests per second
+MAX_LEVEL_S = 86_400.0  # a level's duration, ramp and stall bounds, seconds
+MAX_LEVEL_REQUESTS = 1_000_000
+MAX_TOKENS = 1_048_576
+# the engine flags that cap its running requests: vLLM's (and the simulator's), SGLang's
+RUNNING_CAP_FLAGS = ("--max-num-seqs", "--max-running-requests")
+SLO_BOUNDS = ("ttft_s", "tpot_s", "e2e_s")  # [measure.slo]'s bounds, in the order the lines show them
+
+
+def bounded(low: float, high: float, *, low_closed: bool = False, high_open: bool = False) -> s.Checker:
+    """A finite number above `low` (or at it, `low_closed`) and at most `high` (below it, `high_open`); NaN and
+    the infinities, which TOML spells `nan` and `inf`, are refused like any other number out of range."""
+    below = f"{'>=' if low_closed else '>'} {low:g}"
+    above = f"{'<' if high_open else '<='} {high:g}"
+
+    def check(value: Any, path: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise s.Invalid(path, f"expected a number, got {type(value).__name__}")
+        ok = (
+            math.isfinite(value)
+            and (value >= low if low_closed else value > low)
+            and (value < high if high_open else value <= high)
+        )
+        if not ok:
+            raise s.Invalid(path, f"expected a finite number {below} and {above}, got {value!r}")
+        return float(value)
+
+    return check
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """Load levels: closed-loop `concurrency` levels (N streams, each sending its next request when its previous
+    one ended) or open-loop `rate` levels (requests per second at intended times drawn by `arrival`, gamma's
+    shape `burstiness`, at most `max_concurrency` in flight when set); each level lasts `duration_s` or
+    `level_requests` requests (the key `requests`), after `warmup` requests sent one at a time and with a ramp of
+    `ramp_up_s`. Every request has a prompt of `prompt_tokens` (the first `shared_prefix_tokens` of them the same
+    across the level) and forces `output_tokens`. A level with more than `max_error_share` failed, cut or
+    timed-out requests is invalid; a stream with no chunk for `stall_s` is cut. An open level is client-bound
+    when its lateness p99 exceeds max(`lateness_floor_ms`, `lateness_share` of the mean gap)."""
+
+    concurrency: tuple[int, ...] = ()
+    rate: tuple[float, ...] = ()
+    arrival: Arrival | None = None  # open loop only
+    burstiness: float | None = None  # gamma only
+    max_concurrency: int | None = None  # open loop only
+    duration_s: float | None = None
+    level_requests: int | None = None
+    prompt_tokens: int = 512
+    output_tokens: int = 128
+    shared_prefix_tokens: int = 0
+    warmup: int = 1
+    ramp_up_s: float = 0.0
+    max_error_share: float = 0.01
+    stall_s: float = 30.0
+    lateness_floor_ms: float = 1.0
+    lateness_share: float = 0.05
+
+    @property
+    def closed(self) -> bool:
+        """A closed loop (concurrency levels); else an open one (rates)."""
+        return bool(self.concurrency)
+
+    @property
+    def levels(self) -> tuple[float, ...]:
+        """The levels in the order they run: concurrencies or rates."""
+        return tuple(self.concurrency) if self.closed else self.rate
+
+    def requests(self) -> int | None:
+        """Requests of one repetition, warm-ups included: exact for levels of a request count and for constant
+        arrivals by duration, the expectation for Poisson and gamma ones (a ramp makes the steady schedule
+        ramp/2 shorter); None for closed-loop levels by duration, whose count the engine's speed sets."""
+        if self.level_requests is not None:
+            return len(self.levels) * (self.level_requests + self.warmup)
+        if self.closed or self.duration_s is None:
+            return None
+        steady_s = self.duration_s - self.ramp_up_s / 2
+        return sum(math.ceil(r * steady_s) + self.warmup for r in self.rate)
+
+
+@dataclass(frozen=True)
+class SloPlan:
+    """The service-level objective load levels are judged against: each given bound (seconds) on the
+    `percentile` of its metric over a level's requests."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    percentile: float = 99.0
+
+    def bounds(self) -> tuple[tuple[str, float], ...]:
+        """The given bounds as (metric, seconds): "ttft", "tpot", "e2e", in that order."""
+        given = ((key.removesuffix("_s"), getattr(self, key)) for key in SLO_BOUNDS)
+        return tuple((name, float(bound)) for name, bound in given if bound is not None)
+
+
+def load_fields() -> dict[str, s.Field]:
+    """[measure.load]'s keys; which of them go together is the rule's (`check_load`), so a variant may add the
+    missing half of a pair."""
+    F = s.Field
+    levels = s.integer(1, MAX_CONCURRENCY)
+    return {
+        "concurrency": F(s.array(levels, nonempty=True, unique=True)),  # closed-loop levels
+        "rate": F(s.array(bounded(0, MAX_RATE), nonempty=True, unique=True)),  # open-loop levels, requests/s
+        "arrival": F(s.choice(*ARRIVALS)),  # open loop; unset reads as DEFAULT_ARRIVAL
+        "burstiness": F(bounded(0.01, 100, low_closed=True)),  # gamma's shape; unset reads as 1
+        "max_concurrency": F(levels),  # open loop: the sender's cap on requests in flight
+        "duration_s": F(bounded(0, MAX_LEVEL_S)),  # a level's length, the ramp included ...
+        "requests": F(s.integer(1, MAX_LEVEL_REQUESTS)),  # ... or its request count
+        "prompt_tokens": F(s.integer(8, MAX_TOKENS), default=512),  # server tokens, shared prefix included
+        "output_tokens": F(s.integer(2, 65536), default=128),  # forced length
+        "shared_prefix_tokens": F(s.integer(0, MAX_TOKENS), default=0),
+        "warmup": F(s.integer(0, 64), default=1),  # per level, one at a time, in no figure
+        "ramp_up_s": F(bounded(0, MAX_LEVEL_S, low_closed=True), default=0.0),
+        "max_error_share": F(bounded(0, 1, low_closed=True, high_open=True), default=0.01),
+        "stall_s": F(bounded(0, MAX_LEVEL_S), default=30.0),
+        "lateness_floor_ms": F(bounded(0, 1000), default=1.0),
+        "lateness_share": F(bounded(0, 1, high_open=True), default=0.05),
+    }
+
+
+def load_levels(table: Mapping[str, Any]) -> LoadPlan:
+    """The checked [measure.load] table (rule passed) as a plan: an open loop's arrival defaults to Poisson,
+    a gamma one's burstiness to 1."""
+    closed = bool(table.get("concurrency"))
+    arrival = None if closed else (table.get("arrival") or DEFAULT_ARRIVAL)
+    burstiness = table.get("burstiness")
+    return LoadPlan(
+        concurrency=tuple(table.get("concurrency") or ()),
+        rate=tuple(table.get("rate") or ()),
+        arrival=arrival,
+        burstiness=(1.0 if burstiness is None else float(burstiness)) if arrival == "gamma" else None,
+        max_concurrency=table.get("max_concurrency"),
+        duration_s=table.get("duration_s"),
+        level_requests=table.get("requests"),
+        prompt_tokens=table["prompt_tokens"],
+        output_tokens=table["output_tokens"],
+        shared_prefix_tokens=table["shared_prefix_tokens"],
+        warmup=table["warmup"],
+        ramp_up_s=float(table["ramp_up_s"]),
+        max_error_share=float(table["max_error_share"]),
+        stall_s=float(table["stall_s"]),
+        lateness_floor_ms=float(table["lateness_floor_ms"]),
+        lateness_share=float(table["lateness_share"]),
+    )
+
+
+def running_cap(engine_args: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(flag, value) of the engine's cap on running requests as the recipe sets it (RUNNING_CAP_FLAGS, also
+    spelled with underscores), None when it sets none."""
+    for flag, value in engine_args.items():
+        name = "--" + flag.lstrip("-").replace("_", "-")
+        if name not in RUNNING_CAP_FLAGS:
+            continue
+        if isinstance(value, str) and value.isdigit():
+            return flag, int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return flag, value
+    return None
+
+
+def check_load(merged: dict) -> None:
+    """[measure.load]'s cross-key rule on the merged recipe: one kind of level and one level length, the
+    open-loop keys only on an open loop, a shared prefix inside the prompt, a ramp inside the level, a stall
+    bound inside the request timeout, and no level the engine's own caps would change (--max-num-seqs or
+    --max-running-requests, --max-model-len)."""
+    load = merged["measure"].get("load")
+    if not load:
+        return
+    _check_loop(load)
+    _check_length(load)
+    _check_engine(load, merged["engine"]["args"])
+    if load["shared_prefix_tokens"] >= load["prompt_tokens"]:
+        raise s.Invalid(
+            "measure.load.shared_prefix_tokens",
+            f"{load['shared_prefix_tokens']} is not below prompt_tokens ({load['prompt_tokens']}): the prompt "
+            "includes its shared prefix, and every request needs tokens of its own",
+        )
+    timeout = merged["measure"]["timeout"]
+    if load["stall_s"] >= timeout:
+        raise s.Invalid(
+            "measure.load.stall_s",
+            f"{load['stall_s']:g} s is not below measure.timeout ({timeout:g} s): the request timeout would end a "
+            "stalled stream first",
+        )
+
+
+def _check_loop(load: Mapping[str, Any]) -> None:
+    """Closed or open, not both; the open loop's keys only with rates; a burstiness only with gamma."""
+    closed, rates = load.get("concurrency"), load.get("rate")
+    if closed and rates:
+        raise s.Invalid(
+            "measure.load.rate",
+            "measure.load.concurrency is set too: levels are concurrencies (a closed loop) or rates (an open "
+            "loop), not both",
+        )
+    if not closed and not rates:
+        raise s.Invalid(
+            "measure.load", "needs concurrency (closed-loop levels) or rate (open-loop levels, requests/s)"
+        )
+    if closed:
+        for key in ("arrival", "burstiness", "max_concurrency"):
+            if load.get(key) is not None:
+                raise s.Invalid(
+                    f"measure.load.{key}",
+                    "only an open loop (measure.load.rate) has it; these levels are concurrencies",
+                )
+    elif load.get("burstiness") is not None and load.get("arrival") != "gamma":
+        arrival = load.get("arrival") or f"{DEFAULT_ARRIVAL} (the default)"
+        raise s.Invalid(
+            "measure.load.burstiness",
+            f'only gamma arrivals have one (arrival = "gamma"); arrival is {arrival}',
+        )
+
+
+def _check_length(load: Mapping[str, Any]) -> None:
+    """A level lasts a duration or a request count, one of the two; enough requests for the widest level; a
+    ramp shorter than the level."""
+    duration, count = load.get("duration_s"), load.get("requests")
+    if duration is not None and count is not None:
+        raise s.Invalid(
+            "measure.load.requests",
+            "measure.load.duration_s is set too: a level lasts a duration or a number of requests, not both",
+        )
+    if duration is None and count is None:
+        raise s.Invalid("measure.load", "needs duration_s or requests: how long each level runs")
+    widest = max(load.get("concurrency") or [0])
+    if count is not None and count < widest:
+        raise s.Invalid(
+            "measure.load.requests",
+            f"{count} requests per level cannot keep the {widest} streams of the widest level busy",
+        )
+    if duration is not None and load["ramp_up_s"] >= duration:
+        raise s.Invalid(
+            "measure.load.ramp_up_s",
+            f"{load['ramp_up_s']:g} s is not below the level's duration_s ({duration:g} s)",
+        )
+
+
+def _check_engine(load: Mapping[str, Any], engine_args: Mapping[str, Any]) -> None:
+    """No closed level above the engine's cap on running requests (it would queue the rest, and the level would
+    not be the concurrency it says), no request longer than its context window."""
+    cap = running_cap(engine_args)
+    for i, level in enumerate(load.get("concurrency") or ()):
+        if cap is not None and level > cap[1]:
+            raise s.Invalid(
+                f"measure.load.concurrency[{i}]",
+                f"{level} streams, over the engine's cap of {cap[1]} running requests (engine.args {cap[0]}): "
+                f"the engine would queue the rest, and the level would not run at concurrency {level}",
+            )
+    window = context_window(dict(engine_args))
+    need = load["prompt_tokens"] + load["output_tokens"]
+    if window is not None and need > window:
+        raise s.Invalid(
+            "measure.load.prompt_tokens",
+            f"{load['prompt_tokens']:,} prompt + {load['output_tokens']:,} answer tokens = {need:,}, over the "
+            f"context window of {window:,} (engine.args --max-model-len)",
+        )
+
+
+def slo_fields() -> dict[str, s.Field]:
+    """[measure.slo]'s keys: the bounds in seconds (each optional; the rule asks for one) and the percentile
+    they hold at."""
+    F = s.Field
+    bound = bounded(0, 3600)
+    return {
+        "ttft_s": F(bound),  # time to first token
+        "tpot_s": F(bound),  # time per output token, per request (vLLM's --goodput compares TPOT, not ITL)
+        "e2e_s": F(bound),  # end-to-end latency
+        "percentile": F(bounded(0, 100, high_open=True), default=99.0),
+    }
+
+
+def slo_plan(table: Mapping[str, Any]) -> SloPlan:
+    """The checked [measure.slo] table as a plan."""
+    return SloPlan(table.get("ttft_s"), table.get("tpot_s"), table.get("e2e_s"), float(table["percentile"]))
+
+
+def check_slo(merged: dict) -> None:
+    """[measure.slo] states at least one bound, and there are load levels for it to judge."""
+    measure = merged["measure"]
+    slo = measure.get("slo")
+    if not slo:
+        return
+    if all(slo.get(key) is None for key in SLO_BOUNDS):
+        raise s.Invalid(
+            "measure.slo", f"states no bound: give {', '.join(SLO_BOUNDS[:-1])} or {SLO_BOUNDS[-1]}"
+        )
+    if not measure.get("load"):
+        raise s.Invalid("measure.slo", "judges load levels: it needs [measure.load]")
+
+
+def _load_rows(p: LoadPlan, m: MeasurePlan) -> Rows:
+    if p.closed:
+        kind = "closed loop at " + ", ".join(f"c{n}" for n in p.concurrency)
+    else:
+        shape = f"gamma (burstiness {p.burstiness:g})" if p.arrival == "gamma" else p.arrival
+        cap = f", at most {p.max_concurrency} in flight" if p.max_concurrency else ""
+        kind = f"open loop at {', '.join(f'{r:g}' for r in p.rate)} req/s, {shape} arrivals{cap}"
+    length = f"{p.duration_s:g} s" if p.duration_s is not None else f"{p.level_requests} requests"
+    ramp = f" ({p.ramp_up_s:g} s ramp)" if p.ramp_up_s else ""
+    checks = (
+        f"over {p.max_error_share * 100:g} % failed, cut or timed-out requests invalidate a level; a stream "
+        f"silent for {p.stall_s:g} s is cut"
+    )
+    if not p.closed:
+        checks += (
+            f"; client-bound when lateness p99 > max({p.lateness_floor_ms:g} ms, {p.lateness_share * 100:g} % "
+            "of the mean gap)"
+        )
+    return [
+        ("load", f"{kind}, {length} per level{ramp}, {p.warmup} warmup each"),
+        (
+            "load requests",
+            f"{p.prompt_tokens}-token prompts ({p.shared_prefix_tokens} shared), {p.output_tokens}-token answers",
+        ),
+        ("load checks", checks),
+    ]
+
+
+def _slo_rows(p: SloPlan, m: MeasurePlan) -> Rows:
+    bounds = ", ".join(f"{name.upper()} <= {bound:g} s" for name, bound in p.bounds())
+    return [("slo", f"p{p.percentile:g} {bounds}; a level meets it when every given bound holds")]
+
+
+LOAD_TABLE = WorkloadTable[LoadPlan](
+    key="load",
+    field=lambda partial: s.Field(s.table(load_fields(), partial=partial)),
+    plan=load_levels,
+    rows=_load_rows,
+    rule=check_load,
+)
+SLO_TABLE = WorkloadTable[SloPlan](
+    key="slo",
+    field=lambda partial: s.Field(s.table(slo_fields(), partial=partial)),
+    plan=slo_plan,
+    rows=_slo_rows,
+    rule=check_slo,
+)

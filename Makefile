@@ -79,7 +79,7 @@ bench: env
 	$(BIN)/labkit report
 
 # Two pytest-xdist workers, one per core: most of a test's time is spent waiting on a server, a kernel or a
-# node, so two side by side nearly halve the wall time. What tests share (an engine, the sshd nodes' addresses,
+# node, so two side by side cut the tests' wall time by about a third (1996 s to 1377 s in the clean-clone CI). What tests share (an engine, the sshd nodes' addresses,
 # a module's ports) keeps them on one worker, and timing truths run alone (tests/support/workers.py).
 WORKERS := -n 2 --dist loadgroup
 

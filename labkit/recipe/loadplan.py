@@ -43,27 +43,6 @@ RUNNING_CAP_FLAGS = ("--max-num-seqs", "--max-running-requests")
 SLO_BOUNDS = ("ttft_s", "tpot_s", "e2e_s")  # [measure.slo]'s bounds, in the order the lines show them
 
 
-def bounded(low: float, high: float, *, low_closed: bool = False, high_open: bool = False) -> s.Checker:
-    """A finite number above `low` (or at it, `low_closed`) and at most `high` (below it, `high_open`); NaN and
-    the infinities, which TOML spells `nan` and `inf`, are refused like any other number out of range."""
-    below = f"{'>=' if low_closed else '>'} {low:g}"
-    above = f"{'<' if high_open else '<='} {high:g}"
-
-    def check(value: Any, path: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise s.Invalid(path, f"expected a number, got {type(value).__name__}")
-        ok = (
-            math.isfinite(value)
-            and (value >= low if low_closed else value > low)
-            and (value < high if high_open else value <= high)
-        )
-        if not ok:
-            raise s.Invalid(path, f"expected a finite number {below} and {above}, got {value!r}")
-        return float(value)
-
-    return check
-
-
 @dataclass(frozen=True)
 class LoadPlan:
     """Load levels: closed-loop `concurrency` levels (N streams, each sending its next request when its previous
@@ -137,21 +116,23 @@ def load_fields() -> dict[str, s.Field]:
     levels = s.integer(1, MAX_CONCURRENCY)
     return {
         "concurrency": F(s.array(levels, nonempty=True, unique=True)),  # closed-loop levels
-        "rate": F(s.array(bounded(0, MAX_RATE), nonempty=True, unique=True)),  # open-loop levels, requests/s
+        "rate": F(
+            s.array(s.bounded(0, MAX_RATE), nonempty=True, unique=True)
+        ),  # open-loop levels, requests/s
         "arrival": F(s.choice(*ARRIVALS)),  # open loop; unset reads as DEFAULT_ARRIVAL
-        "burstiness": F(bounded(0.01, 100, low_closed=True)),  # gamma's shape; unset reads as 1
+        "burstiness": F(s.bounded(0.01, 100, low_closed=True)),  # gamma's shape; unset reads as 1
         "max_concurrency": F(levels),  # open loop: the sender's cap on requests in flight
-        "duration_s": F(bounded(0, MAX_LEVEL_S)),  # a level's length, the ramp included ...
+        "duration_s": F(s.bounded(0, MAX_LEVEL_S)),  # a level's length, the ramp included ...
         "requests": F(s.integer(1, MAX_LEVEL_REQUESTS)),  # ... or its request count
         "prompt_tokens": F(s.integer(8, MAX_TOKENS), default=512),  # server tokens, shared prefix included
         "output_tokens": F(s.integer(2, 65536), default=128),  # forced length
         "shared_prefix_tokens": F(s.integer(0, MAX_TOKENS), default=0),
         "warmup": F(s.integer(0, 64), default=1),  # per level, one at a time, in no figure
-        "ramp_up_s": F(bounded(0, MAX_LEVEL_S, low_closed=True), default=0.0),
-        "max_error_share": F(bounded(0, 1, low_closed=True, high_open=True), default=0.01),
-        "stall_s": F(bounded(0, MAX_LEVEL_S), default=30.0),
-        "lateness_floor_ms": F(bounded(0, 1000), default=1.0),
-        "lateness_share": F(bounded(0, 1, high_open=True), default=0.05),
+        "ramp_up_s": F(s.bounded(0, MAX_LEVEL_S, low_closed=True), default=0.0),
+        "max_error_share": F(s.bounded(0, 1, low_closed=True, high_open=True), default=0.01),
+        "stall_s": F(s.bounded(0, MAX_LEVEL_S), default=30.0),
+        "lateness_floor_ms": F(s.bounded(0, 1000), default=1.0),
+        "lateness_share": F(s.bounded(0, 1, high_open=True), default=0.05),
     }
 
 
@@ -298,12 +279,12 @@ def slo_fields() -> dict[str, s.Field]:
     """[measure.slo]'s keys: the bounds in seconds (each optional; the rule asks for one) and the percentile
     they hold at."""
     F = s.Field
-    bound = bounded(0, 3600)
+    bound = s.bounded(0, 3600)
     return {
         "ttft_s": F(bound),  # time to first token
         "tpot_s": F(bound),  # time per output token, per request (vLLM's --goodput compares TPOT, not ITL)
         "e2e_s": F(bound),  # end-to-end latency
-        "percentile": F(bounded(0, 100, high_open=True), default=99.0),
+        "percentile": F(s.bounded(0, 100, high_open=True), default=99.0),
     }
 
 

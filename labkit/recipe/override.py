@@ -34,9 +34,7 @@ def with_nodes(plan: LanePlan, nodes: str | Sequence[str]) -> LanePlan:
     are kept for the nodes still in the lane; the others are detected at boot. A RecipeError names the
     recipe file, the key and the override.
     """
-    given = nodes.split(",") if isinstance(nodes, str) else list(nodes)
-    items = [n.strip() if isinstance(n, str) else n for n in given]
-    items = [n for n in items if n != ""]
+    items = _items(nodes)
     shown = ", ".join(str(n) for n in items) or "(no nodes)"
     where = f" (nodes override: {shown})"
     c = plan.cluster
@@ -69,9 +67,7 @@ def with_content(plan: LanePlan, content: str | Sequence[str]) -> LanePlan:
     """`plan` measuring these prompt content categories ("prose,code" or a list; empty: none, only the default
     synthetic prose), checked as `measure.content` is, with the target measures it leaves; a RecipeError names the recipe file, the key and the
     override. docs/measurement.md, "Prompt content"."""
-    given = content.split(",") if isinstance(content, str) else list(content)
-    items = [c.strip() if isinstance(c, str) else c for c in given]
-    items = [c for c in items if c != ""]
+    items = _items(content)
     try:
         checked = tuple(s.array(s.choice(*CONTENT), unique=True)(items, "measure.content"))
     except s.Invalid as e:
@@ -101,35 +97,32 @@ def with_prefill(plan: LanePlan, prompt_tokens: int | str | Sequence[int | str])
     the recipe's `measure.prefill.repeats`, checked as `measure.prefill` is, with the target measures it
     leaves; a RecipeError names the recipe file, the key and the override. A quick look at a lane whose long
     prompts take minutes (docs/measurement.md, "Prefill and TTFT")."""
-    # papermill hands `-p prefill 4096` over as an int, `-p prefill 1024,4096` as a string
-    given = [prompt_tokens] if isinstance(prompt_tokens, int) else _items(prompt_tokens)
-    items: list[object] = [int(p) if isinstance(p, str) and p.isdigit() else p for p in given]
+    items = _lengths(prompt_tokens)
     shown = f"prefill override: {', '.join(map(str, items)) or 'none'}"
     table = _measure_table(plan, "prefill", prefill_fields(), {"prompt_tokens": items}, shown)
     assert table is not None  # a change was given
-    resolved = copy.deepcopy(plan.resolved)
-    if resolved:
-        measure = resolved.setdefault("measure", {})
-        measure["prefill"] = table
-        try:  # a target measure of a prompt length no longer measured could never be met
-            check_target_keys(measure)
-        except s.Invalid as e:
-            raise RecipeError(plan.file, e.key, e.message + f" ({shown})")
+
+    def targets() -> None:  # a target measure of a prompt length no longer measured could never be met
+        if plan.resolved:
+            check_target_keys({**plan.resolved.get("measure", {}), "prefill": table})
+
     prefill = PrefillPlan(tuple(table["prompt_tokens"]), table["repeats"])
-    return dataclasses.replace(
-        plan,
-        measure=dataclasses.replace(plan.measure, prefill=prefill),
-        resolved=resolved,
-        recipe_hash=recipe_hash(plan.recipe, dict(plan.variants), resolved) if resolved else plan.recipe_hash,
-    )
+    measure = dataclasses.replace(plan.measure, prefill=prefill)
+    return _with_measure(plan, "prefill", table, measure, shown, targets)
 
 
-def _items(given: str | Sequence[int | str]) -> list[int | str]:
+def _items(given: str | Sequence[object]) -> list[object]:
     """The non-empty items of "a,b" or a list, strings stripped."""
     items = given.split(",") if isinstance(given, str) else list(given)
-    return [
-        i.strip() if isinstance(i, str) else i for i in items if not (isinstance(i, str) and not i.strip())
-    ]
+    stripped = [i.strip() if isinstance(i, str) else i for i in items]
+    return [i for i in stripped if i != ""]
+
+
+def _lengths(given: int | str | Sequence[int | str]) -> list[object]:
+    """Token counts as papermill hands them over: `-p depth 4096` an int, `-p depth 0,8192` a string; digit
+    strings become ints, anything else stays for the schema to name."""
+    items = [given] if isinstance(given, int) else _items(given)
+    return [int(i) if isinstance(i, str) and i.isdigit() else i for i in items]
 
 
 def with_depth(plan: LanePlan, depth: int | str | Sequence[int | str]) -> LanePlan:
@@ -137,10 +130,7 @@ def with_depth(plan: LanePlan, depth: int | str | Sequence[int | str]) -> LanePl
     `[measure.depth]` (else its defaults), checked as `measure.depth` is, against the engine's
     `--max-model-len` too; a RecipeError names the recipe file, the key and the override. docs/measurement.md,
     "Context depth"."""
-    # papermill hands `-p depth 4096` over as an int, `-p depth 0,8192` as a string
-    given = [depth] if isinstance(depth, int) else depth.split(",") if isinstance(depth, str) else list(depth)
-    items: list[object] = [d.strip() if isinstance(d, str) else d for d in given]
-    items = [int(d) if isinstance(d, str) and d.isdigit() else d for d in items if d != ""]
+    items = _lengths(depth)
     window = context_window((plan.resolved.get("engine") or {}).get("args") or {})
     table = _measure_table(
         plan, "depth", depth_fields(), {"tokens": items} if items else None, ", ".join(map(str, items))

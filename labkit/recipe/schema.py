@@ -7,6 +7,7 @@ Each checker takes (value, key_path) and returns the normalised value or raises 
 from __future__ import annotations
 
 import difflib
+import math
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,6 +113,27 @@ def number(minimum: float = 0.0) -> Checker:
             raise Invalid(path, f"expected a number, got {_type_name(value)}")
         if value < minimum:
             raise Invalid(path, f"expected a number >= {minimum}, got {value}")
+        return float(value)
+
+    return check
+
+
+def bounded(low: float, high: float, *, low_closed: bool = False, high_open: bool = False) -> Checker:
+    """A finite number above `low` (or at it, `low_closed`) and at most `high` (below it, `high_open`); NaN and
+    the infinities, which TOML spells `nan` and `inf`, are refused like any other number out of range."""
+    below = f"{'>=' if low_closed else '>'} {low:g}"
+    above = f"{'<' if high_open else '<='} {high:g}"
+
+    def check(value: Any, path: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise Invalid(path, f"expected a number, got {type(value).__name__}")
+        ok = (
+            math.isfinite(value)
+            and (value >= low if low_closed else value > low)
+            and (value < high if high_open else value <= high)
+        )
+        if not ok:
+            raise Invalid(path, f"expected a finite number {below} and {above}, got {value!r}")
         return float(value)
 
     return check

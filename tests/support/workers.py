@@ -4,9 +4,8 @@ Tests run side by side unless they share something one worker must own; tests/co
 `xdist_group`, and `--dist loadgroup` sends a group's tests to one worker, in collection order:
 
     vllm           the vLLM and docker tiers: the shared lane's tests have one boot per session
-                   (tests/support/vllm_fixtures.py), which a second worker would boot again, and two vLLM
-                   engines on two cores starve each other's streams (a docker lane's run came out with
-                   no decode c1 figure while another worker ran vLLM)
+                   (tests/support/vllm_fixtures.py), which a second worker would boot again, and no two
+                   vLLM engines boot or serve at once on the two cores
     nodes          the rest of the ssh tier: engines on the sshd nodes listen on the same addresses in every
                    worker's cluster
     <module path>  the llama.cpp, sim and notebook tiers (a module's lanes share its fixed ports and lane ids,

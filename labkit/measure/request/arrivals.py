@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from labkit.measure.summary.latency import percentile as linear_percentile
+
 Arrival = Literal["constant", "poisson", "gamma"]
 ARRIVALS: tuple[Arrival, ...] = ("constant", "poisson", "gamma")  # as labkit/recipe/loadplan.py offers them
 MAX_SENDS = 10_000_000  # intended sends of one level at most: a typo guard (rate x duration)
@@ -140,20 +142,6 @@ def ramped(times: Sequence[float], ramp_s: float) -> tuple[float, ...]:
     return tuple(math.sqrt(2.0 * ramp * u) if u < half else u + half for u in times)
 
 
-def linear_percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0 <= q <= 100) of `values` by linear interpolation between the closest ranks,
-    numpy's default: rank q/100·(n−1) of the sorted values."""
-    if not values:
-        raise ValueError("values: no values to take a percentile of")
-    if not 0.0 <= q <= 100.0:
-        raise ValueError(f"q: expected a percentile in [0, 100], got {q!r}")
-    ordered = sorted(values)
-    rank = q / 100.0 * (len(ordered) - 1)
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
 def lateness_threshold(
     mean_gap_s: float, floor_s: float = LATENESS_FLOOR_S, share: float = LATENESS_SHARE
 ) -> float:
@@ -185,7 +173,7 @@ def client_bound(
     floor_s: float = LATENESS_FLOOR_S,
     share: float = LATENESS_SHARE,
     percentile: float = LATENESS_PERCENTILE,
-    quantile: Callable[[Sequence[float], float], float] = linear_percentile,
+    quantile: Callable[[Sequence[float], float], float | None] = linear_percentile,
 ) -> ClientBound:
     """Whether a level is client-bound: the `percentile` (p99) of its requests' lateness (actual − intended send
     time, seconds; one per request sent) above `lateness_threshold(mean_gap_s, floor_s, share)`. `quantile`
@@ -196,5 +184,6 @@ def client_bound(
         if _finite(late) is None:
             raise ValueError(f"lateness_s[{i}]: expected a finite number of seconds, got {late!r}")
     threshold = lateness_threshold(mean_gap_s, floor_s, share)
-    late = quantile(lateness_s, percentile)
-    return ClientBound(late, threshold, percentile, late > threshold)
+    judged = quantile(lateness_s, percentile)
+    assert judged is not None  # there are values
+    return ClientBound(judged, threshold, percentile, judged > threshold)

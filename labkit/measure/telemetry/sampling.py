@@ -58,7 +58,7 @@ fi
 [ -r /proc/meminfo ] || printf 'Q %s\\n' '/proc/meminfo: not readable'
 while [ ! -e "$stop" ]; do
   now=$(date '+%s %Y/%m/%d %H:%M:%S.%3N')
-  [ "${{now%% *}}" -lt "$end" ] || break
+  [ "${{now%% *}}" -le "$end" ] || break  # -le: whole seconds, so a lifetime of L lasts L to L+1 s
   if [ -r /proc/meminfo ]; then
     t= a= c=
     while read -r k v _; do

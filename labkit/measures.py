@@ -374,6 +374,16 @@ def depth_key(measure: str, depth: int, state: CacheState | None = None) -> str:
     return measure_key(f"depth_<D>_{measure}<K>", depth=depth, cache=state)
 
 
+def level_key(measure: str, axis: str, value: AxisValue) -> str:
+    """A load measure at one level: level_key("load_ttft@stat=p99", "load", 4) is load_ttft@load=4@stat=p99;
+    `measure` is a family, with a statistic when it has one, `axis` the level's qualifier (load or rate)."""
+    family, _, stat = measure.partition(f"{QUALIFIER_MARK}stat{QUALIFIER_SET}")
+    axes: dict[str, AxisValue] = {axis: value}
+    if stat:
+        axes["stat"] = stat
+    return measure_key(family, **axes)
+
+
 def turn_key(measure: str, turn: int) -> str:
     """agentic_ttft_t2: a measure of session turn 2."""
     return measure_key(f"agentic_{measure}_t<T>", turn=turn)
@@ -402,11 +412,34 @@ _WINDOW_ALSO = {"decode": ("accept_", "ttft_c"), "decode_c1": ("ttft_c1",)}
 _WINDOW_NOT = {"decode_c1": ("decode_c1_cold",)}
 
 
+def level_window(workload: str, axis: str, value: AxisValue) -> str:
+    """The window of one level of a workload whose keys carry the level as a qualifier: load@load=4 (4 streams),
+    load@rate=0.5 (0.5 requests/s); it covers the workload's keys of that level (window_covers)."""
+    if axis not in QUALIFIERS:
+        raise ValueError(f"{axis!r} is no qualifier axis ({', '.join(QUALIFIERS)})")
+    return f"{workload}{QUALIFIER_MARK}{axis}{QUALIFIER_SET}{AXIS[axis].text_of(AXIS[axis].normal(value))}"
+
+
+def _level_of(window: str) -> tuple[str, str, AxisValue] | None:
+    """(workload, axis, value) of a level_window name, None for any other window."""
+    base, mark, rest = window.partition(QUALIFIER_MARK)
+    name, eq, text = rest.partition(QUALIFIER_SET)
+    if not (mark and eq and name in QUALIFIERS and re.fullmatch(AXIS[name].pattern(), text)):
+        return None
+    return base, name, AXIS[name].value(text)
+
+
 def window_covers(window: str, key: str) -> bool:
     """Whether a summary measure is made of a measured window's requests, for the flags of the evidence
     (decode, prefill_4096, decode@code) and of output sanity (decode_c1, decode_c1_cold, decode_c2, ...) alike
     (docs/measurement.md, "Output sanity"): the content categories must match, so decode@code covers the code
-    figures only and decode none of a category's; prefill_4096 covers prefill_4096_* but not prefill_40960."""
+    figures only and decode none of a category's; prefill_4096 covers prefill_4096_* but not prefill_40960; a
+    level's window (load@load=4) the keys of its workload at that level only."""
+    level = _level_of(window)
+    if level is not None:
+        found = parse_key(key)
+        base, axis, value = level
+        return found is not None and found.family.startswith(base + "_") and found.get(axis) == value
     window, window_content = split_content(window)
     key, key_content = split_content(key)
     if window_content != key_content or key.startswith(_WINDOW_NOT.get(window, ())):

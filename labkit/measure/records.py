@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 T = TypeVar("T", bound="DataclassInstance")  # a record dataclass read back from its dict
 # a request's phase (a warmup request is sent but never summarised; docs/measurement.md names each phase)
-Phase = Literal["", "warmup", "decode", "content", "agentic", "idle", "depth", "prefill", "canary"]
+Phase = Literal["", "warmup", "decode", "content", "agentic", "idle", "depth", "prefill", "canary", "load"]
+LoadLoop = Literal["", "closed", "open"]
 # where the slow-state canary runs: before or after the run's other phases
 CanaryWhere = Literal["before", "after"]
 ConcurrencySource = Literal[
@@ -133,6 +134,13 @@ class RequestRecord:
     cache_state: Literal["", "load"] | CacheState = ""
     # the slow-state canary (labkit/measure/workloads/canary.py): "before" or "after" the run's phases
     canary: Literal[""] | CanaryWhere = ""
+    # serving under load (labkit/measure/workloads/load.py; docs/measurement.md, "Serving under load"): the loop
+    # and its level (N streams of a closed loop, R requests/s of an open one), and for an open loop the intended
+    # send (ns from the run's start, as t_send) and the lateness of the actual send, t_send - t_intended
+    load_loop: LoadLoop = ""
+    load_level: float | None = None
+    t_intended: int | None = None
+    lateness_s: float | None = None
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -212,6 +220,10 @@ class RunSummary:
     # "decode_c<K>", "prefill_<P>" -> requests, failed, empty, truncated, looping; an invalid window also has
     # "invalid": true and "excluded": {measure: the value it would have had}
     sanity: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # per load level window ("load@load=4", "load@rate=0.5"; docs/measurement.md, "Serving under load"): loop,
+    # level, requests answered and failed, span, each percentile's 95 % order-statistic interval, client-bound,
+    # invalid and the SLO's verdict
+    load: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -4,8 +4,7 @@ Schema checks name the file and key path; variants are applied before the plan i
 recipe by folder name or alias. Modules: plan (the frozen `LanePlan`), specs (its model, engine and cluster
 parts), staging (its staging entries), measureplan (what it measures, and `WorkloadTable`, an optional
 workload's recipe half), contentplan (its prompt content), sessionplan (its agentic sessions and idle turns),
-depthplan (its context depths), canaryplan (its slow-state canary), loadplan (load levels and their SLO, not
-registered yet), workloads (the workload tables by [measure]
+depthplan (its context depths), canaryplan (its slow-state canary), loadplan (its load levels and their SLO), workloads (the workload tables by [measure]
 key, which the schema, build, rules and description read), build (a merged table made a plan,
 the recipe hash), launch (the fabric and docker options), schema (the generic validator), names (node, user
 and image names), fields (the recipe format), rules (cross-key rules), load (reading + validating, Recipe,
@@ -18,6 +17,7 @@ from labkit.recipe.depthplan import DepthPlan
 from labkit.recipe.describe import describe_plan, lane_warnings
 from labkit.recipe.enginefacts import ENGINE_FACTS, EngineFacts, engine_facts
 from labkit.recipe.load import Recipe, load_recipe
+from labkit.recipe.loadplan import LOAD_TABLE, SLO_TABLE, LoadPlan, SloPlan
 from labkit.recipe.lookup import find_recipe, list_recipes, repo_root
 from labkit.recipe.measureplan import Api, DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.names import user_name
@@ -33,6 +33,8 @@ from labkit.recipe.workloads import plan_record
 __all__ = [
     "BUILT_MODEL_PREFIX",
     "ENGINE_FACTS",
+    "LOAD_TABLE",
+    "SLO_TABLE",
     "Api",
     "DecodePlan",
     "DepthPlan",
@@ -40,9 +42,11 @@ __all__ = [
     "EngineSpec",
     "Invalid",
     "LanePlan",
+    "LoadPlan",
     "MeasurePlan",
     "PrefillPlan",
     "Recipe",
+    "SloPlan",
     "StagingSpec",
     "SweepAxis",
     "absolute_path",

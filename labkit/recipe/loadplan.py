@@ -2,14 +2,6 @@
 (`[measure.slo]`), as recipe fields, cross-key rules, the frozen plans the measure step will read and their lines
 (docs/measurement.md, "Load levels and arrival schedules").
 
-Not registered yet: LOAD_TABLE and SLO_TABLE are complete `WorkloadTable` values, but they are not in
-`WORKLOAD_TABLES` (labkit/recipe/workloads.py), so no recipe can set either key today. The measure half of the
-load workload (the sender, its records and measures) does not exist yet, and tests/measure/test_workloads.py
-requires every registered recipe table to have its workload and every workload its table; registering the
-tables alone would let a recipe ask for load levels that nothing sends. They join the registry together with
-that workload. Until then tests/recipe/test_load_plan.py checks them through their fields, plans and rules, and
-by registering them for one test with monkeypatch, as a test-defined workload does.
-
 Kept apart from measureplan.py so load reads as one idea: the keys, their defaults, what may not be combined,
 the engine's own caps a level may not exceed, the two dataclasses and their lines.
 """

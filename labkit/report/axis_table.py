@@ -32,6 +32,7 @@ from labkit.measures import (
     content_key,
     depth_key,
     idle_key,
+    level_key,
     parse_key,
     turn_key,
 )
@@ -125,11 +126,30 @@ def _at_depth(row: RowSpec, depth: int, state: str) -> RowSpec:
     return dataclasses.replace(row, measure=whole if state == "cached" else "", cold="")
 
 
+LEVEL_AXES = ("load", "rate")  # a load level's qualifier: closed-loop streams, then open-loop rates
+
+
+def load_rows(part: Any) -> list[AxisRow]:
+    """A row per load level measured: closed-loop levels ("c4") by concurrency, then rates ("0.5/s")."""
+    found = {(axis, v) for k in _keys(part) for axis in LEVEL_AXES if (v := k.get(axis)) is not None}
+    levels = sorted(found, key=lambda p: (LEVEL_AXES.index(p[0]), float(p[1])))
+    return [
+        AxisRow(_level_label(axis, v), partial(_reading, build=level_key, axis=axis, value=v))
+        for axis, v in levels
+    ]
+
+
+def _level_label(axis: str, value: Any) -> str:
+    text = AXIS[axis].text_of(value)
+    return f"c{text}" if axis == "load" else f"{text}/s"
+
+
 # the rows of each axis a table may declare (specs.AXES names them for tables.toml)
 AXIS_ROWS: Mapping[str, Callable[[Any], list[AxisRow]]] = {
     "content": content_rows,
     "turn": turn_rows,
     "depth": depth_rows,
+    "load": load_rows,
 }
 
 

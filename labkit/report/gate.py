@@ -38,8 +38,9 @@ def workload_keys(*roles: str) -> tuple[str, ...]:
     """The [measure] keys of the registry's workloads of these roles, in registry order. "content" and "added"
     workloads add measures of their own without changing the others (windows of their own, prompts no other
     workload shares): listed as facts of their own ("prompt content", "added workloads"), never blocking
-    (labkit/measure/workloads/base.py, Role). Read at each call, so every registered workload counts."""
-    return tuple(w.recipe_key for w in WORKLOADS.values() if w.role in roles)
+    (labkit/measure/workloads/base.py, Role); a workload's other tables (`also_keys`) after its own. Read at
+    each call, so every registered workload counts."""
+    return tuple(key for w in WORKLOADS.values() if w.role in roles for key in (w.recipe_key, *w.also_keys))
 
 
 @dataclass(frozen=True)

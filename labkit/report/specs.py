@@ -30,6 +30,7 @@ AXES = {
     "content": "a row per lane and prompt content category",
     "turn": "a row per lane and agentic session turn, then idle turns",
     "depth": "a row per lane, context depth and cache state",
+    "load": "a row per lane and load level, closed-loop concurrencies first, then open-loop rates",
 }
 # `tools = "auto"`: a row per lane, labkit's runs and other tools' imported files, each figure's definition named
 # (tools_table.py); its TableSpec.axis is "tools"

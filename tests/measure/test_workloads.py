@@ -16,7 +16,7 @@ from labkit.measure import WORKLOADS, BenchOptions, run_bench
 from labkit.measure.runner import active_workloads, planned_requests
 from labkit.measure.workloads import Workload, window_of
 from labkit.measures import catalogue
-from labkit.recipe import DecodePlan, DepthPlan, MeasurePlan, PrefillPlan
+from labkit.recipe import DecodePlan, DepthPlan, LoadPlan, MeasurePlan, PrefillPlan
 from labkit.recipe.canaryplan import CanaryPlan
 from labkit.recipe.sessionplan import AgenticPlan
 from labkit.recipe.workloads import WORKLOAD_TABLES
@@ -86,8 +86,16 @@ def test_a_workload_missing_a_part_is_named(change, problem):
 
 
 def test_the_registry_holds_every_workload_in_run_order():
-    assert list(WORKLOADS) == ["decode", "content", "agentic", "idle", "depth", "prefill", "canary"]
-    assert workload_keys("content", "added") == ("content", "agentic", "idle_s", "depth", "canary")
+    assert list(WORKLOADS) == ["decode", "content", "agentic", "idle", "depth", "load", "prefill", "canary"]
+    assert workload_keys("content", "added") == (
+        "content",
+        "agentic",
+        "idle_s",
+        "depth",
+        "load",
+        "slo",
+        "canary",
+    )
 
 
 def _every_workload(runs: int = 2) -> MeasurePlan:
@@ -104,6 +112,7 @@ def _every_workload(runs: int = 2) -> MeasurePlan:
             "idle_s": (1,),
             "depth": DepthPlan((256,), prompt_tokens=32, output_tokens=8),
             "canary": CanaryPlan(requests=2, output_tokens=8),
+            "load": LoadPlan(concurrency=(2,), level_requests=2, prompt_tokens=32, output_tokens=8),
         },
     )
 
@@ -128,12 +137,13 @@ def test_a_plan_with_every_workload_sends_what_was_planned_and_summarises_each()
     keys = set(res.summary.measures)
     assert {"decode_c1", "decode_c2_agg", "decode_c1@code", "agentic_ttft_t2", "idle_1_ttft"} <= keys
     assert {"depth_256_ttft", "depth_256_ttft_cached", "prefill_128", "canary_ms"} <= keys
+    assert {"load_ttft@load=2@stat=p50", "load_output_tps@load=2"} <= keys
 
 
 def test_asking_for_one_half_runs_only_its_workloads():
     plan = _every_workload(runs=1)
     decode_only = [w.name for w in active_workloads(plan, decode=True, prefill=False)]
     prefill_only = [w.name for w in active_workloads(plan, decode=False, prefill=True)]
-    assert decode_only == ["decode", "content", "agentic", "idle", "depth", "canary"]
+    assert decode_only == ["decode", "content", "agentic", "idle", "depth", "load", "canary"]
     assert prefill_only == ["prefill", "canary"]
     assert planned_requests(plan, False, decode=False, prefill=True) == (1 + 1) + 2 * 2

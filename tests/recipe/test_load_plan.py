@@ -1,8 +1,7 @@
 """`[measure.load]` and `[measure.slo]` (labkit/recipe/loadplan.py;
 docs/measurement.md, "Load levels and arrival schedules"): their keys' defaults, the plans they make, and every
-hostile value or combination refused naming the key. The tables are not registered yet (the load workload's
-measure half does not exist), so the fields, plans and rules are called directly on a minimal merged recipe; the
-last tests register both for one test to show the file and key a recipe's error names."""
+hostile value or combination refused naming the key: the fields, plans and rules called directly on a minimal
+merged recipe, then whole recipes, whose errors name the file and the key."""
 
 from __future__ import annotations
 
@@ -63,9 +62,8 @@ def refusal(check, *args) -> s.Invalid:
     return e.value
 
 
-def test_not_registered_until_the_load_workload_exists():
-    assert "load" not in WORKLOAD_TABLES and "slo" not in WORKLOAD_TABLES
-    assert LOAD_TABLE.key == "load" and SLO_TABLE.key == "slo"
+def test_registered_with_the_load_workload():
+    assert WORKLOAD_TABLES["load"] is LOAD_TABLE and WORKLOAD_TABLES["slo"] is SLO_TABLE
 
 
 def test_the_recipe_offers_the_arrivals_the_schedule_draws():
@@ -277,14 +275,7 @@ def recipe(tmp_path: Path, extra: str, args: str = "", name: str = "lane") -> Pa
     return folder
 
 
-@pytest.fixture
-def registered(monkeypatch):
-    """Both tables registered for one test, as the load workload will register them."""
-    monkeypatch.setitem(WORKLOAD_TABLES, "load", LOAD_TABLE)
-    monkeypatch.setitem(WORKLOAD_TABLES, "slo", SLO_TABLE)
-
-
-def test_registered_the_tables_make_the_plan_and_its_lines(tmp_path, registered):
+def test_the_tables_make_the_plan_and_its_lines(tmp_path):
     extra = "[measure.load]\nconcurrency = [1, 2]\nrequests = 8\n[measure.slo]\nttft_s = 0.5"
     plan = load_recipe(recipe(tmp_path, extra)).resolve({})
     assert LOAD_TABLE.of(plan.measure) == LoadPlan(concurrency=(1, 2), level_requests=8)
@@ -315,7 +306,7 @@ def test_registered_the_tables_make_the_plan_and_its_lines(tmp_path, registered)
         ),
     ],
 )
-def test_registered_a_hostile_plan_names_the_file_and_key(tmp_path, registered, extra, args, key, words):
+def test_a_hostile_plan_names_the_file_and_key(tmp_path, extra, args, key, words):
     folder = recipe(tmp_path, extra, args)
     with pytest.raises(RecipeError) as e:
         load_recipe(folder)
@@ -323,7 +314,7 @@ def test_registered_a_hostile_plan_names_the_file_and_key(tmp_path, registered, 
     assert str(folder / "recipe.toml") in text and key in text and words in text
 
 
-def test_registered_variants_may_pick_the_kind_of_level(tmp_path, registered):
+def test_variants_may_pick_the_kind_of_level(tmp_path):
     """The rule runs on the merged recipe, so the base may leave the kind of level to its variants."""
     extra = (
         "[measure.load]\nduration_s = 20\n"

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from labkit import settings
 from labkit.errors import LabkitError
-from labkit.measure.request.sse import SSEParser, StreamResult
+from labkit.measure.request.sse import RawStream, SSEParser, StreamResult
 from labkit.recipe import Api
 
 if TYPE_CHECKING:
@@ -80,6 +80,8 @@ class StreamRequest:
     temperature: float = 0.0
     seed: int | None = None
     timeout: float = 600.0  # whole request, seconds
+    # a stream with no network read for this long is cut (a load level's measure.load.stall_s); None: never
+    stall_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # a whole conversation (chat only; an agentic session's turn): sent instead of one user message of `prompt`
     messages: list[dict[str, Any]] | None = None
@@ -186,16 +188,33 @@ class StreamClient:
     # ------------------------------------------------------------------ streaming
     async def stream(self, req: StreamRequest) -> StreamResult:
         """Run one streamed request; failures (HTTP, transport, timeout) come back in `error`, never raised."""
+        raw = await self.stream_raw(req)
+        # Parse only when no stream is open any more: parsing one finished stream of a concurrent group must not
+        # stall the event loop while the others' last chunks arrive.
+        await self._idle.wait()
+        return raw.parsed()
+
+    async def stream_raw(self, req: StreamRequest) -> RawStream:
+        """Run one streamed request and return it stamped but unparsed (`RawStream.parsed()` parses it), for
+        senders whose streams never all end at once (a load level). Failures come back in `error`."""
         import openai  # already loaded by __init__; binds the name for the except clause
 
         res = StreamResult()
         parser = SSEParser(res)
         self._gc_hold(+1)
+        watch: asyncio.Task[None] | None = None
         try:
-            async with asyncio.timeout(req.timeout):
+            async with asyncio.timeout(req.timeout) as scope:
+                if req.stall_s is not None:
+                    watch = asyncio.create_task(_cut_when_silent(scope, parser, req.stall_s))
                 await self._stream(req, res, parser)
         except TimeoutError:
-            res.error = f"timeout after {req.timeout:g} s"
+            cut = res.cut_after_s
+            res.error = (
+                f"cut: no chunk for {cut:.1f} s (stall bound {req.stall_s:g} s)"
+                if cut is not None
+                else f"timeout after {req.timeout:g} s"
+            )
         except openai.APIStatusError as e:
             res.http_status = e.status_code
             res.error = f"HTTP {e.status_code}: {str(e.message)[:300]}"
@@ -204,14 +223,12 @@ class StreamClient:
         except Exception as e:  # noqa: BLE001 — a broken stream is a failed sample, not a crash
             res.error = f"{type(e).__name__}: {e}"[:400]
         finally:
+            if watch is not None:
+                watch.cancel()
             self._gc_hold(-1)
         if res.t_end is None:
             res.t_end = time.perf_counter_ns()
-        # Parse only when no stream is open any more: parsing one finished stream of a concurrent group must not
-        # stall the event loop while the others' last chunks arrive.
-        await self._idle.wait()
-        parser.finish()
-        return res
+        return RawStream(res, parser)
 
     def _gc_hold(self, step: int) -> None:
         """No cyclic-GC pauses while any stream is open (a collection stalls the loop and delays stamps);
@@ -319,6 +336,23 @@ class _HTTPError(Exception):
         except (ValueError, AttributeError):
             pass
         super().__init__(f"HTTP {status}: {text[:300]}")
+
+
+async def _cut_when_silent(scope: asyncio.Timeout, parser: SSEParser, stall_s: float) -> None:
+    """Ends the request's timeout scope once no read arrived for `stall_s` (counted from the send before the
+    first read), noting the silence on the result. One check per quarter of the bound, not a timer re-armed
+    on every read: a stall is seconds long, and the hot loop stays a stamp and an append."""
+    loop = asyncio.get_running_loop()
+    res = parser.res
+    while True:
+        await asyncio.sleep(max(0.01, stall_s / 4))
+        reads = parser.reads
+        last = reads[-1][0] if reads else res.t_send
+        silent = (time.perf_counter_ns() - last) / 1e9 if last else 0.0
+        if silent >= stall_s:
+            res.cut_after_s = silent
+            scope.reschedule(loop.time())
+            return
 
 
 def _stream_timeout(total: float) -> openai.Timeout:

@@ -44,10 +44,28 @@ class StreamResult:
     )
     error: str = ""
     warnings: list[str] = field(default_factory=list)
+    # seconds without a read when the client cut the stream (StreamRequest.stall_s), None when it was not cut
+    cut_after_s: float | None = None
 
     @property
     def ok(self) -> bool:
         return not self.error
+
+
+@dataclass
+class RawStream:
+    """A finished stream whose reads are stamped but not parsed yet (StreamClient.stream_raw): a load level's
+    streams overlap without end, so waiting for no stream to be open before parsing (as `stream` does) would
+    never happen; the level parses its streams once it has drained."""
+
+    res: StreamResult
+    parser: SSEParser
+
+    def parsed(self) -> StreamResult:
+        """The stream parsed (once: a second call returns the same result)."""
+        if not self.parser.done_parsing:
+            self.parser.finish()
+        return self.res
 
 
 class SSEParser:
@@ -61,6 +79,7 @@ class SSEParser:
         self.pending: list[tuple[int, int | None, int | None]] = []  # (t, ids count, usage delta) per chunk
         self.parts: list[str] = []  # generated text, per token-bearing event
         self.done = False
+        self.done_parsing = False  # finish() ran
         self.reads: list[
             tuple[int, bytes]
         ] = []  # (stamp, raw bytes) of every network read, parsed in finish()
@@ -140,6 +159,7 @@ class SSEParser:
     def finish(self) -> None:
         """Parse the stamped reads, then decide N, its source and per-chunk counts (docs/measurement.md, "Token counting and its precedence")."""
         res = self.res
+        self.done_parsing = True
         for stamp, data in self.reads:
             try:
                 if self.feed(data, stamp):

@@ -27,7 +27,7 @@ from labkit.measure.summary.evidence import evidence_flags, pooled_evidence
 from labkit.measure.summary.sanity import apply_sanity
 from labkit.measure.summary.speed import PREFILL_EXCLUDED
 from labkit.measure.telemetry.health import TelemetryRun, summarize_telemetry
-from labkit.measure.workloads import WORKLOADS, SummaryInput, window_of
+from labkit.measure.workloads import WORKLOADS, SummaryInput, tolerated_failures, window_of
 from labkit.recipe import MeasurePlan
 
 INTERVALS_OVER_RUNS = (
@@ -92,6 +92,6 @@ def summarize(
             f"{s.n_failed} failed request(s) excluded: "
             + "; ".join(sorted({r.error for r in records if not r.ok}))[:300]
         )
-    apply_sanity(s, records, window_of, loops_expected)
+    apply_sanity(s, records, window_of, loops_expected, tolerated_failures(plan))
     s.notes = list(notes) + s.notes
     return s

@@ -87,10 +87,12 @@ def apply_sanity(
     records: Sequence[RequestRecord],
     window_of: Callable[[RequestRecord], str | None],
     loops_expected: bool = False,
+    tolerated: Callable[[str], float] = lambda window: 0.0,
 ) -> None:
-    """Count every window's responses into `s.sanity`; a window with failures (or loops, unless the model
-    loops by nature) is invalid: a flag, a note, and its measures moved out of `s.measures`. `window_of` names
-    a record's window (the workload registry's: labkit/measure/workloads/__init__.py)."""
+    """Count every window's responses into `s.sanity`; a window with failures (more than the share
+    `tolerated(window)` allows: a load level's measure.load.max_error_share) or loops (unless the model loops
+    by nature) is invalid: a flag, a note, and its measures moved out of `s.measures`. `window_of` names a
+    record's window (the workload registry's: labkit/measure/workloads/__init__.py)."""
     windows: dict[str, list[RequestRecord]] = {}
     for rec in records:
         w = window_of(rec)
@@ -102,7 +104,7 @@ def apply_sanity(
         gating = ["failed"] + ([] if loops_expected else ["looping"])
         if loops_expected:
             entry["loops_expected"] = True
-        why = [k for k in gating if entry[k]]
+        why = [k for k in gating if entry[k] and (k != "failed" or entry[k] > tolerated(name) * len(recs))]
         if why:
             entry["invalid"] = True
             entry["excluded"] = _exclude(s, name)

@@ -4,13 +4,15 @@ them (docs/architecture.md, "How to add a workload").
 Modules: base (the `Workload` type and what its summary is handed), windows (the scrapes between a workload's
 requests and a window's acceptance), decode (cold turn, warmups, c1 turns, cK lockstep groups), content (c1
 turns on the pinned corpus, per category), agentic (multi-turn sessions), idle (a request after a pause), depth
-(requests at a context depth, uncached and cached), prefill (prompts fitted to a length, max_tokens=1), canary
+(requests at a context depth, uncached and cached), load (closed- and open-loop load levels), prefill (prompts fitted to a length, max_tokens=1), canary
 (a fixed short decode before and after the others).
 
 An explicit dict, as the engine registry is: the runner, the request count, the sanity windows, the summary, the
 comparability gate and the tables walk it, so a workload added here is run, counted, windowed, summarised,
 compared and shown without another list to edit.
 """
+
+from collections.abc import Callable
 
 from labkit.measure.records import RequestRecord
 from labkit.measure.workloads.agentic import AGENTIC
@@ -20,10 +22,14 @@ from labkit.measure.workloads.content import CONTENT
 from labkit.measure.workloads.decode import DECODE
 from labkit.measure.workloads.depth import DEPTH
 from labkit.measure.workloads.idle import IDLE
+from labkit.measure.workloads.load import LOAD
 from labkit.measure.workloads.prefill import PREFILL
+from labkit.recipe import MeasurePlan
 
 # run order within a repetition (a workload's `before` step comes ahead of every `run`); also the summary's order
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (DECODE, CONTENT, AGENTIC, IDLE, DEPTH, PREFILL, CANARY)}
+WORKLOADS: dict[str, Workload] = {
+    w.name: w for w in (DECODE, CONTENT, AGENTIC, IDLE, DEPTH, LOAD, PREFILL, CANARY)
+}
 
 
 def window_of(rec: RequestRecord) -> str | None:
@@ -33,4 +39,17 @@ def window_of(rec: RequestRecord) -> str | None:
     return w.window(rec) if w is not None else None
 
 
-__all__ = ["WORKLOADS", "SummaryInput", "Workload", "window_of"]
+def tolerated_failures(plan: MeasurePlan) -> Callable[[str], float]:
+    """The failed share a window may have and stay valid, by its name: its workload's (by the window-name
+    prefixes the workloads declare), 0 for any other."""
+
+    def share(window: str) -> float:
+        for w in WORKLOADS.values():
+            if window.startswith(w.windows):
+                return w.tolerated_failures(plan)
+        return 0.0
+
+    return share
+
+
+__all__ = ["WORKLOADS", "SummaryInput", "Workload", "tolerated_failures", "window_of"]

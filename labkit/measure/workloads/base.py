@@ -56,7 +56,8 @@ class Workload:
     (`cold`: a cold turn is expected), for the progress bar. `run(session, rep)` measures one repetition;
     `before(session, rep)`, for a workload that brackets the others, measures before any of them. `window(rec)`
     names the window one of its records belongs to (None: a record no figure is made of). `summarize(s, inp)`
-    writes its measures onto the RunSummary."""
+    writes its measures onto the RunSummary. `tolerated_failures(plan)`: the failed share its windows may have
+    and stay valid."""
 
     name: str
     recipe_key: str
@@ -73,6 +74,12 @@ class Workload:
     summarize: Callable[[RunSummary, SummaryInput], None]
     before: Step | None = None
     local_windows: bool = True
+    # the share of a window's requests that may fail before output sanity makes it invalid: 0 for a workload
+    # whose every request is a sample; a load level tolerates measure.load.max_error_share
+    tolerated_failures: Callable[[MeasurePlan], float] = lambda plan: 0.0
+    # other [measure] tables it reads beside its own (the load workload's [measure.slo]): the gate reads them
+    # in the same role
+    also_keys: tuple[str, ...] = ()
 
     def runs_in(self, decode: bool, prefill: bool) -> bool:
         """Whether it belongs to the halves a caller asked for."""

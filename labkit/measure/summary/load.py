@@ -1,0 +1,197 @@
+"""A run's load levels as measures: per level, the percentiles of TTFT, ITL, TPOT and E2EL, the token and
+request rates, the concurrencies, the failed share, the SLO's attainment and goodput, and an open loop's send
+lateness, each keyed with the level as a qualifier (docs/measurement.md, "Serving under load").
+
+Why the requests of every repetition are pooled: a percentile is a figure of a distribution, and the p99 of
+40 requests is one value of 40, so more requests make it truer; the interval beside it (`summary.load`) is the
+order-statistic one of the pooled requests. A level whose failed share passes `max_error_share` is invalid
+(output sanity then leaves its figures out); one whose sends came late by more than the lateness threshold is
+flagged client-bound, since its requests were not sent at the rate it names.
+
+Pure: records and plans in, the summary's measures, methods, `load` entries and flags out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from labkit.measure.records import RequestRecord, RunSummary
+from labkit.measure.request.arrivals import client_bound
+from labkit.measure.summary.latency import (
+    LEVEL_PERCENTILES,
+    SLO,
+    LevelStats,
+    Percentiles,
+    level_stats,
+    percentile,
+    quantile_interval,
+    request_e2el,
+    request_tpot,
+    request_ttft,
+)
+from labkit.measures import level_window, measure_key
+from labkit.recipe import LoadPlan, SloPlan
+
+CLIENT_BOUND = "client-bound"  # the flag code of a level whose sends came late
+LATENESS_STATS = (50.0, 99.0)  # the lateness percentiles a level keeps
+
+
+def level_axis(closed: bool) -> str:
+    """The key axis of a loop's levels: `load` (closed-loop streams) or `rate` (open-loop requests/s)."""
+    return "load" if closed else "rate"
+
+
+def load_window(closed: bool, level: float) -> str:
+    """The window (and `summary.load` entry) of one level: load@load=4, load@rate=0.5."""
+    return level_window("load", level_axis(closed), _level_value(closed, level))
+
+
+def _level_value(closed: bool, level: float) -> int | float:
+    return int(level) if closed else float(level)
+
+
+def slo_of(plan: SloPlan | None) -> SLO | None:
+    """The latency statistics' SLO for a recipe's [measure.slo], None without one."""
+    if plan is None:
+        return None
+    return SLO(plan.ttft_s, plan.tpot_s, plan.e2e_s, plan.percentile)
+
+
+def stat_text(p: float) -> str:
+    """A percentile as the statistic axis writes it: 99.0 -> p99, 99.9 -> p99.9."""
+    return f"p{p:g}"
+
+
+def load_measures(
+    s: RunSummary, records: Sequence[RequestRecord], plan: LoadPlan, slo_plan: SloPlan | None
+) -> None:
+    """Every level's measures, `summary.load` entry and flags, in plan order; a level without requests has
+    none."""
+    slo = slo_of(slo_plan)
+    axis = level_axis(plan.closed)
+    for level in plan.levels:
+        recs = [r for r in records if r.phase == "load" and r.load_level == float(level)]
+        if not recs:
+            continue
+        value = _level_value(plan.closed, level)
+        window = load_window(plan.closed, level)
+        stats = level_stats(recs, slo)
+        entry = _entry(plan, level, recs, stats)
+        _put(s, axis, value, stats, len(recs))
+        _intervals(entry, axis, value, recs)
+        if not plan.closed:
+            _lateness(s, entry, plan, axis, value, float(level), recs, window)
+        if slo is not None:
+            entry["slo_met"] = stats.slo_met
+        share = entry["failed"] / len(recs)
+        if share > plan.max_error_share:
+            entry["invalid"] = True
+            entry["why"] = (
+                f"{entry['failed']} of {len(recs)} requests failed ({share:.1%}), over measure.load."
+                f"max_error_share ({plan.max_error_share:.1%})"
+            )
+        s.load[window] = entry
+
+
+def _entry(plan: LoadPlan, level: float, recs: Sequence[RequestRecord], st: LevelStats) -> dict[str, Any]:
+    return {
+        "loop": "closed" if plan.closed else "open",
+        "level": level,
+        "requests": len(recs),
+        "answered": st.n_ok,
+        "failed": st.n_failed,
+        "cut": sum(1 for r in recs if r.error.startswith("cut:")),
+        "span_s": st.span_s,
+        "intervals": {},
+    }
+
+
+def _put(s: RunSummary, axis: str, value: int | float, st: LevelStats, n: int) -> None:
+    """The level's figures as keys, each with how it was obtained."""
+    where = {axis: value}
+    for family, p, what in (
+        ("load_ttft", st.ttft, "send to the first token-bearing chunk"),
+        ("load_itl", st.itl, "gaps between token-bearing chunks, pooled"),
+        ("load_tpot", st.tpot, "(E2E - TTFT) / (N - 1) per request"),
+        ("load_e2el", st.e2el, "send to the last token-bearing chunk"),
+    ):
+        for q, v in zip(LEVEL_PERCENTILES, _values(p), strict=True):
+            if v is None:
+                continue
+            key = measure_key(family, **where, stat=stat_text(q))
+            s.measures[key] = v
+            s.method[key] = f"{stat_text(q)} (linear) of {p.n} values: {what}; client perf_counter stamps"
+    span = "per second of the level's span (first send to last end)"
+    for family, v, how in (
+        ("load_output_tps", st.output_tps, f"answered requests' output tokens {span}"),
+        ("load_total_tps", st.total_tps, f"answered requests' prompt + output tokens {span}"),
+        ("load_request_rate", st.request_rate, f"answered requests {span}"),
+        ("load_concurrency", st.effective_concurrency, "Σ request send-to-end / span"),
+        ("load_peak_concurrency", float(st.peak_concurrency), "most requests in flight at once"),
+        ("load_errors", st.n_failed / n, f"failed, cut or timed out of {n} requests"),
+        ("load_attainment", st.attainment, "requests within every SLO bound / all requests"),
+        ("load_goodput", st.goodput, f"requests within every SLO bound {span}"),
+    ):
+        if v is None:
+            continue
+        key = measure_key(family, **where)
+        s.measures[key] = v
+        s.method[key] = how
+
+
+def _values(p: Percentiles) -> tuple[float | None, ...]:
+    return p.p50, p.p90, p.p95, p.p99
+
+
+def _intervals(entry: dict[str, Any], axis: str, value: int | float, recs: Sequence[RequestRecord]) -> None:
+    """Each per-request percentile's 95 % order-statistic interval (None with too few requests); the ITL
+    gaps are left out, as they are not independent within a request."""
+    ok = [r for r in recs if r.ok]
+    for family, figure in (
+        ("load_ttft", request_ttft),
+        ("load_tpot", request_tpot),
+        ("load_e2el", request_e2el),
+    ):
+        values = [v for v in map(figure, ok) if v is not None]
+        for q in LEVEL_PERCENTILES:
+            iv = quantile_interval(values, q)
+            key = measure_key(family, **{axis: value}, stat=stat_text(q))
+            entry["intervals"][key] = None if iv is None else [iv.lo, iv.hi]
+
+
+def _lateness(
+    s: RunSummary,
+    entry: dict[str, Any],
+    plan: LoadPlan,
+    axis: str,
+    value: int | float,
+    rate: float,
+    recs: Sequence[RequestRecord],
+    window: str,
+) -> None:
+    """An open level's send lateness percentiles, and its client-bound verdict and flag."""
+    late = [r.lateness_s for r in recs if r.lateness_s is not None]
+    if not late:
+        return
+    for q in LATENESS_STATS:
+        key = measure_key("load_lateness", **{axis: value}, stat=stat_text(q))
+        s.measures[key] = percentile(late, q)
+        s.method[key] = f"{stat_text(q)} of {len(late)} sends: t_send (request hook) - intended send time"
+    verdict = client_bound(
+        late, 1.0 / rate, floor_s=plan.lateness_floor_ms / 1000.0, share=plan.lateness_share
+    )
+    entry["lateness_threshold_s"] = verdict.threshold_s
+    entry["client_bound"] = verdict.bound
+    if verdict.bound:
+        p99, threshold = verdict.late_s, verdict.threshold_s
+        s.flags.append(
+            {
+                "code": CLIENT_BOUND,
+                "window": window,
+                "message": (
+                    f"{window}: sends came late, lateness p99 {p99 * 1000:.1f} ms over the {threshold * 1000:.1f} "
+                    "ms threshold: the client did not keep the schedule, so the level ran slower than its rate"
+                ),
+            }
+        )

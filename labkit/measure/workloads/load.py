@@ -1,0 +1,284 @@
+"""The load workload: levels of a closed loop (N streams, each sending its next request when its previous one
+ended) or of an open loop (requests at intended times drawn at a rate), each level in a window of its own
+(`load@load=<N>`, `load@rate=<R>`), its requests stored one record each (docs/measurement.md, "Serving under
+load").
+
+Why the streams are parsed after the level: the client parses a stream once no stream is open (so a parse never
+delays another stream's stamps), and under load streams never all end; each level's streams are kept stamped and
+unparsed (`StreamClient.stream_raw`) until the level drained, then parsed and recorded in send order.
+
+Per level: `warmup` requests one at a time, then the window opens (drain wait and scrape), the level runs, every
+request still in flight is awaited (up to the request timeout, a silent stream cut after `stall_s`), the window
+closes. An open loop's send times come from its schedule (labkit/measure/request/arrivals.py), seeded by the
+recipe's seed and the rate, so two lanes get the same arrivals; each record keeps its intended send time and its
+lateness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from labkit.measure.prompt import prompts as pr
+from labkit.measure.records import RequestRecord, RunSummary
+from labkit.measure.request.arrivals import level_seed, ramped, send_times
+from labkit.measure.request.client import StreamRequest
+from labkit.measure.request.sse import RawStream
+from labkit.measure.session import Session
+from labkit.measure.summary.load import load_measures, load_window
+from labkit.measure.workloads.base import SummaryInput, Workload
+from labkit.measure.workloads.prefill import fit_counter
+from labkit.measure.workloads.windows import TurnWindows
+from labkit.recipe import LOAD_TABLE, SLO_TABLE, LoadPlan, MeasurePlan
+
+SPIN_S = 0.002  # an open loop sleeps until this long before a send, then yields until it is due (timer slack)
+PROGRESS_S = 10.0  # a progress line per level this often while it runs
+
+
+@dataclass
+class Sent:
+    """One request of a level, stamped but not yet parsed: its order, stream, nonce, intended send (ns from
+    the run's start; None in a closed loop) and the raw stream."""
+
+    index: int
+    stream: int
+    nonce: str
+    intended_ns: int | None
+    raw: RawStream
+
+
+@dataclass(frozen=True)
+class LevelPrompts:
+    """A level's prompt: the fitted text whose nonce is swapped for a fresh one per request (the shared prefix,
+    when the plan has one, comes before the nonce, so only it is shared)."""
+
+    text: str
+    nonce: str
+
+    def fresh(self) -> tuple[str, str]:
+        """(prompt, nonce) of one request."""
+        n = pr.nonce()
+        return self.text.replace(self.nonce, n, 1), n
+
+
+def _plan(s: Session) -> LoadPlan:
+    p = LOAD_TABLE.of(s.ctx.plan)
+    assert p is not None  # the runner runs this workload only for a plan with load levels
+    return p
+
+
+async def measure_load(s: Session, run: int) -> None:
+    """Every level of the plan in order: warm-ups, then the level in its window, then its records."""
+    p = _plan(s)
+    prompts = await _fit(s, p)
+    for level in p.levels:
+        t0 = time.monotonic()
+        for i in range(p.warmup):
+            text, n = prompts.fresh()
+            res = await s.ctx.client.stream(_request(s, p, text))
+            s.record(res, phase="warmup", requested=p.output_tokens, turn=i, nonce=n)
+        window = load_window(p.closed, level)
+        windows = await TurnWindows.opened(s, run, window)
+        sent = await _run_level(s, p, level, prompts, window)
+        recs = [_record(s, p, level, x) for x in sorted(sent, key=lambda x: x.index)]
+        await windows.close(recs, f"the {len(recs)} requests of {window}")
+        if s.say is not None:
+            failed = sum(1 for r in recs if not r.ok)
+            s.say(f"{window}: {len(recs)} requests, {failed} failed, in {time.monotonic() - t0:.1f} s")
+
+
+async def _fit(s: Session, p: LoadPlan) -> LevelPrompts:
+    """The run's load prompt, fitted to `prompt_tokens` server tokens with the run's counter: a shared prefix
+    of about `shared_prefix_tokens` first when asked, then the nonce and the request's own text."""
+    await fit_counter(s)
+    counter = s.log.counter
+    assert counter is not None
+    exact = s.log.counter_kind.startswith("server ")
+    prefix = ""
+    if p.shared_prefix_tokens:
+        prefix, _, _ = await pr.fit_prompt(p.shared_prefix_tokens, counter, seed=s.text_seed("load.prefix"))
+        prefix += "\n\n"
+
+    async def count(text: str) -> int:
+        return await counter(prefix + text)
+
+    text, _, n = await pr.fit_prompt(p.prompt_tokens, count, exact=exact, seed=s.text_seed("load"))
+    return LevelPrompts(prefix + text, n)
+
+
+def _request(s: Session, p: LoadPlan, text: str) -> StreamRequest:
+    req = s.ctx.stream_request(text, p.output_tokens, forced=True)
+    req.stall_s = p.stall_s
+    return req
+
+
+async def _run_level(s: Session, p: LoadPlan, level: float, prompts: LevelPrompts, window: str) -> list[Sent]:
+    """The level's requests, every one ended, with a progress line every PROGRESS_S while it runs."""
+    sent: list[Sent] = []
+    ticker = asyncio.create_task(_progress(s, sent, window)) if s.say is not None else None
+    try:
+        if p.closed:
+            await _closed(s, p, int(level), prompts, sent)
+        else:
+            await _open(s, p, float(level), prompts, sent)
+    finally:
+        if ticker is not None:
+            ticker.cancel()
+    return sent
+
+
+async def _progress(s: Session, sent: list[Sent], window: str) -> None:
+    t0 = time.monotonic()
+    while True:
+        await asyncio.sleep(PROGRESS_S)
+        if s.say is not None:
+            s.say(f"{window}: {len(sent)} requests done after {time.monotonic() - t0:.0f} s")
+
+
+async def _closed(s: Session, p: LoadPlan, streams: int, prompts: LevelPrompts, sent: list[Sent]) -> None:
+    """N streams, each sending its next request as soon as its previous one ended, until the level's request
+    count is sent or its duration is over (no send after it; the requests in flight are awaited). With a ramp,
+    stream i starts i/N of the ramp late."""
+    order = itertools.count()
+    end = None if p.duration_s is None else time.monotonic() + p.duration_s
+
+    async def stream(i: int) -> None:
+        if p.ramp_up_s:
+            await asyncio.sleep(p.ramp_up_s * i / streams)
+        while True:
+            k = next(order)
+            if p.level_requests is not None and k >= p.level_requests:
+                return
+            if end is not None and time.monotonic() >= end:
+                return
+            text, n = prompts.fresh()
+            raw = await s.ctx.client.stream_raw(_request(s, p, text))
+            sent.append(Sent(k, i, n, None, raw))
+
+    await asyncio.gather(*(stream(i) for i in range(streams)))
+
+
+def schedule(p: LoadPlan, rate: float, seed: int | None) -> tuple[float, ...]:
+    """The level's intended send times, seconds from its start: drawn from the recipe's seed and the rate (so
+    two lanes get the same), its steady part for the duration less half the ramp, then ramped."""
+    steady = None if p.duration_s is None else p.duration_s - p.ramp_up_s / 2
+    times = send_times(
+        rate,
+        level_seed(seed, rate),
+        arrival=p.arrival or "poisson",
+        burstiness=p.burstiness,
+        requests=p.level_requests,
+        duration_s=steady,
+    )
+    return ramped(times, p.ramp_up_s)
+
+
+async def _open(s: Session, p: LoadPlan, rate: float, prompts: LevelPrompts, sent: list[Sent]) -> None:
+    """Requests sent at their intended times, at most `max_concurrency` in flight when set (a held request
+    goes when one ends, and its wait shows as lateness)."""
+    times = schedule(p, rate, s.ctx.plan.seed)
+    cap = asyncio.Semaphore(p.max_concurrency) if p.max_concurrency else None
+    start = time.perf_counter_ns() + int(SPIN_S * 1e9)
+    tasks: list[asyncio.Task[None]] = []
+
+    async def one(k: int, due: int) -> None:
+        try:
+            text, n = prompts.fresh()
+            raw = await s.ctx.client.stream_raw(_request(s, p, text))
+            sent.append(Sent(k, 0, n, due - s.ctx.t_origin, raw))
+        finally:
+            if cap is not None:
+                cap.release()
+
+    for k, t in enumerate(times):
+        due = start + int(t * 1e9)
+        await _until(due)
+        if cap is not None:
+            await cap.acquire()
+        tasks.append(asyncio.create_task(one(k, due)))
+    await asyncio.gather(*tasks)
+
+
+async def _until(due_ns: int, now: Callable[[], int] = time.perf_counter_ns) -> None:
+    """Wait until `due_ns` (perf_counter): asleep until SPIN_S before it (the loop's timers wake up to a
+    millisecond late), then yielding to the loop's other work until it is due."""
+    wait = (due_ns - now()) / 1e9 - SPIN_S
+    if wait > 0:
+        await asyncio.sleep(wait)
+    while now() < due_ns:
+        await asyncio.sleep(0)
+
+
+def _record(s: Session, p: LoadPlan, level: float, x: Sent) -> RequestRecord:
+    """One request of the level as its record: parsed now, tagged with the loop, the level and, for an open
+    loop, the intended send and the lateness."""
+    rec = s.record(
+        x.raw.parsed(),
+        phase="load",
+        requested=p.output_tokens,
+        concurrency=int(level) if p.closed else 1,
+        turn=x.index,
+        stream=x.stream,
+        nonce=x.nonce,
+    )
+    rec.load_loop = "closed" if p.closed else "open"
+    rec.load_level = float(level)
+    if x.intended_ns is not None:
+        rec.t_intended = x.intended_ns
+        rec.lateness_s = (rec.t_send - x.intended_ns) / 1e9
+    return rec
+
+
+def _planned(plan: MeasurePlan, cold: bool) -> int:
+    """The requests the plan sends, when known before the run (a closed loop by duration: its warm-ups only)."""
+    p = LOAD_TABLE.of(plan)
+    if p is None:
+        return 0
+    return (p.requests() or p.warmup * len(p.levels)) * plan.runs
+
+
+def _summarize(s: RunSummary, inp: SummaryInput) -> None:
+    p = LOAD_TABLE.of(inp.plan)
+    if p is not None:
+        load_measures(s, inp.records, p, SLO_TABLE.of(inp.plan))
+
+
+def _window(rec: RequestRecord) -> str | None:
+    """load@load=<N> or load@rate=<R>: the level's window; None for a record of no level."""
+    return None if rec.load_level is None else load_window(rec.load_loop == "closed", rec.load_level)
+
+
+LOAD = Workload(
+    name="load",
+    recipe_key="load",
+    role="added",
+    half="decode",
+    heading="Serving under load",
+    table="load",
+    windows=("load",),
+    measures=(
+        "load_ttft",
+        "load_itl",
+        "load_tpot",
+        "load_e2el",
+        "load_output_tps",
+        "load_total_tps",
+        "load_request_rate",
+        "load_concurrency",
+        "load_peak_concurrency",
+        "load_errors",
+        "load_attainment",
+        "load_goodput",
+        "load_lateness",
+    ),
+    active=lambda plan: LOAD_TABLE.of(plan) is not None,
+    planned=_planned,
+    run=measure_load,
+    window=_window,
+    summarize=_summarize,
+    also_keys=("slo",),
+    tolerated_failures=lambda plan: p.max_error_share if (p := LOAD_TABLE.of(plan)) else 0.0,
+)

@@ -12,6 +12,7 @@ from labkit.recipe import (
     with_agentic,
     with_content,
     with_depth,
+    with_load,
     with_nodes,
     with_prefill,
 )
@@ -29,23 +30,25 @@ def plan(
     content: str | list[str] | None = None,
     depth: int | str | list[int] | None = None,
     agentic: int | str | None = None,
+    load: int | str | list[int | str] | None = None,
 ) -> LanePlan:
-    """Resolve a recipe with variants and optional overrides (nodes, runs, prefill, content, depth, agentic) into
-    a LanePlan.
+    """Resolve a recipe with variants and optional overrides (nodes, runs, prefill, content, depth, agentic,
+    load) into a LanePlan.
 
     `spec`/`staging` given as None or "none" on a recipe without that axis are ignored, so one notebook
     default works for every recipe; any other value on a missing axis is an error naming the recipe.
     `prefill` ("4096" or a list) replaces the prompt lengths of `measure.prefill` ("" none),
     `content` ("prose,code" or a list) replaces `measure.content`, `depth` ("0,8192" or a list) the depths of
-    `[measure.depth]`, `agentic` (turns per session; 0: none) the sessions of `[measure.agentic]`; None keeps
-    the recipe's.
+    `[measure.depth]`, `agentic` (turns per session; 0: none) the sessions of `[measure.agentic]`, `load`
+    ("1,2,4,8" streams or "0.5/s,1/s" rates; "" none) the levels of `[measure.load]`; None keeps the recipe's.
     """
     rec = load_recipe(find_recipe(recipe))
     resolved = overridden(rec.resolve(choices_for(rec, spec, staging, variants)), nodes, runs)
     resolved = resolved if prefill is None else with_prefill(resolved, prefill)
     resolved = resolved if content is None else with_content(resolved, content)
     resolved = resolved if depth is None else with_depth(resolved, depth)
-    return resolved if agentic is None else with_agentic(resolved, agentic)
+    resolved = resolved if agentic is None else with_agentic(resolved, agentic)
+    return resolved if load is None else with_load(resolved, load)
 
 
 def choices_for(rec: Recipe, spec: str | None, staging: str | None, variants: dict[str, str] | None) -> dict:

@@ -20,7 +20,8 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
     """The measured-lanes table(s) for just these runs, built from the stored files like `labkit report`, the
     table by prompt content when the runs measured content (docs/measurement.md, "Prompt content") and the
     table by turn when they ran agentic sessions or idle turns ("Agentic sessions", "Idle turns"), and the table
-    by depth when they measured context depths ("Context depth")."""
+    by depth when they measured context depths ("Context depth"), and the table under load when they ran load
+    levels ("Serving under load")."""
     from labkit import report
     from labkit.measures import parse_key
 
@@ -29,7 +30,8 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
     keys = [str(m) for m in measures["measure"].unique()] if len(measures) else []
     axes = {name for k in keys if (key := parse_key(k)) for name, _ in key.axes}
     content, turns, depths = "content" in axes, bool(axes & {"turn", "idle"}), "depth" in axes
-    only = ["measured"] + ["content"] * content + ["turns"] * turns + ["depths"] * depths
+    loads = bool(axes & {"load", "rate"})
+    only = ["measured"] + ["content"] * content + ["turns"] * turns + ["depths"] * depths + ["load"] * loads
     return report.stored_tables(data, specs, measures=measures, only=only)
 
 

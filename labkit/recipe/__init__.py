@@ -8,7 +8,7 @@ depthplan (its context depths), canaryplan (its slow-state canary), loadplan (it
 key, which the schema, build, rules and description read), build (a merged table made a plan,
 the recipe hash), launch (the fabric and docker options), schema (the generic validator), names (node, user
 and image names), fields (the recipe format), rules (cross-key rules), load (reading + validating, Recipe,
-resolve), variants (overlays), lookup (finding recipes), override (`with_nodes`, `with_prefill`, `with_content`, `with_depth`, `with_agentic`), describe (the plan as
+resolve), variants (overlays), lookup (finding recipes), override (`with_nodes`, `with_prefill`, `with_content`, `with_depth`, `with_agentic`, `with_load`), describe (the plan as
 text), sweep (`--over` points, each resolved as a variant), enginefacts (the facts table of each engine kind),
 topology (switch or ring cabling, and the NCCL mesh set a ring needs).
 """
@@ -21,7 +21,7 @@ from labkit.recipe.loadplan import LOAD_TABLE, SLO_TABLE, LoadPlan, SloPlan
 from labkit.recipe.lookup import find_recipe, list_recipes, repo_root
 from labkit.recipe.measureplan import Api, DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.names import user_name
-from labkit.recipe.override import with_agentic, with_content, with_depth, with_nodes, with_prefill
+from labkit.recipe.override import with_agentic, with_content, with_depth, with_load, with_nodes, with_prefill
 from labkit.recipe.plan import BUILT_MODEL_PREFIX, LanePlan
 from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml, suggest
 from labkit.recipe.specs import EngineSpec
@@ -70,6 +70,7 @@ __all__ = [
     "with_agentic",
     "with_content",
     "with_depth",
+    "with_load",
     "with_nodes",
     "with_prefill",
 ]

@@ -1,7 +1,7 @@
 """Overrides of a resolved plan, checked as the recipe's own values are: `with_nodes` puts a lane on other
 nodes (the notebook's `nodes` parameter, `labkit.lab.plan(nodes=...)`), `with_prefill` other prompt lengths,
-`with_content` other prompt content categories, `with_depth` other context depths and `with_agentic` other
-sessions (the notebook's parameters of the same names).
+`with_content` other prompt content categories, `with_depth` other context depths, `with_agentic` other
+sessions and `with_load` other load levels (the notebook's parameters of the same names).
 
 A plan is frozen, so an override returns a new one. Its `resolved` table and `recipe_hash` record the
 override, so a run folder says which nodes ran; the lane id stays the recipe's and variant's.
@@ -20,6 +20,7 @@ from labkit.measures import CONTENT
 from labkit.recipe.build import recipe_hash
 from labkit.recipe.depthplan import check_depth_window, context_window, depth_fields, depth_plan
 from labkit.recipe.fields import prefill_fields
+from labkit.recipe.loadplan import LOAD_TABLE, check_load, load_fields
 from labkit.recipe.measureplan import MeasurePlan, PrefillPlan
 from labkit.recipe.plan import LanePlan
 from labkit.recipe.rules import check_target_keys, parallel_problem, world_size
@@ -161,13 +162,78 @@ def with_agentic(plan: LanePlan, turns: int | str) -> LanePlan:
     return _with_measure(plan, "agentic", table, measure, f"agentic override: {text or 'none'}", chat_only)
 
 
+RATE_MARK = "/s"  # a load level written "0.5/s" is a rate (requests/s); a bare count is a concurrency
+OPEN_ONLY = ("rate", "arrival", "burstiness", "max_concurrency")  # keys of an open loop only
+LOAD_REQUESTS_PER_STREAM = 4  # a load override's level length when the recipe gives none: 4 requests a stream
+LOAD_MIN_REQUESTS = 16  # ... and at least this many a level
+
+
+def load_levels(given: int | str | Sequence[int | str]) -> dict[str, list[object]]:
+    """`{"concurrency": [...]}` or `{"rate": [...]}` from "1,2,4,8" (closed-loop streams) or "0.5/s,1/s"
+    (open-loop requests/s), as papermill hands the parameter over; empty: {}. Mixed kinds and unreadable items
+    are left for the schema to name."""
+    items = _items(given) if isinstance(given, str) and RATE_MARK in given else _lengths(given)
+    rates = [i for i in items if isinstance(i, str) and i.endswith(RATE_MARK)]
+    if not rates:
+        return {"concurrency": items} if items else {}
+    if len(rates) != len(items):
+        raise s.Invalid(
+            "measure.load", "levels are all concurrencies (1,2,4) or all rates (0.5/s,1/s), not both"
+        )
+    values: list[object] = []
+    for r in rates:
+        text = r.removesuffix(RATE_MARK).strip()
+        try:
+            values.append(float(text))
+        except ValueError:
+            values.append(text)
+    return {"rate": values}
+
+
+def with_load(plan: LanePlan, load: int | str | Sequence[int | str]) -> LanePlan:
+    """`plan` measuring these load levels ("1,2,4,8": closed-loop streams; "0.5/s,2/s": open-loop requests per
+    second; "" none), with the rest of the recipe's `[measure.load]` (the other kind of level's keys dropped), a
+    level length of LOAD_REQUESTS_PER_STREAM requests a stream (at least LOAD_MIN_REQUESTS) when the recipe gives
+    none, checked as the table is, against the engine's caps too; a RecipeError names the recipe file, the key
+    and the override. docs/measurement.md, "Serving under load"."""
+    shown = f"load override: {','.join(map(str, load)) if isinstance(load, list | tuple) else load}"
+    try:
+        change: dict | None = load_levels(load) or None
+    except s.Invalid as e:
+        raise RecipeError(plan.file, e.key, e.message + f" ({shown})")
+    recipe = dict((plan.resolved.get("measure") or {}).get("load") or {})
+    if change is not None:
+        drop = ("concurrency",) if "rate" in change else OPEN_ONLY
+        recipe = {k: v for k, v in recipe.items() if k not in drop}
+        if recipe.get("duration_s") is None and recipe.get("requests") is None:
+            widest = max((v for v in change.get("concurrency", []) if isinstance(v, int)), default=1)
+            change["requests"] = max(LOAD_MIN_REQUESTS, LOAD_REQUESTS_PER_STREAM * widest)
+    table = _measure_table(plan, "load", load_fields(), change, shown.split(": ", 1)[1], base=recipe)
+    measure_tables = plan.resolved.get("measure") or {}
+    args = (plan.resolved.get("engine") or {}).get("args") or {}
+
+    def rule() -> None:
+        if table is not None:
+            check_load({"measure": {**measure_tables, "load": table}, "engine": {"args": args}})
+
+    measure = plan.measure.with_workload("load", LOAD_TABLE.plan(table) if table is not None else None)
+    return _with_measure(plan, "load", table, measure, shown, rule)
+
+
 def _measure_table(
-    plan: LanePlan, key: str, fields: dict[str, s.Field], change: dict | None, shown: str
+    plan: LanePlan,
+    key: str,
+    fields: dict[str, s.Field],
+    change: dict | None,
+    shown: str,
+    base: dict | None = None,
 ) -> dict | None:
-    """The recipe's `[measure.<key>]` with `change` over it, checked; None when `change` is None (no table)."""
+    """The recipe's `[measure.<key>]` (or `base` in its place) with `change` over it, checked; None when
+    `change` is None (no table)."""
     if change is None:
         return None
-    kept = {k: v for k, v in ((plan.resolved.get("measure") or {}).get(key) or {}).items() if k not in change}
+    table = (plan.resolved.get("measure") or {}).get(key) or {} if base is None else base
+    kept = {k: v for k, v in table.items() if k not in change}
     try:
         return s.table(fields)({**kept, **change}, f"measure.{key}")
     except s.Invalid as e:

@@ -38,6 +38,7 @@ class Seq:
     prefill: int  # tokens to compute before its next token: uncached prompt (+ generated after a preemption)
     computed: int = 0  # of them, done
     blocks: int = 0
+    running: bool = False  # in the running list (else waiting)
 
     @property
     def in_prefill(self) -> bool:
@@ -103,9 +104,9 @@ class StepScheduler:
         seq = self._seqs.pop(rec.index, None)
         if seq is None:
             return
-        if seq in self.running:
+        if seq.running:
             self.running.remove(seq)
-        elif seq in self.waiting:
+        else:
             self.waiting.remove(seq)
         self._free(seq)
 
@@ -146,21 +147,23 @@ class StepScheduler:
         """Decodes first, in admission order; preempts from the tail for a missing block. Returns the budget
         left."""
         bs = self.cfg.block_size
+        scheduled: set[int] = set()
         for seq in list(self.running):
             if budget <= 0:
                 break
-            if seq.in_prefill or seq not in self.running:
+            if seq.in_prefill or not seq.running:
                 continue
             need = -(-(seq.rec.prompt_tokens + seq.rec.completion_tokens) // bs) - seq.blocks
             while need > self.total_blocks - self.used_blocks:
-                victim = next((s for s in reversed(self.running) if s not in step.decodes), None)
+                victim = next((s for s in reversed(self.running) if id(s) not in scheduled), None)
                 if victim is None:
                     break
                 self._preempt(victim, step)
                 if victim is seq:
                     break
-            if seq not in self.running or need > self.total_blocks - self.used_blocks:
+            if not seq.running or need > self.total_blocks - self.used_blocks:
                 continue
+            scheduled.add(id(seq))
             seq.blocks += need
             self.used_blocks += need
             step.decodes.append(seq)
@@ -179,6 +182,7 @@ class StepScheduler:
                 break
             self.waiting.popleft()
             self.running.append(seq)
+            seq.running = True
             seq.blocks = need
             self.used_blocks += need
             if seq.rec.t_scheduled is None:
@@ -191,6 +195,7 @@ class StepScheduler:
         """Recompute preemption: blocks freed, back to the front of the queue, its whole KV to compute again
         (the prompt's cached prefix excepted: its blocks stay in the prefix cache)."""
         self.running.remove(seq)
+        seq.running = False
         self._free(seq)
         rec = seq.rec
         seq.prefill = rec.prompt_tokens - rec.cached_tokens + rec.completion_tokens

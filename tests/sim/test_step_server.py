@@ -10,6 +10,7 @@ on a loaded 2-core machine; none assumes how fast the machine is.
 from __future__ import annotations
 
 import http.client
+import json
 import statistics
 import threading
 import time
@@ -194,3 +195,29 @@ def test_faults_and_a_client_leaving_free_the_step_slot(sim):
     assert recs[4]["status"] == "aborted" and recs[4]["completion_tokens"] < 500
     m = metrics(p.port)
     assert metric_sum(m, "vllm:num_requests_running") == 0 == metric_sum(m, "vllm:kv_cache_usage_perc")
+
+
+def test_a_client_leaving_the_queue_frees_its_place(sim):
+    p = sim("--max-num-batched-tokens", "512", "--max-num-seqs", "1")
+    first: list = []
+    runner = threading.Thread(
+        target=lambda: first.append(stream(p.port, "/v1/chat/completions", chat("a", 150)))
+    )
+    runner.start()
+    queued = http.client.HTTPConnection("127.0.0.1", p.port, timeout=5)
+    queued.request("POST", "/v1/chat/completions", body=json.dumps(dict(chat("b", 20), stream=True)))
+    deadline = time.monotonic() + 10
+    while len(get_json(p.port, "/sim/requests")["requests"]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert metric_sum(metrics(p.port), "vllm:num_requests_waiting") == 1
+    queued.close()  # gone before a step ran it
+    while (
+        get_json(p.port, "/sim/requests")["requests"][1]["status"] == "running"
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.01)
+    left = get_json(p.port, "/sim/requests")["requests"][1]
+    assert left["status"] == "aborted" and left["t_scheduled"] is None and left["completion_tokens"] == 0
+    assert metric_sum(metrics(p.port), "vllm:num_requests_waiting") == 0
+    runner.join()
+    assert first[0].done

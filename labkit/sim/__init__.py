@@ -35,7 +35,8 @@ the last token event carries finish_reason; then the usage chunk (choices=[], us
 prompt_tokens_details.cached_tokens) if requested; then `data: [DONE]`. Without ignore_eos a seeded EOS
 (mean eos_mean_tokens) may end the request early with finish_reason "stop" (the EOS token is counted).
 
-Timing, prefix cache and speculative decoding: see labkit/sim/engine.py (the schedule is absolute, TTFT = prefill
+Timing, prefix cache and speculative decoding: see labkit/sim/engine.py (by default each request has its own
+schedule, step mode below shares engine steps; the schedule is absolute, TTFT = prefill
 of the uncached prompt tokens, a repeated prefix is served from chained 16-token block hashes, a nonce at the
 start of a prompt defeats the cache, one at the end does not) and labkit/sim/speculation.py (a prompt that
 starts with labkit's content header `[<nonce> <category>] ` draws its acceptance from spec_accept_<category>
@@ -49,7 +50,9 @@ prompt header names, "" for none), prompt_tokens, cached_tokens,
 max_tokens, target_tokens, eos_at, completion_tokens, steps (decode steps after the prefill token), drafts,
 draft_tokens, accepted, accepted_per_pos, chunks, t_arrival, t_prefill_start, t_prefill_end (scheduled),
 t_first / t_last (actual write times of the first and last token), t_first_target / t_last_target, max_lateness,
-finish_reason, status (running|finished|aborted|stalled|exited), true_decode_tps = (N-1)/(t_last-t_first) and
+finish_reason, status (running|finished|aborted|stalled|exited), t_scheduled / prefill_chunks / preemptions
+(step mode: the start of the first step that ran it, the steps its prefill took, how often it was preempted;
+None / 0 otherwise), true_decode_tps = (N-1)/(t_last-t_first) and
 true_prefill_tps = (prompt-cached)/(prefill time), rate_factor (its decode rate is decode_tps x this; 1 unless
 decode_noise) and scheduled_decode_tps = (N-1)/(t_last_target-t_first_target). With record_chunks=true also
 emissions:
@@ -62,6 +65,35 @@ drawn from a stream seeded by (seed, request number): reproducible, mean rate un
 Gauges: vllm:num_requests_running / vllm:num_requests_waiting and sglang:num_running_reqs /
 sglang:num_queue_reqs are exact at the scrape: waiting = admitted, prefill not started, or held for a free slot
 (max_num_seqs=n: at most n requests run at once, the others wait in arrival order); running = the others.
+In step mode both are the scheduler's lists and vllm:kv_cache_usage_perc (sglang:token_usage) is the share of
+KV blocks running requests hold (otherwise it is the prefix cache's fill).
+
+Step mode (max_num_batched_tokens=B > 0, flag `--max-num-batched-tokens B` as vLLM spells it, with
+`--max-num-seqs N`, so one sweep command runs on the sim and on vLLM; 0, the default, keeps the per-request
+schedule above). The per-request schedule cannot show prefill and decode slowing each other, which is what a
+budgeted engine does under load; step mode runs engine steps instead, like vLLM's V1 scheduler, simplified
+(labkit/sim/scheduler.py, the pure core; labkit/sim/steps.py, the loop that runs it in the server):
+- each step gives every decoding request one token (admission order), then fills the rest of B with prefill
+  chunks: running requests first, then the waiting queue in arrival order while fewer than max_num_seqs run
+  and the KV blocks of the whole prompt are free. A prompt longer than the budget left takes several steps;
+  its first token is sent at the end of the step that completes it. Prefix-cache hits shorten the prefill.
+- a step lasts step_base_s + step_token_s x tokens + step_seq_s x sequences in it. Unset, step_token_s =
+  1/prefill_tps and step_base_s = 1/decode_tps - step_token_s, so one stream alone decodes at decode_tps and
+  a prompt of P tokens in one step takes step_base_s + P/prefill_tps; a long prompt arriving while streams decode
+  stretches each of their gaps to a full step of B tokens until it is in.
+- KV: kv_gpu_blocks (or kv_cache_tokens // block_size) blocks; a decode after g tokens needs ceil((P + g) /
+  block_size). When a block is missing, the most recently admitted running request is preempted (recompute:
+  blocks freed, back to the front of the queue, prompt and tokens prefilled again), counted in
+  vllm:num_preemptions_total (exported in step mode only). The pool must hold max_model_len tokens.
+Truth: t_scheduled (queue time = t_scheduled - t_arrival), t_prefill_start = t_scheduled, t_prefill_end =
+t_first_target = the end of the step that completed the prefill, every emission's [target, actual, tokens] with
+record_chunks (targets chain step ends, actual is when the loop completed the step, just before the write).
+A request joins the first step that starts after it arrived. Every fault works in step mode; a request whose
+client goes away, or that stalls, leaves the scheduler at once (its slot and blocks freed), queued or running.
+Not modelled (refused with the key named): speculative decoding, decode_noise, idle turns, decode_ctx_slope;
+batch_beta, prefill_chunk_tokens and the cold rates do not apply (the step formula is the batch effect).
+Simplified: a prefix shared by running requests holds blocks in each; the prefix cache is looked up at arrival;
+no watermark, no swap, no per-request priority.
 
 Per-request metrics: enable_per_request_metrics=true (flag `--enable-per-request-metrics`, as vLLM spells it)
 puts vLLM's `metrics` object on the final usage chunk of a stream and at the top of a JSON answer:
@@ -100,10 +132,11 @@ Faults (request numbers count generation requests since boot, from 1):
 Modules: cli (flags) -> config (SimConfig, presets) -> server (listen, event loop) -> boot (SimBootLog: boot
 log lines), connection (HTTP/1.1 parsing, one per client) -> routes (App: state and simple routes), generate
 (streamed and JSON generations, faults), wire (response framing); engine (SimEngine: schedule, cache,
-batching), speculation (the drafter: acceptance per prompt content), accounts (counters and ground truth
-records), metrics (/metrics), openai (request parsing, response shapes), truth (the per-request metrics
-object), tokenizer; process and oracle start
-it as a subprocess. The Sim prefixes keep them apart from labkit.serve's Engine adapters and BootLog reader.
+batching), scheduler (StepScheduler: step mode's steps, queue, KV blocks) and steps (its engine loop),
+speculation (the drafter: acceptance per prompt content), accounts (counters and ground truth records), metrics
+(/metrics), openai (request parsing, response shapes), truth (the per-request metrics object), tokenizer;
+process and oracle start it as a subprocess. The Sim prefixes keep them apart from labkit.serve's Engine
+adapters and BootLog reader.
 
 Decode-rate note: decode_tps is the mean rate of full steps. A client's (N-1)/(t_last-t_first) with spec decoding
 reads a little lower for short N because the last step is cut at max_tokens but still takes a full step

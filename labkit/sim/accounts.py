@@ -68,6 +68,9 @@ class Counters:
     finished_cached_tokens: int = 0
     finished_verify_calls: int = 0
     success: dict[str, int] = field(default_factory=dict)  # finish_reason -> count
+    preemptions: int = (
+        0  # step mode: running requests sent back to the waiting queue (vLLM's num_preemptions)
+    )
     # SGLang cumulative acceptance, reset by /flush_cache
     accept_tokens_since_flush: int = 0
     forward_ct_since_flush: int = 0
@@ -115,6 +118,11 @@ class RequestTruth:
     emissions: list[tuple[float, float, int]] | None = None  # (target, actual, tokens) with record_chunks
     finish_reason: str | None = None
     status: str = "running"  # running | finished | aborted | stalled | exited | error
+    # step mode (scheduler.py): start of the first step that ran it (t_prefill_start then; queue time is this
+    # less t_arrival), the steps its prefill spanned (recomputes included), and how often it was preempted
+    t_scheduled: float | None = None
+    prefill_chunks: int = 0
+    preemptions: int = 0
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -12,6 +12,7 @@ import difflib
 import json
 import random
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,14 @@ class SimConfig:
     per_request_spec_decode_metrics: str = "none"
     max_num_seqs: int = 0
     fault_loop_request: int = 0
+    # step mode (labkit/sim/scheduler.py), as vLLM's --max-num-batched-tokens: > 0 runs engine steps of at most
+    # this many tokens (decodes first, then prefill chunks) instead of each request's own schedule; a step lasts
+    # step_base_s + step_token_s x tokens + step_seq_s x sequences (0 for base and token: derived so one stream
+    # decodes at decode_tps and a prefill runs at prefill_tps)
+    max_num_batched_tokens: int = 0
+    step_base_s: float = 0.0
+    step_token_s: float = 0.0
+    step_seq_s: float = 0.0
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -151,6 +160,24 @@ class SimConfig:
             return 1.0
         return max(0.1, random.Random(f"decode_noise/{self.seed}/{index}").gauss(1.0, self.decode_noise))
 
+    @property
+    def step_mode(self) -> bool:
+        """Engine steps with a token budget (labkit/sim/scheduler.py) instead of each request's own schedule."""
+        return self.max_num_batched_tokens > 0
+
+    @property
+    def step_costs(self) -> tuple[float, float, float]:
+        """(base, per token, per sequence) seconds of one engine step. Unset, the token cost is 1/prefill_tps
+        and the base 1/decode_tps less one token's cost, so a lone decode step lasts 1/decode_tps."""
+        token = self.step_token_s or 1.0 / self.prefill_tps
+        base = self.step_base_s or max(0.0, 1.0 / self.decode_tps - token)
+        return base, token, self.step_seq_s
+
+    @property
+    def kv_blocks(self) -> int:
+        """KV blocks of the pool: kv_gpu_blocks, or kv_cache_tokens // block_size."""
+        return self.kv_gpu_blocks or self.kv_cache_tokens // self.block_size
+
     def prefill_rate(self, cold: bool) -> float:
         return self.cold_prefill_tps if cold and self.cold_prefill_tps > 0 else self.prefill_tps
 
@@ -177,6 +204,9 @@ class SimConfig:
             "boot_init_s",
             "sglang_warmup_s",
             "weights_gib",
+            "step_base_s",
+            "step_token_s",
+            "step_seq_s",
         ):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
@@ -213,14 +243,37 @@ class SimConfig:
             "kv_hybrid_block_size",
             "max_num_seqs",
             "fault_loop_request",
+            "max_num_batched_tokens",
         ):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
+        if self.step_mode:
+            self._validate_steps(bad)
         if self.per_request_spec_decode_metrics not in ("none", "summary", "detailed"):
             raise bad("per_request_spec_decode_metrics", "must be none, summary or detailed")
         if self.per_request_spec_decode_metrics != "none" and not self.spec_on:
             raise bad("per_request_spec_decode_metrics", "needs speculation (spec_method), as vLLM does")
         return self
+
+    def _validate_steps(self, bad: Callable[[str, str], SimConfigError]) -> None:
+        """Step mode models a shared forward pass: what it does not model is refused, not silently dropped
+        (batch_beta, prefill_chunk_tokens and the cold rates, which presets set, are documented as unused)."""
+        mode = f"with max_num_batched_tokens={self.max_num_batched_tokens} (step mode)"
+        if self.spec_method:
+            raise bad(
+                "spec_method",
+                f"speculative decoding is not modelled {mode}; unset spec_method or "
+                "set max_num_batched_tokens=0",
+            )
+        for key in ("decode_noise", "idle_after_s", "decode_ctx_slope"):
+            if getattr(self, key) > 0:
+                raise bad(key, f"not modelled {mode} (every request of a step shares its time); set it to 0")
+        if self.kv_blocks * self.block_size < self.max_model_len:
+            raise bad(
+                "kv_cache_tokens",
+                f"{mode} the KV pool ({self.kv_blocks} blocks of {self.block_size}) must hold one request of "
+                f"max_model_len={self.max_model_len} tokens, as vLLM refuses to start otherwise",
+            )
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(SimConfig)}

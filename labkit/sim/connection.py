@@ -135,5 +135,12 @@ class HttpConn(asyncio.Protocol):
 
     async def wait_closed(self) -> None:
         if not self.closed:
+            await self.closed_future()
+
+    def closed_future(self) -> asyncio.Future:
+        """Done when the client has gone (at once if it has): a step-mode request waits on it and its tokens."""
+        if self._closed_fut is None:
             self._closed_fut = asyncio.get_running_loop().create_future()
-            await self._closed_fut
+            if self.closed:
+                self._closed_fut.set_result(None)
+        return self._closed_fut

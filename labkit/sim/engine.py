@@ -112,8 +112,10 @@ class SimEngine:
         req_id: str,
         now: float | None = None,
         content: str = "",
+        scheduled: bool = True,
     ) -> RequestTruth:
-        """Register a request and fix its prefill schedule and natural length."""
+        """Register a request and fix its natural length and, unless the step scheduler times it
+        (`scheduled=False`: its prefill times stay at its arrival until a step runs it), its prefill schedule."""
         cfg = self.cfg
         now = self.clock() if now is None else now
         self.n_requests += 1
@@ -130,13 +132,15 @@ class SimEngine:
         cached = self.cached_prefix(hashes, len(ids))
         self.c.prefix_queries += len(ids)
         self.c.prefix_hits += cached
-        self._prefills = [p for p in self._prefills if p[1] > now]
-        start = max(now, self._prefill_free_at)
         idle = self._idle(now)
         slow = cfg.idle_factor if idle else 1.0
-        end = start + (len(ids) - cached) / cfg.prefill_rate(cold) * slow
-        self._prefill_free_at = end
-        self._prefills.append((start, end, index))
+        start = end = now
+        if scheduled:
+            self._prefills = [p for p in self._prefills if p[1] > now]
+            start = max(now, self._prefill_free_at)
+            end = start + (len(ids) - cached) / cfg.prefill_rate(cold) * slow
+            self._prefill_free_at = end
+            self._prefills.append((start, end, index))
         rec = RequestTruth(
             id=req_id,
             index=index,

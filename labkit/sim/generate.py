@@ -26,7 +26,7 @@ async def generate(conn, req: openai.GenRequest, keep: bool) -> None:
     running requests it waits for a free slot first, counted as waiting."""
     cfg, eng = conn.app.cfg, conn.app.engine
     received = time.perf_counter()
-    if cfg.max_num_seqs:
+    if cfg.max_num_seqs and not cfg.step_mode:  # step mode: the scheduler's waiting queue holds it
         conn.app.held += 1
         try:
             while eng.running >= cfg.max_num_seqs:
@@ -71,6 +71,7 @@ class Generation:
             req.stream,
             self.req_id,
             content=req.content,
+            scheduled=not cfg.step_mode,
         )
         self.exit_at = cfg.fault_exit_after_tokens if rec.index == cfg.fault_exit_request else -1
         self.stall_at = cfg.fault_stall_after_tokens if rec.index == cfg.fault_stall_request else -1
@@ -100,9 +101,10 @@ class Generation:
         if self.render is not None:
             self.conn.transport.write(head(200, "text/event-stream; charset=utf-8", None, self.keep))
         try:
-            if not await self._steps():
+            if not await (self._from_steps() if self.app.steps is not None else self._steps()):
                 return
         except asyncio.CancelledError:
+            self._leave()
             self.eng.finish(self.rec, "aborted", "abort")
             raise
         self._finish()
@@ -133,57 +135,92 @@ class Generation:
                 self.histogram[rec.accepted - accepted] += 1
                 self.step_accepted.append(rec.accepted - accepted)
             done = rec.completion_tokens >= rec.target_tokens
-            await self._emit(self._text(before, n), before, first, done)
+            await self._emit(self._text(before, n), before, before + n, first, done)
             first = False
             if done:
                 return True
-            if not await self._faults():
+            if not await self._faults(before + n):
                 return False
             target = eng.next_target(rec, target)
+
+    async def _from_steps(self) -> bool:
+        """Step mode: write each emission the engine loop hands over (labkit.sim.steps); False when the request
+        ended early (client gone, stall fault, engine loop gone)."""
+        steps, rec = self.app.steps, self.rec
+        queue = steps.add(rec)
+        closed = self.conn.closed_future()
+
+        def gone(_) -> None:
+            queue.put_nowait(None)
+
+        closed.add_done_callback(gone)
+        try:
+            while True:
+                em = await queue.get()
+                if em is None or self.conn.closed:
+                    self._leave()
+                    self.eng.finish(rec, "aborted", "abort")
+                    return False
+                after = em.before + em.tokens
+                await self._emit(self._text(em.before, em.tokens), em.before, after, em.first, em.done)
+                if em.done:
+                    return True
+                if not await self._faults(after):
+                    return False
+        finally:
+            closed.remove_done_callback(gone)  # a keep-alive connection outlives its requests
+
+    def _leave(self) -> None:
+        """Out of the step scheduler (its blocks freed) when the request ends early; nothing without it."""
+        if self.app.steps is not None:
+            self.app.steps.drop(self.rec)
 
     def _text(self, before: int, n: int) -> bytes:
         """The words of this step's tokens; a step reaching the seeded EOS stops before it (EOS has no text)."""
         words, eos_at = self.words, self.eos_at
-        if eos_at is not None and before < eos_at <= self.rec.completion_tokens:
+        if eos_at is not None and before < eos_at <= before + n:
             return b"".join(words[before : eos_at - 1])
         return b"".join(words[before : before + n]) if n > 1 else words[before]
 
     def _reason(self) -> str:
         return "stop" if self.eos_at is not None and self.rec.completion_tokens >= self.eos_at else "length"
 
-    async def _emit(self, chunk: bytes, before: int, first: bool, done: bool) -> None:
-        """One step's SSE event (held back under the hold fault), or its text kept for the JSON body."""
-        render, rec, cfg, conn = self.render, self.rec, self.cfg, self.conn
+    async def _emit(self, chunk: bytes, before: int, after: int, first: bool, done: bool) -> None:
+        """One step's SSE event (held back under the hold fault), or its text kept for the JSON body; `after`:
+        the request's tokens with this step's (the engine may be ahead of the writes in step mode)."""
+        render, cfg, conn = self.render, self.cfg, self.conn
         if render is None:
             self.text_parts.append(chunk)
             return
         if done:
-            out = render.last(chunk, rec.completion_tokens, self._reason())
+            out = render.last(chunk, after, self._reason())
         else:
-            out = render.tokens(chunk, rec.completion_tokens)
+            out = render.tokens(chunk, after)
         if first and self.req.endpoint == "chat":
             conn.transport.write(frame(render.role()))
         if self.hold and before >= cfg.fault_hold_from:
             self.held.append(frame(out))
-            if done or 0 < cfg.fault_hold_until <= rec.completion_tokens:
+            if done or 0 < cfg.fault_hold_until <= after:
                 self.hold = False
                 await conn.write(b"".join(self.held))
         else:
             await conn.write(frame(out))
 
-    async def _faults(self) -> bool:
-        """The exit and stall faults after a chunk: exit ends the process, a stall returns False once closed."""
+    async def _faults(self, after: int) -> bool:
+        """The exit and stall faults after a chunk that brought the request to `after` tokens: exit ends the
+        process, a stall returns False once closed."""
         rec = self.rec
-        if self.exit_at >= 0 and rec.completion_tokens >= self.exit_at:
+        if self.exit_at >= 0 and after >= self.exit_at:
             self.app.log.line(
                 f"EngineCore encountered a fatal error (simulated fault: exit after "
-                f"{rec.completion_tokens} tokens of request {rec.index})",
+                f"{after} tokens of request {rec.index})",
                 "ERROR",
                 "core.py:1120",
             )
             self.eng.finish(rec, "exited", "abort")
             os._exit(3)
-        if self.stall_at >= 0 and rec.completion_tokens >= self.stall_at:
+        if self.stall_at >= 0 and after >= self.stall_at:
+            self._leave()
             self.eng.finish(rec, "stalled", None)
             await self.conn.wait_closed()
             return False

@@ -12,6 +12,7 @@ from __future__ import annotations
 from labkit.sim.accounts import BUCKETS, Histogram
 from labkit.sim.config import SimConfig
 from labkit.sim.engine import SimEngine
+from labkit.sim.scheduler import StepScheduler
 
 
 def _labels(base: str, extra: str = "") -> str:
@@ -60,35 +61,51 @@ def _num(v: float) -> str:
     return repr(float(v))
 
 
-def request_states(engine: SimEngine, now: float | None = None) -> tuple[int, int]:
+def request_states(
+    engine: SimEngine, now: float | None = None, sched: StepScheduler | None = None
+) -> tuple[int, int]:
     """(running, waiting) at `now`: waiting = admitted, its prefill not started yet (one prefill at a time);
-    running = the other unfinished requests (prefilling or decoding), as a scheduler counts them."""
+    running = the other unfinished requests (prefilling or decoding), as a scheduler counts them. In step mode
+    the scheduler's own lists (a preempted request waits again)."""
+    if sched is not None:
+        return len(sched.running), len(sched.waiting)
     now = engine.clock() if now is None else now
     live = [r for r in engine.records if r.status == "running"]
     waiting = sum(1 for r in live if r.t_prefill_start > now)
     return len(live) - waiting, waiting
 
 
-def render(engine: SimEngine, wall_boot: float, held: int = 0) -> str:
+def render(engine: SimEngine, wall_boot: float, held: int = 0, sched: StepScheduler | None = None) -> str:
     """The /metrics body for the engine's flavour; `held`: requests waiting for a slot (max_num_seqs), which
-    the waiting gauge counts."""
+    the waiting gauge counts; `sched`: the step scheduler in step mode (its gauges and preemptions)."""
     if engine.cfg.flavor == "vllm":
-        return render_vllm(engine, wall_boot, held)
-    return render_sglang(engine, held)
+        return render_vllm(engine, wall_boot, held, sched)
+    return render_sglang(engine, held, sched)
 
 
-def render_vllm(engine: SimEngine, wall_boot: float, held: int = 0) -> str:
+def _kv_usage(engine: SimEngine, sched: StepScheduler | None) -> float:
+    """Step mode: blocks held by running requests over the pool; else the prefix cache's fill."""
+    if sched is not None:
+        return sched.kv_usage
+    return min(1.0, len(engine._cache) / max(1, engine._cache_cap))
+
+
+def render_vllm(
+    engine: SimEngine, wall_boot: float, held: int = 0, sched: StepScheduler | None = None
+) -> str:
     cfg, c = engine.cfg, engine.c
     out = _Out(f'engine="0",model_name="{cfg.model_name}"', created=wall_boot)
-    running, waiting = request_states(engine)
+    running, waiting = request_states(engine, sched=sched)
     waiting += held
     out.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", running)
     out.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting)
     out.gauge(
-        "vllm:kv_cache_usage_perc",
-        "KV-cache usage. 1 means 100 percent usage.",
-        min(1.0, len(engine._cache) / max(1, engine._cache_cap)),
+        "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", _kv_usage(engine, sched)
     )
+    if sched is not None:
+        out.counter(
+            "vllm:num_preemptions", "Cumulative number of preemption from the engine.", [("", c.preemptions)]
+        )
     out.counter(
         "vllm:prefix_cache_queries",
         "Prefix cache queries, in terms of number of queried tokens.",
@@ -154,7 +171,7 @@ def cache_config_labels(cfg: SimConfig) -> str:
     return ",".join(labels)
 
 
-def render_sglang(engine: SimEngine, held: int = 0) -> str:
+def render_sglang(engine: SimEngine, held: int = 0, sched: StepScheduler | None = None) -> str:
     cfg, c = engine.cfg, engine.c
     out = _Out(f'model_name="{cfg.model_name}"', created=None)
     out.counter(
@@ -175,13 +192,11 @@ def render_sglang(engine: SimEngine, held: int = 0) -> str:
             ('mode="decode"', c.generation_tokens),
         ],
     )
-    running, waiting = request_states(engine)
+    running, waiting = request_states(engine, sched=sched)
     waiting += held
     out.gauge("sglang:num_running_reqs", "The number of running requests.", running)
     out.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", waiting)
-    out.gauge(
-        "sglang:token_usage", "The token usage.", min(1.0, len(engine._cache) / max(1, engine._cache_cap))
-    )
+    out.gauge("sglang:token_usage", "The token usage.", _kv_usage(engine, sched))
     out.gauge(
         "sglang:cache_hit_rate",
         "The prefix cache hit rate.",

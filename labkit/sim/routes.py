@@ -16,6 +16,8 @@ from labkit.sim.boot import SimBootLog
 from labkit.sim.config import SimConfig
 from labkit.sim.engine import SimEngine
 from labkit.sim.metrics import render, request_states
+from labkit.sim.scheduler import StepScheduler
+from labkit.sim.steps import StepLoop
 
 
 class App:
@@ -29,7 +31,17 @@ class App:
         self.created = int(self.wall_boot)
         self.ready = cfg.flavor == "vllm"
         self.held = 0  # requests waiting for a slot (max_num_seqs), not yet admitted
+        # step mode: the engine loop and its scheduler (labkit.sim.steps, labkit.sim.scheduler)
+        self.steps = (
+            StepLoop(StepScheduler(self.engine), lambda text: log.line(text, "ERROR"))
+            if cfg.step_mode
+            else None
+        )
         self._ids = 0
+
+    @property
+    def sched(self) -> StepScheduler | None:
+        return self.steps.sched if self.steps is not None else None
 
     def new_id(self, endpoint: str) -> str:
         self._ids += 1
@@ -61,7 +73,7 @@ class App:
             return (
                 200,
                 "text/plain; version=0.0.4; charset=utf-8",
-                render(eng, self.wall_boot, self.held).encode(),
+                render(eng, self.wall_boot, self.held, self.sched).encode(),
             )
         if path == "/tokenize" and method == "POST":
             return 200, js, openai.tokenize(cfg, body)
@@ -69,7 +81,7 @@ class App:
             since = int(parse_qs(query).get("since", ["0"])[0])
             recs = [r.to_dict() for r in eng.records if r.index > since]
             now = time.perf_counter()
-            running, waiting = request_states(eng, now)
+            running, waiting = request_states(eng, now, self.sched)
             waiting += self.held
             return (
                 200,

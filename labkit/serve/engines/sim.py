@@ -29,7 +29,7 @@ SIM_KNOWN_FLAGS = frozenset(
         "--fault-restart-request", "--enable-per-request-metrics", "--per-request-spec-decode-metrics",
         "--max-num-seqs", "--fault-loop-request", "--spec-accept-prose", "--spec-accept-code",
         "--spec-accept-structured", "--spec-accept-chat", "--idle-after-s", "--idle-factor",
-        "--decode-ctx-slope",
+        "--decode-ctx-slope", "--max-num-batched-tokens", "--step-base-s", "--step-token-s", "--step-seq-s",
     }
 )  # fmt: skip
 

@@ -51,6 +51,7 @@ def bench_result(ctx: RunContext, log: RunLog, io: dict[str, dict[str, float]]) 
         engine_metrics_asked=ctx.engine_metrics_asked,
         content_acceptance=log.content_acceptance,
         request_accepted=log.request_accepted if log.acceptance is not None else None,
+        level_gauges=log.level_gauges,
     )
     prov = provenance(
         ctx.client,

@@ -113,6 +113,9 @@ class RunLog:
     rtt_ns: int = 0
     has_metrics: bool = True  # False once /metrics failed: no further scrapes
     counter: pr.Counter | None = None  # prompt-length counter (labkit/measure/prompt/tokencount.py)
+    # the engine's gauges sampled while a load level ran, per level window: [seconds from the level's start,
+    # running, waiting, KV usage (NaN when not exported)] (labkit/measure/workloads/load.py)
+    level_gauges: dict[str, list[list[float]]] = field(default_factory=dict)
     counter_kind: str = ""
 
 

@@ -268,6 +268,7 @@ class SimEngine:
             c.success[reason] = c.success.get(reason, 0) + 1
         if rec.t_first is not None:
             c.ttft.observe(rec.t_first - rec.t_arrival)
+            c.queue_time.observe(rec.t_prefill_start - rec.t_arrival)
             c.prefill_time.observe(rec.t_prefill_end - rec.t_prefill_start)
             if rec.t_last is not None:
                 c.decode_time.observe(rec.t_last - rec.t_first)

@@ -73,6 +73,9 @@ V_GEN = ("vllm:generation_tokens_total", "vllm:generation_tokens")
 # (inter-token latency; `time_per_output_token_seconds` before vLLM 0.10). Their counts sum to request steps.
 V_TTFT_COUNT = ("vllm:time_to_first_token_seconds_count",)
 V_ITL_COUNT = ("vllm:inter_token_latency_seconds_count", "vllm:time_per_output_token_seconds_count")
+V_PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")  # running requests sent back to wait
+# the share of the KV pool in use (vLLM's current and older names, SGLang's), a live gauge
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
 V_ENGINE_STEPS = ("vllm:iteration_tokens_total_count",)  # one per engine step with output, whatever the batch
 S_GEN = ("sglang:generation_tokens_total", "sglang:generation_tokens")
 S_VERIFY = ("sglang:spec_verify_calls_total", "sglang:spec_verify_calls")
@@ -331,7 +334,7 @@ SERVER_TIMES = {
 def server_window(before: Samples, after: Samples) -> dict[str, float] | None:
     """What vLLM's own counters say about the requests of one window: how many got a first token
     (`requests`), the mean of each time histogram over them (TTFT from arrival at the API server, queue,
-    prefill, decode, end to end; seconds), tokens generated, request steps and engine steps. None when the
+    prefill, decode, end to end; seconds), tokens generated, request steps, engine steps and preemptions. None when the
     engine exports no TTFT histogram. Raises CounterReset on a restart.
     (docs/measurement.md, "Burst reads and the server's view")"""
     firsts = delta(before, after, f"{SERVER_TIMES['ttft_s']}_count")
@@ -350,4 +353,7 @@ def server_window(before: Samples, after: Samples) -> dict[str, float] | None:
         out["request_steps"] = firsts + later
     if engine_steps is not None:
         out["engine_steps"] = engine_steps
+    preempted = delta(before, after, *V_PREEMPTIONS)
+    if preempted is not None:
+        out["preemptions"] = preempted
     return out

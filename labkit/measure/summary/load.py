@@ -13,7 +13,8 @@ Pure: records and plans in, the summary's measures, methods, `load` entries and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from labkit.measure.records import RequestRecord, RunSummary
@@ -64,10 +65,14 @@ def stat_text(p: float) -> str:
 
 
 def load_measures(
-    s: RunSummary, records: Sequence[RequestRecord], plan: LoadPlan, slo_plan: SloPlan | None
+    s: RunSummary,
+    records: Sequence[RequestRecord],
+    plan: LoadPlan,
+    slo_plan: SloPlan | None,
+    level_gauges: Mapping[str, Sequence[Sequence[float]]] | None = None,
 ) -> None:
     """Every level's measures, `summary.load` entry and flags, in plan order; a level without requests has
-    none."""
+    none. `level_gauges`: the engine's gauges sampled while each level ran (RunLog.level_gauges)."""
     slo = slo_of(slo_plan)
     axis = level_axis(plan.closed)
     for level in plan.levels:
@@ -84,6 +89,7 @@ def load_measures(
             _lateness(s, entry, plan, axis, value, float(level), recs, window)
         if slo is not None:
             entry["slo_met"] = stats.slo_met
+        _server_side(s, entry, axis, value, recs, (level_gauges or {}).get(window, ()))
         share = entry["failed"] / len(recs)
         if share > plan.max_error_share:
             entry["invalid"] = True
@@ -138,6 +144,42 @@ def _put(s: RunSummary, axis: str, value: int | float, st: LevelStats, n: int) -
         key = measure_key(family, **where)
         s.measures[key] = v
         s.method[key] = how
+
+
+def _server_side(
+    s: RunSummary,
+    entry: dict[str, Any],
+    axis: str,
+    value: int | float,
+    recs: Sequence[RequestRecord],
+    samples: Sequence[Sequence[float]],
+) -> None:
+    """What the engine says of the level: its mean queue time and preemptions over the level's window (the
+    window's counter deltas, on every record of it), the per-request queue time where the engine returns its
+    own metrics, and the gauges sampled while it ran, with their peaks."""
+    view = next((r.server_window for r in recs if r.server_window), None) or {}
+    where = {axis: value}
+    if "queue_s" in view:
+        key = measure_key("load_queue", **where)
+        s.measures[key] = view["queue_s"]
+        s.method[key] = "the engine's request_queue_time histogram: its mean over the level's window"
+    if "preemptions" in view:
+        key = measure_key("load_preemptions", **where)
+        s.measures[key] = view["preemptions"]
+        s.method[key] = "the engine's num_preemptions counter: its delta over the level's window"
+    queues = [
+        q / 1000
+        for r in recs
+        if r.engine_metrics and isinstance(q := r.engine_metrics.get("queue_time_ms"), int | float)
+    ]
+    if queues:
+        entry["engine_queue_p99_s"] = percentile(queues, 99.0)
+    if samples:
+        entry["gauges"] = [list(x) for x in samples]
+        for i, name in ((1, "running"), (2, "waiting"), (3, "kv_usage")):
+            seen = [x[i] for x in samples if not math.isnan(x[i])]
+            if seen:
+                entry[f"peak_{name}"] = max(seen)
 
 
 def _values(p: Percentiles) -> tuple[float | None, ...]:

@@ -32,7 +32,7 @@ Step = Callable[[Session, int], Awaitable[None]]
 class SummaryInput:
     """What the summary hands every workload: the run's records and groups, its plan, and the run-wide facts
     some figures need (the output token sources, the RTT, how prompts were counted, each content category's
-    pooled acceptance)."""
+    pooled acceptance, the gauges sampled during load levels)."""
 
     records: Sequence[RequestRecord]  # every record, failed ones included (a failed turn ends a session)
     ok: Sequence[RequestRecord]
@@ -42,6 +42,7 @@ class SummaryInput:
     rtt_ns: int = 0
     counter_kind: str = ""
     content_acceptance: Mapping[str, mx.Acceptance] | None = None
+    level_gauges: Mapping[str, Sequence[Sequence[float]]] | None = None  # RunLog.level_gauges
 
 
 @dataclass(frozen=True)

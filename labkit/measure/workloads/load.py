@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,8 +26,10 @@ from dataclasses import dataclass
 from labkit.measure.prompt import prompts as pr
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.request.arrivals import level_seed, ramped, send_times
-from labkit.measure.request.client import StreamRequest
+from labkit.measure.request.client import EndpointError, StreamRequest
 from labkit.measure.request.sse import RawStream
+from labkit.measure.server import metrics as mx
+from labkit.measure.server.scrapes import gauges
 from labkit.measure.session import Session
 from labkit.measure.summary.load import load_measures, load_window
 from labkit.measure.workloads.base import SummaryInput, Workload
@@ -36,6 +39,7 @@ from labkit.recipe import LOAD_TABLE, SLO_TABLE, LoadPlan, MeasurePlan
 
 SPIN_S = 0.002  # an open loop sleeps until this long before a send, then yields until it is due (timer slack)
 PROGRESS_S = 10.0  # a progress line per level this often while it runs
+GAUGE_S = 1.0  # the engine's gauges are sampled this often while a level runs
 
 
 @dataclass
@@ -118,16 +122,44 @@ def _request(s: Session, p: LoadPlan, text: str) -> StreamRequest:
 async def _run_level(s: Session, p: LoadPlan, level: float, prompts: LevelPrompts, window: str) -> list[Sent]:
     """The level's requests, every one ended, with a progress line every PROGRESS_S while it runs."""
     sent: list[Sent] = []
-    ticker = asyncio.create_task(_progress(s, sent, window)) if s.say is not None else None
+    tasks = [asyncio.create_task(_progress(s, sent, window))] if s.say is not None else []
+    if s.log.has_metrics:
+        tasks.append(asyncio.create_task(_gauges(s, s.log.level_gauges.setdefault(window, []))))
     try:
         if p.closed:
             await _closed(s, p, int(level), prompts, sent)
         else:
             await _open(s, p, float(level), prompts, sent)
     finally:
-        if ticker is not None:
-            ticker.cancel()
+        for task in tasks:
+            task.cancel()
     return sent
+
+
+async def _gauges(s: Session, out: list[list[float]]) -> None:
+    """The engine's running and waiting requests and KV usage, every GAUGE_S while the level runs: what a
+    level's queue did over time, which the window's two scrapes (both taken with nothing in flight) cannot
+    show. Only the gauges are kept, not the scrapes' text."""
+    t0 = time.monotonic()
+    while True:
+        await asyncio.sleep(GAUGE_S)
+        try:
+            status, text = await s.ctx.client.get("/metrics")
+        except EndpointError:
+            continue
+        if status != 200:
+            continue
+        samples = mx.parse_prometheus(text)
+        g = gauges(samples)
+        kv = mx.total(samples, *mx.KV_USAGE)
+        out.append(
+            [
+                round(time.monotonic() - t0, 3),
+                g.get("running", math.nan),
+                g.get("waiting", math.nan),
+                math.nan if kv is None else kv,
+            ]
+        )
 
 
 async def _progress(s: Session, sent: list[Sent], window: str) -> None:
@@ -243,7 +275,7 @@ def _planned(plan: MeasurePlan, cold: bool) -> int:
 def _summarize(s: RunSummary, inp: SummaryInput) -> None:
     p = LOAD_TABLE.of(inp.plan)
     if p is not None:
-        load_measures(s, inp.records, p, SLO_TABLE.of(inp.plan))
+        load_measures(s, inp.records, p, SLO_TABLE.of(inp.plan), inp.level_gauges or {})
 
 
 def _window(rec: RequestRecord) -> str | None:
@@ -273,6 +305,8 @@ LOAD = Workload(
         "load_attainment",
         "load_goodput",
         "load_lateness",
+        "load_queue",
+        "load_preemptions",
     ),
     active=lambda plan: LOAD_TABLE.of(plan) is not None,
     planned=_planned,

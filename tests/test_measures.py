@@ -55,7 +55,12 @@ SPEC |= {"enable_per_request_metrics": True, "per_request_spec_decode_metrics": 
 MEASURE = 'telemetry_period = 0.2\ncontent = ["code"]\nidle_s = [1]\n'
 MEASURE += "agentic = { turns = 2, tool_tokens = 64, answer_tokens = 8 }\n"
 MEASURE += "depth = { tokens = [0, 256], prompt_tokens = 16, output_tokens = 8 }\n"  # and its context depths
-MEASURE += "canary = { requests = 2, output_tokens = 16 }"  # and the slow-state canary
+MEASURE += "canary = { requests = 2, output_tokens = 16 }\n"  # and the slow-state canary
+# and an open-loop load level with an SLO
+MEASURE += (
+    'load = { rate = [20], arrival = "constant", requests = 8, prompt_tokens = 32, output_tokens = 8 }\n'
+)
+MEASURE += "slo = { ttft_s = 1.0 }"
 # rows the sim lane here cannot emit: no NFS mount on this machine, no drafted-share counter in the simulator
 NOT_ON_THE_SIM_LANE = {
     "accept_drafted_share",
@@ -63,6 +68,7 @@ NOT_ON_THE_SIM_LANE = {
     "nfs_read_bytes",
     "nfs_read_bytes_per_completion",
     "canary_ms_before",  # the lane's one run is the boot's first: its cold turn comes before any canary
+    "load_preemptions",  # the simulator counts preemptions in its step mode only (tests/measure/test_load_steps.py)
 }
 # the headline rule each caller kept before the catalogue: labkit compare's default measures (and, with prompt
 # content, decode c1 and acceptance length per category)
@@ -117,6 +123,7 @@ def test_every_key_the_sim_lane_emits_matches_one_catalogue_row(sim_run):
         "accept_drafted_share",
         "accept_drafted_share@<C>",
         "canary_ms_before",  # the lane's one run is the boot's first (tests/lab/test_canary.py has a second)
+        "load_preemptions",
     }
     assert {measure_info(k).key for k in sim_run.keys} >= {r.key for r in CATALOGUE} - NOT_ON_THE_SIM_LANE
 

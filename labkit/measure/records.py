@@ -139,6 +139,9 @@ class RequestRecord:
     # send (ns from the run's start, as t_send) and the lateness of the actual send, t_send - t_intended
     load_loop: LoadLoop = ""
     load_level: float | None = None
+    load_pass: int = (
+        0  # the level's pass in its repetition (a capacity search runs its boundary level 3 times)
+    )
     t_intended: int | None = None
     lateness_s: float | None = None
 

@@ -32,7 +32,12 @@ MAX_LEVEL_REQUESTS = 1_000_000
 MAX_TOKENS = 1_048_576
 # the engine flags that cap its running requests: vLLM's (and the simulator's), SGLang's
 RUNNING_CAP_FLAGS = ("--max-num-seqs", "--max-running-requests")
-SLO_BOUNDS = ("ttft_s", "tpot_s", "e2e_s")  # [measure.slo]'s bounds, in the order the lines show them
+SLO_BOUNDS = ("ttft_s", "tpot_s", "e2e_s")
+Profile = Literal["levels", "sweep", "capacity"]
+# how the levels are chosen: as given; guidellm's sweep (c1, the widest concurrency, then rates between); the
+# highest level within [measure.slo] (the levels a ladder, then bisection)
+PROFILES: tuple[Profile, ...] = ("levels", "sweep", "capacity")
+MAX_SWEEP_RATES = 50  # [measure.slo]'s bounds, in the order the lines show them
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class LoadPlan:
     stall_s: float = 30.0
     lateness_floor_ms: float = 1.0
     lateness_share: float = 0.05
+    profile: Profile = "levels"
+    sweep_rates: int = 5  # the sweep profile's constant rates between c1's and the widest level's
 
     @property
     def closed(self) -> bool:
@@ -76,7 +83,10 @@ class LoadPlan:
     def requests(self) -> int | None:
         """Requests of one repetition, warm-ups included: exact for levels of a request count and for constant
         arrivals by duration, the expectation for Poisson and gamma ones (a ramp makes the steady schedule
-        ramp/2 shorter); None for closed-loop levels by duration, whose count the engine's speed sets."""
+        ramp/2 shorter); None for closed-loop levels by duration, whose count the engine's speed sets, and for
+        the sweep and capacity profiles, whose levels the run chooses."""
+        if self.profile != "levels":
+            return None
         if self.level_requests is not None:
             return len(self.levels) * (self.level_requests + self.warmup)
         if self.closed or self.duration_s is None:
@@ -125,6 +135,8 @@ def load_fields() -> dict[str, s.Field]:
         "stall_s": F(s.bounded(0, MAX_LEVEL_S), default=30.0),
         "lateness_floor_ms": F(s.bounded(0, 1000), default=1.0),
         "lateness_share": F(s.bounded(0, 1, high_open=True), default=0.05),
+        "profile": F(s.choice(*PROFILES), default="levels"),
+        "sweep_rates": F(s.integer(1, MAX_SWEEP_RATES)),  # sweep only; unset reads as 5
     }
 
 
@@ -132,7 +144,10 @@ def load_levels(table: Mapping[str, Any]) -> LoadPlan:
     """The checked [measure.load] table (rule passed) as a plan: an open loop's arrival defaults to Poisson,
     a gamma one's burstiness to 1."""
     closed = bool(table.get("concurrency"))
-    arrival = None if closed else (table.get("arrival") or DEFAULT_ARRIVAL)
+    if table["profile"] == "sweep":  # closed-loop levels first, then rates: constant unless given
+        arrival = table.get("arrival")
+    else:
+        arrival = None if closed else (table.get("arrival") or DEFAULT_ARRIVAL)
     burstiness = table.get("burstiness")
     return LoadPlan(
         concurrency=tuple(table.get("concurrency") or ()),
@@ -151,6 +166,8 @@ def load_levels(table: Mapping[str, Any]) -> LoadPlan:
         stall_s=float(table["stall_s"]),
         lateness_floor_ms=float(table["lateness_floor_ms"]),
         lateness_share=float(table["lateness_share"]),
+        profile=table["profile"],
+        sweep_rates=table.get("sweep_rates") or 5,
     )
 
 
@@ -177,6 +194,7 @@ def check_load(merged: dict) -> None:
     if not load:
         return
     _check_loop(load)
+    _check_profile(load, merged["measure"])
     _check_length(load)
     _check_engine(load, merged["engine"]["args"])
     if load["shared_prefix_tokens"] >= load["prompt_tokens"]:
@@ -208,7 +226,13 @@ def _check_loop(load: Mapping[str, Any]) -> None:
             "measure.load", "needs concurrency (closed-loop levels) or rate (open-loop levels, requests/s)"
         )
     if closed:
-        for key in ("arrival", "burstiness", "max_concurrency"):
+        # a sweep's rates are open-loop levels: their arrivals may be given
+        open_keys = (
+            ("max_concurrency",)
+            if load.get("profile") == "sweep"
+            else ("arrival", "burstiness", "max_concurrency")
+        )
+        for key in open_keys:
             if load.get(key) is not None:
                 raise s.Invalid(
                     f"measure.load.{key}",
@@ -220,6 +244,34 @@ def _check_loop(load: Mapping[str, Any]) -> None:
             "measure.load.burstiness",
             f'only gamma arrivals have one (arrival = "gamma"); arrival is {arrival}',
         )
+
+
+def _check_profile(load: Mapping[str, Any], measure: Mapping[str, Any]) -> None:
+    """A sweep starts from closed-loop levels (c1, then the widest given); capacity needs an SLO to judge by and
+    a ladder of at least two levels; sweep_rates only with a sweep."""
+    profile = load.get("profile", "levels")
+    if load.get("sweep_rates") is not None and profile != "sweep":
+        raise s.Invalid("measure.load.sweep_rates", f'only the sweep profile has one; profile is "{profile}"')
+    if profile == "sweep" and not load.get("concurrency"):
+        raise s.Invalid(
+            "measure.load.profile",
+            "a sweep runs c1, then the widest of measure.load.concurrency, then rates between: it needs "
+            "concurrency",
+        )
+    if profile == "capacity":
+        if not measure.get("slo"):
+            raise s.Invalid(
+                "measure.load.profile", "capacity is the highest level within [measure.slo]: it needs one"
+            )
+        levels = load.get("concurrency") or load.get("rate") or []
+        if len(levels) < 2:
+            raise s.Invalid(
+                "measure.load.profile", "capacity climbs a ladder of levels: give at least two, lowest first"
+            )
+        if list(levels) != sorted(levels):
+            raise s.Invalid(
+                "measure.load.profile", f"capacity climbs its ladder lowest first; got {list(levels)}"
+            )
 
 
 def _check_length(load: Mapping[str, Any]) -> None:
@@ -300,7 +352,17 @@ def check_slo(merged: dict) -> None:
 
 
 def _load_rows(p: LoadPlan, m: MeasurePlan) -> Rows:
-    if p.closed:
+    if p.profile == "sweep":
+        widest = max(p.concurrency)
+        arrivals = p.arrival or "constant"
+        kind = f"sweep: c1, c{widest}, then {p.sweep_rates} {arrivals} rates between their request rates"
+    elif p.profile == "capacity":
+        ladder = (
+            ", ".join(f"c{n}" for n in p.concurrency) if p.closed else ", ".join(f"{r:g}/s" for r in p.rate)
+        )
+        step = "one stream" if p.closed else "10 % of the rate"
+        kind = f"capacity under the SLO: ladder {ladder} to the first miss, then bisection to {step}, boundary x3"
+    elif p.closed:
         kind = "closed loop at " + ", ".join(f"c{n}" for n in p.concurrency)
     else:
         shape = f"gamma (burstiness {p.burstiness:g})" if p.arrival == "gamma" else p.arrival

@@ -78,7 +78,9 @@ class Counters:
     last_accept_length: float = 0.0
     last_accept_rate: float = 0.0
     ttft: Histogram = field(default_factory=Histogram)
-    queue_time: Histogram = field(default_factory=Histogram)  # arrival to the prefill's start (vLLM's queue time)
+    queue_time: Histogram = field(
+        default_factory=Histogram
+    )  # arrival to the prefill's start (vLLM's queue time)
     prefill_time: Histogram = field(default_factory=Histogram)
     decode_time: Histogram = field(default_factory=Histogram)
     e2e: Histogram = field(default_factory=Histogram)

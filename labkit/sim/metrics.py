@@ -140,7 +140,9 @@ def render_vllm(
         )
     out.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", c.ttft)
     out.histogram(
-        "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", c.queue_time
+        "vllm:request_queue_time_seconds",
+        "Histogram of time spent in WAITING phase for request.",
+        c.queue_time,
     )
     out.histogram(
         "vllm:request_prefill_time_seconds",

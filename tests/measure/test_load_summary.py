@@ -5,6 +5,8 @@ load")."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from labkit.measure.records import RequestRecord, RunSummary
@@ -173,3 +175,16 @@ def test_the_load_table_has_a_row_per_level_closed_first_and_marks_a_client_boun
     assert t.frame.loc[(lane, "0.5/s"), "TTFT p99 (s)"].endswith(FLAG_MARK)
     assert not t.frame.loc[(lane, "c2"), "TTFT p99 (s)"].endswith(FLAG_MARK)
     assert any(n.startswith(FLAG_MARK) and "client-bound" in n for n in t.notes)
+
+
+def test_the_committed_capacity_table_has_a_row_per_lane(tmp_path):
+    from labkit import report
+    from labkit.store import load_results
+
+    root = tmp_path / "results"
+    flagged_run(root, {"load_capacity_streams": 12.0, "decode_c1": 50.0})
+    _, specs = report.load_spec(Path(__file__).resolve().parents[2] / "results" / "tables.toml")
+    (t,) = report.stored_tables(load_results(root), specs, only=["capacity"])
+    assert t.title == "Capacity under the SLO"
+    assert list(t.frame.columns) == ["capacity (closed-loop streams)"]  # no rate capacity: dropped
+    assert t.frame.iloc[0]["capacity (closed-loop streams)"].startswith("12")

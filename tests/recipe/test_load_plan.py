@@ -326,3 +326,57 @@ def test_variants_may_pick_the_kind_of_level(tmp_path):
     assert LOAD_TABLE.of(closed.measure) == LoadPlan(concurrency=(1, 4), duration_s=20.0)
     assert LOAD_TABLE.of(opened.measure) == LoadPlan(rate=(2.0,), arrival="constant", duration_s=20.0)
     assert LOAD_TABLE.of(opened.measure).requests() == 40 + 1
+
+
+@pytest.mark.parametrize(
+    "extra, key, words",
+    [
+        (
+            '[measure.load]\nconcurrency = [1, 4]\nrequests = 8\nprofile = "capacity"',
+            "measure.load.profile",
+            "needs one",
+        ),
+        (
+            '[measure.load]\nconcurrency = [4]\nrequests = 8\nprofile = "capacity"\n[measure.slo]\nttft_s = 1',
+            "measure.load.profile",
+            "at least two",
+        ),
+        (
+            '[measure.load]\nconcurrency = [4, 1]\nrequests = 8\nprofile = "capacity"\n[measure.slo]\nttft_s = 1',
+            "measure.load.profile",
+            "lowest first",
+        ),
+        (
+            '[measure.load]\nrate = [1]\nrequests = 8\nprofile = "sweep"',
+            "measure.load.profile",
+            "needs concurrency",
+        ),
+        (
+            "[measure.load]\nconcurrency = [4]\nrequests = 8\nsweep_rates = 3",
+            "measure.load.sweep_rates",
+            "only",
+        ),
+        (
+            '[measure.load]\nconcurrency = [4]\nrequests = 8\nprofile = "ladder"',
+            "measure.load.profile",
+            "ladder",
+        ),
+    ],
+)
+def test_a_profile_without_what_it_needs_is_refused_naming_the_key(tmp_path, extra, key, words):
+    folder = recipe(tmp_path, extra)
+    with pytest.raises(RecipeError) as e:
+        load_recipe(folder)
+    text = str(e.value)
+    assert str(folder / "recipe.toml") in text and key in text and words in text
+
+
+def test_the_profiles_make_their_plans_and_lines(tmp_path):
+    sweep = '[measure.load]\nconcurrency = [16]\nrequests = 32\nprofile = "sweep"\nsweep_rates = 4'
+    plan = load_recipe(recipe(tmp_path, sweep)).resolve({})
+    p = LOAD_TABLE.of(plan.measure)
+    assert p is not None and (p.profile, p.sweep_rates, p.arrival, p.requests()) == ("sweep", 4, None, None)
+    assert "sweep: c1, c16, then 4 constant rates between their request rates" in describe_plan(plan)
+    cap = '[measure.load]\nrate = [1, 2, 4]\nrequests = 8\nprofile = "capacity"\n[measure.slo]\nttft_s = 1'
+    plan = load_recipe(recipe(tmp_path, cap, name="cap")).resolve({})
+    assert "ladder 1/s, 2/s, 4/s to the first miss, then bisection to 10 % of the rate" in describe_plan(plan)

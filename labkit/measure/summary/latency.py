@@ -167,12 +167,12 @@ class SLO:
     def __post_init__(self) -> None:
         if not 0 < self.percentile <= 100:
             raise ValueError(f"an SLO percentile lies in (0, 100], got {self.percentile!r}")
-        for name, bound, _ in _bounds(self):
+        for name, bound, _ in slo_bounds(self):
             if not bound > 0:  # NaN too
                 raise ValueError(f"an SLO bound is a positive number of seconds, got {name}={bound!r}")
 
 
-def _bounds(slo: SLO) -> list[tuple[str, float, Figure]]:
+def slo_bounds(slo: SLO) -> list[tuple[str, float, Figure]]:
     """(name, bound, the request's figure) for each bound the SLO gives."""
     given = (
         ("ttft", slo.ttft_s, request_ttft),
@@ -188,7 +188,7 @@ def meets_slo(rec: RequestRecord, slo: SLO) -> bool:
     late (vLLM counts its TPOT as 0 for goodput)."""
     if not rec.ok:
         return False
-    for name, bound, figure in _bounds(slo):
+    for name, bound, figure in slo_bounds(slo):
         value = figure(rec)
         if value is None:
             if name == "tpot" and rec.output_tokens is not None and rec.output_tokens <= 1:
@@ -223,7 +223,7 @@ def level_meets(records: Sequence[RequestRecord], slo: SLO) -> bool:
     ok = [r for r in records if r.ok]
     if not ok:
         return False
-    for name, bound, figure in _bounds(slo):
+    for name, bound, figure in slo_bounds(slo):
         got = [v for v in map(figure, ok) if v is not None]
         if not got:
             if name == "tpot" and all(r.output_tokens is not None and r.output_tokens <= 1 for r in ok):

@@ -19,17 +19,20 @@ from typing import Any
 
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.request.arrivals import client_bound
+from labkit.measure.summary.capacity import capacity
 from labkit.measure.summary.latency import (
     LEVEL_PERCENTILES,
     SLO,
     LevelStats,
     Percentiles,
+    level_meets,
     level_stats,
     percentile,
     quantile_interval,
     request_e2el,
     request_tpot,
     request_ttft,
+    slo_bounds,
 )
 from labkit.measures import level_window, measure_key
 from labkit.recipe import LoadPlan, SloPlan
@@ -64,6 +67,13 @@ def stat_text(p: float) -> str:
     return f"p{p:g}"
 
 
+def pass_meets(recs: Sequence[RequestRecord], slo: SLO, max_error_share: float) -> bool:
+    """Whether one pass of a level met the SLO: every given bound at its percentile (latency.level_meets), and
+    no more failed requests than the plan tolerates (a level that sheds requests has not served them)."""
+    failed = sum(1 for r in recs if not r.ok)
+    return bool(recs) and failed <= max_error_share * len(recs) and level_meets(recs, slo)
+
+
 def load_measures(
     s: RunSummary,
     records: Sequence[RequestRecord],
@@ -71,22 +81,22 @@ def load_measures(
     slo_plan: SloPlan | None,
     level_gauges: Mapping[str, Sequence[Sequence[float]]] | None = None,
 ) -> None:
-    """Every level's measures, `summary.load` entry and flags, in plan order; a level without requests has
-    none. `level_gauges`: the engine's gauges sampled while each level ran (RunLog.level_gauges)."""
+    """Every level's measures, `summary.load` entry and flags, in the order the levels first ran (a sweep's and
+    a capacity search's levels are chosen during the run), then the capacity the passes say when the plan
+    searched for it. `level_gauges`: the engine's gauges sampled while each level ran (RunLog.level_gauges)."""
     slo = slo_of(slo_plan)
-    axis = level_axis(plan.closed)
-    for level in plan.levels:
-        recs = [r for r in records if r.phase == "load" and r.load_level == float(level)]
-        if not recs:
-            continue
-        value = _level_value(plan.closed, level)
-        window = load_window(plan.closed, level)
+    load = [r for r in records if r.phase == "load" and r.load_level is not None]
+    levels = dict.fromkeys((r.load_loop == "closed", r.load_level) for r in load if r.load_level is not None)
+    for closed, level in levels:
+        recs = [r for r in load if (r.load_loop == "closed") == closed and r.load_level == level]
+        axis, value = level_axis(closed), _level_value(closed, level)
+        window = load_window(closed, level)
         stats = level_stats(recs, slo)
-        entry = _entry(plan, level, recs, stats)
+        entry = _entry(closed, value, recs, stats)
         _put(s, axis, value, stats, len(recs))
         _intervals(entry, axis, value, recs)
-        if not plan.closed:
-            _lateness(s, entry, plan, axis, value, float(level), recs, window)
+        if not closed:
+            _lateness(s, entry, plan, axis, value, level, recs, window)
         if slo is not None:
             entry["slo_met"] = stats.slo_met
         _server_side(s, entry, axis, value, recs, (level_gauges or {}).get(window, ()))
@@ -98,11 +108,54 @@ def load_measures(
                 f"max_error_share ({plan.max_error_share:.1%})"
             )
         s.load[window] = entry
+    if plan.profile == "capacity" and slo is not None:
+        _capacity(s, plan, slo, load)
 
 
-def _entry(plan: LoadPlan, level: float, recs: Sequence[RequestRecord], st: LevelStats) -> dict[str, Any]:
-    return {
+def _capacity(s: RunSummary, plan: LoadPlan, slo: SLO, load: Sequence[RequestRecord]) -> None:
+    """The capacity the search's passes say (summary/capacity.py), as a measure and a `summary.load` entry;
+    each repetition's passes are judged apart and the lowest capacity kept, a note saying so."""
+    found = []
+    for rep in sorted({r.rep for r in load}):
+        passes: dict[tuple[float, int], list[RequestRecord]] = {}
+        for r in load:
+            if r.rep == rep and r.load_level is not None and (r.load_loop == "closed") == plan.closed:
+                passes.setdefault((r.load_level, r.load_pass), []).append(r)
+        results = [(lvl, pass_meets(recs, slo, plan.max_error_share)) for (lvl, _), recs in passes.items()]
+        found.append(capacity(results))
+    cap = min(found, key=lambda c: -1.0 if c.value is None else c.value)
+    family, unit = (
+        ("load_capacity_streams", "streams") if plan.closed else ("load_capacity_rate", "requests/s")
+    )
+    bounds = ", ".join(f"{name.upper()} p{slo.percentile:g} <= {b:g} s" for name, b, _ in slo_bounds(slo))
+    entry: dict[str, Any] = {
         "loop": "closed" if plan.closed else "open",
+        "value": cap.value,
+        "miss": cap.miss,
+        "passes": cap.passes,
+        "miss_met": cap.miss_met,
+        "miss_passes": cap.miss_passes,
+        "slo": bounds,
+        "repetitions": [c.value for c in found],
+    }
+    s.load["capacity"] = entry
+    if cap.value is None:
+        s.notes.append(
+            f"load capacity: even the lowest level ({cap.miss:g} {unit}) missed the SLO ({bounds})"
+        )
+        return
+    s.measures[family] = cap.value
+    above = (
+        f"{cap.miss:g} missed ({cap.miss_met} of {cap.miss_passes} passes met)"
+        if cap.miss is not None
+        else "no level missed: the capacity is at least this (the ladder ended)"
+    )
+    s.method[family] = f"highest level within {bounds}, met in {cap.passes} of {cap.passes} passes; {above}"
+
+
+def _entry(closed: bool, level: float, recs: Sequence[RequestRecord], st: LevelStats) -> dict[str, Any]:
+    return {
+        "loop": "closed" if closed else "open",
         "level": level,
         "requests": len(recs),
         "answered": st.n_ok,

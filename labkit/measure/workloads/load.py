@@ -31,7 +31,9 @@ from labkit.measure.request.sse import RawStream
 from labkit.measure.server import metrics as mx
 from labkit.measure.server.scrapes import gauges
 from labkit.measure.session import Session
-from labkit.measure.summary.load import load_measures, load_window
+from labkit.measure.summary.capacity import next_level, sweep_rates
+from labkit.measure.summary.latency import level_stats
+from labkit.measure.summary.load import load_measures, load_window, pass_meets, slo_of
 from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.measure.workloads.prefill import fit_counter
 from labkit.measure.workloads.windows import TurnWindows
@@ -75,23 +77,63 @@ def _plan(s: Session) -> LoadPlan:
 
 
 async def measure_load(s: Session, run: int) -> None:
-    """Every level of the plan in order: warm-ups, then the level in its window, then its records."""
+    """The plan's levels by its profile: as given, the sweep (c1, the widest concurrency, then rates between
+    their request rates), or the capacity search (summary/capacity.py); each level with its warm-ups in its
+    window, then its records."""
     p = _plan(s)
     prompts = await _fit(s, p)
-    for level in p.levels:
-        t0 = time.monotonic()
-        for i in range(p.warmup):
-            text, n = prompts.fresh()
-            res = await s.ctx.client.stream(_request(s, p, text))
-            s.record(res, phase="warmup", requested=p.output_tokens, turn=i, nonce=n)
-        window = load_window(p.closed, level)
-        windows = await TurnWindows.opened(s, run, window)
-        sent = await _run_level(s, p, level, prompts, window)
-        recs = [_record(s, p, level, x) for x in sorted(sent, key=lambda x: x.index)]
-        await windows.close(recs, f"the {len(recs)} requests of {window}")
-        if s.say is not None:
-            failed = sum(1 for r in recs if not r.ok)
-            s.say(f"{window}: {len(recs)} requests, {failed} failed, in {time.monotonic() - t0:.1f} s")
+
+    async def level(closed: bool, value: float) -> list[RequestRecord]:
+        return await _level(s, p, run, prompts, closed, value)
+
+    if p.profile == "sweep":
+        sync = level_stats(await level(True, 1)).request_rate
+        top = level_stats(await level(True, max(p.concurrency))).request_rate
+        rates = sweep_rates(sync or 0.0, top or 0.0, p.sweep_rates)
+        if not rates:
+            s.log.notes.append(
+                f"load sweep: c{max(p.concurrency)} answered {top or 0:.3g} requests/s, not more than c1's "
+                f"{sync or 0:.3g}: no rates between them to sweep"
+            )
+        for rate in rates:
+            await level(False, rate)
+    elif p.profile == "capacity":
+        slo = slo_of(SLO_TABLE.of(s.ctx.plan))
+        assert slo is not None  # the recipe's rule: capacity needs [measure.slo]
+        results: list[tuple[float, bool]] = []
+        while (value := next_level(p.levels, p.closed, results)) is not None:
+            results.append((value, pass_meets(await level(p.closed, value), slo, p.max_error_share)))
+    else:
+        for value in p.levels:
+            await level(p.closed, value)
+
+
+async def _level(
+    s: Session, p: LoadPlan, run: int, prompts: LevelPrompts, closed: bool, level: float
+) -> list[RequestRecord]:
+    """One pass of one level: its warm-ups one at a time, then the level in its window, then its records
+    (numbered as the level's next pass in this repetition)."""
+    t0 = time.monotonic()
+    for i in range(p.warmup):
+        text, n = prompts.fresh()
+        res = await s.ctx.client.stream(_request(s, p, text))
+        s.record(res, phase="warmup", requested=p.output_tokens, turn=i, nonce=n)
+    loop = "closed" if closed else "open"
+    done = {
+        r.load_pass
+        for r in s.log.records
+        if r.phase == "load" and r.rep == s.rep and r.load_loop == loop and r.load_level == float(level)
+    }
+    window = load_window(closed, level)
+    windows = await TurnWindows.opened(s, run, window)
+    sent = await _run_level(s, p, closed, level, prompts, window)
+    recs = [_record(s, p, closed, level, len(done), x) for x in sorted(sent, key=lambda x: x.index)]
+    await windows.close(recs, f"the {len(recs)} requests of {window}")
+    if s.say is not None:
+        failed = sum(1 for r in recs if not r.ok)
+        again = f" (pass {len(done) + 1})" if done else ""
+        s.say(f"{window}{again}: {len(recs)} requests, {failed} failed, in {time.monotonic() - t0:.1f} s")
+    return recs
 
 
 async def _fit(s: Session, p: LoadPlan) -> LevelPrompts:
@@ -119,14 +161,16 @@ def _request(s: Session, p: LoadPlan, text: str) -> StreamRequest:
     return req
 
 
-async def _run_level(s: Session, p: LoadPlan, level: float, prompts: LevelPrompts, window: str) -> list[Sent]:
+async def _run_level(
+    s: Session, p: LoadPlan, closed: bool, level: float, prompts: LevelPrompts, window: str
+) -> list[Sent]:
     """The level's requests, every one ended, with a progress line every PROGRESS_S while it runs."""
     sent: list[Sent] = []
     tasks = [asyncio.create_task(_progress(s, sent, window))] if s.say is not None else []
     if s.log.has_metrics:
         tasks.append(asyncio.create_task(_gauges(s, s.log.level_gauges.setdefault(window, []))))
     try:
-        if p.closed:
+        if closed:
             await _closed(s, p, int(level), prompts, sent)
         else:
             await _open(s, p, float(level), prompts, sent)
@@ -195,12 +239,13 @@ async def _closed(s: Session, p: LoadPlan, streams: int, prompts: LevelPrompts, 
 
 def schedule(p: LoadPlan, rate: float, seed: int | None) -> tuple[float, ...]:
     """The level's intended send times, seconds from its start: drawn from the recipe's seed and the rate (so
-    two lanes get the same), its steady part for the duration less half the ramp, then ramped."""
+    two lanes get the same), its steady part for the duration less half the ramp, then ramped. A sweep's rates
+    are constant unless the recipe says otherwise, as guidellm's are."""
     steady = None if p.duration_s is None else p.duration_s - p.ramp_up_s / 2
     times = send_times(
         rate,
         level_seed(seed, rate),
-        arrival=p.arrival or "poisson",
+        arrival=p.arrival or ("constant" if p.profile == "sweep" else "poisson"),
         burstiness=p.burstiness,
         requests=p.level_requests,
         duration_s=steady,
@@ -244,20 +289,21 @@ async def _until(due_ns: int, now: Callable[[], int] = time.perf_counter_ns) -> 
         await asyncio.sleep(0)
 
 
-def _record(s: Session, p: LoadPlan, level: float, x: Sent) -> RequestRecord:
-    """One request of the level as its record: parsed now, tagged with the loop, the level and, for an open
-    loop, the intended send and the lateness."""
+def _record(s: Session, p: LoadPlan, closed: bool, level: float, npass: int, x: Sent) -> RequestRecord:
+    """One request of the level as its record: parsed now, tagged with the loop, the level, the pass and, for an
+    open loop, the intended send and the lateness."""
     rec = s.record(
         x.raw.parsed(),
         phase="load",
         requested=p.output_tokens,
-        concurrency=int(level) if p.closed else 1,
+        concurrency=int(level) if closed else 1,
         turn=x.index,
         stream=x.stream,
         nonce=x.nonce,
     )
-    rec.load_loop = "closed" if p.closed else "open"
+    rec.load_loop = "closed" if closed else "open"
     rec.load_level = float(level)
+    rec.load_pass = npass
     if x.intended_ns is not None:
         rec.t_intended = x.intended_ns
         rec.lateness_s = (rec.t_send - x.intended_ns) / 1e9
@@ -307,6 +353,8 @@ LOAD = Workload(
         "load_lateness",
         "load_queue",
         "load_preemptions",
+        "load_capacity_streams",
+        "load_capacity_rate",
     ),
     active=lambda plan: LOAD_TABLE.of(plan) is not None,
     planned=_planned,

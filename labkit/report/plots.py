@@ -17,6 +17,7 @@ from typing import Any
 
 from labkit.measures import RATE, headline, order_key, unit
 from labkit.measures import label as measure_label
+from labkit.report.load_plots import latency_throughput, latest_load_runs, ttft_distribution, ttft_levels
 from labkit.report.stats import prefill_points, run_stats, run_values, sim_title, stat
 from labkit.report.sweep import axis_header, point_rows, sweep_title, value_text
 
@@ -200,8 +201,9 @@ def latest_runs_with_requests(results: Any, limit: int = 4) -> list[str]:
 
 
 def save_all(results: Any, folder: str | Path) -> list[Path]:
-    """Write measures.png, prefill.png, tokens-<recipe>-<variant>.png and sweep-<recipe>-<name>.png per sweep
-    record under the results' root; returns the paths written."""
+    """Write measures.png, prefill.png, tokens-<recipe>-<variant>.png, sweep-<recipe>-<name>.png per sweep
+    record under the results' root, and with load levels load.png (latency against throughput) and
+    ttft-<recipe>-<variant>.png (TTFT per level of the lane's newest load run); returns the paths written."""
     from labkit.store import load_sweeps
 
     folder = Path(folder)
@@ -216,6 +218,14 @@ def save_all(results: Any, folder: str | Path) -> list[Path]:
         doc = results.docs[rid]
         fig = tokens_over_time(results.requests([rid]), f"{doc.label} — {rid}")
         out.append(save_png(fig, folder / f"tokens-{doc.recipe}-{doc.variant_id}.png"))
+    loaded = latest_load_runs(results.measures)
+    if loaded:
+        out.append(save_png(latency_throughput(results.measures), folder / "load.png"))
+    for rid in loaded:
+        doc, requests = results.docs[rid], results.requests([rid])
+        if ttft_levels(requests):
+            fig = ttft_distribution(requests, f"TTFT per load level: {doc.label} \u2014 {rid}")
+            out.append(save_png(fig, folder / f"ttft-{doc.recipe}-{doc.variant_id}.png"))
     root = getattr(results, "root", None)
     for record in load_sweeps(root) if root is not None else []:
         out.append(save_png(sweep_figure(record, results), sweep_plot_path(folder, record)))

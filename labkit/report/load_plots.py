@@ -12,6 +12,7 @@ axis goes logarithmic when its values span more than LOG_SPAN times, so the low 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,9 +75,13 @@ def load_runs(measures: Any) -> list[str]:
     return sorted({str(r) for r in measures.loc[measures["measure"].isin(wanted), "run"]})
 
 
-def latest_load_runs(measures: Any, limit: int = 4) -> list[str]:
-    """The newest run with load levels per (recipe, variant), at most `limit` lanes: whose TTFT is drawn."""
+def latest_load_runs(measures: Any, among: Collection[str] | None = None, limit: int = 4) -> list[str]:
+    """The newest run with load levels per (recipe, variant), at most `limit` lanes: whose TTFT is drawn.
+    `among`: only these runs (those with a requests.csv, so an imported run's figures never hide the newest
+    run with records)."""
     runs = set(load_runs(measures))
+    if among is not None:
+        runs &= set(among)
     rows = measures[measures["run"].isin(runs)]
     picked = [str(part["run"].max()) for _, part in rows.groupby(["recipe", "variant"], sort=True)]
     return picked[:limit]
@@ -185,8 +190,8 @@ def ttft_levels(requests: Any) -> list[tuple[str, AxisValue, list[float]]]:
     """(axis, level, sorted TTFTs in s) per level of the answered load requests, closed loops first; a TTFT is
     t_first − t_send, as the level's percentiles are (docs/measurement.md, "Serving under load")."""
     df = requests
-    if not len(df) or "phase" not in df.columns:
-        return []
+    if not len(df) or not {"phase", "ok", "load_loop", "load_level"} <= set(df.columns):
+        return []  # no requests, or a requests.csv from before the load workload
     df = df[(df["phase"] == "load") & (df["ok"].astype(str).str.lower() == "true")]
     out = []
     for (loop, level), part in df.groupby(["load_loop", "load_level"], sort=False):

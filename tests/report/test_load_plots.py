@@ -204,6 +204,8 @@ def test_without_load_requests_the_distribution_says_so(tmp_path):
     ax = rp.ttft_distribution(data.requests()).axes[0]
     assert not lines_of(ax) and [t.get_text() for t in ax.texts] == ["no load requests"]
     assert ttft_levels(data.requests()) == []
+    old_csv = data.requests().drop(columns=["load_loop", "load_level"])  # written before the load workload
+    assert ttft_levels(old_csv) == [] and ttft_levels(old_csv.iloc[:0]) == []
 
 
 def test_report_writes_the_load_plots_only_when_load_runs_exist(tmp_path):
@@ -218,6 +220,16 @@ def test_report_writes_the_load_plots_only_when_load_runs_exist(tmp_path):
     made = {p.name: p for p in rp.plots.save_all(data, tmp_path / "p2")}
     assert set(made) == before | {"load.png", "ttft-sim-spec-none.png"}
     assert all(made[n].read_bytes().startswith(b"\x89PNG") for n in ("load.png", "ttft-sim-spec-none.png"))
+    # a newer run with load figures but no requests.csv (imported, say): the TTFT plot stays on `new`
+    with ResultsStore(root).new_run(sim_plan(), run_id="20260103T000000Z-cccccc") as run:
+        run.finish(RunSummary(measures=closed(2.0), n_ok=4), boot={}, provenance={"harness": "test"})
+    data = load_results(root)
+    assert latest_load_runs(data.measures) == [run.run_id]
+    assert latest_load_runs(data.measures, among=rp.plots.runs_with_requests(data)) == [new]
+    rp.plots.save_all(data, tmp_path / "p3")
+    assert (tmp_path / "p3" / "ttft-sim-spec-none.png").read_bytes() == made[
+        "ttft-sim-spec-none.png"
+    ].read_bytes()
 
 
 def test_the_notebook_figures_add_the_load_plots_for_load_runs(tmp_path):

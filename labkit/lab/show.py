@@ -56,7 +56,8 @@ def agreement(done: LaneRun, results: str | Path | None = None) -> str:
 
 def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:
     """The bench notebook's plots for these runs, from the stored files: measures as bars, prefill by
-    prompt length, and the first run's tokens over time."""
+    prompt length, and the first run's tokens over time; with load levels, latency against throughput and the
+    first load run's TTFT per level."""
     from labkit import report as plots
 
     data, measures = _measures(done, results)
@@ -70,6 +71,12 @@ def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:
     csvs = read_telemetry(done.run_dirs[0])
     if csvs:  # beside the tokens: what each node's GPU did in the same run
         figs["nodes"] = plots.node_series(csvs, f"{done.run_ids[0]}: node power and SM clock")
+    loaded = plots.load_runs(measures)
+    if loaded:  # only runs with load levels: no empty load figures beside a plain bench
+        figs["latency_throughput"] = plots.latency_throughput(measures)
+        figs["ttft_distribution"] = plots.ttft_distribution(
+            data.requests(loaded[:1]), f"{loaded[0]}: TTFT per load level"
+        )
     return figs
 
 

@@ -9,6 +9,7 @@ from labkit.report.comparison import CompareError, compare_sides, select
 from labkit.report.comparison_text import Shown as ShownComparison
 from labkit.report.comparison_text import to_text as compare_text
 from labkit.report.gate import images
+from labkit.report.load_plots import latency_throughput, load_runs, ttft_distribution
 from labkit.report.plots import (
     measure_bars,
     node_series,
@@ -37,6 +38,8 @@ __all__ = [
     "default_spec_file",
     "generate",
     "images",
+    "latency_throughput",
+    "load_runs",
     "load_spec",
     "measure_bars",
     "node_series",
@@ -49,4 +52,5 @@ __all__ = [
     "sweep_plot_path",
     "to_text",
     "tokens_over_time",
+    "ttft_distribution",
 ]

@@ -17,6 +17,13 @@ from typing import Any
 
 from labkit.measures import RATE, headline, order_key, unit
 from labkit.measures import label as measure_label
+from labkit.report.load_plots import (
+    latency_throughput,
+    latest_load_runs,
+    load_runs,
+    ttft_distribution,
+    ttft_levels,
+)
 from labkit.report.stats import prefill_points, run_stats, run_values, sim_title, stat
 from labkit.report.sweep import axis_header, point_rows, sweep_title, value_text
 
@@ -199,9 +206,20 @@ def latest_runs_with_requests(results: Any, limit: int = 4) -> list[str]:
     return picked[:limit]
 
 
+def runs_with_requests(results: Any) -> list[str]:
+    """The complete runs whose requests.csv holds rows: those a per-request plot can be drawn from."""
+    runs = results.runs
+    if not len(runs):
+        return []
+    return [
+        str(r) for r in runs.loc[(runs["status"] == "complete") & (runs["n_requests"].fillna(0) > 0), "run"]
+    ]
+
+
 def save_all(results: Any, folder: str | Path) -> list[Path]:
-    """Write measures.png, prefill.png, tokens-<recipe>-<variant>.png and sweep-<recipe>-<name>.png per sweep
-    record under the results' root; returns the paths written."""
+    """Write measures.png, prefill.png, tokens-<recipe>-<variant>.png, sweep-<recipe>-<name>.png per sweep
+    record under the results' root, and with load levels load.png (latency against throughput) and
+    ttft-<recipe>-<variant>.png (TTFT per level of the lane's newest load run); returns the paths written."""
     from labkit.store import load_sweeps
 
     folder = Path(folder)
@@ -216,6 +234,13 @@ def save_all(results: Any, folder: str | Path) -> list[Path]:
         doc = results.docs[rid]
         fig = tokens_over_time(results.requests([rid]), f"{doc.label} — {rid}")
         out.append(save_png(fig, folder / f"tokens-{doc.recipe}-{doc.variant_id}.png"))
+    if load_runs(results.measures):
+        out.append(save_png(latency_throughput(results.measures), folder / "load.png"))
+    for rid in latest_load_runs(results.measures, among=runs_with_requests(results)):
+        doc, requests = results.docs[rid], results.requests([rid])
+        if ttft_levels(requests):
+            fig = ttft_distribution(requests, f"TTFT per load level: {doc.label} \u2014 {rid}")
+            out.append(save_png(fig, folder / f"ttft-{doc.recipe}-{doc.variant_id}.png"))
     root = getattr(results, "root", None)
     for record in load_sweeps(root) if root is not None else []:
         out.append(save_png(sweep_figure(record, results), sweep_plot_path(folder, record)))

@@ -12,9 +12,14 @@ judged by one clock and one definition, not by their own reports:
   seed, so their achieved rates then differ by sampling noise too): the achieved arrival rate
   (n − 1)/(last arrival − first arrival) against R, the gaps' coefficient of variation, the p99 of
   |gap − 1/R| and of the drift (arrival i − first arrival − i/R) for constant arrivals, chunks/s delivered,
-  and labkit's own lateness p99 and client-bound verdict (summary.load);
+  and labkit's own lateness p99 and client-bound verdict (summary.load), beside the host's floor: the p99
+  lateness of labkit's wait (`_until`) alone at that rate, no request sent (on two cores shared with other
+  work, the host's scheduling, not the client, sets most of the tail);
 - closed loop at rising concurrency C (labkit `concurrency=(C,)`, vllm `--max-concurrency C --request-rate
   inf`): requests/s and chunks/s over the level's span, and the mean number in flight as the server saw it.
+Both kinds print each client's CPU milliseconds per request over the level's span (its process's CPU time from
+/proc: this process for labkit's, the `vllm` process for vllm's), and every other level vllm runs first, so a
+drift of the shared machine's load favours neither.
 The simulator's headroom is measured first: a minimal raw-socket client keeps HEADROOM_STREAMS streams open;
 the chunks/s the simulator logged divided by its CPU share meanwhile (its process's CPU time from /proc,
 sampled in a thread) is its ceiling on a core of its own: chunks per sim CPU second. A level is marked
@@ -55,6 +60,7 @@ from labkit.measure import BenchOptions, run_bench  # noqa: E402
 from labkit.measure.runner import _loop_factory  # noqa: E402
 from labkit.measure.summary.latency import percentile  # noqa: E402
 from labkit.measure.summary.load import load_window  # noqa: E402
+from labkit.measure.workloads.load import _until  # noqa: E402
 from labkit.recipe import DecodePlan, LoadPlan, MeasurePlan, PrefillPlan  # noqa: E402
 from labkit.sim.oracle import SimOracle  # noqa: E402
 from tests.support.tool_files import OFFLINE  # noqa: E402
@@ -302,6 +308,54 @@ def headroom(sim: SimOracle, truth: Truth, cpu: CpuSampler, total: int) -> Headr
     return Headroom(seen, seen.chunks_s / seen.sim_busy if seen.sim_busy else seen.chunks_s, client)
 
 
+@dataclass
+class Rig:
+    """What every level's two runs share: the simulator, its truth, the CPU sampler, the tokenizer folder for
+    vllm, the folder of its logs and the arrival kind."""
+
+    url: str
+    truth: Truth
+    cpu: CpuSampler
+    tokenizer: Path
+    work: Path
+    arrival: str
+    constant: bool
+
+    def labkit(self, n: int, rate: float | None, conc: int | None) -> tuple[dict, Figures]:
+        """labkit's level: its own figures, and the simulator's."""
+        print(f"{rate or conc}: labkit", file=sys.stderr)
+        own = labkit_level(self.url, n, rate, conc, self.arrival)
+        return own, figures(self.truth.new(), n, self.cpu, os.getpid(), rate, self.constant)
+
+    def vllm(self, n: int, rate: float | None, conc: int | None) -> Figures | None:
+        """vllm bench serve's level as the simulator logged it; None when it failed (its log tail printed)."""
+        print(f"{rate or conc}: vllm bench serve", file=sys.stderr)
+        pid, failed = vllm_level(self.cpu, self.url, self.tokenizer, self.work, n, rate, conc, self.arrival)
+        self.cpu.client = os.getpid()
+        reqs = self.truth.new()
+        if failed is not None:
+            print(f"vllm bench serve failed:\n{failed}", file=sys.stderr)
+            return None
+        return figures(reqs, n, self.cpu, pid, rate, self.constant)
+
+
+def host_floor(rate: float, n: int) -> float:
+    """The p99 lateness (ms) of labkit's open-loop wait (`_until`) alone at `rate` on labkit's event loop, no
+    request sent: what this host's scheduling gives a sender that does nothing else, beside labkit's own."""
+
+    async def sends() -> list[float]:
+        start = time.perf_counter_ns() + 2_000_000
+        late = []
+        for k in range(n):
+            due = start + int(k / rate * 1e9)
+            await _until(due)
+            late.append((time.perf_counter_ns() - due) / 1e6)
+        return late
+
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return percentile(runner.run(sends()), 99) or 0.0
+
+
 def sim_bound(f: Figures, ceiling: float) -> str:
     """Why the simulator, not the client, may have limited this phase; "" when nothing says so."""
     why = []
@@ -357,9 +411,10 @@ def main() -> int:
     tokenizer = tinymodel.ensure("tiny-llama", log=None, fmt="hf")
     work = Path(tempfile.mkdtemp(prefix="labkit-loadclient-"))
     load0 = os.getloadavg()[0]
-    open_rows, closed_rows, short, bound = [], [], [], []
+    open_rows, closed_rows, short, bound, missing = [], [], [], [], []
     with SimOracle(sets=SIM_SETS, ports=PORTS) as sim, CpuSampler(sim.proc.proc.pid) as cpu:
         truth = Truth(sim.url)
+        rig = Rig(sim.url, truth, cpu, tokenizer, work, args.arrival, constant)
         room = headroom(sim, truth, cpu, max(n, 3 * HEADROOM_STREAMS))
         ceiling = room.capacity
         headline = (
@@ -370,20 +425,20 @@ def main() -> int:
         )
         print(headline, file=sys.stderr)
         levels = [("rate", r) for r in rates] + [("conc", c) for c in concs]
-        for kind, level in levels:
+        for i, (kind, level) in enumerate(levels):
             rate, conc = (level, None) if kind == "rate" else (None, int(level))
             count = n if rate else max(n, 4 * conc)
-            truth.new()
-            print(f"{kind} {level}: labkit", file=sys.stderr)
-            lk_own = labkit_level(sim.url, count, rate, conc, args.arrival)
-            lk = figures(truth.new(), count, cpu, os.getpid(), rate, constant)
-            print(f"{kind} {level}: vllm bench serve", file=sys.stderr)
-            pid, failed = vllm_level(cpu, sim.url, tokenizer, work, count, rate, conc, args.arrival)
-            cpu.client = os.getpid()
-            if failed is not None:
-                print(f"vllm bench serve failed at {kind} {level}:\n{failed}", file=sys.stderr)
+            rig.truth.new()
+            # every other level vllm goes first, so a drift of the shared machine's load favours neither
+            if i % 2 == 0:
+                (lk_own, lk), vl = rig.labkit(count, rate, conc), rig.vllm(count, rate, conc)
+            else:
+                vl = rig.vllm(count, rate, conc)
+                lk_own, lk = rig.labkit(count, rate, conc)
+            if vl is None:
+                missing.append(f"{kind} {level:g}")
                 continue
-            vl = figures(truth.new(), count, cpu, pid, rate, constant)
+            floor = host_floor(rate, count) if rate else None
             flag = "; ".join(
                 f"{who}: {why}" for who, f in (("lk", lk), ("vl", vl)) if (why := sim_bound(f, ceiling))
             )
@@ -405,6 +460,7 @@ def main() -> int:
                         f"{lk.chunks_s:,.0f}",
                         f"{vl.chunks_s:,.0f}",
                         f"{lk_own['lateness_p99_ms']:.2f}",
+                        _ms(floor),
                         "yes" if lk_own["client_bound"] else "no",
                         f"{_cpu_ms(lk)} / {_cpu_ms(vl)}",
                         f"{_pct(lk.sim_busy)} / {_pct(vl.sim_busy)}",
@@ -454,6 +510,7 @@ def main() -> int:
             "lk chunks/s",
             "vl chunks/s",
             "lk lateness p99 ms",
+            "host floor p99 ms",
             "lk client-bound",
             "client CPU ms/req lk / vl",
             "sim busy lk / vl",
@@ -482,6 +539,8 @@ def main() -> int:
         f"\nlabkit sustains at least as much as vllm bench serve at every level (within {1 - TOLERANCE:.0%}): "
         f"{verdict} (levels where not: {where})"
     )
+    if missing:
+        print(f"vllm bench serve failed at: {', '.join(missing)} (its log is in {work})")
     print(f"vllm bench serve logs: {work}")
     return 0
 

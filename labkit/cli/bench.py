@@ -9,7 +9,7 @@ from typing import Any
 
 from labkit.cli.common import plan_from_args, variant_args
 from labkit.errors import LabkitError
-from labkit.recipe import MeasurePlan
+from labkit.recipe import MeasurePlan, endpoint_load, with_load
 
 
 def override_plan(plan: MeasurePlan, args: Any) -> MeasurePlan:
@@ -73,6 +73,19 @@ def bench_cli(args: Any) -> int:
         plan = lane_plan.measure
         url = args.url or f"http://127.0.0.1:{lane_plan.engine.port}"
     plan = override_plan(plan, args)
+    if args.load is not None:  # a recipe's lane: its [measure.load] and engine caps; a URL: the option alone
+        if lane_plan is not None:
+            if args.load_requests is not None or args.slo is not None:
+                raise LabkitError(
+                    "--load-requests and --slo are for a URL: a recipe states them in [measure.load] and "
+                    f"[measure.slo] ({lane_plan.file})"
+                )
+            lane_plan = with_load(lane_plan, args.load)
+            plan = dataclasses.replace(plan, workloads=lane_plan.measure.workloads)
+        else:
+            plan = endpoint_load(plan, args.load, args.load_requests, args.slo)
+    elif args.load_requests is not None or args.slo is not None:
+        raise LabkitError("--load-requests and --slo go with --load")
     probes = [LocalNfsProbe()] if args.nfs else []
     options = BenchOptions(
         model=args.model,
@@ -137,6 +150,16 @@ def add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--no-cold", dest="cold", action="store_false", help="no cold turn (the default for a URL)"
+    )
+    p.add_argument(
+        "--load",
+        metavar="LEVELS",
+        help='load levels: closed-loop streams "1,2,4,8" or open-loop rates "0.5/s,2/s" ("" none); a recipe '
+        "keeps its other [measure.load] keys",
+    )
+    p.add_argument("--load-requests", type=int, metavar="N", help="requests per load level (URL targets)")
+    p.add_argument(
+        "--slo", metavar="BOUNDS", help='SLO of the load levels, e.g. "ttft_s=1.5,tpot_s=0.015" (URL targets)'
     )
     p.add_argument("--no-decode", dest="decode", action="store_false")
     p.add_argument("--no-prefill", dest="prefill", action="store_false")

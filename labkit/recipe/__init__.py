@@ -21,7 +21,15 @@ from labkit.recipe.loadplan import LOAD_TABLE, SLO_TABLE, LoadPlan, SloPlan
 from labkit.recipe.lookup import find_recipe, list_recipes, repo_root
 from labkit.recipe.measureplan import Api, DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.names import user_name
-from labkit.recipe.override import with_agentic, with_content, with_depth, with_load, with_nodes, with_prefill
+from labkit.recipe.override import (
+    endpoint_load,
+    with_agentic,
+    with_content,
+    with_depth,
+    with_load,
+    with_nodes,
+    with_prefill,
+)
 from labkit.recipe.plan import BUILT_MODEL_PREFIX, LanePlan
 from labkit.recipe.schema import Invalid, absolute_path, file_name, read_toml, suggest
 from labkit.recipe.specs import EngineSpec
@@ -51,6 +59,7 @@ __all__ = [
     "SweepAxis",
     "absolute_path",
     "describe_plan",
+    "endpoint_load",
     "engine_facts",
     "expand",
     "file_name",

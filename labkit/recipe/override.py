@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 
 import labkit.recipe.names as names
 import labkit.recipe.schema as s
-from labkit.errors import RecipeError
+from labkit.errors import LabkitError, RecipeError
 from labkit.measures import CONTENT
 from labkit.recipe.build import recipe_hash
 from labkit.recipe.depthplan import check_depth_window, context_window, depth_fields, depth_plan
 from labkit.recipe.fields import prefill_fields
-from labkit.recipe.loadplan import LOAD_TABLE, check_load, load_fields
+from labkit.recipe.loadplan import LOAD_TABLE, SLO_TABLE, check_load, check_slo, load_fields, slo_fields
 from labkit.recipe.measureplan import MeasurePlan, PrefillPlan
 from labkit.recipe.plan import LanePlan
 from labkit.recipe.rules import check_target_keys, parallel_problem, world_size
@@ -201,13 +201,7 @@ def with_load(plan: LanePlan, load: int | str | Sequence[int | str]) -> LanePlan
         change: dict | None = load_levels(load) or None
     except s.Invalid as e:
         raise RecipeError(plan.file, e.key, e.message + f" ({shown})")
-    recipe = dict((plan.resolved.get("measure") or {}).get("load") or {})
-    if change is not None:
-        drop = ("concurrency",) if "rate" in change else OPEN_ONLY
-        recipe = {k: v for k, v in recipe.items() if k not in drop}
-        if recipe.get("duration_s") is None and recipe.get("requests") is None:
-            widest = max((v for v in change.get("concurrency", []) if isinstance(v, int)), default=1)
-            change["requests"] = max(LOAD_MIN_REQUESTS, LOAD_REQUESTS_PER_STREAM * widest)
+    recipe, change = _load_change(dict((plan.resolved.get("measure") or {}).get("load") or {}), change)
     table = _measure_table(plan, "load", load_fields(), change, shown.split(": ", 1)[1], base=recipe)
     measure_tables = plan.resolved.get("measure") or {}
     args = (plan.resolved.get("engine") or {}).get("args") or {}
@@ -218,6 +212,67 @@ def with_load(plan: LanePlan, load: int | str | Sequence[int | str]) -> LanePlan
 
     measure = plan.measure.with_workload("load", LOAD_TABLE.plan(table) if table is not None else None)
     return _with_measure(plan, "load", table, measure, shown, rule)
+
+
+def _load_change(recipe: dict, change: dict | None) -> tuple[dict, dict | None]:
+    """The recipe's [measure.load] without the other kind of level's keys, and the change with a level length
+    when neither gives one (LOAD_REQUESTS_PER_STREAM a stream, at least LOAD_MIN_REQUESTS)."""
+    if change is None:
+        return recipe, None
+    drop = ("concurrency",) if "rate" in change else OPEN_ONLY
+    recipe = {k: v for k, v in recipe.items() if k not in drop}
+    if recipe.get("duration_s") is None and recipe.get("requests") is None and "requests" not in change:
+        widest = max((v for v in change.get("concurrency", []) if isinstance(v, int)), default=1)
+        change = {**change, "requests": max(LOAD_MIN_REQUESTS, LOAD_REQUESTS_PER_STREAM * widest)}
+    return recipe, change
+
+
+def endpoint_load(
+    measure: MeasurePlan, load: str, requests: int | None = None, slo: str | None = None
+) -> MeasurePlan:
+    """`measure` with load levels for an endpoint no recipe describes (`labkit bench URL --load 1,2,4`): the
+    levels as `with_load` reads them, `requests` per level (else its default), and an SLO written
+    "ttft_s=1.5,tpot_s=0.015[,percentile=99]"; checked as a recipe's tables are (no engine caps are known),
+    a LabkitError naming the option and the key."""
+    change = load_levels_checked(load, "--load")
+    if change is None:
+        return measure.with_workload("load", None).with_workload("slo", None)
+    if requests is not None:
+        change["requests"] = requests
+    _, change = _load_change({}, change)
+    tables: dict = {"timeout": measure.timeout}
+    try:
+        tables["load"] = s.table(load_fields())(change, "measure.load")
+        if slo:
+            tables["slo"] = s.table(slo_fields())(_pairs(slo), "measure.slo")
+        check_load({"measure": tables, "engine": {"args": {}}})
+        check_slo({"measure": tables})
+    except s.Invalid as e:
+        raise LabkitError(f"--load/--slo: {e.key}: {e.message}")
+    out = measure.with_workload("load", LOAD_TABLE.plan(tables["load"]))
+    return out.with_workload("slo", SLO_TABLE.plan(tables["slo"]) if slo else None)
+
+
+def load_levels_checked(load: str, option: str) -> dict | None:
+    """load_levels for a command-line option: None for "" (no levels), a LabkitError naming the option."""
+    try:
+        return load_levels(load) or None
+    except s.Invalid as e:
+        raise LabkitError(f"{option}: {e.key}: {e.message}")
+
+
+def _pairs(text: str) -> dict[str, object]:
+    """ "ttft_s=1.5,tpot_s=0.015" as a table; numbers as floats, anything else left for the schema to name."""
+    out: dict[str, object] = {}
+    for item in _items(text):
+        key, eq, value = str(item).partition("=")
+        if not eq:
+            raise s.Invalid("measure.slo", f"expected key=value pairs like ttft_s=1.5, got {item!r}")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            out[key.strip()] = value.strip()
+    return out
 
 
 def _measure_table(

@@ -147,3 +147,24 @@ def test_bench_errors_are_clear():
     assert p.returncode == 1 and "no recipe 'no-such-recipe'" in p.stderr
     p = _labkit("bench", "http://127.0.0.1:1", "--spec", "dspark")
     assert p.returncode == 1 and "bare URL" in p.stderr
+
+
+def test_bench_url_with_load_levels_prints_a_row_per_level_and_refuses_bad_levels(tmp_path):
+    out = tmp_path / "run.json"
+    with SimOracle(sets={"decode_tps": 200, "prefill_tps": 20000}) as sim:
+        p = _labkit(
+            "bench", sim.url, "--load", "1,4", "--load-requests", "8", "--slo", "ttft_s=0.5,tpot_s=0.05",
+            "--no-prefill", "--turns", "0", "--json", str(out), "-q",
+        )  # fmt: skip
+        mixed = _labkit("bench", sim.url, "--load", "1,0.5/s", "-q")
+        typo = _labkit("bench", sim.url, "--load", "2", "--slo", "ttft=1", "-q")
+        alone = _labkit("bench", sim.url, "--slo", "ttft_s=1", "-q")
+    assert p.returncode == 0, p.stderr
+    rows = [line for line in p.stdout.splitlines() if line.startswith("load c")]
+    assert [r.split()[1] for r in rows] == ["c1", "c4"] and all("attainment" in r for r in rows), p.stdout
+    back = BenchResult.load(out)
+    assert back.summary.measures["load_peak_concurrency@load=4"] == 4
+    assert sum(r.phase == "load" for r in back.records) == 16
+    assert mixed.returncode == 1 and "--load: measure.load: levels are all concurrencies" in mixed.stderr
+    assert typo.returncode == 1 and "measure.slo.ttft: unknown key (did you mean 'ttft_s'?)" in typo.stderr
+    assert alone.returncode == 1 and "--slo go with --load" in alone.stderr

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from labkit.measure.records import RequestRecord, RunSummary
@@ -290,3 +291,54 @@ def _lateness(
                 ),
             }
         )
+
+
+def load_rows(s: RunSummary) -> list[tuple[str, str, str]]:
+    """The terminal summary's rows of the load levels, in the order they ran: the level, its TTFT p50 and p99,
+    then ITL p99, TPOT p50, output and request rates, the SLO's goodput and attainment, failures and flags;
+    then the capacity when the run searched for it."""
+    out = []
+    for window, entry in s.load.items():
+        if window == "capacity":
+            continue
+        closed = entry["loop"] == "closed"
+        axis, value = level_axis(closed), _level_value(closed, entry["level"])
+        get = partial(_figure, s, axis, value)
+
+        ttft50, ttft99 = get("load_ttft", "p50"), get("load_ttft", "p99")
+        value_text = "—" if ttft50 is None else f"TTFT p50 {_ms(ttft50)}, p99 {_ms(ttft99)}"
+        bits = [f"{entry['answered']} answered"]
+        for label, v, fmt in (
+            ("ITL p99", get("load_itl", "p99"), _ms),
+            ("TPOT p50", get("load_tpot", "p50"), _ms),
+            ("output", get("load_output_tps"), lambda x: f"{x:,.0f} t/s"),
+            ("", get("load_request_rate"), lambda x: f"{x:.2f} req/s"),
+            ("goodput", get("load_goodput"), lambda x: f"{x:.2f} req/s"),
+            ("attainment", get("load_attainment"), lambda x: f"{x:.1%}"),
+        ):
+            if v is not None:
+                bits.append(f"{label} {fmt(v)}".strip())
+        if entry["failed"]:
+            bits.append(f"{entry['failed']} failed ({entry['cut']} cut)")
+        if entry.get("client_bound"):
+            bits.append("CLIENT-BOUND: sends came late")
+        if entry.get("invalid"):
+            bits.append(f"INVALID: {entry['why']}")
+        name = f"load c{value}" if closed else f"load {value:g}/s"
+        out.append((name, value_text, ", ".join(bits)))
+    cap = s.load.get("capacity")
+    if cap:
+        unit = "streams" if cap["loop"] == "closed" else "req/s"
+        shown = "none" if cap["value"] is None else f"{cap['value']:g} {unit}"
+        above = "the ladder's top met it" if cap["miss"] is None else f"{cap['miss']:g} missed"
+        out.append(("capacity under the SLO", shown, f"{cap['slo']}; {above}"))
+    return out
+
+
+def _figure(s: RunSummary, axis: str, value: int | float, family: str, stat: str = "") -> float | None:
+    """One level's figure of a family (at a statistic), None when the summary has none."""
+    return s.measures.get(measure_key(family, **{axis: value}, **({"stat": stat} if stat else {})))
+
+
+def _ms(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1e3:,.1f} ms"

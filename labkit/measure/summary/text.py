@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from labkit.measure.records import RunSummary
+from labkit.measure.summary.load import load_rows
 from labkit.measures import (
     CONTENT,
     RATE,
@@ -103,6 +104,7 @@ def rows(s: RunSummary) -> list[tuple[str, str, str]]:
     if truth is not None:
         out.append(truth)
     out += content_rows(s)
+    out += load_rows(s)
     hit_ratio = m.get("prefix_cache_hit_ratio")
     if hit_ratio is not None:
         out.append(

@@ -384,6 +384,28 @@ def level_key(measure: str, axis: str, value: AxisValue) -> str:
     return measure_key(family, **axes)
 
 
+LEVEL_AXES = ("load", "rate")  # a load level's qualifier: closed-loop streams, then open-loop rates
+
+
+def level_values(keys: Iterable[str], measure: str = "") -> list[tuple[str, AxisValue]]:
+    """The load levels (axis, value) among the keys, closed-loop streams by count, then rates; with `measure`
+    (a family with its statistic, load_ttft@stat=p99) only the levels at which the keys hold it."""
+    found = set()
+    for key in keys:
+        parsed = parse_key(key)
+        for axis in LEVEL_AXES:
+            value = parsed.get(axis) if parsed is not None else None
+            if value is not None and (not measure or level_key(measure, axis, value) == key):
+                found.add((axis, value))
+    return sorted(found, key=lambda p: (LEVEL_AXES.index(p[0]), float(p[1])))
+
+
+def level_label(axis: str, value: AxisValue) -> str:
+    """How a table row names a load level: c4 (4 closed-loop streams), 0.5/s (an open loop's rate)."""
+    text = AXIS[axis].text_of(value)
+    return f"c{text}" if axis == "load" else f"{text}/s"
+
+
 def turn_key(measure: str, turn: int) -> str:
     """agentic_ttft_t2: a measure of session turn 2."""
     return measure_key(f"agentic_{measure}_t<T>", turn=turn)

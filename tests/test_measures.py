@@ -69,6 +69,8 @@ NOT_ON_THE_SIM_LANE = {
     "nfs_read_bytes_per_completion",
     "canary_ms_before",  # the lane's one run is the boot's first: its cold turn comes before any canary
     "load_preemptions",  # the simulator counts preemptions in its step mode only (tests/measure/test_load_steps.py)
+    "load_capacity_streams",  # a capacity search (tests/measure/test_load_profiles.py), not this lane's levels
+    "load_capacity_rate",
 }
 # the headline rule each caller kept before the catalogue: labkit compare's default measures (and, with prompt
 # content, decode c1 and acceptance length per category)
@@ -124,6 +126,8 @@ def test_every_key_the_sim_lane_emits_matches_one_catalogue_row(sim_run):
         "accept_drafted_share@<C>",
         "canary_ms_before",  # the lane's one run is the boot's first (tests/lab/test_canary.py has a second)
         "load_preemptions",
+        "load_capacity_streams",
+        "load_capacity_rate",
     }
     assert {measure_info(k).key for k in sim_run.keys} >= {r.key for r in CATALOGUE} - NOT_ON_THE_SIM_LANE
 

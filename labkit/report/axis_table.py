@@ -33,6 +33,8 @@ from labkit.measures import (
     depth_key,
     idle_key,
     level_key,
+    level_label,
+    level_values,
     parse_key,
     turn_key,
 )
@@ -126,22 +128,13 @@ def _at_depth(row: RowSpec, depth: int, state: str) -> RowSpec:
     return dataclasses.replace(row, measure=whole if state == "cached" else "", cold="")
 
 
-LEVEL_AXES = ("load", "rate")  # a load level's qualifier: closed-loop streams, then open-loop rates
-
-
 def load_rows(part: Any) -> list[AxisRow]:
     """A row per load level measured: closed-loop levels ("c4") by concurrency, then rates ("0.5/s")."""
-    found = {(axis, v) for k in _keys(part) for axis in LEVEL_AXES if (v := k.get(axis)) is not None}
-    levels = sorted(found, key=lambda p: (LEVEL_AXES.index(p[0]), float(p[1])))
+    keys = [str(m) for m in part["measure"].unique()] if len(part) else []
     return [
-        AxisRow(_level_label(axis, v), partial(_reading, build=level_key, axis=axis, value=v))
-        for axis, v in levels
+        AxisRow(level_label(axis, v), partial(_reading, build=level_key, axis=axis, value=v))
+        for axis, v in level_values(keys)
     ]
-
-
-def _level_label(axis: str, value: Any) -> str:
-    text = AXIS[axis].text_of(value)
-    return f"c{text}" if axis == "load" else f"{text}/s"
 
 
 # the rows of each axis a table may declare (specs.AXES names them for tables.toml)

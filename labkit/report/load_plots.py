@@ -16,8 +16,15 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.measures import AXIS, RATE, AxisValue, measure_key, parse_key
-from labkit.report.axis_table import LEVEL_AXES
+from labkit.measures import (
+    AXIS,
+    LEVEL_AXES,
+    RATE,
+    AxisValue,
+    level_label,
+    level_values,
+    measure_key,
+)
 from labkit.report.stats import sim_title, stat
 
 LOG_SPAN = 20.0  # a latency axis is logarithmic when its largest value is over this many times its smallest
@@ -41,12 +48,6 @@ class LoadPoint:
         return level_label(self.axis, self.level)
 
 
-def level_label(axis: str, level: AxisValue) -> str:
-    """A level as the load table names it: c4 for 4 streams, 0.5/s for a rate."""
-    text = AXIS[axis].text_of(level)
-    return f"c{text}" if axis == "load" else f"{text}/s"
-
-
 def _figure(**kw: Any) -> Any:
     """A bare Figure (no pyplot), as plots.py makes them: nothing global, no GUI backend."""
     from matplotlib.figure import Figure
@@ -56,14 +57,7 @@ def _figure(**kw: Any) -> Any:
 
 def _levels(keys: Any) -> list[tuple[str, AxisValue]]:
     """(axis, level) of every load level among these keys: closed loops by streams, then rates."""
-    found = {
-        (axis, v)
-        for k in keys
-        if (key := parse_key(str(k))) is not None and key.family.startswith("load_")
-        for axis in LEVEL_AXES
-        if (v := key.get(axis)) is not None
-    }
-    return sorted(found, key=lambda p: (LEVEL_AXES.index(p[0]), float(p[1])))
+    return level_values(str(k) for k in keys)
 
 
 def load_runs(measures: Any) -> list[str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.measure import WORKLOADS
-from labkit.measures import axis_values, measure_key, window_covers
+from labkit.measures import axis_values, level_key, level_label, level_values, measure_key, window_covers
 from labkit.report.format import MISSING, fmt_acceptance, fmt_kv, fmt_nfs, fmt_with_cold, with_cold
 from labkit.report.intervals import interval_cell, interval_note
 from labkit.report.specs import RowSpec, TableSpec
@@ -105,7 +105,8 @@ def lane_groups(measures: Any, spec: TableSpec) -> list[tuple[LaneColumn, Any]]:
 
 
 def expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
-    """The row specs with each "prefill_*" row expanded to one row per matching measure present."""
+    """The row specs with each "prefill_*" row expanded to one row per matching measure present, and each row
+    whose label holds "{L}" to one row per load level at which its measure is present (c4, then 0.5/s)."""
     present = set(measures["measure"].unique()) if len(measures) else set()
     out = []
     for row in rows:
@@ -115,6 +116,10 @@ def expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
             for tokens in axis_values(present, family, "prompt"):
                 label = row.label.replace("{P}", f"{tokens:,}")
                 out.append(dataclasses.replace(row, label=label, measure=measure_key(family, prompt=tokens)))
+        elif "{L}" in row.label:
+            for axis, value in level_values(present, row.measure):
+                label = row.label.replace("{L}", level_label(axis, value))
+                out.append(dataclasses.replace(row, label=label, measure=level_key(row.measure, axis, value)))
         else:
             out.append(row)
     return out

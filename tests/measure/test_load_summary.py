@@ -188,3 +188,29 @@ def test_the_committed_capacity_table_has_a_row_per_lane(tmp_path):
     assert t.title == "Capacity under the SLO"
     assert list(t.frame.columns) == ["capacity (closed-loop streams)"]  # no rate capacity: dropped
     assert t.frame.iloc[0]["capacity (closed-loop streams)"].startswith("12")
+
+
+def test_measured_lanes_gain_a_ttft_p99_row_per_load_level(tmp_path):
+    from labkit import report
+    from labkit.store import load_results
+
+    root = tmp_path / "results"
+    flagged_run(
+        root,
+        {
+            "decode_c1": 50.0,
+            "load_ttft@load=8@stat=p99": 0.9,
+            "load_ttft@load=2@stat=p99": 0.25,
+            "load_ttft@rate=0.5@stat=p99": 0.4,
+            "load_ttft@load=2@stat=p50": 0.1,
+        },
+    )
+    _, specs = report.load_spec(Path(__file__).resolve().parents[2] / "results" / "tables.toml")
+    (t,) = report.stored_tables(load_results(root), specs, only=["measured"])
+    rows = [label for label in t.frame.index if "under load" in label]
+    assert rows == [
+        "TTFT p99 under load at c2 (s)",
+        "TTFT p99 under load at c8 (s)",
+        "TTFT p99 under load at 0.5/s (s)",
+    ]
+    assert t.frame.loc["TTFT p99 under load at c2 (s)"].iloc[0].startswith("0.250")

@@ -174,7 +174,7 @@ def _put(s: RunSummary, axis: str, value: int | float, st: LevelStats, n: int) -
         ("load_ttft", st.ttft, "send to the first token-bearing chunk"),
         ("load_itl", st.itl, "gaps between token-bearing chunks, pooled"),
         ("load_tpot", st.tpot, "(E2E - TTFT) / (N - 1) per request"),
-        ("load_e2el", st.e2el, "send to the last token-bearing chunk"),
+        ("load_e2el", st.e2el, "send to the stream's end ([DONE])"),
     ):
         for q, v in zip(LEVEL_PERCENTILES, _values(p), strict=True):
             if v is None:

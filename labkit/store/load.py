@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.measure import RequestRecord
+from labkit.store.chunks import with_chunks
 from labkit.store.files import REQUESTS_FILE, RUN_FILE, ResultsError, results_root
 from labkit.store.records import TEXT_COLUMNS
 from labkit.store.storedrun import MeasureInfo, StoredRun, parse_run
@@ -140,8 +141,10 @@ class Results:
     docs: dict[str, StoredRun]  # run id -> the run, parsed
     skipped: list[tuple[str, str]]  # (path, reason) for unreadable or unfinished runs
 
-    def requests(self, runs: Iterable[str] | None = None) -> Any:
-        """requests.csv rows of the given run ids (all loaded runs by default), with run/recipe/variant."""
+    def requests(self, runs: Iterable[str] | None = None, chunks: bool = True) -> Any:
+        """requests.csv rows of the given run ids (all loaded runs by default), with run/recipe/variant; with
+        `chunks`, chunk_t/chunk_n as JSON text whichever file of the run holds them (store/chunks.py), without,
+        a run of schema >= 2 skips reading its chunk file (an older one's columns stay: they are in the CSV)."""
         import pandas as pd
 
         wanted = list(self.docs) if runs is None else list(runs)
@@ -154,6 +157,8 @@ class Results:
             df = pd.read_csv(file, dtype=dict.fromkeys(TEXT_COLUMNS, str))
             for col in TEXT_COLUMNS.intersection(df.columns):
                 df[col] = df[col].fillna("")
+            if chunks:
+                df = with_chunks(df, run.path, run.schema_version)
             df.insert(0, "variant", run.variant_id)
             df.insert(0, "recipe", run.recipe)
             if "run_id" in df.columns:

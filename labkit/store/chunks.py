@@ -41,49 +41,49 @@ def split_chunks(rows: Sequence[dict[str, Any]]) -> bytes:
     return gzip.compress(buf.getvalue().encode("utf-8"), compresslevel=6, mtime=0)
 
 
-def _ints(cell: str, file: Path, where: str) -> list[int]:
-    """One JSON list cell, checked to be a list of whole numbers; ResultsError naming the file and row."""
-    try:
-        value = json.loads(cell)
-    except ValueError as e:
-        raise ResultsError(f"{file}: {where}: not a JSON list ({e})") from None
-    if not isinstance(value, list) or not all(type(v) is int for v in value):
-        raise ResultsError(f"{file}: {where}: expected a list of whole numbers")
-    return value
+LIST = r"\[(-?\d+(,-?\d+)*)?\]"  # a JSON list of whole numbers as split_chunks writes it
 
 
 def read_chunk_cells(file: Path, response_ids: Sequence[str]) -> dict[str, list[str]]:
     """{"chunk_t": cells, "chunk_n": cells} of a chunk file, one JSON list text per request of requests.csv
-    (whose response ids are `response_ids`), every cell checked. Rows beyond requests.csv's are ignored: a
-    crash between the two writes leaves the chunk file the newer (it is written first). ResultsError naming
-    the file when it is missing, no gzip, has other columns, misses a row or keys a row to another request."""
+    (whose response ids are `response_ids`), every cell checked (vectorised: the lists are not parsed here).
+    Rows beyond requests.csv's are ignored: a crash between the two writes leaves the chunk file the newer
+    (it is written first). ResultsError naming the file when it is missing, no gzip'd CSV, has other
+    columns, misses a row, keys a row to another request or holds a cell that is no list of whole numbers."""
+    import pandas as pd
+
     try:
-        text = gzip.decompress(file.read_bytes()).decode("utf-8")
+        df = pd.read_csv(file, compression="gzip", dtype=str, na_filter=False, encoding="utf-8")
     except FileNotFoundError:
         raise ResultsError(f"{file}: missing (run schema >= {CHUNKS_SINCE} keeps the chunk stamps there)")
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:
-        raise ResultsError(f"{file}: not a readable gzip'd CSV ({e})") from None
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, None)
-    if header is None or tuple(header) != HEADER:
-        raise ResultsError(f"{file}: header {header!r}, expected {','.join(HEADER)}")
-    cells: dict[str, list[str]] = {c: [] for c in CHUNK_COLUMNS}
-    for i, want in enumerate(response_ids):
-        line = next(reader, None)
-        if line is None:
-            raise ResultsError(f"{file}: {i} rows, requests.csv has {len(response_ids)}")
-        if len(line) != len(HEADER) or line[0] != str(i) or line[1] != want:
-            raise ResultsError(
-                f"{file}: row {i} is {line[:2]!r}, expected row {i} of response id {want!r} (requests.csv)"
-            )
-        stamps, counts = (
-            _ints(cell, file, f"row {i} {col}") for col, cell in zip(CHUNK_COLUMNS, line[2:], strict=True)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as e:  # ParserError is one
+        raise ResultsError(f"{file}: not a readable gzip'd CSV ({type(e).__name__}: {e})") from None
+    if tuple(df.columns) != HEADER:
+        raise ResultsError(f"{file}: header {list(df.columns)!r}, expected {','.join(HEADER)}")
+    n = len(response_ids)
+    if len(df) < n:
+        raise ResultsError(f"{file}: {len(df)} rows, requests.csv has {n}")
+    df = df.iloc[:n]
+    keyed = (df["row"] == [str(i) for i in range(n)]) & (df["response_id"] == list(response_ids))
+    if not keyed.all():
+        i = int((~keyed).to_numpy().argmax())
+        got = [df["row"].iat[i], df["response_id"].iat[i]]
+        raise ResultsError(
+            f"{file}: row {i} is {got!r}, expected row {i} of response id {response_ids[i]!r} (requests.csv)"
         )
-        if counts and len(counts) != len(stamps):
-            raise ResultsError(f"{file}: row {i}: {len(counts)} chunk_n for {len(stamps)} chunk_t")
-        cells["chunk_t"].append(line[2])
-        cells["chunk_n"].append(line[3])
-    return cells
+    for col in CHUNK_COLUMNS:
+        bad = ~df[col].str.fullmatch(LIST)
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise ResultsError(
+                f"{file}: row {i} {col}: {df[col].iat[i][:40]!r} is not a JSON list of whole numbers"
+            )
+    stamps, counts = (df[c].str.count(",") + (df[c] != "[]") for c in CHUNK_COLUMNS)
+    bad = (df["chunk_n"] != "[]") & (counts != stamps)
+    if bad.any():
+        i = int(bad.to_numpy().argmax())
+        raise ResultsError(f"{file}: row {i}: {counts.iat[i]} chunk_n for {stamps.iat[i]} chunk_t")
+    return {c: df[c].tolist() for c in CHUNK_COLUMNS}
 
 
 def chunks_apart(schema_version: int) -> bool:

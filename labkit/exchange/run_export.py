@@ -10,9 +10,17 @@ from typing import Any
 from labkit import __version__
 from labkit.exchange import export
 from labkit.exchange.export import FORMATS, ExportError
-from labkit.store import IMPORT_SOURCE, REQUESTS_FILE, RUN_FILE, StoredRun, load_results, read_run
+from labkit.store import (
+    IMPORT_SOURCE,
+    REQUESTS_FILE,
+    RUN_FILE,
+    StoredRun,
+    load_results,
+    read_run,
+    with_chunks,
+)
 
-JSON_COLUMNS = ("chunk_t", "chunk_n")  # stored as JSON text in requests.csv
+JSON_COLUMNS = ("chunk_t", "chunk_n")  # JSON text in requests.csv (run schema 1) or the chunk file
 
 
 def find_run(run: str, results: str | Path | None = None) -> tuple[StoredRun, Path]:
@@ -31,13 +39,15 @@ def find_run(run: str, results: str | Path | None = None) -> tuple[StoredRun, Pa
 
 
 def request_rows(folder: Path) -> list[dict[str, Any]]:
-    """The run's requests.csv as dicts, the per-chunk stamps parsed and empty cells None."""
+    """The run's requests.csv as dicts, the per-chunk stamps (from the chunk file since run schema 2) parsed
+    and empty cells None."""
     import pandas as pd
 
     file = folder / REQUESTS_FILE
     if not file.is_file():
         raise ExportError(f"{folder}: no {REQUESTS_FILE}: the run has no per-request stamps to write from")
-    rows: list[dict[str, Any]] = pd.read_csv(file, dtype={"group": str}).to_dict("records")
+    df = pd.read_csv(file, dtype={"group": str, "response_id": str})
+    rows: list[dict[str, Any]] = with_chunks(df, folder, read_run(folder).schema_version).to_dict("records")
     for row in rows:
         for key in JSON_COLUMNS:
             value = row.get(key)

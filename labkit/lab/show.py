@@ -75,7 +75,7 @@ def figures(done: LaneRun, results: str | Path | None = None) -> dict[str, Any]:
     if loaded:  # only runs with load levels: no empty load figures beside a plain bench
         figs["latency_throughput"] = plots.latency_throughput(measures)
         figs["ttft_distribution"] = plots.ttft_distribution(
-            data.requests(loaded[:1]), f"{loaded[0]}: TTFT per load level"
+            data.requests(loaded[:1], chunks=False), f"{loaded[0]}: TTFT per load level"
         )
     return figs
 

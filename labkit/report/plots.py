@@ -102,8 +102,8 @@ def measure_bars(measures: Any, keys: tuple[tuple[str, str], ...] = BAR_MEASURES
 def tokens_over_time(requests: Any, title: str = "") -> Any:
     """Cumulative output tokens per stream against seconds since the group's first send.
 
-    Uses per-chunk arrival data when requests.csv carries it (columns chunk_t / chunk_tokens as
-    ';'-separated lists); otherwise draws each stream from (t_first, n_first) to (t_last, N), which
+    Uses per-chunk arrival data when the run stored it (columns chunk_t / chunk_tokens as JSON or
+    ';'-separated lists; Results.requests reads them from the chunk file of a run schema >= 2); otherwise draws each stream from (t_first, n_first) to (t_last, N), which
     shows the decode slope but not its wobble — the axis label says which.
     """
     fig = _figure(figsize=(8, 3.5))
@@ -237,7 +237,7 @@ def save_all(results: Any, folder: str | Path) -> list[Path]:
     if load_runs(results.measures):
         out.append(save_png(latency_throughput(results.measures), folder / "load.png"))
     for rid in latest_load_runs(results.measures, among=runs_with_requests(results)):
-        doc, requests = results.docs[rid], results.requests([rid])
+        doc, requests = results.docs[rid], results.requests([rid], chunks=False)  # TTFTs need no chunk
         if ttft_levels(requests):
             fig = ttft_distribution(requests, f"TTFT per load level: {doc.label} \u2014 {rid}")
             out.append(save_png(fig, folder / f"ttft-{doc.recipe}-{doc.variant_id}.png"))

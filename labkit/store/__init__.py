@@ -5,6 +5,7 @@ Its modules, each with what it is for: docs/architecture.md, "Packages" (generat
 """
 
 from labkit.store.baselines import read_baselines, read_canary, update_baselines, update_canary
+from labkit.store.chunks import with_chunks
 from labkit.store.files import (
     IMPORT_SOURCE,
     NOTEBOOK_FILE,
@@ -68,6 +69,7 @@ __all__ = [
     "tool_label",
     "update_baselines",
     "update_canary",
+    "with_chunks",
     "write_result",
     "write_staging",
     "write_sweep",

@@ -19,7 +19,9 @@ from typing import Any, Final
 from labkit import settings
 from labkit.errors import LabkitError
 
-RUN_SCHEMA_VERSION = 1
+# 2: chunk_t/chunk_n of every request in chunks.csv.gz, no longer in requests.csv (store/chunks.py)
+RUN_SCHEMA_VERSION = 2
+CHUNKS_SINCE = 2  # the first run schema with the chunk file
 # run.json `source` of a run made from another tool's file (labkit/exchange, docs/imports.md)
 IMPORT_SOURCE: Final = "import"
 UNKNOWN = "unknown"  # provenance an imported file does not carry: never guessed
@@ -34,6 +36,7 @@ def tool_label(tool: str, version: str) -> str:
 # The names in a run folder (docs/architecture.md, "The run folder"): only store code writes or reads them.
 RUN_FILE = "run.json"
 REQUESTS_FILE = "requests.csv"
+CHUNKS_FILE = "chunks.csv.gz"  # per-chunk stamps of every request, since run schema 2 (store/chunks.py)
 GROUPS_FILE = "groups.csv"
 SCRAPES_FILE = "metrics.json"  # the raw /metrics scrapes around the windows
 IO_FILE = "io.json"

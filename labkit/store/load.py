@@ -7,6 +7,8 @@ notebook outputs.
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import json
 import math
 import os
@@ -16,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from labkit.measure import RequestRecord
-from labkit.store.files import REQUESTS_FILE, RUN_FILE, ResultsError, results_root
+from labkit.store.chunks import chunks_apart, read_chunk_cells, with_chunks
+from labkit.store.files import CHUNKS_FILE, REQUESTS_FILE, RUN_FILE, ResultsError, results_root
 from labkit.store.records import TEXT_COLUMNS
 from labkit.store.storedrun import MeasureInfo, StoredRun, parse_run
 
@@ -140,8 +143,10 @@ class Results:
     docs: dict[str, StoredRun]  # run id -> the run, parsed
     skipped: list[tuple[str, str]]  # (path, reason) for unreadable or unfinished runs
 
-    def requests(self, runs: Iterable[str] | None = None) -> Any:
-        """requests.csv rows of the given run ids (all loaded runs by default), with run/recipe/variant."""
+    def requests(self, runs: Iterable[str] | None = None, chunks: bool = True) -> Any:
+        """requests.csv rows of the given run ids (all loaded runs by default), with run/recipe/variant; with
+        `chunks`, chunk_t/chunk_n as JSON text whichever file of the run holds them (store/chunks.py), without,
+        a run of schema >= 2 skips reading its chunk file (an older one's columns stay: they are in the CSV)."""
         import pandas as pd
 
         wanted = list(self.docs) if runs is None else list(runs)
@@ -154,6 +159,8 @@ class Results:
             df = pd.read_csv(file, dtype=dict.fromkeys(TEXT_COLUMNS, str))
             for col in TEXT_COLUMNS.intersection(df.columns):
                 df[col] = df[col].fillna("")
+            if chunks:
+                df = with_chunks(df, run.path, run.schema_version)
             df.insert(0, "variant", run.variant_id)
             df.insert(0, "recipe", run.recipe)
             if "run_id" in df.columns:
@@ -165,6 +172,42 @@ class Results:
                 columns=["run", "recipe", "variant", *[c for c in RequestRecord.columns() if c != "run_id"]]
             )
         return pd.concat(frames, ignore_index=True)
+
+
+def _cell(kind: str, text: str) -> Any:
+    """One requests.csv cell back to its RequestRecord type (`kind`, the field's annotation), as
+    records.csv_value wrote it: "" is None where the field may be None, lists and dicts are JSON."""
+    if text == "" and "None" in kind:
+        return None
+    base = kind.split(" | ")[0]
+    if base == "bool":
+        return text == "True"
+    if base in ("int", "float"):
+        return int(text) if base == "int" else float(text)
+    if base.startswith(("dict", "list")):
+        return json.loads(text)
+    return text
+
+
+def read_records(run: StoredRun) -> list[RequestRecord]:
+    """The run's requests back as RequestRecords, equal to those written (chunk lists included, from the
+    chunk file since run schema 2); columns this labkit does not know are left out. ResultsError naming the
+    file when a cell does not read as its field's type."""
+    file = run.path / REQUESTS_FILE
+    kinds = {f.name: str(f.type) for f in dataclasses.fields(RequestRecord)}
+    with open(file, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    if chunks_apart(run.schema_version) and rows and "chunk_t" not in rows[0]:
+        cells = read_chunk_cells(run.path / CHUNKS_FILE, [r.get("response_id") or "" for r in rows])
+        for i, row in enumerate(rows):
+            row.update({c: cells[c][i] for c in cells})
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(RequestRecord(**{k: _cell(kinds[k], v) for k, v in row.items() if k in kinds}))
+        except (TypeError, ValueError) as e:
+            raise ResultsError(f"{file}: row {i}: {e}") from None
+    return out
 
 
 def load_results(root: str | os.PathLike[str] | None = None, include_incomplete: bool = False) -> Results:

@@ -10,7 +10,7 @@ import csv
 import dataclasses
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from labkit.measure import RequestRecord
@@ -28,10 +28,14 @@ def csv_value(value: Any) -> Any:
     return value
 
 
-def requests_csv(records: Iterable[RequestRecord | Mapping[str, Any]]) -> tuple[str, int]:
-    """(requests.csv text, number of rows) for RequestRecords or row dicts."""
+def requests_csv(
+    records: Iterable[RequestRecord | Mapping[str, Any]], skip: Collection[str] = ()
+) -> tuple[str, int]:
+    """(requests.csv text, number of rows) for RequestRecords or row dicts, without the columns in `skip`
+    (the chunk lists, which a run of schema >= 2 keeps in its chunk file)."""
     rows = [r.to_row() if hasattr(r, "to_row") else dict(r) for r in records]
-    columns = list(RequestRecord.columns())
+    rows = [{k: v for k, v in row.items() if k not in skip} for row in rows] if skip else rows
+    columns = [c for c in RequestRecord.columns() if c not in skip]
     for row in rows:
         for key in row:
             if key not in columns:

@@ -3,6 +3,7 @@
 Layout: `<root>/<recipe>/<variant_id>/<run_id>/` holding
     run.json       status, provenance, plan, boot facts, summary, label, simulated flag (schema-versioned)
     requests.csv   one row per RequestRecord (measured runs only)
+    chunks.csv.gz  every request's chunk_t/chunk_n, gzip'd CSV keyed by row and response id (schema >= 2)
     engine.log     the engine log tail (optional), the executed notebook copy (optional), other raw files
 
 A run folder is created with an exclusive mkdir and its run.json is written with status "incomplete"
@@ -22,7 +23,9 @@ from typing import Any, Literal
 
 from labkit import __version__
 from labkit.measure import RequestRecord, RunSummary
+from labkit.store.chunks import CHUNK_COLUMNS, split_chunks
 from labkit.store.files import (
+    CHUNKS_FILE,
     ENGINE_LOG_FILE,
     REQUESTS_FILE,
     RUN_FILE,
@@ -84,9 +87,14 @@ class Run:
             )
 
     def write_requests(self, records: Iterable[RequestRecord | Mapping[str, Any]]) -> Path:
-        """requests.csv with RequestRecord.columns() first, then any extra keys the rows carry."""
+        """requests.csv with RequestRecord.columns() first (chunk_t/chunk_n aside), then any extra keys the
+        rows carry; the chunk lists into chunks.csv.gz. The chunk file is written first, each file atomically:
+        a crash between the two leaves it a superset of requests.csv's rows, which readers accept."""
         self._check_open()
-        text, n = requests_csv(records)
+        rows = [r.to_row() if hasattr(r, "to_row") else dict(r) for r in records]
+        atomic_write_bytes(self.path / CHUNKS_FILE, split_chunks(rows))
+        self._files_add(CHUNKS_FILE)
+        text, n = requests_csv(rows, skip=CHUNK_COLUMNS)
         out = self.path / REQUESTS_FILE
         atomic_write_text(out, text)
         self.doc["n_requests"] = n

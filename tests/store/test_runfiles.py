@@ -67,6 +67,7 @@ def test_a_run_folder_holds_only_names_from_stores_constants(tmp_path):
     assert present == {
         store.files.RUN_FILE,
         store.files.REQUESTS_FILE,
+        store.files.CHUNKS_FILE,
         store.files.GROUPS_FILE,
         store.files.SCRAPES_FILE,
         store.files.IO_FILE,
@@ -86,6 +87,7 @@ def test_a_run_folder_holds_only_names_from_stores_constants(tmp_path):
 RUN_FOLDER_NAMES = {
     files.RUN_FILE,
     files.REQUESTS_FILE,
+    files.CHUNKS_FILE,
     files.GROUPS_FILE,
     files.SCRAPES_FILE,
     files.IO_FILE,

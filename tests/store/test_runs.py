@@ -9,6 +9,7 @@ import pytest
 from labkit import store as R
 from labkit.measure import RequestRecord, RunSummary
 from labkit.store import runs
+from labkit.store.chunks import CHUNK_COLUMNS
 from tests.support.results import REPO, make_sim_run, requests_for, sim_plan
 
 
@@ -44,7 +45,7 @@ def test_run_layout_and_round_trip(tmp_path):
     assert len(log) == 2000 and log[-1] == "line 4999"
     with open(run.path / "requests.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == RequestRecord.columns()
+    assert list(rows[0]) == [c for c in RequestRecord.columns() if c not in CHUNK_COLUMNS]  # chunks apart
     assert [int(r["turn"]) for r in rows] == [0, 1, 2]
     assert rows[0]["cold"] == "True" and rows[1]["cold"] == "False"
     assert not [p for p in run.path.iterdir() if p.name.endswith(".tmp")]
@@ -215,7 +216,8 @@ def test_write_requests_keeps_extra_keys(tmp_path):
         run.finish(RunSummary())
     with open(run.path / "requests.csv", newline="") as f:
         header = next(csv.reader(f))
-    assert header[-1] == "engine_note" and header[: len(RequestRecord.columns())] == RequestRecord.columns()
+    columns = [c for c in RequestRecord.columns() if c not in CHUNK_COLUMNS]
+    assert header[-1] == "engine_note" and header[: len(columns)] == columns
     assert R.load_results(tmp_path).requests()["chunk_t"].iloc[0] == "[1,2,3]"  # lists stored as JSON
 
 

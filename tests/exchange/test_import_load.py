@@ -174,3 +174,40 @@ def test_docs_imports_md_carries_the_load_table_as_the_code_reads_it():
     assert section(DOC.read_text(), "load-definitions") == load_docs_table(), (
         "docs/imports.md's load table drifted from labkit/exchange/definitions.toml: run tools/imports_doc.py"
     )
+
+
+def test_an_imported_rate_file_stands_beside_a_labkit_load_run_of_that_rate(tmp_path):
+    from labkit.report.specs import RowSpec, TableSpec
+    from labkit.report.tools_table import IMPORTED_MARK, tools_table
+    from labkit.store import load_results
+    from tests.exchange.test_export_load import _load_run
+
+    root = tmp_path / "results"
+    rid = _load_run(root)  # closed c4 and open 2/s
+    path = _rate_file(tmp_path)
+    doc = json.loads(path.read_text())
+    import_file(path, recipe="sim", results=root)
+    rows = (
+        RowSpec("TTFT p50 (s)", measure="load_ttft@stat=p50", decimals=4),
+        RowSpec("TTFT p99 (s)", measure="load_ttft@stat=p99", decimals=4),
+        RowSpec("TPOT p50 (s)", measure="load_tpot@stat=p50", decimals=4),
+        RowSpec("output (t/s)", measure="load_output_tps", decimals=1),
+    )
+    spec = TableSpec(id="tools-load", title="t", columns=None, rows=rows, axis="tools")
+    docs = load_results(root).docs
+    table = tools_table(spec, docs)
+    frame = table.frame
+    at_rate = frame[frame["level"] == "2/s"]
+    assert len(at_rate) == 2  # labkit's level and the file, side by side
+    labkit_row = at_rate[at_rate["source"].str.startswith("labkit")].iloc[0]
+    file_row = at_rate[at_rate["source"].str.endswith(IMPORTED_MARK)].iloc[0]
+    own = docs[rid].summary.measures[measure_key("load_ttft", rate=2.0, stat="p99")]
+    assert labkit_row["TTFT p99 (s)"] == f"{own:,.4f}"
+    assert file_row["TTFT p99 (s)"] == f"{doc['p99_ttft_ms'] / 1000:,.4f}"
+    assert file_row["output (t/s)"] == f"{doc['output_throughput']:,.1f}"
+    assert "vllm-bench:p99_ttft_ms" in file_row["TTFT p99 (s): definition"]
+    assert labkit_row["TTFT p99 (s): definition"].endswith("labkit:load_ttft@rate=2@stat=p99")
+    [note] = [n for n in table.notes if "vllm-bench:median_ttft_ms" in n]
+    assert "role" in note  # how vLLM's TTFT differs from labkit's
+    assert list(frame["level"]).index("c4") < list(frame["level"]).index("2/s")  # closed levels first
+    assert "c4" not in set(at_rate["level"]) and len(frame[frame["level"] == "c4"]) == 1  # the file ran no c4

@@ -51,7 +51,9 @@ def add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def cmd_export(args: argparse.Namespace) -> int:
     from labkit.exchange import export_run
 
-    doc = export_run(args.run, args.format, results=args.results, concurrency=args.concurrency)
+    doc = export_run(
+        args.run, args.format, results=args.results, concurrency=args.concurrency, level=args.level
+    )
     text = json.dumps(doc, indent=2) + "\n"
     if args.output in (None, "-"):
         sys.stdout.write(text)
@@ -71,6 +73,11 @@ def add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=1,
         metavar="N",
         help="vllm-bench: the decode concurrency whose requests make the file (default 1)",
+    )
+    p.add_argument(
+        "--level",
+        metavar="LEVEL",
+        help="vllm-bench: a load level instead of the decode requests, c<N> (closed loop, c4) or <R>/s (2/s)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="where to write (default: standard output)")
     p.add_argument("--results", metavar="DIR", help="results folder (default $LABKIT_RESULTS or results/)")

@@ -66,17 +66,23 @@ def _metric_keys_ok(m: Doc, keep: list[str] | None) -> None:
 
 
 def _setting(top: Doc, figures: Mapping[str, float]) -> Setting:
-    """The concurrency of the profiling phase and the configured ISL/OSL, where input_config names them (its
-    layout moves between versions: read defensively, None when not found)."""
+    """The concurrency (or request rate and arrival pattern) of the profiling phase and the configured ISL/OSL,
+    where input_config names them (its layout moves between versions: read defensively, None when not found)."""
     config = top.mapping("input_config")
     concurrency = None
+    rate: str | None = None
+    schedule: str | None = None
     for phase in config.get("phases") or []:
-        if (
-            isinstance(phase, dict)
-            and phase.get("kind") == "profiling"
-            and isinstance(phase.get("concurrency"), int)
-        ):
+        if not (isinstance(phase, dict) and phase.get("kind") == "profiling"):
+            continue
+        if isinstance(phase.get("concurrency"), int):
             concurrency = phase["concurrency"]
+        paced = phase.get("request_rate")
+        if isinstance(paced, int | float) and not isinstance(paced, bool) and 0 < paced < float("inf"):
+            # request-rate mode: its concurrency (when set) only a cap, as vLLM's max_concurrency at a rate
+            rate = f"{paced:g}"
+            pattern = phase.get("arrival_pattern")
+            schedule = pattern if isinstance(pattern, str) else None
     prompts: dict[str, Any] = {}
     for dataset in config.get("datasets") or []:
         if isinstance(dataset, dict) and isinstance(dataset.get("prompts"), dict):
@@ -89,6 +95,8 @@ def _setting(top: Doc, figures: Mapping[str, float]) -> Setting:
     requests = figures.get("request_count.avg")
     return Setting(
         concurrency=concurrency,
+        rate=rate,
+        schedule=schedule,
         prompt_tokens=mean_of("isl"),
         output_tokens=mean_of("osl"),
         requests=int(requests) if requests is not None else None,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from labkit.errors import LabkitError
 from labkit.exchange.model import Setting
+from labkit.measure import LEVEL_PERCENTILES
 from labkit.measures import families, measure_key
 
 TABLE_FILE = Path(__file__).with_name("definitions.toml")
@@ -32,6 +33,32 @@ CONVERSIONS: dict[str, Callable[[float], float]] = {
     "1000/x": lambda x: 1000.0 / x,
 }
 KEY_SEP = ":"
+# the load families whose keys carry a statistic (@stat=p50 ... p99); the others (load_output_tps, ...) none
+LOAD_STAT_FAMILIES = frozenset({"load_ttft", "load_tpot", "load_itl", "load_e2el"})
+LOAD_STATS = frozenset(f"p{q:g}" for q in LEVEL_PERCENTILES)  # the percentiles a labkit level keeps
+# the statistic a field names: vLLM/SGLang's prefix (median_ttft_ms, p99_ttft_ms), guidellm/aiperf's suffix (.p99)
+FIELD_STAT = re.compile(r"(?:^|[._])(median|mean|avg|std|std_dev|p\d+(?:\.\d+)?)(?=$|[._])")
+
+
+def level_of(setting: Setting) -> tuple[str, int | float] | None:
+    """The labkit load level a result ran at, as (key axis, value): ("rate", R) when paced at a finite rate,
+    ("load", N) when N streams were kept busy (a concurrency and no finite rate); None otherwise (all at once
+    with no cap, a depth, a context-loading request), since labkit's load workload has no such level."""
+    if setting.phase or setting.depth:
+        return None
+    if setting.rate not in (None, "inf"):
+        return "rate", float(setting.rate)
+    if setting.concurrency:
+        return "load", setting.concurrency
+    return None
+
+
+def stat_of_field(field: str) -> str | None:
+    """The statistic a field names, as labkit's stat axis writes it (median -> p50), else its own word."""
+    found = FIELD_STAT.findall(field)
+    if not found:
+        return None
+    return "p50" if found[-1] == "median" else found[-1]
 
 
 @dataclass(frozen=True)
@@ -52,6 +79,11 @@ class Definition:
     std: bool = False  # the tool also gives the values' population standard deviation: <field>_std
     stats: tuple[str, ...] = ()  # statistics the tool gives of this metric, each a field <field>.<stat>
     about_stat: str = ""  # which of them speaks of `about` (the others speak of no labkit measure)
+    # the load family the figure speaks of at the result's load level (load_ttft, load_output_tps, ...), its
+    # conversion into that family's unit and how the tool's figure differs from labkit's (docs/imports.md)
+    load: str = ""
+    load_convert: str = "x"
+    load_differs: str = ""
 
     def key_of(self, field: str) -> str:
         """A figure's own name in a stored run's summary (`field` fills a <Q> row: p99_ttft_ms)."""
@@ -72,6 +104,27 @@ class Definition:
         given = {axis: value for axis in axes if (value := values.get(axis)) is not None}
         return measure_key(self.about, **given) if len(given) == len(axes) else None
 
+    def load_key(self, field: str, setting: Setting) -> str | None:
+        """The labkit load measure this figure (`field`, for its statistic) speaks of at the result's level:
+        load_ttft@rate=2@stat=p99 for p99_ttft_ms at 2 requests/s; None where it speaks of none (a mean or a
+        percentile labkit does not keep, no level)."""
+        level = level_of(setting) if self.load else None
+        if level is None:
+            return None
+        axis, value = level
+        stat = stat_of_field(field)
+        if self.load in LOAD_STAT_FAMILIES:
+            if stat not in LOAD_STATS:
+                return None
+            return measure_key(self.load, **{axis: value}, stat=stat)
+        if stat not in (None, "mean", "avg"):  # a rate's only statistic is the run's own
+            return None
+        return measure_key(self.load, **{axis: value})
+
+    def load_converted(self, value: float) -> float:
+        """The figure in its load measure's unit."""
+        return CONVERSIONS[self.load_convert](value)
+
     def converted(self, value: float) -> float | None:
         """The figure in the labkit measure's unit; None where it has no value there (1000/0)."""
         if self.convert == "1000/x" and value == 0:
@@ -90,6 +143,10 @@ def definitions() -> dict[str, Definition]:
             d = Definition(**{**row, "stats": tuple(row.get("stats", ()))})
         except TypeError as e:
             raise LabkitError(f"{TABLE_FILE}: field[{i}]: {e}")
+        if d.load and (d.load not in families() or d.load_convert not in CONVERSIONS or not d.load_differs):
+            raise LabkitError(
+                f"{TABLE_FILE}: field[{i}].load: {d.load!r} needs a catalogue family, a conversion and load_differs"
+            )
         if d.convert not in CONVERSIONS:
             raise LabkitError(
                 f"{TABLE_FILE}: field[{i}].convert: {d.convert!r} is not one of {list(CONVERSIONS)}"
@@ -151,6 +208,9 @@ def statistic_of(metric: Definition, field: str, stat: str) -> Definition:
         convert=metric.convert if about else "x",
         exact=metric.exact and bool(about),
         when=metric.when if about else "",
+        load=metric.load,
+        load_convert=metric.load_convert,
+        load_differs=metric.load_differs,
     )
 
 
@@ -162,6 +222,19 @@ def is_defined(fmt: str, field: str) -> bool:
 def fields_of(fmt: str) -> list[Definition]:
     """Every row of one format, in the table's order."""
     return [d for d in definitions().values() if d.format == fmt]
+
+
+def load_docs_table() -> str:
+    """The rows that speak of a load measure at the result's level, as docs/imports.md carries them."""
+    from tabulate import tabulate
+
+    rows = [
+        (f"`{d.format}`", f"`{d.field}`", f"`{d.load}`", d.load_convert, d.load_differs)
+        for d in definitions().values()
+        if d.load
+    ]
+    headers = ["format", "field", "labkit load measure (at the file's level)", "conversion", "how it differs"]
+    return tabulate(rows, headers=headers, tablefmt="github")
 
 
 def docs_table() -> str:

@@ -11,8 +11,10 @@ left out (vLLM) or null (llama-benchy's optional peaks).
 from __future__ import annotations
 
 import datetime as dt
+import re
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -134,6 +136,128 @@ def vllm_bench(doc: StoredRun, rows: Sequence[Mapping[str, Any]], concurrency: i
         "output_lens": n_out,
         "ttfts": ttft,
         "itls": itls,
+        "errors": [""] * len(picked),
+    }
+    for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", [g for gaps in itls for g in gaps])):
+        out.update(_stats(name, values))
+    out.update(_stats("e2el", latency))
+    return out
+
+
+@dataclass(frozen=True)
+class Level:
+    """One load level of a run: `closed` N streams (`c4`) or an open loop at a rate (`2/s`)."""
+
+    closed: bool
+    value: float
+
+    @property
+    def label(self) -> str:
+        return f"c{self.value:g}" if self.closed else f"{self.value:g}/s"
+
+    def holds(self, r: Mapping[str, Any]) -> bool:
+        """Whether a request row belongs to this level."""
+        level = r.get("load_level")
+        return (
+            r.get("phase") == "load"
+            and (r.get("load_loop") == "closed") == self.closed
+            and level is not None
+            and float(level) == self.value
+        )
+
+
+def parse_level(text: str) -> Level:
+    """`c4` (4 closed-loop streams) or `2/s` (2 requests/s, open loop), as the load table labels its rows."""
+    closed = re.fullmatch(r"c(\d+)", text.strip())
+    if closed:
+        return Level(True, float(closed.group(1)))
+    rate = re.fullmatch(r"(\d+(?:\.\d+)?)/s", text.strip())
+    if rate and float(rate.group(1)) > 0:
+        return Level(False, float(rate.group(1)))
+    raise ExportError(f"--level {text!r}: a closed-loop level is c<N> (c4), an open-loop one <R>/s (2/s)")
+
+
+def run_levels(rows: Sequence[Mapping[str, Any]]) -> list[Level]:
+    """Every load level the run's requests ran at, closed loops first, each by its value."""
+    found = {
+        Level(r.get("load_loop") == "closed", float(r["load_level"]))
+        for r in rows
+        if r.get("phase") == "load" and r.get("load_level") is not None
+    }
+    return sorted(found, key=lambda lv: (not lv.closed, lv.value))
+
+
+def _arrival(doc: StoredRun) -> dict[str, Any]:
+    """vLLM's pacing of an open level from the plan's [measure.load] arrival: Poisson is burstiness 1, gamma its
+    shape; vLLM has no constant pacing, so a constant level names its arrival in a text key instead."""
+    load = doc.plan.measure.get("load") or {}
+    arrival = load.get("arrival") if isinstance(load, Mapping) else None
+    if arrival in (None, "poisson"):  # labkit's default arrival is Poisson (recipe DEFAULT_ARRIVAL)
+        return {"burstiness": 1.0}
+    if arrival == "gamma" and isinstance(load.get("burstiness"), int | float):
+        return {"burstiness": float(load["burstiness"])}
+    return {"labkit_arrival": str(arrival)}
+
+
+def vllm_bench_level(doc: StoredRun, rows: Sequence[Mapping[str, Any]], level: Level) -> dict[str, Any]:
+    """One load level as `vllm bench serve --save-result --save-detailed` writes a run at that level: a closed
+    level as --max-concurrency N at an infinite rate, an open one as --request-rate R. Per request vLLM's TTFT
+    (to the first chunk with choices, labkit's t_chunk1), latency to the last token-bearing chunk, TPOT and ITLs
+    as the decode export's; the duration the level's span, first send to the last stream's end, every request
+    of it (every repetition) inside, as vLLM's benchmark duration covers its failed requests."""
+    mine = [r for r in rows if level.holds(r)]
+    picked = [r for r in mine if _true(r.get("ok"))]
+    if not picked:
+        have = ", ".join(lv.label for lv in run_levels(rows)) or "none"
+        raise ExportError(
+            f"run {doc.run_id} has no answered load requests at {level.label}; its levels: {have}"
+        )
+    send = [float(r["t_send"]) / NS for r in picked]
+    first = [r["t_chunk1"] if r.get("t_chunk1") is not None else r["t_first"] for r in picked]
+    ttft = [float(t) / NS - s for t, s in zip(first, send, strict=True)]
+    latency = [float(r["t_last"]) / NS - s for r, s in zip(picked, send, strict=True)]
+    n_out = [int(r["output_tokens"]) for r in picked]
+    n_in = [int(r["prompt_tokens"]) for r in picked]
+    itls = [_gaps(r) for r in picked]
+    tpot = [(lat - t) / (n - 1) for lat, t, n in zip(latency, ttft, n_out, strict=True) if n > 1]
+    ends = [(float(r["t_send"]), float(r["t_end"])) for r in mine if r.get("t_end") is not None]
+    duration = (max(b for _, b in ends) - min(a for a, _ in ends)) / NS
+    api = doc.plan.measure.get("api", "chat")
+    started = dt.datetime.fromisoformat(str(doc.started).replace("Z", "+00:00"))
+    pacing: dict[str, Any] = (
+        {"request_rate": "inf", "burstiness": 1.0, "max_concurrency": int(level.value)}
+        if level.closed
+        else {"request_rate": level.value, "max_concurrency": None, **_arrival(doc)}
+    )
+    out: dict[str, Any] = {
+        "date": started.strftime("%Y%m%d-%H%M%S"),
+        "endpoint_type": "openai-chat" if api == "chat" else "openai",
+        "backend": "openai-chat" if api == "chat" else "openai",
+        "label": f"labkit {doc.run_id} {level.label}",
+        "model_id": doc.provenance.model or doc.recipe,
+        "tokenizer_id": None,
+        "num_prompts": len(mine),
+        EXPORT_RUN_KEY: doc.run_id,
+        "labkit_recipe": f"{doc.recipe}/{doc.variant_id}",
+        "labkit_recipe_hash": doc.provenance.recipe_hash or "",
+        "labkit_version": doc.labkit_version or "",
+        "labkit_level": level.label,
+        **pacing,
+        "duration": duration,
+        "completed": len(picked),
+        "failed": len(mine) - len(picked),
+        "total_input_tokens": sum(n_in),
+        "total_output_tokens": sum(n_out),
+        "request_throughput": len(picked) / duration,
+        "request_goodput": None,
+        "output_throughput": sum(n_out) / duration,
+        "total_token_throughput": (sum(n_in) + sum(n_out)) / duration,
+        "latencies": latency,
+        "input_lens": n_in,
+        "output_lens": n_out,
+        "ttfts": ttft,
+        "itls": itls,
+        "start_times": send,
         "errors": [""] * len(picked),
     }
     for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", [g for gaps in itls for g in gaps])):

@@ -106,10 +106,13 @@ def lane_plan(imp: Imported, lane: str | None, recipe: str | None) -> dict[str, 
 
 def figure_rows(imp: Imported) -> tuple[dict[str, float], dict[str, dict[str, Any]], dict[str, str]]:
     """(measures, measure_info, method) of one result: every figure under `<format>:<field>`, and an exact one
-    also under its labkit key."""
+    also under its labkit key; a figure that speaks of a load measure at the file's level (load_ttft@rate=2@stat=p99)
+    says so in its measure_info row (`load_about`, converted), never under the labkit key, as no tool's
+    definition is labkit's."""
     measures: dict[str, float] = {}
     info: dict[str, dict[str, Any]] = {}
     method: dict[str, str] = {}
+    taken: set[str] = set()  # load measures already spoken of (median_ttft_ms and p50_ttft_ms: the first)
     for name, value in imp.figures.items():
         d = definition(imp.format, name)
         if d is None:  # a reader keeps only defined fields: this is labkit's own mistake
@@ -128,6 +131,15 @@ def figure_rows(imp: Imported) -> tuple[dict[str, float], dict[str, dict[str, An
                 measures[labkit_key] = converted
                 info[labkit_key] = {"definition": ident, "exact": True, "source": SOURCE}
                 method[labkit_key] = f"exact conversion ({d.convert}) of {key}: {method[key]}"
+        load_key = d.load_key(name, imp.setting)
+        if load_key and load_key not in taken:  # the labkit load measure of the file's level: never exact
+            taken.add(load_key)
+            row.update(
+                load_about=load_key,
+                load_convert=d.load_convert,
+                load_converted=d.load_converted(value),
+                load_differs=d.load_differs,
+            )
         info[key] = row
     return measures, info, method
 

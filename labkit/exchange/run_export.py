@@ -58,14 +58,21 @@ def request_rows(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def export_run(run: str, fmt: str, results: str | Path | None = None, concurrency: int = 1) -> dict[str, Any]:
-    """The run in format `fmt` (one of FORMATS); ExportError when the run is imported or lacks what it needs."""
+def export_run(
+    run: str, fmt: str, results: str | Path | None = None, concurrency: int = 1, level: str | None = None
+) -> dict[str, Any]:
+    """The run in format `fmt` (one of FORMATS); ExportError when the run is imported or lacks what it needs.
+    `level` (vllm-bench only): a load level, `c4` or `2/s`, instead of the decode requests at `concurrency`."""
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt!r}: labkit writes {', '.join(FORMATS)}")
     doc, folder = find_run(run, results)
     if doc.source in (IMPORT_SOURCE, "recorded"):
         raise ExportError(f"run {doc.run_id} is {doc.source}ed, not measured by labkit: export its own file")
+    if level is not None and fmt != "vllm-bench":
+        raise ExportError(f"--level: only the vllm-bench format has a load level ({fmt} has none)")
     rows = request_rows(folder)
+    if level is not None:
+        return export.vllm_bench_level(doc, rows, export.parse_level(level))
     if fmt == "vllm-bench":
         return export.vllm_bench(doc, rows, concurrency)
     return export.llama_benchy(doc, rows, __version__)

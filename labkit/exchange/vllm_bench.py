@@ -89,9 +89,15 @@ def _setting(d: Doc, figures: dict[str, float]) -> Setting:
         requests=int(d.number("num_prompts", minimum=1) or 0),
         rate=f"{d.number('request_rate'):g}" if finite else "inf",
         # a finite rate's arrivals: gamma-distributed gaps, Poisson at burstiness 1
-        schedule=_pacing(d.number("burstiness", optional=True)) if finite else None,
+        schedule=_schedule(d) if finite else None,
         counted=True if done else None,
     )
+
+
+def _schedule(d: Doc) -> str:
+    """A finite rate's pacing: a labkit export's own arrival where vLLM has none (constant), else vLLM's."""
+    named = d.data.get("labkit_arrival")
+    return named if isinstance(named, str) and named else _pacing(d.number("burstiness", optional=True))
 
 
 def _pacing(burstiness: float | None) -> str:

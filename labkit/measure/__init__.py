@@ -14,6 +14,7 @@ from labkit.measure.request.timing import median
 from labkit.measure.runner import BenchOptions, default_plan, run_bench
 from labkit.measure.server.metrics import configured_k
 from labkit.measure.summary.canary import canary_flag
+from labkit.measure.summary.latency import LEVEL_PERCENTILES
 from labkit.measure.summary.text import render, server_truth_row
 from labkit.measure.telemetry.health import LOW_CLOCK, healthy_clocks
 from labkit.measure.telemetry.io_probe import LocalNfsProbe, NodeNfsProbe
@@ -21,6 +22,7 @@ from labkit.measure.telemetry.sampling import NodeTelemetry
 from labkit.measure.workloads import WORKLOADS
 
 __all__ = [
+    "LEVEL_PERCENTILES",
     "LOW_CLOCK",
     "WORKLOADS",
     "BenchOptions",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from labkit.measure import WORKLOADS
@@ -153,14 +153,22 @@ def tool_of(doc: StoredRun) -> str:
 
 def about_rows(doc: StoredRun) -> dict[str, tuple[str, MeasureInfo]]:
     """{labkit measure: (figure key, its measure_info row)} of an imported run's figures that speak of a labkit
-    measure, converted into its unit (docs/imports.md, "Definitions"); {} for a measured run."""
+    measure, converted into its unit (docs/imports.md, "Definitions"), its load measures at the file's level
+    among them (the row's `load_about` as its `about`); {} for a measured run."""
     if not imported(doc):
         return {}
-    return {
+    out = {
         row.about: (key, row)
         for key, row in doc.measure_info.items()
         if row.about and row.converted is not None
     }
+    for key, row in doc.measure_info.items():  # the load measure of the file's level, as its own about row
+        if row.load_about and row.load_converted is not None and row.load_about not in out:
+            as_load = replace(
+                row, about=row.load_about, convert=row.load_convert, converted=row.load_converted
+            )
+            out[row.load_about] = (key, replace(as_load, exact=False))
+    return out
 
 
 def provenance_kind(doc: StoredRun) -> str:

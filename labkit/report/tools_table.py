@@ -13,9 +13,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
+from labkit.measures import AXIS, level_key, parse_key
 from labkit.report.format import MISSING
 from labkit.report.gate import about_rows, imported, tool_of
-from labkit.report.specs import TableSpec
+from labkit.report.specs import RowSpec, TableSpec
 from labkit.report.tables import LaneColumn, Table
 from labkit.store import IMPORT_SOURCE, MeasureInfo, StoredRun
 
@@ -33,7 +34,8 @@ def figure_of(doc: StoredRun, measure: str) -> tuple[float, str, str] | None:
     if row.converted is None:
         return None
     ident = row.definition or key  # a tool's definition applied by another has an id of its own
-    return row.converted, ident, f"{ident} ({row.convert}): {method.get(key, '')}"
+    differs = f"; against labkit's {measure}: {row.load_differs}" if row.about == row.load_about else ""
+    return row.converted, ident, f"{ident} ({row.convert}): {method.get(key, '')}{differs}"
 
 
 def tool_lanes(spec: TableSpec, docs: Mapping[str, StoredRun]) -> dict[tuple[str, str], list[StoredRun]]:
@@ -55,7 +57,100 @@ def source_of(runs: Sequence[StoredRun]) -> str:
     return f"{tool_of(latest)} {IMPORTED_MARK}"
 
 
+LEVEL_AXES = ("load", "rate")  # closed-loop streams first, then open-loop rates (as the load table)
+Level = tuple[str, int | float]
+
+
+def is_level_row(row: RowSpec) -> bool:
+    """A row of a load family named without its level (load_ttft@stat=p50): read at each level a lane has."""
+    found = parse_key(row.measure) if row.measure.startswith("load_") else None
+    return found is not None and all(found.get(axis) is None for axis in LEVEL_AXES)
+
+
+def levels_of(doc: StoredRun) -> set[Level]:
+    """The load levels a run has figures of: its own keys, or an import's load measures (its file's level)."""
+    keys = about_rows(doc) if imported(doc) else doc.summary.measures
+    found = (parse_key(k) for k in keys if k.startswith("load_"))
+    return {
+        (axis, v)
+        for k in found
+        if k is not None
+        for axis in LEVEL_AXES
+        if isinstance(v := k.get(axis), int | float)
+    }
+
+
+def level_label(level: Level) -> str:
+    axis, value = level
+    text = AXIS[axis].text_of(value)
+    return f"c{text}" if axis == "load" else f"{text}/s"
+
+
 def tools_table(spec: TableSpec, docs: Mapping[str, StoredRun]) -> Table:
+    """A row per lane; with load rows (a load family without its level), a row per load level and lane, the
+    lanes of one level together, so a labkit level and an imported file of that level are read side by side."""
+    if any(is_level_row(row) for row in spec.rows):
+        return _by_level(spec, docs)
+    return _by_lane(spec, docs)
+
+
+def _cells(
+    spec: TableSpec, runs: Sequence[StoredRun], level: Level | None, numbers: dict[str, int], notes: list[str]
+) -> list[str]:
+    """A lane's figure and definition per row spec (at `level` for load rows), each definition numbered once."""
+    cells: list[str] = []
+    for row in spec.rows:
+        measure = level_key(row.measure, *level) if level and is_level_row(row) else row.measure
+        found = [f for f in (figure_of(d, measure) for d in runs) if f is not None]
+        if not found:
+            cells += [MISSING, MISSING]
+            continue
+        value = statistics.median(v for v, _, _ in found)
+        ident, text = found[-1][1], found[-1][2]
+        if ident not in numbers:
+            numbers[ident] = len(numbers) + 1
+            notes.append(f"[{numbers[ident]}] {text}")
+        cells += [f"{value:,.{row.decimals}f}", f"[{numbers[ident]}] {ident}"]
+    return cells
+
+
+def _by_level(spec: TableSpec, docs: Mapping[str, StoredRun]) -> Table:
+    import pandas as pd
+
+    notes: list[str] = []
+    numbers: dict[str, int] = {}
+    index, grid, lanes = [], [], []
+    found: dict[Level, list[tuple[str, str, list[StoredRun]]]] = {}
+    for (recipe, variant), runs in tool_lanes(spec, docs).items():
+        for level in set().union(*(levels_of(d) for d in runs)) if runs else ():
+            at = [d for d in runs if level in levels_of(d)]
+            found.setdefault(level, []).append((recipe, variant, at))
+    for level in sorted(found, key=lambda lv: (LEVEL_AXES.index(lv[0]), float(lv[1]))):
+        for recipe, variant, runs in found[level]:
+            kind = IMPORT_SOURCE if any(imported(d) for d in runs) else "measured"
+            name = f"{level_label(level)} {recipe}/{variant}"
+            lanes.append(LaneColumn(name, recipe, variant, kind, any(d.simulated for d in runs), len(runs)))
+            cells = [level_label(level), source_of(runs), str(len(runs))]
+            index.append(name)
+            grid.append(cells + _cells(spec, runs, level, numbers, notes))
+    columns = ["level", "source", "runs"]
+    for row in spec.rows:
+        columns += [row.label, f"{row.label}: definition"]
+    frame = pd.DataFrame(grid, index=pd.Index(index, name="level and lane"), columns=columns, dtype=object)
+    lead = [
+        f"{IMPORTED_MARK} imported from another tool's file (docs/imports.md): its own definition, converted."
+    ]
+    return Table(
+        id=spec.id,
+        title=spec.title,
+        frame=frame,
+        lanes=lanes,
+        notes=[*spec.notes, *(lead if grid else []), *notes],
+        empty=spec.empty,
+    )
+
+
+def _by_lane(spec: TableSpec, docs: Mapping[str, StoredRun]) -> Table:
     import pandas as pd
 
     notes: list[str] = []
@@ -66,17 +161,7 @@ def tools_table(spec: TableSpec, docs: Mapping[str, StoredRun]) -> Table:
         simulated = any(d.simulated for d in runs)
         lanes.append(LaneColumn(f"{recipe}/{variant}", recipe, variant, kind, simulated, len(runs)))
         cells = [source_of(runs) if runs else MISSING, str(len(runs))]
-        for row in spec.rows:
-            found = [f for f in (figure_of(d, row.measure) for d in runs) if f is not None]
-            if not found:
-                cells += [MISSING, MISSING]
-                continue
-            value = statistics.median(v for v, _, _ in found)
-            ident, text = found[-1][1], found[-1][2]
-            if ident not in numbers:
-                numbers[ident] = len(numbers) + 1
-                notes.append(f"[{numbers[ident]}] {text}")
-            cells += [f"{value:,.{row.decimals}f}", f"[{numbers[ident]}] {ident}"]
+        cells += _cells(spec, runs, None, numbers, notes)
         index.append(f"{recipe}/{variant}")
         grid.append(cells)
     columns = ["source", "runs"]

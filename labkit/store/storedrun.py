@@ -83,6 +83,11 @@ class MeasureInfo:
     convert: str | None = None
     converted: float | None = None
     exact: bool = False
+    # an imported figure's labkit load measure at the file's level, beside `about` (docs/imports.md)
+    load_about: str | None = None
+    load_convert: str | None = None
+    load_converted: float | None = None
+    load_differs: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -97,6 +102,10 @@ class MeasureInfo:
             convert=part.text("convert"),
             converted=part.number("converted"),
             exact=bool(part.truth("exact")),
+            load_about=part.text("load_about"),
+            load_convert=part.text("load_convert"),
+            load_converted=part.number("load_converted"),
+            load_differs=part.text("load_differs"),
             raw=part.data,
         )
 

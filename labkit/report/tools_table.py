@@ -13,7 +13,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from labkit.measures import AXIS, level_key, parse_key
+from labkit.measures import LEVEL_AXES, level_key, parse_key
+from labkit.measures import level_label as measures_level_label
 from labkit.report.format import MISSING
 from labkit.report.gate import about_rows, imported, tool_of
 from labkit.report.specs import RowSpec, TableSpec
@@ -57,7 +58,6 @@ def source_of(runs: Sequence[StoredRun]) -> str:
     return f"{tool_of(latest)} {IMPORTED_MARK}"
 
 
-LEVEL_AXES = ("load", "rate")  # closed-loop streams first, then open-loop rates (as the load table)
 Level = tuple[str, int | float]
 
 
@@ -81,9 +81,8 @@ def levels_of(doc: StoredRun) -> set[Level]:
 
 
 def level_label(level: Level) -> str:
-    axis, value = level
-    text = AXIS[axis].text_of(value)
-    return f"c{text}" if axis == "load" else f"{text}/s"
+    """c4 or 0.5/s, as the load table names a level (labkit/measures.py)."""
+    return measures_level_label(*level)
 
 
 def tools_table(spec: TableSpec, docs: Mapping[str, StoredRun]) -> Table:

@@ -31,7 +31,10 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
     axes = {name for k in keys if (key := parse_key(k)) for name, _ in key.axes}
     content, turns, depths = "content" in axes, bool(axes & {"turn", "idle"}), "depth" in axes
     loads = bool(axes & {"load", "rate"})
-    capacity = any(k.startswith("load_capacity") for k in keys)
+    capacity = any(
+        (key := parse_key(k)) is not None and key.family in ("load_capacity_streams", "load_capacity_rate")
+        for k in keys
+    )
     only = ["measured"] + ["content"] * content + ["turns"] * turns + ["depths"] * depths + ["load"] * loads
     only += ["capacity"] * capacity
     return report.stored_tables(data, specs, measures=measures, only=only)

@@ -67,6 +67,9 @@ def split_base(url: str) -> tuple[str, str]:
     return root, root + "/v1"
 
 
+CUT = "cut:"  # how the error of a stream cut for silence (StreamRequest.stall_s) starts
+
+
 @dataclass
 class StreamRequest:
     """One generation request. `min_tokens`/`ignore_eos` force the output length (docs/engines.md, "Forcing the output length")."""
@@ -211,7 +214,7 @@ class StreamClient:
         except TimeoutError:
             cut = res.cut_after_s
             res.error = (
-                f"cut: no chunk for {cut:.1f} s (stall bound {req.stall_s:g} s)"
+                f"{CUT} no chunk for {cut:.1f} s (stall bound {req.stall_s:g} s)"
                 if cut is not None
                 else f"timeout after {req.timeout:g} s"
             )

@@ -20,6 +20,7 @@ from typing import Any
 
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.request.arrivals import client_bound
+from labkit.measure.request.client import CUT
 from labkit.measure.summary.capacity import capacity
 from labkit.measure.summary.latency import (
     LEVEL_PERCENTILES,
@@ -161,7 +162,7 @@ def _entry(closed: bool, level: float, recs: Sequence[RequestRecord], st: LevelS
         "requests": len(recs),
         "answered": st.n_ok,
         "failed": st.n_failed,
-        "cut": sum(1 for r in recs if r.error.startswith("cut:")),
+        "cut": sum(1 for r in recs if r.error.startswith(CUT)),
         "span_s": st.span_s,
         "intervals": {},
     }

@@ -29,7 +29,7 @@ from labkit.measure.request.arrivals import level_seed, ramped, send_times
 from labkit.measure.request.client import EndpointError, StreamRequest
 from labkit.measure.request.sse import RawStream
 from labkit.measure.server import metrics as mx
-from labkit.measure.server.scrapes import gauges
+from labkit.measure.server.scrapes import RUNNING, WAITING, gauges
 from labkit.measure.session import Session
 from labkit.measure.summary.capacity import next_level, sweep_rates
 from labkit.measure.summary.latency import level_stats
@@ -42,6 +42,7 @@ from labkit.recipe import LOAD_TABLE, SLO_TABLE, LoadPlan, MeasurePlan
 SPIN_S = 0.002  # an open loop sleeps until this long before a send, then yields until it is due (timer slack)
 PROGRESS_S = 10.0  # a progress line per level this often while it runs
 GAUGE_S = 1.0  # the engine's gauges are sampled this often while a level runs
+GAUGE_NAMES = (*RUNNING, *WAITING, *mx.KV_USAGE)  # the /metrics lines a level's gauge samples read
 
 
 @dataclass
@@ -183,7 +184,9 @@ async def _run_level(
 async def _gauges(s: Session, out: list[list[float]]) -> None:
     """The engine's running and waiting requests and KV usage, every GAUGE_S while the level runs: what a
     level's queue did over time, which the window's two scrapes (both taken with nothing in flight) cannot
-    show. Only the gauges are kept, not the scrapes' text."""
+    show. Only the gauges' lines are parsed and kept: this runs on the loop that stamps the streams' reads, and
+    parsing a whole /metrics text there would delay those stamps once a second (measured on the simulator's
+    14 KB text: 1.7 ms for all of it, 0.1 ms for the gauges' lines; a real engine's text is larger)."""
     t0 = time.monotonic()
     while True:
         await asyncio.sleep(GAUGE_S)
@@ -193,7 +196,7 @@ async def _gauges(s: Session, out: list[list[float]]) -> None:
             continue
         if status != 200:
             continue
-        samples = mx.parse_prometheus(text)
+        samples = mx.parse_prometheus("\n".join(x for x in text.splitlines() if x.startswith(GAUGE_NAMES)))
         g = gauges(samples)
         kv = mx.total(samples, *mx.KV_USAGE)
         out.append(

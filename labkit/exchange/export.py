@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,40 +91,58 @@ def vllm_bench(doc: StoredRun, rows: Sequence[Mapping[str, Any]], concurrency: i
     picked = _ok(rows, "decode", concurrency)
     if not picked:
         raise ExportError(f"run {doc.run_id}: no answered decode requests at concurrency {concurrency}")
+    failed = sum(
+        1
+        for r in rows
+        if r.get("phase") == "decode"
+        and int(r.get("concurrency") or 0) == concurrency
+        and not _true(r.get("ok"))
+    )
+    pacing = {"request_rate": "inf", "burstiness": 1.0, "max_concurrency": concurrency}
+    return _vllm_run(doc, picked, f"labkit {doc.run_id}", pacing, _busy, len(picked), failed)
+
+
+def _vllm_run(
+    doc: StoredRun,
+    picked: Sequence[Mapping[str, Any]],
+    label: str,
+    pacing: Mapping[str, Any],
+    duration_of: Callable[[Sequence[Mapping[str, Any]], list[float], list[float]], float],
+    prompts: int,
+    failed: int,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The vllm-bench result of these answered requests, computed vLLM's way: per request TTFT to the first chunk
+    with choices (t_chunk1, else t_first), latency to the last token-bearing chunk, TPOT (latency − TTFT)/(N − 1),
+    ITLs the gaps between chunks; `duration_of(picked, sends, latencies)` the benchmark's duration, `pacing` its
+    rate, burstiness and concurrency keys, `extra` keys after the arrays."""
     send = [float(r["t_send"]) / NS for r in picked]
-    ttft = [float(r["t_chunk1"]) / NS - s for r, s in zip(picked, send, strict=True)]
+    first = [r["t_chunk1"] if r.get("t_chunk1") is not None else r["t_first"] for r in picked]
+    ttft = [float(t) / NS - s for t, s in zip(first, send, strict=True)]
     latency = [float(r["t_last"]) / NS - s for r, s in zip(picked, send, strict=True)]
     n_out = [int(r["output_tokens"]) for r in picked]
     n_in = [int(r["prompt_tokens"]) for r in picked]
     itls = [_gaps(r) for r in picked]
     tpot = [(lat - t) / (n - 1) for lat, t, n in zip(latency, ttft, n_out, strict=True) if n > 1]
-    duration = _busy(picked, send, latency)
+    duration = duration_of(picked, send, latency)
     api = doc.plan.measure.get("api", "chat")
     started = dt.datetime.fromisoformat(str(doc.started).replace("Z", "+00:00"))
     out: dict[str, Any] = {
         "date": started.strftime("%Y%m%d-%H%M%S"),
         "endpoint_type": "openai-chat" if api == "chat" else "openai",
         "backend": "openai-chat" if api == "chat" else "openai",
-        "label": f"labkit {doc.run_id}",
+        "label": label,
         "model_id": doc.provenance.model or doc.recipe,
         "tokenizer_id": None,
-        "num_prompts": len(picked),
+        "num_prompts": prompts,
         EXPORT_RUN_KEY: doc.run_id,  # as --metadata K=V pairs: text keys
         "labkit_recipe": f"{doc.recipe}/{doc.variant_id}",
         "labkit_recipe_hash": doc.provenance.recipe_hash or "",
         "labkit_version": doc.labkit_version or "",
-        "request_rate": "inf",
-        "burstiness": 1.0,
-        "max_concurrency": concurrency,
+        **pacing,
         "duration": duration,
         "completed": len(picked),
-        "failed": sum(
-            1
-            for r in rows
-            if r.get("phase") == "decode"
-            and int(r.get("concurrency") or 0) == concurrency
-            and not _true(r.get("ok"))
-        ),
+        "failed": failed,
         "total_input_tokens": sum(n_in),
         "total_output_tokens": sum(n_out),
         "request_throughput": len(picked) / duration,
@@ -136,6 +154,7 @@ def vllm_bench(doc: StoredRun, rows: Sequence[Mapping[str, Any]], concurrency: i
         "output_lens": n_out,
         "ttfts": ttft,
         "itls": itls,
+        **(extra or {}),
         "errors": [""] * len(picked),
     }
     for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", [g for gaps in itls for g in gaps])):
@@ -189,7 +208,8 @@ def run_levels(rows: Sequence[Mapping[str, Any]]) -> list[Level]:
 
 def _arrival(doc: StoredRun) -> dict[str, Any]:
     """vLLM's pacing of an open level from the plan's [measure.load] arrival: Poisson is burstiness 1, gamma its
-    shape; vLLM has no constant pacing, so a constant level names its arrival in a text key instead."""
+    shape. vLLM paces a constant level with --burstiness inf, which its result file then holds as a bare
+    Infinity, not JSON; so a constant level names its arrival in a text key instead and has no burstiness."""
     load = doc.plan.measure.get("load") or {}
     arrival = load.get("arrival") if isinstance(load, Mapping) else None
     if arrival in (None, "poisson"):  # labkit's default arrival is Poisson (recipe DEFAULT_ARRIVAL)
@@ -212,58 +232,23 @@ def vllm_bench_level(doc: StoredRun, rows: Sequence[Mapping[str, Any]], level: L
         raise ExportError(
             f"run {doc.run_id} has no answered load requests at {level.label}; its levels: {have}"
         )
-    send = [float(r["t_send"]) / NS for r in picked]
-    first = [r["t_chunk1"] if r.get("t_chunk1") is not None else r["t_first"] for r in picked]
-    ttft = [float(t) / NS - s for t, s in zip(first, send, strict=True)]
-    latency = [float(r["t_last"]) / NS - s for r, s in zip(picked, send, strict=True)]
-    n_out = [int(r["output_tokens"]) for r in picked]
-    n_in = [int(r["prompt_tokens"]) for r in picked]
-    itls = [_gaps(r) for r in picked]
-    tpot = [(lat - t) / (n - 1) for lat, t, n in zip(latency, ttft, n_out, strict=True) if n > 1]
     ends = [(float(r["t_send"]), float(r["t_end"])) for r in mine if r.get("t_end") is not None]
-    duration = (max(b for _, b in ends) - min(a for a, _ in ends)) / NS
-    api = doc.plan.measure.get("api", "chat")
-    started = dt.datetime.fromisoformat(str(doc.started).replace("Z", "+00:00"))
+    span = (max(b for _, b in ends) - min(a for a, _ in ends)) / NS
     pacing: dict[str, Any] = (
         {"request_rate": "inf", "burstiness": 1.0, "max_concurrency": int(level.value)}
         if level.closed
         else {"request_rate": level.value, "max_concurrency": None, **_arrival(doc)}
     )
-    out: dict[str, Any] = {
-        "date": started.strftime("%Y%m%d-%H%M%S"),
-        "endpoint_type": "openai-chat" if api == "chat" else "openai",
-        "backend": "openai-chat" if api == "chat" else "openai",
-        "label": f"labkit {doc.run_id} {level.label}",
-        "model_id": doc.provenance.model or doc.recipe,
-        "tokenizer_id": None,
-        "num_prompts": len(mine),
-        EXPORT_RUN_KEY: doc.run_id,
-        "labkit_recipe": f"{doc.recipe}/{doc.variant_id}",
-        "labkit_recipe_hash": doc.provenance.recipe_hash or "",
-        "labkit_version": doc.labkit_version or "",
-        "labkit_level": level.label,
-        **pacing,
-        "duration": duration,
-        "completed": len(picked),
-        "failed": len(mine) - len(picked),
-        "total_input_tokens": sum(n_in),
-        "total_output_tokens": sum(n_out),
-        "request_throughput": len(picked) / duration,
-        "request_goodput": None,
-        "output_throughput": sum(n_out) / duration,
-        "total_token_throughput": (sum(n_in) + sum(n_out)) / duration,
-        "latencies": latency,
-        "input_lens": n_in,
-        "output_lens": n_out,
-        "ttfts": ttft,
-        "itls": itls,
-        "start_times": send,
-        "errors": [""] * len(picked),
-    }
-    for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", [g for gaps in itls for g in gaps])):
-        out.update(_stats(name, values))
-    out.update(_stats("e2el", latency))
-    return out
+    return _vllm_run(
+        doc,
+        picked,
+        f"labkit {doc.run_id} {level.label}",
+        {"labkit_level": level.label, **pacing},
+        lambda *_: span,
+        len(mine),
+        len(mine) - len(picked),
+        {"start_times": [float(r["t_send"]) / NS for r in picked]},
+    )
 
 
 def _metric(values: Sequence[float]) -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ from labkit.measures import (
     level_values,
     measure_key,
 )
-from labkit.report.stats import sim_title, stat
+from labkit.report.stats import lane_parts, stat
 
 LOG_SPAN = 20.0  # a latency axis is logarithmic when its largest value is over this many times its smallest
 CURVE_STATS = ("p99", "p50")  # the curve's panels, top to bottom
@@ -81,26 +81,13 @@ def latest_load_runs(measures: Any, among: Collection[str] | None = None, limit:
     return picked[:limit]
 
 
-def _lane_parts(measures: Any) -> list[tuple[str, Any]]:
-    """(lane title, rows) per (recipe, variant, source, simulated), the lanes of plots.py's bar plot, so a
-    lane has one name in every figure."""
-    out = []
-    for (_recipe, variant, source, sim), part in measures.groupby(
-        ["recipe", "variant", "source", "simulated"], sort=True
-    ):
-        label = str(part.sort_values("run").iloc[-1]["label"])
-        name = sim_title(label, bool(sim)) + f" {variant}" + (" (recorded)" if source == "recorded" else "")
-        out.append((name, part))
-    return out
-
-
 def load_points(measures: Any) -> list[LoadPoint]:
     """Every lane's load levels with their output t/s and TTFT p50/p99 (medians over the lane's runs): the
     curve's data, lane by lane, closed-loop levels before rates."""
     if not len(measures):
         return []
     out = []
-    for name, part in _lane_parts(measures):
+    for name, part in lane_parts(measures):
         for axis, level in _levels(part["measure"].unique()):
             out.append(
                 LoadPoint(

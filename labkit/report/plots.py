@@ -24,7 +24,7 @@ from labkit.report.load_plots import (
     ttft_distribution,
     ttft_levels,
 )
-from labkit.report.stats import prefill_points, run_stats, run_values, sim_title, stat
+from labkit.report.stats import lane_parts, prefill_points, run_stats, run_values, stat
 from labkit.report.sweep import axis_header, point_rows, sweep_title, value_text
 
 # the lab note's four figures; its prompts go by their nicknames (~4K, 12.6K)
@@ -46,23 +46,9 @@ def _figure(**kw: Any) -> Any:
     return Figure(**kw)
 
 
-def _lanes(measures: Any) -> list[tuple[str, Any]]:
-    """(display name, rows) per (recipe, variant, source): recorded and measured figures stay apart."""
-    out: list[tuple[str, Any]] = []
-    if not len(measures):
-        return out
-    for (_recipe, variant, source, sim), part in measures.groupby(
-        ["recipe", "variant", "source", "simulated"], sort=True
-    ):
-        label = str(part.sort_values("run").iloc[-1]["label"])
-        name = sim_title(label, bool(sim)) + f"\n{variant}" + (" (recorded)" if source == "recorded" else "")
-        out.append((name, part))
-    return out
-
-
 def measure_bars(measures: Any, keys: tuple[tuple[str, str], ...] = BAR_MEASURES) -> Any:
     """One subplot per measure, one bar per lane at the median, whiskers over min–max across runs."""
-    found = _lanes(measures)
+    found = lane_parts(measures, "\n")
     keys = tuple(k for k in keys if len(measures) and (measures["measure"] == k[0]).any()) or keys[:1]
     fig = _figure(figsize=(8, 2.6 * len(keys)))
     axes = fig.subplots(len(keys), 1, squeeze=False)

@@ -27,6 +27,23 @@ def sim_title(title: str, simulated: bool) -> str:
     return f"{title} (sim)" if simulated and "(sim)" not in title else title
 
 
+def lane_parts(measures: Any, sep: str = " ") -> list[tuple[str, Any]]:
+    """(display name, rows) per (recipe, variant, source, simulated), so a lane has one name in every figure:
+    recorded and measured figures stay apart; `sep` goes between the lane's title and its variant."""
+    out: list[tuple[str, Any]] = []
+    if not len(measures):
+        return out
+    for (_recipe, variant, source, sim), part in measures.groupby(
+        ["recipe", "variant", "source", "simulated"], sort=True
+    ):
+        label = str(part.sort_values("run").iloc[-1]["label"])
+        name = (
+            sim_title(label, bool(sim)) + f"{sep}{variant}" + (" (recorded)" if source == "recorded" else "")
+        )
+        out.append((name, part))
+    return out
+
+
 def stat(part: Any, measure: str) -> Stat | None:
     """The Stat of `measure` over the rows of one lane, or None when the lane has no row for it."""
     rows = part[part["measure"] == measure]

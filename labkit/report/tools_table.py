@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from labkit.measures import LEVEL_AXES, level_key, parse_key
 from labkit.measures import level_label as measures_level_label
@@ -85,12 +86,90 @@ def level_label(level: Level) -> str:
     return measures_level_label(*level)
 
 
+@dataclass(frozen=True)
+class _Row:
+    """One row of the tools table: its name, lane, runs, load level (None: the lane's own figures) and the
+    cells before the figures."""
+
+    name: str
+    recipe: str
+    variant: str
+    runs: list[StoredRun]
+    level: Level | None
+    lead: list[str]
+
+
 def tools_table(spec: TableSpec, docs: Mapping[str, StoredRun]) -> Table:
     """A row per lane; with load rows (a load family without its level), a row per load level and lane, the
     lanes of one level together, so a labkit level and an imported file of that level are read side by side."""
     if any(is_level_row(row) for row in spec.rows):
-        return _by_level(spec, docs)
-    return _by_lane(spec, docs)
+        return _table(spec, _level_rows(spec, docs), ["level", "source", "runs"], "level and lane")
+    return _table(spec, _lane_rows(spec, docs), ["source", "runs"], "lane")
+
+
+def _lane_rows(spec: TableSpec, docs: Mapping[str, StoredRun]) -> list[_Row]:
+    return [
+        _Row(
+            f"{recipe}/{variant}",
+            recipe,
+            variant,
+            runs,
+            None,
+            [source_of(runs) if runs else MISSING, str(len(runs))],
+        )
+        for (recipe, variant), runs in tool_lanes(spec, docs).items()
+    ]
+
+
+def _level_rows(spec: TableSpec, docs: Mapping[str, StoredRun]) -> list[_Row]:
+    """A row per load level and lane, levels in the load table's order, each with the lane's runs at it."""
+    found: dict[Level, list[_Row]] = {}
+    for (recipe, variant), runs in tool_lanes(spec, docs).items():
+        held = [(d, levels_of(d)) for d in runs]
+        for level in set().union(*(levels for _, levels in held)):
+            at = [d for d, levels in held if level in levels]
+            name = f"{level_label(level)} {recipe}/{variant}"
+            lead = [level_label(level), source_of(at), str(len(at))]
+            found.setdefault(level, []).append(_Row(name, recipe, variant, at, level, lead))
+    order = sorted(found, key=lambda lv: (LEVEL_AXES.index(lv[0]), float(lv[1])))
+    return [row for level in order for row in found[level]]
+
+
+def _table(spec: TableSpec, rows: list[_Row], columns: list[str], index_name: str) -> Table:
+    """The table of these rows: their lead cells, then each row spec's figure and definition, the definitions
+    numbered once in the notes."""
+    import pandas as pd
+
+    notes: list[str] = []
+    numbers: dict[str, int] = {}
+    lanes = [
+        LaneColumn(
+            r.name,
+            r.recipe,
+            r.variant,
+            IMPORT_SOURCE if any(imported(d) for d in r.runs) else "measured",
+            any(d.simulated for d in r.runs),
+            len(r.runs),
+        )
+        for r in rows
+    ]
+    grid = [r.lead + _cells(spec, r.runs, r.level, numbers, notes) for r in rows]
+    for row in spec.rows:
+        columns = [*columns, row.label, f"{row.label}: definition"]
+    frame = pd.DataFrame(
+        grid, index=pd.Index([r.name for r in rows], name=index_name), columns=columns, dtype=object
+    )
+    lead = [
+        f"{IMPORTED_MARK} imported from another tool's file (docs/imports.md): its own definition, converted."
+    ]
+    return Table(
+        id=spec.id,
+        title=spec.title,
+        frame=frame,
+        lanes=lanes,
+        notes=[*spec.notes, *(lead if grid else []), *notes],
+        empty=spec.empty,
+    )
 
 
 def _cells(
@@ -111,70 +190,3 @@ def _cells(
             notes.append(f"[{numbers[ident]}] {text}")
         cells += [f"{value:,.{row.decimals}f}", f"[{numbers[ident]}] {ident}"]
     return cells
-
-
-def _by_level(spec: TableSpec, docs: Mapping[str, StoredRun]) -> Table:
-    import pandas as pd
-
-    notes: list[str] = []
-    numbers: dict[str, int] = {}
-    index, grid, lanes = [], [], []
-    found: dict[Level, list[tuple[str, str, list[StoredRun]]]] = {}
-    for (recipe, variant), runs in tool_lanes(spec, docs).items():
-        for level in set().union(*(levels_of(d) for d in runs)) if runs else ():
-            at = [d for d in runs if level in levels_of(d)]
-            found.setdefault(level, []).append((recipe, variant, at))
-    for level in sorted(found, key=lambda lv: (LEVEL_AXES.index(lv[0]), float(lv[1]))):
-        for recipe, variant, runs in found[level]:
-            kind = IMPORT_SOURCE if any(imported(d) for d in runs) else "measured"
-            name = f"{level_label(level)} {recipe}/{variant}"
-            lanes.append(LaneColumn(name, recipe, variant, kind, any(d.simulated for d in runs), len(runs)))
-            cells = [level_label(level), source_of(runs), str(len(runs))]
-            index.append(name)
-            grid.append(cells + _cells(spec, runs, level, numbers, notes))
-    columns = ["level", "source", "runs"]
-    for row in spec.rows:
-        columns += [row.label, f"{row.label}: definition"]
-    frame = pd.DataFrame(grid, index=pd.Index(index, name="level and lane"), columns=columns, dtype=object)
-    lead = [
-        f"{IMPORTED_MARK} imported from another tool's file (docs/imports.md): its own definition, converted."
-    ]
-    return Table(
-        id=spec.id,
-        title=spec.title,
-        frame=frame,
-        lanes=lanes,
-        notes=[*spec.notes, *(lead if grid else []), *notes],
-        empty=spec.empty,
-    )
-
-
-def _by_lane(spec: TableSpec, docs: Mapping[str, StoredRun]) -> Table:
-    import pandas as pd
-
-    notes: list[str] = []
-    numbers: dict[str, int] = {}
-    index, grid, lanes = [], [], []
-    for (recipe, variant), runs in tool_lanes(spec, docs).items():
-        kind = IMPORT_SOURCE if any(imported(d) for d in runs) else "measured"
-        simulated = any(d.simulated for d in runs)
-        lanes.append(LaneColumn(f"{recipe}/{variant}", recipe, variant, kind, simulated, len(runs)))
-        cells = [source_of(runs) if runs else MISSING, str(len(runs))]
-        cells += _cells(spec, runs, None, numbers, notes)
-        index.append(f"{recipe}/{variant}")
-        grid.append(cells)
-    columns = ["source", "runs"]
-    for row in spec.rows:
-        columns += [row.label, f"{row.label}: definition"]
-    frame = pd.DataFrame(grid, index=pd.Index(index, name="lane"), columns=columns, dtype=object)
-    lead = [
-        f"{IMPORTED_MARK} imported from another tool's file (docs/imports.md): its own definition, converted."
-    ]
-    return Table(
-        id=spec.id,
-        title=spec.title,
-        frame=frame,
-        lanes=lanes,
-        notes=[*spec.notes, *(lead if grid else []), *notes],
-        empty=spec.empty,
-    )

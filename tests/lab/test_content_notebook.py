@@ -4,22 +4,17 @@ the table "decode c1 and acceptance by prompt content" with an interval per cate
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from labkit import notebooks as nbk
 from labkit.store import load_results
-from tests.support.lanes import sim_recipe
+from tests.support.lanes import papermill_bench, sim_recipe
 from tests.support.workers import free_port
 
 pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
 
-ROOT = Path(__file__).resolve().parents[2]
 PORTS = (18920, 18939)  # this file's sim ports, clear of the other tests' ranges
 # every draft of a code prompt accepted, none of a prose prompt; the decode phase's own prose: half of them
 SETTINGS = {
@@ -34,24 +29,8 @@ SETTINGS = {
 def test_papermill_with_a_content_parameter_shows_the_content_table(tmp_path):
     recipes = tmp_path / "recipes"
     sim_recipe(recipes / "contentsim", port=free_port(*PORTS), settings=SETTINGS, measure="seed = 4")
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "LABKIT_RESULTS": str(tmp_path / "results"),
-        "LABKIT_RECIPES": str(recipes),
-    }
-    env.pop("LABKIT_BATCH", None)
-    papermill = str(Path(sys.executable).with_name("papermill"))
-    out = tmp_path / "out.ipynb"
     args = ["-p", "recipe", "contentsim", "-p", "content", "prose,code", "-p", "runs", "3"]
-    proc = subprocess.run(
-        [papermill, str(ROOT / "notebooks" / "bench.ipynb"), str(out), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc, out = papermill_bench(tmp_path, recipes, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     shown = nbk.shown_tables(out)
     (table,) = [t for t in shown if t.startswith("Decode c1 and acceptance by prompt content")]

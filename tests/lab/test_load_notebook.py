@@ -4,17 +4,11 @@ stored run holds each level's percentiles and its per-request records."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 from labkit import notebooks as nbk
 from labkit.store import load_results
-from tests.support.lanes import sim_recipe
+from tests.support.lanes import papermill_bench, sim_recipe
 from tests.support.workers import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
 PORTS = (18960, 18979)  # this file's sim ports, clear of the other tests' ranges
 LOAD = "[measure.load]\nconcurrency = [2]\nprompt_tokens = 64\noutput_tokens = 16\nrequests = 8\n[measure.slo]\nttft_s = 1.0"
 
@@ -22,24 +16,7 @@ LOAD = "[measure.load]\nconcurrency = [2]\nprompt_tokens = 64\noutput_tokens = 1
 def test_papermill_with_a_load_parameter_shows_the_table_under_load(tmp_path):
     recipes = tmp_path / "recipes"
     sim_recipe(recipes / "loadsim", port=free_port(*PORTS), extra=LOAD)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "LABKIT_RESULTS": str(tmp_path / "results"),
-        "LABKIT_RECIPES": str(recipes),
-    }
-    env.pop("LABKIT_BATCH", None)
-    papermill = str(Path(sys.executable).with_name("papermill"))
-    out = tmp_path / "out.ipynb"
-    proc = subprocess.run(
-        [papermill, str(ROOT / "notebooks" / "bench.ipynb"), str(out), "-p", "recipe", "loadsim"]
-        + ["-p", "load", "1,4"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc, out = papermill_bench(tmp_path, recipes, "-p", "recipe", "loadsim", "-p", "load", "1,4")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (table,) = [t for t in nbk.shown_tables(out) if t.startswith("Latency and throughput under load")]
     rows = [line for line in table.splitlines() if line.startswith("sim test lane")]

@@ -6,18 +6,13 @@ own figures."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 from labkit import notebooks as nbk
 from labkit.store import load_results
-from tests.support.lanes import sim_recipe
+from tests.support.lanes import papermill_bench, sim_recipe
 from tests.support.workers import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
 PORTS = (18940, 18959)  # this file's sim ports, clear of the other tests' ranges
 SESSION = (
     'agentic = { turns = 3, tool_tokens = 256, answer_tokens = 8, sessions = 1 }\nidle_s = [1]\napi = "chat"'
@@ -33,24 +28,7 @@ def test_papermill_on_an_agentic_lane_shows_the_ttft_by_turn_table(tmp_path):
         measure=SESSION,
         args='"--enable-per-request-metrics" = true',
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "LABKIT_RESULTS": str(tmp_path / "results"),
-        "LABKIT_RECIPES": str(recipes),
-    }
-    env.pop("LABKIT_BATCH", None)
-    papermill = str(Path(sys.executable).with_name("papermill"))
-    out = tmp_path / "out.ipynb"
-    proc = subprocess.run(
-        [papermill, str(ROOT / "notebooks" / "bench.ipynb"), str(out), "-p", "recipe", "turnsim"]
-        + ["-p", "depth", "0,512"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc, out = papermill_bench(tmp_path, recipes, "-p", "recipe", "turnsim", "-p", "depth", "0,512")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (table,) = [t for t in nbk.shown_tables(out) if t.startswith("TTFT by turn")]
     rows = [line for line in table.splitlines() if line.startswith("sim test lane")]

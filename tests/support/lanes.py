@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -87,3 +90,27 @@ def chat(base_url: str, model: str, max_tokens: int = 8, timeout: float = 10) ->
     )
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.loads(r.read())
+
+
+def papermill_bench(tmp_path: Path, recipes: Path, *params: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """The bench notebook run by papermill as a user runs it, with `params` (-p name value pairs) on the recipes
+    in `recipes`, results in `tmp_path / "results"`; the finished process and the executed notebook's path."""
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(root),
+        "LABKIT_RESULTS": str(tmp_path / "results"),
+        "LABKIT_RECIPES": str(recipes),
+    }
+    env.pop("LABKIT_BATCH", None)
+    papermill = str(Path(sys.executable).with_name("papermill"))
+    out = tmp_path / "out.ipynb"
+    proc = subprocess.run(
+        [papermill, str(root / "notebooks" / "bench.ipynb"), str(out), *params],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return proc, out

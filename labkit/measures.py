@@ -95,7 +95,7 @@ class Axis:
 
 
 # Every axis a key may have, placeholders in the order a pattern may hold them, then the qualifiers in the
-# order a key writes them: decode_c1@code@rate=0.5@load=4@stat=p90 (docs/measurement.md, "Measure keys").
+# order a key writes them: decode_c1@code@rate=0.5@load=4@sessions=2@stat=p90 (docs/measurement.md, "Measure keys").
 AXES: tuple[Axis, ...] = (
     Axis("concurrency", "<N>", _COUNT),
     Axis("prompt", "<P>", _COUNT, thousands=True),
@@ -107,6 +107,7 @@ AXES: tuple[Axis, ...] = (
     Axis("cache", "<K>", "", CACHE_STATES, ("", "_cached")),
     Axis("rate", "", _DECIMAL, shown="at {} requests/s"),
     Axis("load", "", _DECIMAL, shown="load {}"),
+    Axis("sessions", "", _COUNT, shown="{} sessions"),
     Axis("stat", "", _STATISTIC),
 )
 AXIS = {a.name: a for a in AXES}
@@ -384,7 +385,10 @@ def level_key(measure: str, axis: str, value: AxisValue) -> str:
     return measure_key(family, **axes)
 
 
-LEVEL_AXES = ("load", "rate")  # a load level's qualifier: closed-loop streams, then open-loop rates
+# a load level's qualifier: closed-loop streams, then open-loop rates, then agentic sessions at once
+LEVEL_AXES = ("load", "rate", "sessions")
+# the qualifier of each kind of load level (a record's load_loop)
+LOOP_AXIS: dict[str, str] = {"closed": "load", "open": "rate", "sessions": "sessions"}
 
 
 def level_values(keys: Iterable[str], measure: str = "") -> list[tuple[str, AxisValue]]:
@@ -401,9 +405,10 @@ def level_values(keys: Iterable[str], measure: str = "") -> list[tuple[str, Axis
 
 
 def level_label(axis: str, value: AxisValue) -> str:
-    """How a table row names a load level: c4 (4 closed-loop streams), 0.5/s (an open loop's rate)."""
+    """How a table row names a load level: c4 (4 closed-loop streams), 0.5/s (an open loop's rate), s8 (8
+    agentic sessions at once)."""
     text = AXIS[axis].text_of(value)
-    return f"c{text}" if axis == "load" else f"{text}/s"
+    return f"c{text}" if axis == "load" else f"s{text}" if axis == "sessions" else f"{text}/s"
 
 
 def turn_key(measure: str, turn: int) -> str:

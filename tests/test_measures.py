@@ -71,6 +71,11 @@ NOT_ON_THE_SIM_LANE = {
     "load_preemptions",  # the simulator counts preemptions in its step mode only (tests/measure/test_load_steps.py)
     "load_capacity_streams",  # a capacity search (tests/measure/test_load_profiles.py), not this lane's levels
     "load_capacity_rate",
+    # agentic session levels (tests/measure/test_load_sessions.py), one kind of level per recipe
+    "load_capacity_sessions",
+    "load_turn_ttft_t<T>",
+    "load_hit_share",
+    "load_eviction_sessions",
 }
 # the headline rule each caller kept before the catalogue: labkit compare's default measures (and, with prompt
 # content, decode c1 and acceptance length per category)
@@ -128,6 +133,10 @@ def test_every_key_the_sim_lane_emits_matches_one_catalogue_row(sim_run):
         "load_preemptions",
         "load_capacity_streams",
         "load_capacity_rate",
+        "load_capacity_sessions",
+        "load_turn_ttft_t<T>",
+        "load_hit_share",
+        "load_eviction_sessions",
     }
     assert {measure_info(k).key for k in sim_run.keys} >= {r.key for r in CATALOGUE} - NOT_ON_THE_SIM_LANE
 

@@ -154,8 +154,9 @@ def add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--load",
         metavar="LEVELS",
-        help='load levels: closed-loop streams "1,2,4,8" or open-loop rates "0.5/s,2/s" ("" none); a recipe '
-        "keeps its other [measure.load] keys",
+        help='load levels: closed-loop streams "1,2,4,8", open-loop rates "0.5/s,2/s" or agentic sessions '
+        '"s2,s8", optionally after a profile ("capacity:1,2,4,8", "sweep:1,32"; "capacity" alone: the recipe\'s '
+        'levels); "" none; a recipe keeps its other [measure.load] keys',
     )
     p.add_argument("--load-requests", type=int, metavar="N", help="requests per load level (URL targets)")
     p.add_argument(

@@ -179,7 +179,7 @@ class Level:
         level = r.get("load_level")
         return (
             r.get("phase") == "load"
-            and (r.get("load_loop") == "closed") == self.closed
+            and r.get("load_loop") == ("closed" if self.closed else "open")
             and level is not None
             and float(level) == self.value
         )
@@ -197,11 +197,14 @@ def parse_level(text: str) -> Level:
 
 
 def run_levels(rows: Sequence[Mapping[str, Any]]) -> list[Level]:
-    """Every load level the run's requests ran at, closed loops first, each by its value."""
+    """Every load level the run's requests ran at, closed loops first, each by its value (agentic session levels
+    have no vllm-bench form)."""
     found = {
         Level(r.get("load_loop") == "closed", float(r["load_level"]))
         for r in rows
-        if r.get("phase") == "load" and r.get("load_level") is not None
+        if r.get("phase") == "load"
+        and r.get("load_level") is not None
+        and r.get("load_loop") in ("closed", "open")
     }
     return sorted(found, key=lambda lv: (not lv.closed, lv.value))
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from labkit.measures import CacheState
-from labkit.recipe import Api
+from labkit.recipe import Api, LoadLoop
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -29,7 +29,6 @@ SCHEMA_VERSION = 1
 T = TypeVar("T", bound="DataclassInstance")  # a record dataclass read back from its dict
 # a request's phase (a warmup request is sent but never summarised; docs/measurement.md names each phase)
 Phase = Literal["", "warmup", "decode", "content", "agentic", "idle", "depth", "prefill", "canary", "load"]
-LoadLoop = Literal["", "closed", "open"]
 # where the slow-state canary runs: before or after the run's other phases
 CanaryWhere = Literal["before", "after"]
 ConcurrencySource = Literal[
@@ -137,7 +136,7 @@ class RequestRecord:
     # serving under load (labkit/measure/workloads/load.py; docs/measurement.md, "Serving under load"): the loop
     # and its level (N streams of a closed loop, R requests/s of an open one), and for an open loop the intended
     # send (ns from the run's start, as t_send) and the lateness of the actual send, t_send - t_intended
-    load_loop: LoadLoop = ""
+    load_loop: LoadLoop | Literal[""] = ""  # "" for a record of no load level
     load_level: float | None = None
     load_pass: int = (
         0  # the level's pass in its repetition (a capacity search runs its boundary level 3 times)

@@ -17,7 +17,7 @@ from labkit.recipe.depthplan import DepthPlan
 from labkit.recipe.describe import describe_plan, lane_warnings
 from labkit.recipe.enginefacts import ENGINE_FACTS, EngineFacts, engine_facts
 from labkit.recipe.load import Recipe, load_recipe
-from labkit.recipe.loadplan import LOAD_TABLE, SLO_TABLE, LoadPlan, SloPlan
+from labkit.recipe.loadplan import LOAD_TABLE, SLO_TABLE, LoadLoop, LoadPlan, SloPlan
 from labkit.recipe.lookup import find_recipe, list_recipes, repo_root
 from labkit.recipe.measureplan import Api, DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.names import user_name
@@ -50,6 +50,7 @@ __all__ = [
     "EngineSpec",
     "Invalid",
     "LanePlan",
+    "LoadLoop",
     "LoadPlan",
     "MeasurePlan",
     "PrefillPlan",

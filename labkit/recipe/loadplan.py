@@ -37,6 +37,11 @@ Profile = Literal["levels", "sweep", "capacity"]
 # how the levels are chosen: as given; guidellm's sweep (c1, the widest concurrency, then rates between); the
 # highest level within [measure.slo] (the levels a ladder, then bisection)
 PROFILES: tuple[Profile, ...] = ("levels", "sweep", "capacity")
+LoadLoop = Literal["closed", "open", "sessions"]  # concurrency, rate or agentic-session levels
+Think = Literal["fixed", "exponential"]
+THINKS: tuple[Think, ...] = ("fixed", "exponential")  # a session's gap between a turn's end and its next send
+DEFAULT_TURNS, DEFAULT_TOOL_TOKENS = 4, 256  # a session level's turns and tool-result size when unset
+MAX_SESSIONS = 1024
 MAX_SWEEP_RATES = 50  # [measure.slo]'s bounds, in the order the lines show them
 
 
@@ -49,10 +54,20 @@ class LoadPlan:
     `ramp_up_s`. Every request has a prompt of `prompt_tokens` (the first `shared_prefix_tokens` of them the same
     across the level) and forces `output_tokens`. A level with more than `max_error_share` failed, cut or
     timed-out requests is invalid; a stream with no chunk for `stall_s` is cut. An open level is client-bound
-    when its lateness p99 exceeds max(`lateness_floor_ms`, `lateness_share` of the mean gap)."""
+    when its lateness p99 exceeds max(`lateness_floor_ms`, `lateness_share` of the mean gap).
+
+    Agentic levels (`sessions`): S sessions at once, each `turns` turns of one growing conversation (an
+    opening of `prompt_tokens`, then each turn appends the answer and a tool result of about `tool_tokens`),
+    the next turn sent `think_s` after the previous one ended (fixed, or drawn from an exponential of that
+    mean); a level is its S sessions' turns, so it lasts neither a duration nor a request count."""
 
     concurrency: tuple[int, ...] = ()
     rate: tuple[float, ...] = ()
+    sessions: tuple[int, ...] = ()
+    turns: int = DEFAULT_TURNS
+    think_s: float = 0.0
+    think: Think = "fixed"
+    tool_tokens: int = DEFAULT_TOOL_TOKENS
     arrival: Arrival | None = None  # open loop only
     burstiness: float | None = None  # gamma only
     max_concurrency: int | None = None  # open loop only
@@ -72,13 +87,18 @@ class LoadPlan:
 
     @property
     def closed(self) -> bool:
-        """A closed loop (concurrency levels); else an open one (rates)."""
+        """A closed loop (concurrency levels); else an open one (rates) or agentic sessions."""
         return bool(self.concurrency)
 
     @property
+    def loop(self) -> LoadLoop:
+        """The kind of the plan's levels: closed (concurrencies), open (rates) or sessions."""
+        return "closed" if self.concurrency else "sessions" if self.sessions else "open"
+
+    @property
     def levels(self) -> tuple[float, ...]:
-        """The levels in the order they run: concurrencies or rates."""
-        return tuple(self.concurrency) if self.closed else self.rate
+        """The levels in the order they run: concurrencies, rates or session counts."""
+        return tuple(self.concurrency) if self.closed else tuple(self.sessions) or self.rate
 
     def requests(self) -> int | None:
         """Requests of one repetition, warm-ups included: exact for levels of a request count and for constant
@@ -87,6 +107,8 @@ class LoadPlan:
         the sweep and capacity profiles, whose levels the run chooses."""
         if self.profile != "levels":
             return None
+        if self.sessions:
+            return sum(n * self.turns + self.warmup for n in self.sessions)
         if self.level_requests is not None:
             return len(self.levels) * (self.level_requests + self.warmup)
         if self.closed or self.duration_s is None:
@@ -121,6 +143,11 @@ def load_fields() -> dict[str, s.Field]:
         "rate": F(
             s.array(s.bounded(0, MAX_RATE), nonempty=True, unique=True)
         ),  # open-loop levels, requests/s
+        "sessions": F(s.array(s.integer(1, MAX_SESSIONS), nonempty=True, unique=True)),  # agentic levels
+        "turns": F(s.integer(2, 256)),  # sessions only; unset reads as DEFAULT_TURNS
+        "think_s": F(s.bounded(0, MAX_LEVEL_S, low_closed=True)),  # sessions only; unset reads as 0
+        "think": F(s.choice(*THINKS)),  # sessions only; unset reads as fixed
+        "tool_tokens": F(s.integer(16, MAX_TOKENS)),  # sessions only; unset reads as DEFAULT_TOOL_TOKENS
         "arrival": F(s.choice(*ARRIVALS)),  # open loop; unset reads as DEFAULT_ARRIVAL
         "burstiness": F(s.bounded(0.01, 100, low_closed=True)),  # gamma's shape; unset reads as 1
         "max_concurrency": F(levels),  # open loop: the sender's cap on requests in flight
@@ -143,7 +170,7 @@ def load_fields() -> dict[str, s.Field]:
 def load_levels(table: Mapping[str, Any]) -> LoadPlan:
     """The checked [measure.load] table (rule passed) as a plan: an open loop's arrival defaults to Poisson,
     a gamma one's burstiness to 1."""
-    closed = bool(table.get("concurrency"))
+    closed = bool(table.get("concurrency") or table.get("sessions"))
     if table["profile"] == "sweep":  # closed-loop levels first, then rates: constant unless given
         arrival = table.get("arrival")
     else:
@@ -152,6 +179,11 @@ def load_levels(table: Mapping[str, Any]) -> LoadPlan:
     return LoadPlan(
         concurrency=tuple(table.get("concurrency") or ()),
         rate=tuple(table.get("rate") or ()),
+        sessions=tuple(table.get("sessions") or ()),
+        turns=table.get("turns") or DEFAULT_TURNS,
+        think_s=float(table.get("think_s") or 0.0),
+        think=table.get("think") or "fixed",
+        tool_tokens=table.get("tool_tokens") or DEFAULT_TOOL_TOKENS,
         arrival=arrival,
         burstiness=(1.0 if burstiness is None else float(burstiness)) if arrival == "gamma" else None,
         max_concurrency=table.get("max_concurrency"),
@@ -194,8 +226,10 @@ def check_load(merged: dict) -> None:
     if not load:
         return
     _check_loop(load)
+    _check_sessions(load)
     _check_profile(load, merged["measure"])
-    _check_length(load)
+    if not load.get("sessions"):  # a session level lasts its sessions' turns
+        _check_length(load)
     _check_engine(load, merged["engine"]["args"])
     if load["shared_prefix_tokens"] >= load["prompt_tokens"]:
         raise s.Invalid(
@@ -212,19 +246,34 @@ def check_load(merged: dict) -> None:
         )
 
 
+SESSION_KEYS = ("turns", "think_s", "think", "tool_tokens")  # [measure.load]'s keys of session levels only
+
+
 def _check_loop(load: Mapping[str, Any]) -> None:
-    """Closed or open, not both; the open loop's keys only with rates; a burstiness only with gamma."""
-    closed, rates = load.get("concurrency"), load.get("rate")
-    if closed and rates:
+    """One kind of level (concurrencies, rates or sessions); the open loop's keys only with rates; a
+    burstiness only with gamma."""
+    closed = load.get("concurrency")
+    given = [key for key in ("concurrency", "rate", "sessions") if load.get(key)]
+    if len(given) > 1:
         raise s.Invalid(
-            "measure.load.rate",
-            "measure.load.concurrency is set too: levels are concurrencies (a closed loop) or rates (an open "
-            "loop), not both",
+            f"measure.load.{given[1]}",
+            f"measure.load.{given[0]} is set too: levels are concurrencies (a closed loop), rates (an open "
+            "loop) or agentic sessions, one kind per recipe",
         )
-    if not closed and not rates:
+    if not given:
         raise s.Invalid(
-            "measure.load", "needs concurrency (closed-loop levels) or rate (open-loop levels, requests/s)"
+            "measure.load",
+            "needs concurrency (closed-loop levels), rate (open-loop levels, requests/s) or sessions (agentic "
+            "levels)",
         )
+    if load.get("sessions"):
+        for key in ("arrival", "burstiness", "max_concurrency"):
+            if load.get(key) is not None:
+                raise s.Invalid(
+                    f"measure.load.{key}",
+                    "only an open loop (measure.load.rate) has it; these levels are agentic sessions",
+                )
+        return
     if closed:
         # a sweep's rates are open-loop levels: their arrivals may be given
         open_keys = (
@@ -246,6 +295,28 @@ def _check_loop(load: Mapping[str, Any]) -> None:
         )
 
 
+def _check_sessions(load: Mapping[str, Any]) -> None:
+    """Session levels' keys only with sessions; no level length, shared prefix or sweep with them (a level is
+    its sessions' turns, each session opens with a nonce of its own, a sweep's levels are streams and rates)."""
+    if not load.get("sessions"):
+        for key in SESSION_KEYS:
+            if load.get(key) is not None:
+                raise s.Invalid(f"measure.load.{key}", "only agentic levels (measure.load.sessions) have it")
+        return
+    for key, why in (
+        ("duration_s", "a session level lasts its sessions' turns (measure.load.turns)"),
+        ("requests", "a session level sends sessions x turns requests (measure.load.turns)"),
+        ("shared_prefix_tokens", "each session opens with a nonce of its own and shares only its own turns"),
+    ):
+        if load.get(key):
+            raise s.Invalid(f"measure.load.{key}", f"not with measure.load.sessions: {why}")
+    if load.get("profile") == "sweep":
+        raise s.Invalid(
+            "measure.load.profile",
+            "a sweep runs streams, then rates: agentic levels (measure.load.sessions) take levels or capacity",
+        )
+
+
 def _check_profile(load: Mapping[str, Any], measure: Mapping[str, Any]) -> None:
     """A sweep starts from closed-loop levels (c1, then the widest given); capacity needs an SLO to judge by and
     a ladder of at least two levels; sweep_rates only with a sweep."""
@@ -263,7 +334,7 @@ def _check_profile(load: Mapping[str, Any], measure: Mapping[str, Any]) -> None:
             raise s.Invalid(
                 "measure.load.profile", "capacity is the highest level within [measure.slo]: it needs one"
             )
-        levels = load.get("concurrency") or load.get("rate") or []
+        levels = load.get("concurrency") or load.get("rate") or load.get("sessions") or []
         if len(levels) < 2:
             raise s.Invalid(
                 "measure.load.profile", "capacity climbs a ladder of levels: give at least two, lowest first"
@@ -302,20 +373,27 @@ def _check_engine(load: Mapping[str, Any], engine_args: Mapping[str, Any]) -> No
     """No closed level above the engine's cap on running requests (it would queue the rest, and the level would
     not be the concurrency it says), no request longer than its context window."""
     cap = running_cap(engine_args)
-    for i, level in enumerate(load.get("concurrency") or ()):
+    kind = "sessions" if load.get("sessions") else "concurrency"
+    for i, level in enumerate(load.get(kind) or ()):
         if cap is not None and level > cap[1]:
             raise s.Invalid(
-                f"measure.load.concurrency[{i}]",
-                f"{level} streams, over the engine's cap of {cap[1]} running requests (engine.args {cap[0]}): "
-                f"the engine would queue the rest, and the level would not run at concurrency {level}",
+                f"measure.load.{kind}[{i}]",
+                f"{level} {'sessions' if kind == 'sessions' else 'streams'}, over the engine's cap of {cap[1]} "
+                f"running requests (engine.args {cap[0]}): the engine would queue the rest, and the level would "
+                f"not run at {kind} {level}",
             )
     window = context_window(dict(engine_args))
     need = load["prompt_tokens"] + load["output_tokens"]
+    what = f"{load['prompt_tokens']:,} prompt + {load['output_tokens']:,} answer tokens"
+    if load.get("sessions"):  # the last turn holds every earlier answer and tool result
+        turns = load.get("turns") or DEFAULT_TURNS
+        grown = (turns - 1) * (load["output_tokens"] + (load.get("tool_tokens") or DEFAULT_TOOL_TOKENS))
+        need += grown
+        what += f" + {grown:,} of {turns - 1} earlier turns' answers and tool results"
     if window is not None and need > window:
         raise s.Invalid(
             "measure.load.prompt_tokens",
-            f"{load['prompt_tokens']:,} prompt + {load['output_tokens']:,} answer tokens = {need:,}, over the "
-            f"context window of {window:,} (engine.args --max-model-len)",
+            f"{what} = {need:,}, over the context window of {window:,} (engine.args --max-model-len)",
         )
 
 
@@ -358,23 +436,39 @@ def _load_rows(p: LoadPlan, m: MeasurePlan) -> Rows:
         kind = f"sweep: c1, c{widest}, then {p.sweep_rates} {arrivals} rates between their request rates"
     elif p.profile == "capacity":
         ladder = (
-            ", ".join(f"c{n}" for n in p.concurrency) if p.closed else ", ".join(f"{r:g}/s" for r in p.rate)
+            ", ".join(f"c{n}" for n in p.concurrency)
+            if p.closed
+            else ", ".join(f"{n} sessions" for n in p.sessions)
+            if p.sessions
+            else ", ".join(f"{r:g}/s" for r in p.rate)
         )
-        step = "one stream" if p.closed else "10 % of the rate"
+        step = "one stream" if p.closed else "one session" if p.sessions else "10 % of the rate"
         kind = f"capacity under the SLO: ladder {ladder} to the first miss, then bisection to {step}, boundary x3"
+    elif p.sessions:
+        think = f"{p.think} think {p.think_s:g} s" if p.think_s else "no think time"
+        kind = (
+            f"agentic sessions at {', '.join(str(n) for n in p.sessions)} at once, {p.turns} turns each, "
+            f"~{p.tool_tokens}-token tool results, {think}"
+        )
     elif p.closed:
         kind = "closed loop at " + ", ".join(f"c{n}" for n in p.concurrency)
     else:
         shape = f"gamma (burstiness {p.burstiness:g})" if p.arrival == "gamma" else p.arrival
         cap = f", at most {p.max_concurrency} in flight" if p.max_concurrency else ""
         kind = f"open loop at {', '.join(f'{r:g}' for r in p.rate)} req/s, {shape} arrivals{cap}"
-    length = f"{p.duration_s:g} s" if p.duration_s is not None else f"{p.level_requests} requests"
+    length = (
+        f"{p.duration_s:g} s"
+        if p.duration_s is not None
+        else f"{p.level_requests} requests"
+        if p.level_requests is not None
+        else "the sessions' turns"
+    )
     ramp = f" ({p.ramp_up_s:g} s ramp)" if p.ramp_up_s else ""
     checks = (
         f"over {p.max_error_share * 100:g} % failed, cut or timed-out requests invalidate a level; a stream "
         f"silent for {p.stall_s:g} s is cut"
     )
-    if not p.closed:
+    if p.loop == "open":
         checks += (
             f"; client-bound when lateness p99 > max({p.lateness_floor_ms:g} ms, {p.lateness_share * 100:g} % "
             "of the mean gap)"
@@ -383,7 +477,10 @@ def _load_rows(p: LoadPlan, m: MeasurePlan) -> Rows:
         ("load", f"{kind}, {length} per level{ramp}, {p.warmup} warmup each"),
         (
             "load requests",
-            f"{p.prompt_tokens}-token prompts ({p.shared_prefix_tokens} shared), {p.output_tokens}-token answers",
+            f"{p.prompt_tokens}-token openings, then growing by each turn, {p.output_tokens}-token answers"
+            if p.sessions
+            else f"{p.prompt_tokens}-token prompts ({p.shared_prefix_tokens} shared), {p.output_tokens}-token "
+            "answers",
         ),
         ("load checks", checks),
     ]

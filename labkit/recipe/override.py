@@ -20,7 +20,16 @@ from labkit.measures import CONTENT
 from labkit.recipe.build import recipe_hash
 from labkit.recipe.depthplan import check_depth_window, context_window, depth_fields, depth_plan
 from labkit.recipe.fields import prefill_fields
-from labkit.recipe.loadplan import LOAD_TABLE, SLO_TABLE, check_load, check_slo, load_fields, slo_fields
+from labkit.recipe.loadplan import (
+    LOAD_TABLE,
+    PROFILES,
+    SESSION_KEYS,
+    SLO_TABLE,
+    check_load,
+    check_slo,
+    load_fields,
+    slo_fields,
+)
 from labkit.recipe.measureplan import MeasurePlan, PrefillPlan
 from labkit.recipe.plan import LanePlan
 from labkit.recipe.rules import check_target_keys, parallel_problem, world_size
@@ -163,31 +172,60 @@ def with_agentic(plan: LanePlan, turns: int | str) -> LanePlan:
 
 
 RATE_MARK = "/s"  # a load level written "0.5/s" is a rate (requests/s); a bare count is a concurrency
+SESSION_MARK = "s"  # ... "s8" is 8 agentic sessions at once
+PROFILE_MARK = (
+    ":"  # "capacity:1,2,4,8" or "sweep:1,32": a profile, then its levels; "capacity" alone: the recipe's
+)
+LEVEL_KINDS = ("concurrency", "rate", "sessions")
 OPEN_ONLY = ("rate", "arrival", "burstiness", "max_concurrency")  # keys of an open loop only
+SESSION_ONLY = ("sessions", *SESSION_KEYS)  # keys of session levels only
 LOAD_REQUESTS_PER_STREAM = 4  # a load override's level length when the recipe gives none: 4 requests a stream
 LOAD_MIN_REQUESTS = 16  # ... and at least this many a level
 
 
-def load_levels(given: int | str | Sequence[int | str]) -> dict[str, list[object]]:
-    """`{"concurrency": [...]}` or `{"rate": [...]}` from "1,2,4,8" (closed-loop streams) or "0.5/s,1/s"
-    (open-loop requests/s), as papermill hands the parameter over; empty: {}. Mixed kinds and unreadable items
-    are left for the schema to name."""
-    items = _items(given) if isinstance(given, str) and RATE_MARK in given else _lengths(given)
-    rates = [i for i in items if isinstance(i, str) and i.endswith(RATE_MARK)]
-    if not rates:
-        return {"concurrency": items} if items else {}
-    if len(rates) != len(items):
+def load_levels(given: int | str | Sequence[int | str]) -> dict[str, object]:
+    """[measure.load]'s change from a load parameter as papermill hands it over: "1,2,4,8" (closed-loop
+    streams), "0.5/s,1/s" (open-loop requests/s), "s2,s8" (agentic sessions at once), each optionally after a
+    profile ("capacity:1,2,4,8", "sweep:1,32"), or a profile alone ("capacity": the recipe's levels); empty: {}.
+    Mixed kinds and unreadable items are left for the schema to name."""
+    change: dict[str, object] = {}
+    if isinstance(given, str):
+        head, mark, rest = given.partition(PROFILE_MARK)
+        if head.strip() in PROFILES:
+            change["profile"], given = head.strip(), rest if mark else ""
+        elif mark:
+            raise s.Invalid("measure.load.profile", f"{head.strip()!r} is no profile ({', '.join(PROFILES)})")
+    items = _items(given) if isinstance(given, str) and not given.strip().isdigit() else _lengths(given)
+    kinds = [_level_kind(i) for i in items]
+    if len(set(kinds)) > 1:
         raise s.Invalid(
-            "measure.load", "levels are all concurrencies (1,2,4) or all rates (0.5/s,1/s), not both"
+            "measure.load",
+            "levels are all concurrencies (1,2,4), all rates (0.5/s,1/s) or all sessions (s2,s8), not mixed",
         )
-    values: list[object] = []
-    for r in rates:
-        text = r.removesuffix(RATE_MARK).strip()
+    if kinds:
+        change[kinds[0]] = [_level_value(i) for i in items]
+    return change
+
+
+def _level_kind(item: object) -> str:
+    if isinstance(item, str) and item.endswith(RATE_MARK):
+        return "rate"
+    if isinstance(item, str) and item.startswith(SESSION_MARK):
+        return "sessions"
+    return "concurrency"
+
+
+def _level_value(item: object) -> object:
+    """A level's number as the schema should see it (what it cannot read, left for it to name)."""
+    if not isinstance(item, str):
+        return item
+    text = item.removesuffix(RATE_MARK).removeprefix(SESSION_MARK).strip()
+    if item.endswith(RATE_MARK):
         try:
-            values.append(float(text))
+            return float(text)
         except ValueError:
-            values.append(text)
-    return {"rate": values}
+            return text
+    return int(text) if text.isdigit() else text
 
 
 def with_load(plan: LanePlan, load: int | str | Sequence[int | str]) -> LanePlan:
@@ -215,14 +253,24 @@ def with_load(plan: LanePlan, load: int | str | Sequence[int | str]) -> LanePlan
 
 
 def _load_change(recipe: dict, change: dict | None) -> tuple[dict, dict | None]:
-    """The recipe's [measure.load] without the other kind of level's keys, and the change with a level length
-    when neither gives one (LOAD_REQUESTS_PER_STREAM a stream, at least LOAD_MIN_REQUESTS)."""
+    """The recipe's [measure.load] without the other kinds of level's keys, and the change with a level length
+    when neither gives one (LOAD_REQUESTS_PER_STREAM a stream, at least LOAD_MIN_REQUESTS); session levels
+    last their sessions' turns."""
     if change is None:
         return recipe, None
-    drop = ("concurrency",) if "rate" in change else OPEN_ONLY
-    recipe = {k: v for k, v in recipe.items() if k not in drop}
+    kind = next((k for k in LEVEL_KINDS if k in change), None)
+    if kind is not None:
+        drop = {
+            "concurrency": ("rate", "max_concurrency", *SESSION_ONLY),
+            "rate": ("concurrency", *SESSION_ONLY),
+            "sessions": ("concurrency", *OPEN_ONLY, "duration_s", "requests", "shared_prefix_tokens"),
+        }[kind]
+        recipe = {k: v for k, v in recipe.items() if k not in drop}
+    if "sessions" in change or recipe.get("sessions"):
+        return recipe, change
     if recipe.get("duration_s") is None and recipe.get("requests") is None and "requests" not in change:
-        widest = max((v for v in change.get("concurrency", []) if isinstance(v, int)), default=1)
+        levels = change.get("concurrency") or recipe.get("concurrency") or []
+        widest = max((v for v in levels if isinstance(v, int)), default=1)
         change = {**change, "requests": max(LOAD_MIN_REQUESTS, LOAD_REQUESTS_PER_STREAM * widest)}
     return recipe, change
 

@@ -19,6 +19,7 @@ from typing import Any
 from labkit.measures import (
     AXIS,
     LEVEL_AXES,
+    LOOP_AXIS,
     RATE,
     AxisValue,
     level_label,
@@ -176,7 +177,9 @@ def ttft_levels(requests: Any) -> list[tuple[str, AxisValue, list[float]]]:
     df = df[(df["phase"] == "load") & (df["ok"].astype(str).str.lower() == "true")]
     out = []
     for (loop, level), part in df.groupby(["load_loop", "load_level"], sort=False):
-        axis = "load" if loop == "closed" else "rate"
+        axis = LOOP_AXIS.get(str(loop))
+        if axis is None:
+            continue
         ttfts = [
             (float(f) - float(s)) / 1e9
             for s, f in zip(part["t_send"], part["t_first"], strict=True)

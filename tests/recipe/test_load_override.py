@@ -62,7 +62,12 @@ def test_an_empty_override_removes_the_recipes_load(tmp_path):
 @pytest.mark.parametrize(
     "given, key, words",
     [
-        ("1,0.5/s", "measure.load", "not both"),
+        ("1,0.5/s", "measure.load", "not mixed"),
+        ("1,s2", "measure.load", "not mixed"),
+        ("s0", "measure.load.sessions[0]", "got 0"),
+        ("fast:1,2", "measure.load.profile", "'fast' is no profile"),
+        ("capacity:1,2", "measure.load.profile", "needs one"),  # no [measure.slo] to judge by
+        ("s4,s32", "measure.load.sessions[1]", "--max-num-seqs"),
         ("0/s", "measure.load.rate[0]", "got 0.0"),
         ("nan/s", "measure.load.rate[0]", "got nan"),
         ("-1", "measure.load.concurrency[0]", "got a string"),
@@ -75,3 +80,24 @@ def test_a_bad_override_names_the_file_the_key_and_the_override(tmp_path, given,
         with_load(plan_of(tmp_path), given)
     text = str(e.value)
     assert "lane/recipe.toml" in text and key in text and words in text and f"load override: {given}" in text
+
+
+def test_sessions_replace_streams_and_drop_the_level_length(tmp_path):
+    extra = "[measure.load]\nconcurrency = [4]\nrequests = 8\nprompt_tokens = 256"
+    p = LOAD_TABLE.of(with_load(plan_of(tmp_path, extra), "s2, s8").measure)
+    assert p is not None and p.loop == "sessions" and p.sessions == (2, 8) and p.concurrency == ()
+    assert (p.level_requests, p.duration_s, p.prompt_tokens, p.turns) == (None, None, 256, 4)
+    back = LOAD_TABLE.of(
+        with_load(plan_of(tmp_path, "[measure.load]\nsessions = [2]\nturns = 3"), "4").measure
+    )
+    assert back is not None and back.concurrency == (4,) and back.sessions == () and back.turns == 4
+
+
+def test_a_profile_word_runs_the_recipes_levels_or_its_own(tmp_path):
+    extra = "[measure.load]\nconcurrency = [1, 4, 8]\nrequests = 16\n[measure.slo]\nttft_s = 2"
+    p = LOAD_TABLE.of(with_load(plan_of(tmp_path, extra), "capacity").measure)
+    assert p is not None and p.profile == "capacity" and p.concurrency == (1, 4, 8)
+    p = LOAD_TABLE.of(with_load(plan_of(tmp_path, extra), "capacity:s1,s2,s4").measure)
+    assert p is not None and p.profile == "capacity" and p.sessions == (1, 2, 4)
+    p = LOAD_TABLE.of(with_load(plan_of(tmp_path, extra), "sweep:1,8").measure)
+    assert p is not None and p.profile == "sweep" and p.concurrency == (1, 8) and p.sweep_rates == 5

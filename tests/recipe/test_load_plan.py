@@ -186,13 +186,22 @@ def test_a_bad_slo_value_is_refused_naming_its_key(raw, key, words):
 
 CLOSED = {"concurrency": [1, 8, 32], "requests": 64}
 OPEN = {"rate": [1, 2], "duration_s": 30}
+SESSIONS = {"sessions": [2, 4], "turns": 3}
 
 
 @pytest.mark.parametrize(
     "load,key,words",
     [
-        ({**CLOSED, "rate": [1]}, "measure.load.rate", "not both"),
-        ({"requests": 10}, "measure.load", "needs concurrency (closed-loop levels) or rate"),
+        ({**CLOSED, "rate": [1]}, "measure.load.rate", "one kind per recipe"),
+        ({"requests": 10}, "measure.load", "needs concurrency (closed-loop levels), rate"),
+        ({**SESSIONS, "concurrency": [1]}, "measure.load.sessions", "one kind per recipe"),
+        ({**SESSIONS, "arrival": "poisson"}, "measure.load.arrival", "these levels are agentic sessions"),
+        ({**SESSIONS, "requests": 10}, "measure.load.requests", "sessions x turns requests"),
+        ({**SESSIONS, "duration_s": 10}, "measure.load.duration_s", "lasts its sessions' turns"),
+        ({**SESSIONS, "shared_prefix_tokens": 16}, "measure.load.shared_prefix_tokens", "nonce of its own"),
+        ({**SESSIONS, "profile": "sweep"}, "measure.load.profile", "levels or capacity"),
+        ({**CLOSED, "think_s": 2}, "measure.load.think_s", "only agentic levels"),
+        ({**OPEN, "turns": 3}, "measure.load.turns", "only agentic levels"),
         ({**CLOSED, "arrival": "poisson"}, "measure.load.arrival", "only an open loop"),
         ({**CLOSED, "max_concurrency": 4}, "measure.load.max_concurrency", "only an open loop"),
         ({**CLOSED, "burstiness": 2}, "measure.load.burstiness", "only an open loop"),
@@ -380,3 +389,28 @@ def test_the_profiles_make_their_plans_and_lines(tmp_path):
     cap = '[measure.load]\nrate = [1, 2, 4]\nrequests = 8\nprofile = "capacity"\n[measure.slo]\nttft_s = 1'
     plan = load_recipe(recipe(tmp_path, cap, name="cap")).resolve({})
     assert "ladder 1/s, 2/s, 4/s to the first miss, then bisection to 10 % of the rate" in describe_plan(plan)
+
+
+def test_session_levels_and_their_defaults():
+    table = load_table({"sessions": [2, 8], "think_s": 1.5, "think": "exponential"})
+    check_load(merged({"sessions": [2, 8], "think_s": 1.5, "think": "exponential"}))
+    plan = LOAD_TABLE.plan(table)
+    assert (plan.loop, plan.levels, plan.closed) == ("sessions", (2, 8), False)
+    assert (plan.turns, plan.tool_tokens, plan.think_s, plan.think) == (4, 256, 1.5, "exponential")
+    assert plan.requests() == (2 + 8) * 4 + 2 * plan.warmup  # every session's turns, and the warm-ups
+    assert (plan.arrival, plan.duration_s, plan.level_requests) == (None, None, None)
+    assert LOAD_TABLE.plan(load_table({"concurrency": [2], "requests": 4})).loop == "closed"
+    assert LOAD_TABLE.plan(load_table({"rate": [2], "requests": 4})).loop == "open"
+
+
+def test_a_session_level_over_the_running_cap_or_whose_last_turn_outgrows_the_window_is_refused():
+    e = refusal(check_load, merged({**SESSIONS, "sessions": [2, 32]}, args={"--max-num-seqs": 16}))
+    assert e.key == "measure.load.sessions[1]" and "32 sessions, over the engine's cap of 16" in e.message
+    load = {**SESSIONS, "prompt_tokens": 1000, "output_tokens": 100, "tool_tokens": 500}
+    e = refusal(check_load, merged(load, args={"--max-model-len": 2048}))
+    assert e.key == "measure.load.prompt_tokens"
+    assert (
+        "1,000 prompt + 100 answer tokens + 1,200 of 2 earlier turns' answers and tool results = 2,300"
+        in (e.message)
+    )
+    check_load(merged(load, args={"--max-model-len": 2300}))

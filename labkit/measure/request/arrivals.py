@@ -187,3 +187,16 @@ def client_bound(
     judged = quantile(lateness_s, percentile)
     assert judged is not None  # there are values
     return ClientBound(judged, threshold, percentile, judged > threshold)
+
+
+def think_gap(mean_s: float, kind: str, seed: str | int | None, level: int, session: int, turn: int) -> float:
+    """The think/tool time of an agentic session before turn `turn` (seconds): `mean_s` when fixed, else drawn
+    from an exponential of that mean, seeded by the run's seed, the level and the session's turn (so two lanes
+    wait alike)."""
+    if mean_s <= 0:
+        return 0.0
+    if kind == "fixed":
+        return mean_s
+    if kind != "exponential":
+        raise ValueError(f"think {kind!r}: fixed or exponential")
+    return random.Random(f"{seed}/sessions={level}/{session}/{turn}").expovariate(1.0 / mean_s)

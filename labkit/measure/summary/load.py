@@ -36,25 +36,37 @@ from labkit.measure.summary.latency import (
     request_ttft,
     slo_bounds,
 )
-from labkit.measures import level_window, measure_key
+from labkit.measures import LOOP_AXIS, level_label, level_window, measure_key
 from labkit.recipe import LoadPlan, SloPlan
 
 CLIENT_BOUND = "client-bound"  # the flag code of a level whose sends came late
 LATENESS_STATS = (50.0, 99.0)  # the lateness percentiles a level keeps
 
 
-def level_axis(closed: bool) -> str:
-    """The key axis of a loop's levels: `load` (closed-loop streams) or `rate` (open-loop requests/s)."""
-    return "load" if closed else "rate"
+CLIFF_SHARE = (
+    0.9  # a session level whose turns find less of their expected prefix-cache hits is past the cliff
+)
+EVICTION = "eviction"  # the `summary.load` entry of the eviction onset, beside the levels' and "capacity"
+CAPACITY_FAMILY: dict[str, tuple[str, str]] = {
+    "closed": ("load_capacity_streams", "streams"),
+    "open": ("load_capacity_rate", "requests/s"),
+    "sessions": ("load_capacity_sessions", "sessions"),
+}
 
 
-def load_window(closed: bool, level: float) -> str:
-    """The window (and `summary.load` entry) of one level: load@load=4, load@rate=0.5."""
-    return level_window("load", level_axis(closed), _level_value(closed, level))
+def level_axis(loop: str) -> str:
+    """The key axis of a loop's levels: `load` (closed-loop streams), `rate` (open-loop requests/s) or
+    `sessions` (agentic sessions at once)."""
+    return LOOP_AXIS[loop]
 
 
-def _level_value(closed: bool, level: float) -> int | float:
-    return int(level) if closed else float(level)
+def load_window(loop: str, level: float) -> str:
+    """The window (and `summary.load` entry) of one level: load@load=4, load@rate=0.5, load@sessions=8."""
+    return level_window("load", level_axis(loop), _level_value(loop, level))
+
+
+def _level_value(loop: str, level: float) -> int | float:
+    return float(level) if loop == "open" else int(level)
 
 
 def slo_of(plan: SloPlan | None) -> SLO | None:
@@ -88,17 +100,21 @@ def load_measures(
     searched for it. `level_gauges`: the engine's gauges sampled while each level ran (RunLog.level_gauges)."""
     slo = slo_of(slo_plan)
     load = [r for r in records if r.phase == "load" and r.load_level is not None]
-    levels = dict.fromkeys((r.load_loop == "closed", r.load_level) for r in load if r.load_level is not None)
-    for closed, level in levels:
-        recs = [r for r in load if (r.load_loop == "closed") == closed and r.load_level == level]
-        axis, value = level_axis(closed), _level_value(closed, level)
-        window = load_window(closed, level)
+    levels = dict.fromkeys(
+        (r.load_loop, r.load_level) for r in load if r.load_level is not None and r.load_loop
+    )
+    for loop, level in levels:
+        recs = [r for r in load if r.load_loop == loop and r.load_level == level]
+        axis, value = level_axis(loop), _level_value(loop, level)
+        window = load_window(loop, level)
         stats = level_stats(recs, slo)
-        entry = _entry(closed, value, recs, stats)
+        entry = _entry(loop, value, recs, stats)
         _put(s, axis, value, stats, len(recs))
         _intervals(entry, axis, value, recs)
-        if not closed:
+        if loop == "open":
             _lateness(s, entry, plan, axis, value, level, recs, window)
+        if loop == "sessions":
+            _session_level(s, entry, axis, value, recs)
         if slo is not None:
             entry["slo_met"] = stats.slo_met
         _server_side(s, entry, axis, value, recs, (level_gauges or {}).get(window, ()))
@@ -112,6 +128,8 @@ def load_measures(
         s.load[window] = entry
     if plan.profile == "capacity" and slo is not None:
         _capacity(s, plan, slo, load)
+    if any(loop == "sessions" for loop, _ in levels):
+        _eviction(s)
 
 
 def _capacity(s: RunSummary, plan: LoadPlan, slo: SLO, load: Sequence[RequestRecord]) -> None:
@@ -121,17 +139,15 @@ def _capacity(s: RunSummary, plan: LoadPlan, slo: SLO, load: Sequence[RequestRec
     for rep in sorted({r.rep for r in load}):
         passes: dict[tuple[float, int], list[RequestRecord]] = {}
         for r in load:
-            if r.rep == rep and r.load_level is not None and (r.load_loop == "closed") == plan.closed:
+            if r.rep == rep and r.load_level is not None and r.load_loop == plan.loop:
                 passes.setdefault((r.load_level, r.load_pass), []).append(r)
         results = [(lvl, pass_meets(recs, slo, plan.max_error_share)) for (lvl, _), recs in passes.items()]
         found.append(capacity(results))
     cap = min(found, key=lambda c: -1.0 if c.value is None else c.value)
-    family, unit = (
-        ("load_capacity_streams", "streams") if plan.closed else ("load_capacity_rate", "requests/s")
-    )
+    family, unit = CAPACITY_FAMILY[plan.loop]
     bounds = ", ".join(f"{name.upper()} p{slo.percentile:g} <= {b:g} s" for name, b, _ in slo_bounds(slo))
     entry: dict[str, Any] = {
-        "loop": "closed" if plan.closed else "open",
+        "loop": plan.loop,
         "value": cap.value,
         "miss": cap.miss,
         "passes": cap.passes,
@@ -155,9 +171,9 @@ def _capacity(s: RunSummary, plan: LoadPlan, slo: SLO, load: Sequence[RequestRec
     s.method[family] = f"highest level within {bounds}, met in {cap.passes} of {cap.passes} passes; {above}"
 
 
-def _entry(closed: bool, level: float, recs: Sequence[RequestRecord], st: LevelStats) -> dict[str, Any]:
+def _entry(loop: str, level: float, recs: Sequence[RequestRecord], st: LevelStats) -> dict[str, Any]:
     return {
-        "loop": "closed" if closed else "open",
+        "loop": loop,
         "level": level,
         "requests": len(recs),
         "answered": st.n_ok,
@@ -237,6 +253,84 @@ def _server_side(
                 entry[f"peak_{name}"] = max(seen)
 
 
+def _session_level(
+    s: RunSummary, entry: dict[str, Any], axis: str, value: int | float, recs: Sequence[RequestRecord]
+) -> None:
+    """A session level's prefix-cache hits against the expected, and each turn's TTFT at its depth: the
+    engine's hits are the level window's counter delta when the engine has the counters, else the responses'
+    cached_tokens summed; the expected are the turns' least (the previous prompt, whole blocks)."""
+    ok = [r for r in recs if r.ok]
+    expected = sum(r.hit_expected for r in ok if r.hit_expected is not None)
+    window = next((r.hit_window for r in recs if r.hit_window is not None), None)
+    per_request = [r.hit_engine for r in recs if r.hit_engine is not None]
+    engine, source = (
+        (window, "the level window's prefix-cache counter delta")
+        if window is not None
+        else (sum(per_request), "the responses' cached_tokens, summed")
+        if per_request and len(per_request) == len(recs)
+        else (None, "")
+    )
+    if expected > 0 and engine is not None:
+        share = engine / expected
+        key = measure_key("load_hit_share", **{axis: value})
+        s.measures[key] = share
+        s.method[key] = f"{source} / the turns' expected hits (the previous prompt in whole blocks)"
+        entry["hits"] = {
+            "engine": engine,
+            "expected": expected,
+            "expected_max": sum(r.hit_expected_max for r in ok if r.hit_expected_max is not None),
+            "share": share,
+            "source": source,
+        }
+    turns = []
+    for turn in sorted({r.turn for r in ok}):
+        at = [r for r in ok if r.turn == turn]
+        ttfts = [v for v in map(request_ttft, at) if v is not None]
+        depths = [r.prompt_tokens for r in at if r.prompt_tokens is not None]
+        hits = [r.hit_engine for r in at if r.hit_engine is not None]
+        row = {
+            "turn": turn,
+            "sessions": len(at),
+            "depth": percentile(depths, 50.0) if depths else None,
+            "ttft_p50": percentile(ttfts, 50.0) if ttfts else None,
+            "ttft_p99": percentile(ttfts, 99.0) if ttfts else None,
+            "hits": sum(hits) if hits and len(hits) == len(at) else None,
+            "expected": sum(r.hit_expected for r in at if r.hit_expected is not None) if turn > 1 else None,
+        }
+        turns.append(row)
+        if row["ttft_p50"] is not None:
+            key = measure_key("load_turn_ttft_t<T>", turn=turn, **{axis: value})
+            s.measures[key] = row["ttft_p50"]
+            s.method[key] = (
+                f"median of {len(ttfts)} sessions' turn-{turn} TTFT, at a median depth of {row['depth']:g} tokens"
+            )
+    entry["turns"] = turns
+
+
+def _eviction(s: RunSummary) -> None:
+    """The eviction cliff: the fewest sessions whose turns found less than CLIFF_SHARE of their expected
+    prefix-cache hits, with the highest level below it that held; none when every level held."""
+    levels = sorted(
+        (e["level"], e["hits"]["share"])
+        for w, e in s.load.items()
+        if w not in ("capacity", EVICTION) and e.get("loop") == "sessions" and "hits" in e
+    )
+    if not levels:
+        return
+    held: tuple[float, float] | None = None
+    for level, share in levels:
+        if share < CLIFF_SHARE:
+            s.measures["load_eviction_sessions"] = level
+            s.method["load_eviction_sessions"] = (
+                f"fewest sessions whose prefix-cache hits fell below {CLIFF_SHARE:.0%} of the expected "
+                f"({share:.1%})" + ("" if held is None else f"; {held[0]:g} sessions found {held[1]:.1%}")
+            )
+            s.load[EVICTION] = {"onset": level, "share": share, "held": held, "threshold": CLIFF_SHARE}
+            return
+        held = (level, share)
+    s.load[EVICTION] = {"onset": None, "share": None, "held": held, "threshold": CLIFF_SHARE}
+
+
 def _values(p: Percentiles) -> tuple[float | None, ...]:
     return p.p50, p.p90, p.p95, p.p99
 
@@ -300,10 +394,10 @@ def load_rows(s: RunSummary) -> list[tuple[str, str, str]]:
     then the capacity when the run searched for it."""
     out = []
     for window, entry in s.load.items():
-        if window == "capacity":
+        if window in ("capacity", EVICTION):
             continue
-        closed = entry["loop"] == "closed"
-        axis, value = level_axis(closed), _level_value(closed, entry["level"])
+        loop = entry["loop"]
+        axis, value = level_axis(loop), _level_value(loop, entry["level"])
         get = partial(_figure, s, axis, value)
 
         ttft50, ttft99 = get("load_ttft", "p50"), get("load_ttft", "p99")
@@ -325,14 +419,31 @@ def load_rows(s: RunSummary) -> list[tuple[str, str, str]]:
             bits.append("CLIENT-BOUND: sends came late")
         if entry.get("invalid"):
             bits.append(f"INVALID: {entry['why']}")
-        name = f"load c{value}" if closed else f"load {value:g}/s"
+        hits = entry.get("hits")
+        if hits and hits.get("share") is not None:
+            bits.append(f"prefix hits {hits['share']:.0%} of expected")
+        name = f"load {level_label(axis, value)}"
         out.append((name, value_text, ", ".join(bits)))
     cap = s.load.get("capacity")
     if cap:
-        unit = "streams" if cap["loop"] == "closed" else "req/s"
+        unit = {"closed": "streams", "open": "req/s", "sessions": "sessions"}[cap["loop"]]
         shown = "none" if cap["value"] is None else f"{cap['value']:g} {unit}"
         above = "the ladder's top met it" if cap["miss"] is None else f"{cap['miss']:g} missed"
         out.append(("capacity under the SLO", shown, f"{cap['slo']}; {above}"))
+    ev = s.load.get(EVICTION)
+    if ev:
+        held = "" if ev["held"] is None else f"{ev['held'][0]:g} sessions found {ev['held'][1]:.0%}"
+        if ev["onset"] is None:
+            out.append(("prefix-cache eviction", "none seen", held or "no session level measured its hits"))
+        else:
+            below = f"{ev['onset']:g} sessions found {ev['share']:.0%} of expected hits"
+            out.append(
+                (
+                    "prefix-cache eviction",
+                    f"from {ev['onset']:g} sessions",
+                    "; ".join(filter(None, (below, held))),
+                )
+            )
     return out
 
 

@@ -20,13 +20,14 @@ import asyncio
 import itertools
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from labkit.measure.prompt import prompts as pr
+from labkit.measure.prompt.conversation import block_size
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.request.arrivals import level_seed, ramped, send_times
 from labkit.measure.request.client import EndpointError, StreamRequest
+from labkit.measure.request.pacing import SPIN_S, until
 from labkit.measure.request.sse import RawStream
 from labkit.measure.server import metrics as mx
 from labkit.measure.server.scrapes import RUNNING, WAITING, gauges
@@ -34,12 +35,13 @@ from labkit.measure.session import Session
 from labkit.measure.summary.capacity import next_level, sweep_rates
 from labkit.measure.summary.latency import level_stats
 from labkit.measure.summary.load import load_measures, load_window, pass_meets, slo_of
+from labkit.measure.workloads.agentic import tool_budget
 from labkit.measure.workloads.base import SummaryInput, Workload
+from labkit.measure.workloads.load_sessions import Turn, run_sessions, session_hits
 from labkit.measure.workloads.prefill import fit_counter
 from labkit.measure.workloads.windows import TurnWindows
-from labkit.recipe import LOAD_TABLE, SLO_TABLE, LoadPlan, MeasurePlan
+from labkit.recipe import LOAD_TABLE, SLO_TABLE, LoadLoop, LoadPlan, MeasurePlan
 
-SPIN_S = 0.002  # an open loop sleeps until this long before a send, then yields until it is due (timer slack)
 PROGRESS_S = 10.0  # a progress line per level this often while it runs
 GAUGE_S = 1.0  # the engine's gauges are sampled this often while a level runs
 GAUGE_NAMES = (*RUNNING, *WAITING, *mx.KV_USAGE)  # the /metrics lines a level's gauge samples read
@@ -55,6 +57,7 @@ class Sent:
     nonce: str
     intended_ns: int | None
     raw: RawStream
+    turn: int | None = None  # a session level's turn (its stream is the session)
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ class LevelPrompts:
 
     text: str
     nonce: str
+    tool_budget: int = (
+        0  # a session level's tool results, in words and punctuation marks (agentic.tool_budget)
+    )
 
     def fresh(self) -> tuple[str, str]:
         """(prompt, nonce) of one request."""
@@ -84,12 +90,12 @@ async def measure_load(s: Session, run: int) -> None:
     p = _plan(s)
     prompts = await _fit(s, p)
 
-    async def level(closed: bool, value: float) -> list[RequestRecord]:
-        return await _level(s, p, run, prompts, closed, value)
+    async def level(loop: LoadLoop, value: float) -> list[RequestRecord]:
+        return await _level(s, p, run, prompts, loop, value)
 
     if p.profile == "sweep":
-        sync = level_stats(await level(True, 1)).request_rate
-        top = level_stats(await level(True, max(p.concurrency))).request_rate
+        sync = level_stats(await level("closed", 1)).request_rate
+        top = level_stats(await level("closed", max(p.concurrency))).request_rate
         rates = sweep_rates(sync or 0.0, top or 0.0, p.sweep_rates)
         if not rates:
             s.log.notes.append(
@@ -97,20 +103,20 @@ async def measure_load(s: Session, run: int) -> None:
                 f"{sync or 0:.3g}: no rates between them to sweep"
             )
         for rate in rates:
-            await level(False, rate)
+            await level("open", rate)
     elif p.profile == "capacity":
         slo = slo_of(SLO_TABLE.of(s.ctx.plan))
         assert slo is not None  # the recipe's rule: capacity needs [measure.slo]
         results: list[tuple[float, bool]] = []
-        while (value := next_level(p.levels, p.closed, results)) is not None:
-            results.append((value, pass_meets(await level(p.closed, value), slo, p.max_error_share)))
+        while (value := next_level(p.levels, p.loop != "open", results)) is not None:
+            results.append((value, pass_meets(await level(p.loop, value), slo, p.max_error_share)))
     else:
         for value in p.levels:
-            await level(p.closed, value)
+            await level(p.loop, value)
 
 
 async def _level(
-    s: Session, p: LoadPlan, run: int, prompts: LevelPrompts, closed: bool, level: float
+    s: Session, p: LoadPlan, run: int, prompts: LevelPrompts, loop: LoadLoop, level: float
 ) -> list[RequestRecord]:
     """One pass of one level: its warm-ups one at a time, then the level in its window, then its records
     (numbered as the level's next pass in this repetition)."""
@@ -119,17 +125,22 @@ async def _level(
         text, n = prompts.fresh()
         res = await s.ctx.client.stream(_request(s, p, text))
         s.record(res, phase="warmup", requested=p.output_tokens, turn=i, nonce=n)
-    loop = "closed" if closed else "open"
     done = {
         r.load_pass
         for r in s.log.records
         if r.phase == "load" and r.rep == s.rep and r.load_loop == loop and r.load_level == float(level)
     }
-    window = load_window(closed, level)
+    window = load_window(loop, level)
     windows = await TurnWindows.opened(s, run, window)
-    sent = await _run_level(s, p, closed, level, prompts, window)
-    recs = [_record(s, p, closed, level, len(done), x) for x in sorted(sent, key=lambda x: x.index)]
+    opened = windows.first
+    sent = await _run_level(s, p, loop, level, prompts, window)
+    recs = [_record(s, p, loop, level, len(done), x) for x in sorted(sent, key=lambda x: x.index)]
     await windows.close(recs, f"the {len(recs)} requests of {window}")
+    if loop == "sessions":
+        pc = (
+            mx.prefix_cache(opened, windows.last) if opened is not None and windows.last is not None else None
+        )
+        session_hits(recs, block_size(opened), None if pc is None else pc[0])
     if s.say is not None:
         failed = sum(1 for r in recs if not r.ok)
         again = f" (pass {len(done) + 1})" if done else ""
@@ -153,7 +164,8 @@ async def _fit(s: Session, p: LoadPlan) -> LevelPrompts:
         return await counter(prefix + text)
 
     text, _, n = await pr.fit_prompt(p.prompt_tokens, count, exact=exact, seed=s.text_seed("load"))
-    return LevelPrompts(prefix + text, n)
+    budget = await tool_budget(s, p.tool_tokens) if p.sessions else 0
+    return LevelPrompts(prefix + text, n, budget)
 
 
 def _request(s: Session, p: LoadPlan, text: str) -> StreamRequest:
@@ -163,7 +175,7 @@ def _request(s: Session, p: LoadPlan, text: str) -> StreamRequest:
 
 
 async def _run_level(
-    s: Session, p: LoadPlan, closed: bool, level: float, prompts: LevelPrompts, window: str
+    s: Session, p: LoadPlan, loop: LoadLoop, level: float, prompts: LevelPrompts, window: str
 ) -> list[Sent]:
     """The level's requests, every one ended, with a progress line every PROGRESS_S while it runs."""
     sent: list[Sent] = []
@@ -171,8 +183,10 @@ async def _run_level(
     if s.log.has_metrics:
         tasks.append(asyncio.create_task(_gauges(s, s.log.level_gauges.setdefault(window, []))))
     try:
-        if closed:
+        if loop == "closed":
             await _closed(s, p, int(level), prompts, sent)
+        elif loop == "sessions":
+            await _sessions(s, p, int(level), prompts, sent)
         else:
             await _open(s, p, float(level), prompts, sent)
     finally:
@@ -240,6 +254,20 @@ async def _closed(s: Session, p: LoadPlan, streams: int, prompts: LevelPrompts, 
     await asyncio.gather(*(stream(i) for i in range(streams)))
 
 
+async def _sessions(s: Session, p: LoadPlan, level: int, prompts: LevelPrompts, sent: list[Sent]) -> None:
+    """`level` agentic sessions at once (load_sessions.py), each turn a Sent in send order (the session its
+    stream)."""
+    turns: list[Turn] = []
+    try:
+        await run_sessions(
+            s, p, level, prompts.fresh, lambda text: _request(s, p, text), prompts.tool_budget, turns
+        )
+    finally:
+        sent.extend(
+            Sent(k, t.session, t.nonce, t.intended_ns, t.raw, turn=t.turn) for k, t in enumerate(turns)
+        )
+
+
 def schedule(p: LoadPlan, rate: float, seed: int | None) -> tuple[float, ...]:
     """The level's intended send times, seconds from its start: drawn from the recipe's seed and the rate (so
     two lanes get the same), its steady part for the duration less half the ramp, then ramped. A sweep's rates
@@ -275,36 +303,28 @@ async def _open(s: Session, p: LoadPlan, rate: float, prompts: LevelPrompts, sen
 
     for k, t in enumerate(times):
         due = start + int(t * 1e9)
-        await _until(due)
+        await until(due)
         if cap is not None:
             await cap.acquire()
         tasks.append(asyncio.create_task(one(k, due)))
     await asyncio.gather(*tasks)
 
 
-async def _until(due_ns: int, now: Callable[[], int] = time.perf_counter_ns) -> None:
-    """Wait until `due_ns` (perf_counter): asleep until SPIN_S before it (the loop's timers wake up to a
-    millisecond late), then yielding to the loop's other work until it is due."""
-    wait = (due_ns - now()) / 1e9 - SPIN_S
-    if wait > 0:
-        await asyncio.sleep(wait)
-    while now() < due_ns:
-        await asyncio.sleep(0)
-
-
-def _record(s: Session, p: LoadPlan, closed: bool, level: float, npass: int, x: Sent) -> RequestRecord:
+def _record(s: Session, p: LoadPlan, loop: LoadLoop, level: float, npass: int, x: Sent) -> RequestRecord:
     """One request of the level as its record: parsed now, tagged with the loop, the level, the pass and, for an
-    open loop, the intended send and the lateness."""
+    open loop or a session's turn, the intended send and the lateness."""
     rec = s.record(
         x.raw.parsed(),
         phase="load",
         requested=p.output_tokens,
-        concurrency=int(level) if closed else 1,
-        turn=x.index,
+        concurrency=1 if loop == "open" else int(level),
+        turn=x.index if x.turn is None else x.turn,
         stream=x.stream,
         nonce=x.nonce,
     )
-    rec.load_loop = "closed" if closed else "open"
+    if x.turn is not None:
+        rec.session = x.stream
+    rec.load_loop = loop
     rec.load_level = float(level)
     rec.load_pass = npass
     if x.intended_ns is not None:
@@ -329,7 +349,7 @@ def _summarize(s: RunSummary, inp: SummaryInput) -> None:
 
 def _window(rec: RequestRecord) -> str | None:
     """load@load=<N> or load@rate=<R>: the level's window; None for a record of no level."""
-    return None if rec.load_level is None else load_window(rec.load_loop == "closed", rec.load_level)
+    return None if rec.load_level is None or not rec.load_loop else load_window(rec.load_loop, rec.load_level)
 
 
 LOAD = Workload(
@@ -358,6 +378,10 @@ LOAD = Workload(
         "load_preemptions",
         "load_capacity_streams",
         "load_capacity_rate",
+        "load_capacity_sessions",
+        "load_turn_ttft_t<T>",
+        "load_hit_share",
+        "load_eviction_sessions",
     ),
     active=lambda plan: LOAD_TABLE.of(plan) is not None,
     planned=_planned,

@@ -76,6 +76,7 @@ class LoadPlan:
     prompt_tokens: int = 512
     output_tokens: int = 128
     shared_prefix_tokens: int = 0
+    range_ratio: float = 0.0  # prompt and answer lengths uniform over L(1 - r) .. L(1 + r), vLLM's convention
     warmup: int = 1
     ramp_up_s: float = 0.0
     max_error_share: float = 0.01
@@ -156,6 +157,7 @@ def load_fields() -> dict[str, s.Field]:
         "prompt_tokens": F(s.integer(8, MAX_TOKENS), default=512),  # server tokens, shared prefix included
         "output_tokens": F(s.integer(2, 65536), default=128),  # forced length
         "shared_prefix_tokens": F(s.integer(0, MAX_TOKENS), default=0),
+        "range_ratio": F(s.bounded(0, 1, low_closed=True, high_open=True)),  # unset reads as 0: fixed lengths
         "warmup": F(s.integer(0, 64), default=1),  # per level, one at a time, in no figure
         "ramp_up_s": F(s.bounded(0, MAX_LEVEL_S, low_closed=True), default=0.0),
         "max_error_share": F(s.bounded(0, 1, low_closed=True, high_open=True), default=0.01),
@@ -192,6 +194,7 @@ def load_levels(table: Mapping[str, Any]) -> LoadPlan:
         prompt_tokens=table["prompt_tokens"],
         output_tokens=table["output_tokens"],
         shared_prefix_tokens=table["shared_prefix_tokens"],
+        range_ratio=float(table.get("range_ratio") or 0.0),
         warmup=table["warmup"],
         ramp_up_s=float(table["ramp_up_s"]),
         max_error_share=float(table["max_error_share"]),
@@ -231,11 +234,14 @@ def check_load(merged: dict) -> None:
     if not load.get("sessions"):  # a session level lasts its sessions' turns
         _check_length(load)
     _check_engine(load, merged["engine"]["args"])
-    if load["shared_prefix_tokens"] >= load["prompt_tokens"]:
+    ratio = load.get("range_ratio") or 0.0
+    shortest = int(load["prompt_tokens"] * (1 - ratio))
+    if load["shared_prefix_tokens"] >= shortest:
+        spread = f" less measure.load.range_ratio's {ratio:g} ({shortest})" if ratio else ""
         raise s.Invalid(
             "measure.load.shared_prefix_tokens",
-            f"{load['shared_prefix_tokens']} is not below prompt_tokens ({load['prompt_tokens']}): the prompt "
-            "includes its shared prefix, and every request needs tokens of its own",
+            f"{load['shared_prefix_tokens']} is not below prompt_tokens ({load['prompt_tokens']}){spread}: the "
+            "prompt includes its shared prefix, and every request needs tokens of its own",
         )
     timeout = merged["measure"]["timeout"]
     if load["stall_s"] >= timeout:
@@ -307,6 +313,7 @@ def _check_sessions(load: Mapping[str, Any]) -> None:
         ("duration_s", "a session level lasts its sessions' turns (measure.load.turns)"),
         ("requests", "a session level sends sessions x turns requests (measure.load.turns)"),
         ("shared_prefix_tokens", "each session opens with a nonce of its own and shares only its own turns"),
+        ("range_ratio", "a session's lengths are its opening, answers and tool results"),
     ):
         if load.get(key):
             raise s.Invalid(f"measure.load.{key}", f"not with measure.load.sessions: {why}")
@@ -383,8 +390,12 @@ def _check_engine(load: Mapping[str, Any], engine_args: Mapping[str, Any]) -> No
                 f"not run at {kind} {level}",
             )
     window = context_window(dict(engine_args))
-    need = load["prompt_tokens"] + load["output_tokens"]
-    what = f"{load['prompt_tokens']:,} prompt + {load['output_tokens']:,} answer tokens"
+    ratio = load.get("range_ratio") or 0.0
+    prompt, output = (int(load[k] * (1 + ratio)) for k in ("prompt_tokens", "output_tokens"))
+    need = prompt + output
+    what = f"{prompt:,} prompt + {output:,} answer tokens" + (
+        f" (the longest measure.load.range_ratio {ratio:g} draws)" if ratio else ""
+    )
     if load.get("sessions"):  # the last turn holds every earlier answer and tool result
         turns = load.get("turns") or DEFAULT_TURNS
         grown = (turns - 1) * (load["output_tokens"] + (load.get("tool_tokens") or DEFAULT_TOOL_TOKENS))
@@ -480,7 +491,7 @@ def _load_rows(p: LoadPlan, m: MeasurePlan) -> Rows:
             f"{p.prompt_tokens}-token openings, then growing by each turn, {p.output_tokens}-token answers"
             if p.sessions
             else f"{p.prompt_tokens}-token prompts ({p.shared_prefix_tokens} shared), {p.output_tokens}-token "
-            "answers",
+            "answers" + (f", each length uniform within ±{p.range_ratio:.0%}" if p.range_ratio else ""),
         ),
         ("load checks", checks),
     ]

@@ -90,11 +90,11 @@ def test_a_blocked_event_loop_is_flagged_client_bound(monkeypatch):
     built = []
     real = load_workload._request
 
-    def blocking(s, p, text):
+    def blocking(s, p, text, output_tokens=None):
         built.append(text)
         if len(built) == 5:  # the warm-up is the first
             time.sleep(0.150)
-        return real(s, p, text)
+        return real(s, p, text, output_tokens)
 
     monkeypatch.setattr(load_workload, "_request", blocking)
     with SimOracle(sets=FAST) as sim:

@@ -414,3 +414,17 @@ def test_a_session_level_over_the_running_cap_or_whose_last_turn_outgrows_the_wi
         in (e.message)
     )
     check_load(merged(load, args={"--max-model-len": 2300}))
+
+
+def test_a_length_range_is_checked_at_its_ends():
+    plan = LOAD_TABLE.plan(load_table({**OPEN, "range_ratio": 0.5}))
+    assert plan.range_ratio == 0.5 and LOAD_TABLE.plan(load_table(OPEN)).range_ratio == 0.0
+    load = {**OPEN, "prompt_tokens": 2000, "output_tokens": 100, "range_ratio": 0.5}
+    e = refusal(check_load, merged(load, args={"--max-model-len": 3000}))
+    assert e.key == "measure.load.prompt_tokens" and "3,000 prompt + 150 answer tokens" in e.message
+    e = refusal(check_load, merged({**load, "shared_prefix_tokens": 1000}))
+    assert e.key == "measure.load.shared_prefix_tokens" and "range_ratio's 0.5 (1000)" in e.message
+    e = refusal(check_load, merged({**SESSIONS, "range_ratio": 0.2}))
+    assert e.key == "measure.load.range_ratio" and "not with measure.load.sessions" in e.message
+    with pytest.raises(s.Invalid):
+        load_table({**OPEN, "range_ratio": 1.0})

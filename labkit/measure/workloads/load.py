@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from labkit.measure.prompt import prompts as pr
 from labkit.measure.prompt.conversation import block_size
+from labkit.measure.prompt.lengths import drawn_lengths, length_range
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.request.arrivals import level_seed, ramped, send_times
 from labkit.measure.request.client import EndpointError, StreamRequest
@@ -58,23 +59,32 @@ class Sent:
     intended_ns: int | None
     raw: RawStream
     turn: int | None = None  # a session level's turn (its stream is the session)
+    requested: int | None = None  # its answer's forced length, when drawn (measure.load.range_ratio)
+    prompt_target: int = 0  # the prompt length it aimed at
 
 
 @dataclass(frozen=True)
 class LevelPrompts:
     """A level's prompt: the fitted text whose nonce is swapped for a fresh one per request (the shared prefix,
-    when the plan has one, comes before the nonce, so only it is shared)."""
+    when the plan has one, comes before the nonce, so only it is shared), `tokens` long by the run's counter;
+    `tool_budget`, a session level's tool results in words and punctuation marks (agentic.tool_budget)."""
 
     text: str
     nonce: str
-    tool_budget: int = (
-        0  # a session level's tool results, in words and punctuation marks (agentic.tool_budget)
-    )
+    tool_budget: int = 0
+    tokens: int = 0
+    prefix: int = 0  # characters of the shared prefix, never cut
 
-    def fresh(self) -> tuple[str, str]:
-        """(prompt, nonce) of one request."""
+    def fresh(self, length: int | None = None) -> tuple[str, str]:
+        """(prompt, nonce) of one request; with `length` below the fitted tokens, the text's tail cut in
+        proportion (in words; the server's count of what was sent is the record's)."""
         n = pr.nonce()
-        return self.text.replace(self.nonce, n, 1), n
+        text = self.text.replace(self.nonce, n, 1)
+        if length is None or not self.tokens or length >= self.tokens:
+            return text, n
+        head, body = text[: self.prefix], text[self.prefix :].split(" ")
+        keep = max(2, round(len(body) * length / self.tokens))
+        return head + " ".join(body[:keep]), n
 
 
 def _plan(s: Session) -> LoadPlan:
@@ -149,8 +159,9 @@ async def _level(
 
 
 async def _fit(s: Session, p: LoadPlan) -> LevelPrompts:
-    """The run's load prompt, fitted to `prompt_tokens` server tokens with the run's counter: a shared prefix
-    of about `shared_prefix_tokens` first when asked, then the nonce and the request's own text."""
+    """The run's load prompt, fitted to `prompt_tokens` server tokens (the longest of its range with a
+    `range_ratio`) with the run's counter: a shared prefix of about `shared_prefix_tokens` first when asked,
+    then the nonce and the request's own text."""
     await fit_counter(s)
     counter = s.log.counter
     assert counter is not None
@@ -163,15 +174,26 @@ async def _fit(s: Session, p: LoadPlan) -> LevelPrompts:
     async def count(text: str) -> int:
         return await counter(prefix + text)
 
-    text, _, n = await pr.fit_prompt(p.prompt_tokens, count, exact=exact, seed=s.text_seed("load"))
+    longest = length_range(p.prompt_tokens, p.range_ratio)[1]
+    text, tokens, n = await pr.fit_prompt(longest, count, exact=exact, seed=s.text_seed("load"))
     budget = await tool_budget(s, p.tool_tokens) if p.sessions else 0
-    return LevelPrompts(prefix + text, n, budget)
+    return LevelPrompts(prefix + text, n, budget, tokens, len(prefix))
 
 
-def _request(s: Session, p: LoadPlan, text: str) -> StreamRequest:
-    req = s.ctx.stream_request(text, p.output_tokens, forced=True)
+def _request(s: Session, p: LoadPlan, text: str, output_tokens: int | None = None) -> StreamRequest:
+    req = s.ctx.stream_request(text, output_tokens or p.output_tokens, forced=True)
     req.stall_s = p.stall_s
     return req
+
+
+def _shaped(s: Session, p: LoadPlan, prompts: LevelPrompts, window: str, k: int) -> tuple[str, str, int, int]:
+    """Request k of a level: (prompt, nonce, answer tokens, prompt tokens aimed at), its lengths drawn from the plan's range (seeded by
+    the run's seed, the level and k; prompt/lengths.py), else the plan's."""
+    plen, olen = drawn_lengths(
+        p.prompt_tokens, p.output_tokens, p.range_ratio, f"{s.ctx.plan.seed}/{window}/{k}"
+    )
+    text, n = prompts.fresh(plen if p.range_ratio else None)
+    return text, n, olen, plen
 
 
 async def _run_level(
@@ -184,11 +206,11 @@ async def _run_level(
         tasks.append(asyncio.create_task(_gauges(s, s.log.level_gauges.setdefault(window, []))))
     try:
         if loop == "closed":
-            await _closed(s, p, int(level), prompts, sent)
+            await _closed(s, p, int(level), prompts, sent, window)
         elif loop == "sessions":
             await _sessions(s, p, int(level), prompts, sent)
         else:
-            await _open(s, p, float(level), prompts, sent)
+            await _open(s, p, float(level), prompts, sent, window)
     finally:
         for task in tasks:
             task.cancel()
@@ -231,7 +253,9 @@ async def _progress(s: Session, sent: list[Sent], window: str) -> None:
             s.say(f"{window}: {len(sent)} requests done after {time.monotonic() - t0:.0f} s")
 
 
-async def _closed(s: Session, p: LoadPlan, streams: int, prompts: LevelPrompts, sent: list[Sent]) -> None:
+async def _closed(
+    s: Session, p: LoadPlan, streams: int, prompts: LevelPrompts, sent: list[Sent], window: str
+) -> None:
     """N streams, each sending its next request as soon as its previous one ended, until the level's request
     count is sent or its duration is over (no send after it; the requests in flight are awaited). With a ramp,
     stream i starts i/N of the ramp late."""
@@ -247,9 +271,9 @@ async def _closed(s: Session, p: LoadPlan, streams: int, prompts: LevelPrompts, 
                 return
             if end is not None and time.monotonic() >= end:
                 return
-            text, n = prompts.fresh()
-            raw = await s.ctx.client.stream_raw(_request(s, p, text))
-            sent.append(Sent(k, i, n, None, raw))
+            text, n, olen, plen = _shaped(s, p, prompts, window, k)
+            raw = await s.ctx.client.stream_raw(_request(s, p, text, olen))
+            sent.append(Sent(k, i, n, None, raw, requested=olen, prompt_target=plen))
 
     await asyncio.gather(*(stream(i) for i in range(streams)))
 
@@ -284,7 +308,9 @@ def schedule(p: LoadPlan, rate: float, seed: int | None) -> tuple[float, ...]:
     return ramped(times, p.ramp_up_s)
 
 
-async def _open(s: Session, p: LoadPlan, rate: float, prompts: LevelPrompts, sent: list[Sent]) -> None:
+async def _open(
+    s: Session, p: LoadPlan, rate: float, prompts: LevelPrompts, sent: list[Sent], window: str
+) -> None:
     """Requests sent at their intended times, at most `max_concurrency` in flight when set (a held request
     goes when one ends, and its wait shows as lateness)."""
     times = schedule(p, rate, s.ctx.plan.seed)
@@ -294,9 +320,9 @@ async def _open(s: Session, p: LoadPlan, rate: float, prompts: LevelPrompts, sen
 
     async def one(k: int, due: int) -> None:
         try:
-            text, n = prompts.fresh()
-            raw = await s.ctx.client.stream_raw(_request(s, p, text))
-            sent.append(Sent(k, 0, n, due - s.ctx.t_origin, raw))
+            text, n, olen, plen = _shaped(s, p, prompts, window, k)
+            raw = await s.ctx.client.stream_raw(_request(s, p, text, olen))
+            sent.append(Sent(k, 0, n, due - s.ctx.t_origin, raw, requested=olen, prompt_target=plen))
         finally:
             if cap is not None:
                 cap.release()
@@ -316,12 +342,13 @@ def _record(s: Session, p: LoadPlan, loop: LoadLoop, level: float, npass: int, x
     rec = s.record(
         x.raw.parsed(),
         phase="load",
-        requested=p.output_tokens,
+        requested=x.requested or p.output_tokens,
         concurrency=1 if loop == "open" else int(level),
         turn=x.index if x.turn is None else x.turn,
         stream=x.stream,
         nonce=x.nonce,
     )
+    rec.prompt_target = x.prompt_target
     if x.turn is not None:
         rec.session = x.stream
     rec.load_loop = loop

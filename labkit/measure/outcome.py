@@ -52,6 +52,7 @@ def bench_result(ctx: RunContext, log: RunLog, io: dict[str, dict[str, float]]) 
         content_acceptance=log.content_acceptance,
         request_accepted=log.request_accepted if log.acceptance is not None else None,
         level_gauges=log.level_gauges,
+        failed_levels=log.failed_levels,
     )
     prov = provenance(
         ctx.client,

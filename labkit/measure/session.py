@@ -116,6 +116,8 @@ class RunLog:
     # the engine's gauges sampled while a load level ran, per level window: [seconds from the level's start,
     # running, waiting, KV usage (NaN when not exported)] (labkit/measure/workloads/load.py)
     level_gauges: dict[str, list[list[float]]] = field(default_factory=dict)
+    # {window: why} of the load level the engine died in, which ended the run (labkit/measure/workloads/load.py)
+    failed_levels: dict[str, str] = field(default_factory=dict)
     counter_kind: str = ""
 
 

@@ -58,7 +58,10 @@ def write_boot(folder: str | Path, facts: BootFacts) -> Path:
 
 def write_result(run: Run, result: BenchResult) -> None:
     """The raw files of a BenchResult (requests, groups, scrapes, I/O deltas, telemetry) into a still-open run
-    folder; also for a run that fails halfway, whose folder is then marked failed with what it measured."""
+    folder; also for a run that fails halfway, whose folder is then marked failed with what it measured: its
+    run.json's `partial` then says how many requests, the error, and the summary of what was measured so far
+    (not the run's `summary`, which only a finished run has: a failed run gives no figure to the tables), e.g.
+    the load levels before the one an engine died in, and that level marked failed."""
     run.write_requests(result.records)
     if result.groups:
         run.write_text(GROUPS_FILE, csv_text([g.to_row() for g in result.groups]))
@@ -69,7 +72,13 @@ def write_result(run: Run, result: BenchResult) -> None:
     for node, text in sorted(result.telemetry.items()):
         run.write_text(telemetry_name(node), text)  # raw samples, docs/measurement.md "Node telemetry"
     if result.provenance.get("partial"):
-        run.update(partial={"requests": len(result.records), "error": result.provenance.get("error")})
+        run.update(
+            partial={
+                "requests": len(result.records),
+                "error": result.provenance.get("error"),
+                "summary": result.summary.to_dict(),
+            }
+        )
 
 
 def write_staging(run: Run, report: dict[str, Any]) -> Path:

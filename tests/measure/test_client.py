@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from labkit.measure.request.client import split_base
+from labkit.measure.request.client import FAILURE_KINDS, failure_kind, split_base
 from labkit.measure.request.sse import SSEParser, StreamResult
 
 
@@ -142,6 +142,45 @@ def test_disagreeing_counts_are_warned():
 )
 def test_split_base(url, root):
     assert split_base(url) == (root, root + "/v1")
+
+
+@pytest.mark.parametrize(
+    "error,kind",
+    [
+        ("", None),
+        ('HTTP 500: {"message": "simulated fault: HTTP 500 on request 3"}', "http_5xx"),
+        ("HTTP 503: Service Unavailable", "http_5xx"),
+        ("HTTP 429: too many requests", "other"),
+        ("HTTP 5000: not a status", "other"),
+        # aiohttp (the default backend): a refusal comes wrapped as httpx's ConnectTimeout, a dropped stream as ReadError
+        (
+            "ConnectTimeout: Cannot connect to host 127.0.0.1:18200 ssl:default [Connect call failed "
+            "('127.0.0.1', 18200)]",
+            "reset",
+        ),
+        (
+            "ReadError: Response payload is not completed: <TransferEncodingError: 400, message='Not enough "
+            "data to satisfy transfer length header.'>",
+            "reset",
+        ),
+        # httpx (LABKIT_HTTP=httpx)
+        ("ConnectError: All connection attempts failed", "reset"),
+        (
+            "RemoteProtocolError: peer closed connection without sending complete message body (incomplete "
+            "chunked read)",
+            "reset",
+        ),
+        ("ServerDisconnectedError: Server disconnected", "reset"),
+        ("cut: no chunk for 0.6 s (stall bound 0.5 s)", "cut"),
+        ("timeout after 30 s", "timeout"),
+        ("short: 3 of 16 tokens", "other"),
+        ("stream ended without a finish_reason (truncated?)", "other"),
+        ("stream error: boom", "other"),
+    ],
+)
+def test_a_failed_requests_error_is_told_apart_by_kind(error, kind):
+    assert failure_kind(error) == kind
+    assert kind is None or kind in FAILURE_KINDS
 
 
 def test_fit_prompt_hits_target_with_nonce_first():

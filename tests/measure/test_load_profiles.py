@@ -1,10 +1,14 @@
 """The sweep and capacity profiles on the simulator (docs/measurement.md, "The sweep profile", "Capacity under
 the SLO"): the capacity of a step-mode engine that runs at most 4 requests at once, under a TTFT bound a 5th
-request's queueing breaks, is found to be 4 streams; a sweep runs c1, the widest level, then rates between."""
+request's queueing breaks, is found to be 4 streams; a sweep runs c1, the widest level, then rates between; an
+engine that dies during the second level stops either search there."""
 
 from __future__ import annotations
 
+import pytest
+
 from labkit.measure import BenchOptions, run_bench
+from labkit.measure.request.client import EndpointError
 from labkit.recipe import DecodePlan, LoadPlan, MeasurePlan, PrefillPlan, SloPlan
 from labkit.sim.oracle import SimOracle
 
@@ -54,3 +58,23 @@ def test_a_sweep_runs_c1_the_widest_level_then_constant_rates_between():
         sent = [r.t_intended for r in res.records if r.phase == "load" and r.load_level == rate]
         gaps = {round((b - a) / 1e9, 6) for a, b in zip(sent, sent[1:], strict=False)}
         assert gaps == {round(1 / rate, 6)}
+
+
+@pytest.mark.parametrize(
+    "profile,slo", [("sweep", None), ("capacity", SloPlan(ttft_s=1.0))], ids=["sweep", "capacity"]
+)
+def test_an_engine_that_dies_in_the_second_level_stops_the_search_there(profile, slo):
+    # generation requests: 1 warm-up + 8 at c1, 1 warm-up, then the 2nd of the second level kills the engine
+    load = LoadPlan(
+        concurrency=(1, 2, 4), level_requests=8, prompt_tokens=64, output_tokens=16, profile=profile
+    )
+    sets = {"decode_tps": 200, "prefill_tps": 20000, "fault_exit_request": 12, "fault_exit_after_tokens": 4}
+    kept = []
+    with SimOracle(sets=sets) as sim, pytest.raises(EndpointError, match="engine died during load level"):
+        run_bench(sim.url, _plan(load, slo), BenchOptions(progress=False, on_partial=kept.append))
+    (res,) = kept
+    levels = list(dict.fromkeys(r.load_level for r in res.records if r.phase == "load"))
+    second = 4.0 if profile == "sweep" else 2.0  # a sweep's second level is its widest, a ladder's the next
+    assert levels == [1.0, second]  # nothing searched after it: no rates, no further rung
+    assert res.summary.load[f"load@load={second:g}"]["level_failed"]
+    assert "capacity" not in res.summary.load and "load_capacity_streams" not in res.summary.measures

@@ -11,7 +11,7 @@ import pytest
 
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.summary.compose import summarize
-from labkit.measure.summary.load import load_measures
+from labkit.measure.summary.load import failure_counts, load_measures, load_rows, mark_failed
 from labkit.measure.workloads import window_of
 from labkit.measures import level_key, level_window, parse_key, window_covers
 from labkit.recipe import DecodePlan, LoadPlan, MeasurePlan, PrefillPlan, SloPlan
@@ -116,8 +116,74 @@ def test_failures_within_the_share_are_counted_and_over_it_invalidate_only_that_
     assert not any(k.endswith("load=4") or "load=4@" in k for k in s.measures)  # over it: left out
     assert s.sanity["load@load=4"]["invalid"] is True and "invalid" not in s.sanity["load@load=2"]
     assert "load_ttft@load=4@stat=p50" in s.sanity["load@load=4"]["excluded"]
-    assert s.load["load@load=4"]["invalid"] is True and s.load["load@load=4"]["cut"] == 10
+    assert s.load["load@load=4"]["invalid"] is True and s.load["load@load=4"]["failures"]["cut"] == 10
     assert [f["window"] for f in s.flags] == ["load@load=4"]
+
+
+def _failing(i: int, level: float, error: str) -> RequestRecord:
+    return RequestRecord(
+        phase="load",
+        load_loop="closed",
+        load_level=level,
+        t_send=i * MS,
+        t_end=i * MS + 5,
+        ok=False,
+        error=error,
+    )
+
+
+def test_a_levels_failures_are_counted_by_kind_and_shown_in_its_row():
+    plan = _measure_plan(_plan(concurrency=(2,), max_error_share=0.2))
+    recs = [_rec(i, level=2.0, ttft_ms=5) for i in range(20)] + [
+        _failing(20, 2.0, "HTTP 500: boom"),
+        _failing(21, 2.0, "HTTP 502: bad gateway"),
+        _failing(22, 2.0, "ConnectError: All connection attempts failed"),
+        _failing(23, 2.0, "cut: no chunk for 0.6 s (stall bound 0.5 s)"),
+        _failing(24, 2.0, "short: 3 of 5 tokens"),
+    ]
+    assert failure_counts(recs) == {"http_5xx": 2, "reset": 1, "cut": 1, "timeout": 0, "other": 1}
+    s = summarize(recs, [], plan)
+    entry = s.load["load@load=2"]
+    assert entry["failed"] == 5 and entry["failures"] == failure_counts(recs)
+    assert "invalid" not in entry and "level_failed" not in entry  # 5 of 25 is within the 20 % tolerated
+    ((name, _, bits),) = load_rows(s)
+    assert name == "load c2" and "5 failed (2 http_5xx, 1 reset, 1 cut, 1 other)" in bits
+
+
+def test_the_level_the_engine_died_in_is_marked_failed_and_the_earlier_one_kept():
+    one = [_rec(i, level=1.0, ttft_ms=5) for i in range(10)]
+    two = [_rec(i, level=2.0, ttft_ms=5) for i in range(10, 19)] + [
+        _failing(19, 2.0, "ReadError: Response payload is not completed")
+    ]
+    # 1 failed of 10 is within the share: a level the engine died in is failed whatever its share
+    plan = _measure_plan(_plan(concurrency=(1, 2, 4), max_error_share=0.5))
+    why = "http://h:1/health: ConnectError: All connection attempts failed"
+    s = summarize(one + two, [], plan, failed_levels={"load@load=2": why})
+    assert "load_ttft@load=1@stat=p50" in s.measures and s.load["load@load=1"]["failed"] == 0
+    assert not [k for k in s.measures if "load=2" in k]  # its figures are left out
+    entry = s.load["load@load=2"]
+    assert entry["level_failed"] == why and entry["invalid"] is True and why in entry["why"]
+    assert entry["failures"]["reset"] == 1 and entry["answered"] == 9
+    assert "load@load=4" not in s.load
+    rows = dict((name, bits) for name, _, bits in load_rows(s))
+    assert "FAILED: the engine died during the level" in rows["load c2"]
+    assert "FAILED" not in rows["load c1"]
+
+
+def test_mark_failed_leaves_the_entry_it_was_given_alone():
+    entry = {"failed": 1, "requests": 4}
+    marked = mark_failed(entry, "gone")
+    assert marked["level_failed"] == "gone" and marked["invalid"] is True and "invalid" not in entry
+
+
+def test_a_capacity_search_the_engine_died_in_states_no_capacity():
+    plan = _plan(concurrency=(1, 2, 4), profile="capacity")
+    one = [_rec(i, level=1.0, ttft_ms=5) for i in range(10)]
+    two = [_failing(i, 2.0, "ConnectError: All connection attempts failed") for i in range(10, 12)]
+    s = RunSummary()
+    load_measures(s, one + two, plan, SloPlan(ttft_s=1.0), failed_levels={"load@load=2": "gone"})
+    assert "capacity" not in s.load and not [k for k in s.measures if "capacity" in k]
+    assert any("engine died during the search" in n for n in s.notes)
 
 
 def test_a_level_window_covers_its_own_keys_only():

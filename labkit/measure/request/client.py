@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,52 @@ def split_base(url: str) -> tuple[str, str]:
 
 
 CUT = "cut:"  # how the error of a stream cut for silence (StreamRequest.stall_s) starts
+TIMED_OUT = "timeout after"  # how the error of a stream ended by the request timeout starts
+
+# the kinds a failed request's error falls in (`failure_kind`), in the order a level's counts show them
+FAILURE_KINDS = ("http_5xx", "reset", "cut", "timeout", "other")
+# what a connection the engine refused, reset or dropped mid-stream reads as, through either HTTP backend:
+# aiohttp's refusal comes wrapped as httpx's ConnectTimeout ("Cannot connect to host ... Connect call
+# failed"), its dropped stream as ReadError ("Response payload is not completed"); httpx's as ConnectError
+# ("All connection attempts failed") and RemoteProtocolError ("peer closed connection ...")
+_HTTP_5XX = re.compile(r"HTTP 5\d\d\b")  # how an HTTP 5xx answer's error starts (_HTTPError, stream_raw)
+_RESET_MARKS = (
+    "cannot connect to host",
+    "connect call failed",
+    "all connection attempts failed",
+    "connection refused",
+    "connecterror",
+    "connection reset",
+    "connectionreseterror",
+    "server disconnected",
+    "remoteprotocolerror",
+    "peer closed connection",
+    "response payload is not completed",
+    "incomplete chunked read",
+    "connection lost",
+    "broken pipe",
+    "readerror:",
+    "writeerror:",
+)
+
+
+def failure_kind(error: str) -> str | None:
+    """The kind of a request's error as this client writes it (`stream_raw`, recording's validity rules): an
+    HTTP 5xx answer (`http_5xx`), a connection refused, reset or dropped (`reset`), a stream cut for silence
+    (`cut`), the request timeout (`timeout`), anything else (`other`: a 4xx, a short or unfinished stream);
+    None for no error. Pure: the one place a failure is told apart by its text."""
+    if not error:
+        return None
+    if error.startswith(CUT):
+        return "cut"
+    if error.startswith(TIMED_OUT):
+        return "timeout"
+    if _HTTP_5XX.match(error):
+        return "http_5xx"
+    low = error.lower()
+    if any(mark in low for mark in _RESET_MARKS):
+        return "reset"
+    return "other"
 
 
 @dataclass
@@ -216,7 +263,7 @@ class StreamClient:
             res.error = (
                 f"{CUT} no chunk for {cut:.1f} s (stall bound {req.stall_s:g} s)"
                 if cut is not None
-                else f"timeout after {req.timeout:g} s"
+                else f"{TIMED_OUT} {req.timeout:g} s"
             )
         except openai.APIStatusError as e:
             res.http_status = e.status_code

@@ -54,6 +54,7 @@ def summarize(
     content_acceptance: Mapping[str, mx.Acceptance] | None = None,
     request_accepted: float | None = None,
     level_gauges: Mapping[str, Sequence[Sequence[float]]] | None = None,
+    failed_levels: Mapping[str, str] | None = None,
 ) -> RunSummary:
     """The RunSummary of one run. `pc_window`: (hits, queries) prefix-cache deltas of the prefill samples;
     `notes`: the run's own notes, put before the summary's; `windows`: what the engine's /metrics said about
@@ -63,14 +64,17 @@ def summarize(
     gating (docs/measurement.md, "Output sanity"); `content_acceptance`: each content category's acceptance
     (docs/measurement.md, "Prompt content"); `request_accepted`: the per-request accepted drafts summed over
     the decode windows whose acceptance counted, when every one of them could be checked; `level_gauges`: the
-    engine's gauges sampled while each load level ran ("Serving under load")."""
+    engine's gauges sampled while each load level ran, `failed_levels` the level the engine died in ("Serving
+    under load")."""
     s = RunSummary(evidence=pooled_evidence(windows), flags=evidence_flags(windows))
     s.method["intervals"] = INTERVALS_OVER_RUNS
     ok = [r for r in records if r.ok]
     s.n_ok, s.n_failed = len(ok), len(records) - len(ok)
     sources = sorted({r.output_tokens_source for r in ok if r.output_tokens_source})
     src = ", ".join(sources) or "none"
-    inp = SummaryInput(records, ok, groups, plan, src, rtt_ns, counter_kind, content_acceptance, level_gauges)
+    inp = SummaryInput(
+        records, ok, groups, plan, src, rtt_ns, counter_kind, content_acceptance, level_gauges, failed_levels
+    )
     for workload in WORKLOADS.values():  # each workload's own measures (labkit/measure/workloads/)
         if workload.active(plan):
             workload.summarize(s, inp)

@@ -6,7 +6,10 @@ Why the requests of every repetition are pooled: a percentile is a figure of a d
 40 requests is one value of 40, so more requests make it truer; the interval beside it (`summary.load`) is the
 order-statistic one of the pooled requests. A level whose failed share passes `max_error_share` is invalid
 (output sanity then leaves its figures out); one whose sends came late by more than the lateness threshold is
-flagged client-bound, since its requests were not sent at the rate it names.
+flagged client-bound, since its requests were not sent at the rate it names. Each level counts its failures by
+kind (request/client.py's `failure_kind`: HTTP 5xx, connection refused or reset, cut, timeout, other); a level the
+engine died in (`failed_levels`, which the workload fills when the engine stops answering) is marked failed and
+invalid, and its figures are left out, since its requests stopped partway.
 
 Pure: records and plans in, the summary's measures, methods, `load` entries and flags out.
 """
@@ -20,7 +23,7 @@ from typing import Any
 
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.request.arrivals import client_bound
-from labkit.measure.request.client import CUT
+from labkit.measure.request.client import FAILURE_KINDS, failure_kind
 from labkit.measure.summary.capacity import capacity
 from labkit.measure.summary.latency import (
     LEVEL_PERCENTILES,
@@ -94,10 +97,14 @@ def load_measures(
     plan: LoadPlan,
     slo_plan: SloPlan | None,
     level_gauges: Mapping[str, Sequence[Sequence[float]]] | None = None,
+    failed_levels: Mapping[str, str] | None = None,
 ) -> None:
     """Every level's measures, `summary.load` entry and flags, in the order the levels first ran (a sweep's and
     a capacity search's levels are chosen during the run), then the capacity the passes say when the plan
-    searched for it. `level_gauges`: the engine's gauges sampled while each level ran (RunLog.level_gauges)."""
+    searched for it. `level_gauges`: the engine's gauges sampled while each level ran (RunLog.level_gauges);
+    `failed_levels`: {window: why} of a level the engine died in (RunLog.failed_levels): its entry is marked
+    failed and it gets no measures, and a search it ended states no capacity."""
+    failed_levels = failed_levels or {}
     slo = slo_of(slo_plan)
     load = [r for r in records if r.phase == "load" and r.load_level is not None]
     levels = dict.fromkeys(
@@ -109,6 +116,9 @@ def load_measures(
         window = load_window(loop, level)
         stats = level_stats(recs, slo)
         entry = _entry(loop, value, recs, stats)
+        if window in failed_levels:
+            s.load[window] = mark_failed(entry, failed_levels[window])
+            continue
         _put(s, axis, value, stats, len(recs))
         _intervals(entry, axis, value, recs)
         if loop == "open":
@@ -127,9 +137,30 @@ def load_measures(
             )
         s.load[window] = entry
     if plan.profile == "capacity" and slo is not None:
-        _capacity(s, plan, slo, load)
+        if failed_levels:
+            s.notes.append(
+                "load capacity: none stated, the engine died during the search "
+                f"({', '.join(failed_levels)}), so the levels above the last one measured were never tried"
+            )
+        else:
+            _capacity(s, plan, slo, load)
     if any(loop == "sessions" for loop, _ in levels):
         _eviction(s)
+
+
+def failure_counts(recs: Sequence[RequestRecord]) -> dict[str, int]:
+    """A level's failed requests by kind (request/client.py's `failure_kind`), every kind present."""
+    counts = dict.fromkeys(FAILURE_KINDS, 0)
+    for r in recs:
+        if not r.ok:
+            counts[failure_kind(r.error) or "other"] += 1
+    return counts
+
+
+def mark_failed(entry: dict[str, Any], why: str) -> dict[str, Any]:
+    """A level's `summary.load` entry marked as the level the engine died in: failed with the reason, and
+    invalid for it (whatever its failed share), since its requests stopped partway."""
+    return {**entry, "level_failed": why, "invalid": True, "why": f"the engine died during the level: {why}"}
 
 
 def _capacity(s: RunSummary, plan: LoadPlan, slo: SLO, load: Sequence[RequestRecord]) -> None:
@@ -178,7 +209,7 @@ def _entry(loop: str, level: float, recs: Sequence[RequestRecord], st: LevelStat
         "requests": len(recs),
         "answered": st.n_ok,
         "failed": st.n_failed,
-        "cut": sum(1 for r in recs if r.error.startswith(CUT)),
+        "failures": failure_counts(recs),
         "span_s": st.span_s,
         "intervals": {},
     }
@@ -414,10 +445,12 @@ def load_rows(s: RunSummary) -> list[tuple[str, str, str]]:
             if v is not None:
                 bits.append(f"{label} {fmt(v)}".strip())
         if entry["failed"]:
-            bits.append(f"{entry['failed']} failed ({entry['cut']} cut)")
+            bits.append(f"{entry['failed']} failed{_kinds_text(entry)}")
         if entry.get("client_bound"):
             bits.append("CLIENT-BOUND: sends came late")
-        if entry.get("invalid"):
+        if entry.get("level_failed"):
+            bits.append("FAILED: the engine died during the level, which ended the run")
+        elif entry.get("invalid"):
             bits.append(f"INVALID: {entry['why']}")
         hits = entry.get("hits")
         if hits and hits.get("share") is not None:
@@ -445,6 +478,14 @@ def load_rows(s: RunSummary) -> list[tuple[str, str, str]]:
                 )
             )
     return out
+
+
+def _kinds_text(entry: Mapping[str, Any]) -> str:
+    """A level's failures by kind, as the terminal row shows them: " (2 reset, 1 http_5xx)"; a level stored
+    before the kinds were counted has only its cuts."""
+    kinds = entry.get("failures") or {"cut": entry.get("cut", 0)}
+    shown = [f"{n} {kind}" for kind, n in kinds.items() if n]
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 def _figure(s: RunSummary, axis: str, value: int | float, family: str, stat: str = "") -> float | None:

@@ -32,7 +32,7 @@ Step = Callable[[Session, int], Awaitable[None]]
 class SummaryInput:
     """What the summary hands every workload: the run's records and groups, its plan, and the run-wide facts
     some figures need (the output token sources, the RTT, how prompts were counted, each content category's
-    pooled acceptance, the gauges sampled during load levels)."""
+    pooled acceptance, the gauges sampled during load levels, the load level the engine died in)."""
 
     records: Sequence[RequestRecord]  # every record, failed ones included (a failed turn ends a session)
     ok: Sequence[RequestRecord]
@@ -43,6 +43,7 @@ class SummaryInput:
     counter_kind: str = ""
     content_acceptance: Mapping[str, mx.Acceptance] | None = None
     level_gauges: Mapping[str, Sequence[Sequence[float]]] | None = None  # RunLog.level_gauges
+    failed_levels: Mapping[str, str] | None = None  # RunLog.failed_levels
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,13 @@ request still in flight is awaited (up to the request timeout, a silent stream c
 closes. An open loop's send times come from its schedule (labkit/measure/request/arrivals.py), seeded by the
 recipe's seed and the rate, so two lanes get the same arrivals; each record keeps its intended send time and its
 lateness.
+
+An engine that dies mid-level ends the run (`EngineWatch`): a request refused or reset on its connection, or a
+level with failures, asks the engine's /health; once that cannot be reached (or answers 5xx) no more request of
+the level is sent, the level is recorded and marked failed (RunLog.failed_levels, a note), and an EndpointError
+ends the run as any other unreachable endpoint does: the runner keeps the partial result (runner.py, Bench.run)
+and a lane's teardown names the dead node (serve/lane.py, Lane.up). No later level runs, and a sweep or capacity
+search stops with it.
 """
 
 from __future__ import annotations
@@ -21,13 +28,14 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
+from typing import NoReturn
 
 from labkit.measure.prompt import prompts as pr
 from labkit.measure.prompt.conversation import block_size
 from labkit.measure.prompt.lengths import drawn_lengths, length_range
 from labkit.measure.records import RequestRecord, RunSummary
 from labkit.measure.request.arrivals import level_seed, ramped, send_times
-from labkit.measure.request.client import EndpointError, StreamRequest
+from labkit.measure.request.client import EndpointError, StreamClient, StreamRequest, failure_kind
 from labkit.measure.request.pacing import SPIN_S, until
 from labkit.measure.request.sse import RawStream
 from labkit.measure.server import metrics as mx
@@ -87,6 +95,43 @@ class LevelPrompts:
         return head + " ".join(body[:keep]), n
 
 
+class EngineWatch:
+    """Whether the engine is still there, asked when a level's request fails on its connection and after a
+    level with failures (`engine_gone`, one probe at a time); `gone` holds why it is taken as dead, None while
+    it answers. The senders stop once it is set."""
+
+    def __init__(self, client: StreamClient) -> None:
+        self.client = client
+        self.gone: str | None = None
+        self._lock = asyncio.Lock()
+
+    async def probe(self) -> str | None:
+        """Ask the engine (unless already known gone); why it is gone, else None."""
+        async with self._lock:
+            if self.gone is None:
+                self.gone = await engine_gone(self.client)
+        return self.gone
+
+    async def after(self, error: str) -> bool:
+        """After a request ended with `error`: a refused or reset connection asks the engine; True once it is
+        gone (the sender then stops)."""
+        if self.gone is None and failure_kind(error) == "reset":
+            await self.probe()
+        return self.gone is not None
+
+
+async def engine_gone(client: StreamClient) -> str | None:
+    """Why the engine is taken as dead (its /health cannot be reached, or answers 5xx), None while it answers
+    anything else (an endpoint without a /health route answers 404 and is alive)."""
+    try:
+        status, text = await client.get("/health")
+    except EndpointError as e:
+        return str(e)
+    if status >= 500:
+        return f"{client.root}/health: HTTP {status}: {text[:200]}"
+    return None
+
+
 def _plan(s: Session) -> LoadPlan:
     p = LOAD_TABLE.of(s.ctx.plan)
     assert p is not None  # the runner runs this workload only for a plan with load levels
@@ -143,7 +188,8 @@ async def _level(
     window = load_window(loop, level)
     windows = await TurnWindows.opened(s, run, window)
     opened = windows.first
-    sent = await _run_level(s, p, loop, level, prompts, window)
+    watch = EngineWatch(s.ctx.client)
+    sent = await _run_level(s, p, loop, level, prompts, window, watch)
     recs = [_record(s, p, loop, level, len(done), x) for x in sorted(sent, key=lambda x: x.index)]
     await windows.close(recs, f"the {len(recs)} requests of {window}")
     if loop == "sessions":
@@ -151,11 +197,26 @@ async def _level(
             mx.prefix_cache(opened, windows.last) if opened is not None and windows.last is not None else None
         )
         session_hits(recs, block_size(opened), None if pc is None else pc[0])
+    failed = sum(1 for r in recs if not r.ok)
+    if failed:
+        await watch.probe()
     if s.say is not None:
-        failed = sum(1 for r in recs if not r.ok)
         again = f" (pass {len(done) + 1})" if done else ""
         s.say(f"{window}{again}: {len(recs)} requests, {failed} failed, in {time.monotonic() - t0:.1f} s")
+    if watch.gone is not None:
+        _engine_died(s, window, watch.gone)
     return recs
+
+
+def _engine_died(s: Session, window: str, why: str) -> NoReturn:
+    """The level the engine died in, marked failed (RunLog.failed_levels) and noted; then the run ends as on
+    any unreachable endpoint, with an EndpointError (the runner keeps what was measured)."""
+    s.log.failed_levels[window] = why
+    s.log.notes.append(
+        f"{window}: the engine stopped answering during the level ({why}): the level is marked failed, no "
+        "later level ran, and the run ended there; the levels before it are kept"
+    )
+    raise EndpointError(s.ctx.client.base, f"the engine died during load level {window}: the run ends here")
 
 
 async def _fit(s: Session, p: LoadPlan) -> LevelPrompts:
@@ -197,20 +258,27 @@ def _shaped(s: Session, p: LoadPlan, prompts: LevelPrompts, window: str, k: int)
 
 
 async def _run_level(
-    s: Session, p: LoadPlan, loop: LoadLoop, level: float, prompts: LevelPrompts, window: str
+    s: Session,
+    p: LoadPlan,
+    loop: LoadLoop,
+    level: float,
+    prompts: LevelPrompts,
+    window: str,
+    watch: EngineWatch,
 ) -> list[Sent]:
-    """The level's requests, every one ended, with a progress line every PROGRESS_S while it runs."""
+    """The level's requests, every one ended, with a progress line every PROGRESS_S while it runs; no more are
+    sent once `watch` found the engine gone."""
     sent: list[Sent] = []
     tasks = [asyncio.create_task(_progress(s, sent, window))] if s.say is not None else []
     if s.log.has_metrics:
         tasks.append(asyncio.create_task(_gauges(s, s.log.level_gauges.setdefault(window, []))))
     try:
         if loop == "closed":
-            await _closed(s, p, int(level), prompts, sent, window)
+            await _closed(s, p, int(level), prompts, sent, window, watch)
         elif loop == "sessions":
             await _sessions(s, p, int(level), prompts, sent)
         else:
-            await _open(s, p, float(level), prompts, sent, window)
+            await _open(s, p, float(level), prompts, sent, window, watch)
     finally:
         for task in tasks:
             task.cancel()
@@ -254,18 +322,24 @@ async def _progress(s: Session, sent: list[Sent], window: str) -> None:
 
 
 async def _closed(
-    s: Session, p: LoadPlan, streams: int, prompts: LevelPrompts, sent: list[Sent], window: str
+    s: Session,
+    p: LoadPlan,
+    streams: int,
+    prompts: LevelPrompts,
+    sent: list[Sent],
+    window: str,
+    watch: EngineWatch,
 ) -> None:
     """N streams, each sending its next request as soon as its previous one ended, until the level's request
-    count is sent or its duration is over (no send after it; the requests in flight are awaited). With a ramp,
-    stream i starts i/N of the ramp late."""
+    count is sent or its duration is over (no send after it; the requests in flight are awaited), or the engine
+    is gone. With a ramp, stream i starts i/N of the ramp late."""
     order = itertools.count()
     end = None if p.duration_s is None else time.monotonic() + p.duration_s
 
     async def stream(i: int) -> None:
         if p.ramp_up_s:
             await asyncio.sleep(p.ramp_up_s * i / streams)
-        while True:
+        while watch.gone is None:
             k = next(order)
             if p.level_requests is not None and k >= p.level_requests:
                 return
@@ -274,6 +348,8 @@ async def _closed(
             text, n, olen, plen = _shaped(s, p, prompts, window, k)
             raw = await s.ctx.client.stream_raw(_request(s, p, text, olen))
             sent.append(Sent(k, i, n, None, raw, requested=olen, prompt_target=plen))
+            if await watch.after(raw.res.error):
+                return
 
     await asyncio.gather(*(stream(i) for i in range(streams)))
 
@@ -309,10 +385,16 @@ def schedule(p: LoadPlan, rate: float, seed: int | None) -> tuple[float, ...]:
 
 
 async def _open(
-    s: Session, p: LoadPlan, rate: float, prompts: LevelPrompts, sent: list[Sent], window: str
+    s: Session,
+    p: LoadPlan,
+    rate: float,
+    prompts: LevelPrompts,
+    sent: list[Sent],
+    window: str,
+    watch: EngineWatch,
 ) -> None:
     """Requests sent at their intended times, at most `max_concurrency` in flight when set (a held request
-    goes when one ends, and its wait shows as lateness)."""
+    goes when one ends, and its wait shows as lateness); none once the engine is gone."""
     times = schedule(p, rate, s.ctx.plan.seed)
     cap = asyncio.Semaphore(p.max_concurrency) if p.max_concurrency else None
     start = time.perf_counter_ns() + int(SPIN_S * 1e9)
@@ -326,12 +408,17 @@ async def _open(
         finally:
             if cap is not None:
                 cap.release()
+        await watch.after(raw.res.error)
 
     for k, t in enumerate(times):
         due = start + int(t * 1e9)
         await until(due)
         if cap is not None:
             await cap.acquire()
+        if watch.gone is not None:
+            if cap is not None:
+                cap.release()
+            break
         tasks.append(asyncio.create_task(one(k, due)))
     await asyncio.gather(*tasks)
 
@@ -371,7 +458,9 @@ def _planned(plan: MeasurePlan, cold: bool) -> int:
 def _summarize(s: RunSummary, inp: SummaryInput) -> None:
     p = LOAD_TABLE.of(inp.plan)
     if p is not None:
-        load_measures(s, inp.records, p, SLO_TABLE.of(inp.plan), inp.level_gauges or {})
+        load_measures(
+            s, inp.records, p, SLO_TABLE.of(inp.plan), inp.level_gauges or {}, inp.failed_levels or {}
+        )
 
 
 def _window(rec: RequestRecord) -> str | None:

@@ -188,7 +188,7 @@ def load_lines(load: LoadComparison, c: Comparison) -> list[str]:
     lines = ["Under load, level by level (B against A):"]
     if not c.rows and load.rows:
         lines.append(f"Family-wise correction: {c.correction}.")
-    lines += [f"Tested {m}: {METHODS[m]}{f' ({c.pairing})' if m == RUNS else ''}." for m in load.methods]
+    lines += [f"Tested {m}: {METHODS[m]}{f'; {c.pairing}' if m == RUNS else ''}." for m in load.methods]
     if load.rows:
         lines.append(tabulate(level_rows(load, c), headers="keys", tablefmt="github", disable_numparse=True))
     lines += [f"  {lr.name}: {lr.row.verdict} — {lr.row.why}" for lr in load.rows if _directed(lr.row)]

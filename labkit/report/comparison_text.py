@@ -245,10 +245,11 @@ class Shown:
         c = self.comparison
         head = "<br>".join(html.escape(x) for x in (_side("A", c.a), _side("B", c.b)))
         gate = "".join(f"<li>{html.escape(i.line())}</li>" for i in c.gate.items)
-        how = f"{c.pairing}; family-wise correction: {c.correction}." if c.tested else ""
+        runs = c.rows or (c.load is not None and RUNS in c.load.methods)
+        how = f"{c.pairing + '; ' if runs else ''}family-wise correction: {c.correction}." if c.tested else ""
         return (
             f"<p>{head}</p><ul>{gate}</ul><p>{html.escape(how)}</p>"
-            + str(to_frame(c).to_html(index=False))
+            + (str(to_frame(c).to_html(index=False)) if c.rows or c.ranges else "")
             + "".join(
                 f"<p>{html.escape(r.measure)}: {html.escape(r.verdict)} — {html.escape(r.why)}</p>"
                 for r in c.rows
@@ -270,7 +271,7 @@ def _load_html(c: Comparison) -> str:
     assert c.load is not None
     lines = load_lines(c.load, c)
     table = pd.DataFrame(level_rows(c.load, c)).to_html(index=False) if c.load.rows else ""
-    text = [x for x in lines if not x.startswith("|")]
+    text = [x for x in lines if not x.startswith(("|", "Family-wise correction:"))]  # said above the table
     return f"<p>{html.escape(text[0])}</p>{table}" + "".join(
         f"<p>{html.escape(x)}</p>" for x in text[1:] if x
     )

@@ -123,7 +123,7 @@ def _tested(base: Sides, diff: float, se: float, test: str) -> MeasureComparison
         eq_lo=diff - eq_half,
         eq_hi=diff + eq_half,
         test=test,
-        df=math.inf,
+        df=None,  # a z test
         p=_normal_p(diff, se),
         tost_p=_normal_tost(diff, se, base["margin"] * abs(base["mean_a"] or 0.0))
         if base["mean_a"]

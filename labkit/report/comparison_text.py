@@ -117,7 +117,7 @@ def to_text(c: Comparison) -> str:
         lines.append(f"By prompt content, does acceptance explain the decode difference? ({CONTENT_RULE}):")
         lines += [f"  {r.category}: {r.reading} — {r.why}" for r in c.content]
     if c.load:
-        lines.append("")
+        lines += [""] if lines[-1] else []
         lines += load_lines(c.load, c)
     if c.ranges:
         lines.append("")
@@ -185,7 +185,8 @@ def _directed(r: MeasureComparison) -> bool:
 def load_lines(load: LoadComparison, c: Comparison) -> list[str]:
     """The load section: how the levels were tested, the level table, the verdicts with a direction one by one
     and the rest by verdict, the levels left out and why, the capacities."""
-    lines = ["Under load, level by level (B against A):"]
+    levels = bool(load.rows or load.only or load.flagged)
+    lines = ["Under load, level by level (B against A):"] if levels else []
     if not c.rows and load.rows:
         lines.append(f"Family-wise correction: {c.correction}.")
     lines += [f"Tested {m}: {METHODS[m]}{f'; {c.pairing}' if m == RUNS else ''}." for m in load.methods]
@@ -208,7 +209,7 @@ def load_lines(load: LoadComparison, c: Comparison) -> list[str]:
     if cap is not None and (cap.a is not None or cap.b is not None):
         slo = cap.a.slo if cap.a is not None else cap.b.slo if cap.b is not None else ""
         same = cap.a is not None and cap.b is not None and cap.a.slo == cap.b.slo
-        lines.append("")
+        lines += [""] if lines else []
         lines.append(f"Capacity under the SLO{f' ({slo})' if same else ''}:")
         for tag, side in (("A", cap.a), ("B", cap.b)):
             shown = "none searched" if side is None else side.text()
@@ -271,7 +272,8 @@ def _load_html(c: Comparison) -> str:
     assert c.load is not None
     lines = load_lines(c.load, c)
     table = pd.DataFrame(level_rows(c.load, c)).to_html(index=False) if c.load.rows else ""
-    text = [x for x in lines if not x.startswith(("|", "Family-wise correction:"))]  # said above the table
-    return f"<p>{html.escape(text[0])}</p>{table}" + "".join(
-        f"<p>{html.escape(x)}</p>" for x in text[1:] if x
-    )
+    text = [
+        x for x in lines if x and not x.startswith(("|", "Family-wise correction:"))
+    ]  # said above the table
+    head = f"<p>{html.escape(text[0])}</p>{table}" if table else ""
+    return head + "".join(f"<p>{html.escape(x)}</p>" for x in text[1 if table else 0 :])

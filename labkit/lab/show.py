@@ -23,19 +23,24 @@ def tables(done: LaneRun, results: str | Path | None = None) -> list[Any]:
     by depth when they measured context depths ("Context depth"), and the table under load when they ran load
     levels ("Serving under load")."""
     from labkit import report
-    from labkit.measures import parse_key
+    from labkit.measures import CAPACITY, LEVEL_AXES, parse_key
 
     data, measures = _measures(done, results)
     _, specs = report.load_spec(report.spec_path(data.root))
     keys = [str(m) for m in measures["measure"].unique()] if len(measures) else []
-    axes = {name for k in keys if (key := parse_key(k)) for name, _ in key.axes}
+    parsed = [key for k in keys if (key := parse_key(k)) is not None]
+    loads = [key for key in parsed if any(name in LEVEL_AXES for name, _ in key.axes)]
+    # the other tables' axes from the other keys: a session level's turns are the load table's
+    axes = {name for key in parsed if key not in loads for name, _ in key.axes}
     content, turns, depths = "content" in axes, bool(axes & {"turn", "idle"}), "depth" in axes
-    loads = bool(axes & {"load", "rate"})
-    capacity = any(
-        (key := parse_key(k)) is not None and key.family in ("load_capacity_streams", "load_capacity_rate")
-        for k in keys
+    capacity = any(key.family in CAPACITY.values() for key in parsed)
+    only = (
+        ["measured"]
+        + ["content"] * content
+        + ["turns"] * turns
+        + ["depths"] * depths
+        + ["load"] * bool(loads)
     )
-    only = ["measured"] + ["content"] * content + ["turns"] * turns + ["depths"] * depths + ["load"] * loads
     only += ["capacity"] * capacity
     return report.stored_tables(data, specs, measures=measures, only=only)
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from labkit.measures import (
     AXIS,
+    CAPACITY,
     LEVEL_AXES,
     LOOP_AXIS,
     AxisValue,
@@ -54,7 +55,7 @@ LEVEL_MEASURES = (
     "load_goodput",
     "load_attainment",
 )
-CAPACITY_FAMILIES = ("load_capacity_streams", "load_capacity_rate", "load_capacity_sessions")
+CAPACITY_FAMILIES = tuple(CAPACITY.values())
 CAPACITY_UNITS = {"closed": "streams", "open": "req/s", "sessions": "sessions"}  # a capacity's loop, its unit
 Z95 = NormalDist().inv_cdf(1.0 - ALPHA / 2.0)  # 1.96: a 95 % interval is the estimate ± Z95 · se
 RUNS, WITHIN = "over runs", "within one run"  # how a level's figure was tested

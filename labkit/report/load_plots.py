@@ -30,7 +30,12 @@ from labkit.report.stats import lane_parts, stat
 
 LOG_SPAN = 20.0  # a latency axis is logarithmic when its largest value is over this many times its smallest
 CURVE_STATS = ("p99", "p50")  # the curve's panels, top to bottom
-LOOP = {"load": "closed loop", "rate": "open loop"}  # a level's axis -> its loop, as the records name it
+LOOP = {
+    "load": "closed loop",
+    "rate": "open loop",
+    "sessions": "agentic sessions",
+}  # a level's axis -> its loop
+STYLE = {"load": ("-", "o"), "rate": ("--", "s"), "sessions": (":", "^")}  # a loop's line style and marker
 
 
 @dataclass(frozen=True)
@@ -142,9 +147,9 @@ def latency_throughput(measures: Any) -> Any:
             if not pts:
                 continue
             xs, ys = [p.output_tps for p in pts], [getattr(p, which) for p in pts]
-            closed = axis == "load"
-            ax.plot(xs, ys, color=f"C{lanes.index(lane) % 10}", ls="-" if closed else "--",
-                    marker="o" if closed else "s", lw=1.2, ms=5, label=f"{lane}, {LOOP[axis]}")  # fmt: skip
+            ls, marker = STYLE[axis]
+            ax.plot(xs, ys, color=f"C{lanes.index(lane) % 10}", ls=ls, marker=marker, lw=1.2, ms=5,
+                    label=f"{lane}, {LOOP[axis]}")  # fmt: skip
             for x, y, p in zip(xs, ys, pts, strict=True):
                 ax.annotate(p.label, (x, y), xytext=(5, -3), textcoords="offset points", fontsize=7)
             ys_all += ys

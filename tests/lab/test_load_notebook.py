@@ -28,3 +28,23 @@ def test_papermill_with_a_load_parameter_shows_the_table_under_load(tmp_path):
     assert m["load_ttft@load=4@stat=p50"] > 0 and "load_goodput@load=4" in m
     (run,) = data.docs.values()
     assert run.plan.measure["load"]["concurrency"] == [1, 4]  # the override, as the resolved recipe stores it
+
+
+def test_papermill_with_a_capacity_profile_shows_both_tables_and_the_curve(tmp_path):
+    """`-p load capacity:1,2,4`: the search on the lane's SLO; the executed notebook shows the table under load
+    and the capacity table, and the run folder gets the latency-throughput curve and the TTFT distribution."""
+    recipes = tmp_path / "recipes"
+    sim_recipe(recipes / "loadsim", port=free_port(*PORTS), extra=LOAD)
+    proc, out = papermill_bench(tmp_path, recipes, "-p", "recipe", "loadsim", "-p", "load", "capacity:1,2,4")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = nbk.shown_tables(out)
+    (levels,) = [t for t in shown if t.startswith("Latency and throughput under load")]
+    (capacity,) = [t for t in shown if t.startswith("Capacity under the SLO")]
+    assert "c4" in levels and "capacity (closed-loop streams)" in capacity, capacity
+    data = load_results(tmp_path / "results")
+    (run,) = data.docs.values()
+    assert run.plan.measure["load"]["profile"] == "capacity"
+    m = data.measures.groupby("measure")["value"].mean()
+    assert m["load_capacity_streams"] == 4  # every rung met a 1 s TTFT bound: the ladder's top, a lower bound
+    folder = next((tmp_path / "results").rglob("run.json")).parent
+    assert {"latency_throughput.png", "ttft_distribution.png"} <= {p.name for p in folder.rglob("*.png")}

@@ -63,6 +63,8 @@ def test_each_session_runs_its_turns_growing_and_waits_its_think_time(cliff):
     assert [t["turn"] for t in entry["turns"]] == [1, 2, 3, 4]
     assert all(f"load_turn_ttft_t{t}@sessions=8" in res.summary.measures for t in (1, 2, 3, 4))
     assert "load_ttft@sessions=8@stat=p99" in res.summary.measures
+    # a session's turns hit the prefix cache by design: no level of them is flagged for it
+    assert not [f for f in res.summary.flags if f["code"] == "prefix-cache-hit"], res.summary.flags
 
 
 def test_the_hit_share_is_the_engines_hits_over_the_expected_and_the_cliff_is_where_it_falls(cliff):

@@ -135,6 +135,15 @@ def test_open_loop_rates_are_a_dashed_series_of_their_own(tmp_path):
     assert [t.get_text() for t in fig.axes[0].texts][-2:] == ["0.5/s", "2/s"]
 
 
+def test_agentic_session_levels_are_a_dotted_series_of_their_own(tmp_path):
+    root = tmp_path / "results"
+    flagged_run(root, level_measures("sessions", (2, 8), (40.0, 90.0), (0.1, 0.3), (0.2, 1.1)))
+    fig = rp.latency_throughput(load_results(root).measures)
+    (sessions,) = lines_of(fig.axes[0])
+    assert sessions.get_linestyle() == ":" and sessions.get_label().endswith(", agentic sessions")
+    assert [t.get_text() for t in fig.axes[0].texts] == ["s2", "s8"]
+
+
 def test_a_latency_axis_is_logarithmic_only_past_twenty_times(tmp_path):
     assert not log_scale([0.2, 4.0]) and log_scale([0.2, 4.1]) and not log_scale([])
     root = tmp_path / "results"

@@ -17,7 +17,9 @@ from typing import Any
 
 from labkit.measure.prompt import prompts as pr
 from labkit.measure.prompt.conversation import AGENTIC_WINDOW
+from labkit.measures import LOOP_AXIS, QUALIFIER_MARK, QUALIFIER_SET
 
+SESSION_LEVEL = f"{QUALIFIER_MARK}{LOOP_AXIS['sessions']}{QUALIFIER_SET}"  # load@sessions=S: agentic levels
 ACK = "Noted."  # the assistant's reply to the context in the measured chat request, fixed so caching sees it
 _ASKS = (
     "Which of the notes above mention the weather? Answer in one short sentence.",
@@ -32,9 +34,9 @@ def depth_window(depth: int) -> str:
 
 
 def cached_by_design(window: str) -> bool:
-    """Whether a window's prompts hit the prefix cache by design (the sessions', the depths' and the canary's
-    fixed prompt), so its hits raise no flag."""
-    return window == AGENTIC_WINDOW or window.startswith(("depth_", "canary_"))
+    """Whether a window's prompts hit the prefix cache by design (the sessions', a session load level's, the
+    depths' and the canary's fixed prompt), so its hits raise no flag."""
+    return window == AGENTIC_WINDOW or SESSION_LEVEL in window or window.startswith(("depth_", "canary_"))
 
 
 def question(nonce: str, seed: str, n_pieces: int) -> str:

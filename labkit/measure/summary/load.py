@@ -39,7 +39,7 @@ from labkit.measure.summary.latency import (
     request_ttft,
     slo_bounds,
 )
-from labkit.measures import LOOP_AXIS, level_label, level_window, measure_key
+from labkit.measures import CAPACITY, LOOP_AXIS, level_label, level_window, measure_key
 from labkit.recipe import LoadPlan, SloPlan
 
 CLIENT_BOUND = "client-bound"  # the flag code of a level whose sends came late
@@ -50,11 +50,11 @@ CLIFF_SHARE = (
     0.9  # a session level whose turns find less of their expected prefix-cache hits is past the cliff
 )
 EVICTION = "eviction"  # the `summary.load` entry of the eviction onset, beside the levels' and "capacity"
-CAPACITY_FAMILY: dict[str, tuple[str, str]] = {
-    "closed": ("load_capacity_streams", "streams"),
-    "open": ("load_capacity_rate", "requests/s"),
-    "sessions": ("load_capacity_sessions", "sessions"),
-}
+CAPACITY_UNIT = {
+    "closed": "streams",
+    "open": "requests/s",
+    "sessions": "sessions",
+}  # a capacity's unit by loop
 
 
 def level_axis(loop: str) -> str:
@@ -175,7 +175,7 @@ def _capacity(s: RunSummary, plan: LoadPlan, slo: SLO, load: Sequence[RequestRec
         results = [(lvl, pass_meets(recs, slo, plan.max_error_share)) for (lvl, _), recs in passes.items()]
         found.append(capacity(results))
     cap = min(found, key=lambda c: -1.0 if c.value is None else c.value)
-    family, unit = CAPACITY_FAMILY[plan.loop]
+    family, unit = CAPACITY[plan.loop], CAPACITY_UNIT[plan.loop]
     bounds = ", ".join(f"{name.upper()} p{slo.percentile:g} <= {b:g} s" for name, b, _ in slo_bounds(slo))
     entry: dict[str, Any] = {
         "loop": plan.loop,

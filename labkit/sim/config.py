@@ -126,7 +126,8 @@ class SimConfig:
     # step mode (labkit/sim/scheduler.py), as vLLM's --max-num-batched-tokens: > 0 runs engine steps of at most
     # this many tokens (decodes first, then prefill chunks) instead of each request's own schedule; a step lasts
     # step_base_s + step_token_s x tokens + step_seq_s x sequences (0 for base and token: derived so one stream
-    # decodes at decode_tps and a prefill runs at prefill_tps)
+    # decodes at decode_tps and a prefill runs at prefill_tps), a slowed request's share longer (noise, idle,
+    # context, cold: StepScheduler.duration)
     max_num_batched_tokens: int = 0
     step_base_s: float = 0.0
     step_token_s: float = 0.0
@@ -168,9 +169,11 @@ class SimConfig:
     @property
     def step_costs(self) -> tuple[float, float, float]:
         """(base, per token, per sequence) seconds of one engine step. Unset, the token cost is 1/prefill_tps
-        and the base 1/decode_tps less one token's cost, so a lone decode step lasts 1/decode_tps."""
+        and the base what makes a lone decode step (1 + spec_k tokens with speculation) last step_time(1):
+        one stream decodes at decode_tps, spec steps included."""
         token = self.step_token_s or 1.0 / self.prefill_tps
-        base = self.step_base_s or max(0.0, 1.0 / self.decode_tps - token)
+        decode = (1 + (self.spec_k if self.spec_on else 0)) * token + self.step_seq_s
+        base = self.step_base_s or max(0.0, self.step_time(1, False) - decode)
         return base, token, self.step_seq_s
 
     @property
@@ -256,18 +259,9 @@ class SimConfig:
         return self
 
     def _validate_steps(self, bad: Callable[[str, str], SimConfigError]) -> None:
-        """Step mode models a shared forward pass: what it does not model is refused, not silently dropped
-        (batch_beta, prefill_chunk_tokens and the cold rates, which presets set, are documented as unused)."""
+        """Step mode needs a KV pool that holds one request of max_model_len, as vLLM refuses to start otherwise
+        (prefill_chunk_tokens, which presets set, is unused there: the budget is the chunk)."""
         mode = f"with max_num_batched_tokens={self.max_num_batched_tokens} (step mode)"
-        if self.spec_method:
-            raise bad(
-                "spec_method",
-                f"speculative decoding is not modelled {mode}; unset spec_method or "
-                "set max_num_batched_tokens=0",
-            )
-        for key in ("decode_noise", "idle_after_s", "decode_ctx_slope"):
-            if getattr(self, key) > 0:
-                raise bad(key, f"not modelled {mode} (every request of a step shares its time); set it to 0")
         if self.kv_blocks * self.block_size < self.max_model_len:
             raise bad(
                 "kv_cache_tokens",

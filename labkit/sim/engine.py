@@ -209,13 +209,14 @@ class SimEngine:
         self._emitted(rec, 1, now, target)
         return 1
 
-    def step(self, rec: RequestTruth, now: float, target: float) -> int:
-        """One decode step, emitted now: returns tokens it carries (1 + accepted drafts, truncated at the end)."""
+    def step(self, rec: RequestTruth, now: float, target: float, drafts: int | None = None) -> int:
+        """One decode step, emitted now: returns tokens it carries (1 + accepted drafts, truncated at the end).
+        `drafts`: draft tokens it verifies (None: K; the step scheduler's may verify fewer, or none)."""
         rec.steps += 1
         n = 1
-        if self.drafter is not None:
-            acc = self.drafter.accepted(self._rng[rec.index], rec.content)
-            k = self.drafter.k
+        k = self.drafter.k if self.drafter is not None and drafts is None else (drafts or 0)
+        if self.drafter is not None and k > 0:
+            acc = min(k, self.drafter.accepted(self._rng[rec.index], rec.content))
             rec.drafts += 1
             rec.draft_tokens += k
             rec.accepted += acc

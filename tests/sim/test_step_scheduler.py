@@ -11,85 +11,12 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-from dataclasses import dataclass
 
 import pytest
 
 from labkit.sim import add_cli_arguments
 from labkit.sim.config import SimConfigError, build_config
-from labkit.sim.engine import SimEngine
-from labkit.sim.scheduler import Emission, StepScheduler
-
-BASE, TOK = 0.01, 0.001  # step_base_s, step_token_s of most tests: a step of n tokens lasts 10 + n ms
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@dataclass
-class Arrival:
-    t: float
-    prompt: int
-    tokens: int
-
-
-class Sim:
-    """An engine and its scheduler on a fake clock; `run` drives the engine loop as the server does."""
-
-    def __init__(self, *sets: str):
-        self.clock = FakeClock()
-        sets = (f"step_base_s={BASE}", f"step_token_s={TOK}", "prefix_caching=false", *sets)
-        self.cfg = build_config("test", sets=list(sets))
-        self.eng = SimEngine(self.cfg, self.clock)
-        self.sched = StepScheduler(self.eng)
-        self.steps: list = []
-        self.emissions: list[Emission] = []
-
-    def add(self, prompt: int, tokens: int, t: float | None = None):
-        n = len(self.eng.records) + 1
-        rec = self.eng.admit(
-            [n] * prompt,
-            tokens,
-            0,
-            True,
-            "chat",
-            True,
-            f"r{n}",
-            now=self.clock.t if t is None else t,
-            scheduled=False,
-        )
-        self.sched.add(rec)
-        return rec
-
-    def step(self):
-        """Plan one step, move the clock to its end, complete it; None when idle."""
-        step = self.sched.plan(self.clock.t)
-        if step is None:
-            return None
-        self.clock.t = step.end
-        self.steps.append(step)
-        self.emissions += self.sched.complete(step, self.clock.t)
-        return step
-
-    def run(self, arrivals: tuple[Arrival, ...] = ()) -> None:
-        """Steps back to back until idle; each arrival joins at its time (the step after it arrived)."""
-        pending = sorted(arrivals, key=lambda a: a.t)
-        while True:
-            while pending and pending[0].t <= self.clock.t:
-                a = pending.pop(0)
-                self.add(a.prompt, a.tokens, a.t)
-            if self.step() is None:
-                if not pending:
-                    return
-                self.clock.t = pending[0].t
-
-    def times(self, steps) -> float:
-        return sum(s.end - s.start for s in steps)
+from tests.support.stepsim import BASE, TOK, Arrival, Sim
 
 
 def blocks(tokens: int, bs: int = 16) -> int:
@@ -289,19 +216,11 @@ def test_a_request_joins_the_first_step_that_starts_after_it_arrived():
 # ---- settings and flags -------------------------------------------------------------------------------------
 
 
-def test_step_mode_refuses_what_it_does_not_model_naming_the_key():
-    with pytest.raises(SimConfigError, match="spec_method.*max_num_batched_tokens"):
-        build_config(
-            "test", sets=["max_num_batched_tokens=512", "spec_method=mtp", "spec_k=1", "spec_accept=0.5"]
-        )
-    for key in ("decode_noise", "idle_after_s", "decode_ctx_slope"):
-        with pytest.raises(SimConfigError, match=f"{key}: not modelled with max_num_batched_tokens"):
-            build_config("test", sets=["max_num_batched_tokens=512", f"{key}=0.1"])
+def test_step_mode_checks_its_pool_and_budget_naming_the_key():
     with pytest.raises(SimConfigError, match="kv_cache_tokens.*max_model_len=8192"):
         build_config("test", sets=["max_num_batched_tokens=512", "kv_gpu_blocks=100"])
     with pytest.raises(SimConfigError, match="max_num_batched_tokens: must be >= 0"):
         build_config("test", sets=["max_num_batched_tokens=-1"])
-    assert build_config("test", sets=["decode_noise=0.1"]).step_mode is False  # off by default: all allowed
 
 
 def test_vllm_flag_spellings_set_the_step_keys():

@@ -4,7 +4,10 @@ Which drafts a speculative step accepts is speculation.py's; the counters and tr
 Pure bookkeeping with an injected clock and no I/O, so the HTTP layer only waits and writes. Times are
 `time.perf_counter()` seconds (CLOCK_MONOTONIC on Linux, comparable across processes on one host).
 
-Schedule of one request (all targets absolute, chained from the previous *target*, never from the actual
+By default the step scheduler (scheduler.py) decides when each request runs and calls this module's first_token
+and step; with max_num_batched_tokens=0 this module's own per-request schedule does.
+
+Per-request schedule of one request (all targets absolute, chained from the previous *target*, never from the actual
 wake-up time, so sleep jitter does not accumulate):
 - prefill: starts at max(arrival, end of the previous prefill) (one prefill at a time, like one GPU);
   lasts (prompt_tokens - cached_tokens) / prefill_tps. The first token is emitted when it ends.

@@ -1,5 +1,6 @@
-"""The step scheduler of the simulator's step mode: engine steps with a token budget, a cap on running sequences,
-a KV pool in blocks with preemption, so prefill and decode share each forward pass as on vLLM's V1 engine.
+"""The simulator's step scheduler, its default schedule: engine steps with a token budget, a cap on running
+sequences, a KV pool in blocks with preemption, so prefill and decode share each forward pass as on vLLM's V1
+engine (max_num_batched_tokens=0 keeps engine.py's per-request schedule instead).
 
 Pure bookkeeping with an injected clock and no I/O: the server's engine loop (steps.py) and the tests drive it
 alike, `plan()` the next step, wait until its end, `complete()` it. Request records, counters and the prefix
@@ -17,18 +18,19 @@ One step (`plan`):
 3. admission from the waiting queue, in order (preempted requests first), while budget is left, fewer than
    max_num_seqs run (0: no cap), the request arrived before the step starts and the KV blocks of its whole
    prompt (P + g when recomputing) are free; its first chunk runs in this step. The head blocks the queue.
-A step lasts step_base_s + step_token_s x tokens + step_seq_s x sequences (SimConfig.step_costs) when none of
-its sequences is slowed. A slowed sequence's share (step_token_s x its tokens + step_seq_s) is multiplied by its
-slowness and the base by the largest slowness in the step (`duration`): a decode's slowness is 1 / its rate
-factor (decode_noise, the idle penalty, decode_ctx_slope; cold_decode_tps for a cold request), a prefill chunk's
-idle_factor after idle (and prefill_tps / cold_prefill_tps when cold). A request alone on the engine thus runs
-exactly as much slower as in the per-request schedule (engine.py); in a batch every request of a step shares its
-time, slowed by its slowest member's base and by each member's own share.
-Steps start when the previous one ended (targets chain, so wake-up jitter does not accumulate), or at `now` after
-idle. At its end (`complete`) each decode emits one token plus the drafts the drafter accepted (speculation.py;
-counted as engine.py counts them), and a prefill that completed emits the request's next token (its first, or
-the one after a recompute, which verifies no drafts); a request that reached its length leaves and frees its
-blocks.
+A step lasts step_token_s x its tokens, plus, when it decodes, step_base_s once and step_seq_s per decode
+(SimConfig.step_costs; derived from decode_tps, prefill_tps and batch_beta when unset, so a lone stream, a lone
+prompt and a batch of streams run as in the per-request schedule of engine.py). A slowed sequence's share (its
+tokens' cost, and a decode's step_seq_s) is multiplied by its slowness and the base by the largest slowness among
+the step's decodes (`duration`): a decode's slowness is 1 / its rate factor (decode_noise, the idle penalty,
+decode_ctx_slope; cold_decode_tps for a cold request), a prefill chunk's idle_factor after idle (and prefill_tps /
+cold_prefill_tps when cold). A request alone on the engine thus runs exactly as much slower as in the per-request
+schedule; in a batch every request of a step shares its time.
+Steps start when the previous one ended (targets chain, so wake-up jitter does not accumulate), or after idle at
+the arrival of the request that ends it. At its end (`complete`) each decode emits one token plus the drafts the
+drafter accepted (speculation.py; counted as engine.py counts them), and a prefill that completed emits the
+request's next token (its first, or the one after a recompute, which verifies no drafts); a request that reached
+its length leaves and frees its blocks.
 """
 
 from __future__ import annotations
@@ -130,21 +132,18 @@ class StepScheduler:
         """Share of the KV pool's blocks held by running requests (vllm:kv_cache_usage_perc)."""
         return self.used_blocks / self.total_blocks if self.total_blocks else 0.0
 
-    def step_time(self, tokens: int, seqs: int) -> float:
-        """Seconds of a step of `tokens` tokens over `seqs` sequences, none of them slowed."""
-        base, per_token, per_seq = self.cfg.step_costs
-        return base + per_token * tokens + per_seq * seqs
-
     def duration(self, step: Step) -> float:
-        """Seconds of a planned step: each sequence's share (per token x its tokens + per sequence) times its
-        slowness, plus the base times the largest slowness in the step; unslowed, step_time(tokens, seqs)."""
+        """Seconds of a planned step (SimConfig.step_costs): step_token_s per token, and when it decodes
+        step_base_s once and step_seq_s per decode. A slowed sequence's share (its tokens' cost, and a decode's
+        step_seq_s) is times its slowness and the base times the largest slowness among the decodes."""
         base, per_token, per_seq = self.cfg.step_costs
-        parts = [
+        decodes = [
             (self.decode_slowness(seq.rec), per_token * (1 + d) + per_seq)
             for seq, d in zip(step.decodes, step.drafts, strict=True)
         ]
-        parts += [(self.prefill_slowness(seq.rec), per_token * n + per_seq) for seq, n in step.chunks]
-        return base * max(s for s, _ in parts) + sum(s * cost for s, cost in parts)
+        chunks = [(self.prefill_slowness(seq.rec), per_token * n) for seq, n in step.chunks]
+        fixed = base * max(s for s, _ in decodes) if decodes else 0.0
+        return fixed + sum(s * cost for s, cost in decodes + chunks)
 
     def decode_slowness(self, rec: RequestTruth) -> float:
         """How many times longer a request's decode share of a step lasts: 1 / its rate factor (decode_noise, the
@@ -161,11 +160,14 @@ class StepScheduler:
 
     # ---- one step -----------------------------------------------------------------------------------
     def plan(self, now: float) -> Step | None:
-        """The next step, from the end of the last one (or `now` when nothing ran), None when there is no work.
+        """The next step, from the end of the last one, None when there is no work; on an idle engine from the
+        arrival of the request at the head of the queue (at most `now`), so the loop's wake-up is no queue time.
         Admits, allocates and preempts; tokens are emitted by `complete`."""
         if not self.running and not self.waiting:
             return None
-        start = self._free_at if self.running else max(now, self._free_at)
+        start = self._free_at
+        if not self.running:
+            start = max(start, min(now, self.waiting[0].rec.t_arrival))
         step = Step(self.steps + 1, start, start)
         budget = self._decodes(step, self.cfg.max_num_batched_tokens)
         for seq in self.running:

@@ -35,8 +35,8 @@ the last token event carries finish_reason; then the usage chunk (choices=[], us
 prompt_tokens_details.cached_tokens) if requested; then `data: [DONE]`. Without ignore_eos a seeded EOS
 (mean eos_mean_tokens) may end the request early with finish_reason "stop" (the EOS token is counted).
 
-Timing, prefix cache and speculative decoding: see labkit/sim/engine.py (by default each request has its own
-schedule, step mode below shares engine steps; the schedule is absolute, TTFT = prefill
+Timing, prefix cache and speculative decoding: see labkit/sim/engine.py (engine steps by default, below; with
+max_num_batched_tokens=0 each request has its own schedule; the schedule is absolute, TTFT = prefill
 of the uncached prompt tokens, a repeated prefix is served from chained 16-token block hashes, a nonce at the
 start of a prompt defeats the cache, one at the end does not) and labkit/sim/speculation.py (a prompt that
 starts with labkit's content header `[<nonce> <category>] ` draws its acceptance from spec_accept_<category>
@@ -65,35 +65,38 @@ drawn from a stream seeded by (seed, request number): reproducible, mean rate un
 Gauges: vllm:num_requests_running / vllm:num_requests_waiting and sglang:num_running_reqs /
 sglang:num_queue_reqs are exact at the scrape: waiting = admitted, prefill not started, or held for a free slot
 (max_num_seqs=n: at most n requests run at once, the others wait in arrival order); running = the others.
-In step mode both are the scheduler's lists and vllm:kv_cache_usage_perc (sglang:token_usage) is the share of
-KV blocks running requests hold (otherwise it is the prefix cache's fill).
+With steps (the default) both are the scheduler's lists and vllm:kv_cache_usage_perc (sglang:token_usage) is the
+share of KV blocks running requests hold (per-request schedule: the prefix cache's fill).
 
-Step mode (max_num_batched_tokens=B > 0, flag `--max-num-batched-tokens B` as vLLM spells it, with
-`--max-num-seqs N`, so one sweep command runs on the sim and on vLLM; 0, the default, keeps the per-request
-schedule above). The per-request schedule cannot show prefill and decode slowing each other, which is what a
-budgeted engine does under load; step mode runs engine steps instead, like vLLM's V1 scheduler, simplified
-(labkit/sim/scheduler.py, the pure core; labkit/sim/steps.py, the loop that runs it in the server):
-- each step gives every decoding request one token (admission order), then fills the rest of B with prefill
-  chunks: running requests first, then the waiting queue in arrival order while fewer than max_num_seqs run
-  and the KV blocks of the whole prompt are free. A prompt longer than the budget left takes several steps;
-  its first token is sent at the end of the step that completes it. Prefix-cache hits shorten the prefill.
-- a step lasts step_base_s + step_token_s x tokens + step_seq_s x sequences in it. Unset, step_token_s =
-  1/prefill_tps and step_base_s = 1/decode_tps - step_token_s, so one stream alone decodes at decode_tps and
-  a prompt of P tokens in one step takes step_base_s + P/prefill_tps; a long prompt arriving while streams decode
+Schedule: engine steps by default (max_num_batched_tokens=B, default 8192, flag `--max-num-batched-tokens B` as
+vLLM spells it, with `--max-num-seqs N`, so one sweep command runs on the sim and on vLLM), like vLLM's V1
+scheduler, simplified (labkit/sim/scheduler.py, the pure core; labkit/sim/steps.py, the loop that runs it in the
+server). B = 0 keeps the older per-request schedule (labkit/sim/engine.py), which cannot show prefill and decode
+slowing each other:
+- each step gives every decoding request one token (with speculation: it verifies K drafts, 1 + K tokens of B,
+  and emits 1 + accepted), then fills the rest of B with prefill chunks: running requests first, then the
+  waiting queue in arrival order while fewer than max_num_seqs run and the KV blocks of the whole prompt are
+  free. A prompt longer than the budget left takes several steps; its first token is sent at the end of the step
+  that completes it. Prefix-cache hits shorten the prefill.
+- a step lasts step_token_s x its tokens, plus step_base_s + step_seq_s x decodes when it decodes. Unset, they
+  are derived: step_token_s = 1/prefill_tps, so a prompt alone prefills at prefill_tps; step_base_s and step_seq_s
+  such that one stream alone decodes at decode_tps (spec steps included) and b streams at decode_tps / (1 +
+  batch_beta (b - 1)) each: the per-request schedule's figures. A long prompt arriving while streams decode
   stretches each of their gaps to a full step of B tokens until it is in.
-- KV: kv_gpu_blocks (or kv_cache_tokens // block_size) blocks; a decode after g tokens needs ceil((P + g) /
-  block_size). When a block is missing, the most recently admitted running request is preempted (recompute:
-  blocks freed, back to the front of the queue, prompt and tokens prefilled again), counted in
-  vllm:num_preemptions_total (exported in step mode only). The pool must hold max_model_len tokens.
+- decode_noise, the idle penalty, decode_ctx_slope and the cold rates slow a request's share of a step (and the
+  base by the slowest decode's factor), so a request alone runs exactly as in the per-request schedule.
+- KV: kv_gpu_blocks (or kv_cache_tokens // block_size) blocks; a decode after g tokens needs ceil((P + g +
+  drafts) / block_size). When a block is missing, the most recently admitted running request is preempted
+  (recompute: blocks freed, back to the front of the queue, prompt and tokens prefilled again), counted in
+  vllm:num_preemptions_total (exported with steps only). The pool must hold max_model_len tokens.
 Truth: t_scheduled (queue time = t_scheduled - t_arrival), t_prefill_start = t_scheduled, t_prefill_end =
 t_first_target = the end of the step that completed the prefill, every emission's [target, actual, tokens] with
 record_chunks (targets chain step ends, actual is when the loop completed the step, just before the write).
-A request joins the first step that starts after it arrived. Every fault works in step mode; a request whose
-client goes away, or that stalls, leaves the scheduler at once (its slot and blocks freed), queued or running.
-Not modelled (refused with the key named): speculative decoding, decode_noise, idle turns, decode_ctx_slope;
-batch_beta, prefill_chunk_tokens and the cold rates do not apply (the step formula is the batch effect).
-Simplified: a prefix shared by running requests holds blocks in each; the prefix cache is looked up at arrival;
-no watermark, no swap, no per-request priority.
+A request joins the first step that starts after it arrived (on an idle engine, a step starts at its arrival).
+Every fault works with steps; a request whose client goes away, or that stalls, leaves the scheduler at once
+(its slot and blocks freed), queued or running. prefill_chunk_tokens applies to the per-request schedule only
+(B is the chunk). Simplified: a prefix shared by running requests holds blocks in each; the prefix cache is
+looked up at arrival; no watermark, no swap, no per-request priority.
 
 Per-request metrics: enable_per_request_metrics=true (flag `--enable-per-request-metrics`, as vLLM spells it)
 puts vLLM's `metrics` object on the final usage chunk of a stream and at the top of a JSON answer:

@@ -123,11 +123,12 @@ class SimConfig:
     per_request_spec_decode_metrics: str = "none"
     max_num_seqs: int = 0
     fault_loop_request: int = 0
-    # step mode (labkit/sim/scheduler.py), as vLLM's --max-num-batched-tokens: > 0 runs engine steps of at most
-    # this many tokens (decodes first, then prefill chunks) instead of each request's own schedule; a step lasts
-    # step_base_s + step_token_s x tokens + step_seq_s x sequences (0 for base and token: derived so one stream
-    # decodes at decode_tps and a prefill runs at prefill_tps)
-    max_num_batched_tokens: int = 0
+    # the schedule (labkit/sim/scheduler.py), as vLLM's --max-num-batched-tokens: engine steps of at most this many
+    # tokens (decodes first, then prefill chunks); a step lasts step_base_s + step_token_s x tokens + step_seq_s x
+    # sequences, a slowed request's share longer (noise, idle, context, cold: StepScheduler.duration). Left at 0,
+    # the three are derived from decode_tps, prefill_tps and batch_beta (step_costs). 0 here: the per-request
+    # schedule of labkit/sim/engine.py instead
+    max_num_batched_tokens: int = 8192
     step_base_s: float = 0.0
     step_token_s: float = 0.0
     step_seq_s: float = 0.0
@@ -167,11 +168,22 @@ class SimConfig:
 
     @property
     def step_costs(self) -> tuple[float, float, float]:
-        """(base, per token, per sequence) seconds of one engine step. Unset, the token cost is 1/prefill_tps
-        and the base 1/decode_tps less one token's cost, so a lone decode step lasts 1/decode_tps."""
+        """(base, per token, per decode) seconds of one engine step (StepScheduler.duration): every token costs
+        the token cost, a step that decodes the base once and the decode cost per decoding sequence. Each is the
+        setting when set (> 0); derived, the token cost is 1/prefill_tps, so a prompt alone prefills at
+        prefill_tps, and base and decode cost come from step_time, so one stream decodes at decode_tps (spec steps
+        of 1 + spec_k tokens included) and b streams at decode_tps / (1 + batch_beta x (b - 1)) each, as in the
+        per-request schedule (batch_beta above 1 counts as 1). The derived decode cost is a decode's share less
+        its tokens' cost, below 0 when the tokens alone cost more than the share."""
         token = self.step_token_s or 1.0 / self.prefill_tps
-        base = self.step_base_s or max(0.0, 1.0 / self.decode_tps - token)
-        return base, token, self.step_seq_s
+        lone = self.step_time(1, False)
+        tokens = (1 + (self.spec_k if self.spec_on else 0)) * token
+        if self.step_base_s:
+            return self.step_base_s, token, self.step_seq_s
+        if self.step_seq_s:
+            return max(0.0, lone - tokens - self.step_seq_s), token, self.step_seq_s
+        share = lone * min(self.batch_beta, 1.0)
+        return lone - share, token, share - tokens
 
     @property
     def kv_blocks(self) -> int:
@@ -256,18 +268,9 @@ class SimConfig:
         return self
 
     def _validate_steps(self, bad: Callable[[str, str], SimConfigError]) -> None:
-        """Step mode models a shared forward pass: what it does not model is refused, not silently dropped
-        (batch_beta, prefill_chunk_tokens and the cold rates, which presets set, are documented as unused)."""
+        """Step mode needs a KV pool that holds one request of max_model_len, as vLLM refuses to start otherwise
+        (prefill_chunk_tokens, which presets set, is unused there: the budget is the chunk)."""
         mode = f"with max_num_batched_tokens={self.max_num_batched_tokens} (step mode)"
-        if self.spec_method:
-            raise bad(
-                "spec_method",
-                f"speculative decoding is not modelled {mode}; unset spec_method or "
-                "set max_num_batched_tokens=0",
-            )
-        for key in ("decode_noise", "idle_after_s", "decode_ctx_slope"):
-            if getattr(self, key) > 0:
-                raise bad(key, f"not modelled {mode} (every request of a step shares its time); set it to 0")
         if self.kv_blocks * self.block_size < self.max_model_len:
             raise bad(
                 "kv_cache_tokens",

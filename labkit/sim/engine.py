@@ -4,7 +4,10 @@ Which drafts a speculative step accepts is speculation.py's; the counters and tr
 Pure bookkeeping with an injected clock and no I/O, so the HTTP layer only waits and writes. Times are
 `time.perf_counter()` seconds (CLOCK_MONOTONIC on Linux, comparable across processes on one host).
 
-Schedule of one request (all targets absolute, chained from the previous *target*, never from the actual
+By default the step scheduler (scheduler.py) decides when each request runs and calls this module's first_token
+and step; with max_num_batched_tokens=0 this module's own per-request schedule does.
+
+Per-request schedule of one request (all targets absolute, chained from the previous *target*, never from the actual
 wake-up time, so sleep jitter does not accumulate):
 - prefill: starts at max(arrival, end of the previous prefill) (one prefill at a time, like one GPU);
   lasts (prompt_tokens - cached_tokens) / prefill_tps. The first token is emitted when it ends.
@@ -209,13 +212,14 @@ class SimEngine:
         self._emitted(rec, 1, now, target)
         return 1
 
-    def step(self, rec: RequestTruth, now: float, target: float) -> int:
-        """One decode step, emitted now: returns tokens it carries (1 + accepted drafts, truncated at the end)."""
+    def step(self, rec: RequestTruth, now: float, target: float, drafts: int | None = None) -> int:
+        """One decode step, emitted now: returns tokens it carries (1 + accepted drafts, truncated at the end).
+        `drafts`: draft tokens it verifies (None: K; the step scheduler's may verify fewer, or none)."""
         rec.steps += 1
         n = 1
-        if self.drafter is not None:
-            acc = self.drafter.accepted(self._rng[rec.index], rec.content)
-            k = self.drafter.k
+        k = self.drafter.k if self.drafter is not None and drafts is None else (drafts or 0)
+        if self.drafter is not None and k > 0:
+            acc = min(k, self.drafter.accepted(self._rng[rec.index], rec.content))
             rec.drafts += 1
             rec.draft_tokens += k
             rec.accepted += acc

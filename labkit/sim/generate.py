@@ -94,6 +94,9 @@ class Generation:
         self.words = _words(rec.index, cfg.seed, rec.target_tokens, rec.index == cfg.fault_loop_request)
         self.histogram = [0] * (cfg.spec_k + 1 if cfg.spec_on else 0)  # verify steps by drafts accepted
         self.step_accepted: list[int] = []  # accepted drafts of every step, in order
+        self.step_drafted: list[
+            int
+        ] = []  # drafts every step verified (K, fewer when a step's budget ran out)
         self.text_parts: list[bytes] = []
         self.eos_at = rec.eos_at
 
@@ -111,7 +114,7 @@ class Generation:
 
     async def _steps(self) -> bool:
         """Every step on time; False when the request ended early (client gone, stall fault)."""
-        conn, eng, rec = self.conn, self.eng, self.rec
+        conn, eng, rec, cfg = self.conn, self.eng, self.rec, self.cfg
         loop = asyncio.get_running_loop()
         clock = time.perf_counter
         target = rec.t_prefill_end
@@ -134,6 +137,7 @@ class Generation:
             if self.histogram and not first:
                 self.histogram[rec.accepted - accepted] += 1
                 self.step_accepted.append(rec.accepted - accepted)
+                self.step_drafted.append(cfg.spec_k)
             done = rec.completion_tokens >= rec.target_tokens
             await self._emit(self._text(before, n), before, before + n, first, done)
             first = False
@@ -162,6 +166,10 @@ class Generation:
                     self.eng.finish(rec, "aborted", "abort")
                     return False
                 after = em.before + em.tokens
+                if self.histogram and em.drafted:
+                    self.histogram[em.accepted] += 1
+                    self.step_accepted.append(em.accepted)
+                    self.step_drafted.append(em.drafted)
                 await self._emit(self._text(em.before, em.tokens), em.before, after, em.first, em.done)
                 if em.done:
                     return True
@@ -232,7 +240,9 @@ class Generation:
         rec, conn, render, req = self.rec, self.conn, self.render, self.req
         reason = self._reason()
         self.eng.finish(rec, "finished", reason)
-        metrics = truth.request_metrics(self.cfg, rec, self.received, self.histogram, self.step_accepted)
+        metrics = truth.request_metrics(
+            self.cfg, rec, self.received, self.histogram, self.step_accepted, self.step_drafted
+        )
         if render is not None:
             tail = b""
             if req.include_usage:

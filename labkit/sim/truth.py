@@ -32,10 +32,17 @@ def timing(rec: RequestTruth, received: float) -> dict[str, float]:
     return out
 
 
-def spec(rec: RequestTruth, cfg: SimConfig, histogram: list[int], steps: list[int]) -> dict:
+def spec(
+    rec: RequestTruth,
+    cfg: SimConfig,
+    histogram: list[int],
+    steps: list[int],
+    drafted: list[int] | None = None,
+) -> dict:
     """vLLM's `speculative_decoding` object: the histogram of accepted drafts per verify step (index j = steps
     that accepted exactly j, bonus excluded), the mean acceptance length per verify step (bonus included), the
-    acceptance rate, and with `detailed` the accepted count of every step in order."""
+    acceptance rate, and with `detailed` the accepted and drafted counts of every step in order (`drafted`: K each
+    when not given)."""
     spec_steps, accepted = sum(histogram), rec.accepted
     out: dict = {
         "mean_acceptance_length": 1.0 + accepted / spec_steps if spec_steps else 1.0,
@@ -48,17 +55,22 @@ def spec(rec: RequestTruth, cfg: SimConfig, histogram: list[int], steps: list[in
     }
     if cfg.per_request_spec_decode_metrics == "detailed" and steps:
         out["per_step_accepted"] = list(steps)
-        out["per_step_drafted"] = [cfg.spec_k] * len(steps)
+        out["per_step_drafted"] = list(drafted) if drafted else [cfg.spec_k] * len(steps)
     return out
 
 
 def request_metrics(
-    cfg: SimConfig, rec: RequestTruth, received: float, histogram: list[int], steps: list[int]
+    cfg: SimConfig,
+    rec: RequestTruth,
+    received: float,
+    histogram: list[int],
+    steps: list[int],
+    drafted: list[int] | None = None,
 ) -> dict | None:
     """The response's `metrics` object, None when neither setting asks for it (vLLM then sends none)."""
     out: dict = {}
     if cfg.enable_per_request_metrics:
         out.update(timing(rec, received))
     if cfg.per_request_spec_decode_metrics != "none" and cfg.spec_on:
-        out["speculative_decoding"] = spec(rec, cfg, histogram, steps)
+        out["speculative_decoding"] = spec(rec, cfg, histogram, steps, drafted)
     return out if (cfg.enable_per_request_metrics or "speculative_decoding" in out) else None

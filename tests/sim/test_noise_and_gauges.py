@@ -141,8 +141,18 @@ def test_noise_truth_is_reproducible_across_servers():
         ("sglang", "sglang:num_running_reqs", "sglang:num_queue_reqs"),
     ],
 )
-def test_gauges_show_the_true_running_and_waiting_requests(flavor, running, waiting):
-    p = _started("--set", f"flavor={flavor}", "prefill_tps=100")  # a 100-token prompt prefills for 1 s
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        ["max_num_batched_tokens=0"],  # per-request: one prefill at a time, the second waits for it
+        ["max_num_seqs=1"],  # steps (the default): one running sequence, the second waits for the slot
+    ],
+    ids=["per-request", "steps"],
+)
+def test_gauges_show_the_true_running_and_waiting_requests(flavor, running, waiting, schedule):
+    p = _started(
+        "--set", f"flavor={flavor}", "prefill_tps=100", *schedule
+    )  # 100 prompt tokens prefill for 1 s
     try:
         prompt = " ".join(f"w{i}" for i in range(100))
         body = chat(prompt, 2)

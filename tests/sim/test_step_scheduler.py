@@ -11,85 +11,12 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-from dataclasses import dataclass
 
 import pytest
 
 from labkit.sim import add_cli_arguments
 from labkit.sim.config import SimConfigError, build_config
-from labkit.sim.engine import SimEngine
-from labkit.sim.scheduler import Emission, StepScheduler
-
-BASE, TOK = 0.01, 0.001  # step_base_s, step_token_s of most tests: a step of n tokens lasts 10 + n ms
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@dataclass
-class Arrival:
-    t: float
-    prompt: int
-    tokens: int
-
-
-class Sim:
-    """An engine and its scheduler on a fake clock; `run` drives the engine loop as the server does."""
-
-    def __init__(self, *sets: str):
-        self.clock = FakeClock()
-        sets = (f"step_base_s={BASE}", f"step_token_s={TOK}", "prefix_caching=false", *sets)
-        self.cfg = build_config("test", sets=list(sets))
-        self.eng = SimEngine(self.cfg, self.clock)
-        self.sched = StepScheduler(self.eng)
-        self.steps: list = []
-        self.emissions: list[Emission] = []
-
-    def add(self, prompt: int, tokens: int, t: float | None = None):
-        n = len(self.eng.records) + 1
-        rec = self.eng.admit(
-            [n] * prompt,
-            tokens,
-            0,
-            True,
-            "chat",
-            True,
-            f"r{n}",
-            now=self.clock.t if t is None else t,
-            scheduled=False,
-        )
-        self.sched.add(rec)
-        return rec
-
-    def step(self):
-        """Plan one step, move the clock to its end, complete it; None when idle."""
-        step = self.sched.plan(self.clock.t)
-        if step is None:
-            return None
-        self.clock.t = step.end
-        self.steps.append(step)
-        self.emissions += self.sched.complete(step, self.clock.t)
-        return step
-
-    def run(self, arrivals: tuple[Arrival, ...] = ()) -> None:
-        """Steps back to back until idle; each arrival joins at its time (the step after it arrived)."""
-        pending = sorted(arrivals, key=lambda a: a.t)
-        while True:
-            while pending and pending[0].t <= self.clock.t:
-                a = pending.pop(0)
-                self.add(a.prompt, a.tokens, a.t)
-            if self.step() is None:
-                if not pending:
-                    return
-                self.clock.t = pending[0].t
-
-    def times(self, steps) -> float:
-        return sum(s.end - s.start for s in steps)
+from tests.support.stepsim import BASE, TOK, Arrival, Sim
 
 
 def blocks(tokens: int, bs: int = 16) -> int:
@@ -100,14 +27,30 @@ def blocks(tokens: int, bs: int = 16) -> int:
 
 
 def test_a_lone_decode_runs_at_decode_tps_and_a_prefill_at_prefill_tps_by_default():
-    cfg = build_config("test", sets=["max_num_batched_tokens=100000"])  # decode 200 t/s, prefill 20k t/s
+    """Derived costs (preset test: decode 200 t/s, prefill 20k t/s, batch_beta 0.5): a decode's share of a step
+    is batch_beta / 200 s, the base the rest of a lone decode step, a prompt's token 1 / 20k s."""
+    cfg = build_config("test", sets=["max_num_batched_tokens=100000"])
     base, tok, seq = cfg.step_costs
-    assert (tok, seq) == (1 / 20_000, 0.0) and base + tok == pytest.approx(1 / 200)
-    sim = Sim(f"step_base_s={base}", f"step_token_s={tok}", "max_num_batched_tokens=100000")
+    assert tok == 1 / 20_000 and base == pytest.approx(0.5 / 200) and tok + seq == pytest.approx(0.5 / 200)
+    sim = Sim("step_base_s=0", "step_token_s=0", "max_num_batched_tokens=100000")
     rec = sim.add(2000, 41)
     sim.run()
-    assert rec.t_first_target - rec.t_arrival == pytest.approx(base + 2000 / 20_000)
+    assert rec.t_first_target - rec.t_arrival == pytest.approx(2000 / 20_000)  # prefill alone: its tokens
     assert rec.to_dict()["scheduled_decode_tps"] == pytest.approx(200)
+    assert rec.to_dict()["true_prefill_tps"] == pytest.approx(20_000)
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.3, 0.5, 1.0, 1.5])
+def test_by_default_b_streams_decode_as_batch_beta_says(beta):
+    """The per-request schedule's batch effect: b streams decode at decode_tps / (1 + beta (b - 1)) each (beta
+    above 1 as 1), from the derived base and decode cost."""
+    for b in (1, 2, 5):
+        sim = Sim("step_base_s=0", "step_token_s=0", "max_num_batched_tokens=8192", f"batch_beta={beta}")
+        recs = [sim.add(16, 41) for _ in range(b)]
+        sim.run()
+        rate = recs[0].to_dict()["scheduled_decode_tps"]
+        assert rate == pytest.approx(200 / (1 + min(beta, 1) * (b - 1)))
+        assert rate == pytest.approx(1 / sim.cfg.step_time(b, False)) or beta > 1
 
 
 def test_decodes_come_first_and_a_prefill_chunk_fills_the_rest_of_the_budget():
@@ -136,17 +79,17 @@ def test_a_long_prompt_spans_ceil_p_over_b_steps_and_its_ttft_is_the_sum_of_thei
     assert rec.prefill_chunks == 4 == math.ceil(1000 / 300)
     prefill = sim.steps[:4]
     assert rec.t_first_target - rec.t_arrival == pytest.approx(sim.times(prefill))
-    assert rec.t_first_target - rec.t_arrival == pytest.approx(4 * BASE + 1000 * TOK)
+    assert rec.t_first_target - rec.t_arrival == pytest.approx(1000 * TOK)  # no decodes: no base
     assert rec.t_scheduled == rec.t_prefill_start == rec.t_arrival and rec.t_prefill_end == rec.t_first_target
     assert [e.tokens for e in sim.emissions] == [1, 1, 1] and sim.emissions[-1].done
 
 
-def test_step_seq_s_adds_a_cost_per_sequence_in_the_step():
+def test_step_seq_s_adds_a_cost_per_decode_and_a_step_without_decodes_has_no_base():
     sim = Sim("max_num_batched_tokens=512", "step_seq_s=0.002")
     for _ in range(4):
         sim.add(10, 5)
-    first = sim.step()
-    assert first.end - first.start == pytest.approx(BASE + TOK * 40 + 0.002 * 4)
+    first = sim.step()  # four prompts, no decode: their tokens alone
+    assert first.end - first.start == pytest.approx(TOK * 40)
     second = sim.step()
     assert second.end - second.start == pytest.approx(BASE + TOK * 4 + 0.002 * 4)
 
@@ -162,12 +105,12 @@ def test_max_num_seqs_queues_requests_in_arrival_order_and_their_queue_times_add
     assert (len(sim.sched.running), len(sim.sched.waiting)) == (2, n - 2)
     sim.run()
     # two at a time, in lockstep: a pair's service is one prefill step of both prompts and N-1 two-decode steps
-    service = (BASE + TOK * 2 * P) + (N - 1) * (BASE + TOK * 2)
+    service = TOK * 2 * P + (N - 1) * (BASE + TOK * 2)
     queue = [r.t_scheduled - r.t_arrival for r in recs]
     assert queue == pytest.approx([0, 0, service, service, 2 * service, 2 * service, 3 * service], abs=1e-9)
     # the last one runs alone: prefill of one prompt, then one-decode steps
     last = recs[-1]
-    assert last.t_last_target - last.t_scheduled == pytest.approx(BASE + TOK * P + (N - 1) * (BASE + TOK))
+    assert last.t_last_target - last.t_scheduled == pytest.approx(TOK * P + (N - 1) * (BASE + TOK))
 
 
 def test_ttft_percentiles_goodput_and_throughput_from_the_truths():
@@ -176,11 +119,11 @@ def test_ttft_percentiles_goodput_and_throughput_from_the_truths():
     P, N, n = 200, 10, 10
     recs = [sim.add(P, N) for _ in range(n)]
     sim.run()
-    service = (BASE + TOK * P) + (N - 1) * (BASE + TOK)
+    service = TOK * P + (N - 1) * (BASE + TOK)
     ttft = [r.t_first_target - r.t_arrival for r in recs]
-    assert ttft == pytest.approx([k * service + BASE + TOK * P for k in range(n)])
+    assert ttft == pytest.approx([k * service + TOK * P for k in range(n)])
     cuts = statistics.quantiles(ttft, n=100, method="inclusive")
-    assert cuts[49] == pytest.approx(4.5 * service + BASE + TOK * P)  # p50 between the 5th and 6th
+    assert cuts[49] == pytest.approx(4.5 * service + TOK * P)  # p50 between the 5th and 6th
     slo = 3 * service  # goodput: requests whose TTFT meets the SLO, per second of the run
     makespan = max(r.t_last_target for r in recs) - min(r.t_arrival for r in recs)
     assert makespan == pytest.approx(n * service)
@@ -289,19 +232,11 @@ def test_a_request_joins_the_first_step_that_starts_after_it_arrived():
 # ---- settings and flags -------------------------------------------------------------------------------------
 
 
-def test_step_mode_refuses_what_it_does_not_model_naming_the_key():
-    with pytest.raises(SimConfigError, match="spec_method.*max_num_batched_tokens"):
-        build_config(
-            "test", sets=["max_num_batched_tokens=512", "spec_method=mtp", "spec_k=1", "spec_accept=0.5"]
-        )
-    for key in ("decode_noise", "idle_after_s", "decode_ctx_slope"):
-        with pytest.raises(SimConfigError, match=f"{key}: not modelled with max_num_batched_tokens"):
-            build_config("test", sets=["max_num_batched_tokens=512", f"{key}=0.1"])
+def test_step_mode_checks_its_pool_and_budget_naming_the_key():
     with pytest.raises(SimConfigError, match="kv_cache_tokens.*max_model_len=8192"):
         build_config("test", sets=["max_num_batched_tokens=512", "kv_gpu_blocks=100"])
     with pytest.raises(SimConfigError, match="max_num_batched_tokens: must be >= 0"):
         build_config("test", sets=["max_num_batched_tokens=-1"])
-    assert build_config("test", sets=["decode_noise=0.1"]).step_mode is False  # off by default: all allowed
 
 
 def test_vllm_flag_spellings_set_the_step_keys():

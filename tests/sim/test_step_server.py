@@ -221,3 +221,50 @@ def test_a_client_leaving_the_queue_frees_its_place(sim):
     assert metric_sum(metrics(p.port), "vllm:num_requests_waiting") == 0
     runner.join()
     assert first[0].done
+
+
+def test_spec_decoding_in_step_mode_counts_and_reports_as_the_truth_says(sim):
+    """Two spec streams at once: chunks of 1 + accepted tokens, the vLLM counters and each response's
+    per-request spec metrics equal to the records, and every decode step BASE + TOK x (1 + K) per stream."""
+    spec = [
+        "spec_method=mtp",
+        "spec_k=3",
+        "spec_accept=0.9,0.6,0.3",
+        "per_request_spec_decode_metrics=detailed",
+    ]
+    p = sim("--max-num-batched-tokens", "512", "--set", *spec)
+    sizes = [120, 121]
+    streams = _parallel(p.port, [chat(f"spec {n}", n, **CONT) for n in sizes])
+    truths = _truths(p.port)
+    m = metrics(p.port)
+    for n, s in zip(sizes, streams, strict=True):
+        t = truths[n]
+        counts = [e["usage"]["completion_tokens"] for _, e in s.token_events]
+        steps = [b - a for a, b in zip([0, *counts], counts, strict=False)]
+        assert s.done and counts[-1] == n and steps[0] == 1 and all(1 <= k <= 4 for k in steps)
+        assert t["steps"] == t["drafts"] == len(steps) - 1 and t["draft_tokens"] == 3 * t["drafts"]
+        sd = next(e["metrics"] for _, e in s.events if isinstance(e, dict) and "metrics" in e)
+        sd = sd["speculative_decoding"]
+        assert sd["num_spec_steps"] == t["drafts"] and sd["num_accepted_draft_tokens"] == t["accepted"]
+        assert sum(sd["per_step_accepted"]) == t["accepted"] and sd["per_step_drafted"] == [3] * t["drafts"]
+        assert [min(1 + a, k) for a, k in zip(sd["per_step_accepted"], steps[1:], strict=True)] == steps[1:]
+    recs = list(truths.values())
+    assert metric_sum(m, "vllm:spec_decode_num_drafts_total") == sum(r["drafts"] for r in recs)
+    assert metric_sum(m, "vllm:spec_decode_num_draft_tokens_total") == 3 * sum(r["drafts"] for r in recs)
+    assert metric_sum(m, "vllm:spec_decode_num_accepted_tokens_total") == sum(r["accepted"] for r in recs)
+    # both streams' decode steps: BASE + TOK x (1 + K) per decode in the step, two at once while both run
+    for t in recs:
+        targets = [target for target, _, _ in t["emissions"]]
+        ks = [(b - a - BASE) / TOK for a, b in zip(targets, targets[1:], strict=False)]
+        assert all(abs(k - round(k)) < 1e-3 and 4 <= round(k) <= 512 for k in ks)
+        assert statistics.median(round(k) for k in ks) == 8
+
+
+def test_decode_noise_in_step_mode_sets_each_lone_requests_rate(sim):
+    p = sim("--max-num-batched-tokens", "512", "--set", "decode_noise=0.2", "seed=4")
+    for i in range(4):
+        assert stream(p.port, "/v1/chat/completions", chat(f"noise {i}", 30 + i)).done
+    recs = get_json(p.port, "/sim/requests")["requests"]
+    assert len({r["rate_factor"] for r in recs}) == 4
+    for r in recs:  # one at a time: each decode step lasts (BASE + TOK) / its factor
+        assert r["scheduled_decode_tps"] == pytest.approx(r["rate_factor"] / (BASE + TOK), rel=1e-6)

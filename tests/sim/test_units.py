@@ -35,12 +35,12 @@ def test_set_types_and_order():
             "spec_method=mtp",
             "spec_k=2",
             "spec_accept=0.9,0.5",
-            "kv_cache_tokens=1,000",
+            "kv_cache_tokens=10,000",
         ],
         model_name="m",
     )
     assert cfg.decode_tps == 12.5 and cfg.prefix_caching is False and cfg.spec_accept == [0.9, 0.5]
-    assert cfg.kv_cache_tokens == 1000 and cfg.model_name == "m"
+    assert cfg.kv_cache_tokens == 10000 and cfg.model_name == "m"
 
 
 def test_config_file(tmp_path):

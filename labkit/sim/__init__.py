@@ -35,8 +35,8 @@ the last token event carries finish_reason; then the usage chunk (choices=[], us
 prompt_tokens_details.cached_tokens) if requested; then `data: [DONE]`. Without ignore_eos a seeded EOS
 (mean eos_mean_tokens) may end the request early with finish_reason "stop" (the EOS token is counted).
 
-Timing, prefix cache and speculative decoding: see labkit/sim/engine.py (engine steps by default, below; with
-max_num_batched_tokens=0 each request has its own schedule; the schedule is absolute, TTFT = prefill
+Timing, prefix cache and speculative decoding: see labkit/sim/engine.py (by default each request has its own
+schedule; engine steps with max_num_batched_tokens > 0, below; the schedule is absolute, TTFT = prefill
 of the uncached prompt tokens, a repeated prefix is served from chained 16-token block hashes, a nonce at the
 start of a prompt defeats the cache, one at the end does not) and labkit/sim/speculation.py (a prompt that
 starts with labkit's content header `[<nonce> <category>] ` draws its acceptance from spec_accept_<category>
@@ -65,13 +65,13 @@ drawn from a stream seeded by (seed, request number): reproducible, mean rate un
 Gauges: vllm:num_requests_running / vllm:num_requests_waiting and sglang:num_running_reqs /
 sglang:num_queue_reqs are exact at the scrape: waiting = admitted, prefill not started, or held for a free slot
 (max_num_seqs=n: at most n requests run at once, the others wait in arrival order); running = the others.
-With steps (the default) both are the scheduler's lists and vllm:kv_cache_usage_perc (sglang:token_usage) is the
+With steps both are the scheduler's lists and vllm:kv_cache_usage_perc (sglang:token_usage) is the
 share of KV blocks running requests hold (per-request schedule: the prefix cache's fill).
 
-Schedule: engine steps by default (max_num_batched_tokens=B, default 8192, flag `--max-num-batched-tokens B` as
-vLLM spells it, with `--max-num-seqs N`, so one sweep command runs on the sim and on vLLM), like vLLM's V1
-scheduler, simplified (labkit/sim/scheduler.py, the pure core; labkit/sim/steps.py, the loop that runs it in the
-server). B = 0 keeps the older per-request schedule (labkit/sim/engine.py), which cannot show prefill and decode
+Schedule: engine steps when max_num_batched_tokens=B > 0 (flag `--max-num-batched-tokens B` as vLLM spells it,
+with `--max-num-seqs N`, so one sweep command runs on the sim and on vLLM; the default is 0, docs/measurement.md,
+"The simulator's step scheduler", says why), like vLLM's V1 scheduler, simplified (labkit/sim/scheduler.py, the
+pure core; labkit/sim/steps.py, the loop that runs it in the server). B = 0 is the per-request schedule (labkit/sim/engine.py), which cannot show prefill and decode
 slowing each other:
 - each step gives every decoding request one token (with speculation: it verifies K drafts, 1 + K tokens of B,
   and emits 1 + accepted), then fills the rest of B with prefill chunks: running requests first, then the

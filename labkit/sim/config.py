@@ -128,7 +128,7 @@ class SimConfig:
     # sequences, a slowed request's share longer (noise, idle, context, cold: StepScheduler.duration). Left at 0,
     # the three are derived from decode_tps, prefill_tps and batch_beta (step_costs). 0 here: the per-request
     # schedule of labkit/sim/engine.py instead
-    max_num_batched_tokens: int = 8192
+    max_num_batched_tokens: int = 0  # opt-in (issue 37 leaves the flip open: docs/measurement.md)
     step_base_s: float = 0.0
     step_token_s: float = 0.0
     step_seq_s: float = 0.0

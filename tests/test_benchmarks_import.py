@@ -1,5 +1,6 @@
 """Every script in benchmarks/ loads: its imports name modules and names that exist. CI runs the agreement
-benchmarks after the tests and only reports their figures, so a module move that broke one went unseen there
+benchmarks and the tools table beside the tests and only reports their figures, so a module move that broke one
+went unseen there
 (issue 36: `from labkit.measure import prompts` after prompts moved to measure/prompt/)."""
 
 from __future__ import annotations

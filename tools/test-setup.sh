@@ -42,23 +42,23 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap || { DEBIAN_FRONTEND=noninteractive \
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap; }; } >/dev/null 2>&1 || true
   fi
+  # In the background, like the tools below: it writes only its own folder under /tmp and one file in the venv
+  # ($ROOTFS_TAR, which no install touches), and it waits on the network and the disk more than on the CPU.
   if command -v debootstrap >/dev/null 2>&1 && [ ! -s "$ROOTFS_TAR" ]; then
-    echo "test setup: building the docker test image's root file system (debootstrap bookworm)" >&2
-    root=$(mktemp -d /tmp/labkit-rootfs.XXXXXX)
-    if debootstrap --variant=minbase --include=python3,libnuma1,g++,openssl bookworm "$root" >"$root.log" 2>&1 \
-        && tar -C "$root" -cf "$ROOTFS_TAR.tmp" . && mv -f "$ROOTFS_TAR.tmp" "$ROOTFS_TAR"; then
-      rm -f "$root.log"
-    else
-      echo "test setup: debootstrap failed (its log: $root.log)" >&2
-      rm -f "$ROOTFS_TAR.tmp"
-    fi
-    rm -rf "$root"
+    echo "test setup: building the docker test image's root file system (debootstrap bookworm, in the background)" >&2
+    (
+      root=$(mktemp -d /tmp/labkit-rootfs.XXXXXX)
+      if debootstrap --variant=minbase --include=python3,libnuma1,g++,openssl bookworm "$root" >"$root.log" 2>&1 \
+          && tar -C "$root" -cf "$ROOTFS_TAR.tmp" . && mv -f "$ROOTFS_TAR.tmp" "$ROOTFS_TAR"; then
+        rm -f "$root.log"
+      else
+        echo "test setup: debootstrap failed (its log: $root.log)" >&2
+        rm -f "$ROOTFS_TAR.tmp"
+      fi
+      rm -rf "$root"
+    ) &
+    rootfs_pid=$!
   fi
-fi
-if ! command -v dockerd >/dev/null 2>&1; then
-  skipped+=("real docker ($( [ "$(id -u)" = 0 ] && echo 'apt-get install docker.io failed' || echo 'not root: docker.io not installed' ))")
-elif [ ! -s "$ROOTFS_TAR" ]; then
-  skipped+=("real docker (no test image root file system: debootstrap failed or is missing)")
 fi
 
 # Benchmark tools (llama-benchy, guidellm, aiperf), each in its own venv: the import tests' real result files.
@@ -84,6 +84,13 @@ fi
 if ! wait "$tools_pid"; then
   tail -n 40 "$VENV/.tools.log" >&2
   skipped+=("benchmark tools (make env-tools failed; see $VENV/.tools.log)")
+fi
+
+if [ -n "${rootfs_pid:-}" ]; then wait "$rootfs_pid"; fi
+if ! command -v dockerd >/dev/null 2>&1; then
+  skipped+=("real docker ($( [ "$(id -u)" = 0 ] && echo 'apt-get install docker.io failed' || echo 'not root: docker.io not installed' ))")
+elif [ ! -s "$ROOTFS_TAR" ]; then
+  skipped+=("real docker (no test image root file system: debootstrap failed or is missing)")
 fi
 
 if [ ${#skipped[@]} -eq 0 ]; then

@@ -255,10 +255,14 @@ def prefill_window(ep, k: int, p: int) -> dict:
     }
 
 
-def depth_window(ep, k: int, p: int) -> dict:
-    """k uncached and k cached requests at a context depth of p tokens (labkit's depth phase), with the
-    engine's per-request TTFT beside labkit's; hits by design, so not the other windows' exclusion rules."""
-    depth = DepthPlan((p,), repeats=k, prompt_tokens=64, output_tokens=64)
+def depth_window(ep, k: int, p: int, n: int) -> dict:
+    """k uncached and k cached requests at a context depth of p tokens (labkit's depth phase), answers of n
+    tokens, with the engine's per-request TTFT and decode beside labkit's; hits by design, so not the other
+    windows' exclusion rules. n as the decode windows': after a long prompt the first token reaches the client
+    a few ms behind the steady cadence on this 2-core CPU build (docs/measurement.md, "Per-request server
+    truth"), a fixed offset that a 64-token answer's window turns into ~1 % of decode and a 256-token one into
+    ~0.2 %."""
+    depth = DepthPlan((p,), repeats=k, prompt_tokens=64, output_tokens=n)
     plan = MeasurePlan(
         "chat", 1, DecodePlan((1,), 0, 1, 0), PrefillPlan((), 1), 120.0, workloads={"depth": depth}
     )
@@ -401,7 +405,7 @@ def run(args, ep) -> dict[str, list[dict]]:
         "c2": lambda: c2_window(ep, k, n),
         "load": lambda: load_window(ep, k, n, args.levels),
     }
-    shapes |= {f"depth@{d}": (lambda d=d: depth_window(ep, k, d)) for d in args.depths}
+    shapes |= {f"depth@{d}": (lambda d=d: depth_window(ep, k, d, n)) for d in args.depths}
     for i in range(rounds):
         order = list(shapes) if i % 2 == 0 else list(reversed(shapes))
         for w in order:

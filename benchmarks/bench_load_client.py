@@ -13,7 +13,7 @@ judged by one clock and one definition, not by their own reports:
   (n − 1)/(last arrival − first arrival) against R, the gaps' coefficient of variation, the p99 of
   |gap − 1/R| and of the drift (arrival i − first arrival − i/R) for constant arrivals, chunks/s delivered,
   and labkit's own lateness p99 and client-bound verdict (summary.load), beside the host's floor: the p99
-  lateness of labkit's wait (`_until`) alone at that rate, no request sent (on two cores shared with other
+  lateness of labkit's wait (`pacing.until`) alone at that rate, no request sent (on two cores shared with other
   work, the host's scheduling, not the client, sets most of the tail);
 - closed loop at rising concurrency C (labkit `concurrency=(C,)`, vllm `--max-concurrency C --request-rate
   inf`): requests/s and chunks/s over the level's span, and the mean number in flight as the server saw it.
@@ -57,10 +57,10 @@ from tabulate import tabulate  # noqa: E402
 
 from labkit import tinymodel  # noqa: E402
 from labkit.measure import BenchOptions, run_bench  # noqa: E402
+from labkit.measure.request.pacing import until  # noqa: E402
 from labkit.measure.runner import _loop_factory  # noqa: E402
 from labkit.measure.summary.latency import percentile  # noqa: E402
 from labkit.measure.summary.load import load_window  # noqa: E402
-from labkit.measure.workloads.load import _until  # noqa: E402
 from labkit.recipe import DecodePlan, LoadPlan, MeasurePlan, PrefillPlan  # noqa: E402
 from labkit.sim.oracle import SimOracle  # noqa: E402
 from tests.support.tool_files import OFFLINE  # noqa: E402
@@ -211,7 +211,7 @@ def labkit_level(url: str, n: int, rate: float | None, conc: int | None, arrival
     if rate:
         late = [r.lateness_s for r in recs if r.lateness_s is not None]
         out["lateness_p99_ms"] = (percentile(late, 99) or 0.0) * 1000
-        out["client_bound"] = res.summary.load.get(load_window(False, rate), {}).get("client_bound")
+        out["client_bound"] = res.summary.load.get(load_window("open", rate), {}).get("client_bound")
     return out
 
 
@@ -340,7 +340,7 @@ class Rig:
 
 
 def host_floor(rate: float, n: int) -> float:
-    """The p99 lateness (ms) of labkit's open-loop wait (`_until`) alone at `rate` on labkit's event loop, no
+    """The p99 lateness (ms) of labkit's open-loop wait (`pacing.until`) alone at `rate` on labkit's event loop, no
     request sent: what this host's scheduling gives a sender that does nothing else, beside labkit's own."""
 
     async def sends() -> list[float]:
@@ -348,7 +348,7 @@ def host_floor(rate: float, n: int) -> float:
         late = []
         for k in range(n):
             due = start + int(k / rate * 1e9)
-            await _until(due)
+            await until(due)
             late.append((time.perf_counter_ns() - due) / 1e6)
         return late
 

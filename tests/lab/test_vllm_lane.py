@@ -143,9 +143,9 @@ def test_ctrl_c_during_boot_leaves_nothing(vllm_fresh):
 
 def test_bench_notebook_runs_the_default_lane_end_to_end(vllm_fresh, tmp_path):
     """`labkit run bench -p recipe tiny-vllm` with the workload parameters (the 4,096-token prompt only, two
-    content categories, two context depths, three-turn agentic sessions): the recipe's own plan and port,
-    through papermill; the run is stored and shows in the tables, the notebook shows the content, depth and turn
-    tables; the lane is torn down. A fresh engine, booted by the notebook: the run's first turn is its cold
+    content categories, two context depths, three-turn agentic sessions, load levels c1 and c2): the recipe's
+    own plan and port, through papermill; the run is stored and shows in the tables, the notebook shows the
+    content, depth, turn and load tables and the load curve; the lane is torn down. A fresh engine, booted by the notebook: the run's first turn is its cold
     turn. (A 12,600-token prefill takes 20 s on this CPU; `-p prefill` leaves the recipe's two out.)"""
     from labkit import report
     from labkit.store import load_results
@@ -175,6 +175,9 @@ def test_bench_notebook_runs_the_default_lane_end_to_end(vllm_fresh, tmp_path):
             "-p",
             "agentic",
             "3",
+            "-p",
+            "load",
+            "1,2",
         ),
         "-o",
         str(tmp_path / "out.ipynb"),
@@ -195,8 +198,14 @@ def test_bench_notebook_runs_the_default_lane_end_to_end(vllm_fresh, tmp_path):
         "Decode c1 and acceptance by prompt content",
         "TTFT, prefill and decode by depth",
         "TTFT by turn",
+        "Latency and throughput under load",
     ):
         assert any(s.startswith(title) for s in shown), shown
+    # the levels against the engine's own counters, and the curve beside the run
+    assert m["load_peak_concurrency@load=2"] == 2 and m["load_errors@load=1"] == 0
+    assert doc.summary.raw["load"]["load@load=2"]["answered"] == 16  # 4 a stream, at least 16
+    pngs = {p.name for p in (tmp_path / "results").rglob("*.png")}
+    assert {"latency_throughput.png", "ttft_distribution.png"} <= pngs, pngs
     md = report.generate(tmp_path / "results", write=False, plots=False).markdown
     assert "vLLM tiny CPU" in md
     assert Lane(load_plan("tiny-vllm"), progress=None).status() == {"localhost": "absent"}

@@ -204,9 +204,13 @@ def test_a_client_leaving_the_queue_frees_its_place(sim):
         target=lambda: first.append(stream(p.port, "/v1/chat/completions", chat("a", 150)))
     )
     runner.start()
+    deadline = time.monotonic() + 10
+    while not get_json(p.port, "/sim/requests")["requests"] and time.monotonic() < deadline:
+        time.sleep(
+            0.01
+        )  # "a" admitted first, so "b" is the one that waits (a loaded machine may start it late)
     queued = http.client.HTTPConnection("127.0.0.1", p.port, timeout=5)
     queued.request("POST", "/v1/chat/completions", body=json.dumps(dict(chat("b", 20), stream=True)))
-    deadline = time.monotonic() + 10
     while len(get_json(p.port, "/sim/requests")["requests"]) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert metric_sum(metrics(p.port), "vllm:num_requests_waiting") == 1

@@ -205,10 +205,10 @@ def compare_values(
     mb = statistics.mean(xb) if xb else None
     base = Sides(measure=measure, n_a=len(xa), n_b=len(xb), mean_a=ma, mean_b=mb, margin=margin, note=note)
     if ma is None or mb is None:
-        return _no_test(base, None, NO_VALUES, "a side has no run value of this measure")
+        return no_test(base, None, NO_VALUES, "a side has no run value of this measure")
     if min(len(xa), len(xb)) < MIN_INTERVAL_RUNS:
         why = f"{len(xa)} and {len(xb)} run values; a test needs {MIN_INTERVAL_RUNS} on each side"
-        return _no_test(base, mb - ma, TOO_FEW, why)
+        return no_test(base, mb - ma, TOO_FEW, why)
     diff, se, df = paired(xa, xb) if pairs else welch(xa, xb)
     test = f"paired t on {len(xa)} pairs" if pairs else f"Welch t, {len(xa)} vs {len(xb)} runs"
     if se == 0.0:  # both sides constant (or constant differences): the difference is exact
@@ -236,7 +236,7 @@ def compare_values(
     return decide(row, p, 1)
 
 
-def _no_test(base: Sides, diff: float | None, verdict: str, why: str) -> MeasureComparison:
+def no_test(base: Sides, diff: float | None, verdict: str, why: str) -> MeasureComparison:
     """A comparison that cannot be tested: the means and the raw difference only."""
     return MeasureComparison(
         **base,

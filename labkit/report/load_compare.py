@@ -41,6 +41,7 @@ from labkit.report.compare import (
     Sides,
     compare_values,
     decide,
+    no_test,
 )
 from labkit.report.stats import MIN_INTERVAL_RUNS
 from labkit.store import StoredRun
@@ -137,21 +138,6 @@ def _tested(base: Sides, diff: float, se: float, test: str) -> MeasureComparison
     return decide(row, row.p or 0.0, 1)
 
 
-def _untested(base: Sides, diff: float | None, verdict: str, why: str) -> MeasureComparison:
-    return MeasureComparison(
-        **base,
-        diff=diff,
-        lo=None,
-        hi=None,
-        test="none",
-        df=None,
-        p=None,
-        tost_p=None,
-        verdict=verdict,
-        why=why,
-    )
-
-
 def interval_se(lo: float, hi: float) -> float:
     """The standard error of a percentile estimate read off its 95 % order-statistic interval: its width over
     2 · 1.96 (Price and Bonett's estimate for a median, any percentile alike). The stored interval covers the
@@ -173,7 +159,7 @@ def compare_percentiles(
     if ia is None or ib is None:
         sides = " and ".join(t for t, i in (("A", ia), ("B", ib)) if i is None)
         why = f"{sides} {'has' if ' and ' not in sides else 'have'} no 95 % interval of this percentile from {na if ia is None else nb} requests"
-        return _untested(base, vb - va, NO_INTERVAL, why)
+        return no_test(base, vb - va, NO_INTERVAL, why)
     se = math.hypot(interval_se(*ia), interval_se(*ib))
     return _tested(base, vb - va, se, f"order-statistic intervals, {na} vs {nb} requests")
 
@@ -186,7 +172,7 @@ def compare_shares(
     (pa, na), (pb, nb) = a, b
     base = Sides(measure=measure, n_a=na, n_b=nb, mean_a=pa, mean_b=pb, margin=margin, note="")
     if not na or not nb:
-        return _untested(base, None, NO_VALUES, "a side has no requests at this level")
+        return no_test(base, None, NO_VALUES, "a side has no requests at this level")
     pooled = (pa * na + pb * nb) / (na + nb)
     se_pooled = math.sqrt(pooled * (1.0 - pooled) * (1.0 / na + 1.0 / nb))
     se = math.sqrt(pa * (1.0 - pa) / na + pb * (1.0 - pb) / nb)
@@ -503,7 +489,7 @@ def _within(
     if found is not None and found.family == "load_attainment" and ea.get("requests") and eb.get("requests"):
         return compare_shares(key, (va, int(ea["requests"])), (vb, int(eb["requests"])), margin), WITHIN
     base = Sides(measure=key, n_a=1, n_b=1, mean_a=va, mean_b=vb, margin=margin, note="")
-    return _untested(base, vb - va, "one run each", ONE_FIGURE), ""
+    return no_test(base, vb - va, "one run each", ONE_FIGURE), ""
 
 
 def _interval(entry: Mapping[str, Any], key: str) -> tuple[float, float] | None:

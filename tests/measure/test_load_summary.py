@@ -88,7 +88,7 @@ def test_an_open_level_with_late_sends_is_flagged_client_bound_and_an_on_time_on
     assert s.load["load@rate=2"]["client_bound"] is False and s.flags == []
 
 
-def _failed(i: int, level: float) -> RequestRecord:
+def _failed(i: int, level: float, error: str = "cut: x") -> RequestRecord:
     return RequestRecord(
         phase="load",
         load_loop="closed",
@@ -96,7 +96,7 @@ def _failed(i: int, level: float) -> RequestRecord:
         t_send=i * MS,
         t_end=i * MS + 5,
         ok=False,
-        error="cut: x",
+        error=error,
     )
 
 
@@ -120,26 +120,14 @@ def test_failures_within_the_share_are_counted_and_over_it_invalidate_only_that_
     assert [f["window"] for f in s.flags] == ["load@load=4"]
 
 
-def _failing(i: int, level: float, error: str) -> RequestRecord:
-    return RequestRecord(
-        phase="load",
-        load_loop="closed",
-        load_level=level,
-        t_send=i * MS,
-        t_end=i * MS + 5,
-        ok=False,
-        error=error,
-    )
-
-
 def test_a_levels_failures_are_counted_by_kind_and_shown_in_its_row():
     plan = _measure_plan(_plan(concurrency=(2,), max_error_share=0.2))
     recs = [_rec(i, level=2.0, ttft_ms=5) for i in range(20)] + [
-        _failing(20, 2.0, "HTTP 500: boom"),
-        _failing(21, 2.0, "HTTP 502: bad gateway"),
-        _failing(22, 2.0, "ConnectError: All connection attempts failed"),
-        _failing(23, 2.0, "cut: no chunk for 0.6 s (stall bound 0.5 s)"),
-        _failing(24, 2.0, "short: 3 of 5 tokens"),
+        _failed(20, 2.0, "HTTP 500: boom"),
+        _failed(21, 2.0, "HTTP 502: bad gateway"),
+        _failed(22, 2.0, "ConnectError: All connection attempts failed"),
+        _failed(23, 2.0, "cut: no chunk for 0.6 s (stall bound 0.5 s)"),
+        _failed(24, 2.0, "short: 3 of 5 tokens"),
     ]
     assert failure_counts(recs) == {"http_5xx": 2, "reset": 1, "cut": 1, "timeout": 0, "other": 1}
     s = summarize(recs, [], plan)
@@ -153,7 +141,7 @@ def test_a_levels_failures_are_counted_by_kind_and_shown_in_its_row():
 def test_the_level_the_engine_died_in_is_marked_failed_and_the_earlier_one_kept():
     one = [_rec(i, level=1.0, ttft_ms=5) for i in range(10)]
     two = [_rec(i, level=2.0, ttft_ms=5) for i in range(10, 19)] + [
-        _failing(19, 2.0, "ReadError: Response payload is not completed")
+        _failed(19, 2.0, "ReadError: Response payload is not completed")
     ]
     # 1 failed of 10 is within the share: a level the engine died in is failed whatever its share
     plan = _measure_plan(_plan(concurrency=(1, 2, 4), max_error_share=0.5))
@@ -179,7 +167,7 @@ def test_mark_failed_leaves_the_entry_it_was_given_alone():
 def test_a_capacity_search_the_engine_died_in_states_no_capacity():
     plan = _plan(concurrency=(1, 2, 4), profile="capacity")
     one = [_rec(i, level=1.0, ttft_ms=5) for i in range(10)]
-    two = [_failing(i, 2.0, "ConnectError: All connection attempts failed") for i in range(10, 12)]
+    two = [_failed(i, 2.0, "ConnectError: All connection attempts failed") for i in range(10, 12)]
     s = RunSummary()
     load_measures(s, one + two, plan, SloPlan(ttft_s=1.0), failed_levels={"load@load=2": "gone"})
     assert "capacity" not in s.load and not [k for k in s.measures if "capacity" in k]

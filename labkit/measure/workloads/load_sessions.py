@@ -8,7 +8,7 @@ freely, as agents do, rather than in lockstep. Each turn's intended send time is
 
 Why each turn is parsed as soon as it ends (unlike the load workload's other levels, parsed after the level): the
 next turn appends the answer's text. Parsing is done on the loop that stamps the other streams' reads, so it
-may delay a stamp by the parse's time; a tool result's think time usually hides it.
+may delay a stamp by the parse's time (not measured here).
 
 Once the level drained, `session_hits` gives every turn the prefix-cache hits it should find (the previous turn's
 prompt, in whole blocks) beside the engine's; the level's hit share and the eviction cliff are the summary's

@@ -127,6 +127,18 @@ class RequestTruth:
     prefill_chunks: int = 0
     preemptions: int = 0
 
+    def written(self, chunk: int, first: bool, target: float, now: float) -> None:
+        """Step mode: the handler wrote this request's `chunk`-th emission at `now`. The emission times are the
+        writes, as in the per-request schedule, which stamps just before it writes; the engine loop's stamp is a
+        queue hop earlier, which a busy event loop can stretch to milliseconds."""
+        if first:
+            self.t_first = now
+        self.t_last = now
+        self.max_lateness = max(self.max_lateness, now - target)
+        if self.emissions is not None and chunk < len(self.emissions):
+            t, _, n = self.emissions[chunk]
+            self.emissions[chunk] = (t, now, n)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         n = self.completion_tokens

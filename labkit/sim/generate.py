@@ -158,6 +158,7 @@ class Generation:
             queue.put_nowait(None)
 
         closed.add_done_callback(gone)
+        chunk = 0
         try:
             while True:
                 em = await queue.get()
@@ -170,7 +171,10 @@ class Generation:
                     self.histogram[em.accepted] += 1
                     self.step_accepted.append(em.accepted)
                     self.step_drafted.append(em.drafted)
-                await self._emit(self._text(em.before, em.tokens), em.before, after, em.first, em.done)
+                text = self._text(em.before, em.tokens)
+                rec.written(chunk, em.first, em.target, time.perf_counter())
+                chunk += 1
+                await self._emit(text, em.before, after, em.first, em.done)
                 if em.done:
                     return True
                 if not await self._faults(after):

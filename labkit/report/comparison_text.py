@@ -88,7 +88,8 @@ def _range_rows(ranges: list[RangeRow]) -> list[dict[str, str]]:
 
 
 def _side(tag: str, s: Side) -> str:
-    return f"{tag}: {s.title} — {len(s.docs)} run{'s' if len(s.docs) != 1 else ''} ({s.unit})"
+    line = f"{tag}: {s.title} — {len(s.docs)} run{'s' if len(s.docs) != 1 else ''} ({s.unit})"
+    return f"{line}; {s.left_out}" if s.left_out else line
 
 
 def to_text(c: Comparison) -> str:

@@ -173,6 +173,18 @@ def _plan_for(entry: RecordedRun) -> dict[str, Any]:
     return plan
 
 
+def _stored_folder(store: ResultsStore, recipe: str, run_id: str) -> Path | None:
+    """The folder a recorded run already has under its recipe, whatever variant it was recorded under: the
+    recipe may have gained an axis since (its variant id today is longer), and a recorded run keeps its own."""
+    found = [p for p in store.find(run_id) if p.parent.parent.name == recipe]
+    if len(found) > 1:
+        raise RecordedError(
+            f"recorded run {run_id} is stored more than once under {recipe}: "
+            f"{', '.join(str(p) for p in found)}; keep one on purpose"
+        )
+    return found[0] if found else None
+
+
 def import_figures(path: str | Path | None = None, results: str | Path | None = None) -> list[ImportOutcome]:
     """Create one run folder per recorded entry that is not there yet. Refuses (and writes nothing more) when
     an existing recorded run's figures differ from the file."""
@@ -182,7 +194,9 @@ def import_figures(path: str | Path | None = None, results: str | Path | None = 
     outcomes = []
     for entry in entries:
         plan = plans[entry.key]
-        folder = store.run_dir(plan["recipe"], plan["variant_id"], entry.run_id)
+        folder = _stored_folder(store, plan["recipe"], entry.run_id) or store.run_dir(
+            plan["recipe"], plan["variant_id"], entry.run_id
+        )
         if (folder / RUN_FILE).exists():
             stored = read_run(folder)
             if (

@@ -340,3 +340,29 @@ def _load(root):
     from labkit.store import load_results
 
     return load_results(root)
+
+
+def test_a_lanes_recorded_figures_and_measured_runs_are_never_mixed(lab_record, capsys):
+    """The prod lane's note figures were recorded under spec-dspark, before the recipe gained its staging
+    axis; two measured runs now sit under spec-dspark_staging-local-view. The lane is its measured runs (the
+    recorded set left out, said so) unless --recorded asks for the note's figures."""
+    from labkit.measure import RunSummary
+    from labkit.recipe import find_recipe, load_recipe
+    from labkit.store import load_results
+
+    plan = load_recipe(find_recipe("prod")).resolve({"spec": "dspark"})
+    for v in (44.0, 45.0):
+        with ResultsStore(lab_record).new_run(plan) as run:
+            run.finish(
+                RunSummary(measures={"decode_c1": v}, n_ok=4), boot={}, provenance={"harness": "test"}
+            )
+    data = load_results(lab_record)
+    side = rp.select(data, "prod")
+    assert {d.source for d in side.docs} == {"measured"} and len(side.docs) == 2
+    assert side.left_out == "1 recorded figure set left out (--recorded uses them)"
+    note = rp.select(data, "prod", recorded=True)
+    assert [d.source for d in note.docs] == ["recorded"] and note.unit == "recorded figures"
+    assert note.left_out == "2 measured runs left out (--recorded)"
+    main(["compare", "prod", "prod", "--recorded", "--results", str(lab_record)])
+    out = capsys.readouterr().out
+    assert "1 run (recorded figures); 2 measured runs left out (--recorded)" in out

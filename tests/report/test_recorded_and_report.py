@@ -2,6 +2,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +65,27 @@ def test_committed_recorded_runs_match_the_figures_file(lab_record):
     assert set(recorded) == set(entries)
     for key, entry in entries.items():
         assert recorded[key].fingerprint == entry.fingerprint()
+
+
+def test_reimport_after_a_recipe_gained_an_axis_changes_nothing(lab_record, tmp_path, monkeypatch):
+    """A recorded run keeps the variant it was recorded under: after a recipe gains an axis with a default,
+    its variant id today is longer, and re-importing must find the stored run, not store a second copy."""
+    recipes = Path(shutil.copytree(REPO / "recipes", tmp_path / "recipes"))
+    for name in ("dsv41-flash-1017-4x-vllm032", "dsv41-flash-1017-4x-sglang-ep2"):
+        toml = recipes / name / "recipe.toml"
+        text = toml.read_text()
+        assert text.count("defaults = { spec = ") == 1
+        toml.write_text(
+            text.replace("defaults = { spec = ", 'defaults = { kv = "auto", spec = ')
+            + '\n[variants.kv.auto]\n\n[variants.kv.fp8]\nengine.args."--kv-cache-dtype" = "fp8"\n'
+        )
+    monkeypatch.setenv("LABKIT_RECIPES", str(recipes))
+    before = sorted(lab_record.rglob("run.json"))
+    stamps = {p: p.read_bytes() for p in before}
+    outcomes = import_figures(lab_record / "recorded.toml", lab_record)
+    assert [o.action for o in outcomes] == ["unchanged"] * 5
+    assert sorted(lab_record.rglob("run.json")) == before
+    assert all(p.read_bytes() == stamps[p] for p in before)  # nothing rewritten either
 
 
 def test_changed_figure_is_refused_not_overwritten(tmp_path):

@@ -353,9 +353,7 @@ def test_a_lanes_recorded_figures_and_measured_runs_are_never_mixed(lab_record, 
     plan = load_recipe(find_recipe("prod")).resolve({"spec": "dspark"})
     for v in (44.0, 45.0):
         with ResultsStore(lab_record).new_run(plan) as run:
-            run.finish(
-                RunSummary(measures={"decode_c1": v}, n_ok=4), boot={}, provenance={"harness": "test"}
-            )
+            run.finish(RunSummary(measures={"decode_c1": v}, n_ok=4), boot={}, provenance={"harness": "test"})
     data = load_results(lab_record)
     side = rp.select(data, "prod")
     assert {d.source for d in side.docs} == {"measured"} and len(side.docs) == 2

@@ -1,15 +1,19 @@
-"""`labkit bench`: measure a running lane (a recipe's, or any URL) and print the lab-note table."""
+"""`labkit bench`: measure a running lane (a recipe's, or any URL), print the lab-note table and store the run
+(a recipe's under its lane, a URL's under `--lane NAME`; labkit/lab/endpoint_run.py)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labkit.cli.common import plan_from_args, variant_args
 from labkit.errors import LabkitError
-from labkit.recipe import MeasurePlan, endpoint_load, with_load
+from labkit.recipe import LanePlan, MeasurePlan, endpoint_load, with_load
+
+if TYPE_CHECKING:
+    from labkit.measure import BenchOptions
 
 
 def override_plan(plan: MeasurePlan, args: Any) -> MeasurePlan:
@@ -68,10 +72,14 @@ def bench_cli(args: Any) -> int:
         if args.spec or args.staging or args.variant:
             raise LabkitError("variants (--spec/--staging/-V) select a recipe's lane; a bare URL has none")
     else:
+        if args.lane is not None:
+            raise LabkitError("--lane names a bare endpoint's lane; a recipe's runs are stored under its own")
+        if args.model_loops:
+            raise LabkitError("--model-loops is for a URL: a recipe says so in model.loops")
         args.recipe = target
         lane_plan = plan_from_args(args)
         plan = lane_plan.measure
-        url = args.url or f"http://127.0.0.1:{lane_plan.engine.port}"
+        url = args.url or lane_plan.client_url
     plan = override_plan(plan, args)
     if args.load is not None:  # a recipe's lane: its [measure.load] and engine caps; a URL: the option alone
         if lane_plan is not None:
@@ -95,15 +103,49 @@ def bench_cli(args: Any) -> int:
         prefill=args.prefill,
         save_to=args.json,
         io_hooks=probes,
+        loops_expected=args.model_loops,
     )
     if lane_plan is not None:  # the lane's settings as `labkit run` sets them, but named by its lane id
         options = dataclasses.replace(options.with_lane(lane_plan), lane=lane_plan.lane_id)
+    if args.store and (lane_plan is not None or args.lane is not None):
+        return _store_runs(args, lane_plan, plan, url, options)
     result = run_bench(url, plan, options)
     title = f"{result.provenance['model']} @ {result.provenance['endpoint']}"
     print(render(result.summary, title=title), flush=True)
     if args.json:
         print(f"records: {args.json}", file=sys.stderr)
+    if lane_plan is None and args.store:
+        print("not stored: give --lane NAME to store a bare endpoint's run under a lane", file=sys.stderr)
     return 0 if result.summary.n_ok else 1
+
+
+def _store_runs(
+    args: Any, lane_plan: LanePlan | None, plan: MeasurePlan, url: str, options: BenchOptions
+) -> int:
+    """Measure into stored run folders, one per repetition: under the recipe's lane, or a bare endpoint's
+    under `--lane` (labkit/lab/endpoint_run.py); each run's table printed and its folder named."""
+    from labkit.lab import EndpointOrigin, bare_lane, measure_endpoint
+    from labkit.measure import render
+
+    if args.json and plan.runs > 1:
+        raise LabkitError(
+            f"--json writes one file, and {plan.runs} runs are stored as {plan.runs} run folders: give --runs 1 "
+            "or --no-store"
+        )
+    if lane_plan is not None:
+        origin: EndpointOrigin = "url" if args.url else "lane"
+        runs = measure_endpoint(lane_plan, plan, url, options, origin, args.results)
+    else:
+        bare = bare_lane(args.lane, url)
+        options = dataclasses.replace(options, lane=args.lane)
+        runs = measure_endpoint(bare, plan, url, options, "bare", args.results)
+    for done in runs:
+        title = f"{done.result.provenance['model']} @ {done.result.provenance['endpoint']}"
+        print(render(done.result.summary, title=title), flush=True)
+        print(f"stored: {done.path}", file=sys.stderr)
+    if args.json:
+        print(f"records: {args.json}", file=sys.stderr)
+    return 0
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -126,10 +168,31 @@ def add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="http://host:port[/v1], or a recipe name whose measure plan to use (with --url)",
     )
     p.add_argument(
-        "--url", help="endpoint of the recipe's running lane (default http://127.0.0.1:<engine.port>)"
+        "--url",
+        help="endpoint of the recipe's lane when labkit did not boot it there (default: the lane's client "
+        "address, as labkit show prints it); the stored run says so",
     )
     variant_args(p)
     p.add_argument("--json", metavar="OUT", help="write records, summary and provenance to this JSON file")
+    p.add_argument(
+        "--no-store",
+        dest="store",
+        action="store_false",
+        help="print only: store no run (a recipe's run is stored under its lane by default)",
+    )
+    p.add_argument("--results", metavar="DIR", help="results folder (default $LABKIT_RESULTS or results/)")
+    p.add_argument(
+        "--lane",
+        metavar="NAME",
+        help="store a bare endpoint's run under a lane of this name (no recipe's); without it a URL's run is "
+        "not stored",
+    )
+    p.add_argument(
+        "--model-loops",
+        action="store_true",
+        help="the endpoint's model loops by nature (a random-weight test model): its loops are reported, "
+        "not dropped",
+    )
     p.add_argument("--model", help="model id to request (default: the first one /v1/models lists)")
     p.add_argument("--api", choices=["chat", "completions"])
     p.add_argument("--turns", type=int, help="c1 turns and cK groups per concurrency")

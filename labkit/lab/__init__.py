@@ -16,6 +16,7 @@ Its modules, each with what it is for: docs/architecture.md, "Packages" (generat
 from __future__ import annotations
 
 from labkit.lab.compare_lanes import compare
+from labkit.lab.endpoint_run import EndpointOrigin, bare_lane, measure_endpoint
 from labkit.lab.papermill import attach_executed_notebook
 from labkit.lab.resolve import commands, describe, plan
 from labkit.lab.runs import materialize_model, measure
@@ -30,8 +31,10 @@ from labkit.lab.sweep_run import (
 )
 
 __all__ = [
+    "EndpointOrigin",
     "agreement",
     "attach_executed_notebook",
+    "bare_lane",
     "commands",
     "compare",
     "describe",
@@ -39,6 +42,7 @@ __all__ = [
     "figures",
     "materialize_model",
     "measure",
+    "measure_endpoint",
     "plan",
     "save_figures",
     "save_sweep_figure",

@@ -93,7 +93,8 @@ def measure_on_one_boot(
         group.close()
 
 
-def _provenance(plan: LanePlan, extra: dict | None = None) -> dict:
+def run_provenance(plan: LanePlan, extra: dict | None = None) -> dict:
+    """What every run of a lane records about where its plan came from (and `extra`, a sweep's facts)."""
     return {
         "recipe_file": plan.file,
         "variants": dict(plan.variants),
@@ -123,7 +124,7 @@ def _measure_on(
     store = ResultsStore(results)
     dones = [LaneRun(p) for p in plans]
     done = dones[0]
-    first = store.new_run(plan, provenance=_provenance(plan, hooks.provenance))
+    first = store.new_run(plan, provenance=run_provenance(plan, hooks.provenance))
     done.run_dirs.append(first.path)
     _announce(first.path)
     with first:  # a failure before the first run finished marks it failed, with the reason
@@ -170,7 +171,7 @@ def _repeat(
     from labkit.report import check_target
 
     boot = endpoint.boot.to_dict()
-    provenance = _provenance(plan, hooks.provenance)
+    provenance = run_provenance(plan, hooks.provenance)
     once = dataclasses.replace(plan.measure, runs=1)  # each repetition is its own run folder
     m = plan.measure
     values: dict[str, list[float | None]] = {name: [] for name in m.ci_measures()}

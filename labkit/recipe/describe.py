@@ -17,7 +17,6 @@ from labkit.units import format_size
 def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str:
     """The plan as aligned `key: value` lines; `commands` maps node -> the exact command it would run."""
     e, c, m = plan.engine, plan.cluster, plan.measure
-    client = c.head_address or c.head
     variants = ", ".join(f"{a}={n}" for a, n in plan.variants) or "(none)"
     par = e.parallel
     rows = [
@@ -51,7 +50,7 @@ def describe_plan(plan: LanePlan, commands: dict[str, str] | None = None) -> str
         ("gpus per node", str(c.gpus_per_node)),
         (
             "client",
-            f"http://{f'[{client}]' if ':' in client else client}:{e.port}"
+            plan.client_url
             + ("  (cluster.head_address)" if c.head_address else "  (the head's management name)"),
         ),
         *fabric_rows(plan),

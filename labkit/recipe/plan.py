@@ -59,6 +59,13 @@ class LanePlan:
         digest = hashlib.sha256(f"{self.recipe}|{self.variant_id}".encode()).hexdigest()[:8]
         return f"labkit-{slug(self.recipe)[:40]}-{digest}"
 
+    @property
+    def client_url(self) -> str:
+        """Where a client reaches the lane's engine: its head (cluster.head_address, else the head's management
+        name) at the engine's port, as `labkit show` prints it and `labkit bench RECIPE` measures it."""
+        host = self.cluster.head_address or self.cluster.head
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.engine.port}"
+
     def variant(self, axis: str) -> str | None:
         return dict(self.variants).get(axis)
 

@@ -95,6 +95,7 @@ def test_bench_recipe_uses_its_plan_against_url(tmp_path):
             "-q",
             "--json",
             str(tmp_path / "r.json"),
+            "--no-store",  # the print path; test_bench_store.py stores
         )
     assert p.returncode == 0, p.stderr
     assert "acceptance" in p.stdout and "of 5" in p.stdout and "incl. bonus" in p.stdout
@@ -125,7 +126,7 @@ def test_bench_recipe_takes_k_from_its_speculative_config(tmp_path):
         p = subprocess.run(
             [sys.executable, "-m", "labkit", "bench", "sim", "--spec", "dspark", "--url", sim.url]
             + ["--turns", "1", "--output-tokens", "20", "--concurrency", "1", "--no-prefill", "-q"]
-            + ["--json", str(tmp_path / "r.json")],
+            + ["--json", str(tmp_path / "r.json"), "--results", str(tmp_path / "results")],
             capture_output=True,
             text=True,
             timeout=120,

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from labkit import settings
 from labkit.errors import LabkitError
 from labkit.progress import BATCH_ENV
 
@@ -36,6 +37,21 @@ def record(name: str, value: Any) -> None:
     from IPython.display import display
 
     display({RECORD_MIME: {name: value}, "text/plain": f"{name} = {value!r}"}, raw=True)
+
+
+def show_figure(fig: Any, name: str) -> None:
+    """Inside a notebook: show a matplotlib figure as its PNG, with `[plot: name]` as its text, and close it. A
+    bare display(fig) also leaves `<Figure size 800x1040 with 4 Axes>` as the text a logged run prints, and
+    %matplotlib inline would draw a figure left open a second time at the cell's end."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight")
+    plt.close(fig)
+    display({"image/png": buf.getvalue(), "text/plain": f"[plot: {name}]"}, raw=True)
 
 
 def read_records(notebook: str | os.PathLike) -> dict[str, Any]:
@@ -141,12 +157,13 @@ def execute(
     """Execute a template with papermill and return the executed notebook's path.
 
     The output folder is created; the kernel is python3 started in `cwd` (default: the repo root) with
-    the repo root first on PYTHONPATH and LABKIT_BATCH=1. Progress bar only on a TTY; cell output is
+    the repo root first on PYTHONPATH and LABKIT_BATCH=1, and the caller's checkout's recipes/ and results/
+    when it works in another clone (labkit.recipe.checkout). Progress bar only on a TTY; cell output is
     logged when not. A failing cell raises NotebookError (the executed notebook is still written).
     """
     import papermill as pm
 
-    from labkit.recipe import repo_root
+    from labkit.recipe import checkout, repo_root
 
     src = resolve_notebook(notebook)
     out = Path(output) if output else default_output(src)
@@ -154,7 +171,11 @@ def execute(
     tty = sys.stderr.isatty()
     root = str(repo_root())
     pythonpath = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    updates = {BATCH_ENV: "1", "PYTHONPATH": pythonpath, **(env or {})}
+    # the kernel starts in the installed checkout: the caller's checkout's recipes and results go with it
+    work, given = checkout(), settings.current()
+    where = {"LABKIT_RECIPES": (given.recipes, "recipes"), "LABKIT_RESULTS": (given.results, "results")}
+    found = {k: str(work / sub) for k, (v, sub) in where.items() if not v} if work != repo_root() else {}
+    updates = {BATCH_ENV: "1", "PYTHONPATH": pythonpath, **found, **(env or {})}
     with _environ(updates):
         try:
             pm.execute_notebook(

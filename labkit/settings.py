@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 # name -> meaning; the single list of what labkit understands (README and docs/architecture.md point here).
 VARIABLES: dict[str, str] = {
-    "LABKIT_RECIPES": "folder of recipe folders (default: the checkout's recipes/)",
-    "LABKIT_RESULTS": "results folder runs are stored in and tables read from (default: the checkout's results/)",
+    "LABKIT_RECIPES": "folder of recipe folders (default: the recipes/ of the working directory's checkout, else "
+    "of the installed one)",
+    "LABKIT_RESULTS": "results folder runs are stored in and tables read from (default: the results/ of the working "
+    "directory's checkout, else of the installed one)",
     "LABKIT_CACHE": "cache folder for labkit-built tiny models, under <cache>/models (default ~/.cache/labkit)",
     "LABKIT_BATCH": "1: plain progress lines for batch runs (set by `labkit run`); 0: live bars even under papermill",
     "LABKIT_HTTP": "httpx: the OpenAI SDK's default HTTP client instead of aiohttp",

@@ -60,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    from labkit.recipe import checkout_note
+
+    note = checkout_note()  # recipes and results from a clone the user works in, not the installed checkout
+    if note:
+        print(note, file=sys.stderr)
     try:
         return func(args)
     except LabkitError as e:

@@ -105,7 +105,7 @@ class SweepPlan:
 
 def sweep_plan(
     recipe: str = "sim",
-    over: str | Sequence[str] = (),
+    over: str | Sequence[str] | None = (),
     *,
     spec: str | None = None,
     staging: str | None = None,
@@ -115,9 +115,10 @@ def sweep_plan(
     nodes: str | list[str] | None = None,
     runs: int | None = None,
 ) -> SweepPlan:
-    """Every point resolved (RecipeError naming the recipe file and the `--over` key on a bad key or value)."""
+    """Every point resolved (RecipeError naming the recipe file and the `--over` key on a bad key or value).
+    `over`: one KEY=V1,V2,... per axis; a string may hold several separated by " ; " (the notebook's form)."""
     rec = load_recipe(find_recipe(recipe))
-    specs = [over] if isinstance(over, str) else list(over)
+    specs = [s.strip() for s in over.split(" ; ")] if isinstance(over, str) else list(over or ())
     if not specs:
         raise RecipeError(
             "--over", "", 'give at least one KEY=V1,V2,... (e.g. engine.args."--max-num-seqs"=4,8)'
@@ -224,7 +225,7 @@ def _say(progress: bool, text: str) -> None:
 
 def sweep(
     recipe: str = "sim",
-    over: str | Sequence[str] = (),
+    over: str | Sequence[str] | None = (),
     *,
     spec: str | None = None,
     staging: str | None = None,

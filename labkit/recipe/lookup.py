@@ -15,14 +15,46 @@ from labkit.recipe.plan import LanePlan
 
 
 def repo_root() -> Path:
-    """The checkout labkit runs from (recipes/, results/, notebooks/ live here)."""
+    """The checkout labkit runs from, the installed one (its code, notebooks/ and, by default, its recipes/ and
+    results/)."""
     return Path(__file__).resolve().parents[2]
 
 
+def is_checkout(folder: Path) -> bool:
+    """A labkit checkout: it holds recipes/ and labkit's own pyproject.toml (project name "labkit")."""
+    project = folder / "pyproject.toml"
+    if not (folder / "recipes").is_dir() or not project.is_file():
+        return False
+    try:
+        return tomllib.loads(project.read_text()).get("project", {}).get("name") == "labkit"
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+
+
+def checkout(start: Path | None = None) -> Path:
+    """The checkout whose recipes/ and results/ a command uses: the nearest of the working directory (or
+    `start`) and its parents that is one (a clone the user works in), else the installed one."""
+    here = (start or Path.cwd()).resolve()
+    return next((f for f in (here, *here.parents) if is_checkout(f)), repo_root())
+
+
+def checkout_note(start: Path | None = None) -> str | None:
+    """One line for stderr when recipes or results come from another checkout than the installed one (None
+    when they do not, or both are set by $LABKIT_RECIPES and $LABKIT_RESULTS)."""
+    current = settings.current()
+    found = checkout(start)
+    if found == repo_root() or (current.recipes and current.results):
+        return None
+    return (
+        f"labkit: recipes and results of the checkout at {found} (the working directory's), not {repo_root()}"
+    )
+
+
 def recipes_dir() -> Path:
-    """Where recipes are found: $LABKIT_RECIPES, else the checkout's recipes/."""
+    """Where recipes are found: $LABKIT_RECIPES, else the working directory's checkout's recipes/, else the
+    installed checkout's."""
     env = settings.current().recipes
-    return Path(env) if env else repo_root() / "recipes"
+    return Path(env) if env else checkout() / "recipes"
 
 
 def list_recipes(root: Path | None = None) -> list[Path]:

@@ -91,9 +91,9 @@ class TableSpec:
 
 
 def default_spec_file() -> Path:
-    from labkit.recipe import repo_root
+    from labkit.recipe import checkout
 
-    return repo_root() / "results" / TABLES_SPEC
+    return checkout() / "results" / TABLES_SPEC
 
 
 def spec_path(root: str | Path, spec: str | Path | None = None) -> Path:

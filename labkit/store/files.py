@@ -63,15 +63,16 @@ class ResultsError(LabkitError):
 
 
 def results_root(root: str | os.PathLike[str] | None = None) -> Path:
-    """Where runs live: the given folder, else $LABKIT_RESULTS, else the checkout's results/."""
+    """Where runs live: the given folder, else $LABKIT_RESULTS, else the working directory's checkout's
+    results/, else the installed checkout's (labkit.recipe.checkout)."""
     if root is not None:
         return Path(root)
     env = settings.current().results
     if env:
         return Path(env)
-    from labkit.recipe import repo_root
+    from labkit.recipe import checkout
 
-    return repo_root() / "results"
+    return checkout() / "results"
 
 
 def check_segment(name: str, what: str) -> str:

@@ -32,9 +32,9 @@ class RecordedError(LabkitError):
 
 
 def default_figures_file() -> Path:
-    from labkit.recipe import repo_root
+    from labkit.recipe import checkout
 
-    return repo_root() / "results" / RECORDED_FILE
+    return checkout() / "results" / RECORDED_FILE
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ class ImportOutcome:
 
 def _plan_for(entry: RecordedRun) -> dict[str, Any]:
     """The lane plan as the recipe resolves it today: ties the figures to a recipe and variant that exist."""
-    from labkit.recipe import find_recipe, load_recipe, repo_root
+    from labkit.recipe import checkout, find_recipe, load_recipe
 
     try:
         folder = find_recipe(entry.recipe)
@@ -167,7 +167,7 @@ def _plan_for(entry: RecordedRun) -> dict[str, Any]:
     except LabkitError as e:
         raise RecordedError(f"recorded run {entry.key!r}: {e}")
     try:  # a stable, checkout-relative path in committed files, whatever the caller's cwd
-        plan["file"] = str((folder / "recipe.toml").resolve().relative_to(repo_root()))
+        plan["file"] = str((folder / "recipe.toml").resolve().relative_to(checkout()))
     except ValueError:
         plan["file"] = str(folder / "recipe.toml")
     return plan

@@ -28,6 +28,24 @@ def test_templates_are_thin_and_runnable_by_papermill(path):
     )
 
 
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.name)
+def test_papermill_reads_every_parameter_without_a_warning(path, caplog):
+    """papermill skips a parameter line holding more than one '=' (a comment's "None = ...", a KEY=V default)
+    with an "Unable to parse line" warning, and --help-notebook then leaves the parameter out."""
+    import ast
+
+    import papermill
+
+    cell = next(
+        c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", [])
+    )
+    assigned = [t.id for n in ast.parse(cell.source).body if isinstance(n, ast.Assign) for t in n.targets]
+    with caplog.at_level("WARNING", logger="papermill"):
+        found = papermill.inspect_notebook(str(path))
+    assert list(found) == assigned
+    assert not [r for r in caplog.records if "Unable to parse" in r.getMessage()]
+
+
 @pytest.mark.skipif(not NBSTRIPOUT.exists(), reason="nbstripout not installed")
 def test_templates_are_stripped():
     proc = subprocess.run([str(NBSTRIPOUT), "--verify", *map(str, TEMPLATES)], capture_output=True, text=True)

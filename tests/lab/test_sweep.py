@@ -232,6 +232,9 @@ def test_sweep_notebook_runs_a_sweep_by_papermill(recipes, tmp_path):
     html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
     assert "--decode-tps" in html and "fastsim/default_over_dt-turns" in html
     assert any("image/png" in o.get("data", {}) for o in outputs)
+    # a logged run prints each figure's text: its name, not matplotlib's repr
+    texts = ["".join(o.get("data", {}).get("text/plain", "")) for o in outputs]
+    assert "[plot: sweep]" in texts and not any(t.startswith("<Figure") for t in texts)
     assert (results / "plots" / "sweep-fastsim-default_over_dt-turns.png").is_file()
 
 

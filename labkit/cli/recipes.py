@@ -8,7 +8,7 @@ import sys
 
 from labkit.cli.common import add_lane_command, plan_from_args
 from labkit.errors import LabkitError
-from labkit.recipe import find_recipe, lane_warnings, list_recipes, load_recipe
+from labkit.recipe import alias_clashes, find_recipe, lane_warnings, list_recipes, load_recipe
 
 
 def cmd_recipes(args: argparse.Namespace) -> int:
@@ -53,6 +53,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print("no recipes found", file=sys.stderr)
         return 1
     failed = 0
+    loaded = []
     for folder in folders:
         try:
             r = load_recipe(folder)
@@ -60,11 +61,17 @@ def cmd_check(args: argparse.Namespace) -> int:
             failed += 1
             print(f"FAIL {folder.name}: {e}")
             continue
+        loaded.append((r.name, r.file, tuple(r.aliases)))
         combos = sum(len(n) for n in r.axes.values()) or 1
         note = "" if r.note.is_file() else "  (warning: no NOTE.md)"
         print(f"ok   {r.name} ({combos} variants){note}")
         for warning in lane_warnings(r.resolve({})):
             print(f"     WARNING: {warning}")
+    if not args.recipes:  # names are shared by all recipes: checked across them
+        clashes = alias_clashes(loaded)
+        for clash in clashes:
+            print(f"FAIL {clash}")
+        failed += len(clashes)
     return 1 if failed else 0
 
 

@@ -76,7 +76,7 @@ def find_recipe(name: str, root: Path | None = None) -> Path:
     by_name = {p.name: p for p in folders}
     if name in by_name:
         return by_name[name]
-    aliases: dict[str, Path] = {}
+    aliases: dict[str, list[Path]] = {}
     for folder in folders:
         try:
             raw = tomllib.loads((folder / RECIPE_FILE).read_text(encoding="utf-8"))
@@ -85,9 +85,17 @@ def find_recipe(name: str, root: Path | None = None) -> Path:
         lane = raw.get("lane", {})
         for alias in lane.get("aliases", []) if isinstance(lane, dict) else []:
             if isinstance(alias, str):
-                aliases[alias] = folder
+                aliases.setdefault(alias, []).append(folder)
     if name in aliases:
-        return aliases[name]
+        claimed = aliases[name]
+        if len(claimed) > 1:  # a copied recipe keeps its original's aliases: never pick one silently
+            files = ", ".join(str(f / RECIPE_FILE) for f in claimed)
+            raise RecipeError(
+                str(claimed[-1] / RECIPE_FILE),
+                "lane.aliases",
+                f"alias '{name}' is claimed by {len(claimed)} recipes ({files}): remove or rename it in all but one",
+            )
+        return claimed[0]
     prefixed = [p for p in folders if p.name.startswith(name)]
     if len(prefixed) == 1:
         return prefixed[0]
@@ -98,6 +106,26 @@ def find_recipe(name: str, root: Path | None = None) -> Path:
         )
     hint = s.suggest(name, known)
     raise RecipeError(str(root), "", f"no recipe '{name}'{hint}; known: {', '.join(known) or 'none'}")
+
+
+def alias_clashes(recipes: list[tuple[str, Path, tuple[str, ...]]]) -> list[str]:
+    """Aliases that name more than one recipe, or another recipe's folder: (name, file, aliases) of each."""
+    names = {name for name, _, _ in recipes}
+    owners: dict[str, list[tuple[str, Path]]] = {}
+    for name, file, aliases in recipes:
+        for alias in aliases:
+            owners.setdefault(alias, []).append((name, file))
+    out = []
+    for alias, claimed in sorted(owners.items()):
+        if len(claimed) > 1:
+            out.append(
+                f"{claimed[-1][1]}: lane.aliases: '{alias}' is also an alias of "
+                + ", ".join(n for n, _ in claimed[:-1])
+                + " (a copied recipe keeps its original's aliases: rename or remove it)"
+            )
+        if alias in names and all(n != alias for n, _ in claimed):
+            out.append(f"{claimed[0][1]}: lane.aliases: '{alias}' is the folder name of another recipe")
+    return out
 
 
 def load_plan(name: str, root: Path | None = None, **choices: str | None) -> LanePlan:

@@ -111,6 +111,26 @@ def test_aliases_and_prefix_lookup():
     assert find_recipe(str(recipes_dir() / "sim" / "recipe.toml")).name == "sim"
 
 
+def test_a_copied_recipes_aliases_are_refused_not_picked_silently(tmp_path, monkeypatch, capsys):
+    """Step one of "your own lane" is copying a recipe, aliases and all: `dsv41` then named two recipes and
+    the lookup took whichever came first, and `labkit check` said ok."""
+    import shutil
+
+    from labkit.cli.app import main
+
+    root = tmp_path / "recipes"
+    shutil.copytree(recipes_dir() / "dsv41-flash-1017-4x-vllm032", root / "dsv41-flash-1017-4x-vllm032")
+    shutil.copytree(recipes_dir() / "dsv41-flash-1017-4x-vllm032", root / "mylane")
+    with pytest.raises(RecipeError, match=r"mylane/recipe.toml: lane.aliases: alias 'dsv41' is claimed by 2"):
+        find_recipe("dsv41", root)
+    assert find_recipe("mylane", root).name == "mylane"  # its folder name still finds it
+    monkeypatch.setenv("LABKIT_RECIPES", str(root))
+    assert main(["check"]) == 1
+    assert "FAIL " + str(root / "mylane" / "recipe.toml") + ": lane.aliases: 'dsv41' is also an alias of" in (
+        capsys.readouterr().out
+    )
+
+
 def test_unknown_recipe_suggests_closest():
     with pytest.raises(RecipeError, match=r"no recipe 'dsv42'.*did you mean 'dsv41'"):
         find_recipe("dsv42")

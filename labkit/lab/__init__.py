@@ -20,7 +20,7 @@ from labkit.lab.endpoint_run import EndpointOrigin, bare_lane, measure_endpoint
 from labkit.lab.papermill import attach_executed_notebook
 from labkit.lab.resolve import commands, describe, plan
 from labkit.lab.runs import materialize_model, measure
-from labkit.lab.show import agreement, figures, save_figures, tables
+from labkit.lab.show import agreement, figures, save_figures, tables, wide
 from labkit.lab.sweep_run import (
     describe_sweep,
     save_sweep_figure,
@@ -51,4 +51,5 @@ __all__ = [
     "sweep_plan",
     "sweep_tables",
     "tables",
+    "wide",
 ]

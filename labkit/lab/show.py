@@ -107,3 +107,34 @@ def save_figures(done: LaneRun, figs: dict[str, Any], out: str | Path | None = N
         else:
             paths.append(attach_bytes(done.run_dirs[0], f"{name}.png", buf.getvalue()))
     return paths
+
+
+def wide(
+    results: str | Path | None = None,
+    recipes: str | list[str] | None = None,
+    measures: list[str] | None = None,
+) -> Any:
+    """Every stored run as one row of a DataFrame, its measures as columns, its variant axes and swept keys,
+    source, date, image and versions beside them (Results.wide); `recipes` keeps those recipes' runs (names or
+    aliases), `measures` those measures. Per-request rows: `load_results(results).requests(run_ids)`."""
+    from labkit.report import as_list
+    from labkit.store import load_results
+
+    frame = load_results(results).wide(measures)
+    names = as_list(recipes)
+    if names:
+        wanted = {n for name in names for n in (name, _stored_name(name))}
+        frame = frame[frame["recipe"].isin(wanted)].reset_index(drop=True)
+    return frame
+
+
+def _stored_name(name: str) -> str:
+    """The folder name runs of the recipe `name` (a name or an alias) are stored under; `name` when no recipe
+    has it (a bare endpoint's lane, an import's)."""
+    from labkit.errors import LabkitError
+    from labkit.recipe import find_recipe, load_recipe
+
+    try:
+        return load_recipe(find_recipe(name)).name
+    except LabkitError:
+        return name

@@ -143,6 +143,13 @@ class Results:
     docs: dict[str, StoredRun]  # run id -> the run, parsed
     skipped: list[tuple[str, str]]  # (path, reason) for unreadable or unfinished runs
 
+    def wide(self, measures: Iterable[str] | None = None) -> Any:
+        """One row per loaded run: what it was (lane, variant axes and swept keys, source, date, image,
+        versions), then each measure (`measures`: only these) as a column (labkit/store/wide.py)."""
+        from labkit.store.wide import wide_frame
+
+        return wide_frame(list(self.docs.values()), self.measures, measures)
+
     def requests(self, runs: Iterable[str] | None = None, chunks: bool = True) -> Any:
         """requests.csv rows of the given run ids (all loaded runs by default), with run/recipe/variant; with
         `chunks`, chunk_t/chunk_n as JSON text whichever file of the run holds them (store/chunks.py), without,

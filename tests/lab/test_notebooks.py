@@ -243,6 +243,7 @@ def test_compare_notebook_compares_two_lanes_and_shows_the_worked_example(tmp_pa
             "plots": False,
             "compare_a": "sim@spec=none",
             "compare_b": "sim/spec-dspark",
+            "worked_example": True,  # off by default
         },
         tmp_path / "nb" / "compare-out.ipynb",
         progress=False,

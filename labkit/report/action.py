@@ -7,19 +7,21 @@ tables.py.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labkit.report.axis_table import axis_table
 from labkit.report.plots import save_all
-from labkit.report.specs import AXES, TOOLS, TableSpec, load_spec, spec_path
+from labkit.report.specs import AXES, MEASURED_BESIDE, TOOLS, ColumnSpec, TableSpec, load_spec, spec_path
 from labkit.report.stats import boot_of
 from labkit.report.sweep import select_sweeps, sweep_table
 from labkit.report.tables import Table, as_list, build_table, flags_of, render_document
 from labkit.report.tools_table import tools_table
-from labkit.store import SweepRecord
+from labkit.store import StoredRun, SweepRecord
 
 TABLES_FILE = "TABLES.md"
 
@@ -68,6 +70,7 @@ def stored_tables(
             picked = [r for r in select_sweeps(spec, sweeps or []) if not recipes or r.recipe in recipes]
             tables += [sweep_table(spec, r, rows, boots, flags) for r in picked]
         else:
+            spec = with_measured_beside(spec, data.docs)
             build = axis_table if spec.axis in AXES else build_table
             if spec.columns is None and not spec.sweep_points and points and len(rows):
                 lanes = list(
@@ -77,6 +80,42 @@ def stored_tables(
             else:
                 tables.append(build(spec, rows, boots, flags))
     return tables
+
+
+def with_measured_beside(spec: TableSpec, docs: Mapping[str, StoredRun]) -> TableSpec:
+    """A note-style table (`measured = "beside"`) with, after each column of recorded figures, one column per
+    variant of the same recipe measured since whose variant choices include the recorded ones (the recipe may
+    have gained an axis since, so the measured variant id can be longer); sweep points are left to their own
+    tables. The spec as it is otherwise."""
+    if spec.measured != MEASURED_BESIDE or spec.columns is None:
+        return spec
+    columns: list[ColumnSpec] = []
+    for col in spec.columns:
+        columns.append(col)
+        if col.source != "recorded":
+            continue
+        recorded = [
+            d
+            for d in docs.values()
+            if d.source == "recorded" and (d.recipe, d.variant_id) == (col.recipe, col.variant)
+        ]
+        if not recorded:
+            continue
+        chose = dict(recorded[0].variants)
+        found = sorted(
+            {
+                d.variant_id
+                for d in docs.values()
+                if d.source == "measured"
+                and d.recipe == col.recipe
+                and not d.provenance.sweep_axes
+                and all(d.variants.get(axis) == name for axis, name in chose.items())
+            }
+        )
+        for variant in found:
+            title = f"{col.title}, measured" + (f" [{variant}]" if len(found) > 1 else "")
+            columns.append(ColumnSpec(title, col.recipe, variant, "measured"))
+    return dataclasses.replace(spec, columns=tuple(columns))
 
 
 def generate(

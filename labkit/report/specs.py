@@ -24,6 +24,7 @@ FORMATS = ("number", "acceptance", "kv", "nfs", "runs")
 # ("49.1 [47.9, 50.3]"); docs/measurement.md, "Intervals over runs".
 INTERVALS = ("range", "pm", "ci")
 SWEEPS_AUTO = "auto"  # `sweeps = "auto"`: one table per stored sweep record
+MEASURED_BESIDE = "beside"  # `measured = "beside"`: the lane's measured runs beside its recorded figures
 SWEEP_ONLY = {"columns", "lanes", "source"}  # keys a sweep table does not take (its points are its rows)
 # `axis = "<name>"`: an axis table (axis_table.py), each axis with what its rows are: a row per lane and value
 AXES = {
@@ -79,6 +80,8 @@ class TableSpec:
     sweep: str = ""  # "": not a sweep table; SWEEPS_AUTO: one table per sweep record; else "<recipe>/<name>"
     sweep_points: bool = True  # auto columns: false leaves out lanes that are points of a stored sweep
     axis: str = ""  # "": lanes as columns or rows; one of AXES: a row per lane and axis value; TOOLS
+    # MEASURED_BESIDE: after each column of recorded figures, a column per variant of that lane measured since
+    measured: str = ""
     where: str = field(default="", compare=False)  # "<file>: table[i]", for errors found when building
 
     @property
@@ -199,10 +202,16 @@ def _table_spec(t: dict[str, Any]) -> TableSpec:
             "sweep",
             "sweep_points",
             "axis",
+            "measured",
             TOOLS,
         },
         "table",
     )
+    measured = str(t.get("measured", ""))
+    if measured not in ("", MEASURED_BESIDE):
+        raise ValueError(f'measured = {measured!r}: the one form is "{MEASURED_BESIDE}"')
+    if measured and not isinstance(t.get("columns"), list):
+        raise ValueError('measured = "beside" goes with columns listed one by one (the recorded ones)')
     sweep = _sweep_key(t)
     axis = _axis_key(t, sweep)
     if "id" not in t or "rows" not in t or ("columns" not in t and not sweep):
@@ -227,6 +236,7 @@ def _table_spec(t: dict[str, Any]) -> TableSpec:
         sweep=sweep,
         sweep_points=bool(t.get("sweep_points", True)),
         axis=axis,
+        measured=measured,
     )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from labkit.measure import RequestRecord
 from labkit.store.chunks import chunks_apart, read_chunk_cells, with_chunks
-from labkit.store.files import CHUNKS_FILE, REQUESTS_FILE, RUN_FILE, ResultsError, results_root
+from labkit.store.files import CHUNKS_FILE, REQUESTS_FILE, RUN_FILE, STAGING_FILE, ResultsError, results_root
 from labkit.store.records import TEXT_COLUMNS
 from labkit.store.storedrun import MeasureInfo, StoredRun, parse_run
 
@@ -94,22 +94,48 @@ def measure_rows(run: StoredRun) -> list[dict[str, Any]]:
         hi = _num(extra.max if "max" in extra.raw else value)
         if math.isnan(value) and math.isnan(lo) and math.isnan(hi):
             continue
-        rows.append(
-            {
-                "run": run.run_id,
-                "recipe": run.recipe,
-                "variant": run.variant_id,
-                "label": run.label,
-                "measure": name,
-                "value": value,
-                "min": lo,
-                "max": hi,
-                "approx": extra.approx,
-                "simulated": run.simulated,
-                "source": run.source,
-            }
-        )
+        rows.append(_row(run, name, value, lo, hi, extra.approx))
     return rows
+
+
+def _row(run: StoredRun, name: str, value: float, lo: float, hi: float, approx: bool) -> dict[str, Any]:
+    """One row of the long `measures` frame (MEASURE_COLUMNS)."""
+    return {
+        "run": run.run_id,
+        "recipe": run.recipe,
+        "variant": run.variant_id,
+        "label": run.label,
+        "measure": name,
+        "value": value,
+        "min": lo,
+        "max": hi,
+        "approx": approx,
+        "simulated": run.simulated,
+        "source": run.source,
+    }
+
+
+def lane_rows(run: StoredRun) -> list[dict[str, Any]]:
+    """The lane's own timings as measure rows: `boot_s` from the boot facts and `staging_s` from staging.json,
+    on the run that booted the lane (a later run on the same boot repeats its boot facts, not the boot)."""
+    if run.boot_run not in (None, run.run_id):
+        return []
+    found: dict[str, float] = {}
+    boot = run.boot.raw.get("boot_seconds")
+    if isinstance(boot, int | float) and not isinstance(boot, bool):
+        found["boot_s"] = float(boot)
+    if STAGING_FILE in run.files:
+        try:
+            staged = json.loads((run.path / STAGING_FILE).read_text(encoding="utf-8")).get("seconds")
+        except (OSError, ValueError, AttributeError):
+            staged = None
+        if isinstance(staged, int | float) and not isinstance(staged, bool):
+            found["staging_s"] = float(staged)
+    return [
+        _row(run, name, value, value, value, False)
+        for name, value in found.items()
+        if name not in run.summary.measures
+    ]
 
 
 def run_row(run: StoredRun) -> dict[str, Any]:
@@ -235,7 +261,7 @@ def load_results(root: str | os.PathLike[str] | None = None, include_incomplete:
             skipped.append((str(path), f"status {run.status}"))
             continue
         docs[run.run_id] = run
-        measures.extend(measure_rows(run))
+        measures.extend(measure_rows(run) + lane_rows(run))
     runs_df = pd.DataFrame(runs, columns=RUN_COLUMNS)
     measures_df = pd.DataFrame(measures, columns=MEASURE_COLUMNS)
     if len(measures_df):

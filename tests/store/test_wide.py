@@ -44,3 +44,22 @@ def test_lab_wide_filters_by_recipe_name_or_alias(lab_record):
     assert set(by_alias["recipe"]) == {"dsv41-flash-1017-4x-sglang-ep2"} and len(by_alias) == 1
     both = lab.wide(lab_record, recipes="dsv41,sim")
     assert set(both["recipe"]) == {"dsv41-flash-1017-4x-vllm032", "sim"}
+
+
+def test_boot_and_staging_times_are_rows_of_the_run_that_booted(tmp_path):
+    """boot_s from the boot facts and staging_s from staging.json, on the run that booted the lane only: a later
+    run on the same boot repeats the boot facts, not the boot."""
+    from labkit.measure import RunSummary
+    from labkit.store import ResultsStore
+    from tests.support.results import sim_plan
+
+    store = ResultsStore(tmp_path)
+    boot = {"boot_seconds": 612.5}
+    with store.new_run(sim_plan()) as first:
+        first.write_text("staging.json", '{"seconds": 481.0, "views": []}')
+        first.finish(RunSummary(measures={"decode_c1": 30.0}, n_ok=4), boot=boot)
+    with store.new_run(sim_plan(), boot=boot, boot_run=first.run_id) as later:
+        later.finish(RunSummary(measures={"decode_c1": 31.0}, n_ok=4), boot=boot)
+    frame = load_results(tmp_path).wide(["decode_c1", "boot_s", "staging_s"]).set_index("run")
+    assert (frame.loc[first.run_id, "boot_s"], frame.loc[first.run_id, "staging_s"]) == (612.5, 481.0)
+    assert math.isnan(frame.loc[later.run_id, "boot_s"]) and math.isnan(frame.loc[later.run_id, "staging_s"])

@@ -129,19 +129,22 @@ def test_every_key_the_sim_lane_emits_matches_one_catalogue_row(sim_run):
         assert [row.key for row in CATALOGUE if row.regex().fullmatch(key)] == [measure_info(key).key]
     seen = {measure_info(k).key for k in keys}
     # no row is left unused
-    assert {row.key for row in CATALOGUE} - seen == {
-        "accept_drafted_share",
-        "accept_drafted_share@<C>",
-        "canary_ms_before",  # the lane's one run is the boot's first (tests/lab/test_canary.py has a second)
-        "load_preemptions",
-        "load_capacity_streams",
-        "load_capacity_rate",
-        "load_capacity_sessions",
-        "load_turn_ttft_t<T>",
-        "load_hit_share",
-        "load_eviction_sessions",
-        "staging_s",  # a lane with a view to stage (tests/report/test_measured_beside.py reads boot_s beside it)
-    }
+    assert (
+        {row.key for row in CATALOGUE} - seen
+        == {
+            "accept_drafted_share",
+            "accept_drafted_share@<C>",
+            "canary_ms_before",  # the lane's one run is the boot's first (tests/lab/test_canary.py has a second)
+            "load_preemptions",
+            "load_capacity_streams",
+            "load_capacity_rate",
+            "load_capacity_sessions",
+            "load_turn_ttft_t<T>",
+            "load_hit_share",
+            "load_eviction_sessions",
+            "staging_s",  # a lane with a view to stage (tests/report/test_measured_beside.py reads boot_s beside it)
+        }
+    )
     assert {measure_info(k).key for k in sim_run.keys} >= {r.key for r in CATALOGUE} - NOT_ON_THE_SIM_LANE
 
 

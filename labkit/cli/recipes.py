@@ -44,6 +44,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps({**plan.to_dict(), "commands": lab.commands(plan)}, indent=2))
     else:
         print(lab.describe(plan))
+        print(lab.estimate(plan).line())
     return 0
 
 

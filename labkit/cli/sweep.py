@@ -18,6 +18,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         sp = lab.sweep_plan(args.recipe, args.over, **kw)
         print(lab.describe_sweep(sp))
+        print(lab.estimate_sweep(sp, args.results))
         return 0
     sw = lab.sweep(args.recipe, args.over, fresh=args.fresh, results=args.results, **kw)
     for table in lab.sweep_tables(sw):

@@ -23,12 +23,14 @@ from labkit.lab.runs import materialize_model, measure
 from labkit.lab.show import agreement, figures, save_figures, tables, wide
 from labkit.lab.sweep_run import (
     describe_sweep,
+    estimate_sweep,
     save_sweep_figure,
     sweep,
     sweep_figure,
     sweep_plan,
     sweep_tables,
 )
+from labkit.lab.timing import estimate
 
 __all__ = [
     "EndpointOrigin",
@@ -39,6 +41,8 @@ __all__ = [
     "compare",
     "describe",
     "describe_sweep",
+    "estimate",
+    "estimate_sweep",
     "figures",
     "materialize_model",
     "measure",

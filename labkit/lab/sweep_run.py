@@ -360,6 +360,35 @@ def describe_sweep(sp: SweepPlan) -> str:
     return "\n".join(lines)
 
 
+def estimate_sweep(sp: SweepPlan, results: str | Path | None = None) -> str:
+    """The sweep's expected duration: every point's requests at its own stored speed, else at the base lane's,
+    plus one boot per boot group at the base lane's stored boot time (labkit/lab/timing.py)."""
+    from labkit.lab.timing import duration, estimate
+    from labkit.store import load_results
+
+    data = load_results(results)
+    base = load_recipe(find_recipe(sp.recipe)).resolve(sp.base_variants)
+    each = [estimate(p, like=base, data=data) for p in sp.plans]
+    boots = len(sp.boot_groups())
+    known = [e.measure_s for e in each if e.measure_s is not None]
+    boot = estimate(base, data=data).boot_s
+    if len(known) < len(each):
+        return (
+            f"estimate: {sum(e.requests for e in each)} requests over {len(each)} points and {boots} boots; "
+            + ("no stored or recorded speed of this lane to time them")
+        )
+    total = sum(known) + boots * (boot or 0.0)
+    how = (
+        f"{boots} boots at {duration(boot)} each"
+        if boot is not None
+        else f"{boots} boots, their time unknown"
+    )
+    return (
+        f"estimate: ~{duration(total)} ({sum(e.requests for e in each)} requests over {len(each)} points, "
+        f"{duration(sum(known))} of measuring; {how}); from {each[0].used[0]}"
+    )
+
+
 def sweep_tables(sw: SweepRun) -> list[Any]:
     """The sweep's table(s) from the stored files, as `labkit report` builds them (the "sweeps" tables of
     tables.toml, for just this record)."""

@@ -11,7 +11,7 @@ counters, gauges, KV pool), telemetry/ (what the nodes did: samples, energy, hea
 
 from labkit.measure.records import BenchResult, RequestRecord, RunSummary
 from labkit.measure.request.timing import median
-from labkit.measure.runner import BenchOptions, default_plan, run_bench
+from labkit.measure.runner import BenchOptions, default_plan, planned_requests, run_bench
 from labkit.measure.server.metrics import configured_k
 from labkit.measure.summary.canary import canary_flag
 from labkit.measure.summary.latency import LEVEL_PERCENTILES
@@ -37,6 +37,7 @@ __all__ = [
     "default_plan",
     "healthy_clocks",
     "median",
+    "planned_requests",
     "render",
     "run_bench",
     "server_truth_row",

@@ -7,6 +7,7 @@ failed request and a planted loop.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.request
 
@@ -226,7 +227,9 @@ def test_a_busy_engine_at_the_start_is_waited_for_then_flagged():
     codes = {f["code"]: f for f in res.summary.flags}
     assert codes["busy-at-start"]["window"] == "decode"
     assert "1 running and 0 waiting requests when the window opened" in codes["busy-at-start"]["message"]
-    assert "after waiting 0.5 s" in codes["busy-at-start"]["message"]
+    # it waited the drain timeout, or a little longer when the machine is loaded (the last poll ends past it)
+    waited = re.search(r"after waiting (\d+\.\d) s", codes["busy-at-start"]["message"])
+    assert waited and 0.5 <= float(waited.group(1)) < 2.0, codes["busy-at-start"]["message"]
     assert (
         codes["not-drained"]["window"] == "decode"
         and "after the cold turn" in codes["not-drained"]["message"]

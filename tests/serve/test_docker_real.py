@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from labkit.measure import BenchOptions, run_bench
+from labkit.measure.request.recording import BURST_FLAG
 from labkit.nodes.local import LocalHost
 from labkit.recipe.launch import BindMount, DockerOptions
 from labkit.serve import Lane, measure_bandwidth
@@ -116,7 +117,15 @@ def test_boot_facts_come_from_the_containers_log_and_it_serves(lane_up):
     options = BenchOptions(model=lane_up.ep.model, progress=False, prefill=False, loops_expected=True)
     result = run_bench(lane_up.ep.base_url, plan.measure, options)
     assert result.records and all(r.ok for r in result.records), [r.error for r in result.records]
-    assert result.summary.measures["decode_c1"] > 0
+    c1 = [r for r in result.records if r.phase == "decode" and r.concurrency == 1 and not r.cold]
+    decode = result.summary.measures.get("decode_c1")
+    # a machine loaded from outside can read every c1 answer in one burst: such a record keeps its TTFT but gives
+    # no decode figure, and the summary says so (docs/measurement.md, "Burst reads and the server's view"); anything else fails
+    if decode is None:
+        assert c1 and all(BURST_FLAG in r.flags for r in c1), [r.flags for r in c1]
+        assert any("burst" in n for n in result.summary.notes) and result.summary.measures["ttft_c1"] > 0
+    else:
+        assert decode > 0
 
 
 def test_an_orphaned_container_is_found_refused_and_removed(lane_up, daemon):

@@ -119,7 +119,7 @@ def log_scale(values: list[float]) -> bool:
     return bool(finite) and min(finite) > 0 and max(finite) / min(finite) > LOG_SPAN
 
 
-def _log_axis(axis: Any) -> None:
+def log_axis(axis: Any) -> None:
     """A logarithmic axis with ticks at 1, 2 and 5 of each decade written as plain numbers: an axis over 20x
     may hold one power of ten or none, and 0.5 reads faster than 5x10^-1."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -156,7 +156,7 @@ def latency_throughput(measures: Any) -> Any:
             drawn = True
         if log_scale(ys_all):
             ax.set_yscale("log")
-            _log_axis(ax.yaxis)
+            log_axis(ax.yaxis)
         ax.set_ylabel(f"TTFT {which} (s)")
         ax.set_title(f"TTFT {which} against output {RATE} (median over runs)", fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
@@ -225,7 +225,7 @@ def ttft_distribution(requests: Any, title: str = "") -> Any:
         ax.axhline(share, color="grey", lw=0.6, ls=":")
     if log_scale(values):
         ax.set_xscale("log")
-        _log_axis(ax.xaxis)
+        log_axis(ax.xaxis)
     ax.set_xlabel("TTFT (s), send to the first token-bearing chunk")
     ax.set_ylabel("share of answered requests")
     ax.set_ylim(0, 1.02)

@@ -1,11 +1,12 @@
 """Plots of stored runs (matplotlib Figures rendered with Agg, no pyplot): PNGs next to the tables, and figures for notebooks.
 
-Five views: per-measure bars (median) with min–max whiskers per lane; tokens over time per stream of a
-run (from requests.csv); prefill t/s by prompt length; each node's power and SM clock over a run (its
-telemetry CSVs); a sweep's measures against its first axis (docs/sweeps.md, "The sweep table and plot").
-Recorded ranges without a median are drawn as a whisker with no bar, so a range is never passed off as a
-measured median. Measure titles, units and the headline set come from the catalogue (docs/measurement.md,
-"The measure catalogue").
+Five views: per measure, a row per lane with its median as a dot and min–max whiskers (a log axis when the lanes
+span more than 10x); tokens over time per stream of a run (from requests.csv); prefill t/s by prompt length; each
+node's power and SM clock over a run (its telemetry CSVs); a sweep's measures against its first axis
+(docs/sweeps.md, "The sweep table and plot"). Recorded ranges without a median are drawn as a thick segment with
+no dot, so a range is never passed off as a measured median. Layout is matplotlib's constrained engine, so no text
+box overlaps another (tests/report/test_plot_layout.py checks every plot). Measure titles, units and the headline
+set come from the catalogue (docs/measurement.md, "The measure catalogue").
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from labkit.report.load_plots import (
     latency_throughput,
     latest_load_runs,
     load_runs,
+    log_axis,
     ttft_distribution,
     ttft_levels,
 )
@@ -46,43 +48,89 @@ def _figure(**kw: Any) -> Any:
     return Figure(**kw)
 
 
+LANE_SPAN = 10.0  # a panel whose lanes' figures span more than this factor gets a log axis
+KINDS = {  # how each kind of lane figure is drawn in measure_bars: (marker, face colour, legend label)
+    "measured": ("o", "#4c78a8", "measured (median, min\u2013max over runs)"),
+    "simulated": ("o", "white", "simulated (median, min\u2013max)"),
+    "recorded": ("D", "#e45756", "recorded in the lab note"),
+}
+RANGE_COLOR = "#e45756"  # a recorded range without a median: a thick segment, never a dot
+
+
+def _kind(part: Any) -> str:
+    if (part["source"] == "recorded").all():
+        return "recorded"
+    return "simulated" if bool(part["simulated"].any()) else "measured"
+
+
 def measure_bars(measures: Any, keys: tuple[tuple[str, str], ...] = BAR_MEASURES) -> Any:
-    """One subplot per measure, one bar per lane at the median, whiskers over min–max across runs."""
-    found = lane_parts(measures, "\n")
+    """One panel per measure, a row per lane: its median as a dot with a min\u2013max whisker across runs, a
+    recorded range without a median as a thick segment (no dot: no median exists). A panel whose figures span more
+    than LANE_SPAN (a CPU lane at 30,000 t/s beside 50 t/s lanes) gets a log axis and says so."""
+    found = [(name, part, _kind(part)) for name, part in lane_parts(measures, " \u00b7 ")]
     keys = tuple(k for k in keys if len(measures) and (measures["measure"] == k[0]).any()) or keys[:1]
-    fig = _figure(figsize=(8, 2.6 * len(keys)))
-    axes = fig.subplots(len(keys), 1, squeeze=False)
+    rows = {
+        key: [(n, st, kind) for n, part, kind in found if (st := stat(part, key)) is not None]
+        for key, _ in keys
+    }
+    heights = [0.9 + 0.24 * max(len(r), 1) for r in rows.values()]
+    fig = _figure(figsize=(9, sum(heights) + 0.5), layout="constrained")
+    axes = fig.subplots(len(keys), 1, squeeze=False, gridspec_kw={"height_ratios": heights})
+    drawn: set[str] = set()
     for ax, (key, title) in zip(axes[:, 0], keys, strict=True):
-        names, meds, los, his = [], [], [], []
-        for name, part in found:
-            st = stat(part, key)
-            if st is None:
+        lanes = rows[key]
+        values = [v for _, st, _ in lanes for v in (st.median, st.lo, st.hi) if v is not None and v > 0]
+        log = bool(values) and max(values) / min(values) > LANE_SPAN
+        for y, (_, st, kind) in enumerate(lanes):
+            if st.median is None:
+                if st.lo is not None and st.hi is not None:
+                    ax.plot([st.lo, st.hi], [y, y], color=RANGE_COLOR, lw=5, solid_capstyle="butt")
+                    drawn.add("range")
                 continue
-            names.append(name)
-            meds.append(st.median if st.median is not None else math.nan)
-            los.append(st.lo if st.lo is not None else math.nan)
-            his.append(st.hi if st.hi is not None else math.nan)
-        ys = range(len(names))
-        ax.barh(list(ys), [0 if math.isnan(m) else m for m in meds], color="#4c78a8")
-        for y, m, lo, hi in zip(ys, meds, los, his, strict=True):
-            if not math.isnan(lo) and not math.isnan(hi) and hi > lo:
-                ax.plot([lo, hi], [y, y], color="black", lw=1.5)
-                ax.plot([lo, lo], [y - 0.2, y + 0.2], color="black", lw=1.5)
-                ax.plot([hi, hi], [y - 0.2, y + 0.2], color="black", lw=1.5)
-            if math.isnan(m) and not math.isnan(hi):
-                ax.annotate(
-                    "range only", (lo, y), xytext=(-4, -3), textcoords="offset points", fontsize=7, ha="right"
-                )
-        ax.set_yticks(list(ys), names, fontsize=7)
-        ax.set_title(title, fontsize=9)
-        ax.invert_yaxis()
-        if not names:
+            marker, face, _ = KINDS[kind]
+            mid = st.median
+            lo, hi = (st.lo if st.lo is not None else mid), (st.hi if st.hi is not None else mid)
+            color = RANGE_COLOR if kind == "recorded" else "#4c78a8"
+            ax.errorbar(
+                mid, y, xerr=[[mid - lo], [hi - mid]], fmt=marker, color=color, mfc=face, ms=5, capsize=3
+            )
+            drawn.add(kind)
+        ax.set_yticks(range(len(lanes)), [_short(name) for name, _, _ in lanes], fontsize=7)
+        ax.set_ylim(max(len(lanes), 1) - 0.5, -0.5)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+        if log:
+            ax.set_xscale("log")
+            log_axis(ax.xaxis)
+        ax.set_title(title + (" \u2014 log scale" if log else ""), fontsize=9, loc="left")
+        if not lanes:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    # Fixed margins instead of tight_layout: same look for these fixed-size figures, half the render time.
-    fig.subplots_adjust(
-        left=0.36, right=0.97, top=1 - 0.35 / (2.6 * len(keys)), bottom=0.3 / (2.6 * len(keys)), hspace=0.45
-    )
+    _kind_legend(fig, drawn)
     return fig
+
+
+def _short(name: str, most: int = 60) -> str:
+    """A lane's one-line name, cut to `most` characters (the tables name it in full)."""
+    return name if len(name) <= most else name[: most - 1] + "\u2026"
+
+
+def _kind_legend(fig: Any, drawn: set[str]) -> None:
+    """One legend for the figure: which marks are measured, simulated, recorded, or a recorded range."""
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D(
+            [], [], marker=m, color="#4c78a8" if k != "recorded" else RANGE_COLOR, mfc=face, ls="", label=text
+        )
+        for k, (m, face, text) in KINDS.items()
+        if k in drawn
+    ]
+    if "range" in drawn:
+        handles.append(Line2D([], [], color=RANGE_COLOR, lw=5, label="recorded range, no median"))
+    if handles:
+        fig.legend(
+            handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=7, frameon=False
+        )
 
 
 def tokens_over_time(requests: Any, title: str = "") -> Any:
@@ -154,8 +202,9 @@ def _nan(v: Any) -> bool:
 
 
 def prefill_by_length(measures: Any) -> Any:
-    """Prefill t/s (median, min–max whiskers) against prompt length, one line per lane."""
-    fig = _figure(figsize=(8, 3.5))
+    """Prefill t/s (median, min–max whiskers) against prompt length, one line per lane; a log axis when the lanes
+    span more than LANE_SPAN."""
+    fig = _figure(figsize=(10, 4), layout="constrained")
     ax = fig.subplots()
     by_lane: dict[str, list[Any]] = {}
     for name, length, st in prefill_points(measures):
@@ -169,14 +218,21 @@ def prefill_by_length(measures: Any) -> Any:
             [s.hi - m for m, (_, s) in zip(mids, points, strict=True)],
         ]
         ax.errorbar(xs, mids, yerr=err, marker="o", capsize=3, lw=1, label=name.replace("\n", " "))
+    values = [v for points in by_lane.values() for _, st in points for v in (st.lo, st.hi) if v and v > 0]
+    log = bool(values) and max(values) / min(values) > LANE_SPAN
+    if log:
+        ax.set_yscale("log")
+        log_axis(ax.yaxis)
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel(f"prefill {RATE}")
-    ax.set_title(f"prefill {RATE} by prompt length (median, min\u2013max)", fontsize=9)
+    ax.set_title(
+        f"prefill {RATE} by prompt length (median, min\u2013max)" + (" \u2014 log scale" if log else ""),
+        fontsize=9,
+    )
     if by_lane:
-        ax.legend(fontsize=6)
+        fig.legend(loc="outside right upper", fontsize=6, frameon=False)
     else:
         ax.text(0.5, 0.5, "no prefill data", ha="center", va="center", transform=ax.transAxes)
-    fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.14)
     return fig
 
 
@@ -202,35 +258,41 @@ def runs_with_requests(results: Any) -> list[str]:
     ]
 
 
-def save_all(results: Any, folder: str | Path) -> list[Path]:
-    """Write measures.png, prefill.png, tokens-<recipe>-<variant>.png, sweep-<recipe>-<name>.png per sweep
-    record under the results' root, and with load levels load.png (latency against throughput) and
-    ttft-<recipe>-<variant>.png (TTFT per level of the lane's newest load run); returns the paths written."""
+def report_figures(results: Any) -> dict[str, Any]:
+    """{file name: figure} of every plot `labkit report` draws: measures.png, prefill.png (sweep points left to
+    their own plot), tokens-<recipe>-<variant>.png per lane's newest run with requests, with load levels load.png
+    (latency against throughput) and ttft-<recipe>-<variant>.png (TTFT per level of the lane's newest load run),
+    and sweep-<recipe>-<name>.png per sweep record under the results' root."""
     from labkit.store import load_sweeps
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    out = []
-    for name, fig in (
-        ("measures.png", measure_bars(results.measures)),
-        ("prefill.png", prefill_by_length(results.measures)),
-    ):
-        out.append(save_png(fig, folder / name))
+    root = getattr(results, "root", None)
+    records = load_sweeps(root) if root is not None else []
+    # a sweep's points are drawn in its own plot, not as lanes beside the others
+    points = {(r.recipe, p.variant_id) for r in records for p in r.points}
+    m = results.measures
+    lanes = m[[lane not in points for lane in zip(m["recipe"], m["variant"], strict=True)]] if len(m) else m
+    figs = {"measures.png": measure_bars(lanes), "prefill.png": prefill_by_length(lanes)}
     for rid in latest_runs_with_requests(results):
         doc = results.docs[rid]
-        fig = tokens_over_time(results.requests([rid]), f"{doc.label} — {rid}")
-        out.append(save_png(fig, folder / f"tokens-{doc.recipe}-{doc.variant_id}.png"))
-    if load_runs(results.measures):
-        out.append(save_png(latency_throughput(results.measures), folder / "load.png"))
-    for rid in latest_load_runs(results.measures, among=runs_with_requests(results)):
+        if (doc.recipe, doc.variant_id) not in points:
+            figs[f"tokens-{doc.recipe}-{doc.variant_id}.png"] = tokens_over_time(
+                results.requests([rid]), f"{doc.label} \u2014 {rid}"
+            )
+    if load_runs(m):
+        figs["load.png"] = latency_throughput(m)
+    for rid in latest_load_runs(m, among=runs_with_requests(results)):
         doc, requests = results.docs[rid], results.requests([rid], chunks=False)  # TTFTs need no chunk
         if ttft_levels(requests):
-            fig = ttft_distribution(requests, f"TTFT per load level: {doc.label} \u2014 {rid}")
-            out.append(save_png(fig, folder / f"ttft-{doc.recipe}-{doc.variant_id}.png"))
-    root = getattr(results, "root", None)
-    for record in load_sweeps(root) if root is not None else []:
-        out.append(save_png(sweep_figure(record, results), sweep_plot_path(folder, record)))
-    return out
+            title = f"TTFT per load level: {doc.label} \u2014 {rid}"
+            figs[f"ttft-{doc.recipe}-{doc.variant_id}.png"] = ttft_distribution(requests, title)
+    for record in records:
+        figs[sweep_plot_path(".", record).name] = sweep_figure(record, results)
+    return figs
+
+
+def save_all(results: Any, folder: str | Path) -> list[Path]:
+    """Every plot of `report_figures` as a PNG in `folder`; returns the paths written."""
+    return [save_png(fig, Path(folder) / name) for name, fig in report_figures(results).items()]
 
 
 def save_png(fig: Any, path: str | Path) -> Path:

@@ -143,6 +143,59 @@ def _environ(updates: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
+class TerminalView:
+    """The kernel's stderr as a person at a terminal wants it during `labkit run` (papermill hands it over as
+    it arrives): the lab's stage lines (preflight, staging, boot milestones, stored runs) each on its own line,
+    and a progress bar's redraws (tqdm's carriage returns: staging bytes and rate, the request bar) rewritten in
+    place on one line."""
+
+    def __init__(self, out: Any, width: int = 120):
+        self.out = out
+        self.width = width
+        self.pending = ""  # text after the last line end: a bar being drawn, or a line not yet ended
+        self.bar = False  # the terminal's last line is a bar (rewritten in place)
+        self.drawn = ""  # that bar's text
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        while True:
+            ends = [i for i in (self.pending.find("\n"), self.pending.find("\r")) if i >= 0]
+            if not ends:
+                break
+            cut = min(ends)
+            piece, end = self.pending[:cut], self.pending[cut]
+            self.pending = self.pending[cut + 1 :]
+            if piece.strip():
+                self._show(piece, as_bar=end == "\r")
+        if self.pending.strip() and "\r" in text:  # a bar's newest redraw, shown before its line ends
+            self._show(self.pending, as_bar=True)
+        return len(text)
+
+    def _show(self, piece: str, as_bar: bool) -> None:
+        if as_bar:
+            drawn = piece.strip()[: self.width]
+            if self.bar and drawn == self.drawn:  # the redraw already on the terminal
+                return
+            self.drawn = drawn
+            self.out.write("\r\x1b[K" + drawn)
+        else:
+            self.out.write(("\r\x1b[K" if self.bar else "") + piece.rstrip() + "\n")
+        self.bar = as_bar
+        self.out.flush()
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def close(self) -> None:
+        """The end of the run: a bar left on the terminal's last line gets its line end."""
+        if self.pending.strip() and not self.bar:
+            self._show(self.pending, as_bar=False)
+        if self.bar:
+            self.out.write("\n")
+            self.bar = False
+        self.out.flush()
+
+
 def execute(
     notebook: str | os.PathLike,
     parameters: Mapping[str, Any] | None = None,
@@ -153,8 +206,12 @@ def execute(
     cwd: str | os.PathLike | None = None,
     execution_timeout: float | None = None,
     env: Mapping[str, str] | None = None,
+    view: TerminalView | None = None,
 ) -> Path:
     """Execute a template with papermill and return the executed notebook's path.
+
+    `view`: the kernel's stderr goes there as it comes (stage lines and live bars: `labkit run` on a terminal,
+    with papermill's cell bar and cell log off, and the kernel's bars redrawn every second).
 
     The output folder is created; the kernel is python3 started in `cwd` (default: the repo root) with
     the repo root first on PYTHONPATH and LABKIT_BATCH=1, and the caller's checkout's recipes/ and results/
@@ -175,7 +232,8 @@ def execute(
     work, given = checkout(), settings.current()
     where = {"LABKIT_RECIPES": (given.recipes, "recipes"), "LABKIT_RESULTS": (given.results, "results")}
     found = {k: str(work / sub) for k, (v, sub) in where.items() if not v} if work != repo_root() else {}
-    updates = {BATCH_ENV: "1", "PYTHONPATH": pythonpath, **found, **(env or {})}
+    live = {"LABKIT_BAR_SECONDS": "1"} if view is not None else {}
+    updates = {BATCH_ENV: "1", "PYTHONPATH": pythonpath, **found, **live, **(env or {})}
     with _environ(updates):
         try:
             pm.execute_notebook(
@@ -184,9 +242,10 @@ def execute(
                 parameters=dict(parameters or {}),
                 kernel_name=KERNEL,
                 cwd=str(cwd) if cwd else root,
-                progress_bar=tty if progress is None else progress,
-                log_output=(not tty) if log_output is None else log_output,
+                progress_bar=(tty and view is None) if progress is None else progress,
+                log_output=(not tty and view is None) if log_output is None else log_output,
                 execution_timeout=execution_timeout,
+                stderr_file=view,
             )
         except pm.PapermillExecutionError as e:
             _copy_into_run(out, src)  # a failed run keeps the notebook with its traceback
@@ -201,6 +260,9 @@ def execute(
                     f"with `{sys.executable} -m ipykernel install --sys-prefix --name python3`"
                 )
             raise
+        finally:
+            if view is not None:
+                view.close()
     _copy_into_run(out, src)
     return out
 

@@ -33,12 +33,30 @@ def batch_mode() -> bool:
     return env.papermill or _parent_is_papermill()
 
 
+# a bar in batch mode redraws this seldom (each redraw is a line of the notebook's log), and is this wide: its file
+# is a kernel's stream or a log, and the terminal tqdm would ask behind it may have no width at all (a
+# pseudo-terminal without a window gives 0 columns, which draws an empty bar)
+BATCH_BAR_SECONDS = 30.0
+BATCH_BAR_COLUMNS = 100
+
+
+def bar_interval() -> float:
+    """Seconds between redraws of a bar in batch mode: $LABKIT_BAR_SECONDS (`labkit run` on a terminal shows
+    the kernel's bars live and sets 1), else BATCH_BAR_SECONDS."""
+    given = settings.current().bar_seconds
+    try:
+        return max(float(given), 0.1) if given else BATCH_BAR_SECONDS
+    except ValueError:
+        return BATCH_BAR_SECONDS
+
+
 def progress(iterable: Iterable | None = None, **kw: Any):
     """tqdm over `iterable` (or a manual bar with total=...): tqdm.auto interactively, plain stderr in batch."""
     if batch_mode():
         from tqdm.std import tqdm
 
-        kw.setdefault("mininterval", 30.0)
+        kw.setdefault("mininterval", bar_interval())
+        kw.setdefault("ncols", BATCH_BAR_COLUMNS)
         kw.setdefault("file", sys.stderr)
         kw.setdefault("ascii", True)
         return tqdm(iterable, **kw)

@@ -19,6 +19,8 @@ VARIABLES: dict[str, str] = {
     "directory's checkout, else of the installed one)",
     "LABKIT_CACHE": "cache folder for labkit-built tiny models, under <cache>/models (default ~/.cache/labkit)",
     "LABKIT_BATCH": "1: plain progress lines for batch runs (set by `labkit run`); 0: live bars even under papermill",
+    "LABKIT_BAR_SECONDS": "seconds between redraws of a progress bar in batch mode (default 30; `labkit run` on a "
+    "terminal sets 1)",
     "LABKIT_HTTP": "httpx: the OpenAI SDK's default HTTP client instead of aiohttp",
     "LABKIT_LOOP": "asyncio: the standard event loop instead of uvloop",
     "LABKIT_API_KEY": "API key sent to the endpoint (then OPENAI_API_KEY; local engines accept any)",
@@ -41,6 +43,7 @@ class Settings:
     results: str | None = None
     cache: str | None = None
     batch: str | None = None  # the raw value; labkit.progress.batch_mode says what it means
+    bar_seconds: str | None = None  # as given; labkit.progress.bar_interval makes it a number
     http: str | None = None
     loop: str | None = None
     api_key: str | None = None
@@ -63,6 +66,7 @@ class Settings:
             results=get("LABKIT_RESULTS"),
             cache=get("LABKIT_CACHE"),
             batch=env.get("LABKIT_BATCH"),
+            bar_seconds=get("LABKIT_BAR_SECONDS"),
             http=get("LABKIT_HTTP"),
             loop=get("LABKIT_LOOP"),
             api_key=next((env[v] for v in API_KEY_VARS if env.get(v)), None),

@@ -131,9 +131,9 @@ class Bench(Session):
         total = planned_requests(plan, ctx.cold_expected, decode, prefill)
         bar = None
         if self.progress:
-            from tqdm import tqdm
+            from labkit.progress import progress
 
-            bar = ticks = tqdm(total=total, desc="bench", unit="req", file=sys.stderr, leave=False)
+            bar = ticks = progress(total=total, desc="bench", unit="req", file=sys.stderr, leave=False)
 
             def tick(_rec: RequestRecord) -> None:
                 ticks.update(1)

@@ -188,6 +188,8 @@ class CopyProgress:
         if enabled and total > 0:
             from tqdm import tqdm
 
+            from labkit.progress import BATCH_BAR_COLUMNS, bar_interval
+
             batch = settings.current().batch == "1"
             self._bar = tqdm(
                 total=total,
@@ -195,7 +197,8 @@ class CopyProgress:
                 unit_scale=True,
                 desc="staging copy",
                 file=sys.stderr,
-                mininterval=30.0 if batch else 0.5,
+                mininterval=bar_interval() if batch else 0.5,
+                ncols=BATCH_BAR_COLUMNS if batch else None,
                 leave=True,
             )
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from labkit.measures import RATE, headline, order_key, unit
 from labkit.measures import label as measure_label
+from labkit.report.latency_plots import request_distributions, ttft_figure
 from labkit.report.load_plots import (
     latency_throughput,
     latest_load_runs,
@@ -260,7 +261,9 @@ def runs_with_requests(results: Any) -> list[str]:
 
 def report_figures(results: Any) -> dict[str, Any]:
     """{file name: figure} of every plot `labkit report` draws: measures.png, prefill.png (sweep points left to
-    their own plot), tokens-<recipe>-<variant>.png per lane's newest run with requests, with load levels load.png
+    their own plot), tokens-<recipe>-<variant>.png per lane's newest run with requests, ttft.png (TTFT by prompt
+    length and by depth) and distributions.png (per-request TTFT and decode CDFs of each lane's newest run,
+    latency_plots.py), with load levels load.png
     (latency against throughput) and ttft-<recipe>-<variant>.png (TTFT per level of the lane's newest load run),
     and sweep-<recipe>-<name>.png per sweep record under the results' root."""
     from labkit.store import load_sweeps
@@ -278,6 +281,19 @@ def report_figures(results: Any) -> dict[str, Any]:
             figs[f"tokens-{doc.recipe}-{doc.variant_id}.png"] = tokens_over_time(
                 results.requests([rid]), f"{doc.label} \u2014 {rid}"
             )
+    ttft = ttft_figure(lanes)
+    if ttft is not None:
+        figs["ttft.png"] = ttft
+    newest = [
+        rid
+        for rid in latest_runs_with_requests(results, limit=8)
+        if (results.docs[rid].recipe, results.docs[rid].variant_id) not in points
+    ]
+    if newest:
+        names = {rid: f"{results.docs[rid].label} \u00b7 {results.docs[rid].variant_id}" for rid in newest}
+        dist = request_distributions(results.requests(newest, chunks=False), names)
+        if dist is not None:
+            figs["distributions.png"] = dist
     if load_runs(m):
         figs["load.png"] = latency_throughput(m)
     for rid in latest_load_runs(m, among=runs_with_requests(results)):

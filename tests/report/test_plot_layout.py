@@ -1,6 +1,7 @@
 """Plots a person can read: every plot `labkit report` draws, rendered from a copy of the committed runs (and a
-simulator lane measured under load beside them) into a temporary folder, has no two text boxes overlapping after
-layout; lanes far apart in scale get a log axis; a recorded range is drawn as a range, not as a median."""
+simulator lane measured under load and at depths beside them) into a temporary folder, has no two text boxes
+overlapping after layout; lanes far apart in scale get a log axis; a recorded range is drawn as a range, not as a
+median; TTFT by prompt length and by depth, and per-request CDFs, are drawn."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from tests.support.workers import free_port
 def test_every_report_plot_of_the_lab_record_reads_without_overlapping_text(lab_record, tmp_path):
     data = load_results(lab_record)
     figs = report_figures(data)
-    assert {"measures.png", "prefill.png"} <= set(figs) and any(n.startswith("sweep-") for n in figs)
+    assert {"measures.png", "prefill.png", "ttft.png", "distributions.png"} <= set(figs)
+    assert any(n.startswith("sweep-") for n in figs)
     for name, fig in figs.items():
         assert text_overlaps(fig) == [], name
         assert save_png(fig, tmp_path / name).stat().st_size > 0
@@ -46,11 +48,21 @@ def test_the_load_plots_of_a_measured_load_run_read_without_overlapping_text(
     sim_recipe(
         tmp_path / "recipes" / "loadlane",
         free_port(18350, 18359),
-        extra="[measure.load]\nconcurrency = [1, 2, 4]\nrequests = 8\noutput_tokens = 16\n",
+        extra=(
+            "[measure.load]\nconcurrency = [1, 2, 4]\nrequests = 8\noutput_tokens = 16\n"
+            "[measure.depth]\ntokens = [0, 1024]\nprompt_tokens = 32\noutput_tokens = 16\n"
+        ),
     )
     monkeypatch.setenv("LABKIT_RECIPES", str(tmp_path / "recipes"))
     lab.measure(lab.plan("loadlane"), results=lab_record, progress=False)
     figs = report_figures(load_results(lab_record))
     assert "load.png" in figs and "ttft-loadlane-default.png" in figs
+    # TTFT by prompt length and by depth, the depth's uncached and cached as two series
+    by_depth = figs["ttft.png"].axes[1]
+    assert by_depth.get_title(loc="left").startswith("TTFT by context depth")
+    assert {t.get_text() for t in by_depth.get_legend().get_texts()} == {
+        "sim test lane (sim) \u00b7 default (uncached)",
+        "sim test lane (sim) \u00b7 default (cached)",
+    }
     for name, fig in figs.items():
         assert text_overlaps(fig) == [], name

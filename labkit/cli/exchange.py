@@ -10,8 +10,22 @@ from pathlib import Path
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from labkit.exchange import ReadOptions, import_file
+    from labkit.errors import LabkitError
+    from labkit.exchange import ReadOptions, import_file, refresh_imports
 
+    if args.refresh:
+        if args.file or args.lane or args.recipe or args.format:
+            raise LabkitError(
+                "--refresh reads every stored import again from the file it keeps: give no FILE"
+            )
+        done = refresh_imports(args.results)
+        for r in done:
+            said = f"  ({len(r.changed)} measures: {', '.join(r.changed[:6])}{'…' if len(r.changed) > 6 else ''})"
+            print(f"{r.action:9} {r.path}" + (said if r.changed else ""))
+        print(f"{sum(r.action == 'refreshed' for r in done)} of {len(done)} stored imports refreshed")
+        return 0
+    if not args.file:
+        raise LabkitError("give the result FILE to import (or --refresh)")
     outcomes = import_file(
         args.file,
         lane=args.lane,
@@ -31,7 +45,13 @@ def add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "import", help="store another tool's result file as runs, each figure with its definition"
     )
-    p.add_argument("file", metavar="FILE", help="the result file (JSON or JSON Lines)")
+    p.add_argument("file", metavar="FILE", nargs="?", help="the result file (JSON or JSON Lines)")
+    p.add_argument(
+        "--refresh",
+        action="store_true",
+        help="read every stored import again from the file it keeps, and rewrite the figures and definitions "
+        "this labkit reads otherwise (each run records when; nothing else of a run changes)",
+    )
     p.add_argument("--lane", metavar="NAME", help="the lane the file measured (default: from its model name)")
     p.add_argument("--recipe", metavar="R", help="the recipe of the lane the file measured, if labkit has it")
     p.add_argument(

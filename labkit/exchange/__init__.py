@@ -8,10 +8,12 @@ Its modules, each with what it is for: docs/architecture.md, "Packages" (generat
 
 from labkit.exchange.formats import ReadOptions
 from labkit.exchange.importing import import_file
+from labkit.exchange.refresh import refresh_imports
 from labkit.exchange.run_export import export_run
 
 __all__ = [
     "ReadOptions",
     "export_run",
     "import_file",
+    "refresh_imports",
 ]

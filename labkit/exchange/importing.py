@@ -159,10 +159,8 @@ def result_digest(imp: Imported) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def prepare(
-    imp: Imported, file_name: str, lane: str | None, recipe: str | None, file_sha256: str
-) -> Prepared:
-    """One result made ready to store (plan, run id, summary, definitions), nothing written yet."""
+def summary_of(imp: Imported, file_name: str) -> tuple[RunSummary, dict[str, dict[str, Any]]]:
+    """(the run summary, measure_info) one result gives: every figure under its own name and definition."""
     figures, info, method = figure_rows(imp)
     measures: dict[str, float | None] = dict(figures)
     counts = [] if imp.failed is not None else ["the file does not count failed requests"]
@@ -173,6 +171,14 @@ def prepare(
         method=method,
         notes=[f"imported from {file_name} ({imp.tool_label}, result {imp.index})", *imp.notes, *counts],
     )
+    return summary, info
+
+
+def prepare(
+    imp: Imported, file_name: str, lane: str | None, recipe: str | None, file_sha256: str
+) -> Prepared:
+    """One result made ready to store (plan, run id, summary, definitions), nothing written yet."""
+    summary, info = summary_of(imp, file_name)
     fingerprint = result_digest(imp)
     return Prepared(
         imported=imp,

@@ -21,7 +21,7 @@ from labkit.store.load import load_results, measure_rows, read_run
 from labkit.store.recorded import import_figures
 from labkit.store.runfiles import RunFolderSink, read_telemetry, telemetry_rows, write_result, write_staging
 from labkit.store.runparts import StoredBoot, StoredPlan
-from labkit.store.runs import ResultsStore, Run, attach_bytes, attach_file
+from labkit.store.runs import ResultsStore, Run, attach_bytes, attach_file, refresh_run
 from labkit.store.storedrun import MeasureInfo, RunFlag, StoredRun
 from labkit.store.sweeps import (
     SweepAxisRecord,
@@ -63,6 +63,7 @@ __all__ = [
     "read_run",
     "read_sweep",
     "read_telemetry",
+    "refresh_run",
     "results_root",
     "sweep_path",
     "telemetry_rows",

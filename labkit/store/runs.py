@@ -305,6 +305,28 @@ class ResultsStore:
         return load_results(self.root, include_incomplete=include_incomplete)
 
 
+# what `refresh_run` may rewrite in a finished run.json: what was derived from a kept original, never the raw
+# files, the plan, the boot or when the run was measured
+REFRESHABLE = frozenset({"summary", "measure_info", "imported"})
+
+
+def refresh_run(path: str | os.PathLike[str], changes: Mapping[str, Any], why: str) -> None:
+    """The one way a finished run.json changes: parts derived from a file the run keeps (REFRESHABLE) read again
+    by a newer labkit, written atomically, with when, by which labkit and why appended to its `refreshed` list.
+    ResultsError (nothing written) for a run that is not complete or a part that is not refreshable."""
+    folder = Path(path)
+    doc = read_doc(folder)
+    if doc.get("status") != "complete":
+        raise ResultsError(f"{folder}: only a complete run is refreshed (status {doc.get('status')!r})")
+    bad = sorted(set(changes) - REFRESHABLE)
+    if bad:
+        raise ResultsError(f"{folder}: {', '.join(bad)} of a stored run are never rewritten")
+    doc.update(changes)
+    doc.setdefault("refreshed", []).append({"at": now_iso(), "labkit_version": __version__, "why": why})
+    parse_run(doc, folder)  # what is written must read back
+    atomic_write_text(folder / RUN_FILE, dumps(doc))
+
+
 def attach_file(
     run_dir: str | os.PathLike[str], src: str | os.PathLike[str], name: str | None = None
 ) -> Path:

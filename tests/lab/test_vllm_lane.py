@@ -10,6 +10,7 @@ server-side figures is a timing comparison: benchmarks/bench_vllm_agreement.py, 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -20,6 +21,7 @@ import time
 
 import pytest
 
+from labkit import lab
 from labkit import notebooks as nbk
 from labkit.measure import BenchOptions, render, run_bench
 from labkit.recipe.lookup import load_plan
@@ -62,7 +64,10 @@ def test_measures_decode_c2_prefill_and_acceptance_of_4(vllm_lane, tmp_path):
         engine_metrics_asked=plan.engine_metrics_asked,
         cold_expected=False,
     )
-    result = run_bench(ep.base_url, plan.measure, options)
+    # as `labkit bench tiny-vllm --url URL` measures it: stored under the lane, marked as an endpoint it did not boot
+    once = dataclasses.replace(plan.measure, runs=1)
+    (done,) = lab.measure_endpoint(plan, once, ep.base_url, options, "url", tmp_path / "results")
+    result = done.result
     recs = result.records
     assert recs and all(r.ok for r in recs), [r.error for r in recs if not r.ok]
     m = result.summary.measures
@@ -80,12 +85,11 @@ def test_measures_decode_c2_prefill_and_acceptance_of_4(vllm_lane, tmp_path):
     assert "decode_c2_accept_per_draft" in m and "server truth" in text
 
     from labkit import report
-    from labkit.store import ResultsStore, load_results
+    from labkit.store import load_results
 
-    with ResultsStore(tmp_path / "results").new_run(plan, provenance=result.provenance) as run:
-        run.write_requests(result.records)
-        run.finish(result.summary, boot=ep.boot.to_dict())
     data = load_results(tmp_path / "results")
+    (doc,) = data.docs.values()
+    assert doc.path == done.path and doc.provenance.raw["endpoint_origin"] == "url"
     assert {"decode_c1", "prefill_1024", "decode_c2_agg"} <= set(data.measures["measure"])
     md = report.generate(tmp_path / "results", write=False, plots=False).markdown
     assert plan.label in md

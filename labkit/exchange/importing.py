@@ -68,7 +68,7 @@ def original_name(path: Path) -> str:
 def lane_plan(imp: Imported, lane: str | None, recipe: str | None) -> dict[str, Any]:
     """The plan dict the run is stored under: the recipe's, resolved as it is today, when one is named;
     otherwise a lane named `lane` (default: the model's name) that is no recipe's."""
-    from labkit.recipe import find_recipe, load_recipe
+    from labkit.recipe import find_recipe, load_recipe, recipe_named
 
     variant_id = imp.setting.variant_id(imp.format)
     if recipe is not None:
@@ -78,10 +78,7 @@ def lane_plan(imp: Imported, lane: str | None, recipe: str | None) -> dict[str, 
         data["label"] = lane or f"{data.get('label') or data['recipe']} ({imp.tool})"
     else:
         name = _slug(lane or f"import-{imp.model.split('/')[-1]}")
-        try:
-            found = load_recipe(find_recipe(name)).name
-        except LabkitError:
-            found = None
+        found = recipe_named(name)
         if found is not None:
             raise ImportFileError(
                 f"--lane {name!r} names the recipe {found!r}: pass --recipe {found} to tie the import to it, or "

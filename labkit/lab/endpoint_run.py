@@ -42,12 +42,9 @@ class EndpointRun:
 def bare_lane(name: str, url: str) -> dict[str, Any]:
     """The plan a bare endpoint's run is stored under: a lane `name` that is no recipe's (refused when `name`
     names one: the run would then sit among that recipe's runs without its plan)."""
-    from labkit.recipe import find_recipe, load_recipe
+    from labkit.recipe import recipe_named
 
-    try:
-        found = load_recipe(find_recipe(name)).name
-    except LabkitError:
-        found = None
+    found = recipe_named(name)
     if found is not None:
         raise LabkitError(
             f"--lane {name!r} names the recipe {found!r}: give the recipe as the target "

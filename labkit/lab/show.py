@@ -131,10 +131,6 @@ def wide(
 def _stored_name(name: str) -> str:
     """The folder name runs of the recipe `name` (a name or an alias) are stored under; `name` when no recipe
     has it (a bare endpoint's lane, an import's)."""
-    from labkit.errors import LabkitError
-    from labkit.recipe import find_recipe, load_recipe
+    from labkit.recipe import recipe_named
 
-    try:
-        return load_recipe(find_recipe(name)).name
-    except LabkitError:
-        return name
+    return recipe_named(name) or name

@@ -18,7 +18,15 @@ from labkit.recipe.describe import describe_plan, lane_warnings
 from labkit.recipe.enginefacts import ENGINE_FACTS, EngineFacts, engine_facts
 from labkit.recipe.load import Recipe, load_recipe
 from labkit.recipe.loadplan import LOAD_TABLE, SLO_TABLE, LoadLoop, LoadPlan, SloPlan
-from labkit.recipe.lookup import alias_clashes, checkout, checkout_note, find_recipe, list_recipes, repo_root
+from labkit.recipe.lookup import (
+    alias_clashes,
+    checkout,
+    checkout_note,
+    find_recipe,
+    list_recipes,
+    recipe_named,
+    repo_root,
+)
 from labkit.recipe.measureplan import Api, DecodePlan, MeasurePlan, PrefillPlan
 from labkit.recipe.names import user_name
 from labkit.recipe.override import (
@@ -75,6 +83,7 @@ __all__ = [
     "parse_over",
     "plan_record",
     "read_toml",
+    "recipe_named",
     "repo_root",
     "resolve_point",
     "ring_advice",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import labkit.recipe.schema as s
 from labkit import settings
-from labkit.errors import RecipeError
+from labkit.errors import LabkitError, RecipeError
 from labkit.recipe.load import RECIPE_FILE, load_recipe
 from labkit.recipe.plan import LanePlan
 
@@ -106,6 +106,15 @@ def find_recipe(name: str, root: Path | None = None) -> Path:
         )
     hint = s.suggest(name, known)
     raise RecipeError(str(root), "", f"no recipe '{name}'{hint}; known: {', '.join(known) or 'none'}")
+
+
+def recipe_named(name: str) -> str | None:
+    """The name of the recipe `name` finds (folder name, alias, unique prefix), None when it finds none or the
+    recipe does not load: a lane name that must not stand for a recipe is checked with it."""
+    try:
+        return load_recipe(find_recipe(name)).name
+    except LabkitError:
+        return None
 
 
 def alias_clashes(recipes: list[tuple[str, Path, tuple[str, ...]]]) -> list[str]:

@@ -140,7 +140,7 @@ def generate(
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(target, markdown)
         if plots:
-            made = save_all(data, target.parent / "plots")  # next to the tables they illustrate
+            made = save_all(data, target.parent / "plots", specs)  # next to the tables they illustrate
     return Report(markdown, tables, target, made, data.skipped)
 
 

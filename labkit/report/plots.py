@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -259,6 +260,19 @@ def runs_with_requests(results: Any) -> list[str]:
     ]
 
 
+def _without_sweep_points(results: Any) -> Any:
+    """The measures frame less the lanes that are points of a stored sweep: a sweep's points are drawn in its
+    own plot, not as lanes beside the others."""
+    from labkit.store import load_sweeps
+
+    root = getattr(results, "root", None)
+    points = {
+        (r.recipe, p.variant_id) for r in (load_sweeps(root) if root is not None else []) for p in r.points
+    }
+    m = results.measures
+    return m[[lane not in points for lane in zip(m["recipe"], m["variant"], strict=True)]] if len(m) else m
+
+
 def report_figures(results: Any) -> dict[str, Any]:
     """{file name: figure} of every plot `labkit report` draws: measures.png, prefill.png (sweep points left to
     their own plot), tokens-<recipe>-<variant>.png per lane's newest run with requests, ttft.png (TTFT by prompt
@@ -270,10 +284,9 @@ def report_figures(results: Any) -> dict[str, Any]:
 
     root = getattr(results, "root", None)
     records = load_sweeps(root) if root is not None else []
-    # a sweep's points are drawn in its own plot, not as lanes beside the others
     points = {(r.recipe, p.variant_id) for r in records for p in r.points}
     m = results.measures
-    lanes = m[[lane not in points for lane in zip(m["recipe"], m["variant"], strict=True)]] if len(m) else m
+    lanes = _without_sweep_points(results)
     figs = {"measures.png": measure_bars(lanes), "prefill.png": prefill_by_length(lanes)}
     for rid in latest_runs_with_requests(results):
         doc = results.docs[rid]
@@ -306,9 +319,37 @@ def report_figures(results: Any) -> dict[str, Any]:
     return figs
 
 
-def save_all(results: Any, folder: str | Path) -> list[Path]:
-    """Every plot of `report_figures` as a PNG in `folder`; returns the paths written."""
-    return [save_png(fig, Path(folder) / name) for name, fig in report_figures(results).items()]
+def table_figures(results: Any, specs: Sequence[Any]) -> dict[str, Any]:
+    """{table-<id>.png: figure} for each lane table of tables.toml with number rows: its columns' lanes, a panel
+    per number row, drawn as measures.png draws them (so the note's tables each have their picture)."""
+    from labkit.report.tables import expand_rows, lane_groups
+
+    out = {}
+    lanes_only = _without_sweep_points(results)
+    for spec in specs:
+        if spec.axis or spec.is_sweep or not len(results.measures):
+            continue
+        rows_of = results.measures if spec.sweep_points else lanes_only
+        parts = [part for _, part in lane_groups(rows_of, spec) if len(part)]
+        if not parts:
+            continue
+        import pandas as pd
+
+        lanes = pd.concat(parts, ignore_index=True)
+        rows = [r for r in expand_rows(spec.rows, lanes) if r.format == "number" and r.measure]
+        keys = tuple((r.measure, r.label) for r in rows if (lanes["measure"] == r.measure).any())
+        if keys:
+            fig = measure_bars(lanes, keys)
+            fig.suptitle(spec.title, fontsize=10, x=0.01, ha="left")
+            out[f"table-{spec.id}.png"] = fig
+    return out
+
+
+def save_all(results: Any, folder: str | Path, specs: Sequence[Any] = ()) -> list[Path]:
+    """Every plot of `report_figures`, and one per lane table of `specs` (table_figures), as a PNG in `folder`;
+    returns the paths written."""
+    figs = {**report_figures(results), **table_figures(results, specs)}
+    return [save_png(fig, Path(folder) / name) for name, fig in figs.items()]
 
 
 def save_png(fig: Any, path: str | Path) -> Path:

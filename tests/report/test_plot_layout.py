@@ -6,7 +6,7 @@ median; TTFT by prompt length and by depth, and per-request CDFs, are drawn."""
 from __future__ import annotations
 
 from labkit import lab
-from labkit.report.plots import measure_bars, report_figures, save_png
+from labkit.report.plots import measure_bars, report_figures, save_png, table_figures
 from labkit.store import load_results
 from tests.support.lanes import sim_recipe
 from tests.support.plots import text_overlaps
@@ -27,6 +27,27 @@ def test_every_report_plot_of_the_lab_record_reads_without_overlapping_text(lab_
     # sweep points are drawn in the sweep's own plot, not as lanes beside the others
     labels = [t.get_text() for t in bars.axes[0].get_yticklabels()]
     assert labels and not any("_dt-" in label for label in labels)
+
+
+def test_each_lane_table_has_its_figure_and_it_reads(lab_record, tmp_path):
+    from labkit import report
+
+    data = load_results(lab_record)
+    _, specs = report.load_spec(report.spec_path(data.root))
+    figs = table_figures(data, specs)
+    assert set(figs) == {"table-baseline.png", "table-dspark.png", "table-staging.png", "table-measured.png"}
+    for name, fig in figs.items():
+        assert text_overlaps(fig) == [], name
+    dspark = figs["table-dspark.png"]
+    assert dspark.texts[0].get_text().startswith("With DSpark K5")  # the table's title
+    assert [ax.get_title(loc="left") for ax in dspark.axes[:2]] == [
+        "decode c1 (t/s)",
+        "decode c2 (aggregate t/s)",
+    ]
+    measured = [t.get_text() for t in figs["table-measured.png"].axes[0].get_yticklabels()]
+    assert measured and not any("_dt-" in label for label in measured)  # sweep_points = false, as the table
+    written = report.generate(lab_record, write=True, plots=True).plots
+    assert {p.name for p in written} >= set(figs)
 
 
 def test_a_recorded_range_is_a_segment_and_close_lanes_keep_a_linear_axis(lab_record):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from labkit.errors import LabkitError
-from labkit.lab.runs import run_provenance, store_result, write_records
+from labkit.lab.runs import refuse_empty, run_provenance, store_result, write_records
 from labkit.recipe import LanePlan, MeasurePlan
 
 if TYPE_CHECKING:
@@ -94,12 +94,7 @@ def _one(
             measure,
             dataclasses.replace(options, run_id=run.run_id, on_partial=functools.partial(write_records, run)),
         )
-        if result.summary.n_ok == 0:  # a folder of failures is not a result: keep it, failed
-            write_records(run, result)
-            raise LabkitError(
-                f"run {run.run_id}: no request succeeded ({result.summary.n_failed} failed): "
-                + "; ".join(result.summary.notes)[:400]
-            )
+        refuse_empty(run, result)
         if not isinstance(plan, LanePlan):  # a bare lane is simulated when the engine says so
             run.update(simulated=bool(result.provenance.get("simulated")))
         store_result(run, result, {"source": "not booted by this run", "endpoint_origin": origin})

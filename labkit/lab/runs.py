@@ -203,12 +203,7 @@ def _repeat(
                 ).with_lane(plan),
             )
             done.results.append(result)
-            if result.summary.n_ok == 0:  # a folder of failures is not a result: keep it, failed
-                write_records(run, result)
-                raise LabkitError(
-                    f"run {run.run_id}: no request succeeded "
-                    f"({result.summary.n_failed} failed): " + "; ".join(result.summary.notes)[:400]
-                )
+            refuse_empty(run, result)
             if m.target_ci is not None:
                 for name, vals in values.items():
                     vals.append(result.summary.measures.get(name))
@@ -219,6 +214,16 @@ def _repeat(
             keep(run, result, plan, boot, [h.name for h in hosts], store.root)
         if done.target is not None and done.target.reached and i + 1 >= m.runs:
             break
+
+
+def refuse_empty(run: Run, result: BenchResult) -> None:
+    """A run where no request succeeded is no result: its records are kept and the run fails, naming why."""
+    if result.summary.n_ok == 0:
+        write_records(run, result)
+        raise LabkitError(
+            f"run {run.run_id}: no request succeeded "
+            f"({result.summary.n_failed} failed): " + "; ".join(result.summary.notes)[:400]
+        )
 
 
 def node_telemetry(plan: LanePlan, hosts: list, root: Path) -> NodeTelemetry | None:

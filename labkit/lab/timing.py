@@ -1,7 +1,7 @@
 """How long a lane's plan will take, before it runs: the plan's requests at the lane's stored speeds (else its
 recorded ones), plus its boot and its staging, each part saying which figures it used. `labkit show`, the
-notebooks' dry runs and `labkit sweep --dry-run` print it; a boot from the NAS takes ~10 minutes and staging
-~8 a node on the lab's cluster, so a plan's length is worth knowing before it starts.
+notebooks' dry runs and `labkit sweep --dry-run` print it: on the lab's cluster a boot from the NAS and the
+staging of a view each take minutes (the lab note's own figures), so a plan's length is worth knowing first.
 """
 
 from __future__ import annotations

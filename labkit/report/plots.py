@@ -260,17 +260,23 @@ def runs_with_requests(results: Any) -> list[str]:
     ]
 
 
-def _without_sweep_points(results: Any) -> Any:
-    """The measures frame less the lanes that are points of a stored sweep: a sweep's points are drawn in its
-    own plot, not as lanes beside the others."""
+def _sweep_points(records: Any) -> set[tuple[str, str]]:
+    """(recipe, variant id) of every point of these sweep records."""
+    return {(r.recipe, p.variant_id) for r in records for p in r.points}
+
+
+def _without(measures: Any, points: set[tuple[str, str]]) -> Any:
+    """The measures frame less the lanes that are sweep points: a sweep's points are drawn in its own plot, not
+    as lanes beside the others."""
+    m = measures
+    return m[[lane not in points for lane in zip(m["recipe"], m["variant"], strict=True)]] if len(m) else m
+
+
+def _records(results: Any) -> list[Any]:
     from labkit.store import load_sweeps
 
     root = getattr(results, "root", None)
-    points = {
-        (r.recipe, p.variant_id) for r in (load_sweeps(root) if root is not None else []) for p in r.points
-    }
-    m = results.measures
-    return m[[lane not in points for lane in zip(m["recipe"], m["variant"], strict=True)]] if len(m) else m
+    return load_sweeps(root) if root is not None else []
 
 
 def report_figures(results: Any) -> dict[str, Any]:
@@ -280,13 +286,10 @@ def report_figures(results: Any) -> dict[str, Any]:
     latency_plots.py), with load levels load.png
     (latency against throughput) and ttft-<recipe>-<variant>.png (TTFT per level of the lane's newest load run),
     and sweep-<recipe>-<name>.png per sweep record under the results' root."""
-    from labkit.store import load_sweeps
-
-    root = getattr(results, "root", None)
-    records = load_sweeps(root) if root is not None else []
-    points = {(r.recipe, p.variant_id) for r in records for p in r.points}
+    records = _records(results)
+    points = _sweep_points(records)
     m = results.measures
-    lanes = _without_sweep_points(results)
+    lanes = _without(m, points)
     figs = {"measures.png": measure_bars(lanes), "prefill.png": prefill_by_length(lanes)}
     for rid in latest_runs_with_requests(results):
         doc = results.docs[rid]
@@ -325,7 +328,7 @@ def table_figures(results: Any, specs: Sequence[Any]) -> dict[str, Any]:
     from labkit.report.tables import expand_rows, lane_groups
 
     out = {}
-    lanes_only = _without_sweep_points(results)
+    lanes_only = _without(results.measures, _sweep_points(_records(results)))
     for spec in specs:
         if spec.axis or spec.is_sweep or not len(results.measures):
             continue

@@ -7,7 +7,9 @@ of a depth the lane's context window cannot hold, the dataclass they become and 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import labkit.recipe.schema as s
 from labkit.measures import (
@@ -68,27 +70,38 @@ def depth_plan(table: dict) -> DepthPlan:
     )
 
 
-def context_window(engine_args: dict) -> int | None:
-    """The lane's context window as the recipe sets it (engine.args --max-model-len), None when it does not."""
-    value = engine_args.get("--max-model-len")
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+# the engine flags that set its context window: vLLM's (and the simulator's), SGLang's
+WINDOW_FLAGS = ("--max-model-len", "--context-length")
 
 
-def check_depth_window(depth: dict | None, window: int | None) -> None:
+def context_window(engine_args: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(flag, tokens) of the lane's context window as the recipe sets it (WINDOW_FLAGS, also spelled with
+    underscores), None when it sets none: an SGLang lane says --context-length, a vLLM lane --max-model-len."""
+    for flag, value in engine_args.items():
+        if "--" + flag.lstrip("-").replace("_", "-") not in WINDOW_FLAGS:
+            continue
+        if isinstance(value, str) and value.isdigit():
+            return flag, int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return flag, value
+    return None
+
+
+def check_depth_window(depth: dict | None, window: tuple[str, int] | None) -> None:
     """Refuse a depth whose context, question and answer cannot fit the lane's context window (the engine's
-    --max-model-len, when the recipe sets it): the requests would be refused by the engine after the boot."""
+    --max-model-len or --context-length, when the recipe sets it): the engine would refuse the requests after
+    the boot."""
     if depth is None or window is None:
         return
+    flag, limit = window
     for i, tokens in enumerate(depth["tokens"]):
         need = tokens + depth["prompt_tokens"] + depth["output_tokens"]
-        if need > window:
+        if need > limit:
             raise s.Invalid(
                 f"measure.depth.tokens[{i}]",
                 f"{tokens:,} tokens of context + {depth['prompt_tokens']} of question + "
-                f"{depth['output_tokens']} of answer = {need:,}, over the context window of {window:,} "
-                "(engine.args --max-model-len)",
+                f"{depth['output_tokens']} of answer = {need:,}, over the context window of {limit:,} "
+                f"(engine.args {flag})",
             )
 
 

@@ -389,7 +389,7 @@ def _check_engine(load: Mapping[str, Any], engine_args: Mapping[str, Any]) -> No
                 f"running requests (engine.args {cap[0]}): the engine would queue the rest, and the level would "
                 f"not run at {kind} {level}",
             )
-    window = context_window(dict(engine_args))
+    window = context_window(engine_args)
     ratio = load.get("range_ratio") or 0.0
     prompt, output = (int(load[k] * (1 + ratio)) for k in ("prompt_tokens", "output_tokens"))
     need = prompt + output
@@ -401,10 +401,10 @@ def _check_engine(load: Mapping[str, Any], engine_args: Mapping[str, Any]) -> No
         grown = (turns - 1) * (load["output_tokens"] + (load.get("tool_tokens") or DEFAULT_TOOL_TOKENS))
         need += grown
         what += f" + {grown:,} of {turns - 1} earlier turns' answers and tool results"
-    if window is not None and need > window:
+    if window is not None and need > window[1]:
         raise s.Invalid(
             "measure.load.prompt_tokens",
-            f"{what} = {need:,}, over the context window of {window:,} (engine.args --max-model-len)",
+            f"{what} = {need:,}, over the context window of {window[1]:,} (engine.args {window[0]})",
         )
 
 

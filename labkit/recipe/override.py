@@ -137,9 +137,9 @@ def _lengths(given: int | str | Sequence[int | str]) -> list[object]:
 
 def with_depth(plan: LanePlan, depth: int | str | Sequence[int | str]) -> LanePlan:
     """`plan` measuring these context depths ("0,8192" or a list; empty: none), with the rest of the recipe's
-    `[measure.depth]` (else its defaults), checked as `measure.depth` is, against the engine's
-    `--max-model-len` too; a RecipeError names the recipe file, the key and the override. docs/measurement.md,
-    "Context depth"."""
+    `[measure.depth]` (else its defaults), checked as `measure.depth` is, against the engine's context window
+    too (--max-model-len or --context-length); a RecipeError names the recipe file, the key and the override.
+    docs/measurement.md, "Context depth"."""
     items = _lengths(depth)
     window = context_window((plan.resolved.get("engine") or {}).get("args") or {})
     table = _measure_table(

@@ -132,3 +132,12 @@ def test_the_canary_table_makes_a_plan_and_a_line(tmp_path):
     )
     with pytest.raises(RecipeError, match=r"measure.canary.slow"):
         load_recipe(recipe(tmp_path, "canary = { slow = 0 }", name="c"))
+
+
+def test_an_sglang_context_length_bounds_the_depth_too(tmp_path):
+    """SGLang spells the window --context-length; the depth check used to read only --max-model-len."""
+    short = recipe(tmp_path, "", '[engine.args]\n"--context-length" = 16384', name="short")
+    with pytest.raises(RecipeError) as e:
+        load_recipe(short)
+    text = str(e.value)
+    assert "measure.depth.tokens[2]" in text and "16,384" in text and "--context-length" in text

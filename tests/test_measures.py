@@ -69,7 +69,6 @@ NOT_ON_THE_SIM_LANE = {
     "nfs_read_bytes",
     "nfs_read_bytes_per_completion",
     "canary_ms_before",  # the lane's one run is the boot's first: its cold turn comes before any canary
-    "load_preemptions",  # the simulator counts preemptions in its step mode only (tests/measure/test_load_steps.py)
     "load_capacity_streams",  # a capacity search (tests/measure/test_load_profiles.py), not this lane's levels
     "load_capacity_rate",
     # agentic session levels (tests/measure/test_load_sessions.py), one kind of level per recipe
@@ -135,7 +134,6 @@ def test_every_key_the_sim_lane_emits_matches_one_catalogue_row(sim_run):
             "accept_drafted_share",
             "accept_drafted_share@<C>",
             "canary_ms_before",  # the lane's one run is the boot's first (tests/lab/test_canary.py has a second)
-            "load_preemptions",
             "load_capacity_streams",
             "load_capacity_rate",
             "load_capacity_sessions",

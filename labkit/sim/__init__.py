@@ -35,8 +35,8 @@ the last token event carries finish_reason; then the usage chunk (choices=[], us
 prompt_tokens_details.cached_tokens) if requested; then `data: [DONE]`. Without ignore_eos a seeded EOS
 (mean eos_mean_tokens) may end the request early with finish_reason "stop" (the EOS token is counted).
 
-Timing, prefix cache and speculative decoding: see labkit/sim/engine.py (by default each request has its own
-schedule; engine steps with max_num_batched_tokens > 0, below; the schedule is absolute, TTFT = prefill
+Timing, prefix cache and speculative decoding: see labkit/sim/engine.py (engine steps by default, below; with
+max_num_batched_tokens=0 each request has its own schedule; the schedule is absolute, TTFT = prefill
 of the uncached prompt tokens, a repeated prefix is served from chained 16-token block hashes, a nonce at the
 start of a prompt defeats the cache, one at the end does not) and labkit/sim/speculation.py (a prompt that
 starts with labkit's content header `[<nonce> <category>] ` draws its acceptance from spec_accept_<category>
@@ -69,8 +69,8 @@ With steps both are the scheduler's lists and vllm:kv_cache_usage_perc (sglang:t
 share of KV blocks running requests hold (per-request schedule: the prefix cache's fill).
 
 Schedule: engine steps when max_num_batched_tokens=B > 0 (flag `--max-num-batched-tokens B` as vLLM spells it,
-with `--max-num-seqs N`, so one sweep command runs on the sim and on vLLM; the default is 0, docs/measurement.md,
-"The simulator's step scheduler", says why), like vLLM's V1 scheduler, simplified (labkit/sim/scheduler.py, the
+with `--max-num-seqs N`, so one sweep command runs on the sim and on vLLM; the default is 8192, the dsv41
+presets 4096 as the lab's lanes), like vLLM's V1 scheduler, simplified (labkit/sim/scheduler.py, the
 pure core; labkit/sim/steps.py, the loop that runs it in the server). B = 0 is the per-request schedule (labkit/sim/engine.py), which cannot show prefill and decode
 slowing each other:
 - each step gives every decoding request one token (with speculation: it verifies K drafts, 1 + K tokens of B,

@@ -126,9 +126,9 @@ class SimConfig:
     # the schedule (labkit/sim/scheduler.py), as vLLM's --max-num-batched-tokens: engine steps of at most this many
     # tokens (decodes first, then prefill chunks); a step lasts step_base_s + step_token_s x tokens + step_seq_s x
     # sequences, a slowed request's share longer (noise, idle, context, cold: StepScheduler.duration). Left at 0,
-    # the three are derived from decode_tps, prefill_tps and batch_beta (step_costs). 0 here: the per-request
-    # schedule of labkit/sim/engine.py instead
-    max_num_batched_tokens: int = 0  # opt-in (issue 37 leaves the flip open: docs/measurement.md)
+    # the three are derived from decode_tps, prefill_tps and batch_beta (step_costs). 0: the older per-request
+    # schedule of labkit/sim/engine.py instead (docs/measurement.md, "The simulator's step scheduler")
+    max_num_batched_tokens: int = 8192
     step_base_s: float = 0.0
     step_token_s: float = 0.0
     step_seq_s: float = 0.0
@@ -290,6 +290,7 @@ _DSV41 = dict(
     boot_weights_s=1.5,
     boot_init_s=1.0,
     prefill_chunk_tokens=4096,
+    max_num_batched_tokens=4096,  # the lab's --max-num-batched-tokens (the note's prefill levers)
 )
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -12,8 +12,15 @@ from labkit.recipe import DecodePlan, LoadPlan, MeasurePlan, PrefillPlan, SloPla
 from labkit.sim.oracle import SimOracle
 
 # 100 blocks of 16 tokens: a session's last turn holds ~20 blocks, so 2 sessions fit beside each other and 8
-# (~160 blocks, visited in turn) evict each other's prefixes before their next turn
-SMALL_CACHE = {"decode_tps": 400, "prefill_tps": 40000, "batch_beta": 0.05, "kv_cache_tokens": 1600}
+# (~160 blocks, visited in turn) evict each other's prefixes before their next turn; a window of 1,024 tokens,
+# as the step scheduler starts only with a pool that holds one request of the whole window
+SMALL_CACHE = {
+    "decode_tps": 400,
+    "prefill_tps": 40000,
+    "batch_beta": 0.05,
+    "kv_cache_tokens": 1600,
+    "max_model_len": 1024,
+}
 THINK_S = 0.05
 
 

@@ -15,6 +15,7 @@ import pytest
 from labkit import lab, report
 from labkit.measure import RunSummary
 from labkit.measure.summary.counters import nfs_summary
+from labkit.measure.workloads import WORKLOADS
 from labkit.measures import (
     ADDED_ROWS,
     CATALOGUE,
@@ -77,6 +78,8 @@ NOT_ON_THE_SIM_LANE = {
     "load_hit_share",
     "load_eviction_sessions",
     "staging_s",  # a lane with a view to stage: the run folder's staging.json (store/load.py lane_rows)
+    # prefill under decode (tests/measure/test_interference.py), a workload the sim lane does not ask for
+    *WORKLOADS["interference"].measures,
 }
 # the headline rule each caller kept before the catalogue: labkit compare's default measures (and, with prompt
 # content, decode c1 and acceptance length per category)
@@ -141,6 +144,7 @@ def test_every_key_the_sim_lane_emits_matches_one_catalogue_row(sim_run):
             "load_hit_share",
             "load_eviction_sessions",
             "staging_s",  # a lane with a view to stage (tests/report/test_measured_beside.py reads boot_s beside it)
+            *WORKLOADS["interference"].measures,  # prefill under decode: the sim lane does not ask for it
         }
     )
     assert {measure_info(k).key for k in sim_run.keys} >= {r.key for r in CATALOGUE} - NOT_ON_THE_SIM_LANE

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 T = TypeVar("T", bound="DataclassInstance")  # a record dataclass read back from its dict
 # a request's phase (a warmup request is sent but never summarised; docs/measurement.md names each phase)
-Phase = Literal["", "warmup", "decode", "content", "agentic", "idle", "depth", "prefill", "canary", "load"]
+Phase = Literal[
+    "", "warmup", "decode", "content", "agentic", "idle", "depth", "prefill", "canary", "load", "interference"
+]
 # where the slow-state canary runs: before or after the run's other phases
 CanaryWhere = Literal["before", "after"]
 ConcurrencySource = Literal[
@@ -143,6 +145,11 @@ class RequestRecord:
     )
     t_intended: int | None = None
     lateness_s: float | None = None
+    # prefill under decode (labkit/measure/workloads/interference.py; docs/measurement.md, "Prefill under
+    # decode"): a running "stream" (its `stream` index) or an "arrival" (its `turn` index), and the length of the
+    # prompts arriving in its window
+    interference: Literal["", "stream", "arrival"] = ""
+    arriving_tokens: int | None = None
 
     @classmethod
     def columns(cls) -> list[str]:

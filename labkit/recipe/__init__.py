@@ -4,7 +4,8 @@ Schema checks name the file and key path; variants are applied before the plan i
 recipe by folder name or alias. Modules: plan (the frozen `LanePlan`), specs (its model, engine and cluster
 parts), staging (its staging entries), measureplan (what it measures, and `WorkloadTable`, an optional
 workload's recipe half), contentplan (its prompt content), sessionplan (its agentic sessions and idle turns),
-depthplan (its context depths), canaryplan (its slow-state canary), loadplan (its load levels and their SLO), workloads (the workload tables by [measure]
+depthplan (its context depths), canaryplan (its slow-state canary), loadplan (its load levels and their SLO),
+interferenceplan (prefill under decode), workloads (the workload tables by [measure]
 key, which the schema, build, rules and description read), build (a merged table made a plan,
 the recipe hash), launch (the fabric and docker options), schema (the generic validator), names (node, user
 and image names), fields (the recipe format), rules (cross-key rules), load (reading + validating, Recipe,
@@ -16,6 +17,7 @@ topology (switch or ring cabling, and the NCCL mesh set a ring needs).
 from labkit.recipe.depthplan import DepthPlan
 from labkit.recipe.describe import describe_plan, lane_warnings
 from labkit.recipe.enginefacts import ENGINE_FACTS, EngineFacts, engine_facts
+from labkit.recipe.interferenceplan import INTERFERENCE_TABLE, STREAM_PROMPT_TOKENS, InterferencePlan
 from labkit.recipe.load import Recipe, load_recipe
 from labkit.recipe.loadplan import LOAD_TABLE, SLO_TABLE, LoadLoop, LoadPlan, SloPlan
 from labkit.recipe.lookup import (
@@ -49,13 +51,16 @@ from labkit.recipe.workloads import plan_record
 __all__ = [
     "BUILT_MODEL_PREFIX",
     "ENGINE_FACTS",
+    "INTERFERENCE_TABLE",
     "LOAD_TABLE",
     "SLO_TABLE",
+    "STREAM_PROMPT_TOKENS",
     "Api",
     "DecodePlan",
     "DepthPlan",
     "EngineFacts",
     "EngineSpec",
+    "InterferencePlan",
     "Invalid",
     "LanePlan",
     "LoadLoop",

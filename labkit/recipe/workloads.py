@@ -18,13 +18,23 @@ import labkit.recipe.schema as s
 from labkit.recipe.canaryplan import CANARY_TABLE
 from labkit.recipe.contentplan import CONTENT_TABLE
 from labkit.recipe.depthplan import DEPTH_TABLE
+from labkit.recipe.interferenceplan import INTERFERENCE_TABLE
 from labkit.recipe.loadplan import LOAD_TABLE, SLO_TABLE
 from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
 from labkit.recipe.sessionplan import AGENTIC_TABLE, IDLE_TABLE
 
 WORKLOAD_TABLES: dict[str, WorkloadTable[Any]] = {
     t.key: t
-    for t in (CONTENT_TABLE, AGENTIC_TABLE, IDLE_TABLE, DEPTH_TABLE, CANARY_TABLE, LOAD_TABLE, SLO_TABLE)
+    for t in (
+        CONTENT_TABLE,
+        AGENTIC_TABLE,
+        IDLE_TABLE,
+        DEPTH_TABLE,
+        CANARY_TABLE,
+        LOAD_TABLE,
+        SLO_TABLE,
+        INTERFERENCE_TABLE,
+    )
 }
 
 

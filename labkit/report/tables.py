@@ -105,14 +105,16 @@ def lane_groups(measures: Any, spec: TableSpec) -> list[tuple[LaneColumn, Any]]:
 
 
 def expand_rows(rows: tuple[RowSpec, ...], measures: Any) -> list[RowSpec]:
-    """The row specs with each "prefill_*" row expanded to one row per matching measure present, and each row
-    whose label holds "{L}" to one row per load level at which its measure is present (c4, then 0.5/s)."""
+    """The row specs with each "prefill_*" row (a "*" standing for a prompt length) expanded to one row per
+    matching measure present, and each row whose label holds "{L}" to one row per load level at which its
+    measure is present (c4, then 0.5/s)."""
     present = set(measures["measure"].unique()) if len(measures) else set()
     out = []
     for row in rows:
-        if row.measure.endswith("*"):
-            # "prefill_*" is the family prefill_<P>: prefill_4096, not prefill_4096_raw or _ttft
-            family = row.measure.removesuffix("*") + "<P>"
+        if "*" in row.measure:
+            # "prefill_*" is the family prefill_<P>: prefill_4096, not prefill_4096_raw or _ttft;
+            # "interference_*_stall" the family interference_<P>_stall
+            family = row.measure.replace("*", "<P>")
             for tokens in axis_values(present, family, "prompt"):
                 label = row.label.replace("{P}", f"{tokens:,}")
                 out.append(dataclasses.replace(row, label=label, measure=measure_key(family, prompt=tokens)))

@@ -16,7 +16,7 @@ from labkit.measure import WORKLOADS, BenchOptions, run_bench
 from labkit.measure.runner import active_workloads, planned_requests
 from labkit.measure.workloads import Workload, window_of
 from labkit.measures import catalogue
-from labkit.recipe import DecodePlan, DepthPlan, LoadPlan, MeasurePlan, PrefillPlan
+from labkit.recipe import DecodePlan, DepthPlan, InterferencePlan, LoadPlan, MeasurePlan, PrefillPlan
 from labkit.recipe.canaryplan import CanaryPlan
 from labkit.recipe.sessionplan import AgenticPlan
 from labkit.recipe.workloads import WORKLOAD_TABLES
@@ -86,7 +86,17 @@ def test_a_workload_missing_a_part_is_named(change, problem):
 
 
 def test_the_registry_holds_every_workload_in_run_order():
-    assert list(WORKLOADS) == ["decode", "content", "agentic", "idle", "depth", "load", "prefill", "canary"]
+    assert list(WORKLOADS) == [
+        "decode",
+        "content",
+        "agentic",
+        "idle",
+        "depth",
+        "load",
+        "interference",
+        "prefill",
+        "canary",
+    ]
     assert workload_keys("content", "added") == (
         "content",
         "agentic",
@@ -94,6 +104,7 @@ def test_the_registry_holds_every_workload_in_run_order():
         "depth",
         "load",
         "slo",
+        "interference",
         "canary",
     )
 
@@ -113,6 +124,7 @@ def _every_workload(runs: int = 2) -> MeasurePlan:
             "depth": DepthPlan((256,), prompt_tokens=32, output_tokens=8),
             "canary": CanaryPlan(requests=2, output_tokens=8),
             "load": LoadPlan(concurrency=(2,), level_requests=2, prompt_tokens=32, output_tokens=8),
+            "interference": InterferencePlan((128,), 2, stream_tokens=48, warm_tokens=8, arrivals=1),
         },
     )
 
@@ -137,13 +149,13 @@ def test_a_plan_with_every_workload_sends_what_was_planned_and_summarises_each()
     keys = set(res.summary.measures)
     assert {"decode_c1", "decode_c2_agg", "decode_c1@code", "agentic_ttft_t2", "idle_1_ttft"} <= keys
     assert {"depth_256_ttft", "depth_256_ttft_cached", "prefill_128", "canary_ms"} <= keys
-    assert {"load_ttft@load=2@stat=p50", "load_output_tps@load=2"} <= keys
+    assert {"load_ttft@load=2@stat=p50", "load_output_tps@load=2", "interference_128_ttft"} <= keys
 
 
 def test_asking_for_one_half_runs_only_its_workloads():
     plan = _every_workload(runs=1)
     decode_only = [w.name for w in active_workloads(plan, decode=True, prefill=False)]
     prefill_only = [w.name for w in active_workloads(plan, decode=False, prefill=True)]
-    assert decode_only == ["decode", "content", "agentic", "idle", "depth", "load", "canary"]
+    assert decode_only == ["decode", "content", "agentic", "idle", "depth", "load", "interference", "canary"]
     assert prefill_only == ["prefill", "canary"]
     assert planned_requests(plan, False, decode=False, prefill=True) == (1 + 1) + 2 * 2

@@ -121,9 +121,9 @@ def test_the_plan_a_run_records_keeps_its_old_shape():
     without a resolved recipe, so it must read as it always did."""
     base = MeasurePlan("chat", 1, DecodePlan((1,), 2, 8, 0), PrefillPlan((64,), 1), 10.0)
     record = plan_record(base)
-    workloads = ["content", "agentic", "idle_s", "depth", "canary", "load", "slo"]
-    assert list(record)[-8:] == ["clock_drop", *workloads]
-    assert [record[k] for k in workloads] == [(), None, (), None, None, None, None]
+    workloads = ["content", "agentic", "idle_s", "depth", "canary", "load", "slo", "interference"]
+    assert list(record)[-9:] == ["clock_drop", *workloads]
+    assert [record[k] for k in workloads] == [(), None, (), None, None, None, None, None]
     depth = DepthPlan((256,), prompt_tokens=32)
     record = plan_record(base.with_workload("depth", depth).with_workload("content", ("code",)))
     assert record["depth"] == dataclasses.asdict(depth) and record["content"] == ("code",)

@@ -244,13 +244,15 @@ class StreamClient:
         await self._idle.wait()
         return raw.parsed()
 
-    async def stream_raw(self, req: StreamRequest) -> RawStream:
+    async def stream_raw(self, req: StreamRequest, parser: SSEParser | None = None) -> RawStream:
         """Run one streamed request and return it stamped but unparsed (`RawStream.parsed()` parses it), for
-        senders whose streams never all end at once (a load level). Failures come back in `error`."""
+        senders whose streams never all end at once (a load level). Failures come back in `error`. A caller
+        that hands its own `parser` can count the stream's reads while it runs (`SSEParser.reads`)."""
         import openai  # already loaded by __init__; binds the name for the except clause
 
-        res = StreamResult()
-        parser = SSEParser(res)
+        if parser is None:
+            parser = SSEParser(StreamResult())
+        res = parser.res
         self._gc_hold(+1)
         watch: asyncio.Task[None] | None = None
         try:

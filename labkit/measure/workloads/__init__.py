@@ -4,7 +4,8 @@ them (docs/architecture.md, "How to add a workload").
 Modules: base (the `Workload` type and what its summary is handed), windows (the scrapes between a workload's
 requests and a window's acceptance), decode (cold turn, warmups, c1 turns, cK lockstep groups), content (c1
 turns on the pinned corpus, per category), agentic (multi-turn sessions), idle (a request after a pause), depth
-(requests at a context depth, uncached and cached), load (closed- and open-loop load levels), prefill (prompts fitted to a length, max_tokens=1), canary
+(requests at a context depth, uncached and cached), load (closed- and open-loop load levels),
+interference (prompts arriving while streams decode), prefill (prompts fitted to a length, max_tokens=1), canary
 (a fixed short decode before and after the others).
 
 An explicit dict, as the engine registry is: the runner, the request count, the sanity windows, the summary, the
@@ -22,13 +23,14 @@ from labkit.measure.workloads.content import CONTENT
 from labkit.measure.workloads.decode import DECODE
 from labkit.measure.workloads.depth import DEPTH
 from labkit.measure.workloads.idle import IDLE
+from labkit.measure.workloads.interference import INTERFERENCE
 from labkit.measure.workloads.load import LOAD
 from labkit.measure.workloads.prefill import PREFILL
 from labkit.recipe import MeasurePlan
 
 # run order within a repetition (a workload's `before` step comes ahead of every `run`); also the summary's order
 WORKLOADS: dict[str, Workload] = {
-    w.name: w for w in (DECODE, CONTENT, AGENTIC, IDLE, DEPTH, LOAD, PREFILL, CANARY)
+    w.name: w for w in (DECODE, CONTENT, AGENTIC, IDLE, DEPTH, LOAD, INTERFERENCE, PREFILL, CANARY)
 }
 
 

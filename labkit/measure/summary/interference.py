@@ -1,0 +1,170 @@
+"""Prefill under decode, the summary: per arriving prompt length P, the arrivals' TTFT and what their prefill
+cost the streams that were decoding beside them (`interference_<P>_<m>`; docs/measurement.md, "Prefill under
+decode").
+
+Pure: chunk stamps in, figures out. The same functions read the simulator's write times in the tests, so the
+client's figures are checked against the engine's truth by one definition.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from labkit.measure.records import RequestRecord, RunSummary
+from labkit.measure.summary.latency import percentile
+from labkit.measures import measure_key
+
+NS = 1e9
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """An arriving prompt's prefill as the client saw it: sent at `t_send`, first token at `t_first` (ns)."""
+
+    t_send: int
+    t_first: int
+
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether a gap (start, end] between two of a stream's chunks overlaps this prefill."""
+        return end > self.t_send and start < self.t_first
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What one prefill cost the running streams. `stall_s`: over the streams, the sum of each gap's excess
+    over that stream's median gap before the arrival (a shorter gap counts 0), for the gaps that overlap the
+    prefill; `gap_max_s`: the longest of those gaps; `gap_before_s`: the median of the streams' median gaps
+    before. `covered`: every stream was still decoding when the arrival's first token came (else the figures
+    leave out what came after that stream ended)."""
+
+    stall_s: float
+    gap_max_s: float | None
+    gap_before_s: float | None
+    covered: bool
+
+
+def gaps(stamps: Sequence[int]) -> list[tuple[int, int]]:
+    """A stream's gaps between consecutive token-bearing chunks, (start, end) in ns; the first gap (from the
+    first token to the second) is left out, as the other streams' prefills may still run in it."""
+    pairs = list(zip(stamps[:-1], stamps[1:], strict=True))
+    return pairs[1:]
+
+
+def effect(prefill: Prefill, earlier: Sequence[Prefill], streams: Sequence[Sequence[int]]) -> Effect:
+    """The prefill's effect on streams given by their chunk stamps: each stream's baseline is the median of its
+    gaps that ended before the arrival was sent and overlap no earlier arrival's prefill."""
+    stall, longest, befores, covered = 0.0, 0.0, [], True
+    for stamps in streams:
+        own = gaps(stamps)
+        clean = [e - b for b, e in own if e <= prefill.t_send and not any(p.overlaps(b, e) for p in earlier)]
+        during = [e - b for b, e in own if prefill.overlaps(b, e)]
+        if not stamps or stamps[-1] < prefill.t_first:
+            covered = False
+        if not clean:
+            continue
+        base = statistics.median(clean)
+        befores.append(base / NS)
+        stall += sum(max(0.0, d - base) for d in during) / NS
+        longest = max([longest, *during])
+    return Effect(
+        stall,
+        longest / NS if longest else None,
+        statistics.median(befores) if befores else None,
+        covered and bool(befores),
+    )
+
+
+def interference_measures(s: RunSummary, records: Sequence[RequestRecord]) -> None:
+    """Per arriving prompt length, over every repetition: the arrivals' TTFT (median and max), the stall, the
+    longest gap and the gap before (medians over the arrivals a stream decoded through), and the p99 of every
+    gap of the streams from the window's first arrival on."""
+    mine = [r for r in records if r.phase == "interference" and r.arriving_tokens is not None]
+    for tokens in sorted({r.arriving_tokens for r in mine if r.arriving_tokens is not None}):
+        ttfts: list[float] = []
+        effects: list[Effect] = []
+        after: list[float] = []
+        for rep in sorted({r.rep for r in mine if r.arriving_tokens == tokens}):
+            window = [r for r in mine if r.arriving_tokens == tokens and r.rep == rep]
+            _window(s, tokens, rep, window, ttfts, effects, after)
+        _write(s, tokens, ttfts, effects, after)
+
+
+def _window(
+    s: RunSummary,
+    tokens: int,
+    rep: int,
+    window: Sequence[RequestRecord],
+    ttfts: list[float],
+    effects: list[Effect],
+    after: list[float],
+) -> None:
+    """One window's arrivals and streams into the pooled lists; an arrival that came before the previous one
+    had its first token, or after a stream ended, is noted."""
+    streams = [r.chunk_t for r in window if r.interference == "stream" and r.ok]
+    arrivals = sorted(
+        (r for r in window if r.interference == "arrival" and r.ok and r.t_first is not None),
+        key=lambda r: r.t_send,
+    )
+    done: list[Prefill] = []
+    where = f"interference {tokens:,} (repetition {rep + 1})"
+    for r in arrivals:
+        assert r.t_first is not None and r.ttft_s is not None
+        p = Prefill(r.t_send, r.t_first)
+        if done and done[-1].t_first > p.t_send:
+            s.notes.append(
+                f"{where}: arrival {r.turn + 1} came before the previous one's first token: raise spacing_s"
+            )
+        e = effect(p, done, streams)
+        if not e.covered:
+            s.notes.append(
+                f"{where}: arrival {r.turn + 1} was not decoded through by every stream: raise stream_tokens"
+            )
+        else:
+            effects.append(e)
+        ttfts.append(r.ttft_s)
+        done.append(p)
+    if done:
+        start = done[0].t_send
+        after.extend((e - b) / NS for stamps in streams for b, e in gaps(stamps) if e > start)
+
+
+def _write(s: RunSummary, tokens: int, ttfts: list[float], effects: list[Effect], after: list[float]) -> None:
+    def put(measure: str, value: float | None, how: str) -> None:
+        if value is not None:
+            key = measure_key(f"interference_<P>_{measure}", prompt=tokens)
+            s.measures[key] = value
+            s.method[key] = how
+
+    what = f"the {tokens:,}-token arrivals"
+    if ttfts:
+        put("ttft", statistics.median(ttfts), f"median client TTFT (first token - send) of {what}")
+        put("ttft_max", max(ttfts), f"the longest client TTFT of {what}")
+    if effects:
+
+        def med(values: list[float | None]) -> float | None:
+            known = [v for v in values if v is not None]
+            return statistics.median(known) if known else None
+
+        stamps = "client chunk stamps of the running streams"
+        put(
+            "stall",
+            med([e.stall_s for e in effects]),
+            f"median over {what}: the streams' summed excess gap ({stamps})",
+        )
+        put(
+            "gap_max",
+            med([e.gap_max_s for e in effects]),
+            f"median over {what}: the longest overlapping gap ({stamps})",
+        )
+        put(
+            "gap_before",
+            med([e.gap_before_s for e in effects]),
+            f"median over {what}: the streams' median gap before ({stamps})",
+        )
+    put(
+        "itl_p99",
+        percentile(after, 99.0),
+        "p99 of the running streams' gaps from each window's first arrival on",
+    )

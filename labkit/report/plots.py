@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from labkit.measures import RATE, headline, order_key, unit
+from labkit.measures import RATE, axis_values, headline, measure_key, order_key, unit
 from labkit.measures import label as measure_label
+from labkit.report import pareto
 from labkit.report.latency_plots import request_distributions, ttft_figure
 from labkit.report.load_plots import (
     latency_throughput,
@@ -426,10 +427,43 @@ def node_series(csvs: dict[str, str], title: str = "") -> Any:
     return fig
 
 
+# the prefill-under-decode figures a sweep plot shows when its points have them: the two sides of the trade-off
+# (the arrival's TTFT, the running streams' longest gap) and the decode time each arrival took from the streams
+SWEEP_INTERFERENCE = ("interference_<P>_ttft", "interference_<P>_gap_max", "interference_<P>_stall")
+# (x, y) of each trade-off plane: the streams' cost across, the arriving prompt's up
+TRADE_OFF = ("interference_<P>_gap_max", "interference_<P>_ttft")
+
+
 def sweep_measures(present: Any) -> list[str]:
-    """The headline rates among `present` a sweep plot shows by default: decode_c1, then decode_c<N>_agg and
-    prefill_<P> by N and P."""
-    return sorted(headline(set(present), rates_only=True), key=order_key)
+    """The measures among `present` a sweep plot shows by default: the headline rates (decode_c1, then
+    decode_c<N>_agg and prefill_<P> by N and P), then the prefill-under-decode figures by prompt length."""
+    keys = set(present)
+    lengths = axis_values(keys, SWEEP_INTERFERENCE[0], "prompt")
+    arriving = [measure_key(f, prompt=n) for n in lengths for f in SWEEP_INTERFERENCE]
+    return sorted(headline(keys, rates_only=True), key=order_key) + [k for k in arriving if k in keys]
+
+
+def trade_off_planes(present: Any) -> list[tuple[str, str]]:
+    """(x, y) keys of each trade-off plane the points have both of: one per arriving prompt length."""
+    keys = set(present)
+    planes = [
+        tuple(measure_key(f, prompt=n) for f in TRADE_OFF) for n in axis_values(keys, TRADE_OFF[1], "prompt")
+    ]
+    return [(x, y) for x, y in planes if x in keys and y in keys]
+
+
+def trade_off_costs(record: Any, parts: list[Any], x_key: str, y_key: str) -> list[pareto.Cost]:
+    """One Cost per measured point with both figures, labelled with its swept values."""
+    out = []
+    for p, part in zip(record.points, parts, strict=True):
+        if p.status not in ("measured", "resumed"):
+            continue
+        x, y = sweep_point(part, x_key), sweep_point(part, y_key)
+        if x is None or y is None:
+            continue
+        label = ", ".join(value_text(p.values.get(a.short)) for a in record.axes)
+        out.append(pareto.Cost(label, x[0], y[0], x[1], y[1]))
+    return out
 
 
 def sweep_point(part: Any, key: str) -> tuple[float, float, float] | None:
@@ -475,9 +509,18 @@ def sweep_figure(record: Any, data: Any, measures: list[str] | None = None) -> A
     shown = [
         part for p, part in zip(record.points, parts, strict=True) if p.status in ("measured", "resumed")
     ]
-    keys = list(measures or sweep_measures({m for part in shown for m in part["measure"]}) or ["decode_c1"])
-    fig = _figure(figsize=(8, 2.8 * len(keys)))
-    for ax, key in zip(fig.subplots(len(keys), 1, squeeze=False)[:, 0], keys, strict=True):
+    present = {m for part in shown for m in part["measure"]}
+    keys = list(measures or sweep_measures(present) or ["decode_c1"])
+    planes = [] if measures else trade_off_planes(present)
+    panels = len(keys) + len(planes)
+    fig = _figure(figsize=(8, 2.6 * panels + 0.4), layout="constrained")
+    axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
+    for ax, (x_key, y_key) in zip(axes[len(keys) :], planes, strict=True):
+        tokens = axis_values([y_key], TRADE_OFF[1], "prompt")[0]
+        title = f"the trade-off: {tokens:,}-token prompts arriving under decode, one marker per point"
+        labels = ("longest gap of a running stream during the prefill (s)", "arrival TTFT (s)")
+        pareto.draw(ax, trade_off_costs(record, parts, x_key, y_key), title, labels)
+    for ax, key in zip(axes[: len(keys)], keys, strict=True):
         lines, failed, pos = sweep_series(record, parts, key)
         for label, pts in lines.items():
             xs, ys, los, his = zip(*pts, strict=True)
@@ -492,11 +535,26 @@ def sweep_figure(record: Any, data: Any, measures: list[str] | None = None) -> A
         ax.set_xticks(list(pos.values()), list(pos), fontsize=7)
         ax.set_xlabel(axis_header(record.axes[0]), fontsize=8)
         ax.set_title(measure_label(key), fontsize=9)  # 'decode c2 aggregate (t/s)'
+        _no_jitter_zoom(ax, [y for pts in lines.values() for _, y, _, _ in pts])
         if lines or failed:
             ax.legend(fontsize=6)
         else:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
     fig.suptitle(sweep_title(record, any(bool(part["simulated"].any()) for part in shown)), fontsize=9)
-    h = 2.8 * len(keys)
-    fig.subplots_adjust(left=0.1, right=0.97, top=1 - 0.55 / h, bottom=0.45 / h, hspace=0.6)
     return fig
+
+
+SWEEP_MIN_SPAN = 0.05  # a sweep panel's y axis spans at least this share of its values' middle
+
+
+def _no_jitter_zoom(ax: Any, ys: list[float]) -> None:
+    """Plain tick labels (no "+2.97e1" offset), and a y axis at least SWEEP_MIN_SPAN of the values wide around
+    their middle: a spread of a few thousandths would otherwise fill the panel and read as a trend."""
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+    if not ys:
+        return
+    lo, hi = ax.get_ylim()
+    mid = (min(ys) + max(ys)) / 2
+    half = abs(mid) * SWEEP_MIN_SPAN / 2
+    if hi - lo < 2 * half:
+        ax.set_ylim(mid - half, mid + half)

@@ -113,6 +113,30 @@ def point_notes(record: SweepRecord, lanes: Sequence[tuple[LaneColumn, Any]]) ->
     return notes
 
 
+NFS_MARK = " \u2021"  # ‡ after a point's first swept value: it read from the shared NFS while measuring
+
+
+def nfs_reads(lanes: Sequence[tuple[LaneColumn, Any]]) -> dict[int, float]:
+    """{point index: the most NFS bytes one of its runs read while measuring}, for the points whose runs read
+    any: a lane that reads its model from the NAS during the windows measures the NAS too."""
+    out = {}
+    for i, (_, part) in enumerate(lanes):
+        if not len(part):
+            continue
+        values = part[part["measure"] == "nfs_read_bytes"]["value"].dropna()
+        if len(values) and float(values.max()) > 0:
+            out[i] = float(values.max())
+    return out
+
+
+def nfs_notes(lanes: Sequence[tuple[LaneColumn, Any]], nfs: Mapping[int, float]) -> list[str]:
+    return [
+        f"\u2021 point {lanes[i][0].title}: a run read {read / 1e6:,.0f} MB from the shared NFS while measuring "
+        '(nfs_read_bytes): its figures may measure the NAS (docs/sweeps.md, "Checked before the first boot").'
+        for i, read in sorted(nfs.items())
+    ]
+
+
 def point_cells(
     spec: TableSpec,
     rows: list[RowSpec],
@@ -160,7 +184,14 @@ def sweep_table(
         if not spec.drop_empty_rows or any(values[i] not in NO_FIGURE for values in grid)
     ]
     names = [axis_header(a) for a in record.axes]
-    keys = [tuple(value_text(p.values.get(a.short)) for a in record.axes) for p in record.points]
+    nfs = nfs_reads(lanes)
+    keys = [
+        tuple(
+            value_text(p.values.get(a.short)) + (NFS_MARK if j == 0 and i in nfs else "")
+            for j, a in enumerate(record.axes)
+        )
+        for i, p in enumerate(record.points)
+    ]
     index = (
         pd.MultiIndex.from_tuples(keys, names=names)
         if len(names) > 1 and keys
@@ -175,7 +206,7 @@ def sweep_table(
     forms = {spec.interval_of(rows[i]) for i in keep} - {"range"}
     counted = [lane for lane, _ in lanes if lane.runs]
     notes = list(spec.notes) + ([interval_note(counted, forms)] if forms and counted else [])
-    notes += point_notes(record, lanes) + flag_notes
+    notes += point_notes(record, lanes) + flag_notes + nfs_notes(lanes, nfs)
     simulated = any(lane.simulated for lane, _ in lanes)
     prefix = "" if spec.title == spec.id else f"{spec.title}: "
     return Table(

@@ -202,6 +202,40 @@ def test_cli_sweep_prints_the_table_and_writes_the_plot(recipes, tmp_path, capsy
     assert (results / "_sweeps" / "fastsim" / "default_over_dt.json").is_file()
 
 
+MNBT = 'engine.args."--max-num-batched-tokens"'
+ARRIVING = (
+    "interference = { prompt_tokens = [2000], streams = 2, stream_tokens = 160, warm_tokens = 8, arrivals = 2, "
+    "spacing_s = 0.3 }"
+)
+
+
+def test_a_budget_sweep_shows_the_prefill_trade_off_in_its_table_and_plot(tmp_path, monkeypatch, capsys):
+    """The simulator's known trade-off (docs/measurement.md, "Prefill under decode"): the whole 2,000-token
+    prompt in one step (budget 8192) gives the arrival its first token sooner and the streams one long gap;
+    steps of 512 tokens spread the same stall over shorter gaps. The table shows TTFT and the stall per point
+    and the plot has the trade-off plane."""
+    from labkit import report
+
+    root = tmp_path / "recipes"
+    sim_recipe(root / "arrivals", port=PORT + 1, measure=ARRIVING)
+    monkeypatch.setenv("LABKIT_RECIPES", str(root))
+    results = tmp_path / "results"
+    code = main(["sweep", "arrivals", "--over", f"{MNBT}=512,8192", "--results", str(results)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "arrival TTFT under decode, 2,000 (s)" in out and "decode stall per 2,000 arrival (s)" in out
+    m = load_results(results).measures
+    fig = {k: dict(zip(m[m["measure"] == k]["variant"], m[m["measure"] == k]["value"], strict=True)) for k in (
+        "interference_2000_ttft", "interference_2000_gap_max", "interference_2000_stall")}  # fmt: skip
+    ttft, gap, stall = fig.values()
+    assert ttft["mnbt-512"] > ttft["mnbt-8192"]
+    assert gap["mnbt-512"] < 0.5 * gap["mnbt-8192"]
+    assert stall["mnbt-512"] == pytest.approx(stall["mnbt-8192"], rel=0.2)
+    record = read_sweep(results / "_sweeps" / "arrivals" / "default_over_mnbt.json")
+    titles = [ax.get_title() for ax in report.sweep_figure(record, load_results(results)).axes]
+    assert any(t.startswith("the trade-off: 2,000-token prompts") for t in titles)
+
+
 def test_cli_sweep_exits_1_naming_a_failed_point(recipes, tmp_path, capsys):
     over = ["--over", f"{DT}=40,80", "--over", f'engine.args."--fault-boot-crash"="","{OOM}"', "--zip"]
     code = main(["sweep", "fastsim", *over, "--results", str(tmp_path / "results")])

@@ -344,3 +344,24 @@ def test_an_auto_lane_table_may_leave_out_the_sweeps_points(root, tmp_path):
     (lanes,) = [t for t in rep.tables if t.id == "m"]
     assert [lane.variant for lane in lanes.lanes] == ["spec-dspark"]
     assert [t.id for t in rep.tables] == ["m", "sweeps:sim/mnbt"]  # the points are in their own table
+
+
+def test_a_point_that_read_from_the_shared_nfs_is_marked_with_its_megabytes(root, tmp_path):
+    """A NAS-read lane's prefill measures the NAS: the point whose run read from the shared NFS while measuring
+    gets a ‡ on its swept value and a note with the bytes; a point reading nothing stays unmarked."""
+    from labkit.report.sweep import NFS_MARK
+
+    a = _run(root, "spec-none_mnbt-4096", {"decode_c1": 50.0, "nfs_read_bytes": 2.5e9})
+    b = _run(root, "spec-none_mnbt-8192", {"decode_c1": 51.0, "nfs_read_bytes": 0.0})
+    axis = SweepAxisRecord(["engine", "args", MNBT], f'engine.args."{MNBT}"', "mnbt", [4096, 8192])
+    points = [
+        SweepPoint("spec-none_mnbt-4096", {"mnbt": 4096}, "measured", [a]),
+        SweepPoint("spec-none_mnbt-8192", {"mnbt": 8192}, "measured", [b]),
+    ]
+    write_sweep(root, SweepRecord("mnbt", "sim", {"spec": "none"}, [axis], points=points))
+    [table], _ = _sweep_tables(root, _spec(tmp_path))
+    assert list(table.frame.index) == [f"4096{NFS_MARK}", "8192"]
+    assert any(
+        "point mnbt=4096: a run read 2,500 MB from the shared NFS while measuring" in n for n in table.notes
+    )
+    assert not any("mnbt=8192: a run read" in n for n in table.notes)

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from labkit.cli.common import variant_args, variant_choices
+from labkit.errors import LabkitError
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -20,7 +21,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(lab.describe_sweep(sp))
         print(lab.estimate_sweep(sp, args.results))
         return 0
-    sw = lab.sweep(args.recipe, args.over, fresh=args.fresh, results=args.results, **kw)
+    allowed = allowed_env(args.allow_env or [], args.reason or [])
+    sw = lab.sweep(args.recipe, args.over, fresh=args.fresh, results=args.results, allowed_env=allowed, **kw)
     for table in lab.sweep_tables(sw):
         print(report.to_text(table), end="\n\n")
     plot = lab.save_sweep_figure(sw)
@@ -30,6 +32,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for point in sw.failed:
         print(f"labkit: point {point.variant_id} failed: {point.reason}", file=sys.stderr)
     return 1 if sw.failed else 0
+
+
+def allowed_env(names: list[str], reasons: list[str]) -> dict[str, str]:
+    """{name: reason} from the paired --allow-env and --reason options; each name needs its reason."""
+    if len(names) != len(reasons) or not all(r.strip() for r in reasons):
+        raise LabkitError(
+            f"--allow-env: {len(names)} name(s) and {len(reasons)} --reason(s): give each --allow-env NAME its "
+            "--reason TEXT (why the sweep should run a variable the engine's code never mentions)"
+        )
+    return dict(zip(names, reasons, strict=True))
 
 
 def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -60,5 +72,12 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--runs", type=int, default=None, metavar="N", help="runs per point (default measure.runs)"
     )
     p.add_argument("--dry-run", action="store_true", help="list the points and boots, boot nothing")
+    p.add_argument(
+        "--allow-env",
+        action="append",
+        metavar="NAME",
+        help="run an engine-named environment variable the engine's code never mentions (with --reason)",
+    )
+    p.add_argument("--reason", action="append", metavar="TEXT", help="why, for the --allow-env before it")
     p.add_argument("--results", metavar="DIR", help="results folder (default $LABKIT_RESULTS or results/)")
     p.set_defaults(func=cmd_sweep)

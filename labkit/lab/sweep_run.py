@@ -11,10 +11,10 @@ whose boot or runs fail is recorded with the reason and the sweep goes on.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labkit.errors import LabkitError, RecipeError
 from labkit.lab.resolve import choices_for, overridden
@@ -32,6 +32,9 @@ from labkit.store import (
     sweep_path,
     write_sweep,
 )
+
+if TYPE_CHECKING:
+    from labkit.serve import Check, EnvLever
 
 
 @dataclass
@@ -147,25 +150,65 @@ def sweep_plan(
     return SweepPlan(rec.name, label, dict(base.variants), axes, zipped, points, plans)
 
 
-def check_before_boot(sp: SweepPlan, plan: LanePlan, ssh: SshOptions | None, progress: bool) -> None:
-    """The nodes reachable (NodeError naming each one that is not), then swept engine flags against the
-    engine's own --help on the head, else labkit's list of its known flags (docs/engines.md, "Known flags
-    and the sweep flag check"): both before any boot, so neither wastes one."""
+def check_before_boot(
+    sp: SweepPlan,
+    plans: Sequence[LanePlan],
+    ssh: SshOptions | None,
+    progress: bool,
+    allowed_env: Mapping[str, str] | None = None,
+) -> None:
+    """The nodes reachable (NodeError naming each one that is not), then, once per image among `plans` (a
+    sweep over engine.image checks each): swept engine flags against the engine's own --help on the head, else
+    labkit's list of its known flags (docs/engines.md, "Known flags and the sweep flag check"), and the
+    engine-named environment variables the points set against the engine's code (serve/envcheck.py; a name
+    in `allowed_env` passes with its reason). All before any boot, so none wastes one."""
     from labkit.nodes import check_reachable
-    from labkit.serve import Lane, check_flags
+    from labkit.serve import Lane, check_env, check_flags, split_levers
 
     flags = [(a.key[2], f"swept by --over {a.text}") for a in sp.axes if a.key[:2] == ("engine", "args")]
-    lane = Lane(plan, ssh=ssh, progress=sys.stderr if progress else None)
-    try:
-        check_reachable(lane.group)
-        checks = check_flags(lane.state, flags) if flags else []
-    finally:
-        lane.close()
-    failed = [c for c in checks if c.failed]
-    if failed:
-        named = [str(c.facts.get("flag")) for c in failed if c.facts.get("flag")] or [f for f, _ in flags]
-        text = "; ".join(f"{c.node}: {c.result}" for c in failed)
-        raise RecipeError(plan.file, f"--over {', '.join(named)}", text)
+    by_image: dict[str | None, list[LanePlan]] = {}
+    for plan in plans:
+        by_image.setdefault(plan.engine.image, []).append(plan)
+    for image_plans in by_image.values():
+        plan = image_plans[0]
+        levers, unchecked = split_levers(env_levers(sp, image_plans))
+        lane = Lane(plan, ssh=ssh, progress=sys.stderr if progress else None)
+        try:
+            check_reachable(lane.group)
+            if unchecked:
+                lane.state.say(
+                    "not checked, read by other libraries than the engine's: "
+                    + ", ".join(f"{x.name} ({x.origin})" for x in unchecked)
+                )
+            checks = check_flags(lane.state, flags) if flags else []
+            checks += check_env(lane.state, levers, allowed_env)
+        finally:
+            lane.close()
+        for c in checks:
+            if c.check == "env" and not c.failed:
+                lane.state.say(f"{c.node}: {c.result}")
+        _refuse(plan, flags, [c for c in checks if c.failed])
+
+
+def env_levers(sp: SweepPlan, plans: Sequence[LanePlan]) -> list[EnvLever]:
+    """The environment variables a sweep sets: its swept engine.env keys, then each point's engine.env names."""
+    from labkit.serve import EnvLever
+
+    out = [EnvLever(a.key[2], f"swept by --over {a.text}") for a in sp.axes if a.key[:2] == ("engine", "env")]
+    return out + [EnvLever(name, "engine.env") for plan in plans for name, _ in plan.engine.env]
+
+
+def _refuse(plan: LanePlan, flags: Sequence[tuple[str, str]], failed: Sequence[Check]) -> None:
+    """A RecipeError naming every flag and environment variable that failed its check, with the checks' words."""
+    if not failed:
+        return
+    named = [
+        str(c.facts.get("flag") or c.facts.get("name"))
+        for c in failed
+        if c.facts.get("flag") or c.facts.get("name")
+    ]
+    text = "; ".join(f"{c.node}: {c.result}" for c in failed)
+    raise RecipeError(plan.file, f"--over {', '.join(named or [f for f, _ in flags])}", text)
 
 
 def check_folders(sp: SweepPlan, root: Path) -> None:
@@ -238,9 +281,12 @@ def sweep(
     results: str | Path | None = None,
     ssh: SshOptions | None = None,
     progress: bool = True,
+    allowed_env: Mapping[str, str] | None = None,
 ) -> SweepRun:
-    """Resolve every point, check swept flags, skip points already measured, then boot, measure and tear
-    down each remaining boot group in turn, rewriting the sweep record after every point."""
+    """Resolve every point, check swept flags and engine-named environment variables (`allowed_env`: {name:
+    reason} of those to run even though the engine's code never mentions them, kept in the record), skip
+    points already measured, then boot, measure and tear down each remaining boot group in turn, rewriting
+    the sweep record after every point."""
     sp = sweep_plan(
         recipe,
         over,
@@ -252,12 +298,17 @@ def sweep(
         nodes=nodes,
         runs=runs,
     )
+    if progress:
+        for line in sorted({staging_line(p) for p in sp.plans}):
+            print(f"sweep: {line}", file=sys.stderr)
     root = results_root(results)
     check_folders(sp, root)  # before resume: two keys under one short name is the clearer refusal
     record, resume = _resume(sp, root, fresh)
-    todo = [i for i, p in enumerate(record.points) if p.status != "resumed"]
+    record.allowed_env = {**record.allowed_env, **(allowed_env or {})}
+    # the plan's points come first in the record; points kept from an earlier --over follow, never booted
+    todo = [i for i, p in enumerate(record.points[: len(sp.plans)]) if p.status != "resumed"]
     if todo:
-        check_before_boot(sp, sp.plans[todo[0]], ssh, progress)
+        check_before_boot(sp, [sp.plans[i] for i in todo], ssh, progress, allowed_env)
     out = SweepRun(record, write_sweep(root, record), {p.variant_id: p for p in sp.plans}, results=root)
     groups = [[i for i in g if i in todo] for g in sp.boot_groups()]
     groups = [g for g in groups if g]
@@ -345,12 +396,26 @@ def _stop_if_left(plan: LanePlan, ssh: SshOptions | None) -> None:
         )
 
 
+def staging_line(plan: LanePlan) -> str:
+    """Where the points read the model from: what the staging variant stages on every node, else the shared
+    cache it is read from. Printed before a sweep, since a NAS-bound lane's prefill measures the NAS."""
+    name = dict(plan.variants).get("staging")
+    label = f"staging {name}" if name else "staging"
+    if plan.staging:
+        staged = "; ".join(f"{s.kind} {s.repo} at {s.dst}" for s in plan.staging)
+        return f"{label}: {staged}, staged on every node before its boot"
+    cache = plan.cluster.shared_cache
+    where = f"from the shared cache {cache}" if cache else "as the engine args name it"
+    return f"{label}: nothing staged; the model is read {where}"
+
+
 def describe_sweep(sp: SweepPlan) -> str:
-    """The resolved points and how they share boots (nothing is contacted)."""
+    """The resolved points, where they read the model from, and how they share boots (nothing is contacted)."""
     lines = [
         f"sweep {sp.recipe}/{sp.name}: "
         + ("zipped " if sp.zipped else "grid ")
-        + " × ".join(a.dotted for a in sp.axes)
+        + " × ".join(a.dotted for a in sp.axes),
+        *sorted({staging_line(p) for p in sp.plans}),
     ]
     for n, group in enumerate(sp.boot_groups(), 1):
         lines.append(f"boot {n}:")

@@ -15,22 +15,26 @@ from labkit.serve.bandwidth_run import measure_bandwidth
 from labkit.serve.bootstate import cold_cache_flags
 from labkit.serve.checks import doctor
 from labkit.serve.engines import BootFacts
+from labkit.serve.envcheck import EnvLever, check_env, split_levers
 from labkit.serve.flagcheck import check_flags
 from labkit.serve.kvsources import Fetched, api_sources, kv_pool
 from labkit.serve.lane import Lane
 from labkit.serve.plan import Endpoint, lane_commands
 from labkit.serve.prometheus import Samples, parse_prometheus
 from labkit.serve.transport import socket_fallback_flags
-from labkit.serve.verdict import node_tables
+from labkit.serve.verdict import Check, node_tables
 
 __all__ = [
     "BootFacts",
+    "Check",
     "Endpoint",
+    "EnvLever",
     "Fetched",
     "Lane",
     "Measured",
     "Samples",
     "api_sources",
+    "check_env",
     "check_flags",
     "cold_cache_flags",
     "doctor",
@@ -40,4 +44,5 @@ __all__ = [
     "node_tables",
     "parse_prometheus",
     "socket_fallback_flags",
+    "split_levers",
 ]

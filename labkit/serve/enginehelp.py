@@ -185,7 +185,7 @@ def probe_checks(node: str, package: str, names: list[str], r: Result) -> list[C
     for name in names:
         rc, files = found.get(name, (2, []))
         shown = [posixpath.relpath(f, root) for f in files]
-        facts = {"name": name, "package": folder, "files": shown}
+        facts = {"name": name, "package": folder, "files": shown, "grep_rc": rc}  # grep: 0 found, 1 not
         if rc == 0:
             listed = ", ".join(shown[:3]) + (", ..." if len(shown) > 3 else "")
             out.append(Check(node, "probe", OK, f"{name}: found in {len(files)} file(s) ({listed})", facts))

@@ -59,6 +59,8 @@ class SweepRecord:
     zipped: bool = False
     points: list[SweepPoint] = field(default_factory=list)
     updated: str = ""
+    # environment variables run although the engine's code never mentions them: {name: the reason given}
+    allowed_env: dict[str, str] = field(default_factory=dict)
 
     def point(self, variant_id: str) -> SweepPoint:
         for p in self.points:
@@ -79,6 +81,7 @@ class SweepRecord:
             zipped=bool(doc.get("zipped", False)),
             points=[SweepPoint(**p) for p in doc.get("points") or ()],
             updated=str(doc.get("updated") or ""),
+            allowed_env=dict(doc.get("allowed_env") or {}),
         )
 
 

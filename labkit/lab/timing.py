@@ -6,6 +6,7 @@ staging of a view each take minutes (the lab note's own figures), so a plan's le
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import statistics
 from collections.abc import Iterable, Sequence
@@ -147,7 +148,9 @@ def estimate(
 
     data = load_results(results) if data is None else data
     m = plan.measure
-    requests = planned_requests(m, True) + (m.runs - 1) * planned_requests(m, False)
+    # each repetition is a run folder of its own (lab/runs.py): only the first meets a cold engine
+    once = dataclasses.replace(m, runs=1)
+    requests = planned_requests(once, True) + (m.runs - 1) * planned_requests(once, False)
     frame, used = data.measures, []
     measure_s = None
     for lane in [plan] + ([like] if like is not None else []):

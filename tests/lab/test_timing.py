@@ -4,6 +4,7 @@ copy of the committed lab record."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import statistics
 
@@ -16,8 +17,9 @@ from labkit.store import load_results
 
 
 def _requests(plan) -> int:
-    m = plan.measure
-    return planned_requests(m, True) + (m.runs - 1) * planned_requests(m, False)
+    """What the lab sends: `measure.runs` run folders of one repetition each, only the first with a cold turn."""
+    once = dataclasses.replace(plan.measure, runs=1)
+    return planned_requests(once, True) + (plan.measure.runs - 1) * planned_requests(once, False)
 
 
 def test_a_measured_lane_is_timed_by_its_stored_runs_less_their_boot(lab_record):
@@ -49,6 +51,8 @@ def test_a_lane_with_recorded_figures_only_is_timed_by_them_and_says_what_it_lef
     plan = lab.plan("dsv41", spec="dspark", staging="nas")
     est = lab.estimate(plan, data=data)
     per = 256 / 52.9 + 4096 / 605  # the note's decode c1 and ~4K prefill with DSpark on the NAS
+    # three runs of one repetition each (the estimate once counted every repetition three times over)
+    assert plan.measure.runs == 3 and est.requests == _requests(plan)
     assert est.measure_s == pytest.approx(est.requests * per)
     assert est.boot_s is None and "boot not known, left out" in est.line()
     assert "recorded decode c1 52.9 t/s" in est.line()

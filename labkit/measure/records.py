@@ -146,9 +146,9 @@ class RequestRecord:
     t_intended: int | None = None
     lateness_s: float | None = None
     # prefill under decode (labkit/measure/workloads/interference.py; docs/measurement.md, "Prefill under
-    # decode"): a running "stream" (its `stream` index) or an "arrival" (its `turn` index), and the length of the
-    # prompts arriving in its window
-    interference: Literal["", "stream", "arrival"] = ""
+    # decode"): a running "stream" (its `stream` index), an "arrival" (its `turn` index), or the "load" that put
+    # the arrivals' context in the prefix cache before the window; the length of the prompts arriving in its window
+    interference: Literal["", "stream", "arrival", "load"] = ""
     arriving_tokens: int | None = None
 
     @classmethod

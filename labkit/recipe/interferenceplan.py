@@ -26,8 +26,11 @@ STREAM_PROMPT_TOKENS = 64  # each running stream's own prompt, about
 @dataclass(frozen=True)
 class InterferencePlan:
     """Per arriving prompt length P: `streams` streams each decode `stream_tokens` forced tokens; once every
-    one has passed `warm_tokens`, `arrivals` prompts of P tokens (uncached) arrive `spacing_s` apart, each
-    asking for one token. Their TTFT and the running streams' gaps are measured in one window per P."""
+    one has passed `warm_tokens`, `arrivals` prompts of P new tokens arrive `spacing_s` apart, each asking for
+    one token. With `context_tokens` D, each arrival's P new tokens follow a context of D tokens that one request
+    put in the prefix cache before the window (an agent's next turn: its conversation cached, its new part not);
+    without, the P tokens are the whole prompt, uncached. Their TTFT and the running streams' gaps are measured
+    in one window per P."""
 
     prompt_tokens: tuple[int, ...]
     streams: int = 2
@@ -35,10 +38,12 @@ class InterferencePlan:
     warm_tokens: int = 32
     arrivals: int = 3
     spacing_s: float = 1.0
+    context_tokens: int = 0
 
     def requests(self) -> int:
-        """Requests of one repetition: the streams and the arrivals, per prompt length."""
-        return (self.streams + self.arrivals) * len(self.prompt_tokens)
+        """Requests of one repetition: the streams, the arrivals and, with a context, its load, per prompt
+        length."""
+        return (self.streams + self.arrivals + bool(self.context_tokens)) * len(self.prompt_tokens)
 
 
 def interference_fields() -> dict[str, s.Field]:
@@ -51,6 +56,7 @@ def interference_fields() -> dict[str, s.Field]:
         "warm_tokens": F(s.integer(1, 65536), default=32),
         "arrivals": F(s.integer(1, 64), default=3),
         "spacing_s": F(s.number(0.01), default=1.0),
+        "context_tokens": F(s.integer(0, MAX_DEPTH), default=0),
     }
 
 
@@ -63,6 +69,7 @@ def interference_plan(table: dict) -> InterferencePlan:
         table["warm_tokens"],
         table["arrivals"],
         float(table["spacing_s"]),
+        table["context_tokens"],
     )
 
 
@@ -90,11 +97,13 @@ def check_interference(merged: dict) -> None:
     window = context_window(args)
     if window is None:
         return
+    context = table["context_tokens"]
     for i, tokens in enumerate(table["prompt_tokens"]):
-        if tokens + 1 > window[1]:
+        if context + tokens + 1 > window[1]:
+            held = f"{context:,} cached context tokens + " if context else ""
             raise s.Invalid(
                 f"measure.interference.prompt_tokens[{i}]",
-                f"{tokens:,} prompt tokens + 1 answer token, over the context window of {window[1]:,} "
+                f"{held}{tokens:,} prompt tokens + 1 answer token, over the context window of {window[1]:,} "
                 f"(engine.args {window[0]})",
             )
     need = STREAM_PROMPT_TOKENS + table["stream_tokens"]
@@ -108,11 +117,12 @@ def check_interference(merged: dict) -> None:
 
 def _rows(p: InterferencePlan, m: MeasurePlan) -> Rows:
     lengths = ", ".join(f"{n:,}" for n in p.prompt_tokens)
+    what = f"new tokens after {p.context_tokens:,} cached" if p.context_tokens else "tokens"
     return [
         (
             "interference",
             f"{p.streams} streams decode {p.stream_tokens} tokens; past {p.warm_tokens} each, {p.arrivals} "
-            f"prompts of {lengths} tokens arrive {p.spacing_s:g} s apart (their TTFT, the streams' stall)",
+            f"prompts of {lengths} {what} arrive {p.spacing_s:g} s apart (their TTFT, the streams' stall)",
         )
     ]
 

@@ -104,3 +104,20 @@ def test_a_larger_budget_trades_a_longer_gap_for_a_sooner_first_token(by_budget)
     assert small[f"{key}_gap_max"] < 0.5 * big[f"{key}_gap_max"]
     assert small[f"{key}_ttft"] > big[f"{key}_ttft"]
     assert small[f"{key}_stall"] == pytest.approx(big[f"{key}_stall"], rel=0.2)
+
+
+def test_a_cached_context_prefills_only_the_new_tokens():
+    """An agent's next turn: 4,000 tokens of context in the prefix cache (one load request before the window),
+    1,000 new ones. The stall is the new tokens' prefill, as the engine's hits say, not the whole prompt's."""
+    plan = InterferencePlan((1000,), 2, 320, 16, 2, 0.6, context_tokens=4000)
+    with SimOracle(sets={**SIM, "max_num_batched_tokens": 8192}) as sim:
+        res = run_bench(sim.url, _plan(plan), BenchOptions(progress=False))
+        truth = {t["id"]: t for t in sim.truth()["requests"]}
+    recs = [r for r in res.records if r.phase == "interference"]
+    assert [r.interference for r in recs].count("load") == 1 and len(recs) == plan.requests()
+    arrivals = [truth[r.response_id] for r in recs if r.interference == "arrival"]
+    assert len(arrivals) == 2 and all(t["cached_tokens"] >= 4000 - 32 for t in arrivals)
+    new = sum(t["prompt_tokens"] - t["cached_tokens"] for t in arrivals) / 2
+    assert new < 1100  # the context was served from the cache
+    stall = res.summary.measures["interference_1000_stall"]
+    assert stall == pytest.approx(2 * new / SIM["prefill_tps"], rel=0.15)

@@ -86,3 +86,14 @@ def test_what_the_engine_cannot_hold_is_refused(tmp_path, args, extra, key, word
     with pytest.raises(RecipeError) as e:
         load_recipe(folder)
     assert key in str(e.value) and words in str(e.value)
+
+
+def test_a_cached_context_is_in_the_line_the_count_and_the_window_check(tmp_path):
+    table = "[measure.interference]\nprompt_tokens = [1024]\ncontext_tokens = 32768"
+    plan = load_recipe(recipe(tmp_path, table)).resolve({"spec": "none"})
+    p = plan.measure.workloads["interference"]
+    assert p.context_tokens == 32768 and p.requests() == 2 + 3 + 1  # the context's load request
+    assert "prompts of 1,024 new tokens after 32,768 cached arrive" in describe_plan(plan)
+    short = recipe(tmp_path, table, '[engine.args]\n"--max-model-len" = 32768', name="short")
+    with pytest.raises(RecipeError, match=r"prompt_tokens\[0\].*32,768 cached context tokens \+ 1,024"):
+        load_recipe(short)

@@ -1,5 +1,6 @@
 """Prefill under decode: per arriving prompt length P, N streams decode; once every one has passed its warm-up
-tokens, prompts of P tokens arrive at fixed offsets, each asking for one token. What an agent's new prompt costs
+tokens, prompts of P tokens arrive at fixed offsets, each asking for one token (after a context of
+`context_tokens` a request put in the prefix cache before the window, when the plan has one). What an agent's new prompt costs
 the streams already running, and what they cost it (docs/measurement.md, "Prefill under decode").
 
 Why a workload of its own: the prefill workload sends a prompt to an idle engine and the decode workload runs
@@ -56,11 +57,21 @@ async def measure_interference(s: Session, run: int) -> None:
         STREAM_PROMPT_TOKENS, counter, tolerance=0.25, seed=s.text_seed("interference.stream")
     )
     streams = LevelPrompts(text, n)
+    context = ""
+    if p.context_tokens:
+        context, _, _ = await pr.fit_prompt(
+            p.context_tokens, counter, exact=exact, seed=s.text_seed("interference.context")
+        )
+        context += "\n\n"
     for tokens in p.prompt_tokens:
         text, got, n = await pr.fit_prompt(
             tokens, counter, exact=exact, seed=s.text_seed(f"interference.{tokens}")
         )
-        await _window(s, p, run, tokens, streams, LevelPrompts(text, n, tokens=got))
+        if context:  # the context in the prefix cache before the window opens, so only the new part prefills
+            res = await s.ctx.client.stream(s.ctx.stream_request(context, 1, forced=True))
+            s.record(res, phase="interference", requested=1).interference = "load"
+        arriving = LevelPrompts(context + text, n, tokens=got, prefix=len(context))
+        await _window(s, p, run, tokens, streams, arriving)
 
 
 async def _window(

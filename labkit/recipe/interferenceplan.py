@@ -19,7 +19,7 @@ from labkit.recipe.loadplan import running_cap
 from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
 
 # the measures one arriving prompt length gives (labkit/measure/summary/interference.py)
-MEASURES = ("ttft", "ttft_max", "stall", "gap_before", "gap_max", "itl_p99")
+MEASURES = ("ttft", "ttft_max", "stall", "gap_before", "gap_after", "gap_max", "itl_p99")
 STREAM_PROMPT_TOKENS = 64  # each running stream's own prompt, about
 
 

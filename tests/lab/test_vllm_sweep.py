@@ -91,7 +91,11 @@ def _consistent_interference(folder: Path, summary: dict) -> None:
     m = summary["measures"]
     key = "interference_2048"
     assert m[f"{key}_ttft"] > 0 and m[f"{key}_ttft_max"] >= m[f"{key}_ttft"]
-    assert m[f"{key}_stall"] >= 0 and m[f"{key}_gap_max"] >= m[f"{key}_gap_before"] > 0
+    assert (
+        m[f"{key}_stall"] >= 0
+        and m[f"{key}_gap_max"] >= m[f"{key}_gap_before"] > 0
+        and m[f"{key}_gap_after"] > 0
+    )
     assert not any("raise stream_tokens" in n or "raise spacing_s" in n for n in summary.get("notes", []))
     rows = pd.read_csv(folder / "requests.csv")
     rows = rows[rows["phase"] == "interference"]

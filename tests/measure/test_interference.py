@@ -26,7 +26,7 @@ def test_the_stall_is_the_overlapping_gaps_excess_over_the_median_before():
     prefill = Prefill(t_send=95 * MS, t_first=189 * MS)
     e = effect(prefill, [], [stamps, stamps])
     assert e.gap_before_s == pytest.approx(0.010)
-    assert e.gap_max_s == pytest.approx(0.100)
+    assert e.gap_max_s == pytest.approx(0.100) and e.gap_after_s == pytest.approx(0.010)  # back at its pace
     # both streams: their 100 ms gap is 90 ms over the median; the gap the prompt was sent in is not longer
     assert e.stall_s == pytest.approx(2 * 0.090) and e.covered
     # a stream that ended before the first token leaves the arrival uncovered
@@ -92,6 +92,10 @@ def test_the_stall_and_the_gaps_are_the_engines_own(by_budget, budget):
     # the client's figure (the median of two: their mean) is the engine's within a few ms over both streams
     assert m[f"interference_{PROMPT}_stall"] == pytest.approx(sum(stalls) / 2, abs=0.01)
     assert m[f"interference_{PROMPT}_gap_before"] > 0 and m[f"interference_{PROMPT}_itl_p99"] > 0
+    # after the prefill the streams are back at their pace
+    assert m[f"interference_{PROMPT}_gap_after"] == pytest.approx(
+        m[f"interference_{PROMPT}_gap_before"], rel=0.3
+    )
 
 
 def test_a_larger_budget_trades_a_longer_gap_for_a_sooner_first_token(by_budget):

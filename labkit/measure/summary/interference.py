@@ -35,14 +35,15 @@ class Prefill:
 class Effect:
     """What one prefill cost the running streams. `stall_s`: over the streams, the sum of each gap's excess
     over that stream's median gap before the arrival (a shorter gap counts 0), for the gaps that overlap the
-    prefill; `gap_max_s`: the longest of those gaps; `gap_before_s`: the median of the streams' median gaps
-    before. `covered`: every stream was still decoding when the arrival's first token came (else the figures
+    prefill; `gap_max_s`: the longest of those gaps; `gap_before_s` and `gap_after_s`: the median of the streams'
+    median gaps before the arrival and after its first token (up to the next arrival's send). `covered`: every stream was still decoding when the arrival's first token came (else the figures
     leave out what came after that stream ended)."""
 
     stall_s: float
     gap_max_s: float | None
     gap_before_s: float | None
     covered: bool
+    gap_after_s: float | None = None
 
 
 def gaps(stamps: Sequence[int]) -> list[tuple[int, int]]:
@@ -52,16 +53,22 @@ def gaps(stamps: Sequence[int]) -> list[tuple[int, int]]:
     return pairs[1:]
 
 
-def effect(prefill: Prefill, earlier: Sequence[Prefill], streams: Sequence[Sequence[int]]) -> Effect:
+def effect(
+    prefill: Prefill, earlier: Sequence[Prefill], streams: Sequence[Sequence[int]], until: int | None = None
+) -> Effect:
     """The prefill's effect on streams given by their chunk stamps: each stream's baseline is the median of its
-    gaps that ended before the arrival was sent and overlap no earlier arrival's prefill."""
-    stall, longest, befores, covered = 0.0, 0.0, [], True
+    gaps that ended before the arrival was sent and overlap no earlier arrival's prefill; its gaps after are
+    those that start once the arrival had its first token and end by `until` (the next arrival's send)."""
+    stall, longest, befores, afters, covered = 0.0, 0.0, [], [], True
     for stamps in streams:
         own = gaps(stamps)
         clean = [e - b for b, e in own if e <= prefill.t_send and not any(p.overlaps(b, e) for p in earlier)]
         during = [e - b for b, e in own if prefill.overlaps(b, e)]
+        after = [e - b for b, e in own if b >= prefill.t_first and (until is None or e <= until)]
         if not stamps or stamps[-1] < prefill.t_first:
             covered = False
+        if after:
+            afters.append(statistics.median(after) / NS)
         if not clean:
             continue
         base = statistics.median(clean)
@@ -73,6 +80,7 @@ def effect(prefill: Prefill, earlier: Sequence[Prefill], streams: Sequence[Seque
         longest / NS if longest else None,
         statistics.median(befores) if befores else None,
         covered and bool(befores),
+        statistics.median(afters) if afters else None,
     )
 
 
@@ -109,14 +117,15 @@ def _window(
     )
     done: list[Prefill] = []
     where = f"interference {tokens:,} (repetition {rep + 1})"
-    for r in arrivals:
+    sends = [r.t_send for r in arrivals][1:] + [None]
+    for r, until in zip(arrivals, sends, strict=True):
         assert r.t_first is not None and r.ttft_s is not None
         p = Prefill(r.t_send, r.t_first)
         if done and done[-1].t_first > p.t_send:
             s.notes.append(
                 f"{where}: arrival {r.turn + 1} came before the previous one's first token: raise spacing_s"
             )
-        e = effect(p, done, streams)
+        e = effect(p, done, streams, until)
         if not e.covered:
             s.notes.append(
                 f"{where}: arrival {r.turn + 1} was not decoded through by every stream: raise stream_tokens"
@@ -157,6 +166,11 @@ def _write(s: RunSummary, tokens: int, ttfts: list[float], effects: list[Effect]
             "gap_max",
             med([e.gap_max_s for e in effects]),
             f"median over {what}: the longest overlapping gap ({stamps})",
+        )
+        put(
+            "gap_after",
+            med([e.gap_after_s for e in effects]),
+            f"median over {what}: the streams' median gap after the first token ({stamps})",
         )
         put(
             "gap_before",

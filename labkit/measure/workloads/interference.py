@@ -168,6 +168,7 @@ INTERFERENCE = Workload(
         "interference_<P>_ttft_max",
         "interference_<P>_stall",
         "interference_<P>_gap_before",
+        "interference_<P>_gap_after",
         "interference_<P>_gap_max",
         "interference_<P>_itl_p99",
     ),

@@ -1,6 +1,7 @@
 """The trade-off view of a sweep: one marker per point, a cost on each axis (lower is better on both), the Pareto
 front drawn through the means, and the points whose interval reaches the front marked indistinguishable from it
-(docs/sweeps.md, "The trade-off plot").
+(docs/sweeps.md, "The trade-off plot"); the same plane for rates, where higher is better (vLLM's own view of a
+sweep: output tokens/s per user against per GPU).
 
 Why its own module: a prefill lever moves time from an arriving prompt to the streams already decoding, so no
 single measure ranks the points; the front says which points are worth keeping, and the intervals say which of
@@ -53,14 +54,48 @@ def indistinguishable(points: Sequence[Cost], on_front: Sequence[int]) -> list[i
     ]
 
 
-def draw(ax: Any, points: Sequence[Cost], title: str, labels: tuple[str, str]) -> None:
+# points this close (shares of each axis's span: about a label's width and height on the panel) share one label
+SAME_SPOT = (0.12, 0.08)
+
+
+def spots(points: Sequence[Cost]) -> dict[tuple[float, float], list[str]]:
+    """{(x, y) of the first point of a group: the labels of the points drawn about there}: points within SAME_SPOT
+    of the first of a group are one group, so their labels do not overwrite each other."""
+    span_x = (max(p.x for p in points) - min(p.x for p in points)) or 1.0
+    span_y = (max(p.y for p in points) - min(p.y for p in points)) or 1.0
+    out: dict[tuple[float, float], list[str]] = {}
+    for p in points:
+        at = next(
+            (
+                k
+                for k in out
+                if abs(k[0] - p.x) <= SAME_SPOT[0] * span_x and abs(k[1] - p.y) <= SAME_SPOT[1] * span_y
+            ),
+            (p.x, p.y),
+        )
+        out.setdefault(at, []).append(p.label)
+    return out
+
+
+def draw(ax: Any, points: Sequence[Cost], title: str, labels: tuple[str, str], gains: bool = False) -> None:
     """The plane on `ax`, its axes labelled (x, y): every point a marker with its label, the front a line through
-    the means, points on it filled, indistinguishable ones hollow in the front's colour, the others hollow grey."""
+    the means, points on it filled, indistinguishable ones hollow in the front's colour, the others hollow grey.
+    `gains`: the points are rates (higher is better) given as negated costs, drawn at their rates."""
+    if gains:
+        best, close = front(points), set(indistinguishable(points, front(points)))
+        points = [Cost(p.label, -p.x, -p.y, -p.x_low, -p.y_low) for p in points]
+        _draw(ax, points, best, close, title, labels)
+        return
+    best = front(points)
+    _draw(ax, points, best, set(indistinguishable(points, best)), title, labels)
+
+
+def _draw(
+    ax: Any, points: Sequence[Cost], best: list[int], close: set[int], title: str, labels: tuple[str, str]
+) -> None:
     if not points:
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
         return
-    best = front(points)
-    close = set(indistinguishable(points, best))
     ax.plot([points[i].x for i in best], [points[i].y for i in best], "-", color="#2c7fb8", lw=1, zorder=1)
     for i, p in enumerate(points):
         if i in best:
@@ -70,7 +105,8 @@ def draw(ax: Any, points: Sequence[Cost], title: str, labels: tuple[str, str]) -
         else:
             style = dict(color="#999999", mfc="white")
         ax.plot([p.x], [p.y], "o", ms=7, zorder=2, **style)
-        ax.annotate(p.label, (p.x, p.y), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    for (x, y), names in spots(points).items():
+        ax.annotate(" / ".join(names), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7)
     ax.plot([], [], "o", color="#2c7fb8", label="on the front (means)")
     if close:
         ax.plot([], [], "o", color="#2c7fb8", mfc="white", label="indistinguishable from it")

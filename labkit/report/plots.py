@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from labkit.measures import RATE, axis_values, headline, measure_key, order_key, unit
+from labkit.measures import RATE, axis_values, headline, level_key, level_values, measure_key, order_key, unit
 from labkit.measures import label as measure_label
 from labkit.report import pareto
 from labkit.report.latency_plots import request_distributions, ttft_figure
@@ -500,6 +500,37 @@ def sweep_series(
     return {label: sorted(pts) for label, pts in lines.items()}, failed, pos
 
 
+def lane_gpus(data: Any, runs: Sequence[str]) -> int | None:
+    """The GPUs of the lane a point's runs ran on (its plan's nodes x GPUs per node), None when unknown."""
+    docs = getattr(data, "docs", {})
+    for run in runs:
+        doc = docs.get(run)
+        cluster = doc.plan.resolved.get("cluster") if doc is not None else None
+        if isinstance(cluster, dict) and cluster.get("nodes"):
+            return len(cluster["nodes"]) * int(cluster.get("gpus_per_node") or 1)
+    return None
+
+
+def rate_costs(record: Any, parts: list[Any], data: Any) -> list[pareto.Cost]:
+    """vLLM's view of a sweep (`vllm bench sweep plot_pareto`): per measured point and closed-loop level of N
+    streams, output tokens/s per user (the level's output rate / N) against per GPU (/ the lane's GPUs), as
+    negated costs with the high end of each interval as the best."""
+    out = []
+    for p, part in zip(record.points, parts, strict=True):
+        gpus = lane_gpus(data, list(p.runs))
+        if p.status not in ("measured", "resumed") or not gpus:
+            continue
+        present = set(part["measure"])
+        for axis, n in level_values(present, "load_output_tps"):
+            got = sweep_point(part, level_key("load_output_tps", axis, n)) if axis == "load" else None
+            if got is None:
+                continue
+            mean, _, high = got
+            label = ", ".join(value_text(p.values.get(a.short)) for a in record.axes) + f", c{n}"
+            out.append(pareto.Cost(label, -mean / gpus, -mean / float(n), -high / gpus, -high / float(n)))
+    return out
+
+
 def sweep_figure(record: Any, data: Any, measures: list[str] | None = None) -> Any:
     """One subplot per measure (default: the headline ones present) against the first axis, one line per
     combination of the other axes: the mean of a point's runs with a 95 % interval (3+ runs) or min–max
@@ -512,10 +543,16 @@ def sweep_figure(record: Any, data: Any, measures: list[str] | None = None) -> A
     present = {m for part in shown for m in part["measure"]}
     keys = list(measures or sweep_measures(present) or ["decode_c1"])
     planes = [] if measures else trade_off_planes(present)
-    panels = len(keys) + len(planes)
+    rates = [] if measures else rate_costs(record, parts, data)
+    panels = len(keys) + len(planes) + bool(rates)
     fig = _figure(figsize=(8, 2.6 * panels + 0.4), layout="constrained")
     axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
-    for ax, (x_key, y_key) in zip(axes[len(keys) :], planes, strict=True):
+    if rates:
+        title = "vLLM's view: output tokens/s per user against per GPU, one marker per point and level"
+        pareto.draw(
+            axes[-1], rates, title, ("output tokens/s per GPU", "output tokens/s per user"), gains=True
+        )
+    for ax, (x_key, y_key) in zip(axes[len(keys) : len(keys) + len(planes)], planes, strict=True):
         tokens = axis_values([y_key], TRADE_OFF[1], "prompt")[0]
         title = f"the trade-off: {tokens:,}-token prompts arriving under decode, one marker per point"
         labels = ("longest gap of a running stream during the prefill (s)", "arrival TTFT (s)")

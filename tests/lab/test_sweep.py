@@ -236,6 +236,28 @@ def test_a_budget_sweep_shows_the_prefill_trade_off_in_its_table_and_plot(tmp_pa
     assert any(t.startswith("the trade-off: 2,000-token prompts") for t in titles)
 
 
+def test_a_sweep_with_load_levels_draws_vllms_view_per_point_and_level(tmp_path, monkeypatch):
+    """vLLM's plot_pareto plane: a marker per point and closed-loop level, at output tokens/s per GPU (one
+    node, one GPU: the level's rate) and per user (the rate over its streams)."""
+    from labkit import report
+
+    root = tmp_path / "recipes"
+    load = "load = { concurrency = [1, 2], requests = 4, prompt_tokens = 64, output_tokens = 16 }"
+    sim_recipe(root / "levels", port=PORT + 2, measure=load)
+    monkeypatch.setenv("LABKIT_RECIPES", str(root))
+    results = tmp_path / "results"
+    sw = lab.sweep("levels", f"{MNBT}=256,8192", results=results, progress=False)
+    data = load_results(results)
+    (ax,) = [a for a in report.sweep_figure(sw.record, data).axes if a.get_title().startswith("vLLM's view")]
+    # a label per spot: the two budgets' levels may land on one (decode alone does not feel the budget)
+    labels = sorted(name for t in ax.texts for name in t.get_text().split(" / "))
+    assert labels == ["256, c1", "256, c2", "8192, c1", "8192, c2"]
+    m = data.measures
+    rate = m[(m["variant"] == "mnbt-256") & (m["measure"] == "load_output_tps@load=2")]["value"].iloc[0]
+    spot = next(t for t in ax.texts if "256, c2" in t.get_text()).xy
+    assert spot == pytest.approx((rate, rate / 2), rel=0.02)
+
+
 def test_cli_sweep_exits_1_naming_a_failed_point(recipes, tmp_path, capsys):
     over = ["--over", f"{DT}=40,80", "--over", f'engine.args."--fault-boot-crash"="","{OOM}"', "--zip"]
     code = main(["sweep", "fastsim", *over, "--results", str(tmp_path / "results")])

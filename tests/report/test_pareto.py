@@ -28,3 +28,10 @@ def test_a_dominated_point_whose_interval_reaches_the_front_is_indistinguishable
     assert best == [0, 1]
     # near's low ends (0.9, 0.9) are beaten by no front point; far's (2.5, 2.5) are beaten by both
     assert indistinguishable(points, best) == [2]
+
+
+def test_points_on_one_spot_share_one_label():
+    from labkit.report.pareto import spots
+
+    points = [_c("256, c1", 200.0, 200.0), _c("8192, c1", 200.1, 199.9), _c("256, c2", 260.0, 130.0)]
+    assert spots(points) == {(200.0, 200.0): ["256, c1", "8192, c1"], (260.0, 130.0): ["256, c2"]}

@@ -17,7 +17,12 @@ topology (switch or ring cabling, and the NCCL mesh set a ring needs).
 from labkit.recipe.depthplan import DepthPlan
 from labkit.recipe.describe import describe_plan, lane_warnings
 from labkit.recipe.enginefacts import ENGINE_FACTS, EngineFacts, engine_facts
-from labkit.recipe.interferenceplan import INTERFERENCE_TABLE, STREAM_PROMPT_TOKENS, InterferencePlan
+from labkit.recipe.interferenceplan import (
+    INTERFERENCE_MEASURES,
+    INTERFERENCE_TABLE,
+    STREAM_PROMPT_TOKENS,
+    InterferencePlan,
+)
 from labkit.recipe.load import Recipe, load_recipe
 from labkit.recipe.loadplan import LOAD_TABLE, SLO_TABLE, LoadLoop, LoadPlan, SloPlan
 from labkit.recipe.lookup import (
@@ -51,6 +56,7 @@ from labkit.recipe.workloads import plan_record
 __all__ = [
     "BUILT_MODEL_PREFIX",
     "ENGINE_FACTS",
+    "INTERFERENCE_MEASURES",
     "INTERFERENCE_TABLE",
     "LOAD_TABLE",
     "SLO_TABLE",

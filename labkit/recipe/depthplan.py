@@ -17,7 +17,7 @@ from labkit.measures import (
     CacheState,
     depth_key,
 )
-from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
+from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable, int_flag
 
 MAX_DEPTH = 1_048_576  # tokens: far beyond any lane's window, a typo guard
 
@@ -75,16 +75,9 @@ WINDOW_FLAGS = ("--max-model-len", "--context-length")
 
 
 def context_window(engine_args: Mapping[str, Any]) -> tuple[str, int] | None:
-    """(flag, tokens) of the lane's context window as the recipe sets it (WINDOW_FLAGS, also spelled with
-    underscores), None when it sets none: an SGLang lane says --context-length, a vLLM lane --max-model-len."""
-    for flag, value in engine_args.items():
-        if "--" + flag.lstrip("-").replace("_", "-") not in WINDOW_FLAGS:
-            continue
-        if isinstance(value, str) and value.isdigit():
-            return flag, int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return flag, value
-    return None
+    """(flag, tokens) of the lane's context window as the recipe sets it (WINDOW_FLAGS), None when it sets none:
+    an SGLang lane says --context-length, a vLLM lane --max-model-len."""
+    return int_flag(engine_args, WINDOW_FLAGS)
 
 
 def check_depth_window(depth: dict | None, window: tuple[str, int] | None) -> None:

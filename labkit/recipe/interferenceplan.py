@@ -19,7 +19,7 @@ from labkit.recipe.loadplan import running_cap
 from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
 
 # the measures one arriving prompt length gives (labkit/measure/summary/interference.py)
-MEASURES = ("ttft", "ttft_max", "stall", "gap_before", "gap_after", "gap_max", "itl_p99")
+INTERFERENCE_MEASURES = ("ttft", "ttft_max", "stall", "gap_before", "gap_after", "gap_max", "itl_p99")
 STREAM_PROMPT_TOKENS = 64  # each running stream's own prompt, about
 
 
@@ -131,7 +131,7 @@ def _targets(table: dict) -> set[str]:
     return {
         measure_key(f"interference_<P>_{m}", prompt=tokens)
         for tokens in table["prompt_tokens"]
-        for m in MEASURES
+        for m in INTERFERENCE_MEASURES
     }
 
 

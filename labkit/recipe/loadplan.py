@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import labkit.recipe.schema as s
 from labkit.recipe.depthplan import context_window
-from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable
+from labkit.recipe.measureplan import MeasurePlan, Rows, WorkloadTable, int_flag
 
 Arrival = Literal["constant", "poisson", "gamma"]
 ARRIVALS: tuple[Arrival, ...] = (
@@ -207,17 +207,9 @@ def load_levels(table: Mapping[str, Any]) -> LoadPlan:
 
 
 def running_cap(engine_args: Mapping[str, Any]) -> tuple[str, int] | None:
-    """(flag, value) of the engine's cap on running requests as the recipe sets it (RUNNING_CAP_FLAGS, also
-    spelled with underscores), None when it sets none."""
-    for flag, value in engine_args.items():
-        name = "--" + flag.lstrip("-").replace("_", "-")
-        if name not in RUNNING_CAP_FLAGS:
-            continue
-        if isinstance(value, str) and value.isdigit():
-            return flag, int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return flag, value
-    return None
+    """(flag, value) of the engine's cap on running requests as the recipe sets it (RUNNING_CAP_FLAGS), None
+    when it sets none."""
+    return int_flag(engine_args, RUNNING_CAP_FLAGS)
 
 
 def check_load(merged: dict) -> None:

@@ -31,6 +31,19 @@ PER_RUN_MEASURES = frozenset(
 )
 
 
+def int_flag(engine_args: Mapping[str, Any], flags: tuple[str, ...]) -> tuple[str, int] | None:
+    """(flag, value) of the first of `flags` the recipe's engine args set to an integer (a flag also spelled
+    with underscores, a value also as digits), None when none is set."""
+    for flag, value in engine_args.items():
+        if "--" + flag.lstrip("-").replace("_", "-") not in flags:
+            continue
+        if isinstance(value, str) and value.isdigit():
+            return flag, int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return flag, value
+    return None
+
+
 @dataclass(frozen=True)
 class DecodePlan:
     concurrency: tuple[int, ...]

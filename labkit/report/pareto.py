@@ -81,13 +81,11 @@ def draw(ax: Any, points: Sequence[Cost], title: str, labels: tuple[str, str], g
     """The plane on `ax`, its axes labelled (x, y): every point a marker with its label, the front a line through
     the means, points on it filled, indistinguishable ones hollow in the front's colour, the others hollow grey.
     `gains`: the points are rates (higher is better) given as negated costs, drawn at their rates."""
-    if gains:
-        best, close = front(points), set(indistinguishable(points, front(points)))
-        points = [Cost(p.label, -p.x, -p.y, -p.x_low, -p.y_low) for p in points]
-        _draw(ax, points, best, close, title, labels)
-        return
     best = front(points)
-    _draw(ax, points, best, set(indistinguishable(points, best)), title, labels)
+    close = set(indistinguishable(points, best))
+    if gains:
+        points = [Cost(p.label, -p.x, -p.y, -p.x_low, -p.y_low) for p in points]
+    _draw(ax, points, best, close, title, labels)
 
 
 def _draw(

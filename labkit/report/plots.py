@@ -30,7 +30,7 @@ from labkit.report.load_plots import (
     ttft_levels,
 )
 from labkit.report.stats import lane_parts, prefill_points, run_stats, run_values, stat
-from labkit.report.sweep import axis_header, point_rows, sweep_title, value_text
+from labkit.report.sweep import MEASURED, axis_header, point_rows, sweep_title, value_text
 
 # the lab note's four figures; its prompts go by their nicknames (~4K, 12.6K)
 BAR_MEASURES = (
@@ -452,17 +452,21 @@ def trade_off_planes(present: Any) -> list[tuple[str, str]]:
     return [(x, y) for x, y in planes if x in keys and y in keys]
 
 
+def _swept(record: Any, point: Any) -> str:
+    """A point's swept values, as a marker's label: "4096" or "4096, fast"."""
+    return ", ".join(value_text(point.values.get(a.short)) for a in record.axes)
+
+
 def trade_off_costs(record: Any, parts: list[Any], x_key: str, y_key: str) -> list[pareto.Cost]:
     """One Cost per measured point with both figures, labelled with its swept values."""
     out = []
     for p, part in zip(record.points, parts, strict=True):
-        if p.status not in ("measured", "resumed"):
+        if p.status not in MEASURED:
             continue
         x, y = sweep_point(part, x_key), sweep_point(part, y_key)
         if x is None or y is None:
             continue
-        label = ", ".join(value_text(p.values.get(a.short)) for a in record.axes)
-        out.append(pareto.Cost(label, x[0], y[0], x[1], y[1]))
+        out.append(pareto.Cost(_swept(record, p), x[0], y[0], x[1], y[1]))
     return out
 
 
@@ -518,7 +522,7 @@ def rate_costs(record: Any, parts: list[Any], data: Any) -> list[pareto.Cost]:
     out = []
     for p, part in zip(record.points, parts, strict=True):
         gpus = lane_gpus(data, list(p.runs))
-        if p.status not in ("measured", "resumed") or not gpus:
+        if p.status not in MEASURED or not gpus:
             continue
         present = set(part["measure"])
         for axis, n in level_values(present, "load_output_tps"):
@@ -526,8 +530,15 @@ def rate_costs(record: Any, parts: list[Any], data: Any) -> list[pareto.Cost]:
             if got is None:
                 continue
             mean, _, high = got
-            label = ", ".join(value_text(p.values.get(a.short)) for a in record.axes) + f", c{n}"
-            out.append(pareto.Cost(label, -mean / gpus, -mean / float(n), -high / gpus, -high / float(n)))
+            out.append(
+                pareto.Cost(
+                    f"{_swept(record, p)}, c{n}",
+                    -mean / gpus,
+                    -mean / float(n),
+                    -high / gpus,
+                    -high / float(n),
+                )
+            )
     return out
 
 

@@ -59,30 +59,26 @@ def check_env(
     if not levers:
         return []
     why = image_problem(lane, head)
+    probes = [] if why else engine_probes(lane, head, [x.name for x in levers])
+    broken = next((c for c in probes if "name" not in c.facts), None)  # the package could not be searched
+    why = why or (broken.result if broken is not None else "")
     if why:
         return [Check(head.name, "env", SKIP, f"{x.name} ({x.origin}): not checked: {why}") for x in levers]
-    probes = engine_probes(lane, head, [x.name for x in levers])
-    broken = next((c for c in probes if "name" not in c.facts), None)
-    if broken is not None:  # the package could not be searched at all
-        return [
-            Check(head.name, "env", SKIP, f"{x.name} ({x.origin}): not checked: {broken.result}")
-            for x in levers
-        ]
     found = {c.facts["name"]: c for c in probes}
-    out = []
+    out, image = [], where(lane)
     for x in levers:
         probe = found[x.name]
-        facts = {"name": x.name, "origin": x.origin, "where": where(lane)}
+        facts = {"name": x.name, "origin": x.origin, "where": image}
         rc = probe.facts.get("grep_rc")
         if rc == 0:
-            found_in = probe.result.split(": ", 1)[1]
+            found_in = probe.result.removeprefix(f"{x.name}: ")
             out.append(Check(head.name, "env", OK, f"{x.name} ({x.origin}): {found_in}", facts))
         elif rc != 1:  # grep itself failed: nothing is known
             out.append(
                 Check(head.name, "env", SKIP, f"{x.name} ({x.origin}): not checked: {probe.result}", facts)
             )
         elif x.name in allowed:
-            text = f"{x.name} ({x.origin}) is not in the engine's code in {where(lane)}; allowed: {allowed[x.name]}"
+            text = f"{x.name} ({x.origin}) is not in the engine's code in {image}; allowed: {allowed[x.name]}"
             out.append(Check(head.name, "env", WARN, text, facts))
         else:
             text = (

@@ -9,7 +9,7 @@ client's figures are checked against the engine's truth by one definition.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from labkit.measure.records import RequestRecord, RunSummary
@@ -84,6 +84,15 @@ def effect(
     )
 
 
+# the per-arrival figures written as medians over the arrivals: (measure, its value in an Effect, what it is)
+EFFECTS: tuple[tuple[str, Callable[[Effect], float | None], str], ...] = (
+    ("stall", lambda e: e.stall_s, "the streams' summed excess gap"),
+    ("gap_max", lambda e: e.gap_max_s, "the longest overlapping gap"),
+    ("gap_after", lambda e: e.gap_after_s, "the streams' median gap after the first token"),
+    ("gap_before", lambda e: e.gap_before_s, "the streams' median gap before"),
+)
+
+
 def interference_measures(s: RunSummary, records: Sequence[RequestRecord]) -> None:
     """Per arriving prompt length, over every repetition: the arrivals' TTFT (median and max), the stall, the
     longest gap and the gap before (medians over the arrivals a stream decoded through), and the p99 of every
@@ -150,33 +159,11 @@ def _write(s: RunSummary, tokens: int, ttfts: list[float], effects: list[Effect]
     if ttfts:
         put("ttft", statistics.median(ttfts), f"median client TTFT (first token - send) of {what}")
         put("ttft_max", max(ttfts), f"the longest client TTFT of {what}")
-    if effects:
-
-        def med(values: list[float | None]) -> float | None:
-            known = [v for v in values if v is not None]
-            return statistics.median(known) if known else None
-
-        stamps = "client chunk stamps of the running streams"
-        put(
-            "stall",
-            med([e.stall_s for e in effects]),
-            f"median over {what}: the streams' summed excess gap ({stamps})",
-        )
-        put(
-            "gap_max",
-            med([e.gap_max_s for e in effects]),
-            f"median over {what}: the longest overlapping gap ({stamps})",
-        )
-        put(
-            "gap_after",
-            med([e.gap_after_s for e in effects]),
-            f"median over {what}: the streams' median gap after the first token ({stamps})",
-        )
-        put(
-            "gap_before",
-            med([e.gap_before_s for e in effects]),
-            f"median over {what}: the streams' median gap before ({stamps})",
-        )
+    stamps = "client chunk stamps of the running streams"
+    for measure, pick, how in EFFECTS:
+        known = [v for e in effects if (v := pick(e)) is not None]
+        if known:
+            put(measure, statistics.median(known), f"median over {what}: {how} ({stamps})")
     put(
         "itl_p99",
         percentile(after, 99.0),

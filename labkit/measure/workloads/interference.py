@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Literal
 
 from labkit.measure.prompt import prompts as pr
 from labkit.measure.records import RequestRecord, RunSummary
@@ -28,7 +29,13 @@ from labkit.measure.workloads.base import SummaryInput, Workload
 from labkit.measure.workloads.load import LevelPrompts
 from labkit.measure.workloads.prefill import fit_counter
 from labkit.measure.workloads.windows import TurnWindows
-from labkit.recipe import INTERFERENCE_TABLE, STREAM_PROMPT_TOKENS, InterferencePlan, MeasurePlan
+from labkit.recipe import (
+    INTERFERENCE_MEASURES,
+    INTERFERENCE_TABLE,
+    STREAM_PROMPT_TOKENS,
+    InterferencePlan,
+    MeasurePlan,
+)
 
 POLL_S = 0.005  # how often the streams' reads are counted while waiting for the warm-up
 
@@ -134,12 +141,18 @@ async def _warmed(
 
 
 def _record(
-    s: Session, role: str, index: int, tokens: int, nonce: str, raw: RawStream, requested: int
+    s: Session,
+    role: Literal["stream", "arrival"],
+    index: int,
+    tokens: int,
+    nonce: str,
+    raw: RawStream,
+    requested: int,
 ) -> RequestRecord:
     rec = s.record(
         raw.parsed(), phase="interference", requested=requested, turn=index, stream=index, nonce=nonce
     )
-    rec.interference = "stream" if role == "stream" else "arrival"
+    rec.interference = role
     rec.arriving_tokens = tokens
     if role == "arrival":
         rec.prompt_target = tokens
@@ -163,15 +176,7 @@ INTERFERENCE = Workload(
     heading="Prefill under decode",
     table="interference",
     windows=("interference",),
-    measures=(
-        "interference_<P>_ttft",
-        "interference_<P>_ttft_max",
-        "interference_<P>_stall",
-        "interference_<P>_gap_before",
-        "interference_<P>_gap_after",
-        "interference_<P>_gap_max",
-        "interference_<P>_itl_p99",
-    ),
+    measures=tuple(f"interference_<P>_{m}" for m in INTERFERENCE_MEASURES),
     active=lambda plan: INTERFERENCE_TABLE.of(plan) is not None,
     planned=_planned,
     run=measure_interference,

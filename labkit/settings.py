@@ -17,7 +17,7 @@ VARIABLES: dict[str, str] = {
     "of the installed one)",
     "LABKIT_RESULTS": "results folder runs are stored in and tables read from (default: the results/ of the working "
     "directory's checkout, else of the installed one)",
-    "LABKIT_CACHE": "cache folder for labkit-built tiny models, under <cache>/models (default ~/.cache/labkit)",
+    "LABKIT_CACHE": "cache folder for labkit-built tiny models (<cache>/models) and device probes (<cache>/probes; default ~/.cache/labkit)",
     "LABKIT_BATCH": "1: plain progress lines for batch runs (set by `labkit run`); 0: live bars even under papermill",
     "LABKIT_BAR_SECONDS": "seconds between redraws of a progress bar in batch mode (default 30; `labkit run` on a "
     "terminal sets 1)",

@@ -23,6 +23,7 @@ PKG = REPO / "labkit"
 RANKS = {
     "base": 0,  # labkit/__init__, errors, settings, units, progress
     "recipe": 1,
+    "roofline": 1,  # the checkpoint's bytes per step and the ceiling: pure, beside recipe (neither imports the other)
     "nodes": 2,
     "stage": 3,
     "serve": 3,

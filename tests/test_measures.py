@@ -53,6 +53,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs/measurement.md"
 SPEC = {"spec_method": "mtp", "spec_k": 2, "spec_accept": [0.8, 0.5], "cold_requests": 1}
 # the engine's own per-request figures, as the vLLM lanes turn them on (docs/measurement.md, "Per-request server truth")
 SPEC |= {"enable_per_request_metrics": True, "per_request_spec_decode_metrics": "summary"}
+# the roofline's stand-ins, so its decode ceilings and shares are emitted (docs/roofline.md, "The simulator")
+SPEC |= {"roofline_bytes_per_token": 1e8, "memory_bandwidth": 1e11}
 # a short agentic session and one idle turn, so their rows are emitted too (docs/measurement.md, "Agentic sessions")
 MEASURE = 'telemetry_period = 0.2\ncontent = ["code"]\nidle_s = [1]\n'
 MEASURE += "agentic = { turns = 2, tool_tokens = 64, answer_tokens = 8 }\n"
@@ -63,6 +65,7 @@ MEASURE += (
     'load = { rate = [20], arrival = "constant", requests = 8, prompt_tokens = 32, output_tokens = 8 }\n'
 )
 MEASURE += "slo = { ttft_s = 1.0 }"
+PREFILL_ROOFLINE = ("prefill_<P>_ceiling", "prefill_<P>_compute")
 # rows the sim lane here cannot emit: no NFS mount on this machine, no drafted-share counter in the simulator
 NOT_ON_THE_SIM_LANE = {
     "accept_drafted_share",
@@ -80,6 +83,8 @@ NOT_ON_THE_SIM_LANE = {
     "staging_s",  # a lane with a view to stage: the run folder's staging.json (store/load.py lane_rows)
     # prefill under decode (tests/measure/test_interference.py), a workload the sim lane does not ask for
     *WORKLOADS["interference"].measures,
+    # the compute ceiling needs a probed matmul: a real engine's lane (tests/lab/test_vllm_sweep.py)
+    *PREFILL_ROOFLINE,
 }
 # the headline rule each caller kept before the catalogue: labkit compare's default measures (and, with prompt
 # content, decode c1 and acceptance length per category)
@@ -145,6 +150,7 @@ def test_every_key_the_sim_lane_emits_matches_one_catalogue_row(sim_run):
             "load_eviction_sessions",
             "staging_s",  # a lane with a view to stage (tests/report/test_measured_beside.py reads boot_s beside it)
             *WORKLOADS["interference"].measures,  # prefill under decode: the sim lane does not ask for it
+            *PREFILL_ROOFLINE,  # a probed matmul: a real engine's lane
         }
     )
     assert {measure_info(k).key for k in sim_run.keys} >= {r.key for r in CATALOGUE} - NOT_ON_THE_SIM_LANE

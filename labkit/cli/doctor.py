@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from labkit.cli.common import add_lane_command, plan_from_args
 
 if TYPE_CHECKING:
-    from labkit.serve import Measured
+    from labkit.serve import Lane, Measured
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -23,6 +23,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     try:
         checks = doctor(lane.state, probes=args.probe, pull=args.pull)
         measured = measure_bandwidth(lane.state) if args.bandwidth else None
+        if args.roofline:
+            store_roofline(lane)
     finally:
         lane.close()
     failed = [c for c in checks if c.failed]
@@ -44,6 +46,24 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     else:
         print(f"doctor: no check failed on {len(lane.group)} node(s); nothing was started{kept}")
     return 1 if failed else 0
+
+
+def store_roofline(lane: Lane) -> None:
+    """The checkpoint's headers read on the head and stored beside the recipe, then the roofline they give
+    (docs/roofline.md); said on stderr, so `--json` keeps stdout for the checks."""
+    from labkit import lab
+    from labkit.serve import read_headers, store_headers
+
+    head = lane.group.head
+    print(f"reading the checkpoint's safetensors headers on {head.name}", file=sys.stderr)
+    digest, config = read_headers(lane.plan, head)
+    folder = store_headers(lane.plan, digest, config)
+    print(
+        f"roofline: {len(digest.files)} files, {len(digest.tensors):,} tensors, {digest.total_bytes / 1e9:,.2f} GB; "
+        f"stored in {folder}",
+        file=sys.stderr,
+    )
+    print(lab.roofline(lane.plan), file=sys.stderr)
 
 
 def bandwidth_table(measured: list[Measured]) -> str:
@@ -72,6 +92,11 @@ def add_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="a string (e.g. an environment variable) to look for in the engine's code in the image; repeatable",
     )
     p.add_argument("--pull", action="store_true", help="pull the image where it is missing (as `up` would)")
+    p.add_argument(
+        "--roofline",
+        action="store_true",
+        help="read the checkpoint's safetensors headers on the head and store them beside the recipe (docs/roofline.md)",
+    )
     p.add_argument("--json", action="store_true", help="every check as JSON")
     p.add_argument(
         "--bandwidth",

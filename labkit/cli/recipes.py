@@ -45,6 +45,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         print(lab.describe(plan))
         print(lab.estimate(plan).line())
+        print(lab.roofline(plan))
     return 0
 
 

@@ -19,6 +19,7 @@ from labkit.lab.compare_lanes import compare
 from labkit.lab.endpoint_run import EndpointOrigin, bare_lane, measure_endpoint
 from labkit.lab.papermill import attach_executed_notebook
 from labkit.lab.resolve import commands, describe, plan
+from labkit.lab.rooflines import roofline
 from labkit.lab.runs import materialize_model, measure
 from labkit.lab.show import agreement, figures, save_figures, tables, wide
 from labkit.lab.sweep_run import (
@@ -48,6 +49,7 @@ __all__ = [
     "measure",
     "measure_endpoint",
     "plan",
+    "roofline",
     "save_figures",
     "save_sweep_figure",
     "sweep",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from labkit.errors import LabkitError
+from labkit.lab.rooflines import measured_roofline
 from labkit.lab.runs import refuse_empty, run_provenance, store_result, write_records
 from labkit.recipe import LanePlan, MeasurePlan
 
@@ -97,5 +98,7 @@ def _one(
         refuse_empty(run, result)
         if not isinstance(plan, LanePlan):  # a bare lane is simulated when the engine says so
             run.update(simulated=bool(result.provenance.get("simulated")))
-        store_result(run, result, {"source": "not booted by this run", "endpoint_origin": origin})
+        boot = {"source": "not booted by this run", "endpoint_origin": origin}
+        roof = measured_roofline(plan, boot, result) if isinstance(plan, LanePlan) else None
+        store_result(run, result, boot, roofline=roof)
     return EndpointRun(result, run.path)

@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from labkit.errors import LabkitError
+from labkit.lab.rooflines import RunRoofline, measured_roofline
 from labkit.recipe import LanePlan
+
+OVER_ROOFLINE = "over-roofline"  # a run flag: a figure above its ceiling (docs/roofline.md)
 
 if TYPE_CHECKING:  # annotations only: the steps' packages load when a lane is measured
     from labkit.measure import BenchResult, NodeTelemetry
@@ -256,7 +259,8 @@ def keep(run: Run, result: BenchResult, plan: LanePlan, boot: dict, nodes: list[
     from labkit.store import update_baselines, update_canary
 
     canary = canary_flags(plan, result, nodes, root)
-    store_result(run, result, boot, boot_flags(plan, boot) + canary)
+    roof = measured_roofline(plan, boot, result)
+    store_result(run, result, boot, boot_flags(plan, boot) + canary, roof)
     clocks = healthy_clocks(result.summary.telemetry or {})
     if clocks:
         update_baselines(root, clocks, run.run_id)
@@ -292,17 +296,43 @@ def boot_flags(plan: LanePlan, boot: dict) -> list[dict[str, str]]:
     )
 
 
-def store_result(run: Run, result: BenchResult, boot: dict, flags: Sequence[Mapping[str, str]] = ()) -> None:
-    """Write one BenchResult into its run folder and finish it; boot's KV pool facts and its `flags` join the
-    summary (the tables mark flagged runs)."""
+def store_result(
+    run: Run,
+    result: BenchResult,
+    boot: dict,
+    flags: Sequence[Mapping[str, str]] = (),
+    roofline: RunRoofline | None = None,
+) -> None:
+    """Write one BenchResult into its run folder and finish it; boot's KV pool facts, its `flags` and the
+    roofline's ceilings and shares join the summary (the tables mark flagged runs: a share above 100 % is one,
+    docs/roofline.md), the roofline's facts the run.json."""
     write_records(run, result)
     summary = result.summary
     summary.flags += [dict(f) for f in flags]
+    if roofline is not None:
+        shares = roofline.shares(summary.measures)
+        summary.measures.update(shares)
+        summary.method.update({key: roofline.method(key) for key in shares})
+        summary.flags += over_roofline(shares)
+        run.update(roofline=roofline.to_dict())
     for key in ("kv_pool_tokens", "kv_pool_context"):
         if boot.get(key) is not None:  # the boot log's figure wins over the API's (docs/engines.md)
             summary.measures[key] = boot[key]
             summary.method[key] = "engine boot log"
     run.finish(summary, boot=boot, provenance=result.provenance)
+
+
+def over_roofline(shares: Mapping[str, float]) -> list[dict[str, str]]:
+    """`over-roofline` for each share above 100 %: the bytes model or the measurement is wrong."""
+    return [
+        {
+            "code": OVER_ROOFLINE,
+            "window": key,
+            "message": f"{value:.1f} % of its ceiling: the model of bytes or the figure is wrong",
+        }
+        for key, value in shares.items()
+        if key.endswith(("_roofline", "_compute")) and value > 100.0
+    ]
 
 
 def write_records(run: Run, result: BenchResult) -> None:

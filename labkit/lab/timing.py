@@ -73,7 +73,7 @@ def _seconds(text: str | None) -> float | None:
         return None
 
 
-def _lane_runs(data: Any, plan: LanePlan, source: str) -> list[Any]:
+def lane_runs(data: Any, plan: LanePlan, source: str) -> list[Any]:
     """The complete runs of the plan's recipe of `source` whose variant choices include the plan's (a recorded
     run may sit under an older, shorter variant id); sweep points only when the plan is that point."""
     want = dict(plan.variants)
@@ -154,7 +154,7 @@ def estimate(
     frame, used = data.measures, []
     measure_s = None
     for lane in [plan] + ([like] if like is not None else []):
-        measured = _lane_runs(data, lane, STORED)
+        measured = lane_runs(data, lane, STORED)
         per = _median(_per_request(r, frame) for r in measured)
         if per is not None:
             measure_s = requests * per
@@ -162,7 +162,7 @@ def estimate(
                 f"{per:.2f} s a request, the median of {len(measured)} stored runs of {lane.recipe}/{lane.variant_id}"
             )
             break
-        recorded = _lane_runs(data, lane, "recorded")
+        recorded = lane_runs(data, lane, "recorded")
         per, how = _recorded_request_s(lane, frame, recorded)
         if per is not None:
             measure_s = requests * per
@@ -172,7 +172,7 @@ def estimate(
         used.append(f"no stored or recorded run of {plan.recipe}/{plan.variant_id}")
     boot_s = staging_s = None
     for lane in [plan] + ([like] if like is not None else []):
-        runs = _lane_runs(data, lane, STORED)
+        runs = lane_runs(data, lane, STORED)
         if boot_s is None and (boot_s := _lane_figure(frame, runs, "boot_s")) is not None:
             used.append(f"boot {duration(boot_s)}: the median of {lane.recipe}'s stored boots")
         if plan.staging and staging_s is None:

@@ -46,6 +46,9 @@ UNSET_LEFT_OUT = (
     ("model", "loops"),
     ("cluster", "min_free_after_drop"),
 )
+# keys that describe the lane without changing what runs on it: never part of its hash, set or not (the
+# device only names the nominal bandwidth the roofline uses before a probe, docs/roofline.md)
+DESCRIPTIVE = (("cluster", "device"),)
 
 
 def unset_left_out() -> tuple[tuple[str, str], ...]:
@@ -63,6 +66,10 @@ def _blob(name: str, choices: dict[str, str], merged: dict) -> str:
     for section, key in unset_left_out():
         table = merged.get(section)
         if isinstance(table, dict) and key in table and not table[key]:
+            merged = {**merged, section: {k: v for k, v in table.items() if k != key}}
+    for section, key in DESCRIPTIVE:
+        table = merged.get(section)
+        if isinstance(table, dict) and key in table:
             merged = {**merged, section: {k: v for k, v in table.items() if k != key}}
     cluster = merged.get("cluster")
     fabric = cluster.get("fabric") if isinstance(cluster, dict) else None
@@ -112,6 +119,7 @@ def build_plan(name: str, shown: str, choices: dict[str, str], merged: dict) -> 
         fabric_spec(c["fabric"]),
         c["min_free_memory"],
         c["min_free_after_drop"],
+        c["device"],
     )
     staging = tuple(
         StagingSpec(

@@ -239,6 +239,9 @@ def _cluster(partial: bool) -> dict[str, s.Field]:
         # MemFree every node needs after the page-cache drop (engine.drop_caches): below it the boot is refused
         # (docs/engines.md, "Memory after the page-cache drop"); none by default
         "min_free_after_drop": F(s.size),
+        # the nodes' GPU model, whose nominal memory bandwidth the roofline uses until a probe measured one
+        # (docs/roofline.md, "Bandwidth"); none by default
+        "device": F(s.string()),
         "fabric": F(s.table(fabric, partial=partial)),
     }
 

@@ -73,6 +73,9 @@ class ClusterSpec:
     fabric: FabricSpec | None = None
     min_free_memory: int | None = None  # bytes of MemAvailable each node needs before boot; None: no minimum
     min_free_after_drop: int | None = None  # bytes of MemFree each node needs after the page-cache drop
+    device: str | None = (
+        None  # the GPU model (e.g. "GB10"): its nominal bandwidth for the roofline before a probe
+    )
 
     @property
     def head(self) -> str:

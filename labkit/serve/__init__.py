@@ -17,6 +17,7 @@ from labkit.serve.checks import doctor
 from labkit.serve.engines import BootFacts
 from labkit.serve.envcheck import EnvLever, check_env, split_levers
 from labkit.serve.flagcheck import check_flags
+from labkit.serve.headers_run import read_headers, store_headers
 from labkit.serve.kvsources import Fetched, api_sources, kv_pool
 from labkit.serve.lane import Lane
 from labkit.serve.plan import Endpoint, lane_commands
@@ -43,6 +44,8 @@ __all__ = [
     "measure_bandwidth",
     "node_tables",
     "parse_prometheus",
+    "read_headers",
     "socket_fallback_flags",
     "split_levers",
+    "store_headers",
 ]

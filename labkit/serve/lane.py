@@ -157,6 +157,7 @@ class Lane:
         self.refuse_if_present()
         self.preflight = steps.run_preflight(self.state, self.timings)
         steps.refuse_or_say(self.state, self.preflight)
+        steps.device_probe(self.state, self.preflight)
         self.fabric_addresses = self.preflight.addresses
         self.say(
             f"lane {self.lane_id}: starting {self.plan.engine.kind} on {len(self.group)} node(s) "

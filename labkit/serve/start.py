@@ -14,6 +14,8 @@ from labkit.errors import LabkitError
 from labkit.recipe import LanePlan
 from labkit.serve.bootstate import STATE_CHECK
 from labkit.serve.checks import Preflight, preflight
+from labkit.serve.devprobe import PROBE_CHECK
+from labkit.serve.devprobe_run import probe_devices
 from labkit.serve.engines import BootFacts
 from labkit.serve.errors import PreflightFailed
 from labkit.serve.fabric import is_placeholder
@@ -61,6 +63,12 @@ def refuse_or_say(lane: LaneState, report: Preflight) -> None:
     )
     for c in warned:
         lane.say(f"  warning: {c.node}: {c.check}: {c.result}")
+
+
+def device_probe(lane: LaneState, report: Preflight) -> None:
+    """The device probe on every node (labkit.serve.devprobe_run), its checks added to the report: the boot
+    facts keep them beside the other pre-boot checks."""
+    report.checks += probe_devices(lane, report.facts("image"), report.facts(STATE_CHECK))
 
 
 def fabric_facts(lane: LaneState, detected: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -125,5 +133,6 @@ def ready_endpoint(
         facts.images = report.facts("image")
         facts.memory = report.facts("memory")
         facts.state = report.facts(STATE_CHECK)
+        facts.probe = report.facts(PROBE_CHECK)
         facts.preflight = [c.to_dict() for c in report.checks]
     return endpoint

@@ -147,9 +147,11 @@ reads a little lower for short N because the last step is cut at max_tokens but 
 """
 
 from labkit.sim.cli import add_arguments as add_cli_arguments
+from labkit.sim.cli import config_from_args
 from labkit.sim.cli import run as run_cli
 
 __all__ = [
     "add_cli_arguments",
+    "config_from_args",
     "run_cli",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from labkit.sim.config import FIELDS, FLAVORS, PRESETS, SimConfig, SimConfigError, build_config, parse_value
@@ -77,6 +78,15 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
             help=f"{f.type}, default {default!r}".replace("%", "%%"),
             **switch,
         )
+
+
+def config_from_args(argv: Sequence[str]) -> SimConfig:
+    """The settings a simulator started with `argv` (a lane's engine args) runs with, without starting it:
+    the lab reads a simulated lane's roofline stand-ins from them."""
+    p = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    add_arguments(p)
+    args, _ = p.parse_known_args(list(argv))
+    return build_config(args.preset, args.config, args.sets, flavor=args.flavor, model_name=args.model_name)
 
 
 def run(args: argparse.Namespace) -> int:

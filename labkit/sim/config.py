@@ -132,6 +132,11 @@ class SimConfig:
     step_base_s: float = 0.0
     step_token_s: float = 0.0
     step_seq_s: float = 0.0
+    # the roofline's stand-ins for a checkpoint and a device probe (docs/roofline.md, "The simulator"): the bytes
+    # one stream's token reads at c1, and the memory bandwidth; b streams read (1 + batch_beta (b - 1)) times as
+    # much per step (batch_beta above 1 counts as 1, as the schedule does). Both 0: no roofline
+    roofline_bytes_per_token: float = 0.0
+    memory_bandwidth: float = 0.0
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -219,9 +224,13 @@ class SimConfig:
             "step_base_s",
             "step_token_s",
             "step_seq_s",
+            "roofline_bytes_per_token",
+            "memory_bandwidth",
         ):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
+        if bool(self.roofline_bytes_per_token) != bool(self.memory_bandwidth):
+            raise bad("memory_bandwidth", "set with roofline_bytes_per_token, or neither")
         if self.idle_factor < 1:
             raise bad("idle_factor", "must be >= 1 (an idle engine is never faster)")
         for key in ("max_model_len", "kv_cache_tokens", "block_size"):

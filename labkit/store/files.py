@@ -20,7 +20,7 @@ from labkit import settings
 from labkit.errors import LabkitError
 
 # 2: chunk_t/chunk_n of every request in chunks.csv.gz, no longer in requests.csv (store/chunks.py)
-RUN_SCHEMA_VERSION = 2
+RUN_SCHEMA_VERSION = 3  # 3: boot facts gain the device probe (`boot.probe`); 2 still reads
 CHUNKS_SINCE = 2  # the first run schema with the chunk file
 # run.json `source` of a run made from another tool's file (labkit/exchange, docs/imports.md)
 IMPORT_SOURCE: Final = "import"

@@ -59,7 +59,7 @@ def test_two_points_boot_vllm_twice_and_store_both(tmp_path, monkeypatch):
         assert env.processes() == []  # both lanes torn down
     assert [p.status for p in sw.record.points] == ["measured"] * 3, [p.reason for p in sw.record.points]
     assert [p.variant_id for p in sw.record.points] == [f"spec-none_mnbt-{b}" for b in BUDGETS]
-    boots = []
+    boots, probes = [], []
     for point, value in zip(sw.record.points, BUDGETS, strict=True):
         (run_id,) = point.runs
         folder = results / "tinyv" / point.variant_id / run_id
@@ -73,7 +73,29 @@ def test_two_points_boot_vllm_twice_and_store_both(tmp_path, monkeypatch):
         assert f"'max_num_batched_tokens': {value}" in log
         assert (folder / "boot.json").is_file() and doc["boot"]["boot_seconds"] > 0
         boots.append(doc["boot"]["engine_version"])
+        probes.append(doc["boot"]["probe"]["localhost"])
+        # the roofline of the built model's own headers at the probed bandwidth; a tiny model on a CPU is
+        # bound by per-step overhead, not by its 2.7 MB of weights, so its share is small: printed, not judged
+        roof = doc["roofline"]
+        assert "probed on localhost" in roof["bandwidth_source"] and roof["model"].startswith(
+            "the headers of "
+        )
+        share = doc["summary"]["measures"]["decode_c1_roofline"]
+        assert share > 0 and doc["summary"]["measures"]["decode_c1_ceiling"] == roof["decode"]["1"]
+        # prefill against the probed matmul: FLOPs per token from the same headers
+        assert (
+            doc["summary"]["measures"]["prefill_1024_compute"] > 0
+            and "matmul probed on localhost" in (doc["summary"]["method"]["prefill_1024_compute"])
+        )
+        print(f"{value}: decode c1 {share:.2f} % of its roofline ({roof['bandwidth_source']})")
     assert boots[0].startswith("0.32") and boots[0] == boots[1] == boots[2]  # three boots of one engine build
+    # the device probe ran before the first boot with the engine's torch on this CPU; the others read its cache
+    assert (
+        probes[0]["tool"].startswith("torch ")
+        and probes[0]["read_bytes_per_s"] > 0
+        and "cached" not in probes[0]
+    )
+    assert all(p.pop("cached").endswith(".json") for p in probes[1:]) and probes[1] == probes[2] == probes[0]
     assert read_sweep(sw.path).points == sw.record.points
     (table,) = lab.sweep_tables(sw)
     assert list(table.frame.index) == [str(b) for b in BUDGETS]

@@ -94,6 +94,8 @@ class BootFacts:
     memory: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> /proc/meminfo bytes before boot
     # node -> kernel, driver, CUDA, firmware and compile caches before boot (labkit.serve.bootstate)
     state: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # node -> the device probe's memory read and matmul figures, before boot (labkit.serve.devprobe)
+    probe: dict[str, dict[str, Any]] = field(default_factory=dict)
     # node -> MemAvailable/Cached before the start and after ready (labkit.serve.readyfacts.memory_facts)
     memory_at_boot: dict[str, dict[str, Any]] = field(default_factory=dict)
     kv_pool: dict[str, Any] = field(default_factory=dict)  # every KV pool source, compared (serve.kvsources)

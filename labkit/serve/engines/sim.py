@@ -30,6 +30,7 @@ SIM_KNOWN_FLAGS = frozenset(
         "--max-num-seqs", "--fault-loop-request", "--spec-accept-prose", "--spec-accept-code",
         "--spec-accept-structured", "--spec-accept-chat", "--idle-after-s", "--idle-factor",
         "--decode-ctx-slope", "--max-num-batched-tokens", "--step-base-s", "--step-token-s", "--step-seq-s",
+        "--roofline-bytes-per-token", "--memory-bandwidth",
     }
 )  # fmt: skip
 

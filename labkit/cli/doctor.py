@@ -17,12 +17,15 @@ if TYPE_CHECKING:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """A table per node; exit 1 when any check failed. The page cache is never dropped here."""
-    from labkit.serve import Lane, doctor, measure_bandwidth, node_tables
+    from labkit.serve import Lane, doctor, measure_bandwidth, node_tables, store_fabric
 
     lane = Lane(plan_from_args(args), progress=sys.stderr)
     try:
         checks = doctor(lane.state, probes=args.probe, pull=args.pull)
         measured = measure_bandwidth(lane.state) if args.bandwidth else None
+        fabric = store_fabric(lane.plan, measured) if measured else None
+        if fabric is not None:
+            print(f"fabric for the roofline: {fabric['source']}", file=sys.stderr)
         if args.roofline:
             store_roofline(lane)
     finally:

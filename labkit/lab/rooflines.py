@@ -76,9 +76,20 @@ def roofline(plan: LanePlan, results: str | Path | None = None, data: Any = None
             f"{known}) and no measured run of this lane with a device probe"
         )
     par = replica(plan)
-    fabric = NOMINAL_FABRIC if len(plan.cluster.nodes) > 1 else None
+    fabric = fabric_rate(plan)
     shown = cases(plan.measure.decode.concurrency, spec_k(plan), spec_method(plan), tau)
     return table(ck, par, shown, plan.measure.decode.output_tokens, Rate(*bw), fabric)
+
+
+def fabric_rate(plan: LanePlan) -> Rate | None:
+    """The fabric's bandwidth for a multi-node lane: the figure `labkit doctor --bandwidth` last measured
+    between its nodes, else the nominal one; None on one node."""
+    from labkit.serve import stored_fabric
+
+    if len(plan.cluster.nodes) < 2:
+        return None
+    kept = stored_fabric(plan)
+    return Rate(float(kept["bytes_per_s"]), str(kept["source"])) if kept else NOMINAL_FABRIC
 
 
 def replica(plan: LanePlan) -> Parallel:
@@ -115,6 +126,7 @@ class RunRoofline:
     compute_source: str = ""
     prefill: dict[int, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    fabric_source: str = ""
 
     def shares(self, measures: Mapping[str, Any]) -> dict[str, float]:
         """The ceilings and, for each figure the run measured, its share: decode_c1_roofline,
@@ -230,7 +242,7 @@ def run_roofline(
         return None
     par = replica(plan)
     gpus = par.gpus
-    fabric = NOMINAL_FABRIC.bytes_per_s if len(plan.cluster.nodes) > 1 else None
+    fabric = fabric_rate(plan)
     k = spec_k(plan) or int(measures.get("accept_k") or 0) or None  # the recipe's K, else the engine's
     tau = measures.get("accept_length") if k else None
     notes = [] if not k or tau else [f"τ not measured: the bound K + 1 = {k + 1} used"]
@@ -240,7 +252,8 @@ def run_roofline(
         len(plan.measure.decode.concurrency) if k else 0 :
     ]:
         inputs = StepInputs(case.sequences, case.positions, context, case.draft_passes)
-        c = ceiling(decode_step(ck.placed, ck.shape, inputs), ck.shape, par, bw[0], fabric, case.tau)
+        step = decode_step(ck.placed, ck.shape, inputs)
+        c = ceiling(step, ck.shape, par, bw[0], fabric.bytes_per_s if fabric else None, case.tau)
         decode[case.sequences] = c.tps
     compute, compute_source, prefill = None, "", {}
     flops = _slowest(boot, "matmul_flops_per_s")
@@ -253,7 +266,17 @@ def run_roofline(
         for p in plan.measure.prefill.prompt_tokens:
             cost = prefill_cost(ck.placed, ck.shape, p, ck.config)
             prefill[p] = compute / cost.flops
-    return RunRoofline(ck.digest.source, bw[0], bw[1], decode, compute, compute_source, prefill, tuple(notes))
+    return RunRoofline(
+        ck.digest.source,
+        bw[0],
+        bw[1],
+        decode,
+        compute,
+        compute_source,
+        prefill,
+        tuple(notes),
+        fabric.source if fabric else "one node: no fabric",
+    )
 
 
 def measured_roofline(plan: LanePlan, boot: Mapping[str, Any], result: Any) -> RunRoofline | None:

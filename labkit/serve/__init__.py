@@ -11,7 +11,7 @@ Its modules, each with what it is for: docs/architecture.md, "Packages" (generat
 """
 
 from labkit.serve.bandwidth import Measured
-from labkit.serve.bandwidth_run import measure_bandwidth
+from labkit.serve.bandwidth_run import measure_bandwidth, store_fabric, stored_fabric
 from labkit.serve.bootstate import cold_cache_flags
 from labkit.serve.checks import doctor
 from labkit.serve.engines import BootFacts
@@ -47,5 +47,7 @@ __all__ = [
     "read_headers",
     "socket_fallback_flags",
     "split_levers",
+    "store_fabric",
     "store_headers",
+    "stored_fabric",
 ]

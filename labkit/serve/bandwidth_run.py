@@ -1,10 +1,16 @@
 """Running `labkit doctor --bandwidth` (labkit.serve.bandwidth) on a lane's nodes: which tools each node has, then
 ib_write_bw from the head to each other node in turn (server and client started together, the client retrying
 until the server listens) and all_reduce_perf on the head over the lane's nodes. Every command has a timeout;
-nothing here runs without the flag. docs/bandwidth.md, "How doctor runs them".
+nothing here runs without the flag. docs/bandwidth.md, "How doctor runs them". The figure the roofline's
+fabric term uses is kept for the lane's nodes (docs/roofline.md, "Parallelism and the fabric").
 """
 
 from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
 
 from labkit.errors import LabkitError
 from labkit.nodes import Host, HostError, Result
@@ -187,3 +193,46 @@ def all_reduce(
     env, iface = rank_env(lane.plan, names)
     r = _run(head, quoted(all_reduce_argv(hosts, True, env, iface)), ALL_REDUCE_TIMEOUT)
     return _outcome(pair, ALL_REDUCE, r, NODE)
+
+
+def fabric_file(plan: LanePlan) -> Path:
+    """Where the lane's nodes' last measured fabric figure is kept (beside the device probes' answers)."""
+    from labkit.serve.devprobe_run import cache_dir
+
+    key = hashlib.sha256(json.dumps(sorted(plan.cluster.nodes)).encode()).hexdigest()[:16]
+    return cache_dir() / f"fabric-{key}.json"
+
+
+def store_fabric(plan: LanePlan, found: list[Measured]) -> dict | None:
+    """The fabric bandwidth the roofline's collective term uses, kept with its date for the lane's nodes:
+    all_reduce_perf's bus bandwidth when it ran (the ring's own rate per GPU), else the slowest ib_write_bw
+    pair. None (and nothing kept) when no tool gave a figure."""
+    bus = [(m.figure, m.pair) for m in found if m.tool == ALL_REDUCE and m.figure is not None]
+    pairs = [(m.figure, m.pair) for m in found if m.tool == IB_WRITE_BW and m.figure is not None]
+    if bus:
+        rate, how = bus[0][0] * 1e9, f"all_reduce_perf bus bandwidth over {bus[0][1]}"  # GB/s
+    elif pairs:
+        figure, pair = min(pairs)
+        rate, how = figure * 1e9 / 8, f"ib_write_bw, the slowest pair ({pair})"  # Gb/s
+    else:
+        return None
+    when = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    doc = {
+        "bytes_per_s": rate,
+        "source": f"{rate / 1e9:,.1f} GB/s measured by labkit doctor --bandwidth {when}: {how}",
+    }
+    path = fabric_file(plan)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(path)
+    return doc
+
+
+def stored_fabric(plan: LanePlan) -> dict | None:
+    """The lane's nodes' kept fabric figure ({bytes_per_s, source}), None when none was measured."""
+    try:
+        doc = json.loads(fabric_file(plan).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("bytes_per_s") else None

@@ -26,7 +26,8 @@ def doctor(fake, tmp_path, *args: str, count: int = 2) -> tuple[int, str, str]:
         folder, 18381, nodes=fake.addresses[:count], runtime="docker", ssh_port=fake.port, user=fake.user,
         extra=SPARK_FABRIC,
     )  # fmt: skip
-    proc = labkit_cli("doctor", str(folder), *args, env=fake.cli_env())
+    env = {**fake.cli_env(), "LABKIT_CACHE": str(tmp_path / "cache")}  # where the fabric figure is kept
+    proc = labkit_cli("doctor", str(folder), *args, env=env)
     out, err = proc.communicate(timeout=120)
     return proc.returncode, out, err
 
@@ -65,6 +66,10 @@ def test_bandwidth_reads_ib_write_bw_between_the_pair_and_prints_a_table(nodes, 
     assert ib_calls(nodes, head) == [[*server, "10.10.0.6"]]
     argv = [c for c in nodes.calls(head)]  # the docker shim's log: the measurement started no container
     assert not [c for c in argv if c[:2] == ["run", "-d"]]
+    # the roofline's fabric term takes the slowest pair's figure, kept for these nodes (96.48 Gb/s = 12.06 GB/s)
+    assert "fabric for the roofline: 12.1 GB/s measured by labkit doctor --bandwidth " in err
+    kept = json.loads(next((tmp_path / "cache" / "probes").glob("fabric-*.json")).read_text())
+    assert kept["bytes_per_s"] == 96.48e9 / 8 and "ib_write_bw, the slowest pair" in kept["source"]
     code, plain, err = doctor(nodes, tmp_path, "--json")
     assert code == 0 and "bandwidth" not in json.loads(plain), plain + err
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.roofline import load_checkpoint
+from labkit.roofline import Checkpoint, StepInputs, decode_step, load_checkpoint, read_folder
+from labkit.roofline.headers import header_bytes
 from tools.docgen import section
 from tools.roofline_doc import CHECKPOINT, DOC, worked_example
 
@@ -84,3 +85,27 @@ def test_show_prints_bytes_per_step_and_the_ceiling(recipe):
     assert "memory 273 GB/s per GPU (nominal" in text and "K5 τ≤6" in text
     assert "read per step, GB" in text and "ceiling, t/s" in text
     assert ("TP4 EP2 over 4 GPUs" if recipe == "prod" else "TP4 over 4 GPUs") in text
+
+
+def test_headers_only_shards_from_the_committed_list_read_back_as_the_digest(tmp_path):
+    """The committed list written as headers-only safetensors files (one per backbone layer's shard, as the
+    release lays them out, the rest in one more), then read the way `labkit doctor --roofline` reads a node's:
+    the same tensors, and the same bytes per decode step with and without DSpark."""
+    ck = load_checkpoint(CHECKPOINT)
+    assert ck is not None
+    shards: dict[str, list] = {}
+    for t in ck.digest.tensors:
+        layer = t.name.split(".")[1] if t.name.startswith("layers.") and ".engram." not in t.name else "rest"
+        shards.setdefault(layer, []).append(t)
+    for i, (name, tensors) in enumerate(sorted(shards.items())):
+        (tmp_path / f"model-{i:05d}-{name}.safetensors").write_bytes(header_bytes(tensors))
+    (tmp_path / "config.json").write_bytes((CHECKPOINT / "config.json").read_bytes())
+    read = Checkpoint.of(read_folder(tmp_path, "headers"), ck.config, tmp_path)
+    assert sorted(read.digest.tensors, key=lambda t: t.name) == sorted(
+        ck.digest.tensors, key=lambda t: t.name
+    )
+    for inputs in (StepInputs(1), StepInputs(2, positions=6, draft_passes=1, context=8192)):
+        one = decode_step(read.placed, read.shape, inputs).parts
+        assert one == {**decode_step(ck.placed, ck.shape, inputs).parts, "kv": one["kv"]}
+    # the headers alone do not say what the model card says of V4.1's cache: the committed digest states it
+    assert read.shape.kv_bytes_per_token == 2 * 40 * 512 * 2 and ck.shape.kv_bytes_per_token == 890

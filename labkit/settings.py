@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 # name -> meaning; the single list of what labkit understands (README and docs/architecture.md point here).
 VARIABLES: dict[str, str] = {
@@ -81,3 +82,9 @@ class Settings:
 def current() -> Settings:
     """The settings of this process right now."""
     return Settings.from_env()
+
+
+def cache_root() -> Path:
+    """labkit's cache folder on this machine: $LABKIT_CACHE, else ~/.cache/labkit (built models, probes)."""
+    root = current().cache
+    return Path(root) if root else Path.home() / ".cache" / "labkit"

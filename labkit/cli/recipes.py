@@ -38,14 +38,16 @@ def cmd_recipes(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from labkit import lab
+    from labkit.store import load_results
 
     plan = plan_from_args(args)
     if args.json:
         print(json.dumps({**plan.to_dict(), "commands": lab.commands(plan)}, indent=2))
     else:
         print(lab.describe(plan))
-        print(lab.estimate(plan).line())
-        print(lab.roofline(plan))
+        stored = load_results()  # read once: the estimate and the roofline both look up the lane's runs
+        print(lab.estimate(plan, data=stored).line())
+        print(lab.roofline(plan, data=stored))
     return 0
 
 

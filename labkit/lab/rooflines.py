@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import LabkitError
+from labkit.lab.resolve import spec_k
 from labkit.measures import measure_key
 from labkit.recipe import LanePlan
 from labkit.roofline import (
@@ -60,8 +61,6 @@ def roofline(plan: LanePlan, results: str | Path | None = None, data: Any = None
     """What `labkit show` prints under the plan: the roofline table, or why there is none. Before any run at
     the nominal bandwidth of the lane's device and τ up to K + 1; once the lane has a measured run (in
     `results`, or the loaded `data`), at its newest run's probed bandwidth and measured τ."""
-    from labkit.lab.resolve import spec_k
-
     ck = checkpoint_of(plan) or _local_model(plan)
     if ck is None:
         return (
@@ -232,8 +231,6 @@ def run_roofline(
     plan: LanePlan, boot: Mapping[str, Any], measures: Mapping[str, Any], records: Sequence[Any]
 ) -> RunRoofline | None:
     """The ceilings of one measured run, None when the lane has no checkpoint facts or no bandwidth."""
-    from labkit.lab.resolve import spec_k
-
     if plan.simulated or plan.engine.kind == "sim":
         return _simulated(plan)
     ck = checkpoint_of(plan) or _local_model(plan)

@@ -24,7 +24,6 @@ class Checkpoint:
     config: dict[str, Any]
     shape: ModelShape
     placed: tuple[Placed, ...]
-    where: Path
 
     @classmethod
     def of(
@@ -32,7 +31,7 @@ class Checkpoint:
     ) -> Checkpoint:
         stated = (digest.kv_bytes_per_token, digest.kv_note) if digest.kv_bytes_per_token else None
         shape = ModelShape.from_config(config, str(where / "config.json"), kv_dtype_bytes, stated)
-        return cls(digest, config, shape, tuple(place(t, shape) for t in digest.tensors), where)
+        return cls(digest, config, shape, tuple(place(t, shape) for t in digest.tensors))
 
 
 def load_checkpoint(folder: Path, kv_dtype_bytes: float | None = None) -> Checkpoint | None:

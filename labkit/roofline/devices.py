@@ -22,12 +22,6 @@ class Rate:
 NOMINAL_MEMORY = {
     "GB10": Rate(273e9, "nominal: NVIDIA's DGX Spark specification, 273 GB/s LPDDR5X"),
 }
-# measured elsewhere, for reference beside the nominal figure (never used in place of a probe of the lane's own)
-PUBLISHED_MEMORY = {
-    "GB10": Rate(
-        233e9, "a saturating read kernel on GB10 reached 231-234 GB/s (antirez/ds4 #773, 2026-08-10)"
-    ),
-}
 # one 200 GbE port (the DGX Spark's ConnectX-7 as the lab cables it), in bytes/s, before any protocol overhead
 NOMINAL_FABRIC = Rate(25e9, "nominal: 200 Gb/s Ethernet (RoCE), one port")
 

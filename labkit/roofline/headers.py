@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +70,6 @@ class HeaderDigest:
 
     files: dict[str, tuple[Tensor, ...]]
     source: str
-    notes: tuple[str, ...] = field(default=())
     # the KV cache per token of context, where the config cannot say it (a compressed or quantised cache)
     kv_bytes_per_token: float | None = None
     kv_note: str = ""
@@ -88,7 +86,6 @@ class HeaderDigest:
         return {
             "version": DIGEST_VERSION,
             "source": self.source,
-            "notes": list(self.notes),
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "kv_note": self.kv_note,
             "files": {
@@ -109,13 +106,8 @@ class HeaderDigest:
             except (TypeError, ValueError) as e:
                 raise HeaderError(f"{where}: file {fname}: {e}")
         kv = data.get("kv_bytes_per_token")
-        notes = tuple(str(n) for n in data.get("notes") or ())
         return cls(
-            files,
-            str(data.get("source") or ""),
-            notes,
-            float(kv) if kv else None,
-            str(data.get("kv_note") or ""),
+            files, str(data.get("source") or ""), float(kv) if kv else None, str(data.get("kv_note") or "")
         )
 
 
@@ -171,23 +163,6 @@ def read_folder(folder: Path, source: str) -> HeaderDigest:
     if not files:
         raise HeaderError(f"{folder}: no *.safetensors files")
     return HeaderDigest({p.name: parse_header(header_of(p), str(p)) for p in files}, source)
-
-
-def header_bytes(tensors: Iterable[Tensor], metadata: dict[str, str] | None = None) -> bytes:
-    """A length-prefixed header for these tensors (byte ranges back to back in name order): what a
-    headers-only file needs, to stand in for a checkpoint that is not here."""
-    doc: dict[str, Any] = {"__metadata__": metadata or {"format": "pt"}}
-    offset = 0
-    for t in sorted(tensors, key=lambda t: t.name):
-        doc[t.name] = {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes]}
-        offset += t.nbytes
-    text = json.dumps(doc, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    return len(text).to_bytes(8, "little") + text
-
-
-def by_name(tensors: Sequence[Tensor]) -> dict[str, Tensor]:
-    return {t.name: t for t in tensors}
 
 
 def _numbers(spec: Any, ranges: dict[str, Any], where: str) -> list[int]:

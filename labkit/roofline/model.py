@@ -16,8 +16,6 @@ from typing import Any
 from labkit.errors import LabkitError
 from labkit.roofline.headers import Tensor
 
-PARTS = ("dense", "routed", "shared", "embedding", "head", "engram", "draft", "draft_routed", "vision")
-
 _EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)\.")
 _FUSED = re.compile(r"(?:^|\.)experts\.(?!\d)")
 _LAYER = re.compile(r"(?:^|\.)(?:layers|mtp)\.(\d+)\.")  # a backbone layer, or a draft stage
@@ -38,11 +36,9 @@ class ModelShape:
     experts_per_token: int = 0
     draft_experts: int = 0  # the draft heads' own routed experts (DSpark: dspark_n_routed_experts)
     draft_experts_per_token: int = 0
-    draft_layers: int = 0  # num_nextn_predict_layers: the MTP / DSpark stages in the checkpoint
     kv_bytes_per_token: float = 0.0  # the KV cache of all layers, per token of context, at the model's dtype
     kv_note: str = ""
     engram_rows_per_token: int = 0  # table rows one token looks up, over all Engram layers
-    engram_layers: tuple[int, ...] = ()
     tied: bool = False  # tie_word_embeddings: the head is the embedding matrix, read whole each step
     kv_heads: int = 1  # KV heads (1 for MLA's latent): how far tensor parallelism can split the cache
     attention_topk: int = 0  # index_topk: a sparse attention reads at most this many positions per layer
@@ -87,11 +83,9 @@ class ModelShape:
                 text.get("dspark_num_experts_per_tok")
                 or (text.get("num_experts_per_tok") or 0 if experts else 0)
             ),
-            draft_layers=int(text.get("num_nextn_predict_layers") or 0),
             kv_bytes_per_token=kv,
             kv_note=note,
             engram_rows_per_token=per_layer * len(engram),
-            engram_layers=engram,
             tied=bool(text.get("tie_word_embeddings")),
             kv_heads=1
             if text.get("kv_lora_rank")

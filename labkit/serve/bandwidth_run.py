@@ -33,6 +33,7 @@ from labkit.serve.bandwidth import (
     which_command,
 )
 from labkit.serve.fabric import detect_command, fabric_env, parse_address
+from labkit.serve.keep import probes_dir, write_whole
 from labkit.serve.runtimes import DockerRuntime
 from labkit.serve.state import LaneState
 
@@ -197,10 +198,8 @@ def all_reduce(
 
 def fabric_file(plan: LanePlan) -> Path:
     """Where the lane's nodes' last measured fabric figure is kept (beside the device probes' answers)."""
-    from labkit.serve.devprobe_run import cache_dir
-
     key = hashlib.sha256(json.dumps(sorted(plan.cluster.nodes)).encode()).hexdigest()[:16]
-    return cache_dir() / f"fabric-{key}.json"
+    return probes_dir() / f"fabric-{key}.json"
 
 
 def store_fabric(plan: LanePlan, found: list[Measured]) -> dict | None:
@@ -221,11 +220,7 @@ def store_fabric(plan: LanePlan, found: list[Measured]) -> dict | None:
         "bytes_per_s": rate,
         "source": f"{rate / 1e9:,.1f} GB/s measured by labkit doctor --bandwidth {when}: {how}",
     }
-    path = fabric_file(plan)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    tmp.replace(path)
+    write_whole(fabric_file(plan), json.dumps(doc, indent=1))
     return doc
 
 

@@ -9,23 +9,17 @@ import hashlib
 import json
 from pathlib import Path
 
-from labkit import settings
 from labkit.errors import LabkitError
 from labkit.nodes import Host, HostError
 from labkit.recipe import LanePlan
 from labkit.roofline import FOLDER, load_checkpoint, nominal_memory
 from labkit.serve.devprobe import MATMUL, PROBE_BYTES, PROBE_CHECK, ROUNDS, SCRIPT, parse_probe, probe_command
+from labkit.serve.keep import probes_dir, write_whole
 from labkit.serve.plan import python_for
 from labkit.serve.state import LaneState
 from labkit.serve.verdict import OK, WARN, Check
 
 PROBE_TIMEOUT = 120.0  # seconds: a `docker run` of the (pulled) image, torch's import, the reads
-
-
-def cache_dir() -> Path:
-    """$LABKIT_CACHE/probes, else ~/.cache/labkit/probes."""
-    root = settings.current().cache
-    return (Path(root) if root else Path.home() / ".cache" / "labkit") / "probes"
 
 
 def probe_key(node: str, where: str, driver: str | None, fp8: bool) -> str:
@@ -72,7 +66,7 @@ def probe_devices(lane: LaneState, images: dict[str, dict], state: dict[str, dic
     if plan.simulated or plan.engine.kind == "sim":
         return []
     python = python_for(plan, lane.group.hosts)
-    folder = cache_dir()
+    folder = probes_dir()
     fp8 = plan.engine.runtime == "docker" and fp8_weights(plan)  # a process lane here runs on a CPU
 
     def one(h: Host) -> Check:
@@ -86,10 +80,7 @@ def probe_devices(lane: LaneState, images: dict[str, dict], state: dict[str, dic
         check = parse_probe(h.name, r, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
         lane.say(f"  {h.name}: {check.result}")
         if check.status == OK or ("why" in check.facts and not check.facts.get("tool")):
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(check.facts, indent=1))
-            tmp.replace(path)
+            write_whole(path, json.dumps(check.facts, indent=1))
         return with_nominal(check, plan.cluster.device)
 
     out = []

@@ -15,6 +15,7 @@ from labkit.errors import LabkitError
 from labkit.nodes import Host
 from labkit.recipe import LanePlan
 from labkit.roofline import FOLDER, HeaderDigest, load_checkpoint, parse_header
+from labkit.serve.keep import write_whole
 
 HEADERS_TIMEOUT = 600.0  # 48 headers over the NAS: each a seek and a read of a few MB
 # stdlib only: for each *.safetensors of the folder, one JSON line with its header text; then config.json
@@ -89,12 +90,6 @@ def store_headers(plan: LanePlan, digest: HeaderDigest, config: str) -> Path:
         digest = dataclasses.replace(
             digest, kv_bytes_per_token=before.digest.kv_bytes_per_token, kv_note=before.digest.kv_note
         )
-    folder.mkdir(exist_ok=True)
-    for name, text in (
-        ("digest.json", json.dumps(digest.to_json(), indent=1) + "\n"),
-        ("config.json", config),
-    ):
-        tmp = folder / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(folder / name)
+    write_whole(folder / "digest.json", json.dumps(digest.to_json(), indent=1) + "\n")
+    write_whole(folder / "config.json", config)
     return folder

@@ -39,8 +39,7 @@ from labkit.tinymodel.write import build
 
 def cache_dir() -> Path:
     """Where built models go: $LABKIT_CACHE/models, else ~/.cache/labkit/models."""
-    root = settings.current().cache
-    return (Path(root) if root else Path.home() / ".cache" / "labkit") / "models"
+    return settings.cache_root() / "models"
 
 
 def model_path(

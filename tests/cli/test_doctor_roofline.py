@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 
 from labkit.roofline import HeaderDigest
-from labkit.roofline.headers import Tensor, header_bytes
+from labkit.roofline.headers import Tensor
 from tests.support.lanes import sim_recipe
+from tests.support.safetensors import header_bytes
 from tests.support.serving import labkit_cli
 
 TENSORS = [

@@ -9,17 +9,15 @@ true (a smaller budget chunks the arrival: a later first token, a shorter stall 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 from labkit import report
 from labkit.sim.oracle import SimOracle
 from labkit.store import load_results
-from tests.support.serving import REPO
+from tests.support.serving import REPO, labkit_cli
 
 PROD = REPO / "recipes" / "dsv41-flash-1017-4x-sglang-ep2" / "recipe.toml"
 STOCK = REPO / "recipes" / "dsv41-flash-1017-4x-vllm032" / "recipe.toml"
@@ -75,15 +73,10 @@ def _lane(root: Path, name: str, source: Path, port: int | None = None) -> None:
 
 
 def _labkit(*args: str, env_root: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LABKIT_RECIPES": str(env_root)}
-    return subprocess.run(
-        [sys.executable, "-m", "labkit", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-        env=env,
-    )
+    """`labkit ARGS` on this checkout with the test's recipes, finished."""
+    proc = labkit_cli(*args, env={"LABKIT_RECIPES": str(env_root)}, cwd=REPO)
+    out, err = proc.communicate(timeout=600)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _run_ids(results: Path, recipe: str) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from labkit.roofline import Checkpoint, StepInputs, decode_step, load_checkpoint, read_folder
-from labkit.roofline.headers import header_bytes
+from tests.support.safetensors import header_bytes
 from tools.docgen import section
 from tools.roofline_doc import CHECKPOINT, DOC, worked_example
 

@@ -9,10 +9,11 @@ import math
 import pytest
 
 from labkit.roofline import Checkpoint, Parallel, StepInputs, ceiling, decode_step, read_folder
-from labkit.roofline.headers import HeaderError, Tensor, header_bytes
+from labkit.roofline.headers import HeaderError, Tensor
 from labkit.roofline.model import ModelShape
 from labkit.roofline.step import StepBytes, collective, distinct_experts
 from labkit.tinymodel import build, spec
+from tests.support.safetensors import header_bytes
 
 pytest.importorskip("tokenizers", reason="building the HF tiny model needs numpy and tokenizers")
 

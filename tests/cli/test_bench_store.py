@@ -77,7 +77,11 @@ def test_a_recipe_at_a_given_url_and_a_bare_endpoint_under_a_lane_are_stored_and
         ("sim", "spec-none"),
         ("sim", "spec-none"),
     ]
-    lone, first, second = docs
+    lone = docs[0]
+    # in the order the command stored them: two short runs can start within one second, where run ids (a
+    # second's timestamp and a random suffix) do not say which came first
+    order = [line.rsplit("/", 1)[1] for line in given.stderr.splitlines() if line.startswith("stored: ")]
+    first, second = sorted(docs[1:], key=lambda d: order.index(d.run_id))
     # --runs 2: one folder per repetition, as `labkit run` stores them; only the first meets a cold engine
     assert [first.provenance.raw["cold_expected"], second.provenance.raw["cold_expected"]] == [True, False]
     assert first.provenance.raw["endpoint_origin"] == "url"

@@ -13,7 +13,7 @@ import pytest
 from tests.support.nodes import Cluster, kill_processes, session_processes, sshd_available
 from tests.support.record import copy_record
 from tests.support.tiers import RECORD_FIXTURE, tiers_of_test
-from tests.support.workers import ALONE, Turns, alone_first, group_of
+from tests.support.workers import ALONE, Turns, group_of, run_order
 
 pytest_plugins = ["tests.support.vllm_fixtures"]
 
@@ -87,7 +87,9 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(items):
     """Each test gets its tier markers from what it uses (tests/support/tiers.py), so `-m` picks tiers, and
     `record` when it reads the committed lab record; and the xdist group of what it shares with other tests
-    (tests/support/workers.py), before xdist reads the groups. The modules with `alone` tests go first."""
+    (tests/support/workers.py), before xdist reads the groups. Then the order the groups are handed out in:
+    the `alone` tests first (`run_order`)."""
+    alone_modules = {str(item.path) for item in items if _alone(item)}
     for item in items:
         if not isinstance(item, pytest.Function):
             continue
@@ -99,10 +101,16 @@ def pytest_collection_modifyitems(items):
         if RECORD_FIXTURE in item.fixturenames:
             item.add_marker("record")
         scopes = {d.scope for name in item.fixturenames for d in defs.get(name, ())}
-        group = group_of(tiers, scopes, item.fixturenames, item.nodeid.split("::")[0])
+        module = item.nodeid.split("::")[0]
+        group = group_of(tiers, scopes, item.fixturenames, module, str(item.path) in alone_modules)
         if group and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
-    items[:] = alone_first(items, _alone, lambda item: str(item.path))
+    items[:] = run_order(items, _group, _alone)
+
+
+def _group(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("xdist_group")
+    return None if marker is None else str(marker.kwargs.get("name", marker.args[0] if marker.args else ""))
 
 
 def _alone(item: pytest.Item) -> bool:

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from tests.support import workers
-from tests.support.workers import NODES, VLLM, Turns, alone_first, free_port, group_of, without_workers
+from tests.support.workers import ALONE, NODES, VLLM, Turns, free_port, group_of, run_order, without_workers
 
 
 @pytest.mark.parametrize(
@@ -36,10 +36,47 @@ def test_each_kind_of_test_gets_its_group(tiers, scopes, fixtures, group):
     assert group_of(tiers, scopes, fixtures, "tests/x/test_a.py") == group
 
 
-def test_the_modules_with_alone_tests_go_first_each_part_in_its_order():
-    items = [("a", 1), ("b", 2), ("b", 3), ("c", 4), ("a", 5), ("d", 6)]
-    moved = alone_first(items, lambda i: i[1] in (3, 6), lambda i: i[0])
-    assert moved == [("b", 2), ("b", 3), ("d", 6), ("a", 1), ("c", 4), ("a", 5)]
+def test_a_module_with_an_alone_test_is_in_the_alone_group_unless_it_boots_vllm_or_uses_the_nodes():
+    assert group_of({"sim"}, {"module"}, set(), "tests/x/test_a.py", alone_module=True) == ALONE
+    assert group_of({"pure"}, {"function"}, set(), "tests/x/test_a.py", alone_module=True) == ALONE
+    assert group_of({"docker", "vllm"}, {"module"}, set(), "tests/x/test_a.py", alone_module=True) == VLLM
+    assert group_of({"ssh"}, {"session"}, {"nodes"}, "tests/x/test_a.py", alone_module=True) == NODES
+
+
+def test_the_alone_tests_go_first_then_the_engine_and_node_groups_then_the_rest_by_size():
+    # (group, name, alone)
+    items = [
+        (None, "p1", False),
+        ("m1", "a", False),
+        (NODES, "n1", False),
+        (ALONE, "s1", False),
+        ("m2", "b", False),
+        (VLLM, "v1", False),
+        (ALONE, "t1", True),
+        ("m2", "c", False),
+        (None, "p2", False),
+        (ALONE, "t2", True),
+        (NODES, "n2", False),
+    ]
+    ordered = [i[1] for i in run_order(items, lambda i: i[0], lambda i: i[2])]
+    assert ordered == ["t1", "t2", "s1", "v1", "n1", "n2", "b", "c", "a", "p1", "p2"]
+
+
+def test_a_test_that_may_end_the_shared_vllm_lane_runs_after_every_other_test_on_it():
+    from tests.support.vllm_fixtures import enders_last
+
+    # (name, uses the shared lane, may end it)
+    items = [
+        ("a", False, False),
+        ("kill", True, True),
+        ("b", True, False),
+        ("c", True, False),
+        ("d", False, False),
+    ]
+    moved = enders_last(items, lambda i: i[1], lambda i: i[2])
+    assert [i[0] for i in moved] == ["a", "b", "c", "kill", "d"]
+    alone = [("a", False, False), ("kill", True, True)]
+    assert enders_last(alone, lambda i: i[1], lambda i: i[2]) == alone  # no other user: left where it is
 
 
 def test_each_worker_takes_only_its_share_of_a_port_range(monkeypatch):
@@ -136,14 +173,7 @@ def test_loadgroup_keeps_a_group_on_one_worker(tmp_path):
     """The installed pytest and pytest-xdist honour `xdist_group` (pytest 9 with xdist 3.8 split every group)."""
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "test_grouped.py").write_text(GROUPED)
-    args = [
-        "-n",
-        "2",
-        "--dist",
-        "loadgroup",
-        "-p",
-        "no:cacheprovider",
-    ]
+    args = ["-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder", "-p", "no:cacheprovider"]
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", *args, "t"],
         cwd=tmp_path,

@@ -2,9 +2,9 @@
 facts come from its real log, labkit measures it, stores the run, and teardown leaves nothing behind, also
 when the engine is killed mid-run or Ctrl-C arrives during boot.
 
-The boot facts and the measurement read the session's shared lane (spec = ngram,
-tests/support/vllm_fixtures.py): vLLM CPU boots in 40-65 s here. The killed engine, Ctrl-C during boot and
-the notebook's cold first turn each need an engine of their own (`vllm_fresh`). Agreement with vLLM's own
+The boot facts, the measurement and the killed engine read the session's shared lane (spec = ngram,
+tests/support/vllm_fixtures.py): vLLM CPU boots in 40-65 s here; the kill runs after every other test on it.
+Ctrl-C during boot and the notebook's cold first turn each need an engine of their own (`vllm_fresh`). Agreement with vLLM's own
 server-side figures is a timing comparison: benchmarks/bench_vllm_agreement.py, not an assertion here.
 """
 
@@ -27,6 +27,7 @@ from labkit.measure import BenchOptions, render, run_bench
 from labkit.recipe.lookup import load_plan
 from labkit.serve import Lane
 from tests.support.vllm import vllm_available
+from tests.support.vllm_lanes import short_plan
 
 pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
 
@@ -95,28 +96,27 @@ def test_measures_decode_c2_prefill_and_acceptance_of_4(vllm_lane, tmp_path):
     assert plan.label in md
 
 
-def test_engine_killed_mid_run_gives_failed_records_and_leaves_nothing(vllm_fresh):
-    """A fresh engine, because the test kills it: SIGKILL to the API server alone while a stream runs; the engine
-    core and worker it spawned are orphaned in the lane's process group, and teardown must still find and
-    remove them. Eager (no torch.compile at boot): its speed does not matter here."""
-    plan = vllm_fresh.plan(
-        eager=True, concurrency=(1,), turns=2, output_tokens=8000, warmup=0, prompt_tokens=(), timeout=30.0
+def test_engine_killed_mid_run_gives_failed_records_and_leaves_nothing(vllm_shared_last):
+    """The shared lane, after every other test on it (`vllm_shared_last`), because the test kills it: SIGKILL to
+    the API server alone while a stream runs; the engine core and worker it spawned are orphaned in the lane's
+    process group, and teardown must still find and remove them."""
+    shared = vllm_shared_last
+    ep, plan = shared.endpoint, shared.plan
+    measure = short_plan(
+        concurrency=(1,), turns=2, output_tokens=8000, warmup=0, prompt_tokens=(), timeout=30.0
     )
-    lane = vllm_fresh.lane(plan)
-    ep = lane.start()
-    pgid = int((vllm_fresh.state_dir / "lanes" / plan.lane_id / "localhost.pid").read_text())
-    killer = threading.Timer(2.0, os.kill, (pgid, signal.SIGKILL))
+    api_server = int((shared.env.state_dir / "lanes" / plan.lane_id / "localhost.pid").read_text())
+    assert shared.env.processes()  # API server, engine core and worker, before the kill
+    killer = threading.Timer(2.0, os.kill, (api_server, signal.SIGKILL))
     killer.start()
-    result = run_bench(ep.base_url, plan.measure, BenchOptions(model=ep.model, progress=False, prefill=False))
+    result = run_bench(ep.base_url, measure, BenchOptions(model=ep.model, progress=False, prefill=False))
     killer.join()
     recs = result.records
     assert recs and not any(r.ok for r in recs)
     assert all(r.error and r.decode_tps is None for r in recs)
     assert not any(k.startswith("decode") for k in result.summary.measures)
     assert result.summary.n_ok == 0 and result.summary.n_failed == len(recs)
-    lane.down()
-    assert lane.status() == {"localhost": "absent"} and lane.leftovers() == {}
-    assert vllm_fresh.processes() == []
+    shared.close()  # down, then: status absent, no leftover, no process of the lane's token
 
 
 def test_ctrl_c_during_boot_leaves_nothing(vllm_fresh):

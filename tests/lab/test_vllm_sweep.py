@@ -1,8 +1,9 @@
-"""A sweep on the real vLLM CPU lane: three points over `--max-num-batched-tokens` boot vLLM three times, each
-with its own value (the engine's own log says which), and all are stored as complete lanes with their record.
-Each point also measures prefill under decode (2,048-token prompts arriving while two streams decode: 8, 2 and 1
-prefill chunks at the three budgets), whose figures must be present and consistent; what they show is printed,
-not asserted (benchmarks/ reports the trade-off)."""
+"""A sweep on the real vLLM CPU lane: two points over `--max-num-batched-tokens` boot vLLM twice, each with its
+own value (the engine's own log says which), and both are stored as complete lanes with their record. Each
+point also measures prefill under decode (2,048-token prompts arriving while two streams decode: 8 prefill
+chunks at the small budget, 1 at the large), whose figures must be present and consistent; what they show is
+printed, not asserted (benchmarks/bench_prefill_tradeoff.py reports the trade-off over more budgets). Two
+points, not three: each boot is ~35 s of the vLLM worker's serial time, and a third adds no new path."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tests.support.vllm_lanes import free_port, isolated
 
 pytestmark = pytest.mark.skipif(vllm_available() is not None, reason=vllm_available() or "")
 REPO = Path(__file__).resolve().parents[2]
-BUDGETS = (256, 1024, 4096)
+BUDGETS = (256, 4096)
 
 
 def _recipe(folder: Path, port: int) -> None:
@@ -57,7 +58,9 @@ def test_two_points_boot_vllm_twice_and_store_both(tmp_path, monkeypatch):
             progress=False,
         )
         assert env.processes() == []  # both lanes torn down
-    assert [p.status for p in sw.record.points] == ["measured"] * 3, [p.reason for p in sw.record.points]
+    assert [p.status for p in sw.record.points] == ["measured"] * len(BUDGETS), [
+        p.reason for p in sw.record.points
+    ]
     assert [p.variant_id for p in sw.record.points] == [f"spec-none_mnbt-{b}" for b in BUDGETS]
     boots, probes = [], []
     for point, value in zip(sw.record.points, BUDGETS, strict=True):
@@ -88,14 +91,14 @@ def test_two_points_boot_vllm_twice_and_store_both(tmp_path, monkeypatch):
             and "matmul probed on localhost" in (doc["summary"]["method"]["prefill_1024_compute"])
         )
         print(f"{value}: decode c1 {share:.2f} % of its roofline ({roof['bandwidth_source']})")
-    assert boots[0].startswith("0.32") and boots[0] == boots[1] == boots[2]  # three boots of one engine build
+    assert boots[0].startswith("0.32") and boots[0] == boots[1]  # two boots of one engine build
     # the device probe ran before the first boot with the engine's torch on this CPU; the others read its cache
     assert (
         probes[0]["tool"].startswith("torch ")
         and probes[0]["read_bytes_per_s"] > 0
         and "cached" not in probes[0]
     )
-    assert all(p.pop("cached").endswith(".json") for p in probes[1:]) and probes[1] == probes[2] == probes[0]
+    assert probes[1].pop("cached").endswith(".json") and probes[1] == probes[0]
     assert read_sweep(sw.path).points == sw.record.points
     (table,) = lab.sweep_tables(sw)
     assert list(table.frame.index) == [str(b) for b in BUDGETS]

@@ -8,8 +8,12 @@ processes do not sit beside the rest of the suite. A test on it must pass whatev
 it reads deltas of the engine's counters, never their totals, asks for no cold turn, and gets the prefix cache
 emptied first (`vllm_lane`, or `vllm_shared.prepare()` in a module fixture).
 
-A test that needs what only a fresh engine shows (a cold first turn, an engine it kills, Ctrl-C during boot,
-a boot with flags of its own) asks for `vllm_fresh`: lanes of its own, checked to leave nothing behind.
+A test that ends the engine (kills it mid-run) asks for `vllm_shared_last`: the shared lane, with the test run
+after every other test on it (the collection hook below moves it there), so it costs no boot of its own; the
+lane then goes down after it as after any last user, and must still leave nothing behind.
+
+A test that needs what only a fresh engine shows (a cold first turn, Ctrl-C during boot, a boot with flags of
+its own) asks for `vllm_fresh`: lanes of its own, checked to leave nothing behind.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import json
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -34,7 +39,9 @@ from tests.support.vllm import vllm_available
 from tests.support.vllm_lanes import eager as with_eager
 from tests.support.vllm_lanes import free_port, tiny_vllm_plan
 
+T = TypeVar("T")
 SHARED = "vllm_shared"
+LAST = "vllm_shared_last"
 # the shared lane's flags beyond the ngram variant's: the responses' cached_tokens, for the prefix-cache tests
 SHARED_ARGS = (("--enable-prompt-tokens-details", ()),)
 # vLLM serves POST /reset_prefix_cache only in its development mode (it also answers GET /server_info then)
@@ -185,6 +192,14 @@ def vllm_lane(vllm_shared: SharedVllm) -> SharedVllm:
     return vllm_shared
 
 
+@pytest.fixture
+def vllm_shared_last(vllm_shared: SharedVllm) -> SharedVllm:
+    """The shared lane for a test that may end it: idle, its prefix cache emptied, and no test on it after this
+    one (pytest_collection_modifyitems below). The lane goes down after the test as after any last user."""
+    vllm_shared.prepare()
+    return vllm_shared
+
+
 class FreshVllm:
     """Lanes of one test's own: plans of the shipped tiny-vllm recipe on a test port, `Lane`s whose teardown is
     checked, and the environment a subprocess that boots one itself (papermill) needs."""
@@ -238,9 +253,26 @@ def vllm_fresh(tmp_path, tmp_path_factory, monkeypatch) -> Iterator[FreshVllm]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items) -> None:
-    """Note the last test that uses the shared lane, so that it can go down right after."""
-    users = [item.nodeid for item in items if SHARED in getattr(item, "fixturenames", ())]
+    """The tests that may end the shared lane (`vllm_shared_last`) after every other test on it, the rest in
+    their order; then note the last test that uses the lane, so that it can go down right after."""
+    items[:] = enders_last(items, lambda item: _uses(item, SHARED), lambda item: _uses(item, LAST))
+    users = [item.nodeid for item in items if _uses(item, SHARED)]
     config.stash[_LAST_USER] = users[-1] if users else None
+
+
+def enders_last(items: list[T], uses: Callable[[T], bool], ends: Callable[[T], bool]) -> list[T]:
+    """`items` with those that may end the shared lane (`ends`) moved right after the last other item that
+    `uses` it; unchanged when no other item uses it."""
+    enders = [item for item in items if ends(item)]
+    rest = [item for item in items if not ends(item)]
+    others = [i for i, item in enumerate(rest) if uses(item)]
+    if not (enders and others):
+        return items
+    return rest[: others[-1] + 1] + enders + rest[others[-1] + 1 :]
+
+
+def _uses(item: pytest.Item, fixture: str) -> bool:
+    return fixture in getattr(item, "fixturenames", ())
 
 
 @pytest.hookimpl(trylast=True)

@@ -1,4 +1,4 @@
-"""Running the suite on several pytest-xdist workers (`make test` and `make test-fast` run `pytest -n 2`).
+"""Running the suite on several pytest-xdist workers (`make test` and `make test-fast` run `pytest -n 3`).
 
 Tests run side by side unless they share something one worker must own; tests/conftest.py gives those an
 `xdist_group`, and `--dist loadgroup` sends a group's tests to one worker, in collection order:
@@ -8,6 +8,7 @@ Tests run side by side unless they share something one worker must own; tests/co
                    vLLM engines boot or serve at once on the two cores
     nodes          the rest of the ssh tier: engines on the sshd nodes listen on the same addresses in every
                    worker's cluster
+    alone          the modules that hold an `alone` test (below), outside the two groups above
     <module path>  the llama.cpp, sim and notebook tiers (a module's lanes share its fixed ports and lane ids,
                    lanes keep their state under ~/.cache/labkit/lanes/<lane id>), and a module with a
                    module-scoped fixture (a simulator, a tool's shared lane): one set-up
@@ -20,9 +21,10 @@ A test marked `alone` checks a timing truth within a few percent (the simulator'
 difference): another worker's engine boot or notebook kernel on the same two cores delays the client's reads
 by more than that. It runs while no other test runs (`Turns`): every test holds the run's lock, shared, and an
 `alone` test holds it exclusively, kept across the `alone` tests that follow it on its worker; a gate lock in
-front keeps a waiting `alone` test from being passed by ever new shared holders. The modules holding `alone`
-tests are collected first, so they run at the start, before the long engine tests they would otherwise wait
-behind.
+front keeps a waiting `alone` test from being passed by ever new shared holders. Each `alone` test that waits
+costs every other worker the rest of its current test and then the whole `alone` test, so they run in one
+stretch at the start: the `alone` group is handed out first (`run_order`, with xdist's own reordering by size
+turned off by `--no-loadscope-reorder`), its `alone` tests before its other tests.
 """
 
 from __future__ import annotations
@@ -43,23 +45,42 @@ NODES = "nodes"
 ALONE = "alone"
 
 
-def group_of(tiers: Iterable[str], scopes: Iterable[str], fixtures: Iterable[str], module: str) -> str | None:
-    """The xdist group of a test with `tiers`, using `fixtures` of `scopes`, in test module `module`."""
+def group_of(
+    tiers: Iterable[str],
+    scopes: Iterable[str],
+    fixtures: Iterable[str],
+    module: str,
+    alone_module: bool = False,
+) -> str | None:
+    """The xdist group of a test with `tiers`, using `fixtures` of `scopes`, in test module `module`
+    (`alone_module`: one that holds an `alone` test)."""
     tiers, fixtures = set(tiers), set(fixtures)
     if {"vllm", "docker"} & tiers or "vllm_shared" in fixtures:
         return VLLM
     if "ssh" in tiers and "llamacpp" not in tiers:
         return NODES
+    if alone_module:
+        return ALONE
     if {"llamacpp", "sim", "notebook"} & tiers or {"module", "class", "package"} & set(scopes):
         return module
     return None
 
 
-def alone_first(items: list[T], alone: Callable[[T], bool], module: Callable[[T], str]) -> list[T]:
-    """`items` with the modules that hold an `alone` item first, each part in its order. Whole modules move,
-    so a module-scoped fixture (a docker lane) is still set up once."""
-    first = {module(i) for i in items if alone(i)}
-    return [i for i in items if module(i) in first] + [i for i in items if module(i) not in first]
+def run_order(items: list[T], group: Callable[[T], str | None], alone: Callable[[T], bool]) -> list[T]:
+    """`items` in the order xdist is to hand them out (`--no-loadscope-reorder` keeps it): the `alone` group
+    first, its `alone` items before its others; then the vLLM and nodes groups, the longest, so that they start
+    early; then the other groups, most items first (xdist's own reordering); then the items of no group, short
+    ones that fill the end. Each part keeps its order."""
+    sizes: dict[str | None, int] = {}
+    for item in items:
+        sizes[group(item)] = sizes.get(group(item), 0) + 1
+
+    def rank(item: T) -> tuple[int, int, bool]:
+        g = group(item)
+        first = {ALONE: 0, VLLM: 1, NODES: 2, None: 4}.get(g, 3)
+        return first, -sizes[g] if first == 3 else 0, g == ALONE and not alone(item)
+
+    return sorted(items, key=rank)
 
 
 def worker() -> tuple[int, int]:

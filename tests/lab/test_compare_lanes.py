@@ -12,8 +12,13 @@ from tests.support.lanes import sim_recipe
 pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
 
 PORTS = {"slow": 18783, "fast": 18784}
-# four 32-token c1 turns per run: 1 % per-request noise (sim decode_noise) plus the timing jitter
-PLAN = "runs = 5\ndecode = { concurrency = [1], turns = 4, output_tokens = 32, warmup = 0 }"
+# four 32-token c1 turns per run: 1 % per-request noise (sim decode_noise) plus the timing jitter. No node
+# telemetry (NO_TELEMETRY): what is compared is the client's decode, and stopping the samplers costs each run
+# up to two of their 1 s periods (telemetry/sampling.py), ~1.6 s of every ~3.4 s run, while no other test runs
+NO_TELEMETRY = "telemetry_period = 0"
+PLAN = (
+    f"runs = 5\n{NO_TELEMETRY}\ndecode = {{ concurrency = [1], turns = 4, output_tokens = 32, warmup = 0 }}"
+)
 
 
 @pytest.fixture()
@@ -70,7 +75,12 @@ def test_a_shared_prompt_seed_pairs_the_runs_without_cache_hits(tmp_path, monkey
 
     root = tmp_path / "recipes"
     for name, tps in (("slow", 100.0), ("fast", 103.0)):
-        sim_recipe(root / name, port=PORTS[name], settings={"decode_tps": tps}, measure="runs = 3\nseed = 7")
+        sim_recipe(
+            root / name,
+            port=PORTS[name],
+            settings={"decode_tps": tps},
+            measure=f"runs = 3\nseed = 7\n{NO_TELEMETRY}",
+        )
     monkeypatch.setenv("LABKIT_RECIPES", str(root))
     results = tmp_path / "results"
     done = {n: lab.measure(lab.plan(n), results=results, progress=False) for n in ("slow", "fast")}

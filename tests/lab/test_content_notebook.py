@@ -28,7 +28,12 @@ SETTINGS = {
 
 def test_papermill_with_a_content_parameter_shows_the_content_table(tmp_path):
     recipes = tmp_path / "recipes"
-    sim_recipe(recipes / "contentsim", port=free_port(*PORTS), settings=SETTINGS, measure="seed = 4")
+    sim_recipe(
+        recipes / "contentsim",
+        port=free_port(*PORTS),
+        settings=SETTINGS,
+        measure="seed = 4\ntelemetry_period = 0",
+    )  # no samplers to stop
     args = ["-p", "recipe", "contentsim", "-p", "content", "prose,code", "-p", "runs", "3"]
     proc, out = papermill_bench(tmp_path, recipes, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -56,7 +56,9 @@ def test_measure_stores_complete_runs_and_tears_down(tmp_path, monkeypatch):
     first = json.loads((done.run_dirs[0] / "run.json").read_text())
     second = json.loads((done.run_dirs[1] / "run.json").read_text())
     assert first["summary"]["measures"]["kv_pool_tokens"] == 100_000
-    assert first["summary"]["measures"]["decode_c1_cold"] is not None or first["summary"]["notes"]
+    # a cold figure, or a note saying why there is none (absent, not None, when the cold turn was not told apart:
+    # it failed so in CI beside two other workers)
+    assert first["summary"]["measures"].get("decode_c1_cold") is not None or first["summary"]["notes"]
     assert "decode_c1_cold" not in {k for k, v in second["summary"]["measures"].items() if v is not None}
     assert second["boot_run"] == first["run_id"]
     assert (done.run_dirs[0] / "logs").is_dir() and (done.run_dirs[0] / "boot.json").is_file()

@@ -1,4 +1,4 @@
-"""Running the suite on several pytest-xdist workers (`make test` and `make test-fast` run `pytest -n 3`).
+"""Running the suite on several pytest-xdist workers (`make test` and `make test-fast` run `pytest -n 2`).
 
 Tests run side by side unless they share something one worker must own; tests/conftest.py gives those an
 `xdist_group`, and `--dist loadgroup` sends a group's tests to one worker, in collection order:

@@ -193,11 +193,10 @@ def vllm_lane(vllm_shared: SharedVllm) -> SharedVllm:
 
 
 @pytest.fixture
-def vllm_shared_last(vllm_shared: SharedVllm) -> SharedVllm:
-    """The shared lane for a test that may end it: idle, its prefix cache emptied, and no test on it after this
-    one (pytest_collection_modifyitems below). The lane goes down after the test as after any last user."""
-    vllm_shared.prepare()
-    return vllm_shared
+def vllm_shared_last(vllm_lane: SharedVllm) -> SharedVllm:
+    """`vllm_lane` for a test that may end the lane: no test on it runs after this one
+    (pytest_collection_modifyitems below). The lane goes down after the test as after any last user."""
+    return vllm_lane
 
 
 class FreshVllm:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, TypeVar
@@ -71,16 +72,15 @@ def run_order(items: list[T], group: Callable[[T], str | None], alone: Callable[
     first, its `alone` items before its others; then the vLLM and nodes groups, the longest, so that they start
     early; then the other groups, most items first (xdist's own reordering); then the items of no group, short
     ones that fill the end. Each part keeps its order."""
-    sizes: dict[str | None, int] = {}
-    for item in items:
-        sizes[group(item)] = sizes.get(group(item), 0) + 1
+    groups = [group(item) for item in items]
+    sizes = Counter(groups)
 
-    def rank(item: T) -> tuple[int, int, bool]:
-        g = group(item)
+    def rank(pair: tuple[T, str | None]) -> tuple[int, int, bool]:
+        item, g = pair
         first = {ALONE: 0, VLLM: 1, NODES: 2, None: 4}.get(g, 3)
         return first, -sizes[g] if first == 3 else 0, g == ALONE and not alone(item)
 
-    return sorted(items, key=rank)
+    return [item for item, _ in sorted(zip(items, groups, strict=True), key=rank)]
 
 
 def worker() -> tuple[int, int]:

@@ -234,13 +234,39 @@ def test_a_labkit_that_dies_takes_its_samplers_with_it(gpus):
     assert glob.glob(base + ".*") == []  # it cleaned up after itself
 
 
+def _path_without_nvidia_smi() -> str:
+    return ":".join(
+        d for d in os.environ["PATH"].split(":") if d and not os.path.exists(os.path.join(d, "nvidia-smi"))
+    )
+
+
+def _no_local_sampler_left(local_env, sampler: NodeTelemetry) -> None:
+    deadline = time.monotonic() + 10
+    while [p for p in local_env.processes() if "labkit-telemetry-" in p[1]] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [p for p in local_env.processes() if "labkit-telemetry-" in p[1]] == []
+    assert [p for p in glob.glob(sampler.bases["localhost"] + ".*")] == []
+
+
+def test_stop_wakes_the_sampler_for_its_last_sample_instead_of_waiting_out_its_period(local_env, monkeypatch):
+    # With a 30 s period, a stop that waited for the next sample and then for the script's sleep to end (as it
+    # did) took 30 to 60 s. USR1 ends the script's wait for one more sample now, TERM ends the script.
+    monkeypatch.setenv("PATH", _path_without_nvidia_smi())
+    sampler = NodeTelemetry([LocalHost()], period_s=30)
+    sampler.start(max_seconds=600)
+    asked = time.monotonic()
+    sampler.stop()
+    took = time.monotonic() - asked
+    first, last = sampler.series(0)["localhost"].memory
+    assert took < 15 and not sampler.threads["localhost"].is_alive()
+    assert last.t - first.t < 15e9  # the last sample came on the wake, not after a full period
+    _no_local_sampler_left(local_env, sampler)
+
+
 def test_this_machine_without_nvidia_smi_records_not_available_once_and_samples_memory(
     local_env, monkeypatch
 ):
-    path = [
-        d for d in os.environ["PATH"].split(":") if d and not os.path.exists(os.path.join(d, "nvidia-smi"))
-    ]
-    monkeypatch.setenv("PATH", ":".join(path))
+    monkeypatch.setenv("PATH", _path_without_nvidia_smi())
     sampler = NodeTelemetry([LocalHost()], period_s=PERIOD)
     with SimProcess(["--preset", "test"]) as sim:
         res = run_bench(sim.url, PLAN, BenchOptions(progress=False, telemetry=sampler))
@@ -258,11 +284,7 @@ def test_this_machine_without_nvidia_smi_records_not_available_once_and_samples_
         int(r["mem_available_kb"]) for r in mem if _inside(int(r["t_ns"]), res, "decode")
     )
     assert not any(k.startswith("energy_per_token") for k in res.summary.measures)
-    deadline = time.monotonic() + 10
-    while [p for p in local_env.processes() if "labkit-telemetry-" in p[1]] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert [p for p in local_env.processes() if "labkit-telemetry-" in p[1]] == []
-    assert [p for p in glob.glob(sampler.bases["localhost"] + ".*")] == []
+    _no_local_sampler_left(local_env, sampler)
 
 
 def _inside(t: int, res, window: str) -> bool:

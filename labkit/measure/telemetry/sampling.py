@@ -5,8 +5,9 @@ Each node runs one `sh -c` script (`sampler_script`): nvidia-smi in loop mode in
 that reads /proc/meminfo at the same period. The script ends when its stop file appears, when its lifetime
 (the plan's timeout budget) is over, or when labkit's side of the pipe is gone (its next write raises
 SIGPIPE, on which it cleans up; nvidia-smi's own next write ends it the same way); nvidia-smi runs under `timeout` with the same lifetime, so nothing outlives a
-crashed labkit for longer than that. `NodeTelemetry.stop` touches the stop files and, if a script has not
-ended a few periods later, kills it by the pid it wrote.
+crashed labkit for longer than that. The script sleeps in the background and waits for that sleep, so a
+signal is handled at once: `NodeTelemetry.stop` wakes it with USR1 for one more sample now, then touches the
+stop file and sends TERM, instead of waiting out a sleep of up to a period twice.
 """
 
 from __future__ import annotations
@@ -40,11 +41,16 @@ def sampler_script(*, period_ms: int, max_seconds: int, base: str) -> str:
     q = shlex.quote
     new, old = REASONS_FIELDS
     period = f"{period_ms / 1000:g}"
-    return f"""stop={q(base + ".stop")}; pidf={q(base + ".pid")}; smi=
+    return f"""stop={q(base + ".stop")}; pidf={q(base + ".pid")}; smi= nap=
+cleanup() {{
+  if [ -n "$nap" ]; then kill "$nap" 2>/dev/null; nap=; fi
+  if [ -n "$smi" ]; then kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null; smi=; fi
+  rm -f "$stop" "$pidf"
+}}
+trap 'cleanup; exit 0' TERM INT HUP PIPE
+trap : USR1
 echo $$ >"$pidf"
 end=$(( $(date +%s) + {max_seconds} ))
-cleanup() {{ if [ -n "$smi" ]; then kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null; smi=; fi; rm -f "$stop" "$pidf"; }}
-trap 'cleanup; exit 0' TERM INT HUP PIPE
 if command -v nvidia-smi >/dev/null 2>&1; then
   r={old}
   nvidia-smi --query-gpu={new} --format=csv,noheader >/dev/null 2>&1 && r={new}
@@ -67,7 +73,10 @@ while [ ! -e "$stop" ]; do
     printf 'M %s %s %s %s\\n' "${{now#* }}" "${{t:--}}" "${{a:--}}" "${{c:--}}"
   fi
   if [ -n "$smi" ] && ! kill -0 "$smi" 2>/dev/null; then wait "$smi"; printf 'X %s\\n' "$?"; smi=; fi
-  sleep {period}
+  sleep {period} </dev/null >/dev/null 2>&1 &
+  nap=$!
+  wait "$nap" || kill "$nap" 2>/dev/null  # a signal ends the wait at once: USR1 samples again, TERM ends
+  nap=
 done
 cleanup
 """
@@ -168,20 +177,33 @@ class NodeTelemetry:
         return gpu and memory
 
     def stop(self) -> None:
-        """End every node's sampler: one more sample after now, the stop file, then the pid if need be.
+        """End every node's sampler: USR1 for one more sample after now (nvidia-smi's own loop gives its next
+        row within a period), then the stop file and TERM, then TERM again if need be.
         Idempotent; an interrupt cannot cut it short (the samplers would run on until their lifetime)."""
         if not self.running:
             return
         self.running = False
         with ignoring_interrupts():
-            self._settle({n: len(lines) for n, lines in self.lines.items()}, 2 * self.period_ms / 1000 + 2)
-            self._on_nodes(lambda h: h.run(["touch", self.bases[h.name] + ".stop"], timeout=15))
+            marks = {n: len(lines) for n, lines in self.lines.items()}
+            self._on_nodes(lambda h: self._signal(h, "USR1"))
+            self._settle(marks, 2 * self.period_ms / 1000 + 2)
+            self._on_nodes(self._end)
             self._join(self.period_ms / 1000 + 5)
             self._on_nodes(self._kill)
             self._join(5)
 
+    def _signal(self, host: Host, signal: str) -> None:
+        """`signal` to the pid the node's script wrote (nothing if it has not written one)."""
+        pid = shlex.quote(self.bases[host.name] + ".pid")
+        host.run(f"kill -{signal} $(cat {pid} 2>/dev/null) 2>/dev/null; true", timeout=15)
+
+    def _end(self, host: Host) -> None:
+        """The stop file (which the script also sees by itself), then TERM, which ends it at once."""
+        stop, pid = (shlex.quote(self.bases[host.name] + end) for end in (".stop", ".pid"))
+        host.run(f"touch {stop}; kill -TERM $(cat {pid} 2>/dev/null) 2>/dev/null; true", timeout=15)
+
     def _kill(self, host: Host) -> None:
-        """The last resort for a sampler that did not see its stop file: TERM to the pid it wrote."""
+        """The last resort for a sampler still running: TERM again, and its pid file goes."""
         pid = shlex.quote(self.bases[host.name] + ".pid")
         host.run(f"kill $(cat {pid} 2>/dev/null) 2>/dev/null; rm -f {pid}", timeout=15)
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.nodes import Cluster, kill_processes, session_processes, sshd_available
 from tests.support.record import copy_record
-from tests.support.tiers import RECORD_FIXTURE, tiers_of_test
+from tests.support.tiers import RECORD_FIXTURE, TIERS, tiers_of_test
 from tests.support.workers import ALONE, Turns, group_of, run_order
 
 pytest_plugins = ["tests.support.vllm_fixtures"]
@@ -105,7 +105,7 @@ def pytest_collection_modifyitems(items):
         group = group_of(tiers, scopes, item.fixturenames, module, str(item.path) in alone_modules)
         if group and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
-    items[:] = run_order(items, _group, _alone)
+    items[:] = run_order(items, _group, _alone, _light)
 
 
 def _group(item: pytest.Item) -> str | None:
@@ -117,12 +117,17 @@ def _alone(item: pytest.Item) -> bool:
     return item.get_closest_marker(ALONE) is not None
 
 
+def _light(item: pytest.Item) -> bool:
+    """Of the pure tier only: it may run beside an `alone` test (tests/support/workers.py)."""
+    return {m.name for m in item.iter_markers()} & set(TIERS) == {"pure"}
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Under xdist, a test marked `alone` runs while no other test does (tests/support/workers.py, `Turns`):
-    its set-up, call and teardown. Outermost, so that pytest-timeout's clock starts once the lock is held."""
+    """Under xdist, a test marked `alone` runs while no other test does but light ones (tests/support/workers.py,
+    `Turns`): its set-up, call and teardown. Outermost, so that pytest-timeout's clock starts once the lock is held."""
     turns = item.config.stash.setdefault(TURNS, Turns())
-    turns.take(_alone(item))
+    turns.take(_alone(item), _light(item))
     try:
         yield
     finally:

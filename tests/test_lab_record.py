@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.record import REPO, copy_record, tracked_record
-from tests.support.workers import without_workers
+from tests.support.workers import RECIPE_SIM, without_workers
 
 pytestmark = pytest.mark.sim  # `labkit run bench` on the sim lane (the notebook tier is seen by itself)
 
@@ -80,7 +80,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complete
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
 
 
-@pytest.mark.xdist_group("recipe-sim")  # the shipped sim recipe's port (tests/support/workers.py)
+@pytest.mark.xdist_group(RECIPE_SIM)  # the shipped sim recipe's port (tests/support/workers.py)
 def test_the_record_tests_pass_after_make_bench_stored_a_run(tmp_path):
     repo = _checkout_copy(tmp_path / "checkout")
     results = repo / "results"

@@ -13,7 +13,17 @@ import uuid
 import pytest
 
 from tests.support import workers
-from tests.support.workers import ALONE, NODES, VLLM, Turns, free_port, group_of, run_order, without_workers
+from tests.support.workers import (
+    ALONE,
+    NODES,
+    RECIPE_SIM,
+    VLLM,
+    Turns,
+    free_port,
+    group_of,
+    run_order,
+    without_workers,
+)
 
 
 @pytest.mark.parametrize(
@@ -43,23 +53,28 @@ def test_a_module_with_an_alone_test_is_in_the_alone_group_unless_it_boots_vllm_
     assert group_of({"ssh"}, {"session"}, {"nodes"}, "tests/x/test_a.py", alone_module=True) == NODES
 
 
-def test_the_alone_tests_go_first_then_the_engine_and_node_groups_then_the_rest_by_size():
-    # (group, name, alone)
+def test_the_alone_tests_go_first_then_the_light_ones_the_longest_groups_and_the_rest_by_size():
+    # (group, name, alone, light)
     items = [
-        (None, "p1", False),
-        ("m1", "a", False),
-        (NODES, "n1", False),
-        (ALONE, "s1", False),
-        ("m2", "b", False),
-        (VLLM, "v1", False),
-        (ALONE, "t1", True),
-        ("m2", "c", False),
-        (None, "p2", False),
-        (ALONE, "t2", True),
-        (NODES, "n2", False),
+        (None, "p1", False, False),
+        ("m1", "a", False, True),
+        (NODES, "n1", False, False),
+        (ALONE, "s1", False, True),
+        (None, "l1", False, True),
+        ("m2", "b", False, False),
+        (VLLM, "v1", False, False),
+        (ALONE, "t1", True, False),
+        ("m2", "c", False, False),
+        (None, "p2", False, False),
+        (ALONE, "t2", True, False),
+        (NODES, "n2", False, False),
+        (None, "l2", False, True),
+        (RECIPE_SIM, "r1", False, False),
     ]
-    ordered = [i[1] for i in run_order(items, lambda i: i[0], lambda i: i[2])]
-    assert ordered == ["t1", "t2", "s1", "v1", "n1", "n2", "b", "c", "a", "p1", "p2"]
+    ordered = [i[1] for i in run_order(items, lambda i: i[0], lambda i: i[2], lambda i: i[3])]
+    assert ordered == ["t1", "t2", "s1", "l1", "l2", "r1", "v1", "n1", "n2", "b", "c", "a", "p1", "p2"]
+    without_light = [i[1] for i in run_order(items, lambda i: i[0], lambda i: i[2])]
+    assert without_light == ["t1", "t2", "s1", "r1", "v1", "n1", "n2", "b", "c", "a", "p1", "l1", "p2", "l2"]
 
 
 def test_a_test_that_may_end_the_shared_vllm_lane_runs_after_every_other_test_on_it():
@@ -138,6 +153,40 @@ def test_a_worker_keeps_its_exclusive_hold_across_alone_tests_only(tmp_path):
     assert not blocked.is_alive() and other.alone is False and mine.alone is None
     other.done(False)
     assert other.alone is None  # a shared hold never outlives its test
+
+
+def test_a_light_test_runs_beside_an_alone_test_at_a_lower_priority_it_then_gives_back(tmp_path):
+    alone, light = Turns("r", tmp_path), Turns("r", tmp_path)
+    alone.take(True)
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    got_in = threading.Event()
+
+    def run_light() -> None:  # a thread of its own, as a worker's main thread: nice values are per thread
+        light.take(False, light=True)
+        got_in.set()
+        niced.append(os.getpriority(os.PRIO_PROCESS, 0))
+        light.done(False)
+        niced.append(os.getpriority(os.PRIO_PROCESS, 0))
+
+    niced: list[int] = []
+    t = threading.Thread(target=run_light)
+    t.start()
+    assert got_in.wait(10)  # it did not wait for the alone test's lock
+    t.join(10)
+    alone.done(None)
+    assert light.alone is None and alone.alone is None
+    if workers.can_lower_nice():
+        assert niced == [max(before, workers.LIGHT_NICE), before]
+    else:
+        assert niced == [before, before]  # never raised where it could not be lowered again
+    niced.clear()
+    shared = Turns("r", tmp_path)
+    shared.take(False)
+    t = threading.Thread(target=run_light)  # beside a shared holder only: at its own priority
+    t.start()
+    t.join(10)
+    shared.done(None)
+    assert niced == [before, before]
 
 
 def test_outside_xdist_no_lock_is_taken(monkeypatch):

@@ -17,6 +17,7 @@ from labkit.errors import LabkitError, NodeError, RecipeError
 from labkit.measure import WORKLOADS
 from labkit.store import load_results
 from tests.support.lanes import sim_recipe
+from tests.support.workers import RECIPE_SIM
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 18290
@@ -182,7 +183,7 @@ def test_bench_notebook_unreachable_nodes_named(tmp_path):
     assert "dgx7" in (tmp_path / "out.ipynb").read_text()
 
 
-@pytest.mark.xdist_group("recipe-sim")  # the shipped sim recipe's port (tests/support/workers.py)
+@pytest.mark.xdist_group(RECIPE_SIM)  # the shipped sim recipe's port (tests/support/workers.py)
 def test_users_papermill_command_leaves_a_complete_run(tmp_path):
     """The README's command, from another working directory: sim lane with DSpark, real kernel, real engine."""
     r = _papermill(["out.ipynb", "-p", "recipe", "sim", "-p", "spec", "dspark"], tmp_path, _env(tmp_path))

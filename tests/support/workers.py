@@ -12,7 +12,8 @@ Tests run side by side unless they share something one worker must own; tests/co
     <module path>  the llama.cpp, sim and notebook tiers (a module's lanes share its fixed ports and lane ids,
                    lanes keep their state under ~/.cache/labkit/lanes/<lane id>), and a module with a
                    module-scoped fixture (a simulator, a tool's shared lane): one set-up
-    explicit       a test marked `xdist_group` itself (a shipped recipe's fixed port)
+    explicit       a test marked `xdist_group` itself (a shipped recipe's fixed port); `recipe-sim` holds the
+                   two whole runs of the shipped sim lane (`RECIPE_SIM`)
 
 Each worker has its own sshd nodes (a free port of their own) and temp folders. Ports from a test range go to
 the workers in turn (`free_port`), so two workers never probe and bind the same one.
@@ -25,12 +26,22 @@ front keeps a waiting `alone` test from being passed by ever new shared holders.
 costs every other worker the rest of its current test and then the whole `alone` test, so they run in one
 stretch at the start: the `alone` group is handed out first (`run_order`, with xdist's own reordering by size
 turned off by `--no-loadscope-reorder`), its `alone` tests before its other tests.
+
+A `light` test (of the pure tier only: no engine, node, notebook or simulator) takes no lock: it runs beside an
+`alone` test, so the other worker fills the `alone` stretch with the light tests that are in no group, which
+`run_order` hands out next. While an `alone` test holds the lock, a light test runs at nice 19 where the worker
+may lower it again afterwards (root, or a nice limit that allows it), so the simulator and client of the
+`alone` test are not kept waiting by it: the kernel runs a waking nice-0 process before a busy nice-19 one. Not
+otherwise: beside a vLLM boot on both cores, nice 19 would leave a light test about 1 % of a core. Two light
+workers beside one `alone` test were too many even so: with three workers, an open-loop test on the simulator
+saw its client's sends go more than 2.5 ms late; with two, one core stays free for it.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import resource
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -44,6 +55,7 @@ T = TypeVar("T")
 VLLM = "vllm"
 NODES = "nodes"
 ALONE = "alone"
+RECIPE_SIM = "recipe-sim"
 
 
 def group_of(
@@ -67,18 +79,32 @@ def group_of(
     return None
 
 
-def run_order(items: list[T], group: Callable[[T], str | None], alone: Callable[[T], bool]) -> list[T]:
+def run_order(
+    items: list[T],
+    group: Callable[[T], str | None],
+    alone: Callable[[T], bool],
+    light: Callable[[T], bool] = lambda item: False,
+) -> list[T]:
     """`items` in the order xdist is to hand them out (`--no-loadscope-reorder` keeps it): the `alone` group
-    first, its `alone` items before its others; then the vLLM and nodes groups, the longest, so that they start
-    early; then the other groups, most items first (xdist's own reordering); then the items of no group, short
-    ones that fill the end. Each part keeps its order."""
+    first, its `alone` items before its others; then the light items of no group, which the other worker runs
+    beside the `alone` stretch; then the longest groups, so that they start early: the shipped sim lane's
+    two whole runs (`RECIPE_SIM`, about 80 s each, one after the other on the recipe's port; the longest
+    group of the fast tiers), the vLLM and the nodes groups; then the other groups, most items first (xdist's
+    own reordering); then the other items of no group, short ones that fill the end. Each part keeps its
+    order."""
     groups = [group(item) for item in items]
     sizes = Counter(groups)
 
     def rank(pair: tuple[T, str | None]) -> tuple[int, int, bool]:
         item, g = pair
-        first = {ALONE: 0, VLLM: 1, NODES: 2, None: 4}.get(g, 3)
-        return first, -sizes[g] if first == 3 else 0, g == ALONE and not alone(item)
+        first = (
+            {ALONE: 0, RECIPE_SIM: 2, VLLM: 3, NODES: 4}.get(g, 5)
+            if g is not None
+            else 1
+            if light(item)
+            else 6
+        )
+        return first, -sizes[g] if first == 5 else 0, g == ALONE and not alone(item)
 
     return [item for item, _ in sorted(zip(items, groups, strict=True), key=rank)]
 
@@ -96,10 +122,22 @@ def free_port(low: int, high: int) -> int:
     return first_free_port(low, high, skip=others)
 
 
+LIGHT_NICE = 19
+
+
+def can_lower_nice() -> bool:
+    """Whether this process may set its nice value back down after raising it (root, or RLIMIT_NICE)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NICE)
+    if os.geteuid() == 0 or soft == resource.RLIM_INFINITY:
+        return True
+    return 20 - soft <= os.getpriority(os.PRIO_PROCESS, 0)
+
+
 class Turns:
-    """This worker's hold on the run's test lock (nothing outside xdist). `take(alone)` before a test: shared,
-    or exclusive for an `alone` test (kept when the previous test was `alone` too); `done(next_alone)` after
-    it: a shared hold is let go after every test, so an `alone` test waiting at the gate gets its turn; an
+    """This worker's hold on the run's test lock (nothing outside xdist). `take(alone, light)` before a test:
+    nothing for a light test (at nice `LIGHT_NICE` while an `alone` test runs, where that can be undone),
+    shared, or exclusive for an `alone` test (kept when the previous test was `alone` too); `done(next_alone)` after it: the nice value
+    back; a shared hold is let go after every test, so an `alone` test waiting at the gate gets its turn; an
     exclusive one is kept while the worker's next test is `alone` too (None: no next test)."""
 
     def __init__(self, run: str | None = None, folder: Path | None = None):
@@ -107,9 +145,18 @@ class Turns:
         self.folder = folder or Path(tempfile.gettempdir())
         self.alone: bool | None = None  # what is held now (None: nothing)
         self._files: tuple[IO[str], IO[str]] | None = None
+        self._nice: int | None = None  # the nice value to go back to after a light test
 
-    def take(self, alone: bool) -> None:
-        if not self.run or self.alone is alone:
+    def take(self, alone: bool, light: bool = False) -> None:
+        if not self.run:
+            return
+        if light and not alone:
+            self.release()
+            if self._alone_runs() and can_lower_nice():
+                self._nice = os.getpriority(os.PRIO_PROCESS, 0)
+                os.setpriority(os.PRIO_PROCESS, 0, max(self._nice, LIGHT_NICE))
+            return
+        if self.alone is alone:
             return
         self.release()
         gate = (self.folder / f"labkit-tests-{self.run}.gate").open("a")
@@ -121,7 +168,19 @@ class Turns:
             fcntl.flock(gate, fcntl.LOCK_UN)
         self._files, self.alone = (gate, lock), alone
 
+    def _alone_runs(self) -> bool:
+        """Whether another worker holds the lock exclusively now: a shared hold, asked for without waiting, fails."""
+        with (self.folder / f"labkit-tests-{self.run}.lock").open("a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False  # closing the file lets go of the shared hold
+
     def done(self, next_alone: bool | None) -> None:
+        if self._nice is not None:
+            os.setpriority(os.PRIO_PROCESS, 0, self._nice)
+            self._nice = None
         if not (self.alone and next_alone):
             self.release()
 

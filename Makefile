@@ -80,9 +80,9 @@ bench: env
 
 # Two pytest-xdist workers, one per core: most of a test's time is spent waiting on a server, a kernel or a
 # node. What tests share (an engine, the sshd nodes' addresses, a module's ports) keeps them on one worker;
-# timing truths run alone, all in one stretch at the start, so the groups are handed out in the order
-# tests/conftest.py sets (--no-loadscope-reorder). Three workers met 15 minutes (890 s) but two sim timing
-# tests failed beside a vLLM boot in one of two CI runs (docs/architecture.md, "Tests side by side").
+# timing truths run alone, all in one stretch at the start, while the other worker runs the light pure tests,
+# so the groups are handed out in the order tests/conftest.py sets (--no-loadscope-reorder). Three workers
+# were faster, but sim timing tests failed beside their load (docs/architecture.md, "Tests side by side").
 WORKERS := -n 2 --dist loadgroup --no-loadscope-reorder
 
 # Tests may write bytecode even where the shell sets PYTHONDONTWRITEBYTECODE (an empty value unsets it): every

@@ -124,8 +124,9 @@ def _light(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Under xdist, a test marked `alone` runs while no other test does but light ones (tests/support/workers.py,
-    `Turns`): its set-up, call and teardown. Outermost, so that pytest-timeout's clock starts once the lock is held."""
+    """Under xdist, a test marked `alone` runs while no other test does but light ones
+    (tests/support/workers.py, `Turns`): its set-up, call and teardown. Outermost, so that pytest-timeout's
+    clock starts once the lock is held."""
     turns = item.config.stash.setdefault(TURNS, Turns())
     turns.take(_alone(item), _light(item))
     try:

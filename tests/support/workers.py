@@ -97,13 +97,10 @@ def run_order(
 
     def rank(pair: tuple[T, str | None]) -> tuple[int, int, bool]:
         item, g = pair
-        first = (
-            {ALONE: 0, RECIPE_SIM: 2, VLLM: 3, NODES: 4}.get(g, 5)
-            if g is not None
-            else 1
-            if light(item)
-            else 6
-        )
+        if g is None:
+            first = 1 if light(item) else 6
+        else:
+            first = {ALONE: 0, RECIPE_SIM: 2, VLLM: 3, NODES: 4}.get(g, 5)
         return first, -sizes[g] if first == 5 else 0, g == ALONE and not alone(item)
 
     return [item for item, _ in sorted(zip(items, groups, strict=True), key=rank)]
@@ -136,9 +133,10 @@ def can_lower_nice() -> bool:
 class Turns:
     """This worker's hold on the run's test lock (nothing outside xdist). `take(alone, light)` before a test:
     nothing for a light test (at nice `LIGHT_NICE` while an `alone` test runs, where that can be undone),
-    shared, or exclusive for an `alone` test (kept when the previous test was `alone` too); `done(next_alone)` after it: the nice value
-    back; a shared hold is let go after every test, so an `alone` test waiting at the gate gets its turn; an
-    exclusive one is kept while the worker's next test is `alone` too (None: no next test)."""
+    shared, or exclusive for an `alone` test (kept when the previous test was `alone` too); `done(next_alone)`
+    after it: the nice value back; a shared hold is let go after every test, so an `alone` test waiting at the
+    gate gets its turn; an exclusive one is kept while the worker's next test is `alone` too (None: no next
+    test)."""
 
     def __init__(self, run: str | None = None, folder: Path | None = None):
         self.run = run if run is not None else os.environ.get("PYTEST_XDIST_TESTRUNUID")

@@ -7,15 +7,13 @@ import pytest
 
 from labkit import lab
 from labkit.report import compare as cmp
-from tests.support.lanes import sim_recipe
+from tests.support.lanes import NO_TELEMETRY, sim_recipe
 
 pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
 
 PORTS = {"slow": 18783, "fast": 18784}
-# four 32-token c1 turns per run: 1 % per-request noise (sim decode_noise) plus the timing jitter. No node
-# telemetry (NO_TELEMETRY): what is compared is the client's decode, and stopping the samplers costs each run
-# up to two of their 1 s periods (telemetry/sampling.py), ~1.6 s of every ~3.4 s run, while no other test runs
-NO_TELEMETRY = "telemetry_period = 0"
+# four 32-token c1 turns per run: 1 % per-request noise (sim decode_noise) plus the timing jitter; no node
+# telemetry (NO_TELEMETRY): what is compared is the client's decode
 PLAN = (
     f"runs = 5\n{NO_TELEMETRY}\ndecode = {{ concurrency = [1], turns = 4, output_tokens = 32, warmup = 0 }}"
 )

@@ -10,7 +10,7 @@ import pytest
 
 from labkit import notebooks as nbk
 from labkit.store import load_results
-from tests.support.lanes import papermill_bench, sim_recipe
+from tests.support.lanes import NO_TELEMETRY, papermill_bench, sim_recipe
 from tests.support.workers import free_port
 
 pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
@@ -32,8 +32,8 @@ def test_papermill_with_a_content_parameter_shows_the_content_table(tmp_path):
         recipes / "contentsim",
         port=free_port(*PORTS),
         settings=SETTINGS,
-        measure="seed = 4\ntelemetry_period = 0",
-    )  # no samplers to stop
+        measure=f"seed = 4\n{NO_TELEMETRY}",
+    )
     args = ["-p", "recipe", "contentsim", "-p", "content", "prose,code", "-p", "runs", "3"]
     proc, out = papermill_bench(tmp_path, recipes, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]

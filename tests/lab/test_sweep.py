@@ -13,7 +13,7 @@ from labkit import lab
 from labkit.cli.app import main
 from labkit.errors import LabkitError, RecipeError
 from labkit.store import load_results, read_sweep
-from tests.support.lanes import sim_recipe
+from tests.support.lanes import NO_TELEMETRY, sim_recipe
 
 PORT = 18800
 DT = 'engine.args."--decode-tps"'
@@ -23,9 +23,7 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 @pytest.fixture
 def recipes(tmp_path, monkeypatch):
     root = tmp_path / "recipes"
-    # without node telemetry: the samplers' stop costs each run up to two of their 1 s periods, and a sweep's
-    # points are what is tested here
-    sim_recipe(root / "fastsim", port=PORT, measure="telemetry_period = 0")
+    sim_recipe(root / "fastsim", port=PORT, measure=NO_TELEMETRY)  # a sweep's points are what is tested
     monkeypatch.setenv("LABKIT_RECIPES", str(root))
     return root
 

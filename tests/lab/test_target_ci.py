@@ -11,7 +11,7 @@ import pytest
 from labkit import lab
 from labkit.errors import RecipeError
 from labkit.report import check_target
-from tests.support.lanes import sim_recipe
+from tests.support.lanes import NO_TELEMETRY, sim_recipe
 
 pytestmark = pytest.mark.alone  # timing truths within a few percent (tests/support/workers.py)
 
@@ -19,9 +19,8 @@ PORT = 18781
 
 
 def _plan(tmp_path, monkeypatch, measure: str):
-    """The test lane with `measure` lines, without node telemetry: the samplers' stop costs each run up to two
-    of their 1 s periods, and what is tested is when the runs stop."""
-    sim_recipe(tmp_path / "recipes" / "cisim", port=PORT, measure=measure + "\ntelemetry_period = 0")
+    """The test lane with `measure` lines, without node telemetry: what is tested is when the runs stop."""
+    sim_recipe(tmp_path / "recipes" / "cisim", port=PORT, measure=f"{measure}\n{NO_TELEMETRY}")
     monkeypatch.setenv("LABKIT_RECIPES", str(tmp_path / "recipes"))
     return lab.plan("cisim")
 

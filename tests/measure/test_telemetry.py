@@ -12,7 +12,7 @@ import pytest
 from labkit.measure import BenchResult, RequestRecord, RunSummary, healthy_clocks
 from labkit.measure.summary.compose import summarize
 from labkit.measure.telemetry.energy import Window, integrate, window_summary
-from labkit.measure.telemetry.sampling import sampler_script
+from labkit.measure.telemetry.sampling import sampler_script, signal_command
 from labkit.measure.telemetry.series import (
     TelemetryRun,
     node_csv,
@@ -239,6 +239,17 @@ def test_the_sampler_script_runs_on_sh_quotes_its_paths_and_cleans_up(tmp_path):
     assert series.gpu_status == "not available: nvidia-smi: command not found"
     assert series.memory and series.memory[0].total_kb and series.memory[0].available_kb
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # stop and pid file removed
+
+
+def test_the_stop_commands_quote_the_state_paths():
+    base = "/tmp/labkit telemetry-x-0"
+    assert (
+        signal_command(base, "USR1")
+        == "kill -USR1 $(cat '/tmp/labkit telemetry-x-0.pid' 2>/dev/null) 2>/dev/null; true"
+    )
+    end = signal_command(base, "TERM", stop=True)
+    assert end.startswith("touch '/tmp/labkit telemetry-x-0.stop'; kill -TERM $(cat '")
+    assert signal_command(base, "TERM", forget=True).endswith("; rm -f '/tmp/labkit telemetry-x-0.pid'")
 
 
 def test_the_sampler_script_ends_by_itself_after_its_lifetime(tmp_path):

@@ -13,6 +13,9 @@ from labkit.recipe import load_recipe
 
 # the fabric of a DGX Spark as the fake nodes model it: the ConnectX-7 netdev and both RoCE twins of its port
 SPARK_FABRIC = '[cluster.fabric]\ninterface = "cx7"\nhcas = ["rocep1s0f1", "roceP2p1s0f1"]\n'
+# a [measure] line for sim lanes whose tests are about something else than the node samplers (comparisons,
+# stopping rules, sweep points): no sampler per run, so the `alone` stretch those tests run in stays short
+NO_TELEMETRY = "telemetry_period = 0"
 
 
 def sim_recipe(

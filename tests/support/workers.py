@@ -32,7 +32,8 @@ A `light` test (of the pure tier only: no engine, node, notebook or simulator) t
 `run_order` hands out next. While an `alone` test holds the lock, a light test runs at nice 19 where the worker
 may lower it again afterwards (root, or a nice limit that allows it), so the simulator and client of the
 `alone` test are not kept waiting by it: the kernel runs a waking nice-0 process before a busy nice-19 one. Not
-otherwise: beside a vLLM boot on both cores, nice 19 would leave a light test about 1 % of a core. Two light
+otherwise: beside a vLLM boot on both cores, nice 19 would leave a light test under 1 % of a core (the kernel's
+weights: 15 against 1024 for each nice-0 thread; derived, not timed). Two light
 workers beside one `alone` test were too many even so: with three workers, an open-loop test on the simulator
 saw its client's sends go more than 2.5 ms late; with two, one core stays free for it.
 """

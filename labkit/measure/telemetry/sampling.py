@@ -82,6 +82,17 @@ cleanup
 """
 
 
+def signal_command(base: str, signal: str, *, stop: bool = False, forget: bool = False) -> str:
+    """The node command that sends `signal` to the pid the script wrote under `base` (nothing if it has not
+    written one yet); `stop`: touch its stop file first, which the loop also checks; `forget`: remove the pid
+    file after. Pure."""
+    pid = shlex.quote(base + ".pid")
+    run = f"kill -{signal} $(cat {pid} 2>/dev/null) 2>/dev/null"
+    if stop:
+        run = f"touch {shlex.quote(base + '.stop')}; {run}"
+    return f"{run}; rm -f {pid}" if forget else f"{run}; true"
+
+
 class NodeTelemetry:
     """Samples GPU power, clocks, temperature, utilization and clock reasons (nvidia-smi) and memory
     (/proc/meminfo) on every node in parallel at one period while a run measures.
@@ -185,27 +196,16 @@ class NodeTelemetry:
         self.running = False
         with ignoring_interrupts():
             marks = {n: len(lines) for n, lines in self.lines.items()}
-            self._on_nodes(lambda h: self._signal(h, "USR1"))
+            self._on_nodes(lambda h: self._send(h, "USR1"))  # one more sample now
             self._settle(marks, 2 * self.period_ms / 1000 + 2)
-            self._on_nodes(self._end)
+            self._on_nodes(lambda h: self._send(h, "TERM", stop=True))
             self._join(self.period_ms / 1000 + 5)
-            self._on_nodes(self._kill)
+            self._on_nodes(lambda h: self._send(h, "TERM", forget=True))  # the last resort
             self._join(5)
 
-    def _signal(self, host: Host, signal: str) -> None:
-        """`signal` to the pid the node's script wrote (nothing if it has not written one)."""
-        pid = shlex.quote(self.bases[host.name] + ".pid")
-        host.run(f"kill -{signal} $(cat {pid} 2>/dev/null) 2>/dev/null; true", timeout=15)
-
-    def _end(self, host: Host) -> None:
-        """The stop file (which the script also sees by itself), then TERM, which ends it at once."""
-        stop, pid = (shlex.quote(self.bases[host.name] + end) for end in (".stop", ".pid"))
-        host.run(f"touch {stop}; kill -TERM $(cat {pid} 2>/dev/null) 2>/dev/null; true", timeout=15)
-
-    def _kill(self, host: Host) -> None:
-        """The last resort for a sampler still running: TERM again, and its pid file goes."""
-        pid = shlex.quote(self.bases[host.name] + ".pid")
-        host.run(f"kill $(cat {pid} 2>/dev/null) 2>/dev/null; rm -f {pid}", timeout=15)
+    def _send(self, host: Host, signal: str, *, stop: bool = False, forget: bool = False) -> None:
+        run = signal_command(self.bases[host.name], signal, stop=stop, forget=forget)
+        host.run(run, timeout=15)
 
     def _on_nodes(self, fn: Callable[[Host], object]) -> None:
         """fn(host) on every node whose sampler still runs, in parallel; a failure costs only that node."""
